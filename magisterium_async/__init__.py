@@ -1,0 +1,112 @@
+"""Async Python SDK for the Magisterium AI A2A API.
+
+>>> async with AsyncMagisterium() as client:        # token from $MAGISTERIUM_TOKEN
+...     for hit in await client.search("grace and nature"):
+...         print(hit.title)
+
+Everything users need is importable from here; the private modules may change.
+"""
+
+from ._client import AsyncMagisterium
+from ._clock import Clock
+from ._config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_RETRY_POLICY,
+    DEFAULT_TIMEOUTS,
+    RateLimits,
+    RetryPolicy,
+    Timeouts,
+)
+from ._errors import (
+    APIConnectionError,
+    APIResponseError,
+    APITimeoutError,
+    AuthenticationError,
+    InternalServerError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONRPCError,
+    MagisteriumError,
+    MalformedResponseError,
+    MethodNotFoundError,
+    ParseError,
+    PlanRequiredError,
+    RateLimitError,
+    SkillNotFoundError,
+    TaskFailedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnexpectedStatusError,
+)
+from ._models import (
+    AgentCapabilities,
+    AgentCard,
+    AgentSkill,
+    Answer,
+    Artifact,
+    Citation,
+    DataPart,
+    Document,
+    FileContent,
+    FilePart,
+    Message,
+    Part,
+    SearchResult,
+    Task,
+    TaskState,
+    TaskStatus,
+    TextPart,
+)
+from ._scheduler import PoolEvent, PoolStats, SchedulerStats
+from ._version import __version__
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_RETRY_POLICY",
+    "DEFAULT_TIMEOUTS",
+    "APIConnectionError",
+    "APIResponseError",
+    "APITimeoutError",
+    "AgentCapabilities",
+    "AgentCard",
+    "AgentSkill",
+    "Answer",
+    "Artifact",
+    "AsyncMagisterium",
+    "AuthenticationError",
+    "Citation",
+    "Clock",
+    "DataPart",
+    "Document",
+    "FileContent",
+    "FilePart",
+    "InternalServerError",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "JSONRPCError",
+    "MagisteriumError",
+    "MalformedResponseError",
+    "Message",
+    "MethodNotFoundError",
+    "ParseError",
+    "Part",
+    "PlanRequiredError",
+    "PoolEvent",
+    "PoolStats",
+    "RateLimitError",
+    "RateLimits",
+    "RetryPolicy",
+    "SchedulerStats",
+    "SearchResult",
+    "SkillNotFoundError",
+    "Task",
+    "TaskFailedError",
+    "TaskNotCancelableError",
+    "TaskNotFoundError",
+    "TaskState",
+    "TaskStatus",
+    "TextPart",
+    "Timeouts",
+    "UnexpectedStatusError",
+    "__version__",
+]

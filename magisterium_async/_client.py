@@ -1,0 +1,339 @@
+"""``AsyncMagisterium``: the client users hold.
+
+Flow, in one direction: public method → skill table (build the message, read the
+artifact) → scheduler pool → transport → decode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import aiohttp
+import msgspec
+
+from ._clock import Clock, LoopClock
+from ._config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_POLICY,
+    DEFAULT_TIMEOUTS,
+    RateLimits,
+    RetryPolicy,
+    Timeouts,
+)
+from ._errors import MagisteriumError, MalformedResponseError, UnexpectedStatusError
+from ._models import (
+    AgentCard,
+    Answer,
+    DataPart,
+    Document,
+    FilePart,
+    Message,
+    Part,
+    SearchResult,
+    Task,
+    TextPart,
+)
+from ._retry import call_with_retries
+from ._scheduler import PoolEvent, Scheduler, SchedulerStats
+from ._skills import (
+    ASK,
+    FETCH,
+    MASS_READINGS,
+    SAINTS,
+    SEARCH,
+    PoolName,
+    Skill,
+    pool_for,
+    read_result,
+    require_text,
+)
+from ._transport import ClientState, Transport, body_snippet, check_base_url
+
+__all__ = ["AsyncMagisterium"]
+
+T = TypeVar("T")
+
+_AGENT_CARD_DECODER = msgspec.json.Decoder(AgentCard)
+_MAX_AGE = re.compile(r"max-age=(\d+)")
+
+
+class _SendParams(msgspec.Struct, omit_defaults=True):
+    message: Message
+
+
+def _token_from(token: str | None) -> str:
+    if token is None:
+        token = os.environ.get("MAGISTERIUM_TOKEN")
+        if not token:
+            raise MagisteriumError(
+                "no API token: pass token= or set the MAGISTERIUM_TOKEN environment variable"
+            )
+    if not isinstance(token, str):
+        raise TypeError(f"token must be a str, not {type(token).__name__}")
+    if not token.strip() or any(c in token for c in "\r\n"):
+        raise ValueError("token must be a non-blank string on one line")
+    return token.strip()
+
+
+def _parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
+    if isinstance(parts, (str, TextPart, DataPart, FilePart)):
+        parts = [parts]
+    if not isinstance(parts, Sequence):
+        raise TypeError(f"parts must be a str, a Part or a sequence of them, not {type(parts)}")
+    out: list[Part] = []
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            out.append(TextPart(text=require_text(f"parts[{i}]", part)))
+        elif isinstance(part, (TextPart, DataPart, FilePart)):
+            out.append(part)
+        else:
+            raise TypeError(f"parts[{i}] must be a str or a Part, not {type(part).__name__}")
+    if not out:
+        raise ValueError("parts must hold at least one part")
+    return out
+
+
+class AsyncMagisterium:
+    """An async client of the Magisterium A2A API.
+
+    ``token`` falls back to ``$MAGISTERIUM_TOKEN`` and ``base_url`` to
+    ``$MAGISTERIUM_BASE_URL``, then the service's endpoint. ``rate_limits`` defaults to the
+    Pro plan's quota (:meth:`RateLimits.pro`): calls wait for their pool rather than
+    spending the quota on 429s. ``timeout`` is seconds per request (one number for every
+    call, or :class:`Timeouts` to set ``catholic_qa``'s apart: it defaults to 300 s, the
+    others to 30 s). ``max_concurrency`` caps the requests in flight over all pools.
+
+    Use it as ``async with AsyncMagisterium() as client: ...`` or close it with
+    :meth:`aclose`; a closed client cannot be reopened. ``clock`` (virtual time in tests),
+    ``on_event`` (a callback for every scheduler event) and ``trace_configs`` (aiohttp
+    tracing) serve observability and testing.
+    """
+
+    def __init__(
+        self,
+        token: str | None = None,
+        base_url: str | None = None,
+        *,
+        rate_limits: RateLimits | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float | Timeouts = DEFAULT_TIMEOUTS,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        retry_policy: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        on_event: Callable[[PoolEvent], None] | None = None,
+        trace_configs: Sequence[aiohttp.TraceConfig] = (),
+    ) -> None:
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int):
+            raise TypeError(f"max_retries must be an int, not {type(max_retries).__name__}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+            raise TypeError(f"max_concurrency must be an int, not {type(max_concurrency).__name__}")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if rate_limits is not None and not isinstance(rate_limits, RateLimits):
+            raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
+        self._token = _token_from(token)
+        url = base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = check_base_url(url)
+        self.rate_limits = rate_limits or RateLimits.pro()
+        self.timeouts = Timeouts.of(timeout)
+        policy = retry_policy or DEFAULT_RETRY_POLICY
+        if retry_policy is None or max_retries != DEFAULT_MAX_RETRIES:
+            policy = dataclasses.replace(policy, max_retries=max_retries)
+        self.retry_policy = policy
+        self.max_concurrency = max_concurrency
+        self._clock = clock or LoopClock()
+        self._scheduler = Scheduler(
+            self.rate_limits, max_concurrency=max_concurrency, clock=self._clock, on_event=on_event
+        )
+        self._transport = Transport(
+            self.base_url,
+            self._token,
+            max_concurrency=max_concurrency,
+            connect_timeout=self.timeouts.connect,
+            trace_configs=trace_configs,
+        )
+        self._agent_card: tuple[AgentCard, float] | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncMagisterium(base_url={self.base_url!r}, token='***')"
+
+    # Lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncMagisterium:
+        if self._transport.state is ClientState.CLOSED:
+            raise MagisteriumError("the client is closed; create a new AsyncMagisterium")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Wake every waiting call with an error and close the HTTP session. Idempotent."""
+        await self._scheduler.aclose()
+        await self._transport.aclose()
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether :meth:`aclose` has run."""
+        return self._transport.state is ClientState.CLOSED
+
+    @property
+    def stats(self) -> SchedulerStats:
+        """Per-pool counters: requests sent, 429s, retries, seconds paused, current rate."""
+        return self._scheduler.stats
+
+    # The skills --------------------------------------------------------------------
+
+    async def ask(self, question: str, *, context_id: str | None = None) -> Answer:
+        """Ask ``catholic_qa`` a question; the answer with its citations.
+
+        Draws on the expensive pool (one call at a time by default) and may take minutes.
+        A call that times out is *not* retried unless ``RetryPolicy.retry_expensive_timeouts``
+        is set: it may have run and spent the scarce expensive quota.
+        """
+        answer = await self._run(ASK, question, context_id=context_id)
+        assert answer is not None  # catholic_qa has no "nothing found" answer
+        return answer
+
+    async def search(self, query: str) -> list[SearchResult]:
+        """Semantic search over the documents; ``[]`` when nothing matches."""
+        results = await self._run(SEARCH, query)
+        return results if results is not None else []
+
+    async def fetch(self, document_id: str) -> Document | None:
+        """One document's content and metadata; ``None`` when it is not found."""
+        return await self._run(FETCH, document_id)
+
+    async def mass_readings(self, when: str = "today") -> str | None:
+        """The Mass readings for ``when`` (``"today"``, ``"next Sunday"``, ...), or ``None``."""
+        return await self._run(MASS_READINGS, when)
+
+    async def saints(self, when: str | dt.date = "today") -> str | None:
+        """The Roman Martyrology entry for ``when`` (a date, or a text query), or ``None``."""
+        return await self._run(SAINTS, when)
+
+    async def _run(
+        self, skill: Skill[Any, T], argument: Any, *, context_id: str | None = None
+    ) -> T | None:
+        parts = skill.build(argument)
+        task = await self._send(parts, skill.id, skill.pool, context_id)
+        return read_result(skill, task)
+
+    # Protocol level ----------------------------------------------------------------
+
+    async def send_message(
+        self,
+        parts: str | Part | Sequence[str | Part],
+        *,
+        skill_id: str | None = None,
+        context_id: str | None = None,
+    ) -> Task:
+        """Send one user message to any skill and return the Task as the service sent it.
+
+        ``parts`` is a string, one part, or a sequence of them. ``skill_id`` may be any id
+        the service knows (``None``: the service's default, ``catholic_qa``). A ``failed``
+        task is returned, not raised.
+        """
+        if skill_id is not None:
+            require_text("skill_id", skill_id)
+        return await self._send(_parts_from(parts), skill_id, pool_for(skill_id), context_id)
+
+    async def get_task(self, task_id: str) -> Task:
+        """A task by id (kept by the service for 24 hours); spends no quota."""
+        params = {"id": require_text("task_id", task_id)}
+        return await self._call("tasks/get", params, None)
+
+    async def cancel_task(self, task_id: str) -> Task:
+        """Ask to cancel a task; spends no quota.
+
+        Every task of the service is finished by the time it is returned, so this raises
+        :class:`InvalidParamsError` ("Invalid state transition") in practice.
+        """
+        params = {"id": require_text("task_id", task_id)}
+        return await self._call("tasks/cancel", params, None)
+
+    async def _send(
+        self, parts: list[Part], skill_id: str | None, pool: PoolName, context_id: str | None
+    ) -> Task:
+        if context_id is not None:
+            require_text("context_id", context_id)
+        message = Message(
+            role="user",
+            parts=parts,
+            message_id=str(uuid.uuid4()),
+            context_id=context_id,
+            metadata={"skillId": skill_id} if skill_id is not None else None,
+        )
+        return await self._call("message/send", _SendParams(message), pool)
+
+    async def _call(self, method: str, params: Any, pool: PoolName | None) -> Task:
+        timeout = self.timeouts.for_pool(pool)
+        return await call_with_retries(
+            lambda: self._transport.rpc(method, params, timeout=timeout),
+            pool=self._scheduler.pool(pool),
+            policy=self.retry_policy,
+            clock=self._clock,
+            what=method,
+            retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
+        )
+
+    # Discovery ---------------------------------------------------------------------
+
+    @property
+    def agent_card_url(self) -> str:
+        """Where the agent card lives: ``/.well-known/agent.json`` at the base URL's origin."""
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}/.well-known/agent.json"
+
+    async def agent_card(self) -> AgentCard:
+        """The service's A2A agent card, decoded; spends no quota.
+
+        Cached for the client's life, or for the ``max-age`` of the response's
+        ``Cache-Control`` when it gives one.
+        """
+        now = self._clock.now()
+        if self._agent_card is not None and now < self._agent_card[1]:
+            return self._agent_card[0]
+        url = self.agent_card_url
+        status, headers, body = await call_with_retries(
+            lambda: self._transport.get(url, timeout=self.timeouts.default),
+            pool=self._scheduler.pool(None),
+            policy=self.retry_policy,
+            clock=self._clock,
+            what=f"GET {url}",
+        )
+        if status != 200:
+            raise UnexpectedStatusError(
+                f"agent card: unexpected HTTP {status}",
+                status=status,
+                body=body_snippet(body),
+            )
+        try:
+            card = _AGENT_CARD_DECODER.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise MalformedResponseError(
+                f"agent card: not an A2A agent card: {exc}",
+                status=status,
+                body=body_snippet(body),
+            ) from None
+        match = _MAX_AGE.search(headers.get("Cache-Control", ""))
+        expires = now + int(match.group(1)) if match else float("inf")
+        self._agent_card = (card, expires)
+        return card

@@ -1,0 +1,188 @@
+"""Configuration as small immutable value objects, with the module-level defaults."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_RETRY_POLICY",
+    "DEFAULT_TIMEOUTS",
+    "RateLimits",
+    "RetryPolicy",
+    "Timeouts",
+]
+
+DEFAULT_BASE_URL = "https://www.magisterium.com/api/v1/a2a"
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_CONCURRENCY = 32
+
+
+def _check_positive(name: str, value: object, *, allow_inf: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    if math.isnan(value) or value <= 0 or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _check_count(name: str, value: object, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Requests allowed per ``period`` seconds in each of the service's two quota pools.
+
+    ``catholic_qa`` draws on ``expensive``; every other skill on ``default``; ``tasks/get``
+    and ``tasks/cancel`` on neither. The client guarantees that no interval of ``period``
+    seconds holds more than the configured number of request starts in a pool, so a client
+    configured to its plan's quota never trips it with its own traffic.
+
+    ``default_concurrency`` / ``expensive_concurrency`` cap the requests in flight per pool
+    (``None``: only ``max_concurrency`` applies). The expensive pool runs one call at a time
+    by default, because parallel ``catholic_qa`` calls have been seen to fail on the live
+    service. ``adaptive`` lets a pool lower its rate after a 429 (the quota is shared with
+    the user's MCP calls) and probe back up slowly.
+
+    Use a preset (:meth:`pro`, :meth:`organization`) or :meth:`unlimited` for the emulator
+    and for Enterprise quotas you have no number for.
+    """
+
+    default: float
+    expensive: float
+    period: float = 60.0
+    default_concurrency: int | None = None
+    expensive_concurrency: int | None = 1
+    adaptive: bool = True
+
+    def __init__(
+        self,
+        default: float,
+        expensive: float,
+        *,
+        period: float = 60.0,
+        default_concurrency: int | None = None,
+        expensive_concurrency: int | None = 1,
+        adaptive: bool = True,
+    ) -> None:
+        object.__setattr__(self, "default", _check_positive("default", default, allow_inf=True))
+        object.__setattr__(
+            self, "expensive", _check_positive("expensive", expensive, allow_inf=True)
+        )
+        object.__setattr__(self, "period", _check_positive("period", period))
+        for name, value in (
+            ("default_concurrency", default_concurrency),
+            ("expensive_concurrency", expensive_concurrency),
+        ):
+            if value is not None:
+                _check_count(name, value)
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "adaptive", bool(adaptive))
+
+    @classmethod
+    def pro(cls) -> RateLimits:
+        """The Pro plan: 15 requests a minute by default, 2 a minute for ``catholic_qa``."""
+        return cls(15, 2, period=60.0)
+
+    @classmethod
+    def organization(cls) -> RateLimits:
+        """The Organization plan: the same numbers as Pro."""
+        return cls(15, 2, period=60.0)
+
+    @classmethod
+    def unlimited(cls, *, concurrency: int | None = None) -> RateLimits:
+        """No rate limit in either pool (the emulator, or a quota you manage elsewhere).
+
+        ``concurrency`` caps each pool's requests in flight; by default only the client's
+        ``max_concurrency`` applies, also to ``catholic_qa``.
+        """
+        return cls(
+            math.inf,
+            math.inf,
+            default_concurrency=concurrency,
+            expensive_concurrency=concurrency,
+            adaptive=False,
+        )
+
+    def limit_for(self, pool: str) -> float:
+        """The configured number of requests per period for ``pool`` (a :class:`PoolName`)."""
+        return self.expensive if pool == "expensive" else self.default
+
+    def concurrency_for(self, pool: str) -> int | None:
+        """The configured in-flight cap for ``pool``, or ``None``."""
+        return self.expensive_concurrency if pool == "expensive" else self.default_concurrency
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a single request may take, end to end, by kind of call.
+
+    ``catholic_qa`` runs an LLM pipeline that takes seconds to minutes, so its default is
+    far longer than the others'. ``connect`` bounds opening the connection alone.
+    """
+
+    default: float = 30.0
+    expensive: float = 300.0
+    connect: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("default", "expensive", "connect"):
+            object.__setattr__(self, name, _check_positive(name, getattr(self, name)))
+
+    @classmethod
+    def of(cls, value: float | Timeouts) -> Timeouts:
+        """A ``Timeouts`` from a user's ``timeout=``: one number applies to every call."""
+        if isinstance(value, Timeouts):
+            return value
+        seconds = _check_positive("timeout", value)
+        return cls(default=seconds, expensive=seconds, connect=min(seconds, cls.connect))
+
+    def for_pool(self, pool: str | None) -> float:
+        """The timeout for a request in ``pool`` (``None``: a task call)."""
+        return self.expensive if pool == "expensive" else self.default
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How transient failures and rate limits are retried.
+
+    Connection errors, timeouts, HTTP 5xx and -32603 are retried up to ``max_retries``
+    times, waiting ``min(initial_backoff * 2**n, max_backoff)`` with jitter. A 429 waits the
+    service's ``retryAfter`` (at most ``max_retry_after`` each time; ``fallback_retry_after``
+    when the service gave none) and does not count
+    against ``max_retries``; once the waits of one call add up to more than
+    ``rate_limit_budget`` seconds, the :class:`RateLimitError` is raised.
+    ``retry_expensive_timeouts`` is off by default: a ``catholic_qa`` call that timed out
+    may have run and spent the scarce expensive quota.
+    """
+
+    max_retries: int = DEFAULT_MAX_RETRIES
+    initial_backoff: float = 0.5
+    max_backoff: float = 8.0
+    max_retry_after: float = 120.0
+    fallback_retry_after: float = 5.0
+    rate_limit_budget: float = 900.0
+    retry_expensive_timeouts: bool = False
+
+    def __post_init__(self) -> None:
+        _check_count("max_retries", self.max_retries, minimum=0)
+        for name in ("initial_backoff", "max_backoff", "max_retry_after", "fallback_retry_after"):
+            _check_positive(name, getattr(self, name))
+        _check_positive("rate_limit_budget", self.rate_limit_budget, allow_inf=True)
+
+    def backoff(self, attempt: int, jitter: float) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based); ``jitter`` in [0, 1)."""
+        base = min(self.initial_backoff * 2.0**attempt, self.max_backoff)
+        return base * (1.0 - 0.25 * jitter)
+
+
+DEFAULT_TIMEOUTS = Timeouts()
+DEFAULT_RETRY_POLICY = RetryPolicy()

@@ -1,0 +1,260 @@
+"""Everything magisterium_async raises on purpose.
+
+The tree, in one glance::
+
+    MagisteriumError                  root; catch this to catch everything below
+    ├── APIConnectionError            the request never got an answer (DNS, refused, reset)
+    │   └── APITimeoutError           ... because it took longer than the timeout
+    ├── APIResponseError              an answer arrived that is not the contract's
+    │   ├── MalformedResponseError    not JSON, not JSON-RPC, wrong shape, mismatched id
+    │   └── UnexpectedStatusError     an HTTP status the contract does not use (a proxy's 502)
+    ├── JSONRPCError                  the service answered with a JSON-RPC ``error`` object
+    │   ├── ParseError                -32700
+    │   ├── InvalidRequestError       -32600
+    │   ├── MethodNotFoundError       -32601
+    │   ├── InvalidParamsError        -32602
+    │   ├── InternalServerError       -32603
+    │   ├── TaskNotFoundError         -32001
+    │   ├── SkillNotFoundError        -32002
+    │   ├── RateLimitError            -32003 / HTTP 429  (``.retry_after``)
+    │   ├── AuthenticationError       -32004 / HTTP 401
+    │   └── PlanRequiredError         -32005 / HTTP 403
+    └── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
+
+``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
+cannot be right.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._models import Task
+
+__all__ = [
+    "APIConnectionError",
+    "APIResponseError",
+    "APITimeoutError",
+    "AuthenticationError",
+    "InternalServerError",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "JSONRPCError",
+    "MagisteriumError",
+    "MalformedResponseError",
+    "MethodNotFoundError",
+    "ParseError",
+    "PlanRequiredError",
+    "RateLimitError",
+    "SkillNotFoundError",
+    "TaskFailedError",
+    "TaskNotFoundError",
+    "UnexpectedStatusError",
+    "error_from_jsonrpc",
+]
+
+
+class MagisteriumError(Exception):
+    """Root of every error the library raises on purpose."""
+
+
+class APIConnectionError(MagisteriumError):
+    """The request got no answer: the connection failed, was refused or was dropped."""
+
+
+class APITimeoutError(APIConnectionError):
+    """The request took longer than its timeout."""
+
+
+class APIResponseError(MagisteriumError):
+    """The service (or something in front of it) answered outside the contract.
+
+    ``status`` is the HTTP status and ``body`` the first 500 characters of the body, so the
+    answer is never lost.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class MalformedResponseError(APIResponseError):
+    """The body is not JSON, not a JSON-RPC response, or not shaped as the contract says."""
+
+
+class UnexpectedStatusError(APIResponseError):
+    """An HTTP status the contract does not use, such as an HTML 502 from a proxy."""
+
+
+class JSONRPCError(MagisteriumError):
+    """The service answered with a JSON-RPC error object: ``code``, ``message``, ``data``."""
+
+    code: int = 0
+
+    def __init__(
+        self, message: str, *, code: int | None = None, data: Any = None, status: int = 200
+    ) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+        self.data = data
+        self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.message} (JSON-RPC error {self.code})"
+
+
+class ParseError(JSONRPCError):
+    """-32700: the service could not parse the request body as JSON."""
+
+    code = -32700
+
+
+class InvalidRequestError(JSONRPCError):
+    """-32600: the request is not a valid JSON-RPC request."""
+
+    code = -32600
+
+
+class MethodNotFoundError(JSONRPCError):
+    """-32601: the service does not know the method."""
+
+    code = -32601
+
+
+class InvalidParamsError(JSONRPCError):
+    """-32602: missing or invalid params; also cancelling a task that is already terminal."""
+
+    code = -32602
+
+
+class InternalServerError(JSONRPCError):
+    """-32603: an unexpected fault in the service; retried like a 5xx."""
+
+    code = -32603
+
+
+class TaskNotFoundError(JSONRPCError):
+    """-32001: the task id is unknown or expired (tasks are kept for 24 hours).
+
+    Generic A2A servers (not the Magisterium service) also use -32001 this way.
+    """
+
+    code = -32001
+
+
+class SkillNotFoundError(JSONRPCError):
+    """-32002: the service does not know the ``skillId``.
+
+    Generic A2A servers use -32002 for "task not cancelable" instead; when the error came
+    from ``tasks/cancel`` it is raised as :class:`TaskNotCancelableError`, a subclass.
+    """
+
+    code = -32002
+
+
+class TaskNotCancelableError(SkillNotFoundError):
+    """-32002 answered to ``tasks/cancel``: generic A2A's "task not cancelable".
+
+    The Magisterium service itself answers -32602 for this case; other A2A servers answer
+    -32002, which the service's contract reserves for an unknown skill.
+    """
+
+
+class RateLimitError(JSONRPCError):
+    """-32003 / HTTP 429: a quota ran out. ``retry_after`` is the wait in seconds, or ``None``
+    when the service did not say (or said something that is not a number)."""
+
+    code = -32003
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        data: Any = None,
+        status: int = 429,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, code=code, data=data, status=status)
+        self.retry_after = retry_after if retry_after is not None else _retry_after_from(data)
+
+
+class AuthenticationError(JSONRPCError):
+    """-32004 / HTTP 401: the bearer token is missing or invalid."""
+
+    code = -32004
+
+
+class PlanRequiredError(JSONRPCError):
+    """-32005 / HTTP 403: A2A needs a Pro, Organization or Enterprise plan."""
+
+    code = -32005
+
+
+class TaskFailedError(MagisteriumError):
+    """The task ran and ended in state ``failed``; ``reason`` is the service's explanation."""
+
+    def __init__(self, task: Task, reason: str) -> None:
+        super().__init__(f"task {task.id} failed: {reason}")
+        self.task = task
+        self.reason = reason
+
+
+_BY_CODE: dict[int, type[JSONRPCError]] = {
+    cls.code: cls
+    for cls in (
+        ParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+        InternalServerError,
+        TaskNotFoundError,
+        SkillNotFoundError,
+        RateLimitError,
+        AuthenticationError,
+        PlanRequiredError,
+    )
+}
+_BY_STATUS: dict[int, type[JSONRPCError]] = {
+    429: RateLimitError,
+    401: AuthenticationError,
+    403: PlanRequiredError,
+}
+
+
+def _retry_after_from(data: Any) -> float | None:
+    if not isinstance(data, dict):
+        return None
+    value = data.get("retryAfter")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def error_from_jsonrpc(
+    code: Any, message: Any, data: Any, *, status: int, method: str = ""
+) -> JSONRPCError:
+    """Map one JSON-RPC error object (and its HTTP status) to the exception to raise.
+
+    The code decides; where the code is unknown the HTTP status decides (a 429 with an odd
+    code is still a rate limit); otherwise a plain :class:`JSONRPCError` keeps what was said.
+    """
+    text = message if isinstance(message, str) and message else "JSON-RPC error"
+    int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    cls = _BY_CODE.get(int_code) if int_code is not None else None
+    if cls is None:
+        cls = _BY_STATUS.get(status, JSONRPCError)
+    if cls is SkillNotFoundError and method == "tasks/cancel":
+        cls = TaskNotCancelableError
+    return cls(text, code=int_code if int_code is not None else cls.code, data=data, status=status)

@@ -1,0 +1,226 @@
+"""Typed models: the A2A wire objects and the results of the skills.
+
+Wire objects are msgspec structs, snake_case in Python and camelCase on the wire. Decoding
+ignores fields it does not know, so a server that adds fields breaks nothing. Parts are a
+tagged union on ``kind``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "AgentCapabilities",
+    "AgentCard",
+    "AgentSkill",
+    "Answer",
+    "Artifact",
+    "Citation",
+    "DataPart",
+    "Document",
+    "FileContent",
+    "FilePart",
+    "Message",
+    "Part",
+    "SearchResult",
+    "Task",
+    "TaskState",
+    "TaskStatus",
+    "TextPart",
+]
+
+
+class _Wire(msgspec.Struct, rename="camel", omit_defaults=True):
+    """Base of the wire structs: camelCase on the wire, defaults left out when encoding."""
+
+
+class TextPart(_Wire, tag_field="kind", tag="text"):
+    """A part holding text: ``{"kind": "text", "text": ...}``."""
+
+    text: str
+    metadata: dict[str, Any] | None = None
+
+
+class DataPart(_Wire, tag_field="kind", tag="data"):
+    """A part holding structured data: ``{"kind": "data", "data": {...}}``.
+
+    Values are kept as JSON gave them; some A2A servers send integers as floats.
+    """
+
+    data: dict[str, Any]
+    metadata: dict[str, Any] | None = None
+
+
+class FileContent(_Wire):
+    """The file inside a :class:`FilePart`: inline ``bytes`` (base64) or a ``uri``."""
+
+    name: str | None = None
+    mime_type: str | None = None
+    bytes: str | None = None
+    uri: str | None = None
+
+
+class FilePart(_Wire, tag_field="kind", tag="file"):
+    """A part holding a file, as A2A defines it."""
+
+    file: FileContent
+    metadata: dict[str, Any] | None = None
+
+
+Part = TextPart | DataPart | FilePart
+"""One part of a message or an artifact."""
+
+
+class Message(_Wire, tag_field="kind", tag="message"):
+    """One message of a conversation: the user's request or the agent's reply."""
+
+    role: str
+    parts: list[Part]
+    message_id: str
+    context_id: str | None = None
+    task_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        """The text parts joined by newlines."""
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+class TaskState:
+    """The task states A2A defines, as plain strings (``task.status.state``)."""
+
+    SUBMITTED = "submitted"
+    WORKING = "working"
+    INPUT_REQUIRED = "input-required"
+    COMPLETED = "completed"
+    CANCELED = "canceled"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    AUTH_REQUIRED = "auth-required"
+    UNKNOWN = "unknown"
+
+
+class TaskStatus(_Wire):
+    """Where a task stands; ``message`` explains a failure."""
+
+    state: str
+    message: Message | None = None
+    timestamp: str | None = None
+
+
+class Artifact(_Wire):
+    """A result a task produced: a skill-specific ``name`` and one or more parts."""
+
+    artifact_id: str
+    parts: list[Part]
+    name: str | None = None
+    description: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Task(_Wire, tag_field="kind", tag="task"):
+    """A task as the service returned it, ``failed`` included."""
+
+    id: str
+    context_id: str
+    status: TaskStatus
+    artifacts: list[Artifact] = msgspec.field(default_factory=list)
+    history: list[Message] = msgspec.field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def state(self) -> str:
+        """Shortcut for ``status.state``."""
+        return self.status.state
+
+    @property
+    def failure_reason(self) -> str:
+        """The text of ``status.message``, or a stand-in when the service gave none."""
+        reason = self.status.message.text if self.status.message is not None else ""
+        return reason or f"task ended in state {self.status.state!r} without a reason"
+
+    def artifact(self, name: str) -> Artifact | None:
+        """The first artifact called ``name``, or ``None``."""
+        return next((a for a in self.artifacts if a.name == name), None)
+
+
+class Citation(msgspec.Struct, frozen=True, kw_only=True):
+    """One source behind an :class:`Answer`, with the fields the service's chat API names.
+
+    Every field may be missing; any other key the service sends is kept in ``extra``.
+    """
+
+    cited_text: str | None = None
+    cited_text_heading: str | None = None
+    document_title: str | None = None
+    document_index: int | None = None
+    document_author: str | None = None
+    document_year: int | str | None = None
+    document_reference: str | None = None
+    source_url: str | None = None
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`AsyncMagisterium.ask` returns."""
+
+    text: str
+    citations: list[Citation]
+    related_questions: list[str]
+    context_id: str
+    task: Task
+
+
+class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One hit of :meth:`AsyncMagisterium.search`; other keys the service sends are in ``extra``."""
+
+    id: str
+    url: str
+    title: str
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Document(msgspec.Struct, frozen=True, kw_only=True):
+    """A document's content and metadata, from :meth:`AsyncMagisterium.fetch`."""
+
+    id: str
+    title: str | None
+    author: str | None
+    ref: str | None
+    text: str
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class AgentSkill(_Wire):
+    """One skill listed on the agent card."""
+
+    id: str
+    name: str | None = None
+    description: str | None = None
+    tags: list[str] = msgspec.field(default_factory=list)
+    examples: list[str] = msgspec.field(default_factory=list)
+
+
+class AgentCapabilities(_Wire):
+    """What the agent supports beyond plain request/response."""
+
+    streaming: bool | None = None
+    push_notifications: bool | None = None
+    state_transition_history: bool | None = None
+
+
+class AgentCard(_Wire):
+    """The service's A2A agent card (``/.well-known/agent.json``)."""
+
+    name: str
+    description: str | None = None
+    url: str | None = None
+    version: str | None = None
+    protocol_version: str | None = None
+    capabilities: AgentCapabilities | None = None
+    default_input_modes: list[str] = msgspec.field(default_factory=list)
+    default_output_modes: list[str] = msgspec.field(default_factory=list)
+    skills: list[AgentSkill] = msgspec.field(default_factory=list)

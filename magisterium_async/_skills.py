@@ -1,0 +1,316 @@
+"""The skill table: each skill's id, pool, input, artifact and parser in one place.
+
+A client method is one row of this table: ``build`` turns the user's argument into message
+parts (raising ``ValueError``/``TypeError`` before anything is sent), ``parse`` turns the
+completed task's artifact into the result type.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from ._errors import MalformedResponseError, TaskFailedError
+from ._models import (
+    Answer,
+    Artifact,
+    Citation,
+    DataPart,
+    Document,
+    Part,
+    SearchResult,
+    Task,
+    TaskState,
+    TextPart,
+)
+
+__all__ = [
+    "ASK",
+    "DEFAULT_SKILL_ID",
+    "FETCH",
+    "MASS_READINGS",
+    "SAINTS",
+    "SEARCH",
+    "SKILLS",
+    "PoolName",
+    "Skill",
+    "pool_for",
+    "read_result",
+    "require_text",
+]
+
+PoolName = Literal["default", "expensive"]
+DEFAULT_SKILL_ID = "catholic_qa"
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+@dataclass(frozen=True)
+class Skill(Generic[In, Out]):
+    """One skill: its id, the quota pool it draws on, its artifact and how to read it."""
+
+    id: str
+    pool: PoolName
+    artifact: str
+    build: Callable[[In], list[Part]]
+    parse: Callable[[Task, Artifact], Out]
+    not_found: str | None = None
+
+
+def require_text(name: str, value: object) -> str:
+    """``value`` if it is a non-blank string; ``TypeError``/``ValueError`` naming ``name``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} must not be empty or blank")
+    return value
+
+
+def _malformed(task: Task, what: str) -> MalformedResponseError:
+    return MalformedResponseError(f"task {task.id}: {what}")
+
+
+def _texts(artifact: Artifact) -> list[str]:
+    return [p.text for p in artifact.parts if isinstance(p, TextPart)]
+
+
+def _data_with(artifact: Artifact, key: str) -> dict[str, Any] | None:
+    return next((p.data for p in artifact.parts if isinstance(p, DataPart) and key in p.data), None)
+
+
+def _as_id(value: object) -> str | None:
+    """Ids are strings; some A2A servers turn numeric ones into ints or floats."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    return None
+
+
+def _opt_str(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return _as_id(value) or str(value)
+    return None
+
+
+def _opt_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _text_only(name: str) -> Callable[[str], list[Part]]:
+    def build(value: str) -> list[Part]:
+        return [TextPart(text=require_text(name, value))]
+
+    return build
+
+
+# Answer -------------------------------------------------------------------------------
+
+
+_CITATION_TEXT_FIELDS = (
+    "cited_text",
+    "cited_text_heading",
+    "document_title",
+    "document_author",
+    "document_reference",
+    "source_url",
+)
+
+
+def _citation(raw: object) -> Citation:
+    if not isinstance(raw, dict):
+        return Citation(extra={"value": raw})
+    text_fields = {name: _opt_str(raw.get(name)) for name in _CITATION_TEXT_FIELDS}
+    year = raw.get("document_year")
+    known = {*_CITATION_TEXT_FIELDS, "document_index", "document_year"}
+    return Citation(
+        **text_fields,
+        document_index=_opt_int(raw.get("document_index")),
+        document_year=_opt_int(year) if _opt_int(year) is not None else _opt_str(year),
+        extra={k: v for k, v in raw.items() if k not in known},
+    )
+
+
+def _parse_answer(task: Task, artifact: Artifact) -> Answer:
+    texts = _texts(artifact)
+    if not texts:
+        raise _malformed(task, "the catholic_qa_response artifact has no text part")
+    citations = (_data_with(artifact, "citations") or {}).get("citations") or []
+    related = (_data_with(artifact, "related_questions") or {}).get("related_questions") or []
+    if not isinstance(citations, list) or not isinstance(related, list):
+        raise _malformed(task, "citations and related_questions must be lists")
+    return Answer(
+        text="\n".join(texts),
+        citations=[_citation(c) for c in citations],
+        related_questions=[q for q in related if isinstance(q, str)],
+        context_id=task.context_id,
+        task=task,
+    )
+
+
+# Search -------------------------------------------------------------------------------
+
+
+def _search_result(task: Task, raw: object) -> SearchResult:
+    if not isinstance(raw, dict):
+        raise _malformed(task, f"a search result is not an object: {raw!r:.100}")
+    ident = _as_id(raw.get("id"))
+    if ident is None:
+        raise _malformed(task, f"a search result has no usable id: {raw!r:.200}")
+    return SearchResult(
+        id=ident,
+        url=_opt_str(raw.get("url")) or "",
+        title=_opt_str(raw.get("title")) or "",
+        extra={k: v for k, v in raw.items() if k not in ("id", "url", "title")},
+    )
+
+
+def _parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
+    data = _data_with(artifact, "results")
+    if data is None:
+        raise _malformed(task, "the search_results artifact has no data part with 'results'")
+    results = data["results"]
+    if not isinstance(results, list):
+        raise _malformed(task, "'results' is not a list")
+    return [_search_result(task, r) for r in results]
+
+
+# Fetch --------------------------------------------------------------------------------
+
+
+def _build_fetch(document_id: str) -> list[Part]:
+    if isinstance(document_id, int) and not isinstance(document_id, bool):
+        document_id = str(document_id)
+    return [DataPart(data={"id": require_text("document_id", document_id)})]
+
+
+def _parse_document(task: Task, artifact: Artifact) -> Document:
+    meta = _data_with(artifact, "id") or {}
+    ident = _as_id(meta.get("id"))
+    if ident is None:
+        raise _malformed(task, "the document artifact has no data part with an 'id'")
+    return Document(
+        id=ident,
+        title=_opt_str(meta.get("title")),
+        author=_opt_str(meta.get("author")),
+        ref=_opt_str(meta.get("ref")),
+        text="\n".join(_texts(artifact)),
+        extra={k: v for k, v in meta.items() if k not in ("id", "title", "author", "ref")},
+    )
+
+
+# Readings and saints ------------------------------------------------------------------
+
+
+def _parse_text(task: Task, artifact: Artifact) -> str:
+    texts = _texts(artifact)
+    if not texts:
+        raise _malformed(task, f"the {artifact.name} artifact has no text part")
+    return "\n".join(texts)
+
+
+def _build_saints(when: str | dt.date) -> list[Part]:
+    if isinstance(when, dt.datetime):
+        when = when.date()
+    if isinstance(when, dt.date):
+        return [DataPart(data={"date": when.isoformat()})]
+    if not isinstance(when, str):
+        raise TypeError(f"when must be a str or a datetime.date, not {type(when).__name__}")
+    return [TextPart(text=require_text("when", when))]
+
+
+ASK: Skill[str, Answer] = Skill(
+    "catholic_qa", "expensive", "catholic_qa_response", _text_only("question"), _parse_answer
+)
+SEARCH: Skill[str, list[SearchResult]] = Skill(
+    "document_search", "default", "search_results", _text_only("query"), _parse_search
+)
+FETCH: Skill[str, Document] = Skill(
+    "document_fetch",
+    "default",
+    "document",
+    _build_fetch,
+    _parse_document,
+    not_found="Document not found.",
+)
+MASS_READINGS: Skill[str, str] = Skill(
+    "liturgical_readings",
+    "default",
+    "mass_readings",
+    _text_only("when"),
+    _parse_text,
+    not_found="No mass readings found.",
+)
+SAINTS: Skill[str | dt.date, str] = Skill(
+    "saints_of_the_day",
+    "default",
+    "martyrology",
+    _build_saints,
+    _parse_text,
+    not_found="No martyrology data found.",
+)
+
+SKILLS: Mapping[str, Skill[Any, Any]] = {
+    s.id: s for s in (ASK, SEARCH, FETCH, MASS_READINGS, SAINTS)
+}
+"""The typed skills by id. ``send_message`` accepts any other id too."""
+
+
+def pool_for(skill_id: str | None) -> PoolName:
+    """The quota pool a message to ``skill_id`` draws on (no id means ``catholic_qa``).
+
+    Skills this table does not know (the service lists more, such as ``saint_lookup``) draw
+    on the default pool, as every skill but ``catholic_qa`` does.
+    """
+    skill = SKILLS.get(skill_id or DEFAULT_SKILL_ID)
+    return skill.pool if skill is not None else "default"
+
+
+def is_not_found(skill: Skill[Any, Any], artifact: Artifact) -> bool:
+    """Whether ``artifact`` is the skill's "nothing found" answer (a lone text part)."""
+    if skill.not_found is None:
+        return False
+    texts = _texts(artifact)
+    has_data = any(isinstance(p, DataPart) for p in artifact.parts)
+    return not has_data and len(texts) == 1 and texts[0].strip() == skill.not_found
+
+
+def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
+    """The skill's result from a task; ``None`` for its "nothing found" answer.
+
+    A ``failed`` task raises :class:`TaskFailedError`; any state other than ``completed``
+    breaks the contract (every skill is synchronous) and raises
+    :class:`MalformedResponseError`.
+    """
+    if task.state == TaskState.FAILED:
+        raise TaskFailedError(task, task.failure_reason)
+    if task.state != TaskState.COMPLETED:
+        raise _malformed(task, f"{skill.id} answered a task in state {task.state!r}")
+    artifact = task.artifact(skill.artifact)
+    candidates = [artifact] if artifact is not None else task.artifacts
+    if any(is_not_found(skill, a) for a in candidates):
+        return None
+    if artifact is None:
+        names = [a.name for a in task.artifacts]
+        raise _malformed(task, f"no {skill.artifact!r} artifact (artifacts: {names})")
+    return skill.parse(task, artifact)

@@ -1,0 +1,270 @@
+"""HTTP and the JSON-RPC envelope: one aiohttp session per client, every answer mapped.
+
+The transport sends one request and turns whatever comes back into a :class:`Task` or a
+:class:`MagisteriumError`; it never retries (the client does) and never raises a raw
+aiohttp, JSON or msgspec exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import ipaddress
+import itertools
+import logging
+import platform
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import msgspec
+
+from . import _version
+from ._errors import (
+    APIConnectionError,
+    APITimeoutError,
+    MagisteriumError,
+    MalformedResponseError,
+    RateLimitError,
+    UnexpectedStatusError,
+    error_from_jsonrpc,
+)
+from ._models import Task
+
+__all__ = ["ClientState", "Transport", "body_snippet", "check_base_url", "decode_response"]
+
+logger = logging.getLogger("magisterium_async")
+
+_USER_AGENT = (
+    f"magisterium-async/{_version.__version__} "
+    f"python/{platform.python_version()} aiohttp/{aiohttp.__version__}"
+)
+_SNIPPET = 500
+
+
+class ClientState(enum.Enum):
+    """Where a client is in its life: a closed client cannot be reopened."""
+
+    UNOPENED = "unopened"
+    OPENED = "opened"
+    CLOSED = "closed"
+
+
+class _Request(msgspec.Struct):
+    jsonrpc: str
+    id: int
+    method: str
+    params: Any
+
+
+class _ErrorObject(msgspec.Struct):
+    code: Any = None
+    message: Any = None
+    data: Any = None
+
+
+class _Envelope(msgspec.Struct):
+    jsonrpc: Any = None
+    id: Any = None
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: _ErrorObject | None = None
+
+
+_ENCODER = msgspec.json.Encoder()
+_ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
+_TASK_DECODER = msgspec.json.Decoder(Task)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_base_url(url: str) -> str:
+    """``url`` if it is safe to send the bearer token to, else ``ValueError``.
+
+    Only ``https://`` is accepted, but for loopback hosts (the emulator), where
+    ``http://`` is fine: anywhere else the token would travel in clear.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"base_url must be a str, not {type(url).__name__}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL with a host, got {url!r}")
+    if parts.username or parts.password:
+        raise ValueError("base_url must not carry credentials; pass token= instead")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ValueError(
+            f"base_url {url!r} uses plain http:// to a non-loopback host; the bearer token "
+            "would travel in clear. Use https://"
+        )
+    return url
+
+
+def body_snippet(payload: bytes) -> str:
+    return payload[:_SNIPPET].decode("utf-8", "replace")
+
+
+def _retry_after_header(headers: Any) -> float | None:
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def decode_response(
+    method: str, request_id: int, status: int, payload: bytes, headers: Any = None
+) -> Task:
+    """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means."""
+    try:
+        envelope: _Envelope | None = _ENVELOPE_DECODER.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        envelope = None
+    if envelope is not None and envelope.error is not None:
+        err = envelope.error
+        error = error_from_jsonrpc(err.code, err.message, err.data, status=status, method=method)
+        if isinstance(error, RateLimitError) and error.retry_after is None:
+            error.retry_after = _retry_after_header(headers)
+        raise error
+    if status in (401, 403, 429):
+        error = error_from_jsonrpc(None, f"HTTP {status}", None, status=status, method=method)
+        if isinstance(error, RateLimitError):
+            error.retry_after = _retry_after_header(headers)
+        raise error
+    if status != 200:
+        raise UnexpectedStatusError(
+            f"{method}: unexpected HTTP {status}", status=status, body=body_snippet(payload)
+        )
+    if envelope is None:
+        raise MalformedResponseError(
+            f"{method}: the response is not a JSON-RPC object",
+            status=status,
+            body=body_snippet(payload),
+        )
+    if envelope.id != request_id or isinstance(envelope.id, bool):
+        raise MalformedResponseError(
+            f"{method}: response id {envelope.id!r} does not match request id {request_id}",
+            status=status,
+            body=body_snippet(payload),
+        )
+    if isinstance(envelope.result, msgspec.UnsetType):
+        raise MalformedResponseError(
+            f"{method}: the response has neither result nor error",
+            status=status,
+            body=body_snippet(payload),
+        )
+    try:
+        return _TASK_DECODER.decode(envelope.result)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise MalformedResponseError(
+            f"{method}: the result is not a Task: {exc}", status=status, body=body_snippet(payload)
+        ) from None
+
+
+class Transport:
+    """One aiohttp session to one endpoint, opened lazily inside the running loop."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        max_concurrency: int,
+        connect_timeout: float,
+        trace_configs: Sequence[aiohttp.TraceConfig] = (),
+    ) -> None:
+        self._url = base_url
+        self._rpc_headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": _USER_AGENT,
+        }
+        self._max_concurrency = max_concurrency
+        self._connect_timeout = connect_timeout
+        self._trace_configs = list(trace_configs)
+        self._ids = itertools.count(1)
+        self._session: aiohttp.ClientSession | None = None
+        self.state = ClientState.UNOPENED
+
+    def __repr__(self) -> str:
+        return f"<Transport {self._url} {self.state.value}>"
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self.state is ClientState.CLOSED:
+            raise MagisteriumError("the client is closed; create a new AsyncMagisterium")
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_concurrency, limit_per_host=self._max_concurrency
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, trace_configs=self._trace_configs or None
+            )
+            self.state = ClientState.OPENED
+        return self._session
+
+    @asynccontextmanager
+    async def _mapped_errors(self, what: str, timeout: float) -> AsyncIterator[None]:
+        try:
+            yield
+        except asyncio.TimeoutError as exc:
+            raise APITimeoutError(f"{what} timed out after {timeout:g} s") from exc
+        except aiohttp.ClientError as exc:
+            raise APIConnectionError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        except OSError as exc:
+            raise APIConnectionError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(
+            total=seconds, sock_connect=min(seconds, self._connect_timeout)
+        )
+
+    async def rpc(self, method: str, params: Any, *, timeout: float) -> Task:
+        """Send one JSON-RPC request and return the Task it answers, or raise."""
+        session = self._ensure_session()
+        request_id = next(self._ids)
+        body = _ENCODER.encode(_Request("2.0", request_id, method, params))
+        logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
+        async with (
+            self._mapped_errors(method, timeout),
+            session.post(
+                self._url,
+                data=body,
+                headers=self._rpc_headers,
+                allow_redirects=False,
+                timeout=self._timeout(timeout),
+            ) as response,
+        ):
+            payload = await response.read()
+            status, headers = response.status, response.headers
+        return decode_response(method, request_id, status, payload, headers)
+
+    async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
+        """GET a public URL (no token sent); the status, headers and body."""
+        session = self._ensure_session()
+        logger.debug("GET %s", url)
+        async with (
+            self._mapped_errors(f"GET {url}", timeout),
+            session.get(
+                url,
+                headers={"Accept": "application/json", "User-Agent": _USER_AGENT},
+                allow_redirects=False,
+                timeout=self._timeout(timeout),
+            ) as response,
+        ):
+            return response.status, response.headers, await response.read()
+
+    async def aclose(self) -> None:
+        """Close the session; the transport cannot be used afterwards."""
+        self.state = ClientState.CLOSED
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()

@@ -1,0 +1,195 @@
+"""Shared fixtures: a scripted JSON-RPC server on 127.0.0.1 and helpers to build answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+TOKEN = "sk-test-0123456789abcdef"
+
+
+def task_json(
+    *,
+    artifacts: list[dict[str, Any]] | None = None,
+    state: str = "completed",
+    reason: str | None = None,
+    task_id: str = "task-1",
+    context_id: str = "ctx-1",
+) -> dict[str, Any]:
+    """A Task in the service's wire shape."""
+    status: dict[str, Any] = {"state": state}
+    if reason is not None:
+        status["message"] = {
+            "role": "agent",
+            "kind": "message",
+            "messageId": "m-2",
+            "parts": [{"kind": "text", "text": reason}],
+        }
+    return {
+        "kind": "task",
+        "id": task_id,
+        "contextId": context_id,
+        "status": status,
+        "artifacts": artifacts or [],
+        "history": [],
+    }
+
+
+def artifact(name: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    """An artifact with the given parts."""
+    return {"artifactId": f"a-{name}", "name": name, "parts": list(parts)}
+
+
+def text(value: str) -> dict[str, Any]:
+    """A text part."""
+    return {"kind": "text", "text": value}
+
+
+def data(value: dict[str, Any]) -> dict[str, Any]:
+    """A data part."""
+    return {"kind": "data", "data": value}
+
+
+@dataclass
+class Reply:
+    """One scripted answer: an HTTP status and a body (a dict is sent as JSON)."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+    hang: bool = False
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+class ScriptedServer:
+    """A JSON-RPC endpoint that answers from a script and records every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.script: list[Reply | Responder] = []
+        self.default: Responder | None = None
+        self.extra_routes: dict[str, Callable[[web.Request], web.StreamResponse]] = {}
+        self.server: TestServer | None = None
+        self.hang_forever: Any = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return str(self.server.make_url("/api/v1/a2a"))
+
+    def reply(self, *replies: Reply | Responder) -> None:
+        """Queue answers, used in order; after them :attr:`default` answers."""
+        self.script.extend(replies)
+
+    def result(self, result: dict[str, Any]) -> Responder:
+        """A responder echoing the request id with ``result``."""
+        return lambda req: Reply(body={"jsonrpc": "2.0", "id": req.get("id"), "result": result})
+
+    def error(self, code: int, message: str, data: Any = None, status: int = 200) -> Responder:
+        """A responder answering a JSON-RPC error."""
+
+        def respond(req: dict[str, Any]) -> Reply:
+            err: dict[str, Any] = {"code": code, "message": message}
+            if data is not None:
+                err["data"] = data
+            return Reply(status=status, body={"jsonrpc": "2.0", "id": req.get("id"), "error": err})
+
+        return respond
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = {"_raw": raw.decode("utf-8", "replace")}
+        self.requests.append(payload)
+        self.headers.append(dict(request.headers))
+        step = self.script.pop(0) if self.script else self.default
+        if step is None:
+            return web.Response(status=500, text="no scripted reply")
+        reply = step if isinstance(step, Reply) else step(payload)
+        if reply.drop:
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
+        if reply.hang:
+            await self.hang_forever.wait()
+        body = reply.body
+        if isinstance(body, (dict, list)):
+            return web.json_response(body, status=reply.status, headers=reply.headers)
+        raw_body = body.encode() if isinstance(body, str) else (body or b"")
+        return web.Response(
+            body=raw_body, status=reply.status, headers=reply.headers, content_type="text/html"
+        )
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    """A scripted JSON-RPC server on a free 127.0.0.1 port."""
+    import asyncio
+
+    scripted = ScriptedServer()
+    scripted.hang_forever = asyncio.Event()
+    app = web.Application()
+    app.router.add_post("/api/v1/a2a", scripted.handle)
+
+    async def route(request: web.Request) -> web.StreamResponse:
+        return await scripted.extra_routes[request.path](request)
+
+    app.router.add_get("/{tail:.*}", route)
+    test_server = TestServer(app, host="127.0.0.1")
+    await test_server.start_server()
+    scripted.server = test_server
+    try:
+        yield scripted
+    finally:
+        scripted.hang_forever.set()
+        await test_server.close()
+
+
+class JumpClock:
+    """A clock whose ``sleep`` returns at once and moves time forward by what was asked.
+
+    For sequential tests of retry waits: every wait is recorded in :attr:`sleeps`.
+    """
+
+    def __init__(self) -> None:
+        self.time = 1000.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        import asyncio
+
+        self.sleeps.append(seconds)
+        self.time += max(seconds, 0.0)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def clock() -> JumpClock:
+    """A :class:`JumpClock`."""
+    return JumpClock()
+
+
+@pytest.fixture
+async def client(server: ScriptedServer, clock: JumpClock) -> AsyncIterator[Any]:
+    """A client of the scripted server with limits lifted and waits in jump time."""
+    from magisterium_async import AsyncMagisterium, RateLimits
+
+    async with AsyncMagisterium(
+        token=TOKEN, base_url=server.url, rate_limits=RateLimits.unlimited(), clock=clock
+    ) as c:
+        yield c

@@ -1,0 +1,149 @@
+"""The clocks: the loop's real time, and virtual time that only moves when a test says so."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import pytest
+
+from magisterium_async._clock import Clock, LoopClock, VirtualClock
+
+
+async def test_loop_clock_reads_the_loop_time_and_sleeps() -> None:
+    clock: Clock = LoopClock()
+    loop = asyncio.get_running_loop()
+    before = clock.now()
+    assert abs(before - loop.time()) < 0.5
+    await clock.sleep(0)
+    await clock.sleep(-1)
+    assert clock.now() >= before
+
+
+def test_loop_clock_outside_a_loop_is_monotonic() -> None:
+    assert abs(LoopClock().now() - time.monotonic()) < 0.5
+
+
+async def test_time_stands_still_until_advanced() -> None:
+    clock = VirtualClock(start=100.0)
+    task = asyncio.create_task(clock.sleep(5))
+    await asyncio.sleep(0)
+    assert clock.now() == 100.0
+    assert clock.sleepers == 1
+    await clock.advance(4.999)
+    assert not task.done()
+    await clock.advance(0.001)
+    assert task.done()
+    assert clock.now() == 105.0
+    assert clock.sleepers == 0
+
+
+async def test_sleepers_wake_in_deadline_order_ties_in_arrival_order() -> None:
+    clock = VirtualClock()
+    woke: list[tuple[str, float]] = []
+
+    async def sleeper(name: str, seconds: float) -> None:
+        await clock.sleep(seconds)
+        woke.append((name, clock.now()))
+
+    tasks = [
+        asyncio.create_task(sleeper(name, seconds))
+        for name, seconds in [("c", 3), ("a", 1), ("b1", 2), ("b2", 2)]
+    ]
+    await clock.run_until_idle()
+    assert woke == [("a", 1), ("b1", 2), ("b2", 2), ("c", 3)]
+    await asyncio.gather(*tasks)
+
+
+async def test_each_wakeup_settles_before_the_next() -> None:
+    """A woken sleeper's follow-up work (through other tasks) is done before time moves on."""
+    clock = VirtualClock()
+    seen: list[tuple[str, float]] = []
+    queue: asyncio.Queue[float] = asyncio.Queue()
+
+    async def producer() -> None:
+        await clock.sleep(1)
+        await queue.put(clock.now())
+
+    async def consumer() -> None:
+        value = await queue.get()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        seen.append(("consumed", value))
+
+    async def late() -> None:
+        await clock.sleep(1.5)
+        seen.append(("late", clock.now()))
+
+    tasks = [asyncio.create_task(f()) for f in (producer, consumer, late)]
+    await clock.run_until_idle()
+    assert seen == [("consumed", 1.0), ("late", 1.5)]
+    await asyncio.gather(*tasks)
+
+
+async def test_advance_wakes_sleepers_that_go_back_to_sleep_within_the_interval() -> None:
+    clock = VirtualClock()
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        for _ in range(5):
+            await clock.sleep(1)
+            ticks.append(clock.now())
+
+    task = asyncio.create_task(ticker())
+    await clock.advance(3.5)
+    assert ticks == [1, 2, 3]
+    assert clock.now() == 3.5
+    assert clock.next_wakeup == 4.0
+    await clock.run_until_idle()
+    assert ticks == [1, 2, 3, 4, 5]
+    await task
+
+
+async def test_a_cancelled_sleeper_is_forgotten() -> None:
+    clock = VirtualClock()
+    task = asyncio.create_task(clock.sleep(10))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert clock.sleepers == 0
+    assert clock.next_wakeup is None
+    await clock.run_until_idle()
+    assert clock.now() == 0.0
+
+
+async def test_zero_sleep_only_yields_and_infinite_sleep_never_wakes() -> None:
+    clock = VirtualClock()
+    await clock.sleep(0)
+    forever = asyncio.create_task(clock.sleep(math.inf))
+    await clock.run_until_idle()
+    assert clock.now() == 0.0
+    assert not forever.done()
+    forever.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await forever
+
+
+async def test_bad_advance_and_endless_sleepers_are_reported() -> None:
+    clock = VirtualClock()
+    with pytest.raises(ValueError, match="backwards"):
+        await clock.advance(-1)
+
+    async def forever() -> None:
+        while True:
+            await clock.sleep(1)
+
+    task = asyncio.create_task(forever())
+    with pytest.raises(RuntimeError, match="still busy"):
+        await clock.run_until_idle(max_wakeups=50)
+    assert clock.now() == 50.0
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_repr() -> None:
+    assert repr(LoopClock()) == "LoopClock()"
+    assert repr(VirtualClock(2.0)) == "VirtualClock(now=2.0, sleepers=0)"

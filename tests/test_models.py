@@ -1,0 +1,44 @@
+"""The wire models: camelCase on the wire, tolerant decoding, tagged parts."""
+
+from __future__ import annotations
+
+import msgspec
+
+from magisterium_async import DataPart, FilePart, Message, Task, TextPart
+
+
+def test_task_decodes_parts_by_kind_and_ignores_unknown_fields() -> None:
+    raw = b"""{"kind": "task", "id": "t", "contextId": "c", "future": 1,
+      "status": {"state": "completed", "timestamp": "2026-01-01T00:00:00Z", "x": 2},
+      "artifacts": [{"artifactId": "a", "name": "n", "parts": [
+        {"kind": "text", "text": "hi", "extra": true},
+        {"kind": "data", "data": {"n": 1.0, "nested": {"list": [1, "two", null]}}},
+        {"kind": "file", "file": {"name": "f.pdf", "mimeType": "application/pdf", "uri": "u"}}
+      ]}],
+      "history": [{"role": "user", "kind": "message", "messageId": "m",
+                   "parts": [{"kind": "text", "text": "q"}]}]}"""
+    task = msgspec.json.decode(raw, type=Task)
+    text_part, data_part, file_part = task.artifacts[0].parts
+    assert isinstance(text_part, TextPart) and text_part.text == "hi"
+    assert isinstance(data_part, DataPart) and data_part.data["n"] == 1.0
+    assert isinstance(file_part, FilePart) and file_part.file.mime_type == "application/pdf"
+    assert task.context_id == "c" and task.state == "completed"
+    assert task.history[0].text == "q"
+
+
+def test_message_encodes_camel_case_and_leaves_out_defaults() -> None:
+    message = Message(
+        role="user", parts=[TextPart(text="q")], message_id="m-1", metadata={"skillId": "s"}
+    )
+    assert msgspec.json.decode(msgspec.json.encode(message)) == {
+        "kind": "message",
+        "role": "user",
+        "parts": [{"kind": "text", "text": "q"}],
+        "messageId": "m-1",
+        "metadata": {"skillId": "s"},
+    }
+
+
+def test_failure_reason_falls_back_when_the_service_gave_none() -> None:
+    task = msgspec.convert({"id": "t", "contextId": "c", "status": {"state": "failed"}}, Task)
+    assert "failed" in task.failure_reason

@@ -1,0 +1,683 @@
+"""The pools, in virtual time: window guarantee, full use, pauses, adaptation, fairness."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import math
+import random
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from magisterium_async._clock import VirtualClock
+from magisterium_async._config import RateLimits
+from magisterium_async._scheduler import (
+    ClientClosedError,
+    Pool,
+    PoolEvent,
+    Scheduler,
+)
+
+PRO = RateLimits.pro()  # 15 and 2 a minute; the safety margin is 1 s
+
+
+def scheduler(
+    limits: RateLimits = PRO,
+    *,
+    max_concurrency: int = 32,
+    on_event: Callable[[PoolEvent], None] | None = None,
+) -> tuple[Scheduler, VirtualClock]:
+    clock = VirtualClock()
+    sched = Scheduler(limits, max_concurrency=max_concurrency, clock=clock, on_event=on_event)
+    return sched, clock
+
+
+async def request(
+    pool: Pool,
+    clock: VirtualClock,
+    starts: list[float],
+    *,
+    at: float = 0.0,
+    duration: float = 1.0,
+    retry_after: float | None = None,
+) -> None:
+    """One request: arrives at ``at``, runs ``duration``, and may end in a 429."""
+    await clock.sleep(at)
+    async with pool.slot() as permit:
+        starts.append(clock.now())
+        await clock.sleep(duration)
+        if retry_after is not None:
+            permit.rate_limited(retry_after)
+
+
+def spawn(
+    n: int, pool: Pool, clock: VirtualClock, starts: list[float], **kwargs: float
+) -> list[asyncio.Task[None]]:
+    return [asyncio.create_task(request(pool, clock, starts, **kwargs)) for _ in range(n)]
+
+
+def max_in_window(starts: list[float], period: float) -> int:
+    """The most starts any closed interval of length ``period`` holds."""
+    starts = sorted(starts)
+    return max(
+        (sum(1 for t in starts[i:] if t <= s + period) for i, s in enumerate(starts)), default=0
+    )
+
+
+# Full use ---------------------------------------------------------------------------------
+
+
+async def test_a_burst_on_an_idle_pool_starts_at_once() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    tasks = spawn(16, sched.pool("default"), clock, starts)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0] * 15 + [61.0]  # the 16th waits a period plus the 1 s margin
+
+
+async def test_a_backlog_drains_at_the_full_rate() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    tasks = spawn(200, sched.pool("default"), clock, starts, duration=3.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    windows = 10
+    used = sum(1 for t in starts if t < windows * 60) / (windows * 15)
+    assert used >= 0.95, used
+    assert max_in_window(starts, 60.0) == 15
+    assert sched.stats.default.sent == 200
+
+
+async def test_the_expensive_pool_runs_one_call_at_a_time_at_its_own_rate() -> None:
+    sched, clock = scheduler()
+    default: list[float] = []
+    expensive: list[float] = []
+    tasks = spawn(4, sched.pool("expensive"), clock, expensive, duration=20.0)
+    tasks += spawn(15, sched.pool("default"), clock, default)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert expensive == [0.0, 20.0, 61.0, 81.0]  # one in flight, and 2 per 60 s (+1 s)
+    assert default == [0.0] * 15
+
+
+# The window guarantee, whatever the pattern --------------------------------------------
+
+
+@dataclass
+class Call:
+    pool: str
+    at: float
+    duration: float
+    retry_after: float | None
+    cancel_at: float | None
+
+
+@dataclass
+class Observed:
+    starts: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    order: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    pauses: defaultdict[str, list[tuple[float, float]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    in_flight: Counter[str] = field(default_factory=Counter)
+    peak: Counter[str] = field(default_factory=Counter)
+
+
+async def play(
+    limits: RateLimits, max_concurrency: int, calls: list[Call]
+) -> tuple[Observed, Scheduler]:
+    sched, clock = scheduler(limits, max_concurrency=max_concurrency)
+    seen = Observed()
+    arrivals: Counter[str] = Counter()
+
+    async def one(call: Call) -> None:
+        pool = sched.pool(None if call.pool == "unmetered" else call.pool)  # type: ignore[arg-type]
+        await clock.sleep(call.at)
+        ticket = arrivals[call.pool]
+        arrivals[call.pool] += 1
+        async with pool.slot() as permit:
+            seen.starts[call.pool].append(clock.now())
+            seen.order[call.pool].append(ticket)
+            seen.in_flight[call.pool] += 1
+            seen.in_flight["all"] += 1
+            for key in (call.pool, "all"):
+                seen.peak[key] = max(seen.peak[key], seen.in_flight[key])
+            try:
+                await clock.sleep(call.duration)
+                if call.retry_after is not None:
+                    permit.rate_limited(call.retry_after)
+                    seen.pauses[call.pool].append((clock.now(), clock.now() + call.retry_after))
+            finally:
+                seen.in_flight[call.pool] -= 1
+                seen.in_flight["all"] -= 1
+
+    async def cancel_later(task: asyncio.Task[None], at: float) -> None:
+        await clock.sleep(at)
+        task.cancel()
+
+    tasks = [asyncio.create_task(one(call)) for call in calls]
+    cancellers = [
+        asyncio.create_task(cancel_later(task, call.cancel_at))
+        for task, call in zip(tasks, calls, strict=True)
+        if call.cancel_at is not None
+    ]
+    await clock.run_until_idle()
+    results = await asyncio.gather(*tasks, *cancellers, return_exceptions=True)
+    assert all(r is None or isinstance(r, asyncio.CancelledError) for r in results), results
+    await sched.aclose()
+    return seen, sched
+
+
+calls_strategy = st.lists(
+    st.builds(
+        Call,
+        pool=st.sampled_from(["default", "default", "expensive", "unmetered"]),
+        at=st.floats(0, 3),
+        duration=st.floats(0, 1.5),
+        retry_after=st.one_of(st.none(), st.none(), st.none(), st.floats(0, 1.5)),
+        cancel_at=st.one_of(st.none(), st.none(), st.floats(0, 4)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    calls=calls_strategy,
+    default=st.integers(1, 6),
+    expensive=st.integers(1, 3),
+    period=st.sampled_from([1.0, 60.0]),
+    default_concurrency=st.one_of(st.none(), st.integers(1, 4)),
+    expensive_concurrency=st.one_of(st.none(), st.integers(1, 2)),
+    adaptive=st.booleans(),
+    max_concurrency=st.integers(1, 8),
+)
+def test_no_period_ever_holds_more_than_the_limit(
+    calls: list[Call],
+    default: int,
+    expensive: int,
+    period: float,
+    default_concurrency: int | None,
+    expensive_concurrency: int | None,
+    adaptive: bool,
+    max_concurrency: int,
+) -> None:
+    """Times in ``calls`` are in periods; durations, pauses and cancellations all mixed."""
+    calls = [
+        dataclasses.replace(
+            c,
+            at=c.at * period,
+            duration=c.duration * period,
+            retry_after=None if c.retry_after is None else c.retry_after * period,
+            cancel_at=None if c.cancel_at is None else c.cancel_at * period,
+        )
+        for c in calls
+    ]
+    limits = RateLimits(
+        default,
+        expensive,
+        period=period,
+        default_concurrency=default_concurrency,
+        expensive_concurrency=expensive_concurrency,
+        adaptive=adaptive,
+    )
+    seen, sched = asyncio.run(play(limits, max_concurrency, calls))
+
+    for name, limit, cap in [
+        ("default", default, default_concurrency),
+        ("expensive", expensive, expensive_concurrency),
+    ]:
+        starts = sorted(seen.starts[name])
+        # Every window: the (i+N)-th start lies more than a period after the i-th.
+        assert all(starts[i + limit] - starts[i] > period for i in range(len(starts) - limit))
+        assert cap is None or seen.peak[name] <= cap
+    for name in seen.starts:
+        assert seen.order[name] == sorted(seen.order[name]), "first come, first served"
+        for begin, end in seen.pauses[name]:
+            assert not any(begin < t < end for t in seen.starts[name]), "started while paused"
+    assert seen.peak["all"] <= max_concurrency
+    stats = sched.stats
+    for pool_stats in (stats.default, stats.expensive, stats.unmetered):
+        assert pool_stats.sent == len(seen.starts[pool_stats.name])
+        assert pool_stats.in_flight == pool_stats.waiting == 0
+    assert stats.in_flight == 0
+
+
+# Fairness and cancellation ---------------------------------------------------------------
+
+
+async def test_first_come_first_served_within_a_pool() -> None:
+    sched, clock = scheduler(RateLimits(1, 1, period=10.0))
+    order: list[int] = []
+
+    async def numbered(i: int) -> None:
+        async with sched.pool("default").slot():
+            order.append(i)
+
+    tasks = [asyncio.create_task(numbered(i)) for i in range(6)]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert order == list(range(6))
+    assert clock.now() == pytest.approx(5 * 10.2)
+
+
+async def test_a_cancelled_waiter_gives_its_place_back() -> None:
+    sched, clock = scheduler()
+    pool = sched.pool("default")
+    starts: list[float] = []
+    first = spawn(15, pool, clock, starts, duration=0.0)
+    head = asyncio.create_task(request(pool, clock, starts))  # waits for t=61
+    middle = asyncio.create_task(request(pool, clock, starts))
+    last = asyncio.create_task(request(pool, clock, starts))
+    await clock.advance(30)
+    assert sched.stats.default.waiting == 3
+    middle.cancel()
+    head.cancel()
+    await clock.run_until_idle()
+    await asyncio.gather(last, *first)
+    assert head.cancelled() and middle.cancelled()
+    assert starts[15:] == [61.0]  # the last one takes the head's place and time
+    assert sched.stats.default.waiting == 0
+
+
+async def test_when_the_last_waiter_leaves_nothing_is_left_asleep() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    done = spawn(15, sched.pool("default"), clock, starts, duration=0.0)
+    late = asyncio.create_task(request(sched.pool("default"), clock, starts))
+    await clock.advance(1)
+    assert clock.sleepers == 1  # the scheduler's one timer, for t=61
+    late.cancel()
+    await clock.advance(0)
+    assert clock.sleepers == 0
+    await asyncio.gather(*done)
+    with pytest.raises(asyncio.CancelledError):
+        await late
+
+
+async def test_a_permit_granted_to_a_cancelled_waiter_is_given_back() -> None:
+    sched, clock = scheduler(RateLimits(1, 1, period=60.0, expensive_concurrency=1))
+    pool = sched.pool("expensive")
+    holder = pool.slot()
+    await holder.__aenter__()
+    starts: list[float] = []
+    first = asyncio.create_task(request(pool, clock, starts))
+    second = asyncio.create_task(request(pool, clock, starts))
+    await clock.advance(61)  # the rate would let `first` through; the concurrency cap does not
+    await holder.__aexit__(None, None, None)  # lets `first` through, synchronously...
+    first.cancel()  # ...but it is cancelled before it runs
+    await clock.run_until_idle()
+    await second
+    assert first.cancelled()
+    assert starts == [61.0]  # `second` got the permit at once: nothing leaked
+    stats = sched.stats.expensive
+    assert (stats.sent, stats.in_flight, stats.waiting) == (2, 0, 0)
+
+
+async def test_max_concurrency_is_shared_first_come_first_served() -> None:
+    sched, clock = scheduler(RateLimits.unlimited(), max_concurrency=2)
+    order: list[str] = []
+
+    async def call(name: str, pool: Pool) -> None:
+        async with pool.slot():
+            order.append(name)
+            await clock.sleep(1)
+
+    specs = [
+        ("d1", "default"),
+        ("d2", "default"),
+        ("e1", "expensive"),
+        ("d3", "default"),
+        ("u1", None),
+        ("e2", "expensive"),
+    ]
+    tasks = [asyncio.create_task(call(name, sched.pool(pool))) for name, pool in specs]  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert sched.stats.in_flight == 2
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert order == ["d1", "d2", "e1", "d3", "u1", "e2"]
+    assert clock.now() == 3.0
+
+
+async def test_a_pool_waiting_for_its_rate_holds_no_shared_slot() -> None:
+    sched, clock = scheduler(PRO, max_concurrency=1)
+    starts: list[float] = []
+    unmetered: list[float] = []
+    tasks = spawn(3, sched.pool("expensive"), clock, starts, duration=0.0)  # the 3rd: t=61
+    tasks += spawn(3, sched.pool(None), clock, unmetered, at=5.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert unmetered == [5.0, 6.0, 7.0]
+    assert starts == [0.0, 0.0, 61.0]
+
+
+# 429s: pauses ------------------------------------------------------------------------------
+
+
+async def test_a_429_pauses_the_whole_pool_and_only_that_pool() -> None:
+    events: list[PoolEvent] = []
+    sched, clock = scheduler(dataclasses.replace(PRO, adaptive=False), on_event=events.append)
+    default: list[float] = []
+    expensive: list[float] = []
+    tasks = [
+        asyncio.create_task(request(sched.pool("default"), clock, default, retry_after=30.0)),
+        asyncio.create_task(
+            request(sched.pool("default"), clock, default, duration=3.0, retry_after=10.0)
+        ),
+    ]
+    tasks += spawn(3, sched.pool("default"), clock, default, at=2.0)
+    tasks += spawn(2, sched.pool("expensive"), clock, expensive, at=5.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    # 429 at t=1 (30 s) and t=3 (10 s, joins): nothing starts before 31, then all at once.
+    assert default == [0.0, 0.0, 31.0, 31.0, 31.0]
+    assert expensive == [5.0, 6.0]
+    stats = sched.stats.default
+    assert (stats.rate_limited, stats.paused_seconds, stats.current_rate) == (2, 30.0, 15.0)
+    assert sched.stats.expensive.paused_seconds == 0.0
+    kinds = [(e.kind, e.time, e.value) for e in events if e.pool == "default" and e.kind != "sent"]
+    assert kinds == [
+        ("rate_limited", 1.0, 30.0),
+        ("paused", 1.0, 30.0),
+        ("rate_limited", 3.0, 10.0),
+        ("resumed", 31.0, 30.0),
+    ]
+
+
+async def test_after_a_pause_the_pool_resumes_paced() -> None:
+    sched, clock = scheduler(RateLimits(5, 1, period=10.0, adaptive=False))
+    starts: list[float] = []
+    pool = sched.pool("default")
+    tasks = [asyncio.create_task(request(pool, clock, starts, retry_after=4.0))]
+    tasks += spawn(30, pool, clock, starts, at=0.5)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    # 5 start at 0 (t=0 plus 4 at 0.5); the 429 at t=1 pauses to t=5, but the log still
+    # holds those 5 starts, so the next ones wait for t=10.2, not for the pause's end.
+    assert starts[:5] == [0.0, 0.5, 0.5, 0.5, 0.5]
+    assert starts[5] == pytest.approx(10.2)
+    assert max_in_window(starts, 10.0) == 5
+
+
+async def test_paused_seconds_counts_only_what_has_passed() -> None:
+    sched, clock = scheduler()
+    async with sched.pool("default").slot() as permit:
+        permit.rate_limited(20.0)
+        permit.rate_limited(5.0)  # within the pause: changes nothing
+    await clock.advance(8)
+    assert sched.stats.default.paused_seconds == 8.0
+    await clock.advance(100)
+    assert sched.stats.default.paused_seconds == 20.0
+
+
+async def test_a_nonsense_retry_after_is_refused() -> None:
+    sched, _ = scheduler()
+    async with sched.pool("default").slot() as permit:
+        for bad in (-1.0, math.nan, math.inf):
+            with pytest.raises(ValueError, match="retry_after"):
+                permit.rate_limited(bad)
+
+
+# Adaptive rate ------------------------------------------------------------------------------
+
+
+async def test_a_429_lowers_the_rate_to_what_got_through_then_it_probes_back_up(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="magisterium_async")
+    events: list[PoolEvent] = []
+    sched, clock = scheduler(RateLimits(10, 1, period=10.0), on_event=events.append)
+    pool = sched.pool("default")
+    starts: list[float] = []
+    tasks = spawn(6, pool, clock, starts)
+    tasks += spawn(4, pool, clock, starts, retry_after=2.0)  # the server allowed only 6
+    tasks += spawn(100, pool, clock, starts, at=0.5, duration=0.0)
+    await clock.advance(1)
+    assert sched.stats.default.current_rate == 6
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    changes = [(e.time, e.value) for e in events if e.kind == "rate_changed"]
+    # Each 429 steps down to what got through: 9, 8, 7, 6 (7 was the rate refused last).
+    # Back up one per clean period, but 4 periods before trying 7 again and before passing it.
+    assert changes == [(1, 9), (1, 8), (1, 7), (1, 6), (43, 7), (83, 8), (93, 9), (103, 10)]
+    # While lowered, starts are spread evenly over the period: 6 per 10.2 s, 1.7 s apart.
+    lowered = [t for t in starts if 10 <= t < 43]
+    assert lowered[0] == 10.2
+    assert all(b - a == pytest.approx(1.7) for a, b in itertools.pairwise(lowered))
+    assert max_in_window(starts, 10.0) <= 10
+    messages = [r.getMessage() for r in caplog.records]
+    assert "pool default paused for 2.000 s after a 429" in messages
+    assert "pool default rate 10 -> 9 per 10 s (rate limited by the server)" in messages
+    assert "pool default rate 6 -> 7 per 10 s (probing up)" in messages
+    assert "pool default resumed" in messages
+
+
+async def test_without_adaptive_the_rate_stays() -> None:
+    sched, clock = scheduler(RateLimits(10, 1, period=10.0, adaptive=False))
+    tasks = spawn(10, sched.pool("default"), clock, [], retry_after=1.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert sched.stats.default.current_rate == 10
+    assert sched.stats.default.rate_limited == 10
+
+
+class FixedWindowServer:
+    """A quota counted per fixed window: ``limit`` accepted requests per ``[k*p, (k+1)*p)``."""
+
+    def __init__(self, limit: int, period: float) -> None:
+        self.limit, self.period = limit, period
+        self.window, self.count = -1, 0
+
+    def answer(self, t: float) -> float | None:
+        """``None`` if accepted, else the ``retryAfter``."""
+        window = math.floor(t / self.period)
+        if window != self.window:
+            self.window, self.count = window, 0
+        if self.count < self.limit:
+            self.count += 1
+            return None
+        return (window + 1) * self.period - t
+
+
+class SlidingWindowServer:
+    """A quota counted over the last ``period``: at most ``limit`` accepted requests."""
+
+    def __init__(self, limit: int, period: float) -> None:
+        self.limit, self.period = limit, period
+        self.accepted: deque[float] = deque()
+
+    def answer(self, t: float) -> float | None:
+        """``None`` if accepted, else the ``retryAfter``."""
+        while self.accepted and self.accepted[0] <= t - self.period:
+            self.accepted.popleft()
+        if len(self.accepted) < self.limit:
+            self.accepted.append(t)
+            return None
+        return self.accepted[0] + self.period - t
+
+
+Server = FixedWindowServer | SlidingWindowServer
+
+
+@dataclass
+class Run:
+    accepted: list[float] = field(default_factory=list)
+    limited: list[float] = field(default_factory=list)
+
+    def steady(self, start: int, end: int, allowance: int) -> tuple[float, int, float]:
+        """In [start, end): the share of the server's allowance used, and the most and the
+        mean number of 429s in one second (one window)."""
+        accepted = sum(1 for t in self.accepted if start <= t < end)
+        per_second = Counter(math.floor(t) for t in self.limited if start <= t < end)
+        seconds = end - start
+        return (
+            accepted / (allowance * seconds),
+            max(per_second.values(), default=0),
+            sum(per_second.values()) / seconds,
+        )
+
+
+async def against(
+    server: Server, seconds: float, seed: int, limit_at: Callable[[float], int] | None = None
+) -> tuple[Run, Scheduler]:
+    """32 workers with an endless backlog, configured for 1000/s, against ``server``.
+
+    One-way network delay is 5-15 ms: its jitter stays within the 20 ms safety margin.
+    """
+    sched, clock = scheduler(RateLimits(1000, 1000, period=1.0))
+    pool = sched.pool("default")
+    rng = random.Random(seed)
+    run = Run()
+
+    async def worker() -> None:
+        while clock.now() < seconds:
+            async with pool.slot() as permit:
+                await clock.sleep(rng.uniform(0.005, 0.015))  # there
+                if limit_at is not None:
+                    server.limit = limit_at(clock.now())
+                retry_after = server.answer(clock.now())
+                (run.accepted if retry_after is None else run.limited).append(clock.now())
+                await clock.sleep(rng.uniform(0.005, 0.015))  # and back
+                if retry_after is not None:
+                    permit.rate_limited(retry_after)
+                    permit.retried()
+
+    workers = [asyncio.create_task(worker()) for _ in range(32)]
+    await clock.run_until_idle()
+    await asyncio.gather(*workers)
+    return run, sched
+
+
+@pytest.mark.parametrize("server", [FixedWindowServer, SlidingWindowServer])
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_adapts_to_a_server_allowing_far_less_than_configured(
+    server: Callable[[int, float], Server], seed: int
+) -> None:
+    """Steady state against 10/s when configured for 1000/s: fixed 0.97, sliding 0.95 used."""
+    run, sched = await against(server(10, 1.0), seconds=120.0, seed=seed)
+    used, worst, mean = run.steady(10, 120, allowance=10)
+    assert used >= 0.94
+    assert worst <= 1
+    assert mean <= 0.3  # a probe refused every 4-5 s
+    assert sched.stats.default.current_rate in (10, 11)
+
+
+@pytest.mark.parametrize("server", [FixedWindowServer, SlidingWindowServer])
+async def test_follows_a_quota_shared_for_a_while(server: Callable[[int, float], Server]) -> None:
+    """Someone else spends half the quota from t=30 to t=90: down to 5/s, then back to 10/s."""
+    run, _ = await against(
+        server(10, 1.0), seconds=150.0, seed=7, limit_at=lambda t: 5 if 30 <= t < 90 else 10
+    )
+    used, worst, _ = run.steady(35, 90, allowance=5)
+    assert used >= 0.9
+    assert worst <= 1
+    used, worst, _ = run.steady(110, 150, allowance=10)  # back from 5 to 10 within 20 s
+    assert used >= 0.93
+    assert worst <= 1
+
+
+# Lifecycle, observability, the hot path ------------------------------------------------
+
+
+async def test_aclose_wakes_every_waiter_and_leaves_nothing_running() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    running = spawn(15, sched.pool("default"), clock, starts, duration=100.0)
+    waiting = spawn(3, sched.pool("default"), clock, starts)
+    await clock.advance(10)
+    assert sched.stats.default.waiting == 3
+    await sched.aclose()
+    assert clock.sleepers == 15  # only the requests in flight sleep: no timer left
+    for task in waiting:
+        with pytest.raises(ClientClosedError, match="closed while this call waited"):
+            await task
+    with pytest.raises(ClientClosedError):
+        async with sched.pool(None).slot():
+            pass
+    await clock.run_until_idle()
+    await asyncio.gather(*running)  # in flight when closed: they finish, and free their slots
+    assert sched.stats.in_flight == 0
+    await sched.aclose()
+
+
+async def test_a_failing_event_callback_is_logged_and_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(event: PoolEvent) -> None:
+        raise RuntimeError("metrics backend down")
+
+    sched, clock = scheduler(on_event=broken)
+    starts: list[float] = []
+    tasks = spawn(16, sched.pool("default"), clock, starts, retry_after=1.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert len(starts) == 16
+    assert "on_event callback failed on sent event; ignored" in caplog.messages
+
+
+async def test_unlimited_pools_let_everything_through_at_once() -> None:
+    sched, clock = scheduler(RateLimits.unlimited(), max_concurrency=100)
+    starts: list[float] = []
+    tasks = spawn(100, sched.pool("expensive"), clock, starts)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0] * 100
+    stats = sched.stats.expensive
+    assert (stats.current_rate, stats.configured_rate, stats.sent) == (math.inf, math.inf, 100)
+    assert sched.pool("expensive")._log is None  # no limiter work at all
+
+
+async def test_a_limit_below_one_per_period_spreads_over_longer_windows() -> None:
+    sched, clock = scheduler(RateLimits(15, 0.5, period=60.0))
+    starts: list[float] = []
+    tasks = spawn(3, sched.pool("expensive"), clock, starts, duration=0.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0, 121.0, 242.0]  # 1 per 120 s, plus the margin
+    assert sched.stats.expensive.current_rate == 0.5
+
+
+async def test_stats_are_frozen_snapshots() -> None:
+    sched, _ = scheduler()
+    stats = sched.stats
+    assert (stats.default.configured_rate, stats.expensive.configured_rate) == (15, 2)
+    assert stats.max_concurrency == 32
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.default.sent = 3  # type: ignore[misc]
+    async with sched.pool("default").slot() as permit:
+        permit.retried()
+        assert sched.stats.default.in_flight == 1
+    assert stats.default.sent == 0
+    assert (sched.stats.default.sent, sched.stats.default.retries) == (1, 1)
+
+
+async def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="max_concurrency"):
+        Scheduler(PRO, max_concurrency=0)
+    with pytest.raises(ValueError, match="safety_margin"):
+        Scheduler(PRO, max_concurrency=1, safety_margin=-1)
+
+
+async def test_the_default_clock_is_the_loop() -> None:
+    sched = Scheduler(
+        RateLimits(2, 1, period=0.02, adaptive=False), max_concurrency=4, safety_margin=0.0
+    )
+    loop = asyncio.get_running_loop()
+    starts: list[float] = []
+
+    async def call() -> None:
+        async with sched.pool("default").slot():
+            starts.append(loop.time())
+
+    await asyncio.gather(*(call() for _ in range(3)))
+    assert starts[2] - starts[0] >= 0.02 - 1e-3
+    await sched.aclose()
