@@ -1,0 +1,50 @@
+"""Offline emulator of the Magisterium service, for tests, benchmarks and demos.
+
+It implements the service's published contract: the JSON-RPC methods
+``message/send``, ``tasks/get`` and ``tasks/cancel`` at ``/api/v1/a2a``, the five skills
+over a bundled corpus of real Church documents (or a :class:`SyntheticCorpus` of any size),
+bearer-token auth with plans, per-token rate limits, CORS preflight and the agent card;
+plus deterministic fault injection and counters for tests to assert on::
+
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emu:
+        client = AsyncMagisterium(token=emu.token, base_url=emu.base_url)
+        emu.script(Fault.http_502(), Fault.drop())   # the next two requests fail
+        ...
+        assert emu.stats.count(skill="document_search", outcome="ok") == 1
+
+A skill fails on purpose (its task ends ``failed``) when the first text part starts with
+``__fail__`` (``"__fail__: reason"`` sets the reason), or through ``Fault.task_failed()``.
+"""
+
+from ._app import create_app
+from ._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
+from ._corpus import BundledCorpus, Corpus, Document, Listing, SearchHit
+from ._faults import Fault, FaultKind
+from ._server import Emulator, run_emulator
+from ._skills import FAIL_PREFIX
+from ._stats import OUTCOMES, Arrival, Stats, max_in_window
+from ._synthetic import SyntheticCorpus
+
+__all__ = [
+    "FAIL_PREFIX",
+    "OUTCOMES",
+    "Algorithm",
+    "Arrival",
+    "BundledCorpus",
+    "Corpus",
+    "Document",
+    "Emulator",
+    "EmulatorConfig",
+    "Fault",
+    "FaultConfig",
+    "FaultKind",
+    "Listing",
+    "Plan",
+    "RateLimitConfig",
+    "SearchHit",
+    "Stats",
+    "SyntheticCorpus",
+    "create_app",
+    "max_in_window",
+    "run_emulator",
+]
