@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -11,10 +12,15 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
+    "PoolName",
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
 ]
+
+PoolName = Literal["default", "expensive"]
+"""The service's two quota pools: ``catholic_qa`` draws on ``expensive``, the others on
+``default``."""
 
 DEFAULT_BASE_URL = "https://www.magisterium.com/api/v1/a2a"
 DEFAULT_MAX_RETRIES = 2
@@ -50,7 +56,9 @@ class RateLimits:
     (``None``: only ``max_concurrency`` applies). The expensive pool runs one call at a time
     by default, because parallel ``catholic_qa`` calls have been seen to fail on the live
     service. ``adaptive`` lets a pool lower its rate after a 429 (the quota is shared with
-    the user's MCP calls) and probe back up slowly.
+    the user's MCP calls) and probe back up slowly. ``safety_margin`` (seconds, default
+    ``min(0.02 * period, 1)``) widens the window against network jitter between the client's
+    clock and the server's.
 
     Use a preset (:meth:`pro`, :meth:`organization`) or :meth:`unlimited` for the emulator
     and for Enterprise quotas you have no number for.
@@ -62,6 +70,7 @@ class RateLimits:
     default_concurrency: int | None = None
     expensive_concurrency: int | None = 1
     adaptive: bool = True
+    safety_margin: float | None = None
 
     def __init__(
         self,
@@ -72,6 +81,7 @@ class RateLimits:
         default_concurrency: int | None = None,
         expensive_concurrency: int | None = 1,
         adaptive: bool = True,
+        safety_margin: float | None = None,
     ) -> None:
         object.__setattr__(self, "default", _check_positive("default", default, allow_inf=True))
         object.__setattr__(
@@ -86,6 +96,13 @@ class RateLimits:
                 _check_count(name, value)
             object.__setattr__(self, name, value)
         object.__setattr__(self, "adaptive", bool(adaptive))
+        if safety_margin is not None:
+            if isinstance(safety_margin, bool) or not isinstance(safety_margin, (int, float)):
+                raise TypeError("safety_margin must be a number")
+            if not 0 <= safety_margin < math.inf:
+                raise ValueError(f"safety_margin must be >= 0 and finite, got {safety_margin!r}")
+            safety_margin = float(safety_margin)
+        object.__setattr__(self, "safety_margin", safety_margin)
 
     @classmethod
     def pro(cls) -> RateLimits:

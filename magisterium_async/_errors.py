@@ -3,6 +3,7 @@
 The tree, in one glance::
 
     MagisteriumError                  root; catch this to catch everything below
+    ├── ClientClosedError             the client was closed while the call waited; nothing sent
     ├── APIConnectionError            the request never got an answer (DNS, refused, reset)
     │   └── APITimeoutError           ... because it took longer than the timeout
     ├── APIResponseError              an answer arrived that is not the contract's
@@ -38,6 +39,7 @@ __all__ = [
     "APIResponseError",
     "APITimeoutError",
     "AuthenticationError",
+    "ClientClosedError",
     "InternalServerError",
     "InvalidParamsError",
     "InvalidRequestError",
@@ -58,6 +60,10 @@ __all__ = [
 
 class MagisteriumError(Exception):
     """Root of every error the library raises on purpose."""
+
+
+class ClientClosedError(MagisteriumError):
+    """The client was closed while this call waited for its turn; nothing was sent."""
 
 
 class APIConnectionError(MagisteriumError):
@@ -225,6 +231,7 @@ _BY_STATUS: dict[int, type[JSONRPCError]] = {
     401: AuthenticationError,
     403: PlanRequiredError,
 }
+_STATUS_BOUND: dict[type[JSONRPCError], int] = {cls: status for status, cls in _BY_STATUS.items()}
 
 
 def _retry_after_from(data: Any) -> float | None:
@@ -249,11 +256,19 @@ def error_from_jsonrpc(
 
     The code decides; where the code is unknown the HTTP status decides (a 429 with an odd
     code is still a rate limit); otherwise a plain :class:`JSONRPCError` keeps what was said.
+
+    The service always sends -32003, -32004 and -32005 with HTTP 429, 401 and 403. Generic
+    A2A servers use the same codes with HTTP 200 for other things ("push notifications not
+    supported", "unsupported operation", "content type not supported"), so with any other
+    status those codes are a plain :class:`JSONRPCError`: never a pool-wide pause for an
+    answer that is no rate limit.
     """
     text = message if isinstance(message, str) and message else "JSON-RPC error"
     int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
     cls = _BY_CODE.get(int_code) if int_code is not None else None
-    if cls is None:
+    if cls in _STATUS_BOUND and _STATUS_BOUND[cls] != status:
+        cls = JSONRPCError
+    elif cls is None:
         cls = _BY_STATUS.get(status, JSONRPCError)
     if cls is SkillNotFoundError and method == "tasks/cancel":
         cls = TaskNotCancelableError

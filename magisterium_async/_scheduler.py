@@ -41,11 +41,10 @@ from types import TracebackType
 from typing import Literal
 
 from ._clock import Clock, LoopClock
-from ._config import RateLimits
-from ._errors import MagisteriumError
+from ._config import PoolName, RateLimits
+from ._errors import ClientClosedError
 
 __all__ = [
-    "ClientClosedError",
     "Permit",
     "Pool",
     "PoolEvent",
@@ -57,15 +56,10 @@ __all__ = [
 
 logger = logging.getLogger("magisterium_async")
 
-PoolName = Literal["default", "expensive"]
 # Clean periods a pool waits before it tries again the rate the server refused last time,
 # and before it goes past it.
 _CAUTIOUS_PERIODS = 4
 EventKind = Literal["sent", "rate_limited", "paused", "resumed", "rate_changed", "retried"]
-
-
-class ClientClosedError(MagisteriumError):
-    """The client was closed while this call waited for its turn; nothing was sent."""
 
 
 @dataclass(frozen=True)
@@ -414,6 +408,8 @@ class Scheduler:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         period = rate_limits.period
+        if safety_margin is None:
+            safety_margin = rate_limits.safety_margin
         margin = min(0.02 * period, 1.0) if safety_margin is None else safety_margin
         if not margin >= 0 or math.isinf(margin):
             raise ValueError(f"safety_margin must be a finite number >= 0, got {margin!r}")

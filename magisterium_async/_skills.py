@@ -11,8 +11,9 @@ import datetime as dt
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
+from ._config import PoolName
 from ._errors import MalformedResponseError, TaskFailedError
 from ._models import (
     Answer,
@@ -35,14 +36,12 @@ __all__ = [
     "SAINTS",
     "SEARCH",
     "SKILLS",
-    "PoolName",
     "Skill",
     "pool_for",
     "read_result",
     "require_text",
 ]
 
-PoolName = Literal["default", "expensive"]
 DEFAULT_SKILL_ID = "catholic_qa"
 
 In = TypeVar("In")

@@ -11,22 +11,22 @@ from magisterium_async._errors import error_from_jsonrpc
 
 
 @pytest.mark.parametrize(
-    ("code", "cls"),
+    ("code", "status", "cls"),
     [
-        (-32700, m.ParseError),
-        (-32600, m.InvalidRequestError),
-        (-32601, m.MethodNotFoundError),
-        (-32602, m.InvalidParamsError),
-        (-32603, m.InternalServerError),
-        (-32001, m.TaskNotFoundError),
-        (-32002, m.SkillNotFoundError),
-        (-32003, m.RateLimitError),
-        (-32004, m.AuthenticationError),
-        (-32005, m.PlanRequiredError),
+        (-32700, 200, m.ParseError),
+        (-32600, 200, m.InvalidRequestError),
+        (-32601, 200, m.MethodNotFoundError),
+        (-32602, 200, m.InvalidParamsError),
+        (-32603, 200, m.InternalServerError),
+        (-32001, 200, m.TaskNotFoundError),
+        (-32002, 200, m.SkillNotFoundError),
+        (-32003, 429, m.RateLimitError),
+        (-32004, 401, m.AuthenticationError),
+        (-32005, 403, m.PlanRequiredError),
     ],
 )
-def test_each_code_has_its_class(code: int, cls: type[m.JSONRPCError]) -> None:
-    error = error_from_jsonrpc(code, "msg", {"k": 1}, status=200)
+def test_each_code_has_its_class(code: int, status: int, cls: type[m.JSONRPCError]) -> None:
+    error = error_from_jsonrpc(code, "msg", {"k": 1}, status=status)
     assert type(error) is cls
     assert (error.code, error.message, error.data) == (code, "msg", {"k": 1})
     assert isinstance(error, m.MagisteriumError)
@@ -38,6 +38,14 @@ def test_each_code_has_its_class(code: int, cls: type[m.JSONRPCError]) -> None:
 )
 def test_status_decides_when_the_code_is_unknown(status: int, cls: type) -> None:
     assert type(error_from_jsonrpc(-1, "x", None, status=status)) is cls
+
+
+@pytest.mark.parametrize("code", [-32003, -32004, -32005])
+def test_generic_a2a_meanings_of_service_codes_are_plain_errors(code: int) -> None:
+    # Generic A2A: push notifications / operation / content type not supported, HTTP 200.
+    error = error_from_jsonrpc(code, "This operation is not supported", None, status=200)
+    assert type(error) is m.JSONRPCError
+    assert error.code == code
 
 
 def test_unknown_code_keeps_what_was_said() -> None:

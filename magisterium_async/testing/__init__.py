@@ -14,8 +14,12 @@ plus deterministic fault injection and counters for tests to assert on::
 
 A skill fails on purpose (its task ends ``failed``) when the first text part starts with
 ``__fail__`` (``"__fail__: reason"`` sets the reason), or through ``Fault.task_failed()``.
+
+:class:`VirtualClock` runs the client's rate-limit pools in virtual time
+(``AsyncMagisterium(clock=VirtualClock())``), for minute-scale quotas in fast tests.
 """
 
+from .._clock import VirtualClock
 from ._app import create_app
 from ._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
 from ._corpus import BundledCorpus, Corpus, Document, Listing, SearchHit
@@ -44,6 +48,7 @@ __all__ = [
     "SearchHit",
     "Stats",
     "SyntheticCorpus",
+    "VirtualClock",
     "create_app",
     "max_in_window",
     "run_emulator",
