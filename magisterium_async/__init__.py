@@ -7,12 +7,14 @@
 Everything users need is importable from here; the private modules may change.
 """
 
+from ._batch import Batch, BatchItem
 from ._client import AsyncMagisterium
 from ._clock import Clock
 from ._config import (
     DEFAULT_BASE_URL,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
+    PoolName,
     RateLimits,
     RetryPolicy,
     Timeouts,
@@ -22,6 +24,7 @@ from ._errors import (
     APIResponseError,
     APITimeoutError,
     AuthenticationError,
+    ClientClosedError,
     InternalServerError,
     InvalidParamsError,
     InvalidRequestError,
@@ -38,6 +41,8 @@ from ._errors import (
     TaskNotFoundError,
     UnexpectedStatusError,
 )
+from ._harvest import Harvest, HarvestFailure, HarvestStats
+from ._jsonl import JsonlWriter
 from ._models import (
     AgentCapabilities,
     AgentCard,
@@ -74,16 +79,23 @@ __all__ = [
     "Artifact",
     "AsyncMagisterium",
     "AuthenticationError",
+    "Batch",
+    "BatchItem",
     "Citation",
+    "ClientClosedError",
     "Clock",
     "DataPart",
     "Document",
     "FileContent",
     "FilePart",
+    "Harvest",
+    "HarvestFailure",
+    "HarvestStats",
     "InternalServerError",
     "InvalidParamsError",
     "InvalidRequestError",
     "JSONRPCError",
+    "JsonlWriter",
     "MagisteriumError",
     "MalformedResponseError",
     "Message",
@@ -92,6 +104,7 @@ __all__ = [
     "Part",
     "PlanRequiredError",
     "PoolEvent",
+    "PoolName",
     "PoolStats",
     "RateLimitError",
     "RateLimits",

@@ -11,7 +11,7 @@ import datetime as dt
 import os
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import msgspec
 
+from . import _batch, _harvest
+from ._batch import DEFAULT_CONCURRENCY, Batch
 from ._clock import Clock, LoopClock
 from ._config import (
     DEFAULT_BASE_URL,
@@ -26,11 +28,13 @@ from ._config import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
+    PoolName,
     RateLimits,
     RetryPolicy,
     Timeouts,
 )
 from ._errors import MagisteriumError, MalformedResponseError, UnexpectedStatusError
+from ._harvest import Acknowledge, Harvest, OnError
 from ._models import (
     AgentCard,
     Answer,
@@ -51,7 +55,6 @@ from ._skills import (
     MASS_READINGS,
     SAINTS,
     SEARCH,
-    PoolName,
     Skill,
     pool_for,
     read_result,
@@ -292,6 +295,61 @@ class AsyncMagisterium:
             clock=self._clock,
             what=method,
             retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
+        )
+
+    # Batch -------------------------------------------------------------------------
+
+    def search_many(
+        self,
+        queries: Iterable[str] | AsyncIterable[str],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        ordered: bool = False,
+    ) -> Batch[str, list[SearchResult]]:
+        """Search every query; yield a :class:`BatchItem` per query as it completes.
+
+        ``async for item in client.search_many(queries):`` — ``item.input``, ``item.result``
+        (the ``list[SearchResult]``) and ``item.error`` (the exception, or ``None``). Inputs
+        are read lazily, ``concurrency`` searches at most in flight; one failure never stops
+        the others; ``ordered=True`` yields in input order. The rate-limit pools pace it all.
+        """
+        return _batch.search_many(self, queries, concurrency=concurrency, ordered=ordered)
+
+    def fetch_many(
+        self,
+        ids: Iterable[str] | AsyncIterable[str],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        ordered: bool = False,
+    ) -> Batch[str, Document | None]:
+        """Fetch every id; yield a :class:`BatchItem` per id as it completes (as
+        :meth:`search_many`; ``item.result`` is ``None`` for a document not found)."""
+        return _batch.fetch_many(self, ids, concurrency=concurrency, ordered=ordered)
+
+    def harvest(
+        self,
+        queries: Iterable[str] | AsyncIterable[str],
+        *,
+        state: str | os.PathLike[str] | None = None,
+        on_error: OnError = "record",
+        concurrency: int = DEFAULT_CONCURRENCY,
+        acknowledge: Acknowledge = "auto",
+    ) -> Harvest:
+        """Search every query and yield every document found, each fetched once.
+
+        ``state`` is the path of the harvest's sqlite state: harvesting again with the same
+        path resumes, sending no request whose answer was recorded. ``.stats`` counts
+        queries, results, unique ids, fetched, ``not_found``, ``failed`` and 429s;
+        ``.failures`` lists what failed after retries (``on_error="raise"`` raises the first
+        instead). See :class:`Harvest` for what a resumed harvest yields.
+        """
+        return _harvest.harvest(
+            self,
+            queries,
+            state=state,
+            on_error=on_error,
+            concurrency=concurrency,
+            acknowledge=acknowledge,
         )
 
     # Discovery ---------------------------------------------------------------------

@@ -1,0 +1,364 @@
+"""Batches: many searches or fetches at once, one :class:`BatchItem` per input as it completes.
+
+The work runs in a background task that owns an anyio task group and hands results to the
+consumer through a memory object stream with no buffer, so nothing runs ahead of the
+consumer by more than the in-flight window. The same machinery (:class:`BackgroundIterator`,
+:class:`Guard`, :func:`for_each`) drives the harvest pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._errors import MagisteriumError
+from ._models import Document, SearchResult
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "ITEM_ERRORS",
+    "BackgroundIterator",
+    "Batch",
+    "BatchItem",
+    "Guard",
+    "SearchFetchClient",
+    "fetch_many",
+    "for_each",
+    "search_many",
+]
+
+DEFAULT_CONCURRENCY = 16
+"""Calls a batch or a harvest keeps in flight unless told otherwise.
+
+The client's scheduler still applies its rate limits and ``max_concurrency`` underneath."""
+
+ITEM_ERRORS: tuple[type[Exception], ...] = (MagisteriumError, ValueError, TypeError)
+"""What one item's failure may be: anything else is a bug and ends the whole batch."""
+
+In = TypeVar("In")
+R = TypeVar("R")
+T = TypeVar("T")
+P = ParamSpec("P")
+SelfT = TypeVar("SelfT", bound="BackgroundIterator[Any]")
+
+
+class SearchFetchClient(Protocol):
+    """What batches and harvests need of a client: :class:`AsyncMagisterium` is one."""
+
+    async def search(self, query: str) -> list[SearchResult]: ...
+
+    async def fetch(self, document_id: str) -> Document | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem(Generic[In, R]):
+    """The outcome for one input of a batch: ``result``, or the ``error`` it raised."""
+
+    input: In
+    result: R | None
+    error: Exception | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call succeeded (``result`` may still be ``None``: a missing document)."""
+        return self.error is None
+
+
+class Guard:
+    """Turns the first unexpected exception of any guarded task into a cancelled group.
+
+    Tasks wrapped by :meth:`__call__` never raise out of the task group (so no
+    ``ExceptionGroup`` reaches users); :meth:`check` re-raises the first error afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+        self._scope: anyio.CancelScope | None = None
+
+    def watch(self, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` (the task group's) on the first failure."""
+        self._scope = scope
+
+    def fail(self, error: Exception) -> None:
+        """Record ``error`` (the first one wins) and cancel the group."""
+        if self.error is None:
+            self.error = error
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, None]]
+    ) -> Callable[P, Coroutine[Any, Any, None]]:
+        async def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+            try:
+                await fn(*args, **kwargs)
+            except Exception as exc:
+                self.fail(exc)
+
+        return guarded
+
+    def check(self) -> None:
+        """Raise the recorded error, if any."""
+        if self.error is not None:
+            raise self.error
+
+
+async def for_each(
+    source: Iterable[T] | AsyncIterable[T], handle: Callable[[T], Awaitable[Any]]
+) -> None:
+    """Await ``handle(item)`` for each item of ``source``, pulling the next only afterwards."""
+    if isinstance(source, AsyncIterable):
+        async for item in source:
+            await handle(item)
+    else:
+        for item in source:
+            await handle(item)
+
+
+def check_source(name: str, source: object) -> None:
+    """Refuse a lone string (it would be iterated character by character) or a non-iterable."""
+    if isinstance(source, (str, bytes)):
+        raise TypeError(f"{name} must be an iterable of strings, not a single string")
+    if not isinstance(source, (Iterable, AsyncIterable)):
+        raise TypeError(
+            f"{name} must be an iterable or async iterable, not {type(source).__name__}"
+        )
+
+
+def check_concurrency(value: object) -> int:
+    """``value`` if it is a positive int."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"concurrency must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"concurrency must be >= 1, got {value}")
+    return value
+
+
+Produce = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]
+
+
+async def _run(produce: Produce[T], send: MemoryObjectSendStream[T], box: list[Exception]) -> None:
+    # Must not refer to the iterator object: the iterator's __del__ is what cancels this task
+    # when a bare ``async for`` is left with ``break``. The error goes in the box before the
+    # stream closes, so the consumer finds it when it sees the end.
+    try:
+        await produce(send)
+    except Exception as exc:
+        box.append(exc)
+    finally:
+        send.close()
+
+
+class BackgroundIterator(Generic[T]):
+    """An async iterator over what a background task produces; an async context manager.
+
+    The task starts at the first ``__anext__`` and is stopped by :meth:`aclose` (or by
+    leaving ``async with``). Left by ``break`` without either, it is cancelled when the
+    iterator is garbage collected, which CPython does at once when nothing else refers to
+    it; ``async with`` makes the clean-up deterministic.
+    """
+
+    def __init__(self, produce: Produce[T]) -> None:
+        self._produce: Produce[T] | None = produce
+        self._task: asyncio.Task[None] | None = None
+        self._receive: MemoryObjectReceiveStream[T] | None = None
+        self._box: list[Exception] = []
+        self._closed = False
+
+    def __aiter__(self: SelfT) -> SelfT:
+        return self
+
+    async def __aenter__(self: SelfT) -> SelfT:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _start(self) -> MemoryObjectReceiveStream[T]:
+        assert self._produce is not None
+        send, receive = anyio.create_memory_object_stream[T](0)
+        self._receive = receive
+        self._task = asyncio.get_running_loop().create_task(_run(self._produce, send, self._box))
+        # Also when the task is cancelled before it ever ran.
+        self._task.add_done_callback(lambda _: send.close())
+        self._produce = None
+        return receive
+
+    async def __anext__(self) -> T:
+        if self._closed:
+            raise StopAsyncIteration
+        receive = self._receive if self._receive is not None else self._start()
+        try:
+            return await receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            pass
+        await self._stop(cancel=False)
+        if self._box:
+            raise self._box.pop()
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Stop all work now and wait until it has stopped. Idempotent."""
+        await self._stop(cancel=True)
+
+    async def _stop(self, *, cancel: bool) -> None:
+        self._closed = True
+        task = self._task
+        if task is not None and not task.done():
+            if cancel:
+                task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([task])
+        if self._receive is not None:
+            self._receive.close()
+
+    def __del__(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):  # the event loop is already closed
+                task.cancel()
+        if self._receive is not None:
+            self._receive.close()
+
+
+class Batch(BackgroundIterator[BatchItem[In, R]]):
+    """Yields one :class:`BatchItem` per input, as each completes (or in input order).
+
+    Use as ``async for item in batch`` or ``async with batch as items``; :meth:`aclose`
+    stops the work. Inputs are pulled lazily: at most ``concurrency`` calls are in flight,
+    and the next input is read only when a slot is free.
+    """
+
+
+async def _produce_batch(
+    send: MemoryObjectSendStream[BatchItem[In, R]],
+    inputs: Iterable[In] | AsyncIterable[In],
+    call: Callable[[In], Awaitable[R]],
+    concurrency: int,
+    ordered: bool,
+) -> None:
+    # ``slots`` bounds the items taken from the input and not yet handed to the consumer;
+    # ``limiter`` the calls in flight. Unordered they are equal; ordered, the slots beyond
+    # ``concurrency`` are the reorder buffer, so one slow item does not stall all the others.
+    window = 2 * concurrency if ordered else concurrency
+    slots = anyio.Semaphore(window)
+    limiter = anyio.CapacityLimiter(concurrency)
+    done_send, done_receive = anyio.create_memory_object_stream[tuple[int, BatchItem[In, R]]](
+        window
+    )
+    guard = Guard()
+
+    async def one(
+        index: int, value: In, done: MemoryObjectSendStream[tuple[int, BatchItem[In, R]]]
+    ) -> None:
+        async with done:
+            try:
+                async with limiter:
+                    result = await call(value)
+            except ITEM_ERRORS as exc:
+                item: BatchItem[In, R] = BatchItem(value, None, exc)
+            else:
+                item = BatchItem(value, result, None)
+            await done.send((index, item))
+
+    async def feed(
+        tg: TaskGroup, done: MemoryObjectSendStream[tuple[int, BatchItem[In, R]]]
+    ) -> None:
+        index = 0
+
+        async def start(value: In) -> None:
+            nonlocal index
+            await slots.acquire()
+            tg.start_soon(guard(one), index, value, done.clone())
+            index += 1
+
+        async with done:
+            await for_each(inputs, start)
+
+    async def emit(done: MemoryObjectReceiveStream[tuple[int, BatchItem[In, R]]]) -> None:
+        waiting: dict[int, BatchItem[In, R]] = {}
+        following = 0
+        async with done:
+            async for index, item in done:
+                if not ordered:
+                    await send.send(item)
+                    slots.release()
+                    continue
+                waiting[index] = item
+                while following in waiting:
+                    await send.send(waiting.pop(following))
+                    slots.release()
+                    following += 1
+
+    async with anyio.create_task_group() as tg:
+        guard.watch(tg.cancel_scope)
+        tg.start_soon(guard(feed), tg, done_send)
+        tg.start_soon(guard(emit), done_receive)
+    guard.check()
+
+
+def _batch(
+    inputs: Iterable[In] | AsyncIterable[In],
+    call: Callable[[In], Awaitable[R]],
+    *,
+    name: str,
+    concurrency: int,
+    ordered: bool,
+) -> Batch[In, R]:
+    check_source(name, inputs)
+    concurrency = check_concurrency(concurrency)
+
+    async def produce(send: MemoryObjectSendStream[BatchItem[In, R]]) -> None:
+        await _produce_batch(send, inputs, call, concurrency, bool(ordered))
+
+    return Batch(produce)
+
+
+def search_many(
+    client: SearchFetchClient,
+    queries: Iterable[str] | AsyncIterable[str],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    ordered: bool = False,
+) -> Batch[str, list[SearchResult]]:
+    """Search every query; yield a :class:`BatchItem` per query as its search completes.
+
+    ``item.result`` is the ``list[SearchResult]``; ``item.error`` the
+    :class:`MagisteriumError` (after the client's retries), or the ``ValueError`` /
+    ``TypeError`` of a query that cannot be sent. One failing query never stops the others;
+    any other exception ends the batch and is raised by the iterator.
+
+    ``queries`` may be any iterable or async iterable, read lazily: at most ``concurrency``
+    searches are in flight (``ordered=True``: yield in input order, holding at most
+    ``2 * concurrency`` items). Use ``async with client.search_many(q) as items:`` (or
+    :meth:`Batch.aclose`) to stop the work deterministically when leaving early.
+    """
+    return _batch(queries, client.search, name="queries", concurrency=concurrency, ordered=ordered)
+
+
+def fetch_many(
+    client: SearchFetchClient,
+    ids: Iterable[str] | AsyncIterable[str],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    ordered: bool = False,
+) -> Batch[str, Document | None]:
+    """Fetch every document id; yield a :class:`BatchItem` per id as its fetch completes.
+
+    ``item.result`` is the :class:`Document`, or ``None`` when the service does not know
+    the id. Errors, laziness, ``concurrency`` and ``ordered`` work as in :func:`search_many`.
+    """
+    return _batch(ids, client.fetch, name="ids", concurrency=concurrency, ordered=ordered)

@@ -1,0 +1,466 @@
+"""The harvest: search every query, fetch every document found once, yield each once.
+
+The pipeline, stages joined by anyio memory streams in one task group::
+
+    queries ─ claim ─▶ search xN ─▶ record searches ─▶ fetch xN ─▶ record fetches ─▶ deliver
+                                    (new ids only)                  (commit first)
+    state: ids an earlier run found but did not fetch ─────▶ fetch
+    state: documents an earlier run fetched but did not deliver ────────────────────▶ deliver
+
+Every answer is committed to the state before anything that follows from it moves on, so
+a resumed harvest never asks again for an answer it recorded; and recording never waits
+for a later stage, so an answer received is on disk within a transaction even while the
+consumer stalls. Backpressure is applied where work *starts* instead: no search starts
+while ``2 * concurrency`` found ids wait for a fetch, and no fetch while
+``2 * concurrency`` documents are fetched but not handed over, so memory stays flat
+however long the input. The dedupe set is the state's ``documents`` table (a temporary
+database without ``state=``): memory does not grow with the number of ids.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import AsyncIterable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._batch import (
+    DEFAULT_CONCURRENCY,
+    ITEM_ERRORS,
+    BackgroundIterator,
+    Guard,
+    SearchFetchClient,
+    check_concurrency,
+    check_source,
+    for_each,
+)
+from ._models import Document
+from ._skills import require_text
+from ._state import FetchOutcome, HarvestState
+
+__all__ = ["Harvest", "HarvestFailure", "HarvestStats", "harvest"]
+
+OnError = Literal["record", "raise"]
+Acknowledge = Literal["auto", "manual"]
+
+T = TypeVar("T")
+
+_BATCH = 256  # most answers committed in one transaction
+_SearchOutcome = tuple[str, list[str] | None, Exception | None]
+_FetchOutcome = tuple[str, Document | None, Exception | None]
+
+
+class HarvestFailure(NamedTuple):
+    """A search or fetch that failed after the client's retries."""
+
+    kind: Literal["search", "fetch"]
+    input: object
+    """The query (``kind == "search"``) or the document id (``"fetch"``)."""
+    error: Exception
+
+
+@dataclass
+class HarvestStats:
+    """Live counters of one harvest run; read them during and after the harvest."""
+
+    queries: int = 0
+    """Queries read from the input."""
+    searched: int = 0
+    """Searches answered in this run."""
+    skipped_queries: int = 0
+    """Queries not searched: answered in an earlier run, or repeated in the input."""
+    results: int = 0
+    """Search results received, duplicates included."""
+    unique_ids: int = 0
+    """Document ids found for the first time (in this run or any earlier one)."""
+    fetched: int = 0
+    """Documents fetched in this run."""
+    resumed: int = 0
+    """Documents fetched by an earlier run and yielded now, without a request."""
+    yielded: int = 0
+    """Documents handed to the consumer."""
+    not_found: int = 0
+    """Ids the service answered "Document not found." for."""
+    failed: int = 0
+    """Searches and fetches that failed after retries (see :attr:`Harvest.failures`)."""
+    rate_limited: int = 0
+    """429 answers the client met (and waited out) during the harvest."""
+    started: float | None = field(default=None, repr=False)
+    finished: float | None = field(default=None, repr=False)
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the harvest started (until it finished)."""
+        if self.started is None:
+            return 0.0
+        end = self.finished if self.finished is not None else time.monotonic()
+        return end - self.started
+
+
+def _rate_limited(client: object) -> int:
+    stats = getattr(client, "stats", None)
+    pools = (getattr(stats, name, None) for name in ("default", "expensive", "unmetered"))
+    return sum(int(getattr(pool, "rate_limited", 0)) for pool in pools)
+
+
+class _Backlog:
+    """Ids found and not yet taken by a fetch; no new search starts while it is full."""
+
+    def __init__(self, limit: int) -> None:
+        self.size = 0
+        self.limit = limit
+        self._changed = anyio.Event()
+
+    def add(self, count: int) -> None:
+        self.size += count
+
+    def take(self) -> None:
+        self.size -= 1
+        self._changed.set()
+
+    async def room(self) -> None:
+        while self.size >= self.limit:
+            self._changed = anyio.Event()
+            await self._changed.wait()
+
+
+def _drain(receive: MemoryObjectReceiveStream[T], first: T) -> list[T]:
+    batch = [first]
+    while len(batch) < _BATCH:
+        try:
+            batch.append(receive.receive_nowait())
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            break
+    return batch
+
+
+class _Run:
+    """One harvest run: the pipeline's stages and its counters. Knows nothing of the consumer."""
+
+    def __init__(
+        self,
+        client: SearchFetchClient,
+        queries: Iterable[str] | AsyncIterable[str],
+        state: str | os.PathLike[str] | None,
+        on_error: OnError,
+        concurrency: int,
+    ) -> None:
+        self.client = client
+        self.queries = queries
+        self.path = state
+        self.on_error = on_error
+        self.concurrency = concurrency
+        self.stats = HarvestStats()
+        self.failures: list[HarvestFailure] = []
+        self.delivered: list[str] = []
+        self.guard = Guard()
+        self._rate_limited_before = 0
+
+    def fail(self, kind: Literal["search", "fetch"], value: object, error: Exception) -> None:
+        self.failures.append(HarvestFailure(kind, value, error))
+        self.stats.failed += 1
+        if self.on_error == "raise":
+            self.guard.fail(error)
+
+    def update_rate_limited(self) -> None:
+        self.stats.rate_limited = _rate_limited(self.client) - self._rate_limited_before
+
+    async def produce(self, out: MemoryObjectSendStream[Document | None]) -> None:
+        self.stats.started = time.monotonic()
+        self._rate_limited_before = _rate_limited(self.client)
+        try:
+            state = await HarvestState.open(self.path)
+            try:
+                await self._pipeline(state, out)
+                if self.guard.error is None:
+                    # Handed over once the consumer asks for the item after the last
+                    # document: by then that document is acknowledged, and recorded below.
+                    await out.send(None)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if self.delivered:
+                        await state.record_fetches((), self._take_delivered())
+                    await state.aclose()
+        finally:
+            self.update_rate_limited()
+            self.stats.finished = time.monotonic()
+        self.guard.check()
+
+    def _take_delivered(self) -> list[str]:
+        delivered, self.delivered = self.delivered, []
+        return delivered
+
+    async def _pipeline(
+        self, state: HarvestState, out: MemoryObjectSendStream[Document | None]
+    ) -> None:
+        n = self.concurrency
+        guard = self.guard
+        backlog = _Backlog(2 * n)
+        # Documents fetched (or being fetched) and not yet handed over: what memory holds.
+        slots = anyio.Semaphore(2 * n)
+        to_search, searches = anyio.create_memory_object_stream[str](0)
+        searched, search_outcomes = anyio.create_memory_object_stream[_SearchOutcome](0)
+        # Unbounded in type only: ``backlog`` and ``slots`` bound what they hold.
+        to_fetch, fetches = anyio.create_memory_object_stream[str](math.inf)
+        fetched, fetch_outcomes = anyio.create_memory_object_stream[_FetchOutcome](0)
+        ready, deliveries = anyio.create_memory_object_stream[Document](math.inf)
+        async with anyio.create_task_group() as tg:
+            guard.watch(tg.cancel_scope)
+            tg.start_soon(guard(self._claim_queries), state, to_search, backlog)
+            for _ in range(n):
+                tg.start_soon(guard(self._search), searches.clone(), searched.clone())
+                tg.start_soon(guard(self._fetch), fetches.clone(), fetched.clone(), backlog, slots)
+            tg.start_soon(
+                guard(self._record_searches), state, search_outcomes, to_fetch.clone(), backlog
+            )
+            tg.start_soon(guard(self._resume_fetches), state, to_fetch, backlog)
+            tg.start_soon(guard(self._record_fetches), state, fetch_outcomes, ready.clone(), slots)
+            tg.start_soon(guard(self._resume_documents), state, ready, slots)
+            tg.start_soon(guard(self._deliver), deliveries, out, slots)
+            for stream in (searches, searched, fetches, fetched):
+                stream.close()
+
+    async def _claim_queries(
+        self, state: HarvestState, to_search: MemoryObjectSendStream[str], backlog: _Backlog
+    ) -> None:
+        async def claim(query: str) -> None:
+            self.stats.queries += 1
+            try:
+                require_text("query", query)
+            except ITEM_ERRORS as exc:
+                self.fail("search", query, exc)
+                return
+            if await state.claim_query(query) == "search":
+                await backlog.room()
+                await to_search.send(query)
+            else:
+                self.stats.skipped_queries += 1
+
+        async with to_search:
+            await for_each(self.queries, claim)
+
+    async def _search(
+        self, queries: MemoryObjectReceiveStream[str], out: MemoryObjectSendStream[_SearchOutcome]
+    ) -> None:
+        async with queries, out:
+            async for query in queries:
+                try:
+                    results = await self.client.search(query)
+                except ITEM_ERRORS as exc:
+                    await out.send((query, None, exc))
+                else:
+                    await out.send((query, [r.id for r in results], None))
+
+    async def _record_searches(
+        self,
+        state: HarvestState,
+        outcomes: MemoryObjectReceiveStream[_SearchOutcome],
+        to_fetch: MemoryObjectSendStream[str],
+        backlog: _Backlog,
+    ) -> None:
+        # Never waits on the fetches: an answer received is an answer recorded at once.
+        async with outcomes, to_fetch:
+            async for first in outcomes:
+                batch = _drain(outcomes, first)
+                new_ids = await state.record_searches(
+                    [(q, ids, None if exc is None else repr(exc)) for q, ids, exc in batch]
+                )
+                for query, ids, exc in batch:
+                    if exc is not None:
+                        self.fail("search", query, exc)
+                    else:
+                        self.stats.searched += 1
+                        self.stats.results += len(ids or ())
+                self.stats.unique_ids += len(new_ids)
+                self.update_rate_limited()
+                backlog.add(len(new_ids))
+                for document_id in new_ids:
+                    to_fetch.send_nowait(document_id)
+
+    async def _resume_fetches(
+        self, state: HarvestState, to_fetch: MemoryObjectSendStream[str], backlog: _Backlog
+    ) -> None:
+        async with to_fetch:
+            after = 0
+            while page := await state.unfetched(after):
+                for _, document_id in page:
+                    await backlog.room()
+                    backlog.add(1)
+                    to_fetch.send_nowait(document_id)
+                after = page[-1][0]
+
+    async def _fetch(
+        self,
+        ids: MemoryObjectReceiveStream[str],
+        out: MemoryObjectSendStream[_FetchOutcome],
+        backlog: _Backlog,
+        slots: anyio.Semaphore,
+    ) -> None:
+        async with ids, out:
+            async for document_id in ids:
+                backlog.take()
+                await slots.acquire()
+                try:
+                    document = await self.client.fetch(document_id)
+                except ITEM_ERRORS as exc:
+                    await out.send((document_id, None, exc))
+                else:
+                    await out.send((document_id, document, None))
+
+    async def _record_fetches(
+        self,
+        state: HarvestState,
+        outcomes: MemoryObjectReceiveStream[_FetchOutcome],
+        ready: MemoryObjectSendStream[Document],
+        slots: anyio.Semaphore,
+    ) -> None:
+        # Never waits on the consumer: documents go on only once committed.
+        async with outcomes, ready:
+            async for first in outcomes:
+                batch = _drain(outcomes, first)
+                records: list[FetchOutcome] = [
+                    (i, doc, None if exc is None else repr(exc)) for i, doc, exc in batch
+                ]
+                await state.record_fetches(records, self._take_delivered())
+                self.update_rate_limited()
+                for document_id, document, exc in batch:
+                    if document is not None:
+                        self.stats.fetched += 1
+                        ready.send_nowait(document)
+                        continue
+                    slots.release()
+                    if exc is not None:
+                        self.fail("fetch", document_id, exc)
+                    else:
+                        self.stats.not_found += 1
+
+    async def _resume_documents(
+        self, state: HarvestState, ready: MemoryObjectSendStream[Document], slots: anyio.Semaphore
+    ) -> None:
+        async with ready:
+            after = 0
+            while page := await state.undelivered(after):
+                for _, document in page:
+                    await slots.acquire()
+                    self.stats.resumed += 1
+                    ready.send_nowait(document)
+                after = page[-1][0]
+
+    async def _deliver(
+        self,
+        documents: MemoryObjectReceiveStream[Document],
+        out: MemoryObjectSendStream[Document | None],
+        slots: anyio.Semaphore,
+    ) -> None:
+        async with documents:
+            async for document in documents:
+                await out.send(document)
+                slots.release()
+
+
+class Harvest(BackgroundIterator[Document | None]):
+    """Every document the queries find, fetched once and yielded once, as they arrive.
+
+    An async iterator of :class:`Document` and an async context manager; :meth:`aclose`
+    (or leaving ``async with``) stops all work at once. :attr:`stats` and :attr:`failures`
+    are live.
+
+    With a ``state`` file the harvest is resumable. A harvest started again with the same
+    state sends no request whose answer it recorded: searched queries are not searched
+    again (the ids they found are still fetched if they were not), fetched or missing
+    documents are not fetched again, and failed searches and fetches *are* tried again.
+    A resumed harvest yields only the documents not delivered before. A document counts
+    as delivered once the consumer asks for the next one (or when
+    :meth:`acknowledge`\\ d, with ``acknowledge="manual"``); its answer is kept in the
+    state until then, so after an interruption the last few documents handed over may be
+    yielded once more, from the state, without a request. A consumer that must write each
+    document exactly once acknowledges what it has made durable: :class:`JsonlWriter` does.
+
+    Use ``async with`` (or call :meth:`aclose`) when you may leave the loop early: a bare
+    ``async for`` left by ``break`` stops the work only when the harvest object is
+    garbage collected.
+    """
+
+    def __init__(self, run: _Run, acknowledge: Acknowledge) -> None:
+        super().__init__(run.produce)
+        self._run = run
+        self._auto = acknowledge == "auto"
+        self._last: str | None = None
+
+    @property
+    def stats(self) -> HarvestStats:
+        """Counters of this run, updated as the harvest goes."""
+        return self._run.stats
+
+    @property
+    def failures(self) -> list[HarvestFailure]:
+        """``(kind, query or id, exception)`` for every search and fetch that failed."""
+        return self._run.failures
+
+    def acknowledge(self, document_ids: Iterable[str]) -> None:
+        """Mark documents as delivered: a resumed harvest will not yield them again.
+
+        Recorded with the state's next transaction, and at the latest by :meth:`aclose`.
+        Needed only with ``acknowledge="manual"``.
+        """
+        self._run.delivered.extend(document_ids)
+
+    async def __anext__(self) -> Document:
+        if self._auto and self._last is not None:
+            self._run.delivered.append(self._last)
+            self._last = None
+        document = await super().__anext__()
+        while document is None:  # the end; the next receive waits for the state to close
+            document = await super().__anext__()
+        self._run.stats.yielded += 1
+        self._last = document.id
+        return document
+
+    async def aclose(self) -> None:
+        """Stop all work now, record what was acknowledged, close the state. Idempotent."""
+        await super().aclose()
+        if self._run.delivered and self._run.path is not None:
+            with anyio.CancelScope(shield=True):
+                state = await HarvestState.open(self._run.path, new_run=False)
+                try:
+                    await state.record_fetches((), self._run.delivered)
+                finally:
+                    await state.aclose()
+            self._run.delivered = []
+
+
+def harvest(
+    client: SearchFetchClient,
+    queries: Iterable[str] | AsyncIterable[str],
+    *,
+    state: str | os.PathLike[str] | None = None,
+    on_error: OnError = "record",
+    concurrency: int = DEFAULT_CONCURRENCY,
+    acknowledge: Acknowledge = "auto",
+) -> Harvest:
+    """Search every query, fetch each document found once, and yield the documents.
+
+    ``queries`` is any iterable or async iterable of strings, read lazily. Ids are deduped
+    across queries (and across runs, with ``state``). ``state`` is the path of a sqlite
+    file recording the harvest as it goes; harvesting again with the same path resumes
+    (see :class:`Harvest`). Searches and fetches that fail after the client's retries are
+    recorded in :attr:`Harvest.failures` and counted in ``stats.failed``; with
+    ``on_error="raise"`` the first of them stops the harvest and is raised.
+    ``concurrency`` is the searches, and separately the fetches, in flight at once.
+    ``acknowledge="manual"``: documents count as delivered only through
+    :meth:`Harvest.acknowledge`.
+    """
+    check_source("queries", queries)
+    if on_error not in ("record", "raise"):
+        raise ValueError(f'on_error must be "record" or "raise", not {on_error!r}')
+    if acknowledge not in ("auto", "manual"):
+        raise ValueError(f'acknowledge must be "auto" or "manual", not {acknowledge!r}')
+    if state is not None and not isinstance(state, (str, os.PathLike)):
+        raise TypeError(f"state must be a path or None, not {type(state).__name__}")
+    run = _Run(client, queries, state, on_error, check_concurrency(concurrency))
+    return Harvest(run, acknowledge)

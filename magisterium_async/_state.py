@@ -1,0 +1,308 @@
+"""The harvest's state: what was searched, found, fetched and delivered, in sqlite.
+
+The schema lives here and only here (:data:`SCHEMA`, version :data:`SCHEMA_VERSION` in
+``PRAGMA user_version``). One state file serves one harvest at a time. Every call runs in
+a worker thread, one at a time, each as one transaction that cancellation does not cut
+short; the database is in WAL mode with ``synchronous=NORMAL``, so a committed
+transaction survives the process being killed (not necessarily a power cut).
+
+Queries (``queries``):
+
+- ``pending``: taken by a run, answer not recorded yet (searched again by a later run);
+- ``searched``: answered; ``ids`` holds the JSON list of the ids it returned;
+- ``failed``: failed after retries in run ``run`` (searched again by a later run).
+
+Documents (``documents``, ``seq`` in discovery order):
+
+- ``pending``: found by a search, not fetched yet;
+- ``fetched``: fetched, ``body`` holds the document until the consumer has had it;
+- ``delivered``: fetched and handed over (``body`` dropped);
+- ``not_found``: the service answered "Document not found.";
+- ``failed``: failed after retries (fetched again by a later run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal, TypeVar
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from ._errors import MagisteriumError
+from ._models import Document
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "FetchOutcome",
+    "HarvestState",
+    "QueryClaim",
+    "StateSummary",
+]
+
+SCHEMA_VERSION = 1
+SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE queries ("
+    " query TEXT PRIMARY KEY,"
+    " status TEXT NOT NULL CHECK (status IN ('pending', 'searched', 'failed')),"
+    " run INTEGER NOT NULL,"
+    " ids TEXT,"
+    " error TEXT)",
+    "CREATE TABLE documents ("
+    " seq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " status TEXT NOT NULL"
+    "  CHECK (status IN ('pending', 'fetched', 'delivered', 'not_found', 'failed')),"
+    " body BLOB,"
+    " error TEXT)",
+)
+
+QueryClaim = Literal["search", "recorded", "duplicate"]
+"""What to do with a query: search it, or skip it (answered earlier, or already taken)."""
+
+FetchOutcome = tuple[str, Document | None, str | None]
+"""``(id, document, error)``: a document, ``None`` for not found, or the error's text."""
+
+T = TypeVar("T")
+
+_DOCUMENT = msgspec.json.Decoder(Document)
+_ENCODER = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class StateSummary:
+    """Counts of a state file: queries and documents by status."""
+
+    queries: dict[str, int]
+    documents: dict[str, int]
+    runs: int
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+class _Store:
+    """The synchronous side: one connection, used by one thread at a time."""
+
+    def __init__(self, path: str, keep_bodies: bool, new_run: bool) -> None:
+        self.keep_bodies = keep_bodies
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA busy_timeout=5000")
+            with _transaction(self.db):
+                self._migrate(path)
+                self.run = self._begin_run(new_run)
+            self.snapshot = self.db.execute(
+                "SELECT coalesce(max(seq), 0) FROM documents"
+            ).fetchone()[0]
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _migrate(self, path: str) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            for statement in SCHEMA:
+                self.db.execute(statement)
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif version != SCHEMA_VERSION:
+            raise MagisteriumError(
+                f"harvest state {path!r} has schema version {version}; "
+                f"this version of magisterium_async reads version {SCHEMA_VERSION}"
+            )
+
+    def _begin_run(self, new_run: bool) -> int:
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'runs'").fetchone()
+        run = int(row[0]) if row else 0
+        if not new_run:
+            return run
+        run += 1
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('runs', ?)", (str(run),))
+        return run
+
+    def claim_query(self, query: str) -> QueryClaim:
+        with _transaction(self.db):
+            row = self.db.execute(
+                "SELECT status, run FROM queries WHERE query = ?", (query,)
+            ).fetchone()
+            if row is None:
+                self.db.execute(
+                    "INSERT INTO queries (query, status, run) VALUES (?, 'pending', ?)",
+                    (query, self.run),
+                )
+                return "search"
+            status, run = row
+            if status == "searched":
+                return "recorded"
+            if run == self.run:
+                return "duplicate"
+            self.db.execute(
+                "UPDATE queries SET status = 'pending', run = ?, error = NULL WHERE query = ?",
+                (self.run, query),
+            )
+            return "search"
+
+    def record_searches(
+        self, outcomes: Sequence[tuple[str, list[str] | None, str | None]]
+    ) -> list[str]:
+        new: list[str] = []
+        with _transaction(self.db):
+            for query, ids, error in outcomes:
+                if ids is None:
+                    self.db.execute(
+                        "UPDATE queries SET status = 'failed', error = ? WHERE query = ?",
+                        (error, query),
+                    )
+                    continue
+                self.db.execute(
+                    "UPDATE queries SET status = 'searched', ids = ?, error = NULL WHERE query = ?",
+                    (json.dumps(ids), query),
+                )
+                for document_id in ids:
+                    cursor = self.db.execute(
+                        "INSERT OR IGNORE INTO documents (id, status) VALUES (?, 'pending')",
+                        (document_id,),
+                    )
+                    if cursor.rowcount == 1:
+                        new.append(document_id)
+        return new
+
+    def record_fetches(self, outcomes: Sequence[FetchOutcome], delivered: Sequence[str]) -> None:
+        with _transaction(self.db):
+            for document_id, document, error in outcomes:
+                if error is not None:
+                    self.db.execute(
+                        "UPDATE documents SET status = 'failed', error = ? WHERE id = ?",
+                        (error, document_id),
+                    )
+                elif document is None:
+                    self.db.execute(
+                        "UPDATE documents SET status = 'not_found' WHERE id = ?", (document_id,)
+                    )
+                else:
+                    body = _ENCODER.encode(document) if self.keep_bodies else None
+                    self.db.execute(
+                        "UPDATE documents SET status = 'fetched', body = ?, error = NULL"
+                        " WHERE id = ?",
+                        (body, document_id),
+                    )
+            self.db.executemany(
+                "UPDATE documents SET status = 'delivered', body = NULL"
+                " WHERE id = ? AND status = 'fetched'",
+                [(document_id,) for document_id in delivered],
+            )
+
+    def undelivered(self, after: int, limit: int) -> list[tuple[int, Document]]:
+        rows = self.db.execute(
+            "SELECT seq, body FROM documents WHERE status = 'fetched' AND body IS NOT NULL"
+            " AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            (after, self.snapshot, limit),
+        ).fetchall()
+        return [(seq, _DOCUMENT.decode(body)) for seq, body in rows]
+
+    def unfetched(self, after: int, limit: int) -> list[tuple[int, str]]:
+        rows = self.db.execute(
+            "SELECT seq, id FROM documents WHERE status IN ('pending', 'failed')"
+            " AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            (after, self.snapshot, limit),
+        ).fetchall()
+        return [(seq, document_id) for seq, document_id in rows]
+
+    def summary(self) -> StateSummary:
+        def counts(table: str) -> dict[str, int]:
+            rows = self.db.execute(f"SELECT status, count(*) FROM {table} GROUP BY status")
+            return {status: n for status, n in rows}
+
+        return StateSummary(counts("queries"), counts("documents"), self.run)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class HarvestState:
+    """The async face of a harvest's state file; every call runs off the event loop.
+
+    Open with :meth:`open` (``None``: a private temporary database, deleted on close) and
+    close with :meth:`aclose`. Each :meth:`open` starts a new *run*: items left ``pending``
+    or ``failed`` by earlier runs are taken up again, while answers already recorded
+    (searched queries, fetched or missing documents) are never asked for again.
+    """
+
+    def __init__(self, store: _Store) -> None:
+        self._store = store
+        self._limiter = anyio.CapacityLimiter(1)
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str] | None, *, new_run: bool = True
+    ) -> HarvestState:
+        """Open (creating if needed) the state at ``path`` and start a new run (unless not)."""
+        where = "" if path is None else os.fspath(path)
+        store = await anyio.to_thread.run_sync(_Store, where, path is not None, new_run)
+        return cls(store)
+
+    @property
+    def run(self) -> int:
+        """This run's number: 1 for a fresh state, one more on every resume."""
+        return self._store.run
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        # Shielded: a cancelled caller still waits for its transaction (milliseconds), so
+        # what a transaction records is never lost between the caller and the database.
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(fn, limiter=self._limiter)
+        return result
+
+    async def claim_query(self, query: str) -> QueryClaim:
+        """Take ``query`` for this run: ``"search"`` it, or skip it."""
+        return await self._call(partial(self._store.claim_query, query))
+
+    async def record_searches(
+        self, outcomes: Sequence[tuple[str, list[str] | None, str | None]]
+    ) -> list[str]:
+        """Record ``(query, ids, error)`` answers (``ids`` ``None``: failed, with ``error``).
+
+        Returns the ids no earlier search had found, now ``pending``, in order.
+        """
+        return await self._call(partial(self._store.record_searches, outcomes))
+
+    async def record_fetches(
+        self, outcomes: Sequence[FetchOutcome], delivered: Sequence[str] = ()
+    ) -> None:
+        """Record fetch answers and mark ``delivered`` documents as handed over."""
+        await self._call(partial(self._store.record_fetches, outcomes, delivered))
+
+    async def undelivered(self, after: int = 0, limit: int = 32) -> list[tuple[int, Document]]:
+        """Documents fetched by an earlier run but never delivered, by ``seq`` after ``after``."""
+        return await self._call(partial(self._store.undelivered, after, limit))
+
+    async def unfetched(self, after: int = 0, limit: int = 256) -> list[tuple[int, str]]:
+        """Ids found by an earlier run and not fetched (or failed), by ``seq`` after ``after``."""
+        return await self._call(partial(self._store.unfetched, after, limit))
+
+    async def summary(self) -> StateSummary:
+        """Counts of queries and documents by status."""
+        return await self._call(self._store.summary)
+
+    async def aclose(self) -> None:
+        """Close the database (waiting for a call in progress to finish)."""
+        await self._call(self._store.close)
