@@ -1,0 +1,101 @@
+"""How a command gets its client: the token, the base URL, the quota, or the emulator."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from ._cli_errors import CliError, ExitCode
+from ._client import AsyncMagisterium
+from ._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
+
+__all__ = ["ClientOptions", "open_client", "read_token"]
+
+NO_TOKEN = (
+    "no API token: set MAGISTERIUM_TOKEN (export MAGISTERIUM_TOKEN=<your token>) "
+    "or pass --token-file PATH; add --emulator to try everything offline"
+)
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """The client's settings, as the common options gave them."""
+
+    token_file: str | None = None
+    base_url: str | None = None
+    quota: RateLimits | None = None
+    timeout: float | None = None
+    max_retries: int = 2
+    emulator: bool = False
+    emulator_limits: bool = False
+    synthetic: int | None = None
+
+
+def read_token(token_file: str | None) -> str:
+    """The token from ``token_file``, else ``$MAGISTERIUM_TOKEN``; :class:`CliError` if none."""
+    if token_file is None:
+        token = os.environ.get("MAGISTERIUM_TOKEN", "").strip()
+        if not token:
+            raise CliError(NO_TOKEN, ExitCode.AUTH)
+        return token
+    try:
+        with open(token_file, encoding="utf-8") as file:
+            token = file.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise CliError(
+            f"cannot read the token file {token_file}: {reason}", ExitCode.AUTH
+        ) from None
+    if not token or any(c in token for c in "\r\n"):
+        raise CliError(
+            f"the token file {token_file} must hold the token on one line", ExitCode.AUTH
+        )
+    return token
+
+
+def _client(
+    options: ClientOptions, token: str, base_url: str | None, quota: RateLimits
+) -> AsyncMagisterium:
+    timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
+    try:
+        return AsyncMagisterium(
+            token,
+            base_url,
+            rate_limits=quota,
+            timeout=timeout,
+            max_retries=options.max_retries,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+
+
+@asynccontextmanager
+async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]:
+    """A client for the command, closed on leaving; with ``emulator``, an emulator too.
+
+    The real service gets ``options.quota`` or the Pro plan's. The in-process emulator lifts
+    its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
+    """
+    if not options.emulator:
+        if options.synthetic is not None or options.emulator_limits:
+            raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
+        token = read_token(options.token_file)
+        async with _client(
+            options, token, options.base_url, options.quota or RateLimits.pro()
+        ) as client:
+            yield client
+        return
+    if options.base_url is not None or options.token_file is not None:
+        raise CliError(
+            "--emulator runs its own server: drop --base-url and --token-file", ExitCode.USAGE
+        )
+    from ._cli_emulator import local_emulator
+
+    quota = options.quota or (
+        RateLimits.pro() if options.emulator_limits else RateLimits.unlimited()
+    )
+    emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
+    async with emulator, _client(options, emulator.token, emulator.base_url, quota) as client:
+        yield client

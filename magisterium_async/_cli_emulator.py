@@ -1,0 +1,226 @@
+"""The ``emulator`` command, and the in-process emulator behind ``--emulator``.
+
+The emulator lives in :mod:`magisterium_async.testing`; it is imported only here, and only
+when a command asks for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from ._cli_errors import CliError, ExitCode
+
+if TYPE_CHECKING:
+    from .testing import Corpus, Emulator, EmulatorConfig
+
+__all__ = ["add_emulator_arguments", "local_emulator", "serve"]
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
+
+
+def _latency(text: str) -> float | tuple[float, float]:
+    low, sep, high = text.partition(",")
+    if not sep:
+        return _seconds(low)
+    return (_seconds(low), _seconds(high))
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def add_emulator_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``emulator`` command's own flags."""
+    where = parser.add_argument_group("where")
+    where.add_argument(
+        "--host", default="127.0.0.1", help="interface to bind (default: %(default)s)"
+    )
+    where.add_argument(
+        "--port", type=int, default=8765, help="port; 0 picks a free one (default: %(default)s)"
+    )
+    where.add_argument(
+        "--token", default="emu-token", help="the bearer token it accepts (default: %(default)s)"
+    )
+    limits = parser.add_argument_group("rate limits (per token; default: the Pro plan)")
+    limits.add_argument(
+        "--default-limit",
+        type=float,
+        default=15.0,
+        metavar="N",
+        help="requests per period for every skill but catholic_qa (default: 15)",
+    )
+    limits.add_argument(
+        "--expensive-limit",
+        type=float,
+        default=2.0,
+        metavar="N",
+        help="catholic_qa requests per period (default: 2)",
+    )
+    limits.add_argument(
+        "--period", type=float, default=60.0, metavar="SECONDS", help="(default: 60)"
+    )
+    limits.add_argument(
+        "--window",
+        choices=("fixed", "sliding", "token_bucket"),
+        default="sliding",
+        help="how a period is counted (default: sliding, the strictest)",
+    )
+    limits.add_argument("--no-limits", action="store_true", help="lift both limits")
+    faults = parser.add_argument_group("latency and faults (random, repeatable with --seed)")
+    faults.add_argument(
+        "--latency",
+        type=_latency,
+        default=0.0,
+        metavar="S|LOW,HIGH",
+        help="seconds added to every answer, fixed or drawn from a range",
+    )
+    faults.add_argument(
+        "--qa-latency",
+        type=_seconds,
+        default=0.0,
+        metavar="S",
+        help="seconds catholic_qa takes to answer",
+    )
+    faults.add_argument(
+        "--error-rate", type=_rate, default=0.0, metavar="P", help="share of HTTP 502/503 answers"
+    )
+    faults.add_argument(
+        "--drop-rate",
+        type=_rate,
+        default=0.0,
+        metavar="P",
+        help="share of connections closed without an answer",
+    )
+    faults.add_argument(
+        "--rate-limit-rate",
+        type=_rate,
+        default=0.0,
+        metavar="P",
+        help="share of 429s whatever the quota says (as the user's MCP calls would cause)",
+    )
+    faults.add_argument("--seed", type=int, default=0, help="seed of faults and --synthetic")
+
+
+def _corpus(synthetic: int | None, seed: int) -> Corpus:
+    from .testing import BundledCorpus, SyntheticCorpus
+
+    return SyntheticCorpus(synthetic, seed) if synthetic else BundledCorpus()
+
+
+def _config(args: argparse.Namespace) -> EmulatorConfig:
+    from .testing import EmulatorConfig, FaultConfig, RateLimitConfig
+
+    try:
+        limits = None
+        if not args.no_limits:
+            limits = RateLimitConfig(
+                args.default_limit,
+                args.expensive_limit,
+                period=args.period,
+                algorithm=args.window,
+            )
+        rates = (args.error_rate, args.drop_rate, args.rate_limit_rate)
+        faults = None
+        if any(rates) or args.latency:
+            faults = FaultConfig(
+                seed=args.seed,
+                latency=args.latency,
+                error_rate=args.error_rate,
+                drop_rate=args.drop_rate,
+                rate_limit_rate=args.rate_limit_rate,
+            )
+        return EmulatorConfig(
+            tokens={args.token: "pro"},
+            rate_limits=limits,
+            faults=faults,
+            qa_latency=args.qa_latency,
+            corpus=_corpus(args.synthetic, args.seed),
+        )
+    except (ValueError, TypeError) as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+
+
+def local_emulator(*, limits: bool, synthetic: int | None) -> Emulator:
+    """An emulator for ``--emulator`` on a free loopback port (limits lifted unless asked)."""
+    from .testing import Emulator, EmulatorConfig, RateLimitConfig
+
+    config = EmulatorConfig(
+        rate_limits=RateLimitConfig.pro() if limits else None,
+        corpus=_corpus(synthetic, 0),
+    )
+    return Emulator(config, host="127.0.0.1", port=0)
+
+
+def _describe_limits(config: EmulatorConfig) -> str:
+    limits = config.rate_limits
+    if limits is None:
+        return "none"
+    return (
+        f"{limits.default:g} default / {limits.expensive:g} expensive requests "
+        f"per {limits.period:g} s ({limits.algorithm} window)"
+    )
+
+
+def _announce(emulator: Emulator, as_json: bool) -> None:
+    config = emulator.config
+    corpus = config.corpus
+    if as_json:
+        line = {"base_url": emulator.base_url, "token": emulator.token, "port": emulator.port}
+        print(json.dumps(line), flush=True)
+        return
+    from .testing import SyntheticCorpus
+
+    kind = "synthetic" if isinstance(corpus, SyntheticCorpus) else "bundled"
+    size = len(corpus) if corpus is not None else 0
+    print(f"Magisterium emulator listening on {emulator.origin}")
+    print(f"  corpus: {kind}, {size} documents")
+    print(f"  rate limits: {_describe_limits(config)}")
+    print("Point the client or the command line at it with:")
+    # The emulator's own demo token, not a user's secret: printing it is the point.
+    print(f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}")
+    print("Serving until Ctrl-C.", flush=True)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Run the emulator until Ctrl-C or SIGTERM; exits 0 then."""
+    from .testing import Emulator
+
+    config = _config(args)
+    try:
+        emulator = await Emulator(config, host=args.host, port=args.port).start()
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    try:
+        _announce(emulator, args.json)
+        stop = asyncio.Event()
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        with contextlib.suppress(asyncio.CancelledError):
+            await stop.wait()
+    finally:
+        await emulator.stop()
+    if not args.json:
+        print("Emulator stopped.", file=sys.stderr)
+    return ExitCode.OK

@@ -1,0 +1,91 @@
+"""The command line's exit codes, and how an error becomes one line on stderr and a code."""
+
+from __future__ import annotations
+
+import enum
+
+from ._errors import (
+    APIConnectionError,
+    APITimeoutError,
+    AuthenticationError,
+    MagisteriumError,
+    PlanRequiredError,
+    RateLimitError,
+    TaskNotFoundError,
+)
+
+__all__ = ["EXIT_CODES_HELP", "CliError", "ExitCode", "describe", "exit_code_for"]
+
+
+class ExitCode(enum.IntEnum):
+    """What ``magisterium-async`` exits with; listed in ``--help``."""
+
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    AUTH = 3
+    RATE_LIMITED = 4
+    CONNECTION = 5
+    NOT_FOUND = 6
+    INTERRUPTED = 130
+
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success
+  1    any other error of the service or of the library
+  2    usage: bad arguments, an output or state file that exists without --resume
+  3    authentication: no token, a token refused (401), or no paid plan (403)
+  4    rate limit still exceeded after the client's waits (429)
+  5    network failure or timeout
+  6    not found: a document, a task, or readings / martyrology for that date
+  130  interrupted (Ctrl-C)"""
+
+
+class CliError(Exception):
+    """An error to report as one line on stderr, exiting with ``code``."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def exit_code_for(error: BaseException) -> ExitCode:
+    """The exit code for ``error`` (a :class:`MagisteriumError`, a ``ValueError``...)."""
+    if isinstance(error, CliError):
+        return error.code
+    if isinstance(error, (AuthenticationError, PlanRequiredError)):
+        return ExitCode.AUTH
+    if isinstance(error, RateLimitError):
+        return ExitCode.RATE_LIMITED
+    if isinstance(error, APIConnectionError):
+        return ExitCode.CONNECTION
+    if isinstance(error, TaskNotFoundError):
+        return ExitCode.NOT_FOUND
+    if isinstance(error, ValueError):  # an argument the client refused before sending
+        return ExitCode.USAGE
+    return ExitCode.ERROR
+
+
+def describe(error: BaseException) -> str:
+    """``error`` as one line, with a hint where one helps."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, AuthenticationError):
+        return f"{text}: the token was refused; check MAGISTERIUM_TOKEN or --token-file"
+    if isinstance(error, PlanRequiredError):
+        return f"{text}: the A2A API needs a Pro, Organization or Enterprise plan"
+    if isinstance(error, RateLimitError):
+        wait = f"; the service asks to wait {error.retry_after:g} s" if error.retry_after else ""
+        return f"rate limit still exceeded after waiting{wait} ({text})"
+    if isinstance(error, APITimeoutError):
+        return f"timed out: {text} (raise it with --timeout SECONDS)"
+    if isinstance(error, APIConnectionError):
+        return f"could not reach the service: {text}"
+    if isinstance(error, TaskNotFoundError):
+        return f"task not found; tasks are kept 24 hours ({text})"
+    if isinstance(error, MagisteriumError | ValueError | CliError):
+        return text
+    if isinstance(error, OSError) and error.strerror:
+        where = error.filename if error.filename is not None else ""
+        return f"{where}: {error.strerror}" if where else error.strerror
+    return f"{type(error).__name__}: {text}"
