@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import os
-import sqlite3
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -28,7 +27,13 @@ import msgspec
 from ._cli_client import ClientOptions, open_client
 from ._cli_errors import CliError, ExitCode, describe, exit_code_for
 from ._config import RateLimits
-from ._errors import AuthenticationError, MagisteriumError, PlanRequiredError, RateLimitError
+from ._errors import (
+    AuthenticationError,
+    MagisteriumError,
+    PlanRequiredError,
+    RateLimitError,
+    StateError,
+)
 from ._harvest import Harvest, harvest
 from ._jsonl import JsonlWriter
 from ._models import Document, SearchResult
@@ -344,8 +349,8 @@ async def run_harvest(args: argparse.Namespace, options: ClientOptions) -> int:
                 else _StdoutSink(run.acknowledge)
             )
             return await _drive(plan, run, sink, client.rate_limits, options, args.json)
-    except sqlite3.Error as exc:
-        raise CliError(f"the harvest state {plan.state or '(temporary)'}: {exc}") from None
+    except StateError as exc:
+        raise CliError(str(exc)) from None
     finally:
         plan.close()
 

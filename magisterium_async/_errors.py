@@ -20,7 +20,8 @@ The tree, in one glance::
     │   ├── RateLimitError            -32003 / HTTP 429  (``.retry_after``)
     │   ├── AuthenticationError       -32004 / HTTP 401
     │   └── PlanRequiredError         -32005 / HTTP 403
-    └── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
+    ├── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
+    └── StateError                    a harvest's state database cannot be read or written
 
 ``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
 cannot be right.
@@ -51,6 +52,7 @@ __all__ = [
     "PlanRequiredError",
     "RateLimitError",
     "SkillNotFoundError",
+    "StateError",
     "TaskFailedError",
     "TaskNotFoundError",
     "UnexpectedStatusError",
@@ -209,6 +211,14 @@ class TaskFailedError(MagisteriumError):
         super().__init__(f"task {task.id} failed: {reason}")
         self.task = task
         self.reason = reason
+
+
+class StateError(MagisteriumError):
+    """A harvest's state database cannot be opened, read or written (``.path``)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 _BY_CODE: dict[int, type[JSONRPCError]] = {

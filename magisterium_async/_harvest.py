@@ -121,11 +121,12 @@ class _Backlog:
 
     def take(self) -> None:
         self.size -= 1
-        self._changed.set()
+        # Wake every waiter of this round, then start the next round with a fresh event.
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
 
     async def room(self) -> None:
         while self.size >= self.limit:
-            self._changed = anyio.Event()
             await self._changed.wait()
 
 

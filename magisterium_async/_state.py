@@ -36,7 +36,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ._errors import MagisteriumError
+from ._errors import StateError
 from ._models import Document
 
 __all__ = [
@@ -102,6 +102,7 @@ class _Store:
     """The synchronous side: one connection, used by one thread at a time."""
 
     def __init__(self, path: str, keep_bodies: bool, new_run: bool) -> None:
+        self.path = path
         self.keep_bodies = keep_bodies
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
@@ -125,9 +126,10 @@ class _Store:
                 self.db.execute(statement)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         elif version != SCHEMA_VERSION:
-            raise MagisteriumError(
+            raise StateError(
                 f"harvest state {path!r} has schema version {version}; "
-                f"this version of magisterium_async reads version {SCHEMA_VERSION}"
+                f"this version of magisterium_async reads version {SCHEMA_VERSION}",
+                path=path,
             )
 
     def _begin_run(self, new_run: bool) -> int:
@@ -238,6 +240,15 @@ class _Store:
         self.db.close()
 
 
+@contextmanager
+def _state_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        where = repr(path) if path else "(temporary)"
+        raise StateError(f"harvest state {where}: {exc}", path=path) from exc
+
+
 class HarvestState:
     """The async face of a harvest's state file; every call runs off the event loop.
 
@@ -257,7 +268,8 @@ class HarvestState:
     ) -> HarvestState:
         """Open (creating if needed) the state at ``path`` and start a new run (unless not)."""
         where = "" if path is None else os.fspath(path)
-        store = await anyio.to_thread.run_sync(_Store, where, path is not None, new_run)
+        with _state_errors(where):
+            store = await anyio.to_thread.run_sync(_Store, where, path is not None, new_run)
         return cls(store)
 
     @property
@@ -268,7 +280,7 @@ class HarvestState:
     async def _call(self, fn: Callable[[], T]) -> T:
         # Shielded: a cancelled caller still waits for its transaction (milliseconds), so
         # what a transaction records is never lost between the caller and the database.
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), _state_errors(self._store.path):
             result = await anyio.to_thread.run_sync(fn, limiter=self._limiter)
         return result
 

@@ -7,6 +7,7 @@ import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from magisterium_async import (
@@ -179,8 +180,7 @@ async def test_ordered_reorder_buffer_is_bounded() -> None:
     batch = search_many(client, endless(pulled), concurrency=3, ordered=True)
     consumer = asyncio.create_task(anext(batch))
     await client.hanging.wait()
-    for _ in range(100):  # scheduling rounds: everything that can run, runs
-        await asyncio.sleep(0)
+    await anyio.wait_all_tasks_blocked()  # everything that can run has run
     assert len(client.calls) == 6  # 2 x concurrency: in flight or waiting their turn
     assert not consumer.done()
     consumer.cancel()

@@ -264,12 +264,19 @@ def test_harvest_ctrl_c_exits_130_and_resume_completes_it(tmp_path: Path) -> Non
         assert ready, "no document within the timeout"
         first = [json.loads(proc.stdout.readline())]
         proc.send_signal(signal.SIGINT)  # while stdin stays open, as at a terminal
+        # Read through the same buffered pipes as readline() above (communicate() would
+        # read the raw descriptors and miss what the buffer already holds).
+        out = proc.stdout.read()
+        assert proc.stderr is not None
+        err = proc.stderr.read()
         proc.wait(timeout=TIMEOUT)
-        out, err = proc.communicate()
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
     assert proc.returncode == 130, err
     assert "Interrupted after" in err and "--resume" in err
     first += jsonl(out)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from magisterium_async import (
@@ -447,3 +448,33 @@ async def test_resume_after_kill_9(emulator: Emulator, tmp_path: Path) -> None:
     assert set(requests(emulator, "document_search")) == {
         f"grace nature word{i}" for i in range(40)
     }
+
+
+async def test_backlog_wakes_every_waiter_when_room_frees() -> None:
+    from magisterium_async._harvest import _Backlog
+
+    backlog = _Backlog(2)
+    backlog.add(2)
+    woke: list[str] = []
+
+    async def wait(name: str) -> None:
+        await backlog.room()
+        woke.append(name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait, "claim")
+        tg.start_soon(wait, "resume")
+        await anyio.wait_all_tasks_blocked()
+        backlog.take()
+        await anyio.wait_all_tasks_blocked()
+    assert sorted(woke) == ["claim", "resume"]
+
+
+async def test_resume_with_a_large_backlog_and_new_queries_completes(
+    emulator: Emulator, client: AsyncMagisterium, tmp_path: Path
+) -> None:
+    state = tmp_path / "state.db"
+    first = await collect(client.harvest(QUERIES[:20], state=state, concurrency=1), limit=1)
+    assert len(first) == 1
+    rest = await collect(client.harvest(QUERIES, state=state, concurrency=1))
+    assert set(first) | set(rest) == await expected_ids(client, QUERIES)

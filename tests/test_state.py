@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from magisterium_async import Document, MagisteriumError
+from magisterium_async import Document, MagisteriumError, StateError
 from magisterium_async._state import SCHEMA_VERSION, HarvestState
 
 
@@ -98,3 +98,13 @@ async def test_without_a_path_a_temporary_database_keeps_no_bodies() -> None:
     await state.record_fetches([("1", doc("1"), None)])
     assert (await state.summary()).documents == {"fetched": 1}
     await state.aclose()
+
+
+@pytest.mark.parametrize("content", [b"these are my notes, not a database\n" * 10, b"\x00" * 8])
+async def test_a_file_that_is_not_a_state_is_a_state_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(StateError, match=r"notes\.txt") as info:
+        state = await HarvestState.open(path)
+        await state.aclose()
+    assert info.value.path == str(path)
