@@ -1,0 +1,121 @@
+"""The client against the emulator: real exchanges, row by row of the contract."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import pytest
+
+import magisterium_async as m
+from magisterium_async.testing import Emulator, EmulatorConfig, Fault, RateLimitConfig
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        tokens={"emu-token": "pro", "free-token": "free"},
+        rate_limits=None,
+        today=lambda: dt.date(2026, 3, 19),
+    )
+    async with Emulator(config) as emu:
+        yield emu
+
+
+@pytest.fixture
+async def client(emulator: Emulator) -> AsyncIterator[m.AsyncMagisterium]:
+    async with m.AsyncMagisterium(
+        token=emulator.token, base_url=emulator.base_url, rate_limits=m.RateLimits.unlimited()
+    ) as c:
+        yield c
+
+
+async def test_every_skill(client: m.AsyncMagisterium) -> None:
+    answer = await client.ask("What does Lumen Gentium teach about the Church?")
+    assert answer.text and answer.citations and answer.related_questions
+    assert answer.citations[0].document_title
+    follow_up = await client.ask("And the laity?", context_id=answer.context_id)
+    assert follow_up.context_id == answer.context_id
+    hits = await client.search("Lumen Gentium")
+    assert hits[0].title == "Lumen Gentium"
+    document = await client.fetch(hits[0].id)
+    assert document is not None and document.id == hits[0].id and document.text
+    assert await client.fetch("999999999") is None
+    assert await client.mass_readings("today")
+    assert "Joseph" in (await client.saints(dt.date(2026, 3, 19)) or "")
+    assert await client.saints("today") == await client.saints(dt.date(2026, 3, 19))
+    assert await client.mass_readings("the day after never") is None
+
+
+async def test_tasks_get_and_cancel(client: m.AsyncMagisterium) -> None:
+    task = await client.send_message("grace", skill_id="document_search")
+    assert (await client.get_task(task.id)).id == task.id
+    with pytest.raises(m.InvalidParamsError, match="Invalid state transition"):
+        await client.cancel_task(task.id)
+    with pytest.raises(m.TaskNotFoundError):
+        await client.get_task("no-such-task")
+
+
+async def test_unknown_skill_and_failed_task(client: m.AsyncMagisterium) -> None:
+    with pytest.raises(m.SkillNotFoundError):
+        await client.send_message("x", skill_id="no_such_skill")
+    with pytest.raises(m.TaskFailedError, match="index offline") as info:
+        await client.search("__fail__: index offline")
+    assert info.value.task.state == "failed"
+
+
+async def test_wrong_token_and_free_plan(emulator: Emulator) -> None:
+    for token, error in (("wrong", m.AuthenticationError), ("free-token", m.PlanRequiredError)):
+        async with m.AsyncMagisterium(token=token, base_url=emulator.base_url) as client:
+            with pytest.raises(error) as info:
+                await client.search("grace")
+            assert token not in str(info.value)
+    assert emulator.stats.count(outcome="unauthorized") == 1
+    assert emulator.stats.count(outcome="forbidden") == 1
+
+
+async def test_faults_are_retried_and_counted(
+    emulator: Emulator, client: m.AsyncMagisterium
+) -> None:
+    emulator.script(Fault.http_502(), Fault.drop(), Fault.internal_error())
+    policy = m.RetryPolicy(max_retries=3, initial_backoff=0.001, max_backoff=0.002)
+    async with m.AsyncMagisterium(
+        token=emulator.token,
+        base_url=emulator.base_url,
+        rate_limits=m.RateLimits.unlimited(),
+        retry_policy=policy,
+    ) as fast:
+        assert await fast.search("grace")
+    assert emulator.stats.count(skill="document_search", outcome="ok") == 1
+    assert emulator.stats.count(outcome="fault") == 3
+
+
+async def test_rate_limit_pauses_and_retries_within_the_quota() -> None:
+    # The server allows 3 per 0.5 s; the client believes 10: it meets 429s, waits them out
+    # and every call still succeeds.
+    config = EmulatorConfig(
+        rate_limits=RateLimitConfig(
+            default=3, expensive=1, period=0.5, retry_after_rounding="exact"
+        )
+    )
+    async with (
+        Emulator(config) as emu,
+        m.AsyncMagisterium(
+            token=emu.token, base_url=emu.base_url, rate_limits=m.RateLimits(10, 1, period=0.5)
+        ) as client,
+    ):
+        for item in [i async for i in client.search_many([f"grace {i}" for i in range(8)])]:
+            assert item.error is None
+        assert client.stats.default.rate_limited >= 1
+        assert emu.stats.count(skill="document_search", outcome="ok") == 8
+
+
+async def test_agent_card(client: m.AsyncMagisterium) -> None:
+    card = await client.agent_card()
+    assert {s.id for s in card.skills} >= {
+        "catholic_qa",
+        "document_search",
+        "document_fetch",
+        "liturgical_readings",
+        "saints_of_the_day",
+    }
