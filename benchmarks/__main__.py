@@ -22,12 +22,12 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import bench_client, bench_decode, bench_harvest, bench_quota
+from . import bench_client, bench_decode, bench_harvest, bench_quota, bench_shared_quota
 from ._envs import COMPETITORS, Resolved, resolve
 from ._fixtures import write_fixtures
 from ._report import Section, print_table, write_results
 
-BENCHMARKS = ("decode", "client", "quota", "harvest")
+BENCHMARKS = ("decode", "client", "quota", "harvest", "shared_quota")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -109,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             "client": ("per-request cost", lambda: bench_client.run(args.quick, canned, envs)),
             "quota": ("quota use", lambda: bench_quota.run(args.quick)),
             "harvest": ("harvest memory", lambda: bench_harvest.run(args.quick)),
+            "shared_quota": (
+                "shared quota (Redis)",
+                lambda: bench_shared_quota.run(args.quick),
+            ),
         }
         for key in BENCHMARKS:
             if key in args.only:

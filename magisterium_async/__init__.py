@@ -35,6 +35,8 @@ from ._errors import (
     ParseError,
     PlanRequiredError,
     RateLimitError,
+    SharedQuotaError,
+    SharedStateError,
     SkillNotFoundError,
     StateError,
     TaskFailedError,
@@ -63,6 +65,7 @@ from ._models import (
     TaskStatus,
     TextPart,
 )
+from ._redis import SharedQuota
 from ._scheduler import PoolEvent, PoolStats, SchedulerStats
 from ._version import __version__
 
@@ -112,6 +115,9 @@ __all__ = [
     "RetryPolicy",
     "SchedulerStats",
     "SearchResult",
+    "SharedQuota",
+    "SharedQuotaError",
+    "SharedStateError",
     "SkillNotFoundError",
     "StateError",
     "Task",

@@ -25,7 +25,6 @@ from ._clock import Clock, LoopClock
 from ._config import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     PoolName,
@@ -33,7 +32,13 @@ from ._config import (
     RetryPolicy,
     Timeouts,
 )
-from ._errors import MagisteriumError, MalformedResponseError, UnexpectedStatusError
+from ._errors import (
+    ClientClosedError,
+    MagisteriumError,
+    MalformedResponseError,
+    UnexpectedStatusError,
+    error_from_jsonrpc,
+)
 from ._harvest import Acknowledge, Harvest, OnError
 from ._models import (
     AgentCard,
@@ -47,6 +52,7 @@ from ._models import (
     Task,
     TextPart,
 )
+from ._redis import SharedQuota
 from ._retry import call_with_retries
 from ._scheduler import PoolEvent, Scheduler, SchedulerStats
 from ._skills import (
@@ -60,7 +66,7 @@ from ._skills import (
     read_result,
     require_text,
 )
-from ._transport import ClientState, Transport, body_snippet, check_base_url
+from ._transport import CLOSED_MESSAGE, ClientState, Transport, body_snippet, check_base_url
 
 __all__ = ["AsyncMagisterium"]
 
@@ -83,8 +89,8 @@ def _token_from(token: str | None) -> str:
             )
     if not isinstance(token, str):
         raise TypeError(f"token must be a str, not {type(token).__name__}")
-    if not token.strip() or any(c in token for c in "\r\n"):
-        raise ValueError("token must be a non-blank string on one line")
+    if not token.strip() or not token.isascii() or not token.strip().isprintable():
+        raise ValueError("token must be a non-blank string of printable ASCII characters")
     return token.strip()
 
 
@@ -112,12 +118,15 @@ class AsyncMagisterium:
     ``token`` falls back to ``$MAGISTERIUM_TOKEN`` and ``base_url`` to
     ``$MAGISTERIUM_BASE_URL``, then the service's endpoint. ``rate_limits`` defaults to the
     Pro plan's quota (:meth:`RateLimits.pro`): calls wait for their pool rather than
-    spending the quota on 429s. ``timeout`` is seconds per request (one number for every
+    spending the quota on 429s. ``max_retries`` (default 2, or ``retry_policy``'s) caps the
+    retries of transient failures per call. ``timeout`` is seconds per request (one number for every
     call, or :class:`Timeouts` to set ``catholic_qa``'s apart: it defaults to 300 s, the
     others to 30 s). ``max_concurrency`` caps the requests in flight over all pools.
 
     Use it as ``async with AsyncMagisterium() as client: ...`` or close it with
-    :meth:`aclose`; a closed client cannot be reopened. ``clock`` (virtual time in tests),
+    :meth:`aclose`; a closed client cannot be reopened. ``shared_quota`` (a Redis URL or a
+    :class:`SharedQuota`) shares the rate limits with every process on the same token, on
+    any host. ``clock`` (virtual time in tests),
     ``on_event`` (a callback for every scheduler event) and ``trace_configs`` (aiohttp
     tracing) serve observability and testing.
     """
@@ -126,19 +135,22 @@ class AsyncMagisterium:
         self,
         token: str | None = None,
         base_url: str | None = None,
-        *,
         rate_limits: RateLimits | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_retries: int | None = None,
         timeout: float | Timeouts = DEFAULT_TIMEOUTS,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        *,
         retry_policy: RetryPolicy | None = None,
         clock: Clock | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        shared_quota: SharedQuota | str | None = None,
     ) -> None:
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int):
+        if max_retries is not None and (
+            isinstance(max_retries, bool) or not isinstance(max_retries, int)
+        ):
             raise TypeError(f"max_retries must be an int, not {type(max_retries).__name__}")
-        if max_retries < 0:
+        if max_retries is not None and max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
             raise TypeError(f"max_concurrency must be an int, not {type(max_concurrency).__name__}")
@@ -152,13 +164,23 @@ class AsyncMagisterium:
         self.rate_limits = rate_limits or RateLimits.pro()
         self.timeouts = Timeouts.of(timeout)
         policy = retry_policy or DEFAULT_RETRY_POLICY
-        if retry_policy is None or max_retries != DEFAULT_MAX_RETRIES:
+        if max_retries is not None:
             policy = dataclasses.replace(policy, max_retries=max_retries)
         self.retry_policy = policy
         self.max_concurrency = max_concurrency
         self._clock = clock or LoopClock()
+        # Shared quota hook: the pools' rate is decided in Redis, with every process on
+        # this token (see _redis.py).
+        self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
+        shared = None
+        if self.shared_quota is not None:
+            shared = self.shared_quota.limiter(self._token, self.rate_limits)
         self._scheduler = Scheduler(
-            self.rate_limits, max_concurrency=max_concurrency, clock=self._clock, on_event=on_event
+            self.rate_limits,
+            max_concurrency=max_concurrency,
+            clock=self._clock,
+            on_event=on_event,
+            shared=shared,
         )
         self._transport = Transport(
             self.base_url,
@@ -176,7 +198,7 @@ class AsyncMagisterium:
 
     async def __aenter__(self) -> AsyncMagisterium:
         if self._transport.state is ClientState.CLOSED:
-            raise MagisteriumError("the client is closed; create a new AsyncMagisterium")
+            raise ClientClosedError(CLOSED_MESSAGE)
         return self
 
     async def __aexit__(
@@ -370,19 +392,24 @@ class AsyncMagisterium:
         if self._agent_card is not None and now < self._agent_card[1]:
             return self._agent_card[0]
         url = self.agent_card_url
+
+        async def attempt() -> tuple[int, Any, bytes]:
+            status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
+            if status == 429:
+                raise error_from_jsonrpc(None, "agent card: HTTP 429", None, status=429)
+            if status != 200:
+                raise UnexpectedStatusError(
+                    f"agent card: unexpected HTTP {status}", status=status, body=body_snippet(body)
+                )
+            return status, headers, body
+
         status, headers, body = await call_with_retries(
-            lambda: self._transport.get(url, timeout=self.timeouts.default),
+            attempt,
             pool=self._scheduler.pool(None),
             policy=self.retry_policy,
             clock=self._clock,
             what=f"GET {url}",
         )
-        if status != 200:
-            raise UnexpectedStatusError(
-                f"agent card: unexpected HTTP {status}",
-                status=status,
-                body=body_snippet(body),
-            )
         try:
             card = _AGENT_CARD_DECODER.decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:

@@ -21,7 +21,9 @@ The tree, in one glance::
     │   ├── AuthenticationError       -32004 / HTTP 401
     │   └── PlanRequiredError         -32005 / HTTP 403
     ├── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
-    └── StateError                    a harvest's state database cannot be read or written
+    ├── StateError                    a harvest's state database cannot be read or written
+    ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
+    └── SharedStateError              a multi-worker harvest's Redis state is unreachable or lost
 
 ``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
 cannot be right.
@@ -51,6 +53,8 @@ __all__ = [
     "ParseError",
     "PlanRequiredError",
     "RateLimitError",
+    "SharedQuotaError",
+    "SharedStateError",
     "SkillNotFoundError",
     "StateError",
     "TaskFailedError",
@@ -219,6 +223,15 @@ class StateError(MagisteriumError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class SharedQuotaError(MagisteriumError):
+    """The shared quota cannot be used: redis-py is missing, or the URL is invalid."""
+
+
+class SharedStateError(MagisteriumError):
+    """The harvest's shared state in Redis is unreachable or was lost: the harvest stops;
+    every worker's own state is intact, so ``--resume`` continues it."""
 
 
 _BY_CODE: dict[int, type[JSONRPCError]] = {

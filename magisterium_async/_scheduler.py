@@ -38,7 +38,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Protocol
 
 from ._clock import Clock, LoopClock
 from ._config import PoolName, RateLimits
@@ -52,6 +52,7 @@ __all__ = [
     "PoolStats",
     "Scheduler",
     "SchedulerStats",
+    "SharedLimit",
 ]
 
 logger = logging.getLogger("magisterium_async")
@@ -60,6 +61,20 @@ logger = logging.getLogger("magisterium_async")
 # and before it goes past it.
 _CAUTIOUS_PERIODS = 4
 EventKind = Literal["sent", "rate_limited", "paused", "resumed", "rate_changed", "retried"]
+
+
+class SharedLimit(Protocol):
+    """A rate limiter shared with other processes (``_redis.SharedLimiter``).
+
+    A metered pool awaits :meth:`acquire` after its local admission (concurrency caps,
+    pause) and tells :meth:`rate_limited` of every 429; its own rate is lifted.
+    """
+
+    async def acquire(self, pool: str) -> None: ...
+
+    def rate_limited(self, pool: str, retry_after: float) -> None: ...
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -245,6 +260,16 @@ class Pool:
         except asyncio.CancelledError:
             self._abandon(waiter)
             raise
+        # --- shared quota hook: the shared limiter decides the rate (see _redis.py) ---
+        shared = scheduler._shared
+        if shared is not None and self.name != "unmetered":
+            try:
+                await shared.acquire(self.name)
+            except BaseException:
+                permit._release()
+                raise
+            permit.started = scheduler._clock.now()
+        # --- end of the shared quota hook ---
         self._sent += 1
         self._emit("sent", permit.started - waiter.since)
         return permit
@@ -327,6 +352,8 @@ class Pool:
 
     def _on_rate_limited(self, retry_after: float) -> None:
         now = self._scheduler._clock.now()
+        if self._scheduler._shared is not None:  # shared quota hook: pause every process
+            self._scheduler._shared.rate_limited(self.name, retry_after)
         self._rate_limited += 1
         self._emit("rate_limited", retry_after, now)
         until = now + retry_after
@@ -404,6 +431,7 @@ class Scheduler:
         clock: Clock | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
         safety_margin: float | None = None,
+        shared: SharedLimit | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -421,14 +449,17 @@ class Scheduler:
         self._closed = False
         self._timer: asyncio.Task[None] | None = None
         self._timer_at = math.inf
+        # Shared quota hook: with a shared limiter the local rate is lifted (it decides),
+        # the concurrency caps stay.
+        self._shared = shared
         self._pools = {
             name: Pool(
                 self,
                 name,
-                rate_limits.limit_for(name),
+                math.inf if shared is not None else rate_limits.limit_for(name),
                 period,
                 rate_limits.concurrency_for(name),
-                adaptive=rate_limits.adaptive,
+                adaptive=rate_limits.adaptive and shared is None,
                 margin=margin,
             )
             for name in ("default", "expensive")
@@ -471,6 +502,8 @@ class Scheduler:
         if timer is not None:
             timer.cancel()
             await asyncio.wait((timer,))
+        if self._shared is not None:  # shared quota hook
+            await self._shared.aclose()
 
     def _pump(self) -> None:
         """Let through every waiter that may start now, oldest first; wake up for the rest."""

@@ -1,0 +1,366 @@
+"""The shared quota in Redis: one window over many processes, a shared pause, Redis failing.
+
+Runs against a real ``redis-server`` on a free loopback port (started here); skipped when
+redis-server or redis-py is missing, and failing then when ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
+from magisterium_async._redis import SharedQuota, SharedQuotaError, token_key
+from magisterium_async._scheduler import PoolEvent
+from magisterium_async.testing import (
+    Emulator,
+    EmulatorConfig,
+    Fault,
+    RateLimitConfig,
+    max_in_window,
+)
+
+from .redis_server import RedisServer, ci, redis_unavailable
+
+HERE = Path(__file__).parent
+WORKER = HERE / "redis_quota_worker.py"
+LIMIT, PERIOD = 10, 2.0
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    reason = redis_unavailable()
+    if reason is not None:
+        if ci():
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def quota_config(**kwargs: object) -> EmulatorConfig:
+    limits = RateLimitConfig(default=LIMIT, expensive=2, period=PERIOD, algorithm="sliding")
+    return EmulatorConfig(rate_limits=limits, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    async with Emulator(quota_config()) as emu:
+        yield emu
+
+
+def admitted_times(emu: Emulator) -> list[float]:
+    return [a.time for a in emu.arrivals if a.admitted and a.skill == "document_search"]
+
+
+def client_for(
+    emu: Emulator, redis: RedisServer, workers: int = 1, **kwargs: object
+) -> AsyncMagisterium:
+    return AsyncMagisterium(
+        token=emu.token,
+        base_url=emu.base_url,
+        rate_limits=RateLimits(LIMIT, 2, period=PERIOD),
+        shared_quota=SharedQuota(redis.url, workers=workers, retry_interval=0.5),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def test_four_processes_never_exceed_the_quota(
+    emulator: Emulator, redis_server: RedisServer
+) -> None:
+    workers, each = 4, 8
+    env = {**os.environ, "MAGISTERIUM_TOKEN": emulator.token}
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(WORKER),
+            emulator.base_url,
+            redis_server.url,
+            str(each),
+            str(LIMIT),
+            str(PERIOD),
+            str(workers),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        for _ in range(workers)
+    ]
+    for proc in procs:  # every worker connected, then all start at once
+        assert proc.stdout is not None
+        assert (await proc.stdout.readline()).strip() == b"READY"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+    outputs = [await proc.communicate() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * workers
+    results = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
+    assert sum(r["errors"] for r in results) == 0
+    assert emulator.stats.count(outcome="rate_limited") == 0
+    times = admitted_times(emulator)
+    assert len(times) == workers * each
+    assert max_in_window(times, PERIOD) <= LIMIT
+    # And the quota was used: 32 starts of 10 per 2 s fit in 3 windows (6 s) at best.
+    span = max(times) - min(times)
+    assert 3 * PERIOD <= span < 3 * PERIOD + 1.5
+
+
+async def test_a_429_seen_by_one_pauses_all(emulator: Emulator, redis_server: RedisServer) -> None:
+    emulator.script(Fault.rate_limit(retry_after=1.0))
+    limited = asyncio.Event()
+
+    def on_event(event: PoolEvent) -> None:
+        if event.kind == "rate_limited":
+            limited.set()
+
+    first = client_for(emulator, redis_server, on_event=on_event)
+    others = [client_for(emulator, redis_server) for _ in range(3)]
+    try:
+        task = asyncio.ensure_future(first.search("grace"))
+        await limited.wait()
+        shared = first._scheduler._shared
+        assert shared is not None
+        await shared.aflush()  # the pause is in Redis
+        refused = next(a.time for a in emulator.arrivals if a.fault is not None)
+        await asyncio.gather(task, *(c.search(f"nature {i}") for i, c in enumerate(others)))
+    finally:
+        for c in (first, *others):
+            await c.aclose()
+    later = [a.time for a in emulator.arrivals if a.fault is None]
+    assert len(later) == 4
+    # Nobody, not even the clients that never met the 429, started before the pause ended.
+    assert min(later) >= refused + 1.0 - 0.05
+
+
+async def test_keys_name_a_hash_of_the_token(emulator: Emulator, redis_server: RedisServer) -> None:
+    from redis.asyncio import Redis
+
+    async with client_for(emulator, redis_server) as client:
+        await client.search("grace")
+    r = Redis.from_url(redis_server.url)
+    try:
+        keys = sorted(k.decode() for k in await r.keys("*"))
+    finally:
+        await r.aclose()
+    digest = token_key(emulator.token)
+    assert keys and all(f"{{{digest}}}" in k and emulator.token not in k for k in keys)
+    assert f"magisterium:{{{digest}}}:default:log" in keys
+
+
+async def test_redis_restarted_mid_run_loses_nothing(
+    emulator: Emulator, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="magisterium_async")
+    sent = 0
+    restarted = asyncio.Event()
+
+    def on_event(event: PoolEvent) -> None:
+        nonlocal sent
+        if event.kind == "sent" and event.pool == "default":
+            sent += 1
+            if sent == 12 and not restarted.is_set():
+                redis_server.restart()  # blocks the loop for milliseconds; no persistence
+                restarted.set()
+
+    clients = [client_for(emulator, redis_server, workers=3, on_event=on_event) for _ in range(3)]
+    try:
+        results = await asyncio.gather(
+            *(c.search(f"grace {i} {j}") for i, c in enumerate(clients) for j in range(12))
+        )
+    finally:
+        for c in clients:
+            await c.aclose()
+    assert restarted.is_set()
+    assert len(results) == 36
+    assert emulator.stats.count(outcome="rate_limited") == 0
+    times = admitted_times(emulator)
+    assert len(times) == 36
+    assert max_in_window(times, PERIOD) <= LIMIT
+    assert any("Redis unreachable" in r.getMessage() for r in caplog.records)
+    assert any("Redis is back" in r.getMessage() for r in caplog.records)
+
+
+async def test_no_redis_at_all_falls_back_without_hanging(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="magisterium_async")
+    nowhere = RedisServer()  # never started: connection refused
+    began = time.monotonic()  # the emulator's clock
+    async with client_for(emulator, nowhere, workers=2) as client:
+        results = await asyncio.wait_for(
+            asyncio.gather(*(client.search(f"grace {i}") for i in range(6))), 30
+        )
+    assert len(results) == 6
+    times = admitted_times(emulator)
+    # One window's wait first (others may have just spent the quota), then 10 / 2 workers.
+    assert min(times) >= began + PERIOD
+    assert max_in_window(times, PERIOD) <= LIMIT // 2
+    assert any("Redis unreachable" in r.getMessage() for r in caplog.records)
+
+
+async def test_closing_wakes_waiters(emulator: Emulator, redis_server: RedisServer) -> None:
+    from magisterium_async import ClientClosedError
+
+    client = client_for(emulator, redis_server, retry_policy=RetryPolicy(max_retries=0))
+    calls = [asyncio.ensure_future(client.search(f"grace {i}")) for i in range(LIMIT + 3)]
+    await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
+    await client.aclose()
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert any(isinstance(o, ClientClosedError) for o in outcomes)
+
+
+def test_a_missing_redis_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.setitem(sys.modules, "redis.asyncio", None)
+    with pytest.raises(SharedQuotaError, match=r"pip install 'magisterium-async\[redis\]'"):
+        AsyncMagisterium(token="t", shared_quota="redis://127.0.0.1:1/0")
+
+
+def test_shared_quota_needs_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAGISTERIUM_REDIS_URL", raising=False)
+    with pytest.raises(SharedQuotaError, match="MAGISTERIUM_REDIS_URL"):
+        SharedQuota()
+    with pytest.raises(ValueError):
+        SharedQuota("redis://x", workers=0)
+
+
+# The harvest over several workers --------------------------------------------------------
+
+HARVEST_WORKER = HERE / "redis_harvest_worker.py"
+HARVEST_QUERIES = 30
+
+
+@pytest.fixture
+async def corpus_emulator() -> AsyncIterator[Emulator]:
+    from magisterium_async.testing import SyntheticCorpus
+
+    config = EmulatorConfig(
+        rate_limits=None, corpus=SyntheticCorpus(5000, seed=3, search_space=800)
+    )
+    async with Emulator(config) as emu:
+        yield emu
+
+
+async def start_worker(
+    emu: Emulator, redis: RedisServer, tmp: Path, index: int, pause_after: int = -1
+) -> asyncio.subprocess.Process:
+    env = {**os.environ, "MAGISTERIUM_TOKEN": emu.token}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(HARVEST_WORKER),
+        emu.base_url,
+        redis.url,
+        str(tmp / f"w{index}.state.sqlite"),
+        str(tmp / f"w{index}.jsonl"),
+        str(HARVEST_QUERIES),
+        str(pause_after),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None
+    assert (await proc.stdout.readline()).strip() == b"READY"
+    return proc
+
+
+async def go(procs: list[asyncio.subprocess.Process]) -> None:
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+
+
+def written_ids(tmp: Path) -> list[str]:
+    ids = []
+    for path in sorted(tmp.glob("w*.jsonl")):
+        ids += [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    return ids
+
+
+def check_exactly_once(emu: Emulator, tmp: Path, killed: int = 0) -> None:
+    """Each query searched and each document fetched once, each written once overall.
+
+    A worker killed with -9 may have had requests in flight whose answers it never
+    recorded: its resumed run asks for those again, within the bounds test_harvest's
+    single-worker resume allows (concurrency 4: 3 x 4 searches, 2 x 4 fetches).
+    """
+    searches = [a.input for a in emu.arrivals if a.skill == "document_search"]
+    fetches = [a.input for a in emu.arrivals if a.skill == "document_fetch"]
+    assert len(set(searches)) == HARVEST_QUERIES
+    assert len(searches) - HARVEST_QUERIES <= 3 * 4 * killed
+    assert len(fetches) - len(set(fetches)) <= 2 * 4 * killed
+    ids = written_ids(tmp)
+    assert len(ids) == len(set(ids))  # each document written once, over all outputs
+    assert set(ids) == set(fetches)
+
+
+async def test_harvest_over_three_workers_exactly_once(
+    corpus_emulator: Emulator, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    procs = [await start_worker(corpus_emulator, redis_server, tmp_path, i) for i in range(3)]
+    await go(procs)
+    outputs = [await proc.communicate() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0]
+    stats = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
+    assert sum(s["searched"] for s in stats) == HARVEST_QUERIES
+    assert sum(s["failed"] for s in stats) == 0
+    assert sum(1 for s in stats if s["searched"]) >= 2  # the work was shared
+    check_exactly_once(corpus_emulator, tmp_path)
+    # A single worker would have found the same documents.
+    assert len(written_ids(tmp_path)) > HARVEST_QUERIES
+
+
+async def test_a_killed_worker_resumes_its_claims(
+    corpus_emulator: Emulator, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    victim = await start_worker(corpus_emulator, redis_server, tmp_path, 0, pause_after=5)
+    await go([victim])
+    assert victim.stdout is not None
+    while (await victim.stdout.readline()).strip() != b"PAUSED":
+        pass
+    victim.kill()
+    await victim.wait()
+    others = [await start_worker(corpus_emulator, redis_server, tmp_path, i) for i in (1, 2)]
+    await go(others)
+    for proc in others:
+        await proc.communicate()
+    # The dead worker's claims wait for it; resumed, it finishes them.
+    again = await start_worker(corpus_emulator, redis_server, tmp_path, 0)
+    await go([again])
+    await again.communicate()
+    assert [p.returncode for p in (*others, again)] == [0, 0, 0]
+    check_exactly_once(corpus_emulator, tmp_path, killed=1)
+
+
+async def test_harvest_resumes_after_redis_lost_its_state(
+    corpus_emulator: Emulator, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    first = [await start_worker(corpus_emulator, redis_server, tmp_path, i, 4) for i in (0, 1)]
+    await go(first)
+    for proc in first:
+        assert proc.stdout is not None
+        while (await proc.stdout.readline()).strip() != b"PAUSED":
+            pass
+        proc.kill()
+        await proc.wait()
+    redis_server.restart()  # every claim gone
+    # Resumed, each worker first claims what its state holds, so nothing is done twice.
+    procs = [await start_worker(corpus_emulator, redis_server, tmp_path, i) for i in (0, 1)]
+    await go(procs)
+    for proc in procs:
+        await proc.communicate()
+    assert [p.returncode for p in procs] == [0, 0]
+    check_exactly_once(corpus_emulator, tmp_path, killed=2)
