@@ -13,8 +13,7 @@ import ipaddress
 import itertools
 import logging
 import platform
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,7 +24,7 @@ from . import _version
 from ._errors import (
     APIConnectionError,
     APITimeoutError,
-    MagisteriumError,
+    ClientClosedError,
     MalformedResponseError,
     RateLimitError,
     UnexpectedStatusError,
@@ -33,7 +32,14 @@ from ._errors import (
 )
 from ._models import Task
 
-__all__ = ["ClientState", "Transport", "body_snippet", "check_base_url", "decode_response"]
+__all__ = [
+    "CLOSED_MESSAGE",
+    "ClientState",
+    "Transport",
+    "body_snippet",
+    "check_base_url",
+    "decode_response",
+]
 
 logger = logging.getLogger("magisterium_async")
 
@@ -42,6 +48,7 @@ _USER_AGENT = (
     f"python/{platform.python_version()} aiohttp/{aiohttp.__version__}"
 )
 _SNIPPET = 500
+CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
 
 
 class ClientState(enum.Enum):
@@ -66,6 +73,17 @@ class _ErrorObject(msgspec.Struct):
 
 
 class _Envelope(msgspec.Struct):
+    """The answer we expect: decoded with its Task in one pass."""
+
+    jsonrpc: Any = None
+    id: Any = None
+    result: Task | msgspec.UnsetType = msgspec.UNSET
+    error: _ErrorObject | None = None
+
+
+class _RawEnvelope(msgspec.Struct):
+    """Any JSON-RPC answer, the result left undecoded: to say what is wrong with one."""
+
     jsonrpc: Any = None
     id: Any = None
     result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
@@ -74,7 +92,9 @@ class _Envelope(msgspec.Struct):
 
 _ENCODER = msgspec.json.Encoder()
 _ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
+_RAW_ENVELOPE_DECODER = msgspec.json.Decoder(_RawEnvelope)
 _TASK_DECODER = msgspec.json.Decoder(Task)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 
 
 def _is_loopback(host: str) -> bool:
@@ -111,6 +131,16 @@ def body_snippet(payload: bytes) -> str:
     return payload[:_SNIPPET].decode("utf-8", "replace")
 
 
+def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnectionError:
+    # TimeoutError first: it is an OSError too, and aiohttp's timeouts are ClientErrors too.
+    if isinstance(exc, asyncio.TimeoutError):
+        return APITimeoutError(f"{what} timed out after {timeout:g} s")
+    return APIConnectionError(f"{what} failed: {type(exc).__name__}: {exc}")
+
+
+_NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
+
+
 def _retry_after_header(headers: Any) -> float | None:
     value = headers.get("Retry-After") if headers is not None else None
     try:
@@ -125,9 +155,33 @@ def decode_response(
 ) -> Task:
     """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means."""
     try:
-        envelope: _Envelope | None = _ENVELOPE_DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        envelope = None
+        envelope: _Envelope | _RawEnvelope | None = _ENVELOPE_DECODER.decode(payload)
+    except _DECODE_ERRORS:
+        # Not an envelope holding a Task: decode again, leniently, to say what it is.
+        try:
+            envelope = _RAW_ENVELOPE_DECODER.decode(payload)
+        except _DECODE_ERRORS:
+            envelope = None
+    result = _checked_result(method, request_id, status, payload, headers, envelope)
+    if isinstance(result, Task):
+        return result
+    try:
+        return _TASK_DECODER.decode(result)
+    except _DECODE_ERRORS as exc:
+        raise MalformedResponseError(
+            f"{method}: the result is not a Task: {exc}", status=status, body=body_snippet(payload)
+        ) from None
+
+
+def _checked_result(
+    method: str,
+    request_id: int,
+    status: int,
+    payload: bytes,
+    headers: Any,
+    envelope: _Envelope | _RawEnvelope | None,
+) -> Task | msgspec.Raw:
+    """The envelope's result if the answer is a success for this request, else raise."""
     if envelope is not None and envelope.error is not None:
         err = envelope.error
         error = error_from_jsonrpc(err.code, err.message, err.data, status=status, method=method)
@@ -161,12 +215,7 @@ def decode_response(
             status=status,
             body=body_snippet(payload),
         )
-    try:
-        return _TASK_DECODER.decode(envelope.result)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise MalformedResponseError(
-            f"{method}: the result is not a Task: {exc}", status=status, body=body_snippet(payload)
-        ) from None
+    return envelope.result
 
 
 class Transport:
@@ -188,6 +237,8 @@ class Transport:
             "Accept": "application/json",
             "User-Agent": _USER_AGENT,
         }
+        self._get_headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._max_concurrency = max_concurrency
         self._connect_timeout = connect_timeout
         self._trace_configs = list(trace_configs)
@@ -200,7 +251,7 @@ class Transport:
 
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self.state is ClientState.CLOSED:
-            raise MagisteriumError("the client is closed; create a new AsyncMagisterium")
+            raise ClientClosedError(CLOSED_MESSAGE)
         if self._session is None:
             connector = aiohttp.TCPConnector(
                 limit=self._max_concurrency, limit_per_host=self._max_concurrency
@@ -211,21 +262,15 @@ class Transport:
             self.state = ClientState.OPENED
         return self._session
 
-    @asynccontextmanager
-    async def _mapped_errors(self, what: str, timeout: float) -> AsyncIterator[None]:
-        try:
-            yield
-        except asyncio.TimeoutError as exc:
-            raise APITimeoutError(f"{what} timed out after {timeout:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise APIConnectionError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
-        except OSError as exc:
-            raise APIConnectionError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
-
     def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(
-            total=seconds, sock_connect=min(seconds, self._connect_timeout)
-        )
+        # A client uses a few values (one per pool): build each once, not per request.
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = aiohttp.ClientTimeout(
+                total=seconds, sock_connect=min(seconds, self._connect_timeout)
+            )
+            self._timeouts[seconds] = timeout
+        return timeout
 
     async def rpc(self, method: str, params: Any, *, timeout: float) -> Task:
         """Send one JSON-RPC request and return the Task it answers, or raise."""
@@ -233,34 +278,34 @@ class Transport:
         request_id = next(self._ids)
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
         logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
-        async with (
-            self._mapped_errors(method, timeout),
-            session.post(
+        try:
+            async with session.post(
                 self._url,
                 data=body,
                 headers=self._rpc_headers,
                 allow_redirects=False,
                 timeout=self._timeout(timeout),
-            ) as response,
-        ):
-            payload = await response.read()
-            status, headers = response.status, response.headers
+            ) as response:
+                payload = await response.read()
+                status, headers = response.status, response.headers
+        except _NETWORK_ERRORS as exc:
+            raise _network_error(method, timeout, exc) from exc
         return decode_response(method, request_id, status, payload, headers)
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""
         session = self._ensure_session()
         logger.debug("GET %s", url)
-        async with (
-            self._mapped_errors(f"GET {url}", timeout),
-            session.get(
+        try:
+            async with session.get(
                 url,
-                headers={"Accept": "application/json", "User-Agent": _USER_AGENT},
+                headers=self._get_headers,
                 allow_redirects=False,
                 timeout=self._timeout(timeout),
-            ) as response,
-        ):
-            return response.status, response.headers, await response.read()
+            ) as response:
+                return response.status, response.headers, await response.read()
+        except _NETWORK_ERRORS as exc:
+            raise _network_error(f"GET {url}", timeout, exc) from exc
 
     async def aclose(self) -> None:
         """Close the session; the transport cannot be used afterwards."""

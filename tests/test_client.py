@@ -54,6 +54,8 @@ def test_default_base_url_and_limits(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"rate_limits": {"default": 1}}, TypeError, "rate_limits"),
         ({"token": ""}, ValueError, "token"),
         ({"token": 5}, TypeError, "token"),
+        ({"token": "a\x00b"}, ValueError, "token"),
+        ({"token": "abc\ndef"}, ValueError, "token"),
         ({"base_url": "http://example.com/a2a"}, ValueError, "base_url"),
     ],
 )
@@ -61,6 +63,17 @@ def test_bad_construction_arguments(kwargs: dict[str, Any], error: type, name: s
     kwargs.setdefault("token", "t")
     with pytest.raises(error, match=name):
         m.AsyncMagisterium(**kwargs)
+
+
+def test_arguments_in_the_contracts_order_and_explicit_max_retries() -> None:
+    limits = m.RateLimits(30, 3)
+    client = m.AsyncMagisterium("t", "https://example.org/a2a", limits, 5, 12.0, 4)
+    assert (client.rate_limits, client.retry_policy.max_retries) == (limits, 5)
+    assert (client.timeouts.default, client.max_concurrency) == (12.0, 4)
+    policy = m.RetryPolicy(max_retries=5)
+    assert m.AsyncMagisterium("t", retry_policy=policy).retry_policy.max_retries == 5
+    explicit = m.AsyncMagisterium("t", max_retries=2, retry_policy=policy)
+    assert explicit.retry_policy.max_retries == 2
 
 
 def test_token_never_in_repr() -> None:
@@ -350,6 +363,19 @@ async def test_agent_card_is_decoded_cached_and_spends_no_quota(
     await client.agent_card()
     assert len(hits) == 2
     assert server.requests == []
+
+
+async def test_agent_card_is_retried_on_a_5xx(
+    client: m.AsyncMagisterium, server: ScriptedServer
+) -> None:
+    answers = [web.Response(status=502, text="<html>bad gateway</html>"), web.json_response(CARD)]
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        return answers.pop(0)
+
+    server.extra_routes["/.well-known/agent.json"] = serve
+    assert (await client.agent_card()).name == "Magisterium AI"
+    assert answers == []
 
 
 async def test_agent_card_malformed(client: m.AsyncMagisterium, server: ScriptedServer) -> None:

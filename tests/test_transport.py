@@ -166,9 +166,9 @@ async def test_closed_client_refuses_calls(server: ScriptedServer) -> None:
     client = m.AsyncMagisterium(token=TOKEN, base_url=server.url)
     await client.aclose()
     assert client.is_closed
-    with pytest.raises(m.MagisteriumError, match="closed"):
+    with pytest.raises(m.ClientClosedError, match="closed"):
         await client.get_task("t")
-    with pytest.raises(m.MagisteriumError, match="closed"):
+    with pytest.raises(m.ClientClosedError, match="closed"):
         async with client:
             pass
 
@@ -193,3 +193,30 @@ async def test_concurrent_calls_get_their_own_answers(
     ids = [f"t{i}" for i in range(20)]
     tasks = await asyncio.gather(*(client.get_task(i) for i in ids))
     assert [t.id for t in tasks] == ids
+
+
+def test_wrong_result_shapes_name_what_is_wrong() -> None:
+    body = envelope(id=7, result={"kind": "task", "id": "t", "contextId": "c", "status": {}})
+    with pytest.raises(m.MalformedResponseError, match=r"not a Task: .*state") as info:
+        decode_response("tasks/get", 7, 200, body)
+    assert info.value.status == 200 and info.value.body == body.decode()
+
+
+def test_error_object_wins_over_a_malformed_result() -> None:
+    body = envelope(id=7, result={"id": 1}, error={"code": -32603, "message": "boom"})
+    with pytest.raises(m.InternalServerError, match="boom") as info:
+        decode_response("tasks/get", 7, 500, body)
+    assert info.value.status == 500
+
+
+def test_result_with_a_mismatched_id_is_refused_even_when_it_decodes() -> None:
+    body = envelope(id=True, result=task_json())
+    with pytest.raises(m.MalformedResponseError, match="does not match"):
+        decode_response("tasks/get", 1, 200, body)
+
+
+def test_client_timeouts_are_built_once_per_value() -> None:
+    transport = m.AsyncMagisterium(token=TOKEN, base_url="http://127.0.0.1:1/a2a")._transport
+    assert transport._timeout(30.0) is transport._timeout(30.0)
+    assert transport._timeout(30.0) is not transport._timeout(120.0)
+    assert transport._timeout(1.0).sock_connect == 1.0
