@@ -116,6 +116,13 @@ def _opt_int(value: object) -> int | None:
     return None
 
 
+def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """The keys of ``raw`` not in ``known``: most objects have none, so skip the copy."""
+    if len(raw) <= len(known) and known.issuperset(raw):
+        return {}
+    return {k: v for k, v in raw.items() if k not in known}
+
+
 def _text_only(name: str) -> Callable[[str], list[Part]]:
     def build(value: str) -> list[Part]:
         return [TextPart(text=require_text(name, value))]
@@ -134,19 +141,28 @@ _CITATION_TEXT_FIELDS = (
     "document_reference",
     "source_url",
 )
+_CITATION_KEYS = frozenset({*_CITATION_TEXT_FIELDS, "document_index", "document_year"})
+_STR_OR_NONE = (str, type(None))
+_INT_OR_NONE = (int, type(None))
 
 
 def _citation(raw: object) -> Citation:
     if not isinstance(raw, dict):
         return Citation(extra={"value": raw})
-    text_fields = {name: _opt_str(raw.get(name)) for name in _CITATION_TEXT_FIELDS}
+    if (
+        _CITATION_KEYS.issuperset(raw)
+        and type(raw.get("document_index")) in _INT_OR_NONE
+        and type(raw.get("document_year")) in _INT_OR_NONE
+        and all(type(raw.get(name)) in _STR_OR_NONE for name in _CITATION_TEXT_FIELDS)
+    ):
+        # The service's own shape, every value already of its field's type.
+        return Citation(**raw)
     year = raw.get("document_year")
-    known = {*_CITATION_TEXT_FIELDS, "document_index", "document_year"}
     return Citation(
-        **text_fields,
+        **{name: _opt_str(raw.get(name)) for name in _CITATION_TEXT_FIELDS},
         document_index=_opt_int(raw.get("document_index")),
         document_year=_opt_int(year) if _opt_int(year) is not None else _opt_str(year),
-        extra={k: v for k, v in raw.items() if k not in known},
+        extra=_extra(raw, _CITATION_KEYS),
     )
 
 
@@ -170,18 +186,27 @@ def _parse_answer(task: Task, artifact: Artifact) -> Answer:
 # Search -------------------------------------------------------------------------------
 
 
+_HIT_KEYS = frozenset({"id", "url", "title"})
+
+
 def _search_result(task: Task, raw: object) -> SearchResult:
+    if type(raw) is dict and len(raw) == 3:
+        # The service's own shape, checked first and cheaply: a search has up to 50 hits.
+        ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
+        if type(ident) is str and ident and type(url) is str and type(title) is str:
+            return SearchResult(id=ident, url=url, title=title)
     if not isinstance(raw, dict):
         raise _malformed(task, f"a search result is not an object: {raw!r:.100}")
-    ident = _as_id(raw.get("id"))
-    if ident is None:
-        raise _malformed(task, f"a search result has no usable id: {raw!r:.200}")
-    return SearchResult(
-        id=ident,
-        url=_opt_str(raw.get("url")) or "",
-        title=_opt_str(raw.get("title")) or "",
-        extra={k: v for k, v in raw.items() if k not in ("id", "url", "title")},
-    )
+    ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
+    if type(ident) is not str or not ident:
+        ident = _as_id(ident)
+        if ident is None:
+            raise _malformed(task, f"a search result has no usable id: {raw!r:.200}")
+    if type(url) is not str:
+        url = _opt_str(url) or ""
+    if type(title) is not str:
+        title = _opt_str(title) or ""
+    return SearchResult(id=ident, url=url, title=title, extra=_extra(raw, _HIT_KEYS))
 
 
 def _parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
@@ -203,6 +228,9 @@ def _build_fetch(document_id: str) -> list[Part]:
     return [DataPart(data={"id": require_text("document_id", document_id)})]
 
 
+_DOCUMENT_KEYS = frozenset({"id", "title", "author", "ref"})
+
+
 def _parse_document(task: Task, artifact: Artifact) -> Document:
     meta = _data_with(artifact, "id") or {}
     ident = _as_id(meta.get("id"))
@@ -214,7 +242,7 @@ def _parse_document(task: Task, artifact: Artifact) -> Document:
         author=_opt_str(meta.get("author")),
         ref=_opt_str(meta.get("ref")),
         text="\n".join(_texts(artifact)),
-        extra={k: v for k, v in meta.items() if k not in ("id", "title", "author", "ref")},
+        extra=_extra(meta, _DOCUMENT_KEYS),
     )
 
 

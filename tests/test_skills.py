@@ -203,3 +203,76 @@ def test_failed_task_raises_with_the_reason() -> None:
 def test_wrong_shapes_are_malformed_response_errors(raw: dict[str, Any]) -> None:
     with pytest.raises(MalformedResponseError):
         read_result(SEARCH, decode(raw))
+
+
+def search_task(*results: Any) -> Task:
+    return decode(
+        task_json(artifacts=[artifact("search_results", data({"results": list(results)}))])
+    )
+
+
+def test_search_results_keep_unknown_keys_and_fill_missing_text() -> None:
+    hits = read_result(
+        SEARCH,
+        search_task(
+            {"id": "1", "url": "https://x/1", "title": "A"},
+            {"id": "2", "url": "https://x/2", "title": "B", "score": 0.5, "lang": "la"},
+            {"id": "3"},
+            {"id": "4", "url": None, "title": 1962, "score": 1},
+        ),
+    )
+    assert hits is not None
+    assert [(h.id, h.url, h.title, h.extra) for h in hits] == [
+        ("1", "https://x/1", "A", {}),
+        ("2", "https://x/2", "B", {"score": 0.5, "lang": "la"}),
+        ("3", "", "", {}),
+        ("4", "", "1962", {"score": 1}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("hit", "words"),
+    [
+        ("just a string", "not an object"),
+        ({"id": "", "url": "u", "title": "t"}, "no usable id"),
+        ({"id": 1.5, "url": "u", "title": "t"}, "no usable id"),
+        ({"id": True, "url": "u", "title": "t"}, "no usable id"),
+        ({"url": "u", "title": "t", "other": 1}, "no usable id"),
+    ],
+)
+def test_malformed_hits_name_what_is_wrong(hit: Any, words: str) -> None:
+    with pytest.raises(MalformedResponseError, match=words):
+        read_result(SEARCH, search_task({"id": "1", "url": "u", "title": "t"}, hit))
+
+
+def answer_task(*citations: Any) -> Task:
+    parts = [text("Yes."), data({"citations": list(citations)})]
+    return decode(task_json(artifacts=[artifact("catholic_qa_response", *parts)]))
+
+
+def test_citations_in_other_shapes_are_normalized() -> None:
+    answer = read_result(
+        ASK,
+        answer_task(
+            {"document_title": "Lumen Gentium", "document_index": 2, "document_year": 1964},
+            {"document_title": 7, "document_index": "3", "document_year": "1965"},
+            {"document_year": "c. 1200", "cited_text": True, "page": 4},
+            "a bare string",
+        ),
+    )
+    assert answer is not None
+    assert answer.citations == [
+        Citation(document_title="Lumen Gentium", document_index=2, document_year=1964),
+        Citation(document_title="7", document_index=3, document_year=1965),
+        Citation(document_year="c. 1200", cited_text="true", extra={"page": 4}),
+        Citation(extra={"value": "a bare string"}),
+    ]
+    assert type(answer.citations[0]) is Citation
+
+
+def test_document_without_extra_keys_has_empty_extra() -> None:
+    meta = {"id": 42.0, "title": "Dei Verbum"}
+    task = decode(task_json(artifacts=[artifact("document", text("Dei Verbum"), data(meta))]))
+    doc = read_result(FETCH, task)
+    assert doc is not None
+    assert (doc.id, doc.title, doc.author, doc.extra) == ("42", "Dei Verbum", None, {})
