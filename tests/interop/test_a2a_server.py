@@ -186,8 +186,6 @@ async def test_cancel_open_task(client: AsyncMagisterium, a2a_server: A2AServer)
 
 
 async def test_generic_unsupported_operation_is_not_an_auth_error(a2a_server: A2AServer) -> None:
-    if a2a_server.env is A2A13:
-        pytest.skip("a2a-sdk 1.x answers -32002 here")
     async with AsyncMagisterium(
         token=a2a_server.token, base_url=a2a_server.base_url, max_retries=0
     ) as client:
