@@ -27,6 +27,7 @@ from ._cli_output import (
     show_task,
     show_text,
 )
+from ._cli_workers import HARVEST_EPILOG
 from ._client import AsyncMagisterium
 from ._config import RateLimits
 from ._errors import MagisteriumError
@@ -309,11 +310,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="searches, and fetches, in flight at once (default: %(default)s)",
     )
-    harvest.epilog = (
-        "Documents go out as JSON Lines, fsync'd in small batches: a killed harvest loses at\n"
-        "most the lines in progress, and --resume writes every document exactly once. With\n"
-        "--json the summary on stderr is one JSON object."
+    shared = harvest.add_argument_group(
+        "several workers (needs redis-py: pip install 'magisterium-async[redis]')"
     )
+    shared.add_argument(
+        "--redis",
+        metavar="URL",
+        help="share the quota and the work through this Redis (default: "
+        "$MAGISTERIUM_REDIS_URL, which alone only shares the quota); needs --job",
+    )
+    shared.add_argument(
+        "--job",
+        metavar="NAME",
+        help="the name of the harvest several invocations share, the same on each (letters, "
+        "digits, . _ -); use a new name for a new harvest",
+    )
+    shared.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="run N worker processes on this host; needs --out (default: 1)",
+    )
+    harvest.add_argument("--worker-barrier", action="store_true", help=argparse.SUPPRESS)
+    harvest.formatter_class = argparse.RawDescriptionHelpFormatter
+    harvest.epilog = HARVEST_EPILOG
 
     emulator = _command(
         commands, "emulator", "serve the offline emulator until Ctrl-C (prints how to use it)"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ._cli_errors import CliError, ExitCode
 from ._client import AsyncMagisterium
 from ._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
+from ._redis import SharedQuota
 
 __all__ = ["ClientOptions", "open_client", "read_token"]
 
@@ -31,6 +32,10 @@ class ClientOptions:
     emulator: bool = False
     emulator_limits: bool = False
     synthetic: int | None = None
+    redis: str | None = None
+    """Share the client's quota through this Redis (``harvest --redis``)."""
+    workers: int = 1
+    """How many processes share that quota (the fallback's divisor if Redis goes away)."""
 
 
 def read_token(token_file: str | None) -> str:
@@ -59,6 +64,9 @@ def _client(
     options: ClientOptions, token: str, base_url: str | None, quota: RateLimits
 ) -> AsyncMagisterium:
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
+    shared = None
+    if options.redis is not None:
+        shared = SharedQuota(options.redis, workers=options.workers)
     try:
         return AsyncMagisterium(
             token,
@@ -66,6 +74,7 @@ def _client(
             rate_limits=quota,
             timeout=timeout,
             max_retries=options.max_retries,
+            shared_quota=shared,
         )
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None

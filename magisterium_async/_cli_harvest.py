@@ -32,6 +32,7 @@ from ._errors import (
     MagisteriumError,
     PlanRequiredError,
     RateLimitError,
+    SharedStateError,
     StateError,
 )
 from ._harvest import Harvest, harvest
@@ -44,10 +45,12 @@ if TYPE_CHECKING:
     from rich.spinner import Spinner
 
     from ._client import AsyncMagisterium
+    from ._redis_harvest import CoordinatedClient, Coordinator
 
 __all__ = ["run_harvest"]
 
-_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError)
+# SharedStateError: the harvest's Redis failed or lost its claims (--redis).
+_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError, SharedStateError)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -63,7 +66,7 @@ class _FailFast:
     """The client, but a refused token, a missing plan or an exhausted quota stops the
     harvest instead of being recorded once per query."""
 
-    def __init__(self, client: AsyncMagisterium) -> None:
+    def __init__(self, client: AsyncMagisterium | CoordinatedClient) -> None:
         self._client = client
 
     @property
@@ -221,8 +224,16 @@ def _duration(seconds: float) -> str:
 class _Status:
     """The live status line: progress, rate, 429s and an ETA from the client's quota."""
 
-    def __init__(self, run: Harvest, sink: _Sink, total: int | None, quota: RateLimits) -> None:
+    def __init__(
+        self,
+        run: Harvest,
+        sink: _Sink,
+        total: int | None,
+        quota: RateLimits,
+        coordinator: Coordinator | None = None,
+    ) -> None:
         self.run = run
+        self.coordinator = coordinator
         self.sink = sink
         self.total = total
         self.quota = quota
@@ -240,7 +251,12 @@ class _Status:
             return None
         failed = [f.kind for f in self.run.failures]
         searches_left = max(
-            self.total - stats.searched - stats.skipped_queries - failed.count("search"), 0
+            self.total
+            - stats.searched
+            - stats.skipped_queries
+            - self._elsewhere()
+            - failed.count("search"),
+            0,
         )
         fetched = stats.fetched + stats.not_found + failed.count("fetch")
         fetches_left = max(stats.unique_ids - fetched, 0) + (
@@ -252,9 +268,12 @@ class _Status:
             per_second = done / stats.elapsed if stats.elapsed > 0 else math.inf
         return (searches_left + fetches_left) / per_second if per_second > 0 else None
 
+    def _elsewhere(self) -> int:
+        return self.coordinator.skipped_queries if self.coordinator is not None else 0
+
     def line(self) -> str:
         stats = self.run.stats
-        queries = f"{stats.searched + stats.skipped_queries}"
+        queries = f"{stats.searched + stats.skipped_queries + self._elsewhere()}"
         if self.total is not None:
             queries += f"/{self.total}"
         rate = self.sink.written / stats.elapsed if stats.elapsed > 0 else 0.0
@@ -290,15 +309,29 @@ def _live(status: _Status) -> Any:
 
 
 def _summary(
-    plan: _Plan, run: Harvest, sink: _Sink, options: ClientOptions, ending: str, as_json: bool
+    plan: _Plan,
+    run: Harvest,
+    sink: _Sink,
+    options: ClientOptions,
+    ending: str,
+    as_json: bool,
+    coordinator: Coordinator | None,
+    job: str | None,
 ) -> None:
     stats = run.stats
     if as_json:
         fields = dataclasses.asdict(stats)
         fields.pop("started")
         fields.pop("finished")
-        record = {"ending": ending, "out": plan.out, "state": plan.state, **fields}
-        record.update(written=sink.written, already_in_file=sink.skipped, elapsed=stats.elapsed)
+        record: dict[str, Any] = {"ending": ending, "out": plan.out, "state": plan.state}
+        record.update(fields, written=sink.written, already_in_file=sink.skipped)
+        record.update(elapsed=stats.elapsed)
+        if coordinator is not None:
+            record.update(
+                job=job,
+                queries_elsewhere=coordinator.skipped_queries,
+                ids_elsewhere=coordinator.skipped_ids,
+            )
         print(json.dumps(record), file=sys.stderr)
         return
     head = {"done": "Harvested", "stopped": "Stopped after", "interrupted": "Interrupted after"}
@@ -316,6 +349,11 @@ def _summary(
         + f" · results {stats.results} · new documents {stats.unique_ids}"
         f" · not found {stats.not_found} · failed {stats.failed} · 429s {stats.rate_limited}",
     ]
+    if coordinator is not None:
+        lines.append(
+            f"  job {job}: left to other workers {coordinator.skipped_queries} queries"
+            f" and {coordinator.skipped_ids} documents"
+        )
     if sink.skipped:
         lines.append(f"  {sink.skipped} already in {plan.out}, not written again")
     if run.failures:
@@ -333,12 +371,34 @@ def _summary(
 
 async def run_harvest(args: argparse.Namespace, options: ClientOptions) -> int:
     """Run the ``harvest`` command; returns the exit code."""
+    from ._cli_workers import check_redis, run_workers, shared_state_error, sharing
+
+    if args.workers > 1 and not args.worker_barrier:
+        return await run_workers(args, options)
+    shared = sharing(args)
+    if shared.url is not None:
+        await check_redis(shared.url)
+        options = dataclasses.replace(options, redis=shared.url, workers=args.workers)
     plan = _plan(args)
+    coordinator: Coordinator | None = None
     try:
+        if shared.job is not None:
+            coordinator = await _coordinate(shared.url or "", shared.job, plan.state)
+        if args.worker_barrier:
+            from ._cli_workers import wait_for_go
+
+            await wait_for_go()
         async with open_client(options) as client:
+            queries: AsyncIterator[str] = plan.lines()
+            searcher: AsyncMagisterium | CoordinatedClient = client
+            if coordinator is not None:
+                from ._redis_harvest import CoordinatedClient, claimed_queries
+
+                queries = claimed_queries(queries, coordinator)
+                searcher = CoordinatedClient(client, coordinator)
             run = harvest(
-                _FailFast(client),
-                plan.lines(),
+                _FailFast(searcher),
+                queries,
                 state=plan.state,
                 concurrency=args.concurrency,
                 acknowledge="manual",
@@ -348,22 +408,44 @@ async def run_harvest(args: argparse.Namespace, options: ClientOptions) -> int:
                 if plan.out is not None
                 else _StdoutSink(run.acknowledge)
             )
-            return await _drive(plan, run, sink, client.rate_limits, options, args.json)
+            report = _Report(options, args.json, coordinator, shared.job)
+            return await _drive(plan, run, sink, client.rate_limits, report)
     except StateError as exc:
         raise CliError(str(exc)) from None
+    except SharedStateError as exc:
+        raise shared_state_error(exc, shared.url or "") from None
     finally:
         plan.close()
+        if coordinator is not None:
+            await coordinator.aclose()
 
 
-async def _drive(
-    plan: _Plan,
-    run: Harvest,
-    sink: _Sink,
-    quota: RateLimits,
-    options: ClientOptions,
-    as_json: bool,
-) -> int:
-    live = _live(_Status(run, sink, plan.total, quota))
+async def _coordinate(url: str, job: str, state: str | None) -> Coordinator:
+    """This worker's claims in ``job``, with what its state already holds claimed first."""
+    from ._redis_harvest import Coordinator, worker_identity
+
+    coordinator = Coordinator(url, job, worker_identity(state))
+    try:
+        if state is not None:
+            await coordinator.hydrate(state)
+    except BaseException:
+        await coordinator.aclose()
+        raise
+    return coordinator
+
+
+@dataclass(frozen=True)
+class _Report:
+    """How the harvest reports: the client's options, JSON or not, the coordination."""
+
+    options: ClientOptions
+    as_json: bool
+    coordinator: Coordinator | None
+    job: str | None
+
+
+async def _drive(plan: _Plan, run: Harvest, sink: _Sink, quota: RateLimits, report: _Report) -> int:
+    live = _live(_Status(run, sink, plan.total, quota, report.coordinator))
     ending = "interrupted"
     fatal: MagisteriumError | None = None
     try:
@@ -386,8 +468,17 @@ async def _drive(
     finally:
         if live is not None:
             live.stop()
-        if run.stats.queries or sink.written:
-            _summary(plan, run, sink, options, ending, as_json)
+        if run.stats.queries or sink.written or report.coordinator is not None:
+            _summary(
+                plan,
+                run,
+                sink,
+                report.options,
+                ending,
+                report.as_json,
+                report.coordinator,
+                report.job,
+            )
     if fatal is not None:
         raise fatal
     return exit_code_for(run.failures[0].error) if run.failures else ExitCode.OK
