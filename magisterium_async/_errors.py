@@ -61,6 +61,7 @@ __all__ = [
     "TaskNotFoundError",
     "UnexpectedStatusError",
     "error_from_jsonrpc",
+    "parse_seconds",
 ]
 
 
@@ -258,9 +259,12 @@ _STATUS_BOUND: dict[type[JSONRPCError], int] = {cls: status for status, cls in _
 
 
 def _retry_after_from(data: Any) -> float | None:
-    if not isinstance(data, dict):
-        return None
-    value = data.get("retryAfter")
+    return parse_seconds(data.get("retryAfter")) if isinstance(data, dict) else None
+
+
+def parse_seconds(value: object) -> float | None:
+    """A wait the service gave (``retryAfter``, ``Retry-After``): seconds, or ``None`` when
+    it is not a finite, non-negative number."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
     try:

@@ -29,6 +29,7 @@ from ._errors import (
     RateLimitError,
     UnexpectedStatusError,
     error_from_jsonrpc,
+    parse_seconds,
 )
 from ._models import Task
 
@@ -142,12 +143,7 @@ _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
 
 def _retry_after_header(headers: Any) -> float | None:
-    value = headers.get("Retry-After") if headers is not None else None
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None
+    return parse_seconds(headers.get("Retry-After")) if headers is not None else None
 
 
 def decode_response(

@@ -88,11 +88,16 @@ def test_error_objects_map_with_their_status() -> None:
     )
 
 
-def test_retry_after_header_fills_in_for_a_missing_body_value() -> None:
+@pytest.mark.parametrize(
+    ("header", "expected"), [("4", 4.0), ("0.5", 0.5), ("soon", None), ("inf", None), ("-2", None)]
+)
+def test_retry_after_header_fills_in_for_a_missing_body_value(
+    header: str, expected: float | None
+) -> None:
     body = envelope(id=7, error={"code": -32003, "message": "slow"})
     with pytest.raises(m.RateLimitError) as info:
-        decode_response("message/send", 7, 429, body, {"Retry-After": "4"})
-    assert info.value.retry_after == 4.0
+        decode_response("message/send", 7, 429, body, {"Retry-After": header})
+    assert info.value.retry_after == expected
 
 
 async def test_request_envelope_and_headers(
