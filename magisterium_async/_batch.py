@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._config import check_count
 from ._errors import MagisteriumError
 from ._models import Document, SearchResult
 
@@ -135,11 +136,7 @@ def check_source(name: str, source: object) -> None:
 
 def check_concurrency(value: object) -> int:
     """``value`` if it is a positive int."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"concurrency must be an int, not {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"concurrency must be >= 1, got {value}")
-    return value
+    return check_count("concurrency", value)
 
 
 Produce = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]

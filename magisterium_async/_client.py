@@ -31,6 +31,7 @@ from ._config import (
     RateLimits,
     RetryPolicy,
     Timeouts,
+    check_count,
 )
 from ._errors import (
     ClientClosedError,
@@ -146,16 +147,7 @@ class AsyncMagisterium:
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
         shared_quota: SharedQuota | str | None = None,
     ) -> None:
-        if max_retries is not None and (
-            isinstance(max_retries, bool) or not isinstance(max_retries, int)
-        ):
-            raise TypeError(f"max_retries must be an int, not {type(max_retries).__name__}")
-        if max_retries is not None and max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-            raise TypeError(f"max_concurrency must be an int, not {type(max_concurrency).__name__}")
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        check_count("max_concurrency", max_concurrency)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         self._token = _token_from(token)

@@ -16,6 +16,7 @@ __all__ = [
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
+    "check_count",
 ]
 
 PoolName = Literal["default", "expensive"]
@@ -35,7 +36,8 @@ def _check_positive(name: str, value: object, *, allow_inf: bool = False) -> flo
     return float(value)
 
 
-def _check_count(name: str, value: object, *, minimum: int = 1) -> int:
+def check_count(name: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` if it is an int of at least ``minimum``; the error names ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < minimum:
@@ -93,7 +95,7 @@ class RateLimits:
             ("expensive_concurrency", expensive_concurrency),
         ):
             if value is not None:
-                _check_count(name, value)
+                check_count(name, value)
             object.__setattr__(self, name, value)
         object.__setattr__(self, "adaptive", bool(adaptive))
         if safety_margin is not None:
@@ -190,7 +192,7 @@ class RetryPolicy:
     retry_expensive_timeouts: bool = False
 
     def __post_init__(self) -> None:
-        _check_count("max_retries", self.max_retries, minimum=0)
+        check_count("max_retries", self.max_retries, minimum=0)
         for name in ("initial_backoff", "max_backoff", "max_retry_after", "fallback_retry_after"):
             _check_positive(name, getattr(self, name))
         _check_positive("rate_limit_budget", self.rate_limit_budget, allow_inf=True)
