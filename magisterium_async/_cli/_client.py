@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from ._cli_errors import CliError, ExitCode
-from ._client import AsyncMagisterium
-from ._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
-from ._redis import SharedQuota
+from .._client import AsyncMagisterium
+from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
+from .._redis import SharedQuota
+from ._errors import CliError, ExitCode
 
-__all__ = ["ClientOptions", "open_client", "read_token"]
+__all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
 NO_TOKEN = (
     "no API token: set MAGISTERIUM_TOKEN (export MAGISTERIUM_TOKEN=<your token>) "
@@ -60,6 +60,24 @@ def read_token(token_file: str | None) -> str:
     return token
 
 
+def check_options(options: ClientOptions) -> None:
+    """:class:`CliError` for options that contradict each other (``--emulator`` ones)."""
+    if not options.emulator:
+        if options.synthetic is not None or options.emulator_limits:
+            raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
+    elif options.base_url is not None or options.token_file is not None:
+        raise CliError(
+            "--emulator runs its own server: drop --base-url and --token-file", ExitCode.USAGE
+        )
+
+
+def emulator_quota(options: ClientOptions) -> RateLimits:
+    """The client's quota against ``--emulator``: lifted, unless ``--emulator-limits``."""
+    return options.quota or (
+        RateLimits.pro() if options.emulator_limits else RateLimits.unlimited()
+    )
+
+
 def _client(
     options: ClientOptions, token: str, base_url: str | None, quota: RateLimits
 ) -> AsyncMagisterium:
@@ -87,24 +105,17 @@ async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]
     The real service gets ``options.quota`` or the Pro plan's. The in-process emulator lifts
     its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
     """
+    check_options(options)
     if not options.emulator:
-        if options.synthetic is not None or options.emulator_limits:
-            raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
         token = read_token(options.token_file)
         async with _client(
             options, token, options.base_url, options.quota or RateLimits.pro()
         ) as client:
             yield client
         return
-    if options.base_url is not None or options.token_file is not None:
-        raise CliError(
-            "--emulator runs its own server: drop --base-url and --token-file", ExitCode.USAGE
-        )
-    from ._cli_emulator import local_emulator
+    from ._emulator import local_emulator
 
-    quota = options.quota or (
-        RateLimits.pro() if options.emulator_limits else RateLimits.unlimited()
-    )
     emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
+    quota = emulator_quota(options)
     async with emulator, _client(options, emulator.token, emulator.base_url, quota) as client:
         yield client

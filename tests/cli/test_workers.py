@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .redis_server import RedisServer, ci, redis_unavailable
-from .test_cli import cli, jsonl
+from ..redis_server import RedisServer, ci, redis_unavailable
+from .helpers import cli, jsonl
 
 QUERIES = 30
 SYNTHETIC = ("--emulator", "--synthetic", "3000")
@@ -140,7 +140,7 @@ def test_redis_without_a_job_is_a_usage_error(queries: Path, tmp_path: Path) -> 
 def test_a_missing_redis_py_names_the_extra(queries: Path, tmp_path: Path) -> None:
     import subprocess
 
-    from .test_cli import TIMEOUT, _env
+    from .helpers import TIMEOUT, clean_env
 
     code = (
         "import sys; sys.modules['redis'] = None; "
@@ -152,7 +152,7 @@ def test_a_missing_redis_py_names_the_extra(queries: Path, tmp_path: Path) -> No
         [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=clean_env(),
         cwd=tmp_path,
         timeout=TIMEOUT,
     )

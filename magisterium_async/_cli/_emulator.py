@@ -9,18 +9,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 import signal
-import sys
 from typing import TYPE_CHECKING
 
-from ._cli_errors import CliError, ExitCode
+from ._command import Command, Invocation
+from ._errors import CliError, ExitCode
+from ._options import positive
+from ._output import Output
 
 if TYPE_CHECKING:
-    from .testing import Corpus, Emulator, EmulatorConfig
+    from ..testing import Corpus, Emulator, EmulatorConfig
 
-__all__ = ["add_emulator_arguments", "local_emulator", "serve"]
+__all__ = ["COMMAND", "local_emulator"]
 
 
 def _rate(text: str) -> float:
@@ -44,15 +45,15 @@ def _latency(text: str) -> float | tuple[float, float]:
     return (_seconds(low), _seconds(high))
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
-
-
-def add_emulator_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``emulator`` command's own flags."""
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``emulator`` command's own flags, in groups."""
+    parser.add_argument(
+        "--synthetic",
+        type=positive(int),
+        metavar="N",
+        default=argparse.SUPPRESS,
+        help="serve N synthetic documents instead of the bundled corpus",
+    )
     where = parser.add_argument_group("where")
     where.add_argument(
         "--host", default="127.0.0.1", help="interface to bind (default: %(default)s)"
@@ -124,13 +125,13 @@ def add_emulator_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _corpus(synthetic: int | None, seed: int) -> Corpus:
-    from .testing import BundledCorpus, SyntheticCorpus
+    from ..testing import BundledCorpus, SyntheticCorpus
 
     return SyntheticCorpus(synthetic, seed) if synthetic else BundledCorpus()
 
 
 def _config(args: argparse.Namespace) -> EmulatorConfig:
-    from .testing import EmulatorConfig, FaultConfig, RateLimitConfig
+    from ..testing import EmulatorConfig, FaultConfig, RateLimitConfig
 
     try:
         limits = None
@@ -164,7 +165,7 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
 
 def local_emulator(*, limits: bool, synthetic: int | None) -> Emulator:
     """An emulator for ``--emulator`` on a free loopback port (limits lifted unless asked)."""
-    from .testing import Emulator, EmulatorConfig, RateLimitConfig
+    from ..testing import Emulator, EmulatorConfig, RateLimitConfig
 
     config = EmulatorConfig(
         rate_limits=RateLimitConfig.pro() if limits else None,
@@ -183,14 +184,16 @@ def _describe_limits(config: EmulatorConfig) -> str:
     )
 
 
-def _announce(emulator: Emulator, as_json: bool) -> None:
+def _announce(emulator: Emulator, output: Output) -> None:
+    line = {"base_url": emulator.base_url, "token": emulator.token, "port": emulator.port}
+    output.result(line, lambda: _instructions(emulator))
+
+
+def _instructions(emulator: Emulator) -> None:
+    from ..testing import SyntheticCorpus
+
     config = emulator.config
     corpus = config.corpus
-    if as_json:
-        line = {"base_url": emulator.base_url, "token": emulator.token, "port": emulator.port}
-        print(json.dumps(line), flush=True)
-        return
-    from .testing import SyntheticCorpus
 
     kind = "synthetic" if isinstance(corpus, SyntheticCorpus) else "bundled"
     size = len(corpus) if corpus is not None else 0
@@ -203,17 +206,18 @@ def _announce(emulator: Emulator, as_json: bool) -> None:
     print("Serving until Ctrl-C.", flush=True)
 
 
-async def serve(args: argparse.Namespace) -> int:
+async def _serve(invocation: Invocation) -> int:
     """Run the emulator until Ctrl-C or SIGTERM; exits 0 then."""
-    from .testing import Emulator
+    from ..testing import Emulator
 
+    args = invocation.args
     config = _config(args)
     try:
         emulator = await Emulator(config, host=args.host, port=args.port).start()
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     try:
-        _announce(emulator, args.json)
+        _announce(emulator, invocation.output)
         stop = asyncio.Event()
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -221,6 +225,14 @@ async def serve(args: argparse.Namespace) -> int:
             await stop.wait()
     finally:
         await emulator.stop()
-    if not args.json:
-        print("Emulator stopped.", file=sys.stderr)
+    invocation.output.note("Emulator stopped.")
     return ExitCode.OK
+
+
+COMMAND = Command(
+    "emulator",
+    "serve the offline emulator until Ctrl-C (prints how to use it)",
+    _serve,
+    _arguments,
+    connects=False,
+)

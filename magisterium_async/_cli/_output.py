@@ -1,24 +1,30 @@
 """What the commands print: rich rendering for people, JSON for programs.
 
-rich is an optional dependency (the ``[cli]`` extra): it is imported only when a human
-output needs it, so ``--json`` and ``harvest`` work without it.
+:class:`Output` is the one place that tells the two apart (``--json``); commands hand it a
+value and how to show it to a person. rich is an optional dependency (the ``[cli]``
+extra): it is imported only when a human output needs it, so ``--json`` and ``harvest``
+work without it.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ._cli_errors import CliError
-from ._models import Answer, Citation, Document, SearchResult, Task
+from .._models import Answer, Citation, Document, SearchResult, Task
+from ._errors import CliError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
     "NEEDS_RICH",
+    "Output",
     "console",
     "print_json",
     "show_answer",
@@ -46,6 +52,32 @@ def print_json(value: Any) -> None:
     """``value`` (a result struct, a list, a dict...) as one JSON document on stdout."""
     sys.stdout.buffer.write(_ENCODER.encode(value) + b"\n")
     sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class Output:
+    """Who reads a command's output: people (rich text) or, with ``--json``, programs."""
+
+    json: bool = False
+
+    def result(self, value: Any, show: Callable[[], None]) -> None:
+        """A command's result on stdout: ``value`` as one JSON document, or ``show()``."""
+        if self.json:
+            print_json(value)
+        else:
+            show()
+
+    def summary(self, record: dict[str, Any], lines: Callable[[], Sequence[str]]) -> None:
+        """How a long command ended, on stderr: ``record`` as one JSON line, or ``lines()``."""
+        if self.json:
+            print(json.dumps(record), file=sys.stderr, flush=True)
+        else:
+            print("\n".join(lines()), file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        """A line for people on stderr; programs reading ``--json`` do not get it."""
+        if not self.json:
+            print(text, file=sys.stderr, flush=True)
 
 
 def _citation_line(number: int, citation: Citation) -> str:

@@ -1,0 +1,111 @@
+"""What a command is: a name, its own arguments and what it runs, registered once.
+
+A :class:`Command` adds its parser (with the common options, and the connection options
+when it talks to the service) and stores itself as the parser's default ``command``:
+running the command line is ``args.command.run(Invocation(...))``, for every command.
+Commands of two words (``task get``) live under a :class:`Group`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._client import AsyncMagisterium
+from ._client import ClientOptions, open_client
+from ._options import add_common_options, add_connection_options, client_options
+from ._output import Output
+
+__all__ = ["Command", "Group", "Invocation", "add_commands", "with_client"]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One run of a command: its parsed arguments and the output mode they chose."""
+
+    args: argparse.Namespace
+    output: Output
+
+    @property
+    def options(self) -> ClientOptions:
+        """The client's settings from the connection options."""
+        return client_options(self.args)
+
+    def client(self) -> AbstractAsyncContextManager[AsyncMagisterium]:
+        """A client (and an in-process emulator with ``--emulator``), closed on leaving."""
+        return open_client(self.options)
+
+
+Run = Callable[[Invocation], Coroutine[Any, Any, int]]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command of the command line."""
+
+    name: str
+    """Its words after ``magisterium-async``: ``"search"``, or ``"task get"`` in a group."""
+    help: str
+    run: Run
+    """Runs the command; returns the exit code."""
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    """Adds the command's own arguments to its parser."""
+    connects: bool = True
+    """Whether it talks to the service: it then takes the connection options."""
+    epilog: str | None = None
+
+
+@dataclass(frozen=True)
+class Group:
+    """A word that groups commands (``task`` for ``task get`` and ``task cancel``)."""
+
+    name: str
+    help: str
+
+
+def with_client(
+    run: Callable[[Invocation, AsyncMagisterium], Awaitable[int]],
+) -> Run:
+    """``run`` given a client opened from the connection options."""
+
+    async def connected(invocation: Invocation) -> int:
+        async with invocation.client() as client:
+            return await run(invocation, client)
+
+    return connected
+
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def add_commands(parser: argparse.ArgumentParser, entries: Sequence[Command | Group]) -> None:
+    """Add ``entries`` (in the order of ``--help``) to ``parser``; a command named
+    ``"group word"`` goes under its group, which comes before it."""
+    top: Subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
+    groups: dict[str, Subparsers] = {}
+    for entry in entries:
+        if isinstance(entry, Group):
+            group = top.add_parser(entry.name, help=entry.help, description=entry.help)
+            groups[entry.name] = group.add_subparsers(
+                dest=f"{entry.name}_action", metavar="ACTION", required=True
+            )
+            continue
+        head, _, word = entry.name.rpartition(" ")
+        where = groups[head] if head else top
+        sub: argparse.ArgumentParser = where.add_parser(
+            word,
+            help=entry.help,
+            description=entry.help,
+            epilog=entry.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        add_common_options(sub, suppress=True)
+        if entry.connects:
+            add_connection_options(sub, suppress=True)
+        if entry.arguments is not None:
+            entry.arguments(sub)
+        sub.set_defaults(command=entry)

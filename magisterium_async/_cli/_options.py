@@ -1,0 +1,151 @@
+"""The options the commands share, each declared once.
+
+:func:`add_common_options` holds what every command takes, :func:`add_connection_options`
+what every command that talks to the service takes. Both go on the main parser (real
+defaults) and on each command (defaults ``SUPPRESS``), so an option works before or
+after the command's name: a value given after it wins, else the main parser's stands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+from .._config import RateLimits
+from ._client import ClientOptions
+from ._output import Output
+
+__all__ = [
+    "add_common_options",
+    "add_connection_options",
+    "client_options",
+    "output",
+    "positive",
+    "quota",
+]
+
+
+def quota(text: str) -> RateLimits:
+    """``--quota``: ``DEFAULT/EXPENSIVE[/PERIOD]`` or ``unlimited``."""
+    if text == "unlimited":
+        return RateLimits.unlimited()
+    try:
+        numbers = [float(part) for part in text.split("/")]
+        if len(numbers) not in (2, 3):
+            raise ValueError
+        return RateLimits(numbers[0], numbers[1], period=numbers[2] if len(numbers) == 3 else 60)
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(
+            f"expected DEFAULT/EXPENSIVE[/PERIOD] (like 15/2 or 15/2/60) or unlimited, got {text!r}"
+        ) from None
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    """An argument type: a finite ``kind`` above 0."""
+
+    def parse(text: str) -> float:
+        value = kind(text)
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _defaults(suppress: bool) -> Callable[[object], object]:
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    return default
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The options of every command."""
+    default = _defaults(suppress)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=default(False),
+        help="machine output: JSON (results on stdout, summaries on stderr)",
+    )
+
+
+def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The options of every command that talks to the service (or to ``--emulator``)."""
+    default = _defaults(suppress)
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--token-file",
+        metavar="PATH",
+        default=default(None),
+        help="read the token from PATH instead of $MAGISTERIUM_TOKEN",
+    )
+    group.add_argument(
+        "--base-url",
+        metavar="URL",
+        default=default(None),
+        help="the A2A endpoint (default: $MAGISTERIUM_BASE_URL, then the service)",
+    )
+    group.add_argument(
+        "--quota",
+        type=quota,
+        metavar="D/E[/PERIOD]",
+        default=default(None),
+        help="requests per period (60 s) the client allows itself in the default and the "
+        "expensive pool, or 'unlimited' (default: the Pro plan, 15/2)",
+    )
+    group.add_argument(
+        "--timeout",
+        type=positive(float),
+        metavar="SECONDS",
+        default=default(None),
+        help="per request (default: 30, and 300 for ask)",
+    )
+    group.add_argument(
+        "--max-retries",
+        type=int,
+        metavar="N",
+        default=default(2),
+        help="retries of transient failures per call (default: 2)",
+    )
+    offline = parser.add_argument_group("offline")
+    offline.add_argument(
+        "--emulator",
+        action="store_true",
+        default=default(False),
+        help="run against an in-process emulator: no token, no network, limits lifted",
+    )
+    offline.add_argument(
+        "--emulator-limits",
+        action="store_true",
+        default=default(False),
+        help="with --emulator: enforce the Pro plan's quota (15/2 a minute), client and server",
+    )
+    offline.add_argument(
+        "--synthetic",
+        type=positive(int),
+        metavar="N",
+        default=default(None),
+        help="with --emulator: serve N synthetic documents instead of the bundled corpus",
+    )
+
+
+def output(args: argparse.Namespace) -> Output:
+    """The output mode the common options chose."""
+    return Output(json=args.json)
+
+
+def client_options(args: argparse.Namespace) -> ClientOptions:
+    """The client's settings the connection options chose."""
+    return ClientOptions(
+        token_file=args.token_file,
+        base_url=args.base_url,
+        quota=args.quota,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+        emulator=args.emulator,
+        emulator_limits=args.emulator_limits,
+        synthetic=args.synthetic,
+    )

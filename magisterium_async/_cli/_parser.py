@@ -1,0 +1,56 @@
+"""The parser of ``magisterium-async``, and the table of its commands.
+
+:data:`COMMANDS` is where a command is registered: once, in the order ``--help`` lists
+them. The options of every command are declared in :mod:`._options`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .._version import __version__
+from . import _emulator, _harvest, _skills, _tasks
+from ._command import Command, Group, add_commands
+from ._errors import EXIT_CODES_HELP
+from ._options import add_common_options, add_connection_options
+
+__all__ = ["COMMANDS", "PROG", "build_parser"]
+
+PROG = "magisterium-async"
+
+COMMANDS: tuple[Command | Group, ...] = (
+    *_skills.COMMANDS,
+    *_tasks.COMMANDS,
+    _harvest.COMMAND,
+    _emulator.COMMAND,
+)
+
+_EPILOG = f"""\
+environment:
+  MAGISTERIUM_TOKEN     the API token (or --token-file PATH)
+  MAGISTERIUM_BASE_URL  the endpoint (or --base-url URL)
+
+examples:
+  {PROG} harvest --emulator --query grace --query Eucharist --out docs.jsonl
+  {PROG} search --emulator "grace and nature"
+  {PROG} ask "What is grace?" --json
+  {PROG} saints 2026-03-19
+  {PROG} emulator --port 8765
+
+{EXIT_CODES_HELP}
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``magisterium-async``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Query the Magisterium A2A API from the command line.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_common_options(parser, suppress=False)
+    add_connection_options(parser, suppress=False)
+    add_commands(parser, COMMANDS)
+    return parser

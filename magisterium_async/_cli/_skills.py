@@ -1,0 +1,107 @@
+"""The commands of the skills: ``ask``, ``search``, ``fetch``, ``readings``, ``saints``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from collections.abc import Sequence
+
+from .._client import AsyncMagisterium
+from ._command import Command, Invocation, with_client
+from ._errors import CliError, ExitCode
+from ._output import show_answer, show_document, show_results, show_text
+
+__all__ = ["COMMANDS"]
+
+
+def _words(values: Sequence[str]) -> str:
+    return " ".join(values)
+
+
+def _when(words: Sequence[str]) -> str:
+    return _words(words) or "today"
+
+
+def _ask_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("question", nargs="+", help="the question (quotes optional)")
+    parser.add_argument("--context-id", help="continue the conversation of an earlier answer")
+
+
+async def _ask(invocation: Invocation, client: AsyncMagisterium) -> int:
+    args = invocation.args
+    answer = await client.ask(_words(args.question), context_id=args.context_id)
+    invocation.output.result(answer, lambda: show_answer(answer))
+    return ExitCode.OK
+
+
+def _search_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("query", nargs="+", help="what to look for (quotes optional)")
+
+
+async def _search(invocation: Invocation, client: AsyncMagisterium) -> int:
+    query = _words(invocation.args.query)
+    results = await client.search(query)
+    invocation.output.result(results, lambda: show_results(query, results))
+    return ExitCode.OK
+
+
+def _fetch_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="the document id (as search shows it)")
+
+
+async def _fetch(invocation: Invocation, client: AsyncMagisterium) -> int:
+    document_id = invocation.args.id
+    document = await client.fetch(document_id)
+    if document is None:
+        raise CliError(f"document {document_id} not found", ExitCode.NOT_FOUND)
+    invocation.output.result(document, lambda: show_document(document))
+    return ExitCode.OK
+
+
+def _readings_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "when", nargs="*", help="a day in words: today (default), next Sunday, Easter Sunday 2026"
+    )
+
+
+async def _readings(invocation: Invocation, client: AsyncMagisterium) -> int:
+    when = _when(invocation.args.when)
+    text = await client.mass_readings(when)
+    if text is None:
+        raise CliError(f"no Mass readings found for {when!r}", ExitCode.NOT_FOUND)
+    invocation.output.result({"when": when, "text": text}, lambda: show_text(text))
+    return ExitCode.OK
+
+
+def _saints_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("when", nargs="*", help="YYYY-MM-DD or words (default: today)")
+
+
+async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
+    when = _when(invocation.args.when)
+    try:
+        day: str | dt.date = dt.date.fromisoformat(when)
+    except ValueError:
+        day = when
+    text = await client.saints(day)
+    if text is None:
+        raise CliError(f"no martyrology found for {when!r}", ExitCode.NOT_FOUND)
+    invocation.output.result({"when": str(day), "text": text}, lambda: show_text(text))
+    return ExitCode.OK
+
+
+COMMANDS = (
+    Command(
+        "ask",
+        "ask catholic_qa a question (slow; the expensive quota)",
+        with_client(_ask),
+        _ask_arguments,
+        epilog="--json prints the Answer with its citations and the full task it came from.",
+    ),
+    Command(
+        "search", "semantic search over the documents", with_client(_search), _search_arguments
+    ),
+    Command("fetch", "one document's text and metadata", with_client(_fetch), _fetch_arguments),
+    Command("readings", "the Mass readings of a day", with_client(_readings), _readings_arguments),
+    Command("saints", "the Roman Martyrology of a day", with_client(_saints), _saints_arguments),
+)

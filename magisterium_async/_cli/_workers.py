@@ -1,0 +1,210 @@
+"""``harvest`` over several workers: ``--redis URL --job NAME`` and ``--workers N``.
+
+Each worker is an ordinary harvest (its own ``--out`` and state, so killing it loses at
+most the lines in progress and ``--resume`` finishes it) that Redis coordinates
+(:mod:`._redis_harvest`): every query is searched once, every document fetched once, over
+all the workers, and they share the token's quota (:mod:`._redis`).
+
+``--workers N`` runs N such workers on this host as child processes of one command:
+worker K writes ``OUT.wK.jsonl`` (its state ``OUT.wK.jsonl.state.sqlite``). The parent
+starts them together once each has claimed what its state already holds (so a resumed
+harvest rebuilds its claims even in an empty Redis), stops them when it is interrupted
+(they see their stdin close), and prints one summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._config import RateLimits
+from ._client import check_options, emulator_quota, read_token
+from ._command import Invocation
+from ._coordination import check_redis, private_redis, require_redis_py, safe_url
+from ._errors import CliError, ExitCode
+from ._harvest_plan import PRIVATE_JOB, REDIS_URL_ENV, WorkerPaths, check_job, plan_workers
+from ._harvest_report import combined_summary
+
+__all__ = ["run_workers"]
+
+
+def _quota_text(limits: RateLimits) -> str:
+    if limits.default == float("inf") and limits.expensive == float("inf"):
+        return "unlimited"
+    return f"{limits.default:g}/{limits.expensive:g}/{limits.period:g}"
+
+
+@dataclass
+class _Worker:
+    paths: WorkerPaths
+    proc: asyncio.subprocess.Process | None = None
+    summary: dict[str, Any] | None = None
+
+    @property
+    def index(self) -> int:
+        return self.paths.index
+
+
+def _argv(invocation: Invocation, worker: _Worker, url: str, job: str) -> list[str]:
+    args = invocation.args
+    argv = [sys.executable, "-m", "magisterium_async", "harvest", *args.queries]
+    for query in args.query:
+        argv += ["--query", query]
+    argv += ["--out", worker.paths.out, "--state", worker.paths.state, "--json"]
+    argv += ["--redis", url, "--job", job, "--workers", str(args.workers), "--worker-barrier"]
+    argv += ["--concurrency", str(args.concurrency), "--max-retries", str(args.max_retries)]
+    if args.resume:
+        argv.append("--resume")
+    if args.timeout is not None:
+        argv += ["--timeout", repr(args.timeout)]
+    return argv
+
+
+async def run_workers(invocation: Invocation) -> int:
+    """``harvest --workers N``: N child harvests coordinated through Redis, one summary."""
+    args = invocation.args
+    options = invocation.options
+    workers = [_Worker(paths) for paths in plan_workers(args)]
+    url = args.redis or os.environ.get(REDIS_URL_ENV) or None
+    if args.job is not None:
+        check_job(args.job)
+    if url is None:
+        if shutil.which("redis-server") is None:
+            raise CliError(
+                f"--workers {args.workers} needs Redis to coordinate: pass --redis URL (or set "
+                f"${REDIS_URL_ENV}), or install redis-server for a private one",
+                ExitCode.USAGE,
+            )
+    elif args.job is None:
+        raise CliError(
+            "--workers with a shared Redis needs --job NAME (the same on every host)",
+            ExitCode.USAGE,
+        )
+    job = args.job or PRIVATE_JOB
+    require_redis_py()
+    check_options(options)
+    env = dict(os.environ)
+    common: list[str] = []
+    if not options.emulator:
+        read_token(options.token_file)  # one clear error now, not one per worker
+        common += ["--token-file", options.token_file] if options.token_file else []
+        common += ["--base-url", options.base_url] if options.base_url else []
+        common += ["--quota", _quota_text(options.quota)] if options.quota else []
+    async with contextlib.AsyncExitStack() as stack:
+        if url is None:
+            url = await stack.enter_async_context(private_redis())
+        await check_redis(url)
+        if options.emulator:
+            from ._emulator import local_emulator
+
+            emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
+            await stack.enter_async_context(emulator)
+            env["MAGISTERIUM_TOKEN"] = emulator.token
+            common += ["--base-url", emulator.base_url]
+            common += ["--quota", _quota_text(emulator_quota(options))]
+        started = time.monotonic()
+        interrupted = False
+        argvs = [_argv(invocation, w, url, job) + common for w in workers]
+        try:
+            await _supervise(workers, argvs, env)
+        except asyncio.CancelledError:
+            interrupted = True
+            raise
+        finally:
+            where = "private" if args.redis is None and not os.environ.get(REDIS_URL_ENV) else url
+            combined_summary(
+                invocation.output,
+                ending=_ending(workers, interrupted),
+                summaries=[w.summary for w in workers],
+                outs=[w.paths.out for w in workers],
+                states=[w.paths.state for w in workers],
+                job=job,
+                redis=safe_url(where),
+                elapsed=time.monotonic() - started,
+                emulator=options.emulator,
+            )
+    return _exit_code(workers)
+
+
+async def _supervise(
+    workers: Sequence[_Worker], argvs: list[list[str]], env: dict[str, str]
+) -> None:
+    pipe = asyncio.subprocess.PIPE
+    readers: list[asyncio.Task[None]] = []
+    try:
+        for worker, argv in zip(workers, argvs, strict=True):
+            worker.proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=pipe, stdout=pipe, stderr=pipe, env=env, start_new_session=True
+            )
+            readers.append(asyncio.create_task(_read_stderr(worker)))
+        ready = await asyncio.gather(*(_ready(w) for w in workers))
+        for worker in workers:
+            assert worker.proc is not None and worker.proc.stdin is not None
+            if all(ready):
+                worker.proc.stdin.write(b"go\n")
+            else:  # one could not start: the others stop before they begin
+                worker.proc.stdin.close()
+        await asyncio.gather(*(w.proc.wait() for w in workers if w.proc is not None))
+    finally:
+        await asyncio.shield(_stop(workers, readers))
+
+
+async def _ready(worker: _Worker) -> bool:
+    assert worker.proc is not None and worker.proc.stdout is not None
+    return (await worker.proc.stdout.readline()).strip() == b"READY"
+
+
+async def _read_stderr(worker: _Worker) -> None:
+    """Forward a worker's stderr, prefixed; keep its JSON summary."""
+    assert worker.proc is not None and worker.proc.stderr is not None
+    async for raw in worker.proc.stderr:
+        line = raw.decode(errors="replace").rstrip("\n")
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and "ending" in record:
+                    worker.summary = record
+                    continue
+        print(f"[w{worker.index}] {line}", file=sys.stderr, flush=True)
+
+
+async def _stop(workers: Sequence[_Worker], readers: list[asyncio.Task[None]]) -> None:
+    """Close every worker's stdin (a running one stops as on Ctrl-C); kill laggards."""
+    procs = [w.proc for w in workers if w.proc is not None]
+    for proc in procs:
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+    for proc in procs:
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+    if readers:
+        await asyncio.gather(*readers, return_exceptions=True)
+    for proc in procs:
+        if proc.stdout is not None:
+            await proc.stdout.read()
+
+
+def _ending(workers: Sequence[_Worker], interrupted: bool) -> str:
+    endings = [w.summary["ending"] if w.summary else "stopped" for w in workers]
+    if "stopped" in endings:
+        return "stopped"
+    return "interrupted" if interrupted or "interrupted" in endings else "done"
+
+
+def _exit_code(workers: Sequence[_Worker]) -> int:
+    codes = [w.proc.returncode if w.proc is not None else ExitCode.ERROR for w in workers]
+    failed = [c for c in codes if c not in (ExitCode.OK, ExitCode.INTERRUPTED)]
+    if failed:  # a worker killed by a signal has a negative code
+        return failed[0] if failed[0] is not None and failed[0] > 0 else ExitCode.ERROR
+    return ExitCode.INTERRUPTED if ExitCode.INTERRUPTED in codes else ExitCode.OK

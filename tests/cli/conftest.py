@@ -1,0 +1,44 @@
+"""The standalone ``emulator`` command, for tests that need a server outliving one command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from .helpers import TIMEOUT, clean_env
+
+
+@dataclass
+class Served:
+    base_url: str
+    token: str
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    """The standalone ``emulator`` command on a free port, told apart by its printed line."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "magisterium_async", "emulator", "--port", "0", "--no-limits"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        for line in proc.stdout:
+            if line.strip().startswith("export "):
+                values = dict(item.split("=", 1) for item in line.split()[1:])
+                break
+        else:
+            pytest.fail(f"the emulator printed no export line: {proc.stderr.read()}")
+        yield Served(values["MAGISTERIUM_BASE_URL"], values["MAGISTERIUM_TOKEN"])
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=TIMEOUT) == 0  # SIGTERM stops it cleanly
+        proc.stdout.close()
+        proc.stderr.close()

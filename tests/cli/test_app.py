@@ -1,0 +1,86 @@
+"""The command line as a whole: help, usage errors, exit codes, the console script, no rich.
+
+Run as users run it: ``python -m magisterium_async`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import Served
+from .helpers import TIMEOUT, clean_env, cli
+
+
+def test_help_lists_the_commands_and_the_exit_codes() -> None:
+    run = cli("--help")
+    assert run.code == 0
+    for word in ("ask", "search", "fetch", "readings", "saints", "task", "harvest", "emulator"):
+        assert word in run.out
+    assert "exit codes:" in run.out
+    assert "130" in run.out and "MAGISTERIUM_TOKEN" in run.out
+
+
+def test_a_usage_error_exits_2() -> None:
+    run = cli("search")
+    assert run.code == 2
+    assert "required" in run.err
+
+
+def test_a_missing_token_is_one_line_naming_the_variable_and_exits_3() -> None:
+    run = cli("search", "grace")
+    assert run.code == 3
+    assert run.out == ""
+    assert len(run.err.strip().splitlines()) == 1
+    assert "MAGISTERIUM_TOKEN" in run.err
+
+
+def test_token_file_and_base_url_from_the_environment(served: Served, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(served.token + "\n")
+    env = {"MAGISTERIUM_BASE_URL": served.base_url}
+    run = cli("search", "--json", "--token-file", str(token_file), "Eucharist", env=env)
+    assert run.code == 0, run.err
+    assert json.loads(run.out)
+
+
+def test_a_refused_token_exits_3_without_printing_it(served: Served) -> None:
+    secret = "sk-wrong-1234567890"
+    run = cli("search", "--base-url", served.base_url, "grace", env={"MAGISTERIUM_TOKEN": secret})
+    assert run.code == 3
+    assert "token was refused" in run.err
+    assert secret not in run.err + run.out
+
+
+def test_the_console_script_runs_the_same_command_line() -> None:
+    script = Path(sys.executable).with_name("magisterium-async")
+    if not script.exists():
+        pytest.skip("the console script is not installed next to this interpreter")
+    proc = subprocess.run(
+        [str(script), "--version"], capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("magisterium-async ")
+
+
+def test_without_rich_human_output_says_how_to_install_it_and_json_still_works() -> None:
+    code = (
+        "import sys; sys.modules['rich'] = None; "
+        "from magisterium_async._cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", code, *args]
+        return subprocess.run(
+            command, capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT
+        )
+
+    human = run("search", "--emulator", "grace")
+    assert human.returncode == 1
+    assert "pip install 'magisterium-async[cli]'" in human.stderr
+    assert len(human.stderr.strip().splitlines()) == 1
+    assert json.loads(run("search", "--emulator", "--json", "grace").stdout)
