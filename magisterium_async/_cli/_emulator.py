@@ -64,6 +64,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--token", default="emu-token", help="the bearer token it accepts (default: %(default)s)"
     )
+    oauth = parser.add_argument_group("OAuth (the emulator's authorization server)")
+    oauth.add_argument(
+        "--token-lifetime",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="seconds an access token it issues lives (default: 3600)",
+    )
     limits = parser.add_argument_group("rate limits (per token; default: the Pro plan)")
     limits.add_argument(
         "--default-limit",
@@ -158,6 +166,7 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
             faults=faults,
             qa_latency=args.qa_latency,
             corpus=_corpus(args.synthetic, args.seed),
+            token_lifetime=args.token_lifetime,
         )
     except (ValueError, TypeError) as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
@@ -200,6 +209,7 @@ def _instructions(emulator: Emulator) -> None:
     print(f"Magisterium emulator listening on {emulator.origin}")
     print(f"  corpus: {kind}, {size} documents")
     print(f"  rate limits: {_describe_limits(config)}")
+    print(f"  OAuth: {emulator.oauth_metadata_url} (tokens live {config.token_lifetime:g} s)")
     print("Point the client or the command line at it with:")
     # The emulator's own demo token, not a user's secret: printing it is the point.
     print(f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}")

@@ -3,7 +3,8 @@
 It implements the service's published contract: the JSON-RPC methods
 ``message/send``, ``tasks/get`` and ``tasks/cancel`` at ``/api/v1/a2a``, the five skills
 over a bundled corpus of real Church documents (or a :class:`SyntheticCorpus` of any size),
-bearer-token auth with plans, per-token rate limits, CORS preflight and the agent card;
+bearer-token auth with plans, per-token rate limits, CORS preflight and the agent card,
+an OAuth 2.0 authorization server issuing expiring tokens (``emu.oauth``);
 plus deterministic fault injection and counters for tests to assert on::
 
     async with Emulator(EmulatorConfig(rate_limits=None)) as emu:
@@ -24,6 +25,7 @@ from ._app import create_app
 from ._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
 from ._corpus import BundledCorpus, Corpus, Document, Listing, SearchHit
 from ._faults import Fault, FaultKind
+from ._oauth import OAuthClient, OAuthCounts, OAuthServer
 from ._server import Emulator, run_emulator
 from ._skills import FAIL_PREFIX
 from ._stats import OUTCOMES, Arrival, Stats, max_in_window
@@ -43,6 +45,9 @@ __all__ = [
     "FaultConfig",
     "FaultKind",
     "Listing",
+    "OAuthClient",
+    "OAuthCounts",
+    "OAuthServer",
     "Plan",
     "RateLimitConfig",
     "SearchHit",

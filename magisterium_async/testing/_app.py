@@ -10,6 +10,7 @@ from ._card import agent_card
 from ._config import EmulatorConfig
 from ._faults import Fault
 from ._jsonrpc import INTERNAL_ERROR, Call, RPCError, parse_call
+from ._oauth_routes import add_oauth_routes
 from ._service import Reply, Service
 from ._wire import encode, error_body
 
@@ -133,7 +134,8 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """The emulator as an aiohttp application (``app[SERVICE]`` holds its state).
 
     Routes: ``POST /api/v1/a2a`` (JSON-RPC), ``OPTIONS /api/v1/a2a`` (CORS preflight),
-    ``GET /.well-known/agent.json`` and ``/.well-known/agent-card.json`` (agent card).
+    ``GET /.well-known/agent.json`` and ``/.well-known/agent-card.json`` (agent card),
+    and the OAuth authorization server (see :mod:`._oauth_routes`).
     """
     service = Service(config if config is not None else EmulatorConfig())
     endpoint = _Endpoint(service)
@@ -143,4 +145,5 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     app.router.add_route("OPTIONS", A2A_PATH, _preflight)
     for path in CARD_PATHS:
         app.router.add_get(path, endpoint.card)
+    add_oauth_routes(app, service.oauth)
     return app

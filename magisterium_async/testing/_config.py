@@ -192,6 +192,10 @@ class EmulatorConfig:
     - ``clock``: monotonic seconds, for rate limits, task expiry and arrival times.
     - ``today``: the date ``today`` means to the calendar skills.
     - ``record_arrivals``: keep the list of arrivals (counters are always kept).
+    - ``token_lifetime``: seconds an OAuth access token lives on ``clock`` (its
+      ``expires_in``); ``refresh_token_lifetime``: seconds a refresh token lives, ``None``
+      for as long as it is not used or revoked; ``oauth_plan``: the plan OAuth-issued
+      tokens are served with.
     """
 
     tokens: Mapping[str, Plan] = field(default_factory=_default_tokens)
@@ -205,9 +209,21 @@ class EmulatorConfig:
     clock: Callable[[], float] = time.monotonic
     today: Callable[[], datetime.date] = datetime.date.today
     record_arrivals: bool = True
+    token_lifetime: float = 3600.0
+    refresh_token_lifetime: float | None = None
+    oauth_plan: Plan = "pro"
 
     def __post_init__(self) -> None:
         _positive("qa_latency", self.qa_latency, zero=True)
+        _positive("token_lifetime", self.token_lifetime)
+        if math.isinf(self.token_lifetime):
+            raise ValueError("token_lifetime must be finite")
+        if self.refresh_token_lifetime is not None:
+            _positive("refresh_token_lifetime", self.refresh_token_lifetime)
+        if self.oauth_plan not in _PLANS:
+            raise ValueError(
+                f"unknown oauth_plan {self.oauth_plan!r}; expected one of {sorted(_PLANS)}"
+            )
         _positive("task_ttl", self.task_ttl)
         if isinstance(self.max_results, bool) or not isinstance(self.max_results, int):
             raise TypeError("max_results must be an int")

@@ -14,6 +14,8 @@ from aiohttp import web
 from ._app import A2A_PATH, CARD_PATHS, SERVICE, create_app
 from ._config import EmulatorConfig
 from ._faults import Fault
+from ._oauth import Access, OAuthServer
+from ._oauth_routes import METADATA_PATH
 from ._stats import Arrival, Stats
 
 __all__ = ["Emulator", "run_emulator"]
@@ -144,6 +146,23 @@ class Emulator:
         return self.origin + CARD_PATHS[0]
 
     @property
+    def issuer(self) -> str:
+        """The OAuth issuer: the origin, where the authorization server lives."""
+        return self.origin
+
+    @property
+    def oauth_metadata_url(self) -> str:
+        """Where the authorization-server metadata (RFC 8414) is served."""
+        return self.origin + METADATA_PATH
+
+    @property
+    def oauth(self) -> OAuthServer:
+        """The authorization server: its clients and tokens, and ways for a test to
+        revoke or expire them (:meth:`OAuthServer.revoke_tokens`,
+        :meth:`OAuthServer.expire_access_tokens`, ...)."""
+        return self._service.oauth
+
+    @property
     def token(self) -> str:
         """The first token on a paid plan (``"emu-token"`` by default)."""
         return self.config.default_token
@@ -185,10 +204,12 @@ class Emulator:
         self, pool: str = "default", count: int = 1, *, token: str | None = None
     ) -> int:
         """Spend quota as the user's MCP calls would (the service shares one quota between
-        MCP and A2A); returns how many of the ``count`` calls the quota admitted."""
+        MCP and A2A); returns how many of the ``count`` calls the quota admitted. Any
+        OAuth-issued ``token`` spends the quota every OAuth token shares."""
         if pool not in ("default", "expensive"):
             raise ValueError('pool must be "default" or "expensive"')
-        key = token if token is not None else self.token
+        access = self._service.access(token if token is not None else self.token)
+        key = access.quota_key if isinstance(access, Access) else str(token)
         limiter = self._service.limiter
         return sum(limiter.acquire(key, pool) is None for _ in range(count))
 

@@ -1,7 +1,8 @@
 """The service behind the endpoint: auth, dispatch, quota, skills and tasks, no HTTP.
 
 Checks run in this order, the first failing one answering: the body parses as JSON
-(-32700); the bearer token is known (-32004) and on a paid plan (-32005); the envelope is
+(-32700); the bearer token is known and live (-32004, HTTP 401 with ``WWW-Authenticate``)
+and on a paid plan (-32005); the envelope is
 JSON-RPC 2.0 with ``method`` and ``id`` (-32600); the method exists (-32601); the params
 are valid (-32602) and name a known skill (-32002); the pool's quota admits the request
 (-32003). Requests refused before the quota spend none.
@@ -35,6 +36,7 @@ from ._jsonrpc import (
     validate_task_id,
 )
 from ._limits import RateLimiter
+from ._oauth import Access, OAuthServer, bearer_challenge
 from ._skills import SKILLS, Skill, SkillContext, SkillError, check_failure, skill_input
 from ._stats import Arrival, Stats
 from ._tasks import TERMINAL_STATES, TaskStore
@@ -89,6 +91,7 @@ class Service:
         self.limiter = RateLimiter(config.rate_limits, config.clock)
         self.faults = FaultInjector(config.faults)
         self.stats = Stats()
+        self.oauth = OAuthServer(config, self.stats.oauth)
         self.arrivals: list[Arrival] = []
         self.context = SkillContext(
             self.corpus, config.max_results, config.qa_latency, config.today
@@ -145,16 +148,19 @@ class Service:
         token = self._bearer(authorization)
         if token is not None:
             arrival.token = self.token_id(token)
-        plan = self.config.tokens.get(token) if token is not None else None
-        if token is None or plan is None:
-            return _error(call.id, RPCError(UNAUTHORIZED, data={"detail": "invalid token"}))
+        if token is None:
+            return self._unauthorized(call.id, None)
+        access = self.access(token)
+        if not isinstance(access, Access):
+            return self._unauthorized(call.id, access)
+        plan = access.plan
         if plan not in PAID_PLANS:
             return _error(call.id, RPCError(PLAN_REQUIRED))
         if call.error is not None:
             return _error(call.id, call.error)
         try:
             if call.method == "message/send":
-                return await self._send(call, token, arrival, failure)
+                return await self._send(call, access.quota_key, arrival, failure)
             if call.method == "tasks/get":
                 return self._get(call)
             if call.method == "tasks/cancel":
@@ -162,6 +168,21 @@ class Service:
             raise RPCError(METHOD_NOT_FOUND, data={"method": call.method})
         except RPCError as error:
             return _error(call.id, error)
+
+    def access(self, token: str) -> Access | str:
+        """A token's plan and quota key, or why it is refused: a fixed token of the config,
+        else one the authorization server issued."""
+        plan = self.config.tokens.get(token)
+        if plan is not None:
+            return Access(plan, token)
+        return self.oauth.check(token)
+
+    @staticmethod
+    def _unauthorized(request_id: object, reason: str | None) -> Reply:
+        detail = reason if reason is not None else "missing bearer token"
+        body = error_body(request_id, UNAUTHORIZED, "Unauthorized", {"detail": detail})
+        challenge = bearer_challenge(f"The access token is refused: {reason}" if reason else None)
+        return Reply(401, body, "unauthorized", {"WWW-Authenticate": challenge})
 
     @staticmethod
     def _bearer(authorization: str | None) -> str | None:
@@ -172,13 +193,15 @@ class Service:
             return None
         return token.strip()
 
-    async def _send(self, call: Call, token: str, arrival: Arrival, failure: str | None) -> Reply:
+    async def _send(
+        self, call: Call, quota_key: str, arrival: Arrival, failure: str | None
+    ) -> Reply:
         request = validate_send(call.params)
         skill = SKILLS.get(request.skill)
         if skill is None:
             raise RPCError(SKILL_NOT_FOUND, data={"skillId": request.skill})
         arrival.input = skill_input(skill.id, request.parts)
-        wait = self.limiter.acquire(token, skill.pool)
+        wait = self.limiter.acquire(quota_key, skill.pool)
         if wait is not None:
             return self.rate_limited(call.id, wait)
         arrival.admitted = True

@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ._oauth import OAuthCounts
+
 __all__ = ["OUTCOMES", "Arrival", "Stats", "max_in_window"]
 
 OUTCOMES = ("ok", "failed", "rate_limited", "unauthorized", "forbidden", "error", "fault")
@@ -45,12 +47,15 @@ class Arrival:
 
 
 class Stats:
-    """Request counters keyed by ``(method, skill, outcome)``."""
+    """Request counters keyed by ``(method, skill, outcome)``, and the authorization
+    server's counters in :attr:`oauth` (tokens issued, refreshes, ``invalid_grant``
+    answers, revocations, ...)."""
 
-    __slots__ = ("_counts",)
+    __slots__ = ("_counts", "oauth")
 
     def __init__(self) -> None:
         self._counts: Counter[tuple[str | None, str | None, str]] = Counter()
+        self.oauth = OAuthCounts()
 
     def record(self, method: str | None, skill: str | None, outcome: str) -> None:
         """Count one answered request."""
@@ -87,6 +92,7 @@ class Stats:
     def reset(self) -> None:
         """Forget every count."""
         self._counts.clear()
+        self.oauth.reset()
 
     def __repr__(self) -> str:
         return f"Stats(total={self.total}, by_outcome={self.by_outcome()})"
