@@ -145,5 +145,5 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     app.router.add_route("OPTIONS", A2A_PATH, _preflight)
     for path in CARD_PATHS:
         app.router.add_get(path, endpoint.card)
-    add_oauth_routes(app, service.oauth)
+    add_oauth_routes(app, service.oauth, service.faults)
     return app

@@ -237,6 +237,16 @@ class FaultInjector:
                     return entry.fault
         return None
 
+    def claim(self, method: str) -> Fault | None:
+        """The first fault scripted for exactly ``method`` (never an unfiltered one, nor a
+        random draw): how the OAuth endpoints meet faults without disturbing the A2A ones."""
+        with self._lock:
+            for index, entry in enumerate(self._script):
+                if entry.method == method:
+                    del self._script[index]
+                    return entry.fault
+        return None
+
     def decide(self, method: str | None, skill: str | None) -> tuple[Fault | None, float]:
         """The fault for one request (``None``: none) and the random latency to add.
 

@@ -108,7 +108,8 @@ class OAuthCounts:
     answered ``invalid_grant``; ``refresh_reuses``: spent refresh tokens presented again
     (each revokes its grant); ``revocations``: answered revocation requests;
     ``token_errors``: other token-endpoint errors; ``rejected_tokens``: A2A requests refused
-    because their OAuth access token had expired or was revoked.
+    because their OAuth access token had expired or was revoked; ``faults``: scripted
+    faults met at the OAuth endpoints.
     """
 
     registrations: int = 0
@@ -120,6 +121,7 @@ class OAuthCounts:
     revocations: int = 0
     token_errors: int = 0
     rejected_tokens: int = 0
+    faults: int = 0
 
     def reset(self) -> None:
         """Set every counter to zero."""
@@ -277,6 +279,7 @@ class OAuthServer:
         self._codes: dict[str, _Code] = {}
         self._access: dict[str, _AccessToken] = {}
         self._refresh: dict[str, _RefreshToken] = {}
+        self._denials = 0
 
     def __repr__(self) -> str:
         return (
@@ -411,6 +414,10 @@ class OAuthServer:
         problem = _scope_problem(scope, client.scope.split())
         if problem is not None:
             return refuse("invalid_scope", problem)
+        with self._lock:
+            if self._denials:
+                self._denials -= 1
+                return refuse("access_denied", "the user declined to sign in")
         code = secrets.token_urlsafe(32)
         with self._lock:
             self._codes[code] = _Code(
@@ -638,6 +645,14 @@ class OAuthServer:
             raise ValueError(problem)
         with self._lock:
             return self._issue(client, _Grant(client.client_id, granted), granted)
+
+    def deny_consent(self, times: int = 1) -> None:
+        """The next ``times`` otherwise valid authorization requests are declined, as by a
+        person clicking "Deny": a redirect with ``error=access_denied``."""
+        if times < 0:
+            raise ValueError("times must be >= 0")
+        with self._lock:
+            self._denials += times
 
     def revoke_refresh_tokens(self, client_id: str | None = None) -> int:
         """Revoke every live refresh token (of ``client_id``, else of every client); the

@@ -10,29 +10,38 @@ Every path is at the emulator's origin, which is also the issuer:
 ``POST /oauth/revoke``                      RFC 7009 revocation (form-encoded), 200
 ==========================================  ==========================================
 
+Scripted faults reach these endpoints only when scripted for them by name
+(``emu.script(Fault.drop(processed=True), method="oauth/token")``): ``latency``,
+``http_error``, ``drop`` (``processed=True``: the request takes effect, its answer is
+lost), ``truncated``, ``malformed`` and ``none``. Random faults never do.
+
 It also makes sure every 401 the emulator sends carries ``WWW-Authenticate``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
 from aiohttp import web
 
+from ._faults import Fault, FaultInjector
 from ._oauth import REALM, SCOPES, OAuthError, OAuthServer, bearer_challenge
 from ._wire import encode
 
 __all__ = [
     "AUTHORIZE_PATH",
     "METADATA_PATH",
+    "OAUTH_METHODS",
     "REGISTER_PATH",
     "REVOKE_PATH",
     "TOKEN_PATH",
     "add_oauth_routes",
+    "check_oauth_faults",
     "metadata",
 ]
 
@@ -41,6 +50,11 @@ REGISTER_PATH = "/oauth/register"
 AUTHORIZE_PATH = "/oauth/authorize"
 TOKEN_PATH = "/oauth/token"
 REVOKE_PATH = "/oauth/revoke"
+
+OAUTH_METHODS = frozenset(
+    {"oauth/metadata", "oauth/register", "oauth/authorize", "oauth/token", "oauth/revoke"}
+)
+_FAULT_KINDS = frozenset({"none", "latency", "http_error", "drop", "truncated", "malformed"})
 
 _JSON = "application/json"
 _FORM = "application/x-www-form-urlencoded"
@@ -106,9 +120,73 @@ def _query(request: web.Request) -> dict[str, Sequence[str]]:
     return {name: request.query.getall(name) for name in set(request.query.keys())}
 
 
+def check_oauth_faults(method: str, faults: Iterable[Fault]) -> None:
+    """Refuse faults an OAuth endpoint cannot meet (JSON-RPC errors, failed tasks, 429s)."""
+    if method not in OAUTH_METHODS:
+        raise ValueError(
+            f"no OAuth endpoint is called {method!r}; expected one of {sorted(OAUTH_METHODS)}"
+        )
+    for fault in faults:
+        if fault.kind not in _FAULT_KINDS:
+            raise ValueError(f"a {fault.kind} fault cannot happen at {method}")
+
+
+def _drop(request: web.Request) -> web.Response:
+    if request.transport is not None:
+        request.transport.close()
+    return web.Response()
+
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 class _Routes:
-    def __init__(self, server: OAuthServer) -> None:
+    def __init__(self, server: OAuthServer, faults: FaultInjector) -> None:
         self.server = server
+        self.faults = faults
+
+    def faulted(self, method: str, handler: _Handler) -> _Handler:
+        """``handler``, meeting the faults scripted for ``method`` first."""
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            fault = self.faults.claim(method)
+            if fault is None or fault.kind == "none":
+                return await handler(request)
+            self.server.counts.faults += 1
+            if fault.kind == "latency":
+                await asyncio.sleep(fault.seconds)
+                return await handler(request)
+            if fault.kind == "http_error":
+                headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after else None
+                return web.Response(
+                    body=fault.body,
+                    status=fault.status,
+                    headers=headers,
+                    content_type=fault.content_type,
+                )
+            if fault.kind == "drop":
+                if fault.processed:
+                    await handler(request)
+                return _drop(request)
+            answer = await handler(request)
+            body = answer.body if isinstance(answer, web.Response) else None
+            whole = body if isinstance(body, bytes) else b""
+            if fault.kind == "malformed":
+                return web.Response(
+                    body=fault.body or whole[: len(whole) // 2],
+                    status=answer.status,
+                    content_type=_JSON,
+                )
+            response = web.StreamResponse(status=answer.status)
+            response.content_type = _JSON
+            response.content_length = len(whole)
+            await response.prepare(request)
+            await response.write(whole[: len(whole) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return response
+
+        return handle
 
     async def metadata(self, request: web.Request) -> web.Response:
         return _json(metadata(_issuer(request)))
@@ -166,12 +244,13 @@ async def _challenge_401(request: web.Request, response: web.StreamResponse) -> 
         response.headers["WWW-Authenticate"] = bearer_challenge(refused)
 
 
-def add_oauth_routes(app: web.Application, server: OAuthServer) -> None:
-    """Serve ``server``'s endpoints on ``app``, and give every 401 its challenge."""
-    routes = _Routes(server)
-    app.router.add_get(METADATA_PATH, routes.metadata)
-    app.router.add_post(REGISTER_PATH, routes.register)
-    app.router.add_get(AUTHORIZE_PATH, routes.authorize)
-    app.router.add_post(TOKEN_PATH, routes.token)
-    app.router.add_post(REVOKE_PATH, routes.revoke)
+def add_oauth_routes(app: web.Application, server: OAuthServer, faults: FaultInjector) -> None:
+    """Serve ``server``'s endpoints on ``app`` (meeting the faults scripted for them), and
+    give every 401 its challenge."""
+    routes = _Routes(server, faults)
+    app.router.add_get(METADATA_PATH, routes.faulted("oauth/metadata", routes.metadata))
+    app.router.add_post(REGISTER_PATH, routes.faulted("oauth/register", routes.register))
+    app.router.add_get(AUTHORIZE_PATH, routes.faulted("oauth/authorize", routes.authorize))
+    app.router.add_post(TOKEN_PATH, routes.faulted("oauth/token", routes.token))
+    app.router.add_post(REVOKE_PATH, routes.faulted("oauth/revoke", routes.revoke))
     app.on_response_prepare.append(_challenge_401)

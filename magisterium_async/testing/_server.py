@@ -15,7 +15,7 @@ from ._app import A2A_PATH, CARD_PATHS, SERVICE, create_app
 from ._config import EmulatorConfig
 from ._faults import Fault
 from ._oauth import Access, OAuthServer
-from ._oauth_routes import METADATA_PATH
+from ._oauth_routes import METADATA_PATH, check_oauth_faults
 from ._stats import Arrival, Stats
 
 __all__ = ["Emulator", "run_emulator"]
@@ -184,7 +184,14 @@ class Emulator:
 
     def script(self, *faults: Fault, method: str | None = None, skill: str | None = None) -> None:
         """The next requests (matching ``method`` / ``skill`` when given) get ``faults``,
-        one each, in order; then normal service resumes."""
+        one each, in order; then normal service resumes.
+
+        ``method`` may also name an OAuth endpoint (``"oauth/token"``, ``"oauth/revoke"``,
+        ``"oauth/register"``, ``"oauth/authorize"``, ``"oauth/metadata"``); those meet only
+        faults scripted for them by name, of the HTTP kinds (latency, HTTP errors, drops,
+        truncated or malformed bodies)."""
+        if method is not None and method.startswith("oauth/"):
+            check_oauth_faults(method, faults)
         self._service.faults.script(*faults, method=method, skill=skill)
 
     def clear_script(self) -> None:

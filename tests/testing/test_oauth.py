@@ -824,3 +824,107 @@ async def test_the_emulator_command_takes_a_token_lifetime(http: aiohttp.ClientS
         process.terminate()
         assert await process.wait() == 0
     assert reply.body["expires_in"] == 7
+
+
+async def test_a_declined_consent_redirects_with_access_denied(oauth: OAuth) -> None:
+    client_id = await oauth.client_id()
+    oauth.wire.emu.oauth.deny_consent()
+    _, challenge = _pkce()
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": "s1",
+    }
+
+    declined = await oauth.authorize(**params)
+    granted = await oauth.authorize(**params)
+
+    query = parse_qs(urlsplit(declined.headers["Location"]).query)
+    assert query["error"] == ["access_denied"]
+    assert query["state"] == ["s1"]
+    assert "code" in parse_qs(urlsplit(granted.headers["Location"]).query)
+
+
+# -- faults at the OAuth endpoints -------------------------------------------------------
+
+
+async def test_a_scripted_503_hits_the_token_endpoint_once(oauth: OAuth) -> None:
+    client_id, tokens = await oauth.sign_in()
+    emu = oauth.wire.emu
+    emu.script(Fault.http_503(retry_after=2), method="oauth/token")
+
+    failed = await oauth.refresh(client_id, tokens["refresh_token"])
+    retried = await oauth.refresh(client_id, tokens["refresh_token"])
+
+    assert failed.status == 503
+    assert failed.headers["Retry-After"] == "2"
+    assert retried.status == 200
+    assert emu.stats.oauth.faults == 1
+    assert emu.stats.oauth.refreshes == 1
+
+
+async def test_a_lost_refresh_answer_then_a_retry_is_a_reuse(oauth: OAuth) -> None:
+    """The hazard of rotation: the refresh took effect, its answer never arrived."""
+    client_id, tokens = await oauth.sign_in()
+    emu = oauth.wire.emu
+    emu.script(Fault.drop(processed=True), method="oauth/token")
+
+    with pytest.raises(aiohttp.ClientError):
+        await oauth.refresh(client_id, tokens["refresh_token"])
+    retry = await oauth.refresh(client_id, tokens["refresh_token"])
+
+    assert retry.body["error"] == "invalid_grant"
+    assert emu.stats.oauth.refresh_reuses == 1
+
+
+async def test_oauth_faults_leave_a2a_requests_alone(oauth: OAuth) -> None:
+    emu = oauth.wire.emu
+    emu.script(Fault.http_502(), method="oauth/token")
+
+    assert (await _search(oauth.wire, emu.token)).status == 200
+    assert emu.pending_faults == 1
+    client_id = await oauth.client_id()
+    code, verifier = await oauth.code(client_id)
+    assert (await oauth.exchange(client_id, code, verifier)).status == 502
+    assert emu.pending_faults == 0
+
+
+async def test_a_malformed_token_answer(oauth: OAuth) -> None:
+    client_id = await oauth.client_id()
+    code, verifier = await oauth.code(client_id)
+    oauth.wire.emu.script(Fault.malformed(), method="oauth/token")
+
+    reply = await oauth.exchange(client_id, code, verifier)
+
+    assert reply.status == 200
+    assert isinstance(reply.body, str)  # not JSON
+
+
+def test_faults_an_oauth_endpoint_cannot_meet_are_refused() -> None:
+    from magisterium_async.testing import Emulator
+
+    emu = Emulator()
+    with pytest.raises(ValueError, match="cannot happen"):
+        emu.script(Fault.rate_limit(), method="oauth/token")
+    with pytest.raises(ValueError, match="no OAuth endpoint"):
+        emu.script(Fault.http_502(), method="oauth/tokens")
+    assert emu.pending_faults == 0
+
+
+async def test_concurrent_refreshes_with_one_token_let_exactly_one_through(
+    oauth: OAuth,
+) -> None:
+    client_id, tokens = await oauth.sign_in()
+
+    replies = await asyncio.gather(
+        *(oauth.refresh(client_id, tokens["refresh_token"]) for _ in range(4))
+    )
+
+    assert sorted(reply.status for reply in replies) == [200, 400, 400, 400]
+    [winner] = [reply.body for reply in replies if reply.status == 200]
+    # the losers reused a spent token, which signs the winner out too
+    assert (await oauth.refresh(client_id, winner["refresh_token"])).status == 400
+    assert oauth.wire.emu.stats.oauth.refresh_reuses == 3
