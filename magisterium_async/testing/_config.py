@@ -180,7 +180,9 @@ class EmulatorConfig:
     """Everything the emulator can be told.
 
     - ``tokens``: bearer token → plan. A ``"free"`` token is answered -32005 (HTTP 403);
-      any other plan is served. Unknown or missing tokens get -32004 (HTTP 401).
+      any other plan is served. These fixed tokens never expire; tokens the emulator's
+      OAuth server issues are accepted too, until they expire or are revoked. Unknown,
+      expired, revoked or missing tokens get -32004 (HTTP 401).
     - ``rate_limits``: per token and pool; ``None`` lifts them entirely.
     - ``faults``: random fault injection; ``None`` for none (scripted faults still work).
     - ``qa_latency``: seconds ``catholic_qa`` takes before answering.

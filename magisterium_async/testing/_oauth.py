@@ -414,12 +414,11 @@ class OAuthServer:
         problem = _scope_problem(scope, client.scope.split())
         if problem is not None:
             return refuse("invalid_scope", problem)
+        code = secrets.token_urlsafe(32)
         with self._lock:
             if self._denials:
                 self._denials -= 1
                 return refuse("access_denied", "the user declined to sign in")
-        code = secrets.token_urlsafe(32)
-        with self._lock:
             self._codes[code] = _Code(
                 _Grant(client.client_id, scope),
                 sent_uri,
