@@ -928,3 +928,36 @@ async def test_concurrent_refreshes_with_one_token_let_exactly_one_through(
     # the losers reused a spent token, which signs the winner out too
     assert (await oauth.refresh(client_id, winner["refresh_token"])).status == 400
     assert oauth.wire.emu.stats.oauth.refresh_reuses == 3
+
+
+async def test_a_client_cannot_revoke_another_clients_token(oauth: OAuth) -> None:
+    owner, tokens = await oauth.sign_in()
+    intruder = await oauth.client_id()
+
+    refused = await oauth.revoke({"token": tokens["refresh_token"], "client_id": intruder})
+
+    assert refused.status == 400
+    assert refused.body["error"] == "unauthorized_client"
+    assert (await oauth.refresh(owner, tokens["refresh_token"])).status == 200
+
+
+async def test_revocation_wants_a_form(oauth: OAuth) -> None:
+    async with oauth.http.post(oauth.origin + "/oauth/revoke", json={"token": "x"}) as response:
+        assert response.status == 400
+        assert (await response.json())["error"] == "invalid_request"
+
+
+async def test_tasks_get_with_an_expired_token_is_refused_too(
+    oauth: OAuth, vclock: VirtualClock
+) -> None:
+    _, tokens = await oauth.sign_in()
+    sent = await _search(oauth.wire, tokens["access_token"])
+    vclock.advance(600)
+
+    answer = await oauth.wire.call(
+        "tasks/get", {"id": sent.result["id"]}, token=tokens["access_token"]
+    )
+
+    assert answer.status == 401
+    assert answer.error["code"] == -32004
+    assert 'error="invalid_token"' in answer.headers["WWW-Authenticate"]
