@@ -197,7 +197,10 @@ class EmulatorConfig:
     - ``token_lifetime``: seconds an OAuth access token lives on ``clock`` (its
       ``expires_in``); ``refresh_token_lifetime``: seconds a refresh token lives, ``None``
       for as long as it is not used or revoked; ``oauth_plan``: the plan OAuth-issued
-      tokens are served with.
+      tokens are served with; ``rotate_refresh_tokens``: each refresh gives a new refresh
+      token and spends the old one (else the refresh token is kept and refresh answers
+      leave it out); ``offer_revocation``: the RFC 7009 endpoint exists and the metadata
+      names it.
     """
 
     tokens: Mapping[str, Plan] = field(default_factory=_default_tokens)
@@ -214,6 +217,8 @@ class EmulatorConfig:
     token_lifetime: float = 3600.0
     refresh_token_lifetime: float | None = None
     oauth_plan: Plan = "pro"
+    rotate_refresh_tokens: bool = True
+    offer_revocation: bool = True
 
     def __post_init__(self) -> None:
         _positive("qa_latency", self.qa_latency, zero=True)

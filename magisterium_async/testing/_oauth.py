@@ -13,10 +13,11 @@ What it implements, and how strictly:
   old one is spent. Presenting a spent refresh token again is ``invalid_grant`` *and*
   revokes the whole grant, access tokens included (reuse detection, OAuth 2.0 Security
   BCP §4.14.2): a client that ever sends a rotated token twice is signed out, as a careful
-  real server would do. There is no grace period.
-- RFC 7009 revocation: revoking a refresh token revokes its grant (every access and refresh
-  token the authorization gave); revoking an access token revokes that token alone.
-  Unknown tokens are answered as success.
+  real server would do. There is no grace period. With ``rotate_refresh_tokens=False``
+  the refresh token stays the same and refresh answers leave it out (RFC 6749 §6).
+- RFC 7009 revocation, unless ``offer_revocation=False``: revoking a refresh token
+  revokes its grant (every access and refresh token the authorization gave); revoking an
+  access token revokes that token alone. Unknown tokens are answered as success.
 
 Access tokens are opaque, live ``token_lifetime`` seconds on the emulator's clock and are
 served with the plan ``oauth_plan``; every OAuth token is the same emulated user, so they
@@ -537,11 +538,15 @@ class OAuthServer:
         problem = _scope_problem(scope, record.grant.scope.split())
         if problem is not None:
             raise OAuthError("invalid_scope", f"{problem}: a refresh cannot widen the grant")
-        record.state = "spent"
         self.counts.refreshes += 1
+        if not self.config.rotate_refresh_tokens:
+            return self._issue(client, record.grant, scope, refresh=False)
+        record.state = "spent"
         return self._issue(client, record.grant, scope)
 
-    def _issue(self, client: OAuthClient, grant: _Grant, scope: str) -> dict[str, Any]:
+    def _issue(
+        self, client: OAuthClient, grant: _Grant, scope: str, *, refresh: bool = True
+    ) -> dict[str, Any]:
         now = self._clock()
         lifetime = self.config.token_lifetime
         access = "emu-at-" + secrets.token_urlsafe(32)
@@ -553,13 +558,13 @@ class OAuthServer:
             "expires_in": int(lifetime) if float(lifetime).is_integer() else lifetime,
             "scope": scope,
         }
-        if "refresh_token" in client.grant_types:
-            refresh = "emu-rt-" + secrets.token_urlsafe(32)
+        if refresh and "refresh_token" in client.grant_types:
+            token = "emu-rt-" + secrets.token_urlsafe(32)
             horizon = self.config.refresh_token_lifetime
-            self._refresh[refresh] = _RefreshToken(
+            self._refresh[token] = _RefreshToken(
                 grant, now + horizon if horizon is not None else None
             )
-            answer["refresh_token"] = refresh
+            answer["refresh_token"] = token
         return answer
 
     def _revoke_grant(self, grant: _Grant) -> None:

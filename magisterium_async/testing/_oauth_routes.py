@@ -7,7 +7,8 @@ Every path is at the emulator's origin, which is also the issuer:
 ``POST /oauth/register``                    RFC 7591 registration (JSON), 201
 ``GET  /oauth/authorize``                   302 to the redirect URI (auto-consent)
 ``POST /oauth/token``                       RFC 6749 token requests (form-encoded)
-``POST /oauth/revoke``                      RFC 7009 revocation (form-encoded), 200
+``POST /oauth/revoke``                      RFC 7009 revocation (form-encoded), 200;
+                                            absent with ``offer_revocation=False``
 ==========================================  ==========================================
 
 Scripted faults reach these endpoints only when scripted for them by name
@@ -67,9 +68,9 @@ _PAGE = (
 )
 
 
-def metadata(issuer: str) -> dict[str, Any]:
+def metadata(issuer: str, *, revocation: bool = True) -> dict[str, Any]:
     """The authorization-server metadata document (RFC 8414 §2) for ``issuer``."""
-    return {
+    document: dict[str, Any] = {
         "issuer": issuer,
         "authorization_endpoint": issuer + AUTHORIZE_PATH,
         "token_endpoint": issuer + TOKEN_PATH,
@@ -84,6 +85,9 @@ def metadata(issuer: str) -> dict[str, Any]:
         "revocation_endpoint_auth_methods_supported": ["none"],
         "authorization_response_iss_parameter_supported": True,
     }
+    if not revocation:
+        del document["revocation_endpoint"], document["revocation_endpoint_auth_methods_supported"]
+    return document
 
 
 def _issuer(request: web.Request) -> str:
@@ -189,7 +193,8 @@ class _Routes:
         return handle
 
     async def metadata(self, request: web.Request) -> web.Response:
-        return _json(metadata(_issuer(request)))
+        offered = self.server.config.offer_revocation
+        return _json(metadata(_issuer(request), revocation=offered))
 
     async def register(self, request: web.Request) -> web.Response:
         try:
@@ -252,5 +257,6 @@ def add_oauth_routes(app: web.Application, server: OAuthServer, faults: FaultInj
     app.router.add_post(REGISTER_PATH, routes.faulted("oauth/register", routes.register))
     app.router.add_get(AUTHORIZE_PATH, routes.faulted("oauth/authorize", routes.authorize))
     app.router.add_post(TOKEN_PATH, routes.faulted("oauth/token", routes.token))
-    app.router.add_post(REVOKE_PATH, routes.faulted("oauth/revoke", routes.revoke))
+    if server.config.offer_revocation:
+        app.router.add_post(REVOKE_PATH, routes.faulted("oauth/revoke", routes.revoke))
     app.on_response_prepare.append(_challenge_401)

@@ -961,3 +961,28 @@ async def test_tasks_get_with_an_expired_token_is_refused_too(
     assert answer.status == 401
     assert answer.error["code"] == -32004
     assert 'error="invalid_token"' in answer.headers["WWW-Authenticate"]
+
+
+async def test_without_rotation_the_refresh_token_stays_and_is_left_out(
+    start_wire: StartWire,
+) -> None:
+    oauth = OAuth.of(await start_wire(rotate_refresh_tokens=False))
+    client_id, tokens = await oauth.sign_in()
+
+    first = await oauth.refresh(client_id, tokens["refresh_token"])
+    second = await oauth.refresh(client_id, tokens["refresh_token"])
+
+    assert first.status == second.status == 200
+    assert "refresh_token" not in first.body
+    assert first.body["access_token"] != second.body["access_token"]
+    assert oauth.wire.emu.stats.oauth.invalid_grants == 0
+
+
+async def test_a_server_without_revocation_does_not_name_it(start_wire: StartWire) -> None:
+    oauth = OAuth.of(await start_wire(offer_revocation=False))
+    async with oauth.http.get(oauth.wire.emu.oauth_metadata_url) as response:
+        meta = await response.json()
+
+    assert "revocation_endpoint" not in meta
+    assert "revocation_endpoint_auth_methods_supported" not in meta
+    assert (await oauth.revoke({"token": "x"})).status == 404
