@@ -986,3 +986,16 @@ async def test_a_server_without_revocation_does_not_name_it(start_wire: StartWir
     assert "revocation_endpoint" not in meta
     assert "revocation_endpoint_auth_methods_supported" not in meta
     assert (await oauth.revoke({"token": "x"})).status == 404
+
+
+async def test_a_fractional_lifetime_is_sent_as_is_and_kept(
+    start_wire: StartWire, vclock: VirtualClock
+) -> None:
+    oauth = OAuth.of(await start_wire(clock=vclock, token_lifetime=2.5))
+    _, tokens = await oauth.sign_in()
+    assert tokens["expires_in"] == 2.5
+
+    vclock.advance(2.25)
+    assert (await _search(oauth.wire, tokens["access_token"])).status == 200
+    vclock.advance(0.25)
+    assert (await _search(oauth.wire, tokens["access_token"])).status == 401
