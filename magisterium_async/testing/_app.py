@@ -1,4 +1,4 @@
-"""The aiohttp application: the JSON-RPC endpoint, CORS preflight, the agent card, faults."""
+"""The aiohttp application: the JSON-RPC endpoint, CORS, the agent card, faults."""
 
 from __future__ import annotations
 
@@ -21,8 +21,13 @@ CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json")
 SERVICE = web.AppKey("magisterium_emulator_service", Service)
 
 _JSON = "application/json"
-_PREFLIGHT_HEADERS = {
+# On every answer, faults and aiohttp's own 404/405 included: a browser refuses to hand a
+# cross-origin body (or the waits and challenges in these headers) to the page otherwise.
+_CORS_HEADERS = {
     "Access-Control-Allow-Origin": "*",
+    "Access-Control-Expose-Headers": "Retry-After, WWW-Authenticate",
+}
+_PREFLIGHT_HEADERS = {
     "Access-Control-Allow-Methods": "POST, OPTIONS",
     "Access-Control-Allow-Headers": "Content-Type, Authorization",
 }
@@ -130,17 +135,23 @@ async def _preflight(request: web.Request) -> web.Response:
     return web.Response(status=204, headers=_PREFLIGHT_HEADERS)
 
 
+async def _add_cors(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(_CORS_HEADERS)
+
+
 def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """The emulator as an aiohttp application (``app[SERVICE]`` holds its state).
 
     Routes: ``POST /api/v1/a2a`` (JSON-RPC), ``OPTIONS /api/v1/a2a`` (CORS preflight),
     ``GET /.well-known/agent.json`` and ``/.well-known/agent-card.json`` (agent card),
-    and the OAuth authorization server (see :mod:`._oauth_routes`).
+    and the OAuth authorization server (see :mod:`._oauth_routes`). Every answer carries
+    ``Access-Control-Allow-Origin: *``, as the service's do.
     """
     service = Service(config if config is not None else EmulatorConfig())
     endpoint = _Endpoint(service)
     app = web.Application(client_max_size=4 * 1024 * 1024)
     app[SERVICE] = service
+    app.on_response_prepare.append(_add_cors)
     app.router.add_post(A2A_PATH, endpoint.post)
     app.router.add_route("OPTIONS", A2A_PATH, _preflight)
     for path in CARD_PATHS:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 
-from magisterium_async.testing import EmulatorConfig
+from magisterium_async.testing import EmulatorConfig, Fault, RateLimitConfig
 from magisterium_async.testing._tasks import TaskStore
 
 from .conftest import StartWire
@@ -303,6 +305,101 @@ async def test_cors_preflight(wire: Wire) -> None:
         assert response.headers["Access-Control-Allow-Methods"] == "POST, OPTIONS"
         assert response.headers["Access-Control-Allow-Headers"] == "Content-Type, Authorization"
     assert wire.emu.stats.total == 0
+
+
+_ORIGIN = {"Origin": "http://127.0.0.1:9"}
+
+
+async def _cors_headers(wire: Wire, method: str, path: str, **kwargs: Any) -> dict[str, str]:
+    """Status and the CORS headers of one answer (its body may be cut short by a fault)."""
+    url = wire.emu.origin + path
+    headers = {**_ORIGIN, **kwargs.pop("headers", {})}
+    async with wire.session.request(method, url, headers=headers, **kwargs) as response:
+        with contextlib.suppress(aiohttp.ClientPayloadError):
+            await response.read()
+        return {"status": str(response.status)} | {
+            key: value
+            for key, value in response.headers.items()
+            if key.lower().startswith("access-control-") or key in ("Retry-After",)
+        }
+
+
+def _rpc(method: str, params: Any, token: str | None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return {"data": json.dumps(body), "headers": headers}
+
+
+def _search(token: str | None = "emu-token", skill: str = "document_search") -> dict[str, Any]:
+    return _rpc("message/send", {"message": message(text("faith"), skill=skill)}, token)
+
+
+async def test_every_answer_carries_cors_headers(start_wire: StartWire) -> None:
+    wire = await start_wire(
+        tokens={"emu-token": "pro", "free-token": "free"},
+        rate_limits=RateLimitConfig(default=1, expensive=20, period=3600, retry_after_header=True),
+    )
+    a2a = "/api/v1/a2a"
+    answers = {
+        "ok": await _cors_headers(wire, "POST", a2a, **_search()),
+        "limited": await _cors_headers(wire, "POST", a2a, **_search()),
+        "not_found": await _cors_headers(
+            wire, "POST", a2a, **_rpc("tasks/get", {"id": "nope"}, "emu-token")
+        ),
+        "parse_error": await _cors_headers(wire, "POST", a2a, data=b"{"),
+        "unauthorized": await _cors_headers(wire, "POST", a2a, **_search("wrong-token")),
+        "no_token": await _cors_headers(wire, "POST", a2a, **_search(None)),
+        "paid_plan": await _cors_headers(wire, "POST", a2a, **_search("free-token")),
+        "card": await _cors_headers(wire, "GET", "/.well-known/agent.json"),
+        "card_v03": await _cors_headers(wire, "GET", "/.well-known/agent-card.json"),
+        "no_route": await _cors_headers(wire, "GET", "/elsewhere"),
+        "get_a2a": await _cors_headers(wire, "GET", a2a),
+    }
+    for fault in (
+        Fault.http_502(),
+        Fault.http_503(retry_after=7),
+        Fault.rate_limit(retry_after=3),
+        Fault.internal_error(),
+        Fault.jsonrpc_error(-32099, "odd"),
+        Fault.malformed(),
+        Fault.truncated(),
+        Fault.task_failed(),
+        Fault.latency(0.0),
+    ):
+        wire.emu.script(fault)
+        answer = await _cors_headers(wire, "POST", a2a, **_search(skill="catholic_qa"))
+        answers[f"fault_{fault.name}"] = answer
+
+    expected_status = {
+        "ok": "200",
+        "limited": "429",
+        "not_found": "200",
+        "parse_error": "200",
+        "unauthorized": "401",
+        "no_token": "401",
+        "paid_plan": "403",
+        "card": "200",
+        "card_v03": "200",
+        "no_route": "404",
+        "get_a2a": "405",
+        "fault_http_502": "502",
+        "fault_http_503": "503",
+        "fault_rate_limit": "429",
+        "fault_jsonrpc_error": "200",
+        "fault_malformed": "200",
+        "fault_truncated": "200",
+        "fault_task_failed": "200",
+        "fault_latency": "200",
+    }
+    assert {label: a["status"] for label, a in answers.items()} == expected_status
+    for label, answer in answers.items():
+        assert answer["Access-Control-Allow-Origin"] == "*", label
+        exposed = {h.strip() for h in answer["Access-Control-Expose-Headers"].split(",")}
+        assert {"Retry-After", "WWW-Authenticate"} <= exposed, label
+    assert answers["fault_http_503"]["Retry-After"] == "7"
+    assert "Retry-After" in answers["limited"]
 
 
 async def test_agent_card(wire: Wire) -> None:
