@@ -1,0 +1,255 @@
+"""The @a2a-js/sdk clients (0.3 and 1.3) against our emulator: does each take every answer?
+
+``js/a2a_js_client.mjs`` runs under node with the packages ``npm ci`` installs in
+``tests/interop/js/`` (both majors, by npm aliases ``a2a-js-03`` and ``a2a-js-13``); 1.3
+speaks A2A 1.0 and reaches our A2A 0.3 service through its v0.3 compat layer. The tests
+skip without node or ``node_modules`` (set ``MAGISTERIUM_INTEROP_BUILD=1`` to run
+``npm ci``, which needs the npm registry), and fail instead when ``CI`` is true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from magisterium_async.testing import (
+    BundledCorpus,
+    Emulator,
+    EmulatorConfig,
+    Fault,
+    RateLimitConfig,
+)
+
+from .conftest import HERE, _in_ci
+
+pytestmark = pytest.mark.interop
+
+JS = HERE / "js"
+CLIENT_TIMEOUT = 120.0
+SDKS = {"03": "0.3.14", "13": "1.3.0"}
+
+
+def _installed(key: str) -> str | None:
+    manifest = JS / "node_modules" / f"a2a-js-{key}" / "package.json"
+    try:
+        version: str = json.loads(manifest.read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return version
+
+
+def _node() -> str:
+    """The node executable, with both SDKs installed; skips or fails the test otherwise."""
+    node = shutil.which("node")
+    missing = [key for key, version in SDKS.items() if _installed(key) != version]
+    if node and missing and os.environ.get("MAGISTERIUM_INTEROP_BUILD") == "1":
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600)
+        missing = [key for key, version in SDKS.items() if _installed(key) != version]
+    if node and not missing:
+        return node
+    reason = (
+        "no node on PATH"
+        if node is None
+        else f"@a2a-js/sdk {', '.join(SDKS[k] for k in missing)} not installed: run "
+        "`npm ci` in tests/interop/js/ (or set MAGISTERIUM_INTEROP_BUILD=1; needs npm)"
+    )
+    if _in_ci():
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=sorted(SDKS), ids=[f"a2a-js-{v}" for _, v in sorted(SDKS.items())])
+def sdk(request: pytest.FixtureRequest) -> str:
+    """Which @a2a-js/sdk: ``"03"`` or ``"13"``."""
+    key: str = request.param
+    return key
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"kind": "text", "text": value}
+
+
+def data(value: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "data", "data": value}
+
+
+def send(label: str, skill: str | None, *parts: dict[str, Any], **step: Any) -> dict[str, Any]:
+    return {"label": label, "call": "send", "skill": skill, "parts": list(parts), **step}
+
+
+def get(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
+    return {"label": label, "call": "get", "id": task_id}
+
+
+def cancel(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
+    return {"label": label, "call": "cancel", "id": task_id}
+
+
+async def run_js_client(sdk: str, emulator: Emulator, steps: list[dict[str, Any]]) -> Any:
+    """Run the steps through @a2a-js/sdk ``sdk``; its report."""
+    plan = {"origin": emulator.origin, "token": emulator.token, "steps": steps}
+    proc = await asyncio.create_subprocess_exec(
+        _node(),
+        str(JS / "a2a_js_client.mjs"),
+        sdk,
+        cwd=JS,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(
+            proc.communicate(json.dumps(plan).encode()), CLIENT_TIMEOUT
+        )
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
+    report = json.loads(out)
+    assert report["sdk"] == SDKS[sdk]
+    return report
+
+
+def artifact_of(outcome: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The parts of the only artifact of a completed task the client parsed."""
+    assert outcome["kind"] == "task", outcome
+    assert outcome["state"] == "completed", outcome
+    (artifact,) = outcome["artifacts"]
+    assert artifact["name"] == name
+    parts: list[dict[str, Any]] = artifact["parts"]
+    return parts
+
+
+def error_of(outcome: dict[str, Any], code: int, name: str) -> dict[str, Any]:
+    """The error the client raised, with the service's code kept and the class ``name``."""
+    assert outcome["kind"] == "error", outcome
+    assert (outcome["code"], outcome["name"]) == (code, name), outcome
+    return outcome
+
+
+async def test_every_skill_and_task_method(sdk: str) -> None:
+    document = next(iter(BundledCorpus()))
+    missing = "00000000-0000-0000-0000-000000000000"
+    steps = [
+        send("qa", None, text("What is the Eucharist?")),
+        send("qa_named", "catholic_qa", text("What is grace?")),
+        send("search", "document_search", text("human work")),
+        send("fetch", "document_fetch", data({"id": document.id})),
+        send("fetch_text", "document_fetch", text(document.id)),
+        send("fetch_missing", "document_fetch", data({"id": "99999999"})),
+        send("readings", "liturgical_readings", text("Easter Sunday 2026")),
+        send("saints", "saints_of_the_day", data({"date": "2026-03-19"})),
+        send("failed", "document_search", text("__fail__: the skill raised")),
+        get("get_search", {"task_of": "search"}),
+        get("get_failed", {"task_of": "failed"}),
+        cancel("cancel_search", {"task_of": "search"}),
+        get("get_unknown", missing),
+        cancel("cancel_unknown", missing),
+        send("unknown_skill", "no_such_skill", text("hello")),
+    ]
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        report = await run_js_client(sdk, emulator, steps)
+        served = emulator.stats.total
+    out = report["steps"]
+
+    assert report["card"] == {
+        "kind": "card",
+        "skills": [
+            "catholic_qa",
+            "document_search",
+            "document_fetch",
+            "liturgical_readings",
+            "saints_of_the_day",
+        ],
+    }
+    for label in ("qa", "qa_named"):
+        assert artifact_of(out[label], "catholic_qa_response")[0]["kind"] == "text"
+    results = artifact_of(out["search"], "search_results")[0]["data"]["results"]
+    assert results and {"id", "url", "title"} <= set(results[0])
+    for label in ("fetch", "fetch_text"):
+        parts = artifact_of(out[label], "document")
+        assert [p["kind"] for p in parts] == ["text", "data"]
+        assert parts[1]["data"]["id"] == document.id
+    assert artifact_of(out["fetch_missing"], "document") == [text("Document not found.")]
+    assert artifact_of(out["readings"], "mass_readings")[0]["kind"] == "text"
+    assert artifact_of(out["saints"], "martyrology")[0]["kind"] == "text"
+    assert (out["failed"]["state"], out["failed"]["statusText"]) == ("failed", "the skill raised")
+    assert out["get_search"] == out["search"]
+    assert out["get_failed"] == out["failed"]
+    assert served == len(steps)  # one request per call: the card is not counted
+
+    for label in ("get_unknown", "cancel_unknown"):
+        assert error_of(out[label], -32001, "TaskNotFoundError")["data"] == {"id": missing}
+    # The service's codes, under generic A2A's names: -32002 is "skill not found" here.
+    skill = error_of(out["unknown_skill"], -32002, "TaskNotCancelableError")
+    assert skill["data"] == {"skillId": "no_such_skill"}
+    invalid = out["cancel_search"]
+    if sdk == "03":  # 0.3 keeps the service's message only for codes it has no class for
+        assert error_of(invalid, -32602, "Error")["message"].startswith(
+            "JSON-RPC error: Invalid state transition (Code: -32602)"
+        )
+        assert (skill["message"], skill["type"]) == (
+            "Task cannot be canceled",
+            "TaskNotCancelableJSONRPCError",
+        )
+    else:
+        assert error_of(invalid, -32602, "RequestMalformedError")["message"] == (
+            "Invalid state transition"
+        )
+        assert (skill["message"], skill["type"]) == (
+            "Skill not found",
+            "JsonRpcTaskNotCancelableError",
+        )
+
+
+async def test_http_status_errors(sdk: str) -> None:
+    # -32003, -32004 and -32005 come with HTTP 429, 401 and 403: both SDKs read the body of
+    # a non-2xx answer and raise the JSON-RPC error it holds, with its code and data.
+    config = EmulatorConfig(
+        tokens={"emu-token": "pro", "free-token": "free"},
+        rate_limits=RateLimitConfig(default=1, expensive=5, period=3600),
+    )
+    async with Emulator(config) as emulator:
+        emulator.script(Fault.internal_error(), Fault.http_502(), skill="catholic_qa")
+        report = await run_js_client(
+            sdk,
+            emulator,
+            [
+                send("first", "document_search", text("human work")),
+                send("limited", "document_search", text("human work")),
+                send("bad_token", "document_search", text("x"), token="wrong-token"),
+                send("free_plan", "document_search", text("x"), token="free-token"),
+                send("internal", "catholic_qa", text("What is grace?")),
+                send("bad_gateway", "catholic_qa", text("What is grace?")),
+            ],
+        )
+    out = report["steps"]
+
+    artifact_of(out["first"], "search_results")
+    limited = error_of(out["limited"], -32003, "PushNotificationNotSupportedError")
+    assert isinstance(limited["data"]["retryAfter"], int) and limited["data"]["retryAfter"] > 0
+    unauthorized = error_of(out["bad_token"], -32004, "UnsupportedOperationError")
+    paid = error_of(out["free_plan"], -32005, "ContentTypeNotSupportedError")
+    internal = error_of(
+        out["internal"], -32603, "Error" if sdk == "03" else "JsonRpcTransportError"
+    )
+    assert "Internal error" in internal["message"]
+    gateway = out["bad_gateway"]
+    assert (gateway["kind"], gateway["code"]) == ("error", None)
+    assert gateway["message"].startswith("HTTP error for message/send! Status: 502")
+    messages = [e["message"] for e in (limited, unauthorized, paid)]
+    if sdk == "03":  # the class's own message, not the service's
+        assert messages == [
+            "Push Notification is not supported",
+            "This operation is not supported",
+            "Incompatible content types",
+        ]
+    else:
+        assert messages == ["Rate limit exceeded", "Unauthorized", "Paid plan required"]
