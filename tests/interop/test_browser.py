@@ -2,7 +2,9 @@
 
 A page served from one loopback origin ``fetch()``-es the emulator on another port, as a
 browser-based orchestrator calls the service without a proxy. The browser hands the page
-an answer (its status, body and exposed headers) only if the CORS headers allow it.
+an answer (its status, body and exposed headers) only if the CORS headers allow it. The
+second test loads the @a2a-js/sdk clients themselves into such a page (after ``npm ci`` in
+``tests/interop/js/``).
 
 Needs a Chromium (``chromium``, ``chromium-browser``, ``google-chrome`` on PATH, or
 ``$MAGISTERIUM_CHROMIUM``); skips without one, in CI too: CI does not install a browser.
@@ -23,9 +25,19 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from magisterium_async.testing import Emulator, EmulatorConfig, Fault, RateLimitConfig
+from magisterium_async.testing import (
+    BundledCorpus,
+    Emulator,
+    EmulatorConfig,
+    Fault,
+    RateLimitConfig,
+)
+
+from .conftest import HERE
 
 pytestmark = pytest.mark.interop
+
+JS = HERE / "js"
 
 BROWSER_TIMEOUT = 90.0
 FLAGS = (
@@ -102,14 +114,14 @@ def _send(label: str, skill: str, token: str | None = "emu-token") -> dict[str, 
 
 
 class _Page:
-    """The orchestrator's origin: serves the page, takes the page's report."""
+    """The orchestrator's origin: serves the page (and ``/js/``), takes the page's report."""
 
-    def __init__(self, plan: dict[str, Any]) -> None:
-        self.plan = plan
+    def __init__(self) -> None:
+        self.html = ""
         self.report: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
     async def page(self, request: web.Request) -> web.Response:
-        return web.Response(text=PAGE % json.dumps(self.plan), content_type="text/html")
+        return web.Response(text=self.html, content_type="text/html")
 
     async def take(self, request: web.Request) -> web.Response:
         if not self.report.done():
@@ -119,11 +131,13 @@ class _Page:
 
 @pytest.fixture
 async def page_origin() -> AsyncIterator[tuple[_Page, str]]:
-    """Start a page server on a free 127.0.0.1 port; the plan is set by the test."""
-    page = _Page({})
+    """Start a page server on a free 127.0.0.1 port; the page is set by the test."""
+    page = _Page()
     app = web.Application()
     app.router.add_get("/", page.page)
     app.router.add_post("/report", page.take)
+    if JS.is_dir():
+        app.router.add_static("/js/", JS)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -165,19 +179,21 @@ async def test_a_page_on_another_origin_reads_every_kind_of_answer(
     )
     async with Emulator(config) as emulator:
         emulator.script(Fault.http_503(retry_after=7), skill="catholic_qa")
-        page.plan = {
-            "origin": emulator.origin,
-            "steps": [
-                _send("search", "document_search"),
-                {**_rpc("get", "tasks/get", {}, "emu-token"), "taskOf": "search"},
-                _rpc("not_found", "tasks/get", {"id": "nope"}, "emu-token"),
-                _send("limited", "document_search"),
-                _send("unavailable", "catholic_qa"),
-                _send("bad_token", "document_search", "wrong-token"),
-                _send("free_plan", "document_search", "free-token"),
-                {"label": "card", "method": "GET", "path": "/.well-known/agent.json"},
-            ],
-        }
+        page.html = PAGE % json.dumps(
+            {
+                "origin": emulator.origin,
+                "steps": [
+                    _send("search", "document_search"),
+                    {**_rpc("get", "tasks/get", {}, "emu-token"), "taskOf": "search"},
+                    _rpc("not_found", "tasks/get", {"id": "nope"}, "emu-token"),
+                    _send("limited", "document_search"),
+                    _send("unavailable", "catholic_qa"),
+                    _send("bad_token", "document_search", "wrong-token"),
+                    _send("free_plan", "document_search", "free-token"),
+                    {"label": "card", "method": "GET", "path": "/.well-known/agent.json"},
+                ],
+            }
+        )
         report = await _run_browser(browser, origin + "/", tmp_path / "profile", page)
         async with (
             aiohttp.ClientSession() as session,
@@ -213,3 +229,97 @@ async def test_a_page_on_another_origin_reads_every_kind_of_answer(
     assert report["bad_token"]["wwwAuthenticate"] == challenge
     assert report["card"]["body"]["url"] == emulator.base_url
     assert served == 8  # the seven calls from the page and the direct one; no preflight
+
+
+# The @a2a-js/sdk clients themselves, loaded in the page from tests/interop/js/node_modules
+# and run through the same plan runner as under node. 1.3 is tried as is, and with a fetch
+# that drops its A2A-Version request header, which the service's preflight does not allow.
+SDK_PAGE = """<!doctype html><meta charset="utf-8"><title>a2a-js</title>
+<script type="importmap">{"imports": {"jose": "/js/node_modules/jose/dist/webapi/index.js"}}
+</script><script type="module">
+import { runPlan } from "/js/a2a_js_plan.mjs";
+const plan = %s;
+const withoutVersion = (url, init = {}) => {
+  const headers = new Headers(init.headers || {});
+  headers.delete("A2A-Version");
+  return fetch(url, {...init, headers});
+};
+const runs = [
+  ["03", "03", undefined], ["13", "13", undefined], ["13_no_version", "13", withoutVersion],
+];
+const out = {};
+try {
+  for (const [label, which, baseFetch] of runs) {
+    const sdk = await import(`/js/node_modules/a2a-js-${which}/dist/client/index.js`);
+    out[label] = await runPlan(sdk, which, "browser", plan, baseFetch);
+  }
+} catch (e) {
+  out.page_error = String(e);
+}
+await fetch("/report", {method: "POST", body: JSON.stringify(out)});
+</script>"""
+
+
+async def test_the_a2a_js_sdk_in_a_page_on_another_origin(
+    page_origin: tuple[_Page, str], tmp_path: Path
+) -> None:
+    browser = _chromium()
+    if not (JS / "node_modules" / "a2a-js-03").is_dir():
+        pytest.skip("@a2a-js/sdk not installed: run `npm ci` in tests/interop/js/")
+    page, origin = page_origin
+    text = {"kind": "text", "text": "faith"}
+    document = {"kind": "data", "data": {"id": next(iter(BundledCorpus())).id}}
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        page.html = SDK_PAGE % json.dumps(
+            {
+                "origin": emulator.origin,
+                "token": emulator.token,
+                "steps": [
+                    {
+                        "label": "search",
+                        "call": "send",
+                        "skill": "document_search",
+                        "parts": [text],
+                    },
+                    {"label": "get", "call": "get", "id": {"task_of": "search"}},
+                    {
+                        "label": "fetch",
+                        "call": "send",
+                        "skill": "document_fetch",
+                        "parts": [document],
+                    },
+                    {
+                        "label": "bad_token",
+                        "call": "send",
+                        "skill": "document_search",
+                        "parts": [text],
+                        "token": "wrong-token",
+                    },
+                ],
+            }
+        )
+        report = await _run_browser(browser, origin + "/", tmp_path / "profile", page)
+
+    assert "page_error" not in report, report["page_error"]
+    ok = report["03"]["steps"]
+    assert report["03"]["card"]["kind"] == "card"
+    assert [ok[label]["state"] for label in ("search", "get", "fetch")] == ["completed"] * 3
+    assert ok["get"]["id"] == ok["search"]["id"]
+    assert (ok["bad_token"]["code"], ok["bad_token"]["name"]) == (
+        -32004,
+        "UnsupportedOperationError",
+    )
+
+    # 1.3 sends A2A-Version on every request, the card's included: the browser's preflight
+    # refuses it, so nothing reaches the page.
+    blocked = report["13"]
+    assert blocked["card"]["message"] == "Failed to fetch"
+    assert {o["message"] for o in blocked["steps"].values()} == {"Failed to fetch"}
+    # Without that header it works, but for data parts: its v0.3 compat layer calls Node's
+    # Buffer, which a browser does not have.
+    stripped = report["13_no_version"]
+    assert stripped["card"]["kind"] == "card"
+    assert stripped["steps"]["search"]["state"] == "completed"
+    assert stripped["steps"]["get"]["id"] == stripped["steps"]["search"]["id"]
+    assert stripped["steps"]["fetch"]["message"] == "Buffer is not defined"
+    assert stripped["steps"]["bad_token"]["code"] == -32004
