@@ -195,9 +195,10 @@ async def test_a_page_on_another_origin_reads_every_kind_of_answer(
             }
         )
         report = await _run_browser(browser, origin + "/", tmp_path / "profile", page)
+        refused = {"Origin": origin, "Authorization": "Bearer wrong-token"}
         async with (
             aiohttp.ClientSession() as session,
-            session.post(emulator.base_url, json={}, headers={"Origin": origin}) as direct,
+            session.post(emulator.base_url, json={}, headers=refused) as direct,
         ):
             challenge = direct.headers.get("WWW-Authenticate")
         served = emulator.stats.total
@@ -226,6 +227,7 @@ async def test_a_page_on_another_origin_reads_every_kind_of_answer(
     assert report["limited"]["retryAfter"] == str(retry_after)
     assert report["unavailable"]["retryAfter"] == "7"
     assert "503" in report["unavailable"]["body"]
+    assert challenge is not None and challenge.startswith("Bearer ")
     assert report["bad_token"]["wwwAuthenticate"] == challenge
     assert report["card"]["body"]["url"] == emulator.base_url
     assert served == 8  # the seven calls from the page and the direct one; no preflight

@@ -354,6 +354,9 @@ async def test_every_answer_carries_cors_headers(start_wire: StartWire) -> None:
         "paid_plan": await _cors_headers(wire, "POST", a2a, **_search("free-token")),
         "card": await _cors_headers(wire, "GET", "/.well-known/agent.json"),
         "card_v03": await _cors_headers(wire, "GET", "/.well-known/agent-card.json"),
+        "oauth_metadata": await _cors_headers(
+            wire, "GET", "/.well-known/oauth-authorization-server"
+        ),
         "no_route": await _cors_headers(wire, "GET", "/elsewhere"),
         "get_a2a": await _cors_headers(wire, "GET", a2a),
     }
@@ -382,6 +385,7 @@ async def test_every_answer_carries_cors_headers(start_wire: StartWire) -> None:
         "paid_plan": "403",
         "card": "200",
         "card_v03": "200",
+        "oauth_metadata": "200",
         "no_route": "404",
         "get_a2a": "405",
         "fault_http_502": "502",
