@@ -44,7 +44,7 @@ from ._errors import (
     TaskNotFoundError,
     UnexpectedStatusError,
 )
-from ._harvest import Harvest, HarvestFailure, HarvestStats
+from ._harvest import Harvest, HarvestedDocument, HarvestFailure, HarvestStats
 from ._jsonl import JsonlWriter
 from ._models import (
     AgentCapabilities,
@@ -95,6 +95,7 @@ __all__ = [
     "Harvest",
     "HarvestFailure",
     "HarvestStats",
+    "HarvestedDocument",
     "InternalServerError",
     "InvalidParamsError",
     "InvalidRequestError",

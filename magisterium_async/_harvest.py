@@ -24,9 +24,11 @@ import os
 import time
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Literal, NamedTuple, TypeVar
 
 import anyio
+import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._batch import (
@@ -43,7 +45,7 @@ from ._models import Document
 from ._skills import require_text
 from ._state import FetchOutcome, HarvestState
 
-__all__ = ["Harvest", "HarvestFailure", "HarvestStats", "harvest"]
+__all__ = ["Harvest", "HarvestFailure", "HarvestStats", "HarvestedDocument", "harvest"]
 
 OnError = Literal["record", "raise"]
 Acknowledge = Literal["auto", "manual"]
@@ -53,6 +55,23 @@ T = TypeVar("T")
 _BATCH = 256  # most answers committed in one transaction
 _SearchOutcome = tuple[str, list[str] | None, Exception | None]
 _FetchOutcome = tuple[str, Document | None, Exception | None]
+
+
+class HarvestedDocument(Document, frozen=True, kw_only=True):
+    """A :class:`Document` as a harvest yields it, with the queries that found it.
+
+    ``queries`` holds every query whose answer, recorded before the document was handed
+    over, contained it (in the order the queries were first read, over every run of a
+    resumed harvest). A query answered *after* the document was handed over is not in it
+    (its answer is still recorded in the state). Encoded (``msgspec``, :class:`JsonlWriter`,
+    the command line) it is the document's fields plus ``"queries"``.
+    """
+
+    queries: tuple[str, ...] = ()
+
+
+def _harvested(document: Document, queries: tuple[str, ...]) -> HarvestedDocument:
+    return HarvestedDocument(**msgspec.structs.asdict(document), queries=queries)
 
 
 class HarvestFailure(NamedTuple):
@@ -171,10 +190,12 @@ class _Run:
     def update_rate_limited(self) -> None:
         self.stats.rate_limited = _rate_limited(self.client) - self._rate_limited_before
 
-    async def produce(self, out: MemoryObjectSendStream[Document | None]) -> None:
+    async def produce(self, out: MemoryObjectSendStream[HarvestedDocument | None]) -> None:
         self.stats.started = time.monotonic()
         self._rate_limited_before = _rate_limited(self.client)
         try:
+            # Nothing between the open and the ``try`` may yield to the loop: a cancellation
+            # there would leave the database open.
             state = await HarvestState.open(self.path)
             try:
                 await self._pipeline(state, out)
@@ -197,7 +218,7 @@ class _Run:
         return delivered
 
     async def _pipeline(
-        self, state: HarvestState, out: MemoryObjectSendStream[Document | None]
+        self, state: HarvestState, out: MemoryObjectSendStream[HarvestedDocument | None]
     ) -> None:
         n = self.concurrency
         guard = self.guard
@@ -209,7 +230,7 @@ class _Run:
         # Unbounded in type only: ``backlog`` and ``slots`` bound what they hold.
         to_fetch, fetches = anyio.create_memory_object_stream[str](math.inf)
         fetched, fetch_outcomes = anyio.create_memory_object_stream[_FetchOutcome](0)
-        ready, deliveries = anyio.create_memory_object_stream[Document](math.inf)
+        ready, deliveries = anyio.create_memory_object_stream[HarvestedDocument](math.inf)
         async with anyio.create_task_group() as tg:
             guard.watch(tg.cancel_scope)
             tg.start_soon(guard(self._claim_queries), state, to_search, backlog)
@@ -317,7 +338,7 @@ class _Run:
         self,
         state: HarvestState,
         outcomes: MemoryObjectReceiveStream[_FetchOutcome],
-        ready: MemoryObjectSendStream[Document],
+        ready: MemoryObjectSendStream[HarvestedDocument],
         slots: anyio.Semaphore,
     ) -> None:
         # Never waits on the consumer: documents go on only once committed.
@@ -327,12 +348,12 @@ class _Run:
                 records: list[FetchOutcome] = [
                     (i, doc, None if exc is None else repr(exc)) for i, doc, exc in batch
                 ]
-                await state.record_fetches(records, self._take_delivered())
+                found = await state.record_fetches(records, self._take_delivered())
                 self.update_rate_limited()
                 for document_id, document, exc in batch:
                     if document is not None:
                         self.stats.fetched += 1
-                        ready.send_nowait(document)
+                        ready.send_nowait(_harvested(document, found.get(document_id, ())))
                         continue
                     slots.release()
                     if exc is not None:
@@ -341,21 +362,24 @@ class _Run:
                         self.stats.not_found += 1
 
     async def _resume_documents(
-        self, state: HarvestState, ready: MemoryObjectSendStream[Document], slots: anyio.Semaphore
+        self,
+        state: HarvestState,
+        ready: MemoryObjectSendStream[HarvestedDocument],
+        slots: anyio.Semaphore,
     ) -> None:
         async with ready:
             after = 0
             while page := await state.undelivered(after):
-                for _, document in page:
+                for _, document, queries in page:
                     await slots.acquire()
                     self.stats.resumed += 1
-                    ready.send_nowait(document)
+                    ready.send_nowait(_harvested(document, queries))
                 after = page[-1][0]
 
     async def _deliver(
         self,
-        documents: MemoryObjectReceiveStream[Document],
-        out: MemoryObjectSendStream[Document | None],
+        documents: MemoryObjectReceiveStream[HarvestedDocument],
+        out: MemoryObjectSendStream[HarvestedDocument | None],
         slots: anyio.Semaphore,
     ) -> None:
         async with documents:
@@ -364,27 +388,38 @@ class _Run:
                 slots.release()
 
 
-class Harvest(BackgroundIterator[Document | None]):
+class Harvest(BackgroundIterator[HarvestedDocument | None]):
     """Every document the queries find, fetched once and yielded once, as they arrive.
 
-    An async iterator of :class:`Document` and an async context manager; :meth:`aclose`
-    (or leaving ``async with``) stops all work at once. :attr:`stats` and :attr:`failures`
+    An async iterator of :class:`HarvestedDocument` (a :class:`Document` that also names
+    the ``queries`` that found it) and an async context manager; :meth:`aclose` (or
+    leaving ``async with``) stops all work at once. :attr:`stats` and :attr:`failures`
     are live.
 
     With a ``state`` file the harvest is resumable. A harvest started again with the same
     state sends no request whose answer it recorded: searched queries are not searched
     again (the ids they found are still fetched if they were not), fetched or missing
     documents are not fetched again, and failed searches and fetches *are* tried again.
-    A resumed harvest yields only the documents not delivered before. A document counts
-    as delivered once the consumer asks for the next one (or when
-    :meth:`acknowledge`\\ d, with ``acknowledge="manual"``); its answer is kept in the
-    state until then, so after an interruption the last few documents handed over may be
-    yielded once more, from the state, without a request. A consumer that must write each
-    document exactly once acknowledges what it has made durable: :class:`JsonlWriter` does.
 
-    Use ``async with`` (or call :meth:`aclose`) when you may leave the loop early: a bare
-    ``async for`` left by ``break`` stops the work only when the harvest object is
-    garbage collected.
+    **Every document is yielded once, across runs, once it is delivered.** A resumed
+    harvest yields exactly the documents found and not *delivered* before (those already
+    fetched come from the state, without a request), each once. What counts as delivered:
+
+    - ``acknowledge="auto"`` (the default): a document handed to the consumer is delivered
+      when the consumer asks for the next one, or closes the harvest in order: leaving
+      ``async with`` normally (``break`` and ``return`` included) or calling
+      :meth:`aclose`. Leaving ``async with`` by an exception (a cancellation, Ctrl-C)
+      leaves the document in hand undelivered: a resumed harvest yields it again.
+    - ``acknowledge="manual"``: only the ids given to :meth:`acknowledge` are delivered;
+      a consumer that must keep each document exactly once acknowledges what it has made
+      durable (:class:`JsonlWriter`'s ``on_durable`` does).
+
+    Deliveries are committed with the state's next transaction and at the latest when the
+    harvest closes; a process killed outright (``kill -9``, a power cut) may therefore
+    yield again, on resume, the few documents delivered since the last transaction. A
+    bare ``async for`` left by ``break`` stops the work (and commits) only when the
+    harvest object is garbage collected, without delivering the document in hand: use
+    ``async with`` or :meth:`aclose` when you may leave early.
     """
 
     def __init__(self, run: _Run, acknowledge: Acknowledge) -> None:
@@ -411,10 +446,13 @@ class Harvest(BackgroundIterator[Document | None]):
         """
         self._run.delivered.extend(document_ids)
 
-    async def __anext__(self) -> Document:
+    def _deliver_last(self) -> None:
         if self._auto and self._last is not None:
             self._run.delivered.append(self._last)
-            self._last = None
+        self._last = None
+
+    async def __anext__(self) -> HarvestedDocument:
+        self._deliver_last()
         document = await super().__anext__()
         while document is None:  # the end; the next receive waits for the state to close
             document = await super().__anext__()
@@ -422,8 +460,22 @@ class Harvest(BackgroundIterator[Document | None]):
         self._last = document.id
         return document
 
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self._last = None  # the consumer failed holding it: not delivered
+        await self.aclose()
+
     async def aclose(self) -> None:
-        """Stop all work now, record what was acknowledged, close the state. Idempotent."""
+        """Stop all work now, record what was delivered, close the state. Idempotent.
+
+        With ``acknowledge="auto"`` the document last handed over counts as delivered.
+        """
+        self._deliver_last()
         await super().aclose()
         if self._run.delivered and self._run.path is not None:
             with anyio.CancelScope(shield=True):
@@ -453,8 +505,11 @@ def harvest(
     recorded in :attr:`Harvest.failures` and counted in ``stats.failed``; with
     ``on_error="raise"`` the first of them stops the harvest and is raised.
     ``concurrency`` is the searches, and separately the fetches, in flight at once.
-    ``acknowledge="manual"``: documents count as delivered only through
-    :meth:`Harvest.acknowledge`.
+    ``acknowledge`` says when a document counts as delivered, so that a resumed harvest
+    does not yield it again (see :class:`Harvest`): ``"auto"`` once the consumer asks for
+    the next one or closes the harvest in order, ``"manual"`` only through
+    :meth:`Harvest.acknowledge`. Each document yielded is a :class:`HarvestedDocument`
+    naming the queries that found it.
     """
     check_source("queries", queries)
     if on_error not in ("record", "raise"):

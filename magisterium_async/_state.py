@@ -6,7 +6,7 @@ a worker thread, one at a time, each as one transaction that cancellation does n
 short; the database is in WAL mode with ``synchronous=NORMAL``, so a committed
 transaction survives the process being killed (not necessarily a power cut).
 
-Queries (``queries``):
+Queries (``queries``, ``id`` in the order they were first taken):
 
 - ``pending``: taken by a run, answer not recorded yet (searched again by a later run);
 - ``searched``: answered; ``ids`` holds the JSON list of the ids it returned;
@@ -19,6 +19,13 @@ Documents (``documents``, ``seq`` in discovery order):
 - ``delivered``: fetched and handed over (``body`` dropped);
 - ``not_found``: the service answered "Document not found.";
 - ``failed``: failed after retries (fetched again by a later run).
+
+``fetched_run`` is the run that fetched a document: only documents fetched by an *earlier*
+run are handed over again from the state. ``found`` holds one row per (document, query)
+that found it: the provenance of every document, kept across runs.
+
+Version 1 (no ``found``, no ``fetched_run``, no query ids) is migrated in place on opening:
+its provenance is rebuilt from the ids each searched query recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,26 +52,53 @@ __all__ = [
     "SCHEMA_VERSION",
     "FetchOutcome",
     "HarvestState",
+    "Held",
     "QueryClaim",
     "StateSummary",
 ]
 
-SCHEMA_VERSION = 1
-SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+SCHEMA_VERSION = 2
+_QUERIES = (
     "CREATE TABLE queries ("
-    " query TEXT PRIMARY KEY,"
+    " id INTEGER PRIMARY KEY,"
+    " query TEXT NOT NULL UNIQUE,"
     " status TEXT NOT NULL CHECK (status IN ('pending', 'searched', 'failed')),"
     " run INTEGER NOT NULL,"
     " ids TEXT,"
-    " error TEXT)",
+    " error TEXT)"
+)
+_FOUND = (
+    "CREATE TABLE found ("
+    " document INTEGER NOT NULL,"
+    " query INTEGER NOT NULL,"
+    " PRIMARY KEY (document, query)) WITHOUT ROWID"
+)
+SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    _QUERIES,
     "CREATE TABLE documents ("
     " seq INTEGER PRIMARY KEY,"
     " id TEXT NOT NULL UNIQUE,"
     " status TEXT NOT NULL"
     "  CHECK (status IN ('pending', 'fetched', 'delivered', 'not_found', 'failed')),"
     " body BLOB,"
-    " error TEXT)",
+    " error TEXT,"
+    " fetched_run INTEGER)",
+    _FOUND,
+)
+# Version 1 to 2. Query ids must be an INTEGER PRIMARY KEY (VACUUM may renumber a plain
+# rowid), so the queries table is rebuilt, in its rowid order.
+_MIGRATE_1 = (
+    "ALTER TABLE queries RENAME TO queries_v1",
+    _QUERIES,
+    "INSERT INTO queries (query, status, run, ids, error)"
+    " SELECT query, status, run, ids, error FROM queries_v1 ORDER BY rowid",
+    "DROP TABLE queries_v1",
+    "ALTER TABLE documents ADD COLUMN fetched_run INTEGER",
+    _FOUND,
+    "INSERT OR IGNORE INTO found (document, query)"
+    " SELECT d.seq, q.id FROM queries AS q, json_each(q.ids) AS j"
+    " JOIN documents AS d ON d.id = j.value WHERE q.ids IS NOT NULL",
 )
 
 QueryClaim = Literal["search", "recorded", "duplicate"]
@@ -71,6 +106,9 @@ QueryClaim = Literal["search", "recorded", "duplicate"]
 
 FetchOutcome = tuple[str, Document | None, str | None]
 """``(id, document, error)``: a document, ``None`` for not found, or the error's text."""
+
+Held = tuple[int, Document, tuple[str, ...]]
+"""``(seq, document, queries)``: a document an earlier run fetched and did not deliver."""
 
 T = TypeVar("T")
 
@@ -121,8 +159,8 @@ class _Store:
 
     def _migrate(self, path: str) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            for statement in SCHEMA:
+        if version in (0, 1):
+            for statement in SCHEMA if version == 0 else _MIGRATE_1:
                 self.db.execute(statement)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         elif version != SCHEMA_VERSION:
@@ -175,10 +213,11 @@ class _Store:
                         (error, query),
                     )
                     continue
-                self.db.execute(
-                    "UPDATE queries SET status = 'searched', ids = ?, error = NULL WHERE query = ?",
+                (query_id,) = self.db.execute(
+                    "UPDATE queries SET status = 'searched', ids = ?, error = NULL"
+                    " WHERE query = ? RETURNING id",
                     (json.dumps(ids), query),
-                )
+                ).fetchone()
                 for document_id in ids:
                     cursor = self.db.execute(
                         "INSERT OR IGNORE INTO documents (id, status) VALUES (?, 'pending')",
@@ -186,9 +225,21 @@ class _Store:
                     )
                     if cursor.rowcount == 1:
                         new.append(document_id)
+                        seq = cursor.lastrowid
+                    else:
+                        (seq,) = self.db.execute(
+                            "SELECT seq FROM documents WHERE id = ?", (document_id,)
+                        ).fetchone()
+                    self.db.execute(
+                        "INSERT OR IGNORE INTO found (document, query) VALUES (?, ?)",
+                        (seq, query_id),
+                    )
         return new
 
-    def record_fetches(self, outcomes: Sequence[FetchOutcome], delivered: Sequence[str]) -> None:
+    def record_fetches(
+        self, outcomes: Sequence[FetchOutcome], delivered: Sequence[str]
+    ) -> dict[str, tuple[str, ...]]:
+        found: dict[str, tuple[str, ...]] = {}
         with _transaction(self.db):
             for document_id, document, error in outcomes:
                 if error is not None:
@@ -203,23 +254,38 @@ class _Store:
                 else:
                     body = _ENCODER.encode(document) if self.keep_bodies else None
                     self.db.execute(
-                        "UPDATE documents SET status = 'fetched', body = ?, error = NULL"
-                        " WHERE id = ?",
-                        (body, document_id),
+                        "UPDATE documents SET status = 'fetched', body = ?, error = NULL,"
+                        " fetched_run = ? WHERE id = ?",
+                        (body, self.run, document_id),
                     )
+                    found[document_id] = self.found_by(document_id)
             self.db.executemany(
                 "UPDATE documents SET status = 'delivered', body = NULL"
                 " WHERE id = ? AND status = 'fetched'",
                 [(document_id,) for document_id in delivered],
             )
+        return found
 
-    def undelivered(self, after: int, limit: int) -> list[tuple[int, Document]]:
+    def found_by(self, document_id: str) -> tuple[str, ...]:
         rows = self.db.execute(
-            "SELECT seq, body FROM documents WHERE status = 'fetched' AND body IS NOT NULL"
-            " AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-            (after, self.snapshot, limit),
+            "SELECT q.query FROM documents AS d JOIN found AS f ON f.document = d.seq"
+            " JOIN queries AS q ON q.id = f.query WHERE d.id = ? ORDER BY f.query",
+            (document_id,),
+        )
+        return tuple(query for (query,) in rows)
+
+    def undelivered(self, after: int, limit: int) -> list[Held]:
+        # Fetched by an earlier run only: what this run fetches it hands over itself.
+        rows = self.db.execute(
+            "SELECT seq, id, body FROM documents WHERE status = 'fetched' AND body IS NOT NULL"
+            " AND (fetched_run IS NULL OR fetched_run < ?) AND seq > ? AND seq <= ?"
+            " ORDER BY seq LIMIT ?",
+            (self.run, after, self.snapshot, limit),
         ).fetchall()
-        return [(seq, _DOCUMENT.decode(body)) for seq, body in rows]
+        return [
+            (seq, _DOCUMENT.decode(body), self.found_by(document_id))
+            for seq, document_id, body in rows
+        ]
 
     def unfetched(self, after: int, limit: int) -> list[tuple[int, str]]:
         rows = self.db.execute(
@@ -268,8 +334,31 @@ class HarvestState:
     ) -> HarvestState:
         """Open (creating if needed) the state at ``path`` and start a new run (unless not)."""
         where = "" if path is None else os.fspath(path)
-        with _state_errors(where):
-            store = await anyio.to_thread.run_sync(_Store, where, path is not None, new_run)
+        # A caller cancelled while the thread opens the database abandons the thread (a
+        # task's own cancellation passes through anyio's shields): whichever of the two
+        # comes second closes the connection, so it never outlives the call.
+        lock = threading.Lock()
+        opened: list[_Store] = []
+        abandoned = False
+
+        def build() -> _Store:
+            store = _Store(where, path is not None, new_run)
+            with lock:
+                if abandoned:
+                    store.close()
+                else:
+                    opened.append(store)
+            return store
+
+        try:
+            with _state_errors(where):
+                store = await anyio.to_thread.run_sync(build)
+        except BaseException:
+            with lock:
+                abandoned = True
+                for store in opened:
+                    store.close()
+            raise
         return cls(store)
 
     @property
@@ -299,13 +388,23 @@ class HarvestState:
 
     async def record_fetches(
         self, outcomes: Sequence[FetchOutcome], delivered: Sequence[str] = ()
-    ) -> None:
-        """Record fetch answers and mark ``delivered`` documents as handed over."""
-        await self._call(partial(self._store.record_fetches, outcomes, delivered))
+    ) -> dict[str, tuple[str, ...]]:
+        """Record fetch answers and mark ``delivered`` documents as handed over.
 
-    async def undelivered(self, after: int = 0, limit: int = 32) -> list[tuple[int, Document]]:
-        """Documents fetched by an earlier run but never delivered, by ``seq`` after ``after``."""
+        Returns, for each document fetched, the queries that have found it (see
+        :meth:`found_by`).
+        """
+        return await self._call(partial(self._store.record_fetches, outcomes, delivered))
+
+    async def undelivered(self, after: int = 0, limit: int = 32) -> list[Held]:
+        """Documents fetched by an earlier run but never delivered, by ``seq`` after ``after``,
+        each with the queries that have found it."""
         return await self._call(partial(self._store.undelivered, after, limit))
+
+    async def found_by(self, document_id: str) -> tuple[str, ...]:
+        """The queries whose recorded answers hold ``document_id``, in the order they were
+        first taken (over every run); ``()`` for an id no search returned."""
+        return await self._call(partial(self._store.found_by, document_id))
 
     async def unfetched(self, after: int = 0, limit: int = 256) -> list[tuple[int, str]]:
         """Ids found by an earlier run and not fetched (or failed), by ``seq`` after ``after``."""

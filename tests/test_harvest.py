@@ -27,8 +27,9 @@ from magisterium_async import (
     TaskFailedError,
 )
 from magisterium_async._batch import search_many
-from magisterium_async._harvest import Harvest, harvest
+from magisterium_async._harvest import Harvest, HarvestedDocument, harvest
 from magisterium_async._jsonl import JsonlWriter
+from magisterium_async._state import HarvestState
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -176,28 +177,170 @@ async def test_exactly_once_under_faults_then_resume_retries_failures(tmp_path: 
         assert not stray_tasks()
 
 
-async def test_resume_after_break_sends_no_recorded_request(
+def held(state: Path) -> set[str]:
+    """Ids the state holds fetched and not delivered."""
+    db = sqlite3.connect(state)
+    try:
+        return {i for (i,) in db.execute("SELECT id FROM documents WHERE status = 'fetched'")}
+    finally:
+        db.close()
+
+
+async def test_resumed_harvest_yields_every_document_once(
     emulator: Emulator, client: AsyncMagisterium, tmp_path: Path
 ) -> None:
+    # The reported scenario: 30 queries, leave after 5 documents, harvest again.
+    expected = await expected_ids(client, QUERIES)
+    start = len(emulator.arrivals)
     state = tmp_path / "state.db"
-    first = await collect(client.harvest(QUERIES, state=state, concurrency=4), limit=10)
+    first = await collect(client.harvest(QUERIES, state=state), limit=5)
     assert not stray_tasks()
     searched, fetched = recorded(state)
+    kept = held(state)
+    assert kept  # fetched ahead of the consumer and not delivered: the case that repeated
     since = len(emulator.arrivals)
 
-    h = client.harvest(QUERIES, state=state, concurrency=4)
+    h = client.harvest(QUERIES, state=state)
     rest = await collect(h)
-    assert not set(requests(emulator, "document_search", since)) & searched
-    assert not set(requests(emulator, "document_fetch", since)) & fetched
-    # The last document handed over before the break was never acknowledged: it comes
-    # again, from the state.
-    assert set(first) & set(rest) == {first[-1]}
-    assert h.stats.resumed >= 1
-    assert set(first) | set(rest) == await expected_ids(client, QUERIES)
+    # At the consumer: each document once in the second run, none of the first run again,
+    # and together exactly what the queries find.
+    assert len(rest) == len(set(rest))
+    assert not set(first) & set(rest)
+    assert sorted(first + rest) == sorted(expected)
+    assert (h.stats.yielded, h.stats.resumed) == (len(rest), len(kept))
+    assert h.stats.fetched + h.stats.resumed == h.stats.yielded
+    # At the emulator: what the first run recorded is never asked again; the documents it
+    # held come from the state; every other fetch of the second run is one document.
+    searches = requests(emulator, "document_search", since)
+    fetches = requests(emulator, "document_fetch", since)
+    assert not set(searches) & searched and not set(fetches) & fetched
+    assert set(fetches.values()) == {1} and set(fetches) == set(rest) - kept
+    assert set(requests(emulator, "document_search", start)) == set(QUERIES)
 
     since = len(emulator.arrivals)
     assert await collect(client.harvest(QUERIES, state=state)) == []
     assert len(emulator.arrivals) == since  # nothing left to ask
+
+
+async def test_leaving_by_an_exception_keeps_the_document_in_hand(
+    client: AsyncMagisterium, tmp_path: Path
+) -> None:
+    state = tmp_path / "state.db"
+    got: list[str] = []
+    with pytest.raises(RuntimeError, match="consumer broke"):
+        async with client.harvest(QUERIES[:5], state=state) as h:
+            async for document in h:
+                got.append(document.id)
+                if len(got) == 3:
+                    raise RuntimeError("consumer broke")
+    rest = await collect(client.harvest(QUERIES[:5], state=state))
+    # The first two were delivered (the consumer asked for more); the third was in hand.
+    assert set(got) & set(rest) == {got[-1]} and len(rest) == len(set(rest))
+    assert sorted(set(got) | set(rest)) == sorted(await expected_ids(client, QUERIES[:5]))
+
+
+async def test_aclose_delivers_the_document_in_hand(
+    client: AsyncMagisterium, tmp_path: Path
+) -> None:
+    state = tmp_path / "state.db"
+    h = client.harvest(QUERIES[:5], state=state)
+    first = await anext(h)
+    await h.aclose()
+    rest = await collect(client.harvest(QUERIES[:5], state=state))
+    assert first.id not in rest and len(rest) == len(set(rest))
+    assert sorted([first.id, *rest]) == sorted(await expected_ids(client, QUERIES[:5]))
+
+
+async def test_cancelled_while_the_state_opens_closes_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from magisterium_async import _state
+
+    entered, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    class SlowStore(_state._Store):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            entered.set()
+            release.wait()
+
+        def close(self) -> None:
+            super().close()
+            closed.set()
+
+    monkeypatch.setattr(_state, "_Store", SlowStore)
+    h = harvest(FakeClient(), ["a"], state=tmp_path / "s.db")
+    consumer = asyncio.create_task(anext(h))
+    await anyio.to_thread.run_sync(entered.wait)
+    # The harvest stops while its state is still opening in the worker thread.
+    consumer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    await h.aclose()
+    assert not closed.is_set() and not stray_tasks()
+    release.set()  # the open finishes after the harvest is gone: the connection is closed
+    await anyio.to_thread.run_sync(closed.wait)
+
+
+async def test_every_document_names_the_queries_that_found_it(
+    client: AsyncMagisterium, tmp_path: Path
+) -> None:
+    finders: dict[str, list[str]] = {}
+    async for item in search_many(client, QUERIES, ordered=True):
+        for result in item.result or []:
+            finders.setdefault(result.id, []).append(item.input)
+    state = tmp_path / "state.db"
+    # Sequentially with one search in flight, a query is answered before the documents
+    # it finds are fetched: each document names at least its first finder, only real
+    # finders, in input order.
+    order = {q: i for i, q in enumerate(QUERIES)}
+    async with client.harvest(QUERIES, state=state, concurrency=1) as h:
+        async for document in h:
+            assert isinstance(document, HarvestedDocument) and isinstance(document, Document)
+            assert document.queries and set(document.queries) <= set(finders[document.id])
+            assert document.queries[0] == finders[document.id][0]
+            assert list(document.queries) == sorted(document.queries, key=order.__getitem__)
+    # The state holds every finder, over the whole harvest.
+    opened = await HarvestState.open(state, new_run=False)
+    try:
+        for document_id, queries in finders.items():
+            assert list(await opened.found_by(document_id)) == queries
+        assert await opened.found_by("no such id") == ()
+    finally:
+        await opened.aclose()
+
+
+async def test_provenance_survives_resume(client: AsyncMagisterium, tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    await collect(client.harvest(QUERIES, state=state, acknowledge="manual"), limit=5)
+    kept = held(state)
+    assert kept
+    h = client.harvest(QUERIES, state=state)
+    resumed = {}
+    async with h:
+        async for document in h:
+            if document.id in kept:
+                resumed[document.id] = document.queries
+    assert resumed.keys() == kept
+    opened = await HarvestState.open(state, new_run=False)
+    try:
+        for document_id, queries in resumed.items():
+            # Found in the first run, yielded in the second: named all the same.
+            assert queries and set(queries) <= set(await opened.found_by(document_id))
+    finally:
+        await opened.aclose()
+
+
+async def test_jsonl_records_carry_the_queries(client: AsyncMagisterium, tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    async with client.harvest(QUERIES[:3], concurrency=1) as h, JsonlWriter(path) as out:
+        async for document in h:
+            await out.write(document)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert lines and all(set(QUERIES[:3]) >= set(line["queries"]) for line in lines)
+    assert {"id", "title", "author", "ref", "text", "extra", "queries"} == set(lines[0])
 
 
 async def test_manual_acknowledgement_keeps_documents_until_acknowledged(
@@ -439,11 +582,13 @@ async def test_resume_after_kill_9(emulator: Emulator, tmp_path: Path) -> None:
     # 2 x 4 delivery slots until recorded).
     assert not searches_again & searched and not fetches_again & fetched
     assert len(searches_again & searches) <= 3 * 4 and len(fetches_again & fetches) <= 2 * 4
-    ids = [
-        json.loads(line)["id"]
+    records = [
+        json.loads(line)
         for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     ]
+    ids = [record["id"] for record in records]
     assert len(ids) == len(set(ids))  # every document in the file exactly once
+    assert all(record["queries"] for record in records)  # each names what found it
     assert set(ids) == set(requests(emulator, "document_fetch"))
     assert set(requests(emulator, "document_search")) == {
         f"grace nature word{i}" for i in range(40)

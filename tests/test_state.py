@@ -74,7 +74,7 @@ async def test_fetch_records_and_resume_pages(tmp_path: Path) -> None:
     await state.aclose()
 
     state = await HarvestState.open(path)
-    assert [(d.id, d.text) for _, d in await state.undelivered()] == [("1", "body")]
+    assert [(d.id, d.text, q) for _, d, q in await state.undelivered()] == [("1", "body", ("q",))]
     assert [i for _, i in await state.unfetched()] == ["3", "4", "5"]
     first = await state.unfetched(limit=2)
     assert [i for _, i in await state.unfetched(after=first[-1][0])] == ["5"]
@@ -108,3 +108,79 @@ async def test_a_file_that_is_not_a_state_is_a_state_error(tmp_path: Path, conte
         state = await HarvestState.open(path)
         await state.aclose()
     assert info.value.path == str(path)
+
+
+async def test_what_this_run_fetches_is_never_offered_again(tmp_path: Path) -> None:
+    # The resumed run fetches an id the first run left pending; paging through the
+    # undelivered documents afterwards must not hand it over a second time.
+    path = tmp_path / "state.db"
+    state = await HarvestState.open(path)
+    await state.claim_query("q")
+    await state.record_searches([("q", ["1", "2"], None)])
+    await state.record_fetches([("1", doc("1"), None)])
+    await state.aclose()
+
+    state = await HarvestState.open(path)
+    assert [i for _, i in await state.unfetched()] == ["2"]
+    await state.record_fetches([("2", doc("2"), None)])
+    assert [d.id for _, d, _ in await state.undelivered()] == ["1"]
+    await state.aclose()
+
+
+async def test_provenance_over_runs(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    state = await HarvestState.open(path)
+    for query in ("b", "a"):
+        await state.claim_query(query)
+    await state.record_searches([("a", ["1", "2"], None), ("b", ["2"], None)])
+    found = await state.record_fetches([("2", doc("2"), None), ("1", None, None)])
+    assert found == {"2": ("b", "a")}  # by when each query was first taken, not answered
+    await state.aclose()
+
+    state = await HarvestState.open(path)
+    await state.claim_query("c")
+    await state.record_searches([("c", ["2", "3"], None)])
+    assert await state.found_by("2") == ("b", "a", "c")
+    assert await state.found_by("3") == ("c",) and await state.found_by("4") == ()
+    [(_, held, queries)] = await state.undelivered()
+    assert (held.id, queries) == ("2", ("b", "a", "c"))
+    await state.aclose()
+
+
+V1_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE queries (query TEXT PRIMARY KEY, status TEXT NOT NULL, run INTEGER NOT NULL,"
+    " ids TEXT, error TEXT)",
+    "CREATE TABLE documents (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+    " status TEXT NOT NULL, body BLOB, error TEXT)",
+)
+
+
+async def test_a_version_1_state_is_migrated_with_its_provenance(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    for statement in V1_SCHEMA:
+        db.execute(statement)
+    body = b'{"id":"1","title":"T","author":"A","ref":"R","text":"body"}'
+    db.executescript(
+        "INSERT INTO meta VALUES ('runs', '1');"
+        "INSERT INTO queries VALUES ('b', 'searched', 1, '[\"1\", \"2\"]', NULL);"
+        "INSERT INTO queries VALUES ('a', 'searched', 1, '[\"2\"]', NULL);"
+        "INSERT INTO queries VALUES ('c', 'pending', 1, NULL, NULL);"
+        "INSERT INTO documents (id, status) VALUES ('2', 'pending');"
+        "PRAGMA user_version = 1;"
+    )
+    db.execute("INSERT INTO documents (id, status, body) VALUES ('1', 'fetched', ?)", (body,))
+    db.commit()
+    db.close()
+
+    state = await HarvestState.open(path)
+    assert state.run == 2
+    assert await state.found_by("2") == ("b", "a") and await state.found_by("1") == ("b",)
+    assert [(d.id, q) for _, d, q in await state.undelivered()] == [("1", ("b",))]
+    assert [i for _, i in await state.unfetched()] == ["2"]
+    assert await state.claim_query("b") == "recorded" and await state.claim_query("c") == "search"
+    await state.aclose()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    db.close()
