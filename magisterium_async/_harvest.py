@@ -178,6 +178,8 @@ class _Run:
         self.stats = HarvestStats()
         self.failures: list[HarvestFailure] = []
         self.delivered: list[str] = []
+        self._delivery: anyio.Event | None = None
+        self._delivering = True
         self.guard = Guard()
         self._rate_limited_before = 0
 
@@ -213,6 +215,12 @@ class _Run:
             self.stats.finished = time.monotonic()
         self.guard.check()
 
+    def deliver(self, document_ids: Iterable[str]) -> None:
+        """Note documents as delivered; committed promptly by :meth:`_commit_deliveries`."""
+        self.delivered.extend(document_ids)
+        if self._delivery is not None:
+            self._delivery.set()
+
     def _take_delivered(self) -> list[str]:
         delivered, self.delivered = self.delivered, []
         return delivered
@@ -244,6 +252,7 @@ class _Run:
             tg.start_soon(guard(self._record_fetches), state, fetch_outcomes, ready.clone(), slots)
             tg.start_soon(guard(self._resume_documents), state, ready, slots)
             tg.start_soon(guard(self._deliver), deliveries, out, slots)
+            tg.start_soon(guard(self._commit_deliveries), state)
             for stream in (searches, searched, fetches, fetched):
                 stream.close()
 
@@ -382,10 +391,25 @@ class _Run:
         out: MemoryObjectSendStream[HarvestedDocument | None],
         slots: anyio.Semaphore,
     ) -> None:
-        async with documents:
-            async for document in documents:
-                await out.send(document)
-                slots.release()
+        try:
+            async with documents:
+                async for document in documents:
+                    await out.send(document)
+                    slots.release()
+        finally:
+            self._delivering = False
+            if self._delivery is not None:
+                self._delivery.set()
+
+    async def _commit_deliveries(self, state: HarvestState) -> None:
+        # A delivery waits for one transaction, not for the next fetch: while the pipeline
+        # stalls (a quota window) a kill must not lose what the consumer already has.
+        while self._delivering:
+            self._delivery = anyio.Event()
+            if self.delivered:
+                await state.record_fetches((), self._take_delivered())
+            if self._delivering and not self.delivered:
+                await self._delivery.wait()
 
 
 class Harvest(BackgroundIterator[HarvestedDocument | None]):
@@ -414,9 +438,9 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
       a consumer that must keep each document exactly once acknowledges what it has made
       durable (:class:`JsonlWriter`'s ``on_durable`` does).
 
-    Deliveries are committed with the state's next transaction and at the latest when the
-    harvest closes; a process killed outright (``kill -9``, a power cut) may therefore
-    yield again, on resume, the few documents delivered since the last transaction. A
+    Each delivery is committed to the state at once, in a transaction of its own (or the
+    next one under way); a process killed outright (``kill -9``) in that moment may yield
+    those documents again on resume, and nothing else. A
     bare ``async for`` left by ``break`` stops the work (and commits) only when the
     harvest object is garbage collected, without delivering the document in hand: use
     ``async with`` or :meth:`aclose` when you may leave early.
@@ -441,14 +465,14 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
     def acknowledge(self, document_ids: Iterable[str]) -> None:
         """Mark documents as delivered: a resumed harvest will not yield them again.
 
-        Recorded with the state's next transaction, and at the latest by :meth:`aclose`.
-        Needed only with ``acknowledge="manual"``.
+        Committed to the state at once (in a transaction of its own, off the event loop),
+        and at the latest by :meth:`aclose`. Needed only with ``acknowledge="manual"``.
         """
-        self._run.delivered.extend(document_ids)
+        self._run.deliver(document_ids)
 
     def _deliver_last(self) -> None:
         if self._auto and self._last is not None:
-            self._run.delivered.append(self._last)
+            self._run.deliver((self._last,))
         self._last = None
 
     async def __anext__(self) -> HarvestedDocument:

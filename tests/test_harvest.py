@@ -284,6 +284,35 @@ async def test_cancelled_while_the_state_opens_closes_the_database(
     await anyio.to_thread.run_sync(closed.wait)
 
 
+async def test_acknowledged_documents_are_committed_while_the_pipeline_stalls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "s.db"
+    committed = asyncio.Event()
+    record = HarvestState.record_fetches
+
+    async def watched(self: HarvestState, outcomes: Any, delivered: Any = ()) -> Any:
+        found = await record(self, outcomes, delivered)
+        if "a/1" in delivered:
+            committed.set()
+        return found
+
+    monkeypatch.setattr(HarvestState, "record_fetches", watched)
+    # The third fetch never answers: no later transaction carries the acknowledgement.
+    h = harvest(FakeClient(hang="a/2"), ["a"], state=state, acknowledge="manual")
+    async with h:
+        got = [(await anext(h)).id, (await anext(h)).id]
+        h.acknowledge(got)
+        with anyio.fail_after(30):  # a failure, never a wait that passes
+            await committed.wait()
+        db = sqlite3.connect(state)
+        try:
+            delivered = db.execute("SELECT id FROM documents WHERE status = 'delivered'")
+            assert sorted(i for (i,) in delivered) == sorted(got) == ["a/0", "a/1"]
+        finally:
+            db.close()
+
+
 async def test_every_document_names_the_queries_that_found_it(
     client: AsyncMagisterium, tmp_path: Path
 ) -> None:
