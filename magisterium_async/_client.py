@@ -37,6 +37,7 @@ from ._errors import (
     ClientClosedError,
     MagisteriumError,
     MalformedResponseError,
+    SkillNotFoundError,
     UnexpectedStatusError,
     error_from_jsonrpc,
 )
@@ -58,6 +59,7 @@ from ._retry import call_with_retries
 from ._scheduler import PoolEvent, Scheduler, SchedulerStats
 from ._skills import (
     ASK,
+    DEFAULT_SKILL_ID,
     FETCH,
     MASS_READINGS,
     SAINTS,
@@ -298,7 +300,12 @@ class AsyncMagisterium:
             context_id=context_id,
             metadata={"skillId": skill_id} if skill_id is not None else None,
         )
-        return await self._call("message/send", _SendParams(message), pool)
+        try:
+            return await self._call("message/send", _SendParams(message), pool)
+        except SkillNotFoundError as exc:
+            if exc.skill_id is None:  # the service's data did not name it: we know it
+                exc.skill_id = skill_id or DEFAULT_SKILL_ID
+            raise
 
     async def _call(self, method: str, params: Any, pool: PoolName | None) -> Task:
         timeout = self.timeouts.for_pool(pool)

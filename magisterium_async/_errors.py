@@ -161,13 +161,33 @@ class TaskNotFoundError(JSONRPCError):
 
 
 class SkillNotFoundError(JSONRPCError):
-    """-32002: the service does not know the ``skillId``.
+    """-32002: the service does not know the ``skillId``; ``skill_id`` names it.
 
     Generic A2A servers use -32002 for "task not cancelable" instead; when the error came
     from ``tasks/cancel`` it is raised as :class:`TaskNotCancelableError`, a subclass.
     """
 
     code = -32002
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        data: Any = None,
+        status: int = 200,
+        skill_id: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, data=data, status=status)
+        if skill_id is None and isinstance(data, dict) and isinstance(data.get("skillId"), str):
+            skill_id = data["skillId"]
+        self.skill_id = skill_id
+        """The skill id the request named (``None`` when unknown, as for ``tasks/cancel``)."""
+
+    def __str__(self) -> str:
+        if self.skill_id is None:
+            return super().__str__()
+        return f"{self.message}: {self.skill_id!r} (JSON-RPC error {self.code})"
 
 
 class TaskNotCancelableError(SkillNotFoundError):

@@ -84,3 +84,12 @@ def test_skill_not_found_on_cancel_means_not_cancelable() -> None:
 
 def test_timeout_is_a_connection_error() -> None:
     assert issubclass(m.APITimeoutError, m.APIConnectionError)
+
+
+def test_skill_not_found_names_the_skill() -> None:
+    error = error_from_jsonrpc(-32002, "Skill not found", {"skillId": "pope_lookupp"}, status=404)
+    assert isinstance(error, m.SkillNotFoundError) and error.skill_id == "pope_lookupp"
+    assert str(error) == "Skill not found: 'pope_lookupp' (JSON-RPC error -32002)"
+    bare = error_from_jsonrpc(-32002, "Skill not found", None, status=404)
+    assert isinstance(bare, m.SkillNotFoundError) and bare.skill_id is None
+    assert str(bare) == "Skill not found (JSON-RPC error -32002)"

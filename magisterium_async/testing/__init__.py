@@ -2,9 +2,12 @@
 
 It implements the service's published contract: the JSON-RPC methods
 ``message/send``, ``tasks/get`` and ``tasks/cancel`` at ``/api/v1/a2a``, the five skills
-over a bundled corpus of real Church documents (or a :class:`SyntheticCorpus` of any size),
-bearer-token auth with plans, per-token rate limits, CORS preflight and the agent card,
-an OAuth 2.0 authorization server issuing expiring tokens (``emu.oauth``);
+of the contract over a bundled corpus of real Church documents (or a
+:class:`SyntheticCorpus` of any size) and the five lookup skills the service also lists
+(``saint_lookup``, ``pope_lookup``, ...; their artifacts invented here, as the service
+does not state them), bearer-token auth with plans, per-token rate limits, CORS preflight
+and the agent card, an OAuth 2.0 authorization server issuing expiring tokens
+(``emu.oauth``);
 plus deterministic fault injection and counters for tests to assert on::
 
     async with Emulator(EmulatorConfig(rate_limits=None)) as emu:

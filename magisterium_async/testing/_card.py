@@ -43,6 +43,45 @@ _SKILLS: tuple[dict[str, Any], ...] = (
         "tags": ["saints", "martyrology", "calendar"],
         "examples": ['{"date": "2026-03-19"}', "tomorrow"],
     },
+    # Listed by the service's skills page; the emulator's answers to them are invented.
+    {
+        "id": "saint_lookup",
+        "name": "Saint lookup",
+        "description": "A saint, blessed, venerable or servant of God, by name or canonical id.",
+        "tags": ["saints", "lookup"],
+        "examples": ["Thérèse of Lisieux", "pius-x"],
+    },
+    {
+        "id": "person_lookup",
+        "name": "Person lookup",
+        "description": "A Catholic clergy figure (bishop, cardinal, archbishop, ...) by name "
+        "or canonical id.",
+        "tags": ["clergy", "lookup"],
+        "examples": ["Basil Hume"],
+    },
+    {
+        "id": "pope_lookup",
+        "name": "Pope lookup",
+        "description": "A pope by name or canonical id.",
+        "tags": ["popes", "lookup"],
+        "examples": ["Pius X", "leo-xiii"],
+    },
+    {
+        "id": "diocese_lookup",
+        "name": "Diocese lookup",
+        "description": "An ecclesiastical jurisdiction (diocese, archdiocese, eparchy): "
+        "directory metadata, headline statistics, latest financials.",
+        "tags": ["dioceses", "lookup"],
+        "examples": ["Archdiocese of Milan"],
+    },
+    {
+        "id": "diocese_statistics_lookup",
+        "name": "Diocese statistics",
+        "description": "A diocese's full yearly statistics time series: 19 metrics, one row "
+        "per year.",
+        "tags": ["dioceses", "statistics"],
+        "examples": ["westminster"],
+    },
 )
 
 

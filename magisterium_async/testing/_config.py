@@ -201,6 +201,9 @@ class EmulatorConfig:
       token and spends the old one (else the refresh token is kept and refresh answers
       leave it out); ``offer_revocation``: the RFC 7009 endpoint exists and the metadata
       names it.
+    - ``skill_pools``: skill id → ``"default"`` or ``"expensive"``, overriding the pool a
+      skill draws on (the service does not state the pool of its five lookup skills; the
+      emulator puts them in ``"default"``).
     """
 
     tokens: Mapping[str, Plan] = field(default_factory=_default_tokens)
@@ -219,6 +222,7 @@ class EmulatorConfig:
     oauth_plan: Plan = "pro"
     rotate_refresh_tokens: bool = True
     offer_revocation: bool = True
+    skill_pools: Mapping[str, Literal["default", "expensive"]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _positive("qa_latency", self.qa_latency, zero=True)
@@ -245,6 +249,11 @@ class EmulatorConfig:
             if plan not in _PLANS:
                 raise ValueError(f"unknown plan {plan!r}; expected one of {sorted(_PLANS)}")
         object.__setattr__(self, "tokens", tokens)
+        pools = dict(self.skill_pools)
+        for skill, pool in pools.items():
+            if pool not in ("default", "expensive"):
+                raise ValueError(f'skill_pools[{skill!r}] must be "default" or "expensive"')
+        object.__setattr__(self, "skill_pools", pools)
 
     @property
     def default_token(self) -> str:

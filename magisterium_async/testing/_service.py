@@ -201,7 +201,7 @@ class Service:
         if skill is None:
             raise RPCError(SKILL_NOT_FOUND, data={"skillId": request.skill})
         arrival.input = skill_input(skill.id, request.parts)
-        wait = self.limiter.acquire(quota_key, skill.pool)
+        wait = self.limiter.acquire(quota_key, self.config.skill_pools.get(skill.id, skill.pool))
         if wait is not None:
             return self.rate_limited(call.id, wait)
         arrival.admitted = True

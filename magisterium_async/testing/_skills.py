@@ -1,4 +1,11 @@
-"""The five skills: each turns the user's parts into one artifact's parts and a reply.
+"""The ten skills: each turns the user's parts into one artifact's parts and a reply.
+
+The five of the service's contract, and the five more its skills page lists
+(``saint_lookup``, ``person_lookup``, ``pope_lookup``, ``diocese_lookup``,
+``diocese_statistics_lookup``) whose artifacts are **invented** here: the service does not
+state their names or shapes (see :mod:`._directory`). Each answers one artifact with a
+data part (the record) and a text part (a one-line summary), or its "not found" text
+alone, as the contract's skills do.
 
 Any skill fails on purpose when its first text part starts with ``__fail__``: the task
 ends ``failed`` and the reason is the rest of the text (or a default), so a client's
@@ -17,10 +24,22 @@ from typing import Any
 from ._calendar import martyrology, mass_readings
 from ._corpus import Corpus, Document, tokenize
 from ._dates import in_range, parse_when
+from ._directory import (
+    DIOCESES,
+    PERSONS,
+    POPES,
+    SAINTS,
+    STATISTICS_METRICS,
+    Record,
+    diocese_statistics,
+    find,
+    headline,
+)
 from ._wire import DataPart, Part, TextPart
 
 __all__ = [
     "FAIL_PREFIX",
+    "LOOKUP_SKILLS",
     "NOT_FOUND_DOCUMENT",
     "NOT_FOUND_MARTYROLOGY",
     "NOT_FOUND_READINGS",
@@ -224,6 +243,77 @@ async def saints_of_the_day(context: SkillContext, parts: list[Part]) -> SkillRe
     return [TextPart(text)], text
 
 
+def _lookup(
+    skill: str, records: tuple[Record, ...], not_found: str, describe: Callable[[Record], str]
+) -> Callable[[SkillContext, list[Part]], Awaitable[SkillResult]]:
+    async def lookup(context: SkillContext, parts: list[Part]) -> SkillResult:
+        query = _required_text(parts, skill, "a name or canonical id")
+        record = find(records, query)
+        if record is None:
+            return [TextPart(not_found)], not_found
+        summary = describe(record)
+        return [DataPart(record.data()), TextPart(summary)], summary
+
+    lookup.__name__ = lookup.__qualname__ = skill
+    lookup.__doc__ = f"The {skill} record for a name or canonical id (invented shape)."
+    return lookup
+
+
+def _saint_line(record: Record) -> str:
+    feast = record.fields["feast_day"]
+    return f"{record.name} ({record.fields['status']})" + (f", feast {feast}" if feast else "")
+
+
+def _person_line(record: Record) -> str:
+    return f"{record.name}, {record.fields['rank']} ({record.fields['see']})"
+
+
+def _pope_line(record: Record) -> str:
+    end = record.fields["reign_end"]
+    reign = f"{record.fields['reign_start']}-{end if end is not None else ''}"
+    return f"Pope {record.name} ({record.fields['birth_name']}), {reign}"
+
+
+def _diocese_line(record: Record) -> str:
+    return f"{record.name}, {record.fields['rite']} rite, {record.fields['country']}"
+
+
+async def diocese_lookup(context: SkillContext, parts: list[Part]) -> SkillResult:
+    """A diocese's directory entry, latest headline statistics and financials (invented)."""
+    query = _required_text(parts, "diocese_lookup", "a name or canonical id")
+    record = find(DIOCESES, query)
+    if record is None:
+        return [TextPart(NOT_FOUND_DIOCESE)], NOT_FOUND_DIOCESE
+    summary = _diocese_line(record)
+    return [DataPart({**record.data(), **headline(record)}), TextPart(summary)], summary
+
+
+async def diocese_statistics_lookup(context: SkillContext, parts: list[Part]) -> SkillResult:
+    """A diocese's yearly statistics, 19 metrics a row (invented shape, generated figures)."""
+    query = _required_text(parts, "diocese_statistics_lookup", "a name or canonical id")
+    record = find(DIOCESES, query)
+    if record is None:
+        return [TextPart(NOT_FOUND_DIOCESE)], NOT_FOUND_DIOCESE
+    rows = diocese_statistics(record)
+    data = {"id": record.id, "name": record.name, "metrics": list(STATISTICS_METRICS)}
+    summary = f"{record.name}: {len(rows)} years, {rows[0]['year']}-{rows[-1]['year']}"
+    return [DataPart({**data, "rows": rows}), TextPart(summary)], summary
+
+
+NOT_FOUND_SAINT = "No saint found."
+NOT_FOUND_PERSON = "No person found."
+NOT_FOUND_POPE = "No pope found."
+NOT_FOUND_DIOCESE = "No diocese found."
+
+LOOKUP_SKILLS = (
+    "saint_lookup",
+    "person_lookup",
+    "pope_lookup",
+    "diocese_lookup",
+    "diocese_statistics_lookup",
+)
+"""The skills beyond the contract's five; their pool is not stated: the default one."""
+
 SKILLS: dict[str, Skill] = {
     skill.id: skill
     for skill in (
@@ -232,5 +322,31 @@ SKILLS: dict[str, Skill] = {
         Skill("document_fetch", "default", "document", document_fetch),
         Skill("liturgical_readings", "default", "mass_readings", liturgical_readings),
         Skill("saints_of_the_day", "default", "martyrology", saints_of_the_day),
+        # Invented artifact names (not stated by the service).
+        Skill(
+            "saint_lookup",
+            "default",
+            "saint",
+            _lookup("saint_lookup", SAINTS, NOT_FOUND_SAINT, _saint_line),
+        ),
+        Skill(
+            "person_lookup",
+            "default",
+            "person",
+            _lookup("person_lookup", PERSONS, NOT_FOUND_PERSON, _person_line),
+        ),
+        Skill(
+            "pope_lookup",
+            "default",
+            "pope",
+            _lookup("pope_lookup", POPES, NOT_FOUND_POPE, _pope_line),
+        ),
+        Skill("diocese_lookup", "default", "diocese", diocese_lookup),
+        Skill(
+            "diocese_statistics_lookup",
+            "default",
+            "diocese_statistics",
+            diocese_statistics_lookup,
+        ),
     )
 }

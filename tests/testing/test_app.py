@@ -424,6 +424,11 @@ async def test_agent_card(wire: Wire) -> None:
             "document_fetch",
             "liturgical_readings",
             "saints_of_the_day",
+            "saint_lookup",
+            "person_lookup",
+            "pope_lookup",
+            "diocese_lookup",
+            "diocese_statistics_lookup",
         }
         for skill in skills.values():
             assert skill["name"] and skill["description"]

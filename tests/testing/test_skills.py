@@ -202,3 +202,120 @@ async def test_synthetic_corpus_serves_the_document_skills(start_wire: StartWire
     assert parts[1]["data"]["url"] == first["url"]
     qa = (await wire.send("catholic_qa", text("grace"))).artifact_parts()
     assert len(qa[1]["data"]["citations"]) == 3
+
+
+# The five lookup skills: listed by the service, answered with invented artifacts --------
+
+LOOKUPS = [
+    ("saint_lookup", "Thérèse of Lisieux", "saint", "therese-of-lisieux"),
+    ("person_lookup", "Cardinal Basil Hume", "person", "basil-hume"),
+    ("pope_lookup", "Pius X", "pope", "pius-x"),
+    ("diocese_lookup", "Archdiocese of Milan", "diocese", "milan"),
+    ("diocese_statistics_lookup", "Westminster", "diocese_statistics", "westminster"),
+]
+
+
+@pytest.mark.parametrize(("skill", "query", "artifact", "canonical"), LOOKUPS)
+async def test_lookup_skills_answer_by_name_and_by_canonical_id(
+    wire: Wire, skill: str, query: str, artifact: str, canonical: str
+) -> None:
+    by_name = await wire.send(skill, text(query))
+    assert by_name.result["status"]["state"] == "completed"
+    [answer] = by_name.result["artifacts"]
+    assert answer["name"] == artifact
+    record, summary = answer["parts"]
+    assert record["kind"] == "data" and summary["kind"] == "text" and summary["text"]
+    assert record["data"]["id"] == canonical and record["data"]["name"]
+    by_id = await wire.send(skill, text(canonical))
+    assert by_id.artifact_parts() == answer["parts"]  # deterministic, the same record
+    assert wire.emu.stats.count(skill=skill, outcome="ok") == 2
+
+
+@pytest.mark.parametrize(
+    ("skill", "reply"),
+    [
+        ("saint_lookup", "No saint found."),
+        ("person_lookup", "No person found."),
+        ("pope_lookup", "No pope found."),
+        ("diocese_lookup", "No diocese found."),
+        ("diocese_statistics_lookup", "No diocese found."),
+    ],
+)
+async def test_lookup_skills_not_found(wire: Wire, skill: str, reply: str) -> None:
+    answer = await wire.send(skill, text("xylophone quokka"))
+    assert answer.result["status"]["state"] == "completed"
+    assert answer.artifact_parts() == [{"kind": "text", "text": reply}]
+
+
+async def test_lookup_shapes(wire: Wire) -> None:
+    pope = (await wire.send("pope_lookup", text("Pope Leo XIV"))).artifact_parts()[0]["data"]
+    assert pope == {
+        "id": "leo-xiv",
+        "name": "Leo XIV",
+        "birth_name": "Robert Francis Prevost",
+        "reign_start": 2025,
+        "reign_end": None,
+    }
+    diocese = (await wire.send("diocese_lookup", text("rome"))).artifact_parts()[0]["data"]
+    assert diocese["kind"] == "diocese" and diocese["country"] == "Italy"
+    assert set(diocese["statistics"]) == {
+        "year",
+        "population",
+        "catholics",
+        "parishes",
+        "total_priests",
+    }
+    assert diocese["financials"]["currency"] == "EUR"
+    series = (await wire.send("diocese_statistics_lookup", text("rome"))).artifact_parts()
+    table = series[0]["data"]
+    assert len(table["metrics"]) == 19
+    years = [row["year"] for row in table["rows"]]
+    assert years == sorted(years) and len(years) == len(set(years)) > 1
+    assert all(set(row) == {"year", *table["metrics"]} for row in table["rows"])
+    assert table["rows"][-1]["year"] == diocese["statistics"]["year"]
+    assert table["rows"][-1]["catholics"] == diocese["statistics"]["catholics"]
+
+
+async def test_a_lookup_without_text_fails(wire: Wire) -> None:
+    answer = await wire.send("saint_lookup", data({"id": "pius-x"}))
+    assert answer.result["status"]["state"] == "failed"
+    reason = answer.result["status"]["message"]["parts"][0]["text"]
+    assert "saint_lookup" in reason
+
+
+async def test_lookup_skills_draw_on_the_default_pool_unless_configured(
+    start_wire: StartWire,
+) -> None:
+    from magisterium_async.testing import RateLimitConfig
+
+    limits = RateLimitConfig(default=1, expensive=1)
+    wire = await start_wire(rate_limits=limits)
+    assert (await wire.send("pope_lookup", text("Pius X"))).result
+    assert (await wire.send("document_search", text("grace"))).error["code"] == -32003
+    wire = await start_wire(rate_limits=limits, skill_pools={"pope_lookup": "expensive"})
+    assert (await wire.send("pope_lookup", text("Pius X"))).result
+    assert (await wire.send("document_search", text("grace"))).result
+    assert (await wire.send("catholic_qa", text("grace"))).error["code"] == -32003
+
+
+def test_skill_pools_are_checked() -> None:
+    from magisterium_async.testing import EmulatorConfig
+
+    with pytest.raises(ValueError, match="skill_pools"):
+        EmulatorConfig(skill_pools={"pope_lookup": "cheap"})  # type: ignore[dict-item]
+
+
+async def test_the_client_reaches_every_lookup_skill_and_unknown_ones_are_named(
+    wire: Wire,
+) -> None:
+    from magisterium_async import AsyncMagisterium, SkillNotFoundError
+
+    emu = wire.emu
+    async with AsyncMagisterium(token=emu.token, base_url=emu.base_url) as client:
+        task = await client.send_message("Pius X", skill_id="pope_lookup")
+        assert task.status.state == "completed"
+        assert [a.name for a in task.artifacts] == ["pope"]
+        with pytest.raises(SkillNotFoundError) as info:
+            await client.send_message("Pius X", skill_id="pope_lookupp")
+    assert info.value.skill_id == "pope_lookupp"
+    assert "'pope_lookupp'" in str(info.value)
