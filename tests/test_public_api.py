@@ -1,0 +1,223 @@
+"""Guard the surface: ``__all__`` is what is documented, and the core stays the core.
+
+The fixed contract is the project's public-API spec (``public-api.md``); :data:`CONTRACT`
+and :data:`CONTRACT_METHODS` are the names it documents, checked against the spec itself
+wherever it is present (``$MAGISTERIUM_PUBLIC_API``, default /work/shared/spec/). The
+README documents the rest. A name exported but documented in neither must be listed in
+:data:`UNDOCUMENTED` with the reason it is public anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import magisterium_async
+from magisterium_async import AsyncMagisterium
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / "magisterium_async"
+README = ROOT / "README.md"
+SPEC = Path(os.environ.get("MAGISTERIUM_PUBLIC_API", "/work/shared/spec/public-api.md"))
+
+CONTRACT = frozenset(
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "Answer",
+        "Artifact",
+        "AsyncMagisterium",
+        "AuthenticationError",
+        "Citation",
+        "DataPart",
+        "Document",
+        "FilePart",
+        "InternalServerError",
+        "InvalidParamsError",
+        "InvalidRequestError",
+        "MagisteriumError",
+        "Message",
+        "MethodNotFoundError",
+        "ParseError",
+        "PlanRequiredError",
+        "RateLimitError",
+        "RateLimits",
+        "SearchResult",
+        "SkillNotFoundError",
+        "Task",
+        "TaskFailedError",
+        "TaskNotFoundError",
+        "TextPart",
+    }
+)
+"""The classes public-api.md names: importable from the package root, always."""
+
+CONTRACT_METHODS = frozenset(
+    {
+        "aclose",
+        "agent_card",
+        "ask",
+        "cancel_task",
+        "fetch",
+        "fetch_many",
+        "get_task",
+        "harvest",
+        "mass_readings",
+        "saints",
+        "search",
+        "search_many",
+        "send_message",
+    }
+)
+"""The client methods public-api.md names."""
+
+UNDOCUMENTED: dict[str, str] = {
+    "AgentCapabilities": "a field type of AgentCard",
+    "AgentCard": "what client.agent_card() returns (Discovery)",
+    "AgentSkill": "a field type of AgentCard",
+    "Batch": "what search_many and fetch_many return",
+    "BatchItem": "what a Batch yields (.input, .result, .error)",
+    "ClientClosedError": "raised to calls waiting when the client closes",
+    "Clock": "the protocol AsyncMagisterium(clock=) takes",
+    "DEFAULT_BASE_URL": "the documented default of base_url",
+    "DEFAULT_RETRY_POLICY": "the default of retry_policy",
+    "DEFAULT_TIMEOUTS": "the default of timeout",
+    "FileContent": "a field type of FilePart",
+    "Harvest": "what client.harvest returns (.stats, .failures, .acknowledge)",
+    "HarvestFailure": "an item of Harvest.failures",
+    "HarvestStats": "the type of Harvest.stats",
+    "Part": "the union TextPart | DataPart | FilePart",
+    "PoolName": 'the literal "default" | "expensive" | "unmetered"',
+    "PoolStats": "the type of client.stats.default and friends",
+    "SchedulerStats": "the type of client.stats",
+    "SharedQuota": "the value object behind AsyncMagisterium(shared_quota=)",
+    "SharedStateError": "raised by a multi-worker harvest whose Redis failed",
+    "StateError": "raised for a harvest state file that cannot be used",
+    "TaskState": "the states of Task.status.state",
+    "TaskStatus": "the type of Task.status",
+    "__version__": "the package version",
+}
+"""Exported, not named in the spec or README, and public on purpose: name → why."""
+
+
+def _documented_names(text: str) -> set[str]:
+    """Identifiers in `code spans` and fenced code blocks (their comments left out)."""
+    blocks = [re.sub(r"#.*", "", b) for b in re.findall(r"```\w*\n(.*?)```", text, re.S)]
+    spans = blocks + re.findall(r"`([^`\n]+)`", text)
+    return {name for span in spans for name in re.findall(r"\b[A-Za-z_]\w*\b", span)}
+
+
+def _spec() -> str | None:
+    return SPEC.read_text(encoding="utf-8") if SPEC.is_file() else None
+
+
+def _spec_types(spec: str) -> set[str]:
+    """The classes the spec names: identifiers in code with a capital and a lowercase
+    letter (no environment variables), builtins left out."""
+    return {
+        name
+        for name in _documented_names(spec)
+        if re.fullmatch(r"[A-Z]\w*[a-z]\w*", name) and name not in dir(builtins)
+    }
+
+
+def test_the_contract_snapshot_is_the_spec() -> None:
+    spec = _spec()
+    if spec is None:
+        pytest.skip(f"the public-API spec is not at {SPEC} (set MAGISTERIUM_PUBLIC_API)")
+    assert _spec_types(spec) == CONTRACT
+    assert set(re.findall(r"client\.(\w+)\(", spec)) == CONTRACT_METHODS
+
+
+def test_every_name_the_contract_documents_is_exported() -> None:
+    missing = sorted(CONTRACT - set(magisterium_async.__all__))
+    assert not missing, f"documented in public-api.md but not in __all__: {missing}"
+    for name in CONTRACT:
+        assert isinstance(getattr(magisterium_async, name), type), name
+
+
+def test_every_client_method_the_contract_documents_exists() -> None:
+    for method in CONTRACT_METHODS:
+        assert callable(getattr(AsyncMagisterium, method)), method
+
+
+def test_all_is_exact_and_nothing_undocumented_without_intent() -> None:
+    exported = magisterium_async.__all__
+    assert len(exported) == len(set(exported))
+    for name in exported:
+        assert hasattr(magisterium_async, name), name
+    public = {n for n in vars(magisterium_async) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(magisterium_async, n)).__name__ == "module"}
+    assert public - modules <= set(exported)  # no public name left out of __all__
+    documented = CONTRACT | CONTRACT_METHODS | _documented_names(README.read_text("utf-8"))
+    undocumented = sorted(set(exported) - documented - set(UNDOCUMENTED))
+    assert not undocumented, f"exported but documented nowhere (document or list): {undocumented}"
+    stale = sorted(set(UNDOCUMENTED) - set(exported))
+    assert not stale, f"listed in UNDOCUMENTED but not exported: {stale}"
+
+
+def test_every_export_has_a_docstring() -> None:
+    for name in magisterium_async.__all__:
+        value = getattr(magisterium_async, name)
+        if isinstance(value, type):
+            assert value.__doc__ and value.__doc__.strip(), name
+
+
+def _is_edge(module: str) -> bool:
+    """The command line (``_cli``, ``_cli_*`` or a ``_cli/`` package) or the emulator."""
+    top = module.split(".")[:2]
+    return (
+        top[0] == "magisterium_async"
+        and len(top) == 2
+        and (top[1] in ("_cli", "testing") or top[1].startswith("_cli_"))
+    )
+
+
+def test_importing_the_package_loads_neither_the_cli_nor_the_emulator() -> None:
+    code = (
+        "import json, sys, magisterium_async\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('magisterium_async'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = json.loads(out.stdout)
+    assert "magisterium_async._client" in loaded
+    assert not [m for m in loaded if _is_edge(m)]
+
+
+def _core_modules() -> list[Path]:
+    return sorted(
+        path
+        for path in PACKAGE.glob("*.py")
+        if not _is_edge(f"magisterium_async.{path.stem}") and path.name != "__main__.py"
+    )
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (lazy imports included), absolute."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = "magisterium_async." * (node.level > 0) + (node.module or "")
+            found.add(base.rstrip("."))
+            found.update(f"{base.rstrip('.')}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_core_never_imports_the_cli_or_the_emulator() -> None:
+    modules = _core_modules()
+    assert PACKAGE / "_client.py" in modules and PACKAGE / "_harvest.py" in modules
+    for path in modules:
+        edges = sorted(m for m in _imports(path) if _is_edge(m))
+        assert not edges, f"{path.name} imports {edges}"
