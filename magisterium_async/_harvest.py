@@ -41,6 +41,7 @@ from ._batch import (
     check_source,
     for_each,
 )
+from ._errors import StateError
 from ._models import Document
 from ._skills import require_text
 from ._state import FetchOutcome, HarvestState
@@ -62,9 +63,9 @@ class HarvestedDocument(Document, frozen=True, kw_only=True):
 
     ``queries`` holds every query whose answer, recorded before the document was handed
     over, contained it (in the order the queries were first read, over every run of a
-    resumed harvest). A query answered *after* the document was handed over is not in it
-    (its answer is still recorded in the state). Encoded (``msgspec``, :class:`JsonlWriter`,
-    the command line) it is the document's fields plus ``"queries"``.
+    resumed harvest). A query answered *after* the document was handed over is not in it;
+    :meth:`Harvest.found_by` reads them all from the state. Encoded (``msgspec``,
+    :class:`JsonlWriter`, the command line) it is the document's fields plus ``"queries"``.
     """
 
     queries: tuple[str, ...] = ()
@@ -178,6 +179,7 @@ class _Run:
         self.stats = HarvestStats()
         self.failures: list[HarvestFailure] = []
         self.delivered: list[str] = []
+        self.state: HarvestState | None = None
         self._delivery: anyio.Event | None = None
         self._delivering = True
         self.guard = Guard()
@@ -198,7 +200,7 @@ class _Run:
         try:
             # Nothing between the open and the ``try`` may yield to the loop: a cancellation
             # there would leave the database open.
-            state = await HarvestState.open(self.path)
+            state = self.state = await HarvestState.open(self.path)
             try:
                 await self._pipeline(state, out)
                 if self.guard.error is None:
@@ -209,6 +211,7 @@ class _Run:
                 with anyio.CancelScope(shield=True):
                     if self.delivered:
                         await state.record_fetches((), self._take_delivered())
+                    self.state = None
                     await state.aclose()
         finally:
             self.update_rate_limited()
@@ -469,6 +472,29 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         and at the latest by :meth:`aclose`. Needed only with ``acknowledge="manual"``.
         """
         self._run.deliver(document_ids)
+
+    async def found_by(self, document_id: str) -> tuple[str, ...]:
+        """Every query whose recorded answer holds ``document_id``, over every run.
+
+        Complete once the harvest has finished (while it runs: as far as it has got), where
+        :attr:`HarvestedDocument.queries` is what was known when the document was handed
+        over. ``()`` for an id no search returned. Needs the state: without ``state=`` it
+        works only while the harvest runs (its temporary database is gone afterwards).
+        """
+        state = self._run.state
+        if state is not None:
+            return await state.found_by(document_id)
+        if self._run.path is None:
+            raise StateError(
+                "found_by() after a harvest without state= cannot answer: its temporary "
+                "state is gone; pass state=PATH to keep it",
+                path="",
+            )
+        opened = await HarvestState.open(self._run.path, new_run=False)
+        try:
+            return await opened.found_by(document_id)
+        finally:
+            await opened.aclose()
 
     def _deliver_last(self) -> None:
         if self._auto and self._last is not None:

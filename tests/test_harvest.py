@@ -24,6 +24,7 @@ from magisterium_async import (
     RateLimits,
     RetryPolicy,
     SearchResult,
+    StateError,
     TaskFailedError,
 )
 from magisterium_async._batch import search_many
@@ -331,14 +332,20 @@ async def test_every_document_names_the_queries_that_found_it(
             assert document.queries and set(document.queries) <= set(finders[document.id])
             assert document.queries[0] == finders[document.id][0]
             assert list(document.queries) == sorted(document.queries, key=order.__getitem__)
-    # The state holds every finder, over the whole harvest.
-    opened = await HarvestState.open(state, new_run=False)
-    try:
-        for document_id, queries in finders.items():
-            assert list(await opened.found_by(document_id)) == queries
-        assert await opened.found_by("no such id") == ()
-    finally:
-        await opened.aclose()
+    # Once finished, found_by names every finder, in input order.
+    for document_id, queries in finders.items():
+        assert list(await h.found_by(document_id)) == queries
+    assert await h.found_by("no such id") == ()
+
+
+async def test_found_by_while_running_and_without_a_state(client: AsyncMagisterium) -> None:
+    h = client.harvest(QUERIES[:3])
+    async with h:
+        document = await anext(h)
+        assert set(document.queries) <= set(await h.found_by(document.id))
+        assert document.queries
+    with pytest.raises(StateError, match="state="):
+        await h.found_by(document.id)
 
 
 async def test_provenance_survives_resume(client: AsyncMagisterium, tmp_path: Path) -> None:
