@@ -442,11 +442,11 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
       durable (:class:`JsonlWriter`'s ``on_durable`` does).
 
     Each delivery is committed to the state at once, in a transaction of its own (or the
-    next one under way); a process killed outright (``kill -9``) in that moment may yield
-    those documents again on resume, and nothing else. A
-    bare ``async for`` left by ``break`` stops the work (and commits) only when the
-    harvest object is garbage collected, without delivering the document in hand: use
-    ``async with`` or :meth:`aclose` when you may leave early.
+    next one under way): only a process killed outright (``kill -9``) in that moment may
+    see those documents again on resume. A bare ``async for`` left by ``break`` stops the
+    work (and commits) only when the harvest object is garbage collected, without
+    delivering the document in hand: use ``async with`` or :meth:`aclose` when you may
+    leave early.
     """
 
     def __init__(self, run: _Run, acknowledge: Acknowledge) -> None:
