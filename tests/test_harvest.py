@@ -577,6 +577,22 @@ async def test_jsonl_writer_repairs_a_torn_tail_and_skips_what_it_holds(tmp_path
     assert lines[1]["text"] == "é\nx" and (out.written, out.skipped) == (2, 2)
 
 
+async def test_the_command_line_record_names_the_queries(tmp_path: Path) -> None:
+    out = tmp_path / "docs.jsonl"
+    argv = ["harvest", "--emulator", "-q", "grace and nature", "-q", "the Eucharist"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "magisterium_async", *argv, "--out", str(out),
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert records
+    for record in records:
+        assert list(record) == ["id", "title", "author", "ref", "text", "extra", "queries"]
+        assert record["queries"] and set(record["queries"]) <= {"grace and nature", "the Eucharist"}
+
+
 # Resume after kill -9 of a real process ---------------------------------------------
 
 
