@@ -581,9 +581,14 @@ async def test_the_command_line_record_names_the_queries(tmp_path: Path) -> None
     out = tmp_path / "docs.jsonl"
     argv = ["harvest", "--emulator", "-q", "grace and nature", "-q", "the Eucharist"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "magisterium_async", *argv, "--out", str(out),
+        sys.executable,
+        "-m",
+        "magisterium_async",
+        *argv,
+        "--out",
+        str(out),
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     _, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
