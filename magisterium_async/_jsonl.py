@@ -8,9 +8,10 @@ file. Together they put every document in the file exactly once across resumes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import math
 import os
-import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import BinaryIO
@@ -19,6 +20,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from ._clock import Clock, LoopClock
 from ._models import Document
 
 __all__ = ["JsonlWriter"]
@@ -64,10 +66,15 @@ class JsonlWriter:
     """Append :class:`Document`\\ s to ``path``, one JSON object a line.
 
     Lines are buffered and written, flushed and ``fsync``\\ ed once ``batch_size`` are
-    waiting or the oldest has waited ``max_delay`` seconds (checked at each write), and on
-    :meth:`flush` / :meth:`aclose`; all file work runs in a worker thread. After each
-    ``fsync``, ``on_durable`` gets the ids now safe on disk (give it
+    waiting or the oldest has waited ``max_delay`` seconds, and on :meth:`flush` /
+    :meth:`aclose`; all file work runs in a worker thread. ``max_delay`` is kept by a
+    timer, so a document written is on disk within ``max_delay`` seconds (plus the time
+    the disk takes) even when no other write follows, as when a harvest waits out its
+    quota. After each ``fsync``, ``on_durable`` gets the ids now safe on disk (give it
     :meth:`Harvest.acknowledge` of a harvest started with ``acknowledge="manual"``).
+    A write that failed in the timer is raised by the next :meth:`write`, :meth:`flush`
+    or :meth:`aclose`. ``clock`` is where the timer reads the time and waits (a
+    :class:`VirtualClock` in tests).
 
     Opening an existing file cuts a last line left incomplete by a crash and, with
     ``skip_existing`` (the default), reads the ids the file holds: writing one of them
@@ -83,23 +90,38 @@ class JsonlWriter:
         max_delay: float = 1.0,
         on_durable: Callable[[list[str]], object] | None = None,
         skip_existing: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        if (
+            isinstance(max_delay, bool)
+            or not isinstance(max_delay, (int, float))
+            or not math.isfinite(max_delay)
+            or max_delay < 0
+        ):
+            raise ValueError(f"max_delay must be a number of seconds >= 0, got {max_delay!r}")
         self.path = os.fspath(path)
         self.batch_size = batch_size
-        self.max_delay = max_delay
+        self.max_delay = float(max_delay)
         self.on_durable = on_durable
         self._skip_existing = skip_existing
+        self._clock: Clock = clock or LoopClock()
         self._file: BinaryIO | None = None
         self._ids: set[str] = set()
         self._lines: list[bytes] = []
         self._pending: list[str] = []
         self._since = 0.0
+        self._lock = anyio.Lock()
+        self._due = asyncio.Event()
+        self._timer: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
         self.written = 0
         """Documents written by this writer."""
         self.skipped = 0
         """Documents not written because the file already held them."""
+        self.existing = 0
+        """Documents the file held when opened (with ``skip_existing``; else 0)."""
 
     async def __aenter__(self) -> JsonlWriter:
         await self.open()
@@ -119,13 +141,39 @@ class JsonlWriter:
             self._file, self._ids = await anyio.to_thread.run_sync(
                 _open, self.path, self._skip_existing
             )
+            self.existing = len(self._ids)
+            self._timer = asyncio.get_running_loop().create_task(
+                self._flush_when_due(), name=f"JsonlWriter({self.path!r}) timer"
+            )
+
+    async def _flush_when_due(self) -> None:
+        """The ``max_delay`` timer: flush a batch once its oldest line has waited so long."""
+        try:
+            while True:
+                await self._due.wait()
+                self._due.clear()
+                while self._pending:
+                    wait = self._since + self.max_delay - self._clock.now()
+                    if wait > 0:
+                        await self._clock.sleep(wait)
+                    else:
+                        await self.flush()
+        except Exception as exc:  # raised to the writer's user by the next call
+            self._failure = exc
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
 
     async def write(self, document: Document) -> bool:
         """Queue ``document``; ``False`` when the file already holds its id (not written)."""
         if self._file is None:
             raise RuntimeError("JsonlWriter is not open: use `async with JsonlWriter(...)`")
+        self._raise_failure()
         if not self._pending:
-            self._since = time.monotonic()
+            self._since = self._clock.now()
+            self._due.set()
         self._pending.append(document.id)
         new = document.id not in self._ids
         if new:
@@ -136,28 +184,39 @@ class JsonlWriter:
             self.skipped += 1
         if (
             len(self._pending) >= self.batch_size
-            or time.monotonic() - self._since >= self.max_delay
+            or self._clock.now() - self._since >= self.max_delay
         ):
             await self.flush()
         return new
 
     async def flush(self) -> None:
         """Write, flush and ``fsync`` what is buffered, then report it to ``on_durable``."""
-        lines, self._lines = self._lines, []
-        pending, self._pending = self._pending, []
-        if lines and self._file is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_write, self._file, b"".join(lines))
-            self.written += len(lines)
-        if pending and self.on_durable is not None:
-            self.on_durable(pending)
+        # One flush at a time (the timer's, a full batch's): lines reach the file in order.
+        async with self._lock:
+            self._raise_failure()
+            lines, self._lines = self._lines, []
+            pending, self._pending = self._pending, []
+            if lines and self._file is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_write, self._file, b"".join(lines))
+                self.written += len(lines)
+            if pending and self.on_durable is not None:
+                self.on_durable(pending)
 
     async def aclose(self) -> None:
         """Flush and close the file. Idempotent."""
         if self._file is None:
             return
         try:
+            await self._stop_timer()
             await self.flush()
         finally:
             file, self._file = self._file, None
             file.close()
+
+    async def _stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            async with self._lock:  # never cut a flush of the timer's short
+                timer.cancel()
+            await asyncio.wait([timer])
