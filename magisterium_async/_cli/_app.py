@@ -1,32 +1,73 @@
-"""Running the command line: parse, run the command, turn what went wrong into an exit code."""
+"""Running the command line: parse, run the command, turn what went wrong into an exit code.
+
+SIGINT (Ctrl-C) and SIGTERM (what ``timeout``, systemd, Kubernetes and CI send) stop a
+command the same way: its task is cancelled, so it cleans up as it would on any error (a
+harvest flushes its output, closes its state and prints its summary), then the process
+exits 130 or 143.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
 from .._errors import MagisteriumError
 from ._command import Command, Invocation
-from ._errors import CliError, ExitCode, describe, exit_code_for
+from ._errors import CliError, ExitCode, Interrupted, describe, exit_code_for
 from ._options import output
 from ._parser import PROG, build_parser
 
 __all__ = ["main"]
+
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
 def _error(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
+async def _run(command: Command, invocation: Invocation) -> int:
+    """Run ``command``; a stopping signal cancels it and becomes :class:`Interrupted`."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        task.cancel()  # a second signal cancels the cleanup too, but not shielded writes
+
+    installed = []
+    for signum in _STOPPING:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # Windows
+            loop.add_signal_handler(signum, stop, signum)
+            installed.append(signum)
+    try:
+        return await command.run(invocation)
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        raise Interrupted(received[0]) from None
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     args = build_parser().parse_args(argv)
-    command: Command = args.command
+    invocation = Invocation(args, output(args))
     try:
-        return asyncio.run(command.run(Invocation(args, output(args))))
-    except KeyboardInterrupt:
+        return asyncio.run(_run(args.command, invocation))
+    except Interrupted as stopped:
+        if not invocation.output.summarized:  # a summary already says it was interrupted
+            _error(str(stopped))
+        return stopped.code
+    except KeyboardInterrupt:  # before the handlers are in place, or where there are none
         _error("interrupted")
         return ExitCode.INTERRUPTED
     except (CliError, MagisteriumError, ValueError) as exc:

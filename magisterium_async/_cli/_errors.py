@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import signal
 
 from .._errors import (
     APIConnectionError,
@@ -14,7 +15,14 @@ from .._errors import (
     TaskNotFoundError,
 )
 
-__all__ = ["EXIT_CODES_HELP", "CliError", "ExitCode", "describe", "exit_code_for"]
+__all__ = [
+    "EXIT_CODES_HELP",
+    "CliError",
+    "ExitCode",
+    "Interrupted",
+    "describe",
+    "exit_code_for",
+]
 
 
 class ExitCode(enum.IntEnum):
@@ -28,6 +36,7 @@ class ExitCode(enum.IntEnum):
     CONNECTION = 5
     NOT_FOUND = 6
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 EXIT_CODES_HELP = """\
@@ -39,7 +48,8 @@ exit codes:
   4    rate limit still exceeded after the client's waits (429)
   5    network failure or timeout
   6    not found: a document, a task, or readings / martyrology for that date
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C, SIGINT)
+  143  terminated (SIGTERM: timeout, systemd, Kubernetes, CI); stops as Ctrl-C does"""
 
 
 class CliError(Exception):
@@ -48,6 +58,16 @@ class CliError(Exception):
     def __init__(self, message: str, code: ExitCode = ExitCode.ERROR) -> None:
         super().__init__(message)
         self.code = code
+
+
+class Interrupted(Exception):
+    """The command was stopped by a signal (SIGINT or SIGTERM) and has cleaned up."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.code = ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED
+        name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+        super().__init__(f"interrupted ({name})")
 
 
 def exit_code_for(error: BaseException) -> ExitCode:

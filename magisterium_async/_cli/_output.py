@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -54,11 +54,13 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Output:
     """Who reads a command's output: people (rich text) or, with ``--json``, programs."""
 
     json: bool = False
+    summarized: bool = field(default=False, compare=False)
+    """Whether a summary was printed (it already says how the command ended)."""
 
     def result(self, value: Any, show: Callable[[], None]) -> None:
         """A command's result on stdout: ``value`` as one JSON document, or ``show()``."""
@@ -73,6 +75,7 @@ class Output:
             print(json.dumps(record), file=sys.stderr, flush=True)
         else:
             print("\n".join(lines()), file=sys.stderr, flush=True)
+        self.summarized = True
 
     def note(self, text: str) -> None:
         """A line for people on stderr; programs reading ``--json`` do not get it."""

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .helpers import TIMEOUT, clean_env, cli, jsonl
 
 
@@ -43,7 +45,14 @@ def test_harvest_reads_stdin_and_writes_stdout() -> None:
     assert summary["queries"] == 2 and summary["written"] == len(ids)
 
 
-def test_harvest_ctrl_c_exits_130_and_resume_completes_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_harvest_stopped_by_a_signal_sums_up_and_resume_completes_it(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    """Ctrl-C, and SIGTERM as timeout, systemd or Kubernetes send it, stop a harvest
+    cleanly: a summary, the --resume hint, the state closed (no -wal or -shm left)."""
     state = str(tmp_path / "state.sqlite")
     command = [sys.executable, "-m", "magisterium_async", "harvest", "--emulator", "-"]
     proc = subprocess.Popen(
@@ -62,7 +71,7 @@ def test_harvest_ctrl_c_exits_130_and_resume_completes_it(tmp_path: Path) -> Non
         ready, _, _ = select.select([proc.stdout], [], [], TIMEOUT)
         assert ready, "no document within the timeout"
         first = [json.loads(proc.stdout.readline())]
-        proc.send_signal(signal.SIGINT)  # while stdin stays open, as at a terminal
+        proc.send_signal(signum)  # while stdin stays open, as at a terminal
         # Read through the same buffered pipes as readline() above (communicate() would
         # read the raw descriptors and miss what the buffer already holds).
         out = proc.stdout.read()
@@ -76,8 +85,10 @@ def test_harvest_ctrl_c_exits_130_and_resume_completes_it(tmp_path: Path) -> Non
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "Interrupted after" in err and "--resume" in err
+    assert "error" not in err  # the summary says it all, once
+    assert not Path(f"{state}-wal").exists() and not Path(f"{state}-shm").exists()
     first += jsonl(out)
 
     rest = cli("harvest", "--emulator", "--state", state, "--resume", "-", stdin="grace\n")
