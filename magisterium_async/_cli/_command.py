@@ -19,7 +19,7 @@ from ._client import ClientOptions, open_client
 from ._options import add_common_options, add_connection_options, client_options
 from ._output import Output
 
-__all__ = ["Command", "Group", "Invocation", "add_commands", "with_client"]
+__all__ = ["Command", "Group", "Invocation", "Run", "add_commands", "with_client"]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import re
 import sys
@@ -29,7 +30,9 @@ __all__ = [
     "check_job",
     "plan",
     "plan_workers",
+    "query_of",
     "sharing",
+    "unwritable",
 ]
 
 REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
@@ -82,6 +85,15 @@ def sharing(args: argparse.Namespace) -> Sharing:
 def _check_queries_given(args: argparse.Namespace) -> None:
     if not args.queries and not args.query:
         raise CliError("give a QUERIES_FILE (- for stdin) or at least one --query", ExitCode.USAGE)
+    for query in args.query:
+        if not query.strip():
+            raise CliError("--query must not be blank", ExitCode.USAGE)
+
+
+def query_of(line: str) -> str | None:
+    """The query a line of a queries file holds: ``None`` for a blank or ``#`` comment line."""
+    query = line.strip()
+    return None if not query or query.startswith("#") else query
 
 
 async def _read_lines(file: IO[str]) -> AsyncIterator[str]:
@@ -116,7 +128,7 @@ async def _read_lines(file: IO[str]) -> AsyncIterator[str]:
 def _count(file: IO[str]) -> int | None:
     if file is sys.stdin or not file.seekable():
         return None
-    count = sum(1 for line in file if line.strip())
+    count = sum(1 for line in file if query_of(line) is not None)
     file.seek(0)
     return count
 
@@ -124,17 +136,63 @@ def _count(file: IO[str]) -> int | None:
 # -- the files ------------------------------------------------------------------------------
 
 
-def _check_fresh(paths: Iterable[str | None], resume: bool) -> None:
-    """Without ``--resume``, an existing output or state is an error (never overwritten)."""
-    if resume:
-        return
-    for path in paths:
-        if path is not None and os.path.exists(path):
+_WHY = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOSPC: "the disk is full",
+    errno.ENAMETOOLONG: "the name is too long",
+}
+
+
+def unwritable(option: str, path: str, error: OSError) -> CliError:
+    """The error for ``option``'s ``path`` that ``error`` says cannot be written."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if error.errno == errno.ENOENT:
+        why = f"the directory {parent} does not exist"
+    elif error.errno == errno.ENOTDIR:
+        why = f"a part of {parent} is not a directory"
+    elif error.errno == errno.EISDIR:
+        why = "it is a directory"
+    else:
+        why = _WHY.get(error.errno or 0) or (error.strerror or str(error)).lower()
+    return CliError(f"cannot write {option} {path}: {why}", ExitCode.USAGE)
+
+
+def _check_writable(option: str, path: str) -> None:
+    """Try ``path`` for writing now, so a bad path fails before the harvest, clearly.
+
+    Tried by opening it (root passes every permission check but not a missing directory
+    or a read-only file system); a file created by the try is removed again.
+    """
+    existed = os.path.exists(path)
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        raise unwritable(option, path, exc) from None
+    if not existed:
+        os.remove(path)
+
+
+def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
+    """``(option, path)`` pairs: usable for writing, and new unless ``resume``."""
+    for option, path in files:
+        if path is None:
+            continue
+        if os.path.isdir(path):
+            raise CliError(
+                f"{option} {path} is a directory: give a file in it, such as "
+                f"{os.path.join(path, 'docs.jsonl' if option == '--out' else 'state.sqlite')}",
+                ExitCode.USAGE,
+            )
+        if not resume and os.path.exists(path):
             raise CliError(
                 f"{path} already exists: add --resume to continue that harvest, "
                 "or choose another --out",
                 ExitCode.USAGE,
             )
+        _check_writable(option, path)
 
 
 @dataclass
@@ -149,13 +207,13 @@ class Plan:
     """How many queries in all, when the input can be counted (not stdin)."""
 
     async def lines(self) -> AsyncIterator[str]:
-        """The queries: ``--query`` ones, then each file's non-blank lines."""
+        """The queries: ``--query`` ones, then each file's lines but blanks and comments."""
         for query in self.queries:
             yield query
         for file in self.files:
             async for line in _read_lines(file):
-                if line.strip():
-                    yield line.strip()
+                if (found := query_of(line)) is not None:
+                    yield found
 
     def close(self) -> None:
         """Close the query files (not stdin)."""
@@ -174,7 +232,7 @@ def plan(args: argparse.Namespace) -> Plan:
             "--resume needs --out FILE or --state FILE: the state is what it resumes from",
             ExitCode.USAGE,
         )
-    _check_fresh((out, state), args.resume)
+    _check_files((("--out", out), ("--state", state)), args.resume)
     files: list[IO[str]] = []
     try:
         for name in args.queries:
@@ -218,7 +276,9 @@ def plan_workers(args: argparse.Namespace) -> list[WorkerPaths]:
         out = worker_path(args.out, index)
         state = f"{args.state}.w{index}" if args.state else f"{out}.state.sqlite"
         workers.append(WorkerPaths(index, out, state))
-    _check_fresh((path for w in workers for path in (w.out, w.state)), args.resume)
+    _check_files(
+        (pair for w in workers for pair in (("--out", w.out), ("--state", w.state))), args.resume
+    )
     beyond = worker_path(args.out, args.workers + 1)
     if args.resume and os.path.exists(beyond):
         raise CliError(

@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 
 from .._client import AsyncMagisterium
-from ._command import Command, Group, Invocation, with_client
-from ._errors import ExitCode
+from ._command import Command, Group, Invocation, Run, with_client
+from ._errors import CliError, ExitCode
 from ._output import show_task
 
 __all__ = ["COMMANDS"]
+
+NO_TASKS_OFFLINE = (
+    "--emulator starts a fresh emulator for this one command, which knows no task yet: "
+    "run `magisterium-async emulator` in another terminal, then point this command at it "
+    "with the MAGISTERIUM_BASE_URL and MAGISTERIUM_TOKEN it prints"
+)
+
+
+def _on_a_server(run: Callable[[Invocation, AsyncMagisterium], Awaitable[int]]) -> Run:
+    """``run`` with a client, refusing ``--emulator``: a task never outlives its emulator."""
+    connected = with_client(run)
+
+    async def checked(invocation: Invocation) -> int:
+        if invocation.options.emulator:
+            raise CliError(NO_TASKS_OFFLINE, ExitCode.USAGE)
+        return await connected(invocation)
+
+    return checked
 
 
 def _task_id(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +49,6 @@ async def _cancel(invocation: Invocation, client: AsyncMagisterium) -> int:
 
 COMMANDS = (
     Group("task", "the protocol's task calls (spend no quota)"),
-    Command("task get", "a task by id (kept 24 hours)", with_client(_get), _task_id),
-    Command("task cancel", "ask to cancel a task", with_client(_cancel), _task_id),
+    Command("task get", "a task by id (kept 24 hours)", _on_a_server(_get), _task_id),
+    Command("task cancel", "ask to cancel a task", _on_a_server(_cancel), _task_id),
 )

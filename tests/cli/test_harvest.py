@@ -96,3 +96,15 @@ def test_harvest_stopped_by_a_signal_sums_up_and_resume_completes_it(
     fresh = cli("harvest", "--emulator", "-", stdin="grace\n")
     ids = [str(d["id"]) for d in first + jsonl(rest.out)]
     assert sorted(ids) == sorted(str(d["id"]) for d in jsonl(fresh.out))
+
+
+def test_harvest_skips_comments_and_refuses_a_blank_query(tmp_path: Path) -> None:
+    queries = tmp_path / "queries.txt"
+    queries.write_text("# Marian dogmas\ngrace\n\n")
+    run = cli("harvest", "--emulator", "--json", str(queries))
+    assert run.code == 0, run.err
+    assert json.loads(run.err)["queries"] == 1
+    blank = cli("harvest", "--emulator", "-q", "", "--out", "docs.jsonl", cwd=tmp_path)
+    assert blank.code == 2
+    assert blank.err.strip() == "magisterium-async: error: --query must not be blank"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]

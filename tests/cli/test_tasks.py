@@ -20,3 +20,11 @@ def test_task_get_and_cancel(served: Served) -> None:
     assert cancel.code == 1
     assert "Invalid state transition" in cancel.err
     assert cli("task", "get", "no-such-task", env=env).code == 6
+
+
+def test_task_calls_refuse_the_emulator_of_one_command() -> None:
+    for action in ("get", "cancel"):
+        run = cli("task", action, "--emulator", "some-task")
+        assert run.code == 2
+        assert len(run.err.strip().splitlines()) == 1
+        assert "`magisterium-async emulator`" in run.err and "fresh emulator" in run.err
