@@ -205,6 +205,8 @@ class Plan:
     state: str | None
     total: int | None
     """How many queries in all, when the input can be counted (not stdin)."""
+    resuming: bool = False
+    """Whether the state exists: a harvest to continue."""
 
     async def lines(self) -> AsyncIterator[str]:
         """The queries: ``--query`` ones, then each file's lines but blanks and comments."""
@@ -243,7 +245,8 @@ def plan(args: argparse.Namespace) -> Plan:
         raise CliError(f"cannot read {exc.filename}: {exc.strerror}", ExitCode.USAGE) from None
     counts = [_count(file) for file in files]
     total = None if None in counts else len(args.query) + sum(c or 0 for c in counts)
-    return Plan(list(args.query), files, out, state, total)
+    resuming = state is not None and os.path.exists(state)
+    return Plan(list(args.query), files, out, state, total, resuming)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._config import RateLimits
 from .._harvest import Harvest
+from .._scheduler import PoolStats
+from .._state import StateSummary
 from ._errors import describe
 from ._output import Output
 
@@ -25,8 +28,10 @@ if TYPE_CHECKING:
     from .._redis_harvest import Coordinator
 
 __all__ = [
+    "Before",
     "Counted",
     "Status",
+    "Tally",
     "combined_summary",
     "duration",
     "live",
@@ -67,70 +72,183 @@ def duration(value: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-class Status:
-    """The live status line: progress, rate, 429s and an ETA from the client's quota."""
+@dataclass(frozen=True)
+class Before:
+    """What the harvest's state held when this run began (all 0 for a new harvest)."""
+
+    queries_searched: int = 0
+    documents_found: int = 0
+    documents_delivered: int = 0
+    documents_to_fetch: int = 0
+    """Found, and not fetched yet (or failed): this run fetches them first."""
+
+    @classmethod
+    def of(cls, summary: StateSummary) -> Before:
+        """The figures of a state's :meth:`~HarvestState.summary`."""
+        documents = summary.documents
+        return cls(
+            queries_searched=summary.queries.get("searched", 0),
+            documents_found=sum(documents.values()),
+            documents_delivered=documents.get("delivered", 0),
+            documents_to_fetch=documents.get("pending", 0) + documents.get("failed", 0),
+        )
+
+
+class Tally:
+    """A harvest's figures, read live: this run's, all runs', the rate and the ETA.
+
+    The one place they are computed, so the status line and the summary agree. "All
+    runs" adds what the state held at the start (:class:`Before`) and, with ``--job``,
+    what other workers took; "this run" is this process since it started.
+    """
 
     def __init__(
         self,
         run: Harvest,
         sink: Counted,
+        *,
         total: int | None,
         quota: RateLimits,
+        before: Before | None = None,
         coordinator: Coordinator | None = None,
+        pool: Callable[[], PoolStats] | None = None,
+        in_file: bool = False,
     ) -> None:
         self.run = run
-        self.coordinator = coordinator
         self.sink = sink
         self.total = total
+        """Queries in the input, when it can be counted (not stdin)."""
         self.quota = quota
-        self._spinner: Spinner | None = None
+        self.before = before or Before()
+        self.coordinator = coordinator
+        self._pool = pool
+        self._in_file = in_file
+
+    def _failed(self, kind: str) -> int:
+        return sum(1 for failure in self.run.failures if failure.kind == kind)
+
+    @property
+    def queries_this_run(self) -> int:
+        """Queries searched by this run."""
+        return self.run.stats.searched
+
+    @property
+    def queries_done(self) -> int:
+        """Queries answered, over all runs: searched now or before, repeated, or taken by
+        another worker (a failed search is not done: ``--resume`` tries it again)."""
+        stats = self.run.stats
+        elsewhere = self.coordinator.skipped_queries if self.coordinator is not None else 0
+        return stats.searched + stats.skipped_queries + elsewhere
+
+    @property
+    def documents_this_run(self) -> int:
+        """Documents written by this run."""
+        return self.sink.written
+
+    @property
+    def documents(self) -> int:
+        """Documents written over all runs: in the output file, or delivered before."""
+        existing = getattr(self.sink, "existing", None) if self._in_file else None
+        before = existing if isinstance(existing, int) else self.before.documents_delivered
+        return before + self.sink.written
+
+    @property
+    def per_minute(self) -> float:
+        """Documents written a minute, by this run."""
+        elapsed = self.run.stats.elapsed
+        return self.sink.written * 60 / elapsed if elapsed > 0 else 0.0
+
+    def requests_left(self) -> float | None:
+        """Searches and fetches still to send (``None``: cannot tell yet).
+
+        The queries not answered yet; the ids found (now or by an earlier run) and not
+        fetched yet; and the ids the searches left should find, at the rate of new ids
+        per search so far (this run's, else the state's).
+        """
+        if self.total is None:
+            return None
+        stats = self.run.stats
+        searches_left = max(self.total - self.queries_done - self._failed("search"), 0)
+        attempted = stats.fetched + stats.not_found + self._failed("fetch")
+        known = self.before.documents_to_fetch + stats.unique_ids
+        fetches_left: float = max(known - attempted, 0)
+        if searches_left:
+            if stats.searched:
+                per_search = stats.unique_ids / stats.searched
+            elif self.before.queries_searched:
+                per_search = self.before.documents_found / self.before.queries_searched
+            else:
+                return None
+            fetches_left += searches_left * per_search
+        return searches_left + fetches_left
+
+    def requests_per_second(self) -> float | None:
+        """The pace of the default pool: its quota in force (lower after a 429), or with
+        the quota lifted, the pace this run has kept."""
+        rate = self.quota.default
+        if self._pool is not None:
+            rate = self._pool().current_rate
+        if not math.isinf(rate):
+            return rate / self.quota.period
+        stats = self.run.stats
+        done = stats.searched + self._failed("search") + stats.fetched + stats.not_found
+        done += self._failed("fetch")
+        return done / stats.elapsed if done and stats.elapsed > 0 else None
 
     def eta(self) -> float | None:
-        """Seconds left: the requests still to send ÷ the default pool's quota.
-
-        Searches left, plus ids found and not yet fetched, plus the fetches the searches
-        left should bring (at the rate of new ids per search so far). With the quota
-        lifted, the rate observed so far stands in for it.
-        """
-        stats = self.run.stats
-        if self.total is None or stats.searched == 0:
+        """Seconds left: the requests left at the pool's pace (``None``: cannot tell)."""
+        left = self.requests_left()
+        if left is None:
             return None
-        failed = [f.kind for f in self.run.failures]
-        searches_left = max(
-            self.total
-            - stats.searched
-            - stats.skipped_queries
-            - self._elsewhere()
-            - failed.count("search"),
-            0,
-        )
-        fetched = stats.fetched + stats.not_found + failed.count("fetch")
-        fetches_left = max(stats.unique_ids - fetched, 0) + (
-            searches_left * stats.unique_ids / stats.searched
-        )
-        per_second = self.quota.default / self.quota.period
-        if math.isinf(per_second):
-            done = stats.searched + fetched
-            per_second = done / stats.elapsed if stats.elapsed > 0 else math.inf
-        return (searches_left + fetches_left) / per_second if per_second > 0 else None
+        if left == 0:
+            return 0.0
+        pace = self.requests_per_second()
+        return left / pace if pace else None
 
-    def _elsewhere(self) -> int:
-        return self.coordinator.skipped_queries if self.coordinator is not None else 0
+    def record(self) -> dict[str, Any]:
+        """The figures for a JSON summary."""
+        return {
+            "queries_total": self.total,
+            "queries_done": self.queries_done,
+            "documents_total": self.documents,
+            "documents_per_minute": round(self.per_minute, 2),
+        }
+
+
+def _rate_text(rate: float) -> str:
+    """Documents a minute: ``12.5``, or ``340`` once they are many."""
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.1f}"
+
+
+def _both(figure: str, all_runs: int, this_run: int) -> str:
+    """``figure`` (all runs), and this run's count when it differs."""
+    return figure if all_runs == this_run else f"{figure} ({this_run} this run)"
+
+
+class Status:
+    """The live status line: queries and documents (all runs, this run), documents a
+    minute, 429s and the ETA."""
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        self._spinner: Spinner | None = None
 
     def line(self) -> str:
         """The status as one line."""
-        stats = self.run.stats
-        queries = f"{stats.searched + stats.skipped_queries + self._elsewhere()}"
-        if self.total is not None:
-            queries += f"/{self.total}"
-        rate = self.sink.written / stats.elapsed if stats.elapsed > 0 else 0.0
-        eta = self.eta()
-        parts = [f"queries {queries}", f"docs {self.sink.written}", f"{rate:.1f}/s"]
+        tally = self.tally
+        stats = tally.run.stats
+        queries = f"{tally.queries_done}" + (f"/{tally.total}" if tally.total is not None else "")
+        parts = [
+            f"queries {_both(queries, tally.queries_done, tally.queries_this_run)}",
+            f"docs {_both(str(tally.documents), tally.documents, tally.documents_this_run)}",
+            f"{_rate_text(tally.per_minute)} docs/min",
+        ]
         if stats.not_found:
             parts.append(f"not found {stats.not_found}")
         if stats.failed:
             parts.append(f"failed {stats.failed}")
         parts.append(f"429s {stats.rate_limited}")
+        eta = tally.eta()
         parts.append(f"ETA {duration(eta) if eta is not None else '?'}")
         return " · ".join(parts)
 
@@ -155,15 +273,24 @@ def live(status: Status) -> Any:
     return Live(status, console=Console(stderr=True), refresh_per_second=4, transient=True)
 
 
-def _head(ending: str, written: int, queries: int) -> str:
-    noun = "document" if written == 1 else "documents"
-    query_noun = "query" if queries == 1 else "queries"
-    return f"{_HEAD[ending]} {written} {noun} from {queries} {query_noun}"
+_PLURALS = {"document": "documents", "query": "queries"}
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun if count == 1 else _PLURALS[noun]}"
+
+
+def _head(ending: str, documents: int, searched: int) -> str:
+    """``Harvested 40 documents from 30 queries``: this run's, and what it searched."""
+    head = f"{_HEAD[ending]} {_plural(documents, 'document')}"
+    if searched:
+        return f"{head} from {_plural(searched, 'query')}"
+    return f"{head}, from earlier searches" if documents else head
 
 
 def _figures(figures: Mapping[str, int], skipped: str = "") -> str:
     return (
-        f"  searched {figures['searched']}{skipped} · results {figures['results']}"
+        f"  this run: searched {figures['searched']}{skipped} · results {figures['results']}"
         f" · new documents {figures['unique_ids']} · not found {figures['not_found']}"
         f" · failed {figures['failed']} · 429s {figures['rate_limited']}"
     )
@@ -184,24 +311,23 @@ def _hints(resume: str | None, emulator: bool) -> list[str]:
 
 def summary(
     output: Output,
+    tally: Tally,
     *,
     ending: str,
-    run: Harvest,
-    sink: Counted,
     out: str | None,
     state: str | None,
     emulator: bool,
-    coordinator: Coordinator | None,
     job: str | None,
 ) -> None:
     """The summary of one harvest process."""
+    run, sink, coordinator = tally.run, tally.sink, tally.coordinator
     stats = run.stats
     fields = dataclasses.asdict(stats)
     fields.pop("started")
     fields.pop("finished")
     record: dict[str, Any] = {"ending": ending, "out": out, "state": state}
     record.update(fields, written=sink.written, already_in_file=sink.skipped)
-    record.update(elapsed=stats.elapsed)
+    record.update(tally.record(), elapsed=stats.elapsed)
     if coordinator is not None:
         record.update(
             job=job,
@@ -216,10 +342,17 @@ def summary(
             else ""
         )
         text = [
-            f"{_head(ending, sink.written, stats.queries)}"
+            f"{_head(ending, sink.written, stats.searched)}"
             f" in {seconds(stats.elapsed)} → {out or 'stdout'}",
-            _figures(fields, skipped),
+            _figures(fields, skipped) + f" · {_rate_text(tally.per_minute)} documents/min",
         ]
+        if state is not None or tally.total is not None:
+            queries = f"{tally.queries_done}" + (
+                f" of {tally.total}" if tally.total is not None else ""
+            )
+            where = f"in {out}" if out is not None else "delivered"
+            documents = f" · {_plural(tally.documents, 'document')} {where}"
+            text.append(f"  all runs: {queries} queries done{documents}")
         if coordinator is not None:
             text.append(
                 f"  job {job}: left to other workers {coordinator.skipped_queries} queries"
@@ -250,6 +383,7 @@ SUMMED = (
     "rate_limited",
     "written",
     "already_in_file",
+    "documents_total",
 )
 """The figures of the workers' summaries the parent of ``--workers`` adds up."""
 
@@ -272,15 +406,26 @@ def combined_summary(
     record.update(redis=redis, out=list(outs), state=list(states))
     record.update(totals, elapsed=elapsed, per_worker=list(summaries))
 
+    rate = totals["written"] * 60 / elapsed if elapsed > 0 else 0.0
+    # Every worker reads every query and counts those the others took: each sees them all.
+    done = max((int((s or {}).get("queries_done", 0)) for s in summaries), default=0)
+    total = next((s["queries_total"] for s in summaries if s and s.get("queries_total")), None)
+    record.update(queries_total=total, queries_done=done)
+    record.update(documents_per_minute=round(rate, 2))
+    queries = f"{done}" + (f" of {total}" if total is not None else "")
+
     def lines() -> list[str]:
         text = [
-            f"{_head(ending, totals['written'], totals['queries'])} with {len(summaries)}"
+            f"{_head(ending, totals['written'], totals['searched'])} with {len(summaries)}"
             f" workers in {seconds(elapsed)} → {outs[0]} … {outs[-1]}",
-            _figures(totals) + f" · job {job} on {redis} Redis",
+            _figures(totals) + f" · {_rate_text(rate)} documents/min",
+            f"  all runs: {queries} queries done"
+            f" · {_plural(totals['documents_total'], 'document')} in the outputs"
+            f" · job {job} on {redis} Redis",
             "  per worker: "
             + " · ".join(
                 f"w{index} {(s or {}).get('written', '?')} docs"
-                f"/{(s or {}).get('queries', '?')} queries"
+                f"/{(s or {}).get('searched', '?')} queries"
                 for index, s in enumerate(summaries, 1)
             ),
         ]

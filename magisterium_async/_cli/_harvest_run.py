@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from .._config import RateLimits
 from .._errors import (
     AuthenticationError,
     MagisteriumError,
@@ -30,12 +29,13 @@ from .._harvest import Harvest, harvest
 from .._jsonl import JsonlWriter
 from .._models import Document, SearchResult
 from .._scheduler import SchedulerStats
+from .._state import HarvestState
 from ._client import open_client
 from ._command import Invocation
 from ._coordination import check_redis, coordinate, shared_state_error, wait_for_go
 from ._errors import CliError, ExitCode, exit_code_for
 from ._harvest_plan import Plan, plan, sharing
-from ._harvest_report import Status, live, summary
+from ._harvest_report import Before, Status, Tally, live, summary
 from ._output import Output
 
 if TYPE_CHECKING:
@@ -144,8 +144,18 @@ async def run_harvest(invocation: Invocation) -> int:
                 if where.out is not None
                 else _StdoutSink(run.acknowledge)
             )
-            report = _Report(invocation.output, options.emulator, coordinator, shared.job)
-            return await _drive(where, run, sink, client.rate_limits, report)
+            tally = Tally(
+                run,
+                sink,
+                total=where.total,
+                quota=client.rate_limits,
+                before=await _before(where),
+                coordinator=coordinator,
+                pool=lambda: client.stats.default,
+                in_file=where.out is not None,
+            )
+            report = _Report(invocation.output, options.emulator, shared.job)
+            return await _drive(where, run, sink, tally, report)
     except StateError as exc:
         raise CliError(str(exc)) from None
     except SharedStateError as exc:
@@ -156,18 +166,28 @@ async def run_harvest(invocation: Invocation) -> int:
             await coordinator.aclose()
 
 
+async def _before(where: Plan) -> Before:
+    """What the state holds before this run (nothing for a new harvest)."""
+    if where.state is None or not where.resuming:
+        return Before()
+    opened = await HarvestState.open(where.state, new_run=False)
+    try:
+        return Before.of(await opened.summary())
+    finally:
+        await opened.aclose()
+
+
 @dataclass(frozen=True)
 class _Report:
-    """How the harvest reports: the output mode, offline or not, the coordination."""
+    """How the harvest reports: the output mode, offline or not, the job."""
 
     output: Output
     emulator: bool
-    coordinator: Coordinator | None
     job: str | None
 
 
-async def _drive(where: Plan, run: Harvest, sink: _Sink, quota: RateLimits, report: _Report) -> int:
-    display = live(Status(run, sink, where.total, quota, report.coordinator))
+async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _Report) -> int:
+    display = live(Status(tally))
     ending = "interrupted"
     fatal: MagisteriumError | None = None
     try:
@@ -190,16 +210,14 @@ async def _drive(where: Plan, run: Harvest, sink: _Sink, quota: RateLimits, repo
     finally:
         if display is not None:
             display.stop()
-        if run.stats.queries or sink.written or report.coordinator is not None:
+        if run.stats.queries or sink.written or tally.coordinator is not None:
             summary(
                 report.output,
+                tally,
                 ending=ending,
-                run=run,
-                sink=sink,
                 out=where.out,
                 state=where.state,
                 emulator=report.emulator,
-                coordinator=report.coordinator,
                 job=report.job,
             )
     if fatal is not None:
