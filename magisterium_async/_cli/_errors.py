@@ -43,7 +43,8 @@ EXIT_CODES_HELP = """\
 exit codes:
   0    success
   1    any other error of the service or of the library
-  2    usage: bad arguments, an output or state file that exists without --resume
+  2    usage: bad arguments or input, an output or state that exists without
+       --resume or cannot be written
   3    authentication: no token, a token refused (401), or no paid plan (403)
   4    rate limit still exceeded after the client's waits (429)
   5    network failure or timeout

@@ -15,9 +15,10 @@ from ._options import positive
 __all__ = ["COMMAND"]
 
 _EPILOG = """\
-Documents go out as JSON Lines, fsync'd in small batches: a killed harvest loses at
-most the lines in progress, and --resume writes every document exactly once. With
---json the summary on stderr is one JSON object.
+Documents go out as JSON Lines, fsync'd in small batches (within a second of arriving):
+a killed harvest loses at most the lines in progress, and --resume writes every
+document exactly once. Ctrl-C or SIGTERM stops it cleanly, with a summary (exit 130 or
+143). With --json the summary on stderr is one JSON object.
 
 several workers: each reads the same queries; Redis decides which one searches each
 query and fetches each document (once over all of them), and they share the quota.
@@ -37,7 +38,10 @@ query and fetches each document (once over all of them), and they share the quot
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "queries", nargs="*", metavar="QUERIES_FILE", help="one query a line; - for stdin"
+        "queries",
+        nargs="*",
+        metavar="QUERIES_FILE",
+        help="one query a line (blank lines and # comments skipped); - for stdin",
     )
     parser.add_argument("-q", "--query", action="append", default=[], help="a query (repeatable)")
     parser.add_argument(

@@ -134,11 +134,15 @@ class Tally:
 
     @property
     def queries_done(self) -> int:
-        """Queries answered, over all runs: searched now or before, repeated, or taken by
-        another worker (a failed search is not done: ``--resume`` tries it again)."""
+        """Queries answered, over all runs: searched now or before, or repeated (a failed
+        search is not done: ``--resume`` tries it again)."""
         stats = self.run.stats
-        elsewhere = self.coordinator.skipped_queries if self.coordinator is not None else 0
-        return stats.searched + stats.skipped_queries + elsewhere
+        return stats.searched + stats.skipped_queries
+
+    @property
+    def queries_elsewhere(self) -> int:
+        """Queries another worker of the job took (``--job``)."""
+        return self.coordinator.skipped_queries if self.coordinator is not None else 0
 
     @property
     def documents_this_run(self) -> int:
@@ -168,7 +172,8 @@ class Tally:
         if self.total is None:
             return None
         stats = self.run.stats
-        searches_left = max(self.total - self.queries_done - self._failed("search"), 0)
+        taken = self.queries_done + self.queries_elsewhere + self._failed("search")
+        searches_left = max(self.total - taken, 0)
         attempted = stats.fetched + stats.not_found + self._failed("fetch")
         known = self.before.documents_to_fetch + stats.unique_ids
         fetches_left: float = max(known - attempted, 0)
@@ -243,6 +248,8 @@ class Status:
             f"docs {_both(str(tally.documents), tally.documents, tally.documents_this_run)}",
             f"{_rate_text(tally.per_minute)} docs/min",
         ]
+        if tally.queries_elsewhere:
+            parts.append(f"{tally.queries_elsewhere} queries to other workers")
         if stats.not_found:
             parts.append(f"not found {stats.not_found}")
         if stats.failed:
@@ -407,8 +414,8 @@ def combined_summary(
     record.update(totals, elapsed=elapsed, per_worker=list(summaries))
 
     rate = totals["written"] * 60 / elapsed if elapsed > 0 else 0.0
-    # Every worker reads every query and counts those the others took: each sees them all.
-    done = max((int((s or {}).get("queries_done", 0)) for s in summaries), default=0)
+    # Each query is taken by one worker: the workers' queries done add up.
+    done = sum(int((s or {}).get("queries_done", 0)) for s in summaries)
     total = next((s["queries_total"] for s in summaries if s and s.get("queries_total")), None)
     record.update(queries_total=total, queries_done=done)
     record.update(documents_per_minute=round(rate, 2))

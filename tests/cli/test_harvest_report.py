@@ -175,7 +175,7 @@ def test_the_workers_summary_adds_searches_not_queries_read(
 ) -> None:
     # Each of 2 workers reads all 30 queries and searches its share.
     workers = [
-        {"queries": 30, "searched": s, "written": w, "documents_total": w, "queries_done": 30,
+        {"queries": 30, "searched": s, "written": w, "documents_total": w, "queries_done": s,
          "queries_total": 30}
         for s, w in ((14, 20), (16, 25))
     ]  # fmt: skip
@@ -195,3 +195,19 @@ def test_the_workers_summary_adds_searches_not_queries_read(
     assert lines[1].endswith("· 30.0 documents/min")
     assert lines[2].startswith("  all runs: 30 of 30 queries done · 45 documents in the outputs")
     assert lines[3] == "  per worker: w1 20 docs/14 queries · w2 25 docs/16 queries"
+
+
+@dataclass
+class _Coordinator:
+    skipped_queries: int = 0
+    skipped_ids: int = 0
+
+
+def test_queries_other_workers_took_are_neither_done_here_nor_left() -> None:
+    stats = HarvestStats(queries=10, searched=10, unique_ids=10, fetched=5)
+    coordinator: Any = _Coordinator(skipped_queries=20)
+    tally = _tally(stats, 30, coordinator=coordinator)
+    assert tally.queries_done == 10 and tally.requests_left() == 5
+    assert "queries 10/30 · docs 5 · 0.0 docs/min · 20 queries to other workers" in (
+        Status(tally).line()
+    )
