@@ -34,7 +34,7 @@ from ._client import open_client
 from ._command import Invocation
 from ._coordination import check_redis, coordinate, shared_state_error, wait_for_go
 from ._errors import CliError, ExitCode, exit_code_for
-from ._harvest_plan import Plan, plan, sharing
+from ._harvest_plan import Plan, plan, sharing, unwritable
 from ._harvest_report import Before, Status, Tally, live, summary
 from ._output import Output
 
@@ -122,6 +122,7 @@ async def run_harvest(invocation: Invocation) -> int:
     try:
         if shared.job is not None:
             coordinator = await coordinate(shared.url or "", shared.job, where.state)
+        before = await _before(where)
         if args.worker_barrier:
             await wait_for_go()
         async with open_client(options) as client:
@@ -149,7 +150,7 @@ async def run_harvest(invocation: Invocation) -> int:
                 sink,
                 total=where.total,
                 quota=client.rate_limits,
-                before=await _before(where),
+                before=before,
                 coordinator=coordinator,
                 pool=lambda: client.stats.default,
                 in_file=where.out is not None,
@@ -195,7 +196,10 @@ async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _
             display.start()
         async with run:
             if isinstance(sink, JsonlWriter):
-                await sink.open()
+                try:
+                    await sink.open()
+                except OSError as exc:
+                    raise unwritable("--out", sink.path, exc) from None
             try:
                 async for document in run:
                     await sink.write(document)

@@ -33,6 +33,8 @@ def test_harvest_writes_jsonl_once_and_resume_adds_nothing(tmp_path: Path) -> No
     assert resumed.code == 0, resumed.err
     assert jsonl((tmp_path / "docs.jsonl").read_text()) == lines
     assert "Harvested 0 documents" in resumed.err
+    # All runs counted: the queries searched before and the documents already in the file.
+    assert f"all runs: 2 of 2 queries done · {len(ids)} documents in docs.jsonl" in resumed.err
 
 
 def test_harvest_reads_stdin_and_writes_stdout() -> None:
