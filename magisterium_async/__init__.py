@@ -1,6 +1,6 @@
 """Async Python SDK for the Magisterium AI A2A API.
 
->>> async with AsyncMagisterium() as client:        # token from $MAGISTERIUM_TOKEN
+>>> async with AsyncMagisterium() as client:   # $MAGISTERIUM_TOKEN, or `magisterium-async login`
 ...     for hit in await client.search("grace and nature"):
 ...         print(hit.title)
 
@@ -25,13 +25,16 @@ from ._errors import (
     APITimeoutError,
     AuthenticationError,
     ClientClosedError,
+    CredentialsError,
     InternalServerError,
     InvalidParamsError,
     InvalidRequestError,
     JSONRPCError,
+    LoginRequiredError,
     MagisteriumError,
     MalformedResponseError,
     MethodNotFoundError,
+    OAuthError,
     ParseError,
     PlanRequiredError,
     RateLimitError,
@@ -88,6 +91,7 @@ __all__ = [
     "Citation",
     "ClientClosedError",
     "Clock",
+    "CredentialsError",
     "DataPart",
     "Document",
     "FileContent",
@@ -101,10 +105,12 @@ __all__ = [
     "InvalidRequestError",
     "JSONRPCError",
     "JsonlWriter",
+    "LoginRequiredError",
     "MagisteriumError",
     "MalformedResponseError",
     "Message",
     "MethodNotFoundError",
+    "OAuthError",
     "ParseError",
     "Part",
     "PlanRequiredError",

@@ -20,6 +20,7 @@ import aiohttp
 import msgspec
 
 from . import _batch, _harvest
+from ._auth import TokenCallable, TokenSource, authorized, resolve_token
 from ._batch import DEFAULT_CONCURRENCY, Batch
 from ._clock import Clock, LoopClock
 from ._config import (
@@ -35,7 +36,6 @@ from ._config import (
 )
 from ._errors import (
     ClientClosedError,
-    MagisteriumError,
     MalformedResponseError,
     SkillNotFoundError,
     UnexpectedStatusError,
@@ -83,20 +83,6 @@ class _SendParams(msgspec.Struct, omit_defaults=True):
     message: Message
 
 
-def _token_from(token: str | None) -> str:
-    if token is None:
-        token = os.environ.get("MAGISTERIUM_TOKEN")
-        if not token:
-            raise MagisteriumError(
-                "no API token: pass token= or set the MAGISTERIUM_TOKEN environment variable"
-            )
-    if not isinstance(token, str):
-        raise TypeError(f"token must be a str, not {type(token).__name__}")
-    if not token.strip() or not token.isascii() or not token.strip().isprintable():
-        raise ValueError("token must be a non-blank string of printable ASCII characters")
-    return token.strip()
-
-
 def _parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
     if isinstance(parts, (str, TextPart, DataPart, FilePart)):
         parts = [parts]
@@ -118,7 +104,11 @@ def _parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
 class AsyncMagisterium:
     """An async client of the Magisterium A2A API.
 
-    ``token`` falls back to ``$MAGISTERIUM_TOKEN`` and ``base_url`` to
+    ``token`` falls back to ``$MAGISTERIUM_TOKEN``, then to the credentials
+    ``magisterium-async login`` stored (``credentials``: their path, else
+    ``$MAGISTERIUM_CREDENTIALS``, else the user's config directory); those are refreshed
+    before they expire. ``token`` may also be a callable, sync or async, returning the
+    token: it is called before each request. ``base_url`` falls back to
     ``$MAGISTERIUM_BASE_URL``, then the service's endpoint. ``rate_limits`` defaults to the
     Pro plan's quota (:meth:`RateLimits.pro`): calls wait for their pool rather than
     spending the quota on 429s. ``max_retries`` (default 2, or ``retry_policy``'s) caps the
@@ -136,7 +126,7 @@ class AsyncMagisterium:
 
     def __init__(
         self,
-        token: str | None = None,
+        token: str | TokenCallable | None = None,
         base_url: str | None = None,
         rate_limits: RateLimits | None = None,
         max_retries: int | None = None,
@@ -148,13 +138,17 @@ class AsyncMagisterium:
         on_event: Callable[[PoolEvent], None] | None = None,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
         shared_quota: SharedQuota | str | None = None,
+        credentials: str | os.PathLike[str] | None = None,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
-        self._token = _token_from(token)
         url = base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL
         self.base_url = check_base_url(url)
+        self._clock = clock or LoopClock()
+        self._token, self._tokens = resolve_token(
+            token, credentials, base_url=self.base_url, clock=self._clock
+        )
         self.rate_limits = rate_limits or RateLimits.pro()
         self.timeouts = Timeouts.of(timeout)
         policy = retry_policy or DEFAULT_RETRY_POLICY
@@ -162,13 +156,14 @@ class AsyncMagisterium:
             policy = dataclasses.replace(policy, max_retries=max_retries)
         self.retry_policy = policy
         self.max_concurrency = max_concurrency
-        self._clock = clock or LoopClock()
         # Shared quota hook: the pools' rate is decided in Redis, with every process on
         # this token (see _redis.py).
         self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
         shared = None
         if self.shared_quota is not None:
-            shared = self.shared_quota.limiter(self._token, self.rate_limits)
+            identity = self._token if self._tokens is None else self._tokens.identity
+            assert identity is not None
+            shared = self.shared_quota.limiter(identity, self.rate_limits)
         self._scheduler = Scheduler(
             self.rate_limits,
             max_concurrency=max_concurrency,
@@ -207,6 +202,8 @@ class AsyncMagisterium:
         """Wake every waiting call with an error and close the HTTP session. Idempotent."""
         await self._scheduler.aclose()
         await self._transport.aclose()
+        if self._tokens is not None:
+            await self._tokens.aclose()
 
     @property
     def is_closed(self) -> bool:
@@ -307,10 +304,24 @@ class AsyncMagisterium:
                 exc.skill_id = skill_id or DEFAULT_SKILL_ID
             raise
 
+    @property
+    def token_source(self) -> TokenSource | None:
+        """Where the token comes from when it may change (a callable, stored credentials);
+        ``None`` for a fixed token."""
+        return self._tokens
+
     async def _call(self, method: str, params: Any, pool: PoolName | None) -> Task:
         timeout = self.timeouts.for_pool(pool)
+        rpc = self._transport.rpc
+        tokens = self._tokens
+        if tokens is None:
+            attempt = lambda: rpc(method, params, timeout=timeout)  # noqa: E731
+        else:
+            attempt = lambda: authorized(  # noqa: E731
+                tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
+            )
         return await call_with_retries(
-            lambda: self._transport.rpc(method, params, timeout=timeout),
+            attempt,
             pool=self._scheduler.pool(pool),
             policy=self.retry_policy,
             clock=self._clock,

@@ -19,11 +19,14 @@ The tree, in one glance::
     │   ├── SkillNotFoundError        -32002
     │   ├── RateLimitError            -32003 / HTTP 429  (``.retry_after``)
     │   ├── AuthenticationError       -32004 / HTTP 401
+    │   │   └── LoginRequiredError    the stored sign-in cannot be refreshed: log in again
     │   └── PlanRequiredError         -32005 / HTTP 403
     ├── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
     ├── StateError                    a harvest's state database cannot be read or written
     ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
-    └── SharedStateError              a multi-worker harvest's Redis state is unreachable or lost
+    ├── SharedStateError              a multi-worker harvest's Redis state is unreachable or lost
+    ├── CredentialsError              the credentials file is missing, unsafe or unreadable
+    └── OAuthError                    the authorization server refused or answered off-spec
 
 ``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
 cannot be right.
@@ -43,13 +46,16 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "ClientClosedError",
+    "CredentialsError",
     "InternalServerError",
     "InvalidParamsError",
     "InvalidRequestError",
     "JSONRPCError",
+    "LoginRequiredError",
     "MagisteriumError",
     "MalformedResponseError",
     "MethodNotFoundError",
+    "OAuthError",
     "ParseError",
     "PlanRequiredError",
     "RateLimitError",
@@ -223,6 +229,17 @@ class AuthenticationError(JSONRPCError):
     code = -32004
 
 
+class LoginRequiredError(AuthenticationError):
+    """The stored sign-in cannot be renewed (the refresh token was revoked or expired, or
+    there is none): run ``magisterium-async login`` again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=401)
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class PlanRequiredError(JSONRPCError):
     """-32005 / HTTP 403: A2A needs a Pro, Organization or Enterprise plan."""
 
@@ -253,6 +270,28 @@ class SharedQuotaError(MagisteriumError):
 class SharedStateError(MagisteriumError):
     """The harvest's shared state in Redis is unreachable or was lost: the harvest stops;
     every worker's own state is intact, so ``--resume`` continues it."""
+
+
+class CredentialsError(MagisteriumError):
+    """The credentials file (``.path``) cannot be used: group or others can read it, it
+    cannot be read or written, or it is not a credentials file. Nothing was sent."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class OAuthError(MagisteriumError):
+    """The authorization server refused a sign-in step, or answered outside the OAuth specs.
+
+    ``error`` is the OAuth error code it sent (``"invalid_grant"``, ...), or ``None``;
+    ``status`` the HTTP status, when there was an answer.
+    """
+
+    def __init__(self, message: str, *, error: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.error = error
+        self.status = status
 
 
 _BY_CODE: dict[int, type[JSONRPCError]] = {

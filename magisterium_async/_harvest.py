@@ -41,7 +41,7 @@ from ._batch import (
     check_source,
     for_each,
 )
-from ._errors import StateError
+from ._errors import AuthenticationError, StateError
 from ._models import Document
 from ._skills import require_text
 from ._state import FetchOutcome, HarvestState
@@ -285,6 +285,8 @@ class _Run:
             async for query in queries:
                 try:
                     results = await self.client.search(query)
+                except AuthenticationError:
+                    raise  # every request after it would fail too: stop, resumable
                 except ITEM_ERRORS as exc:
                     await out.send((query, None, exc))
                 else:
@@ -341,6 +343,8 @@ class _Run:
                 await slots.acquire()
                 try:
                     document = await self.client.fetch(document_id)
+                except AuthenticationError:
+                    raise
                 except ITEM_ERRORS as exc:
                     await out.send((document_id, None, exc))
                 else:
@@ -553,7 +557,9 @@ def harvest(
     file recording the harvest as it goes; harvesting again with the same path resumes
     (see :class:`Harvest`). Searches and fetches that fail after the client's retries are
     recorded in :attr:`Harvest.failures` and counted in ``stats.failed``; with
-    ``on_error="raise"`` the first of them stops the harvest and is raised.
+    ``on_error="raise"`` the first of them stops the harvest and is raised. An
+    :class:`AuthenticationError` (a token refused, a sign-in that cannot be renewed) always
+    stops it and is raised: the state keeps what was done, for a resume once signed in.
     ``concurrency`` is the searches, and separately the fetches, in flight at once.
     ``acknowledge`` says when a document counts as delivered, so that a resumed harvest
     does not yield it again (see :class:`Harvest`): ``"auto"`` once the consumer asks for

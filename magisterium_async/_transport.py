@@ -214,25 +214,32 @@ def _checked_result(
     return envelope.result
 
 
+def _rpc_headers(token: str | None) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "User-Agent": _USER_AGENT,
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
 class Transport:
     """One aiohttp session to one endpoint, opened lazily inside the running loop."""
 
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | None,
         *,
         max_concurrency: int,
         connect_timeout: float,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
     ) -> None:
         self._url = base_url
-        self._rpc_headers = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": _USER_AGENT,
-        }
+        self._token = token
+        self._rpc_headers = _rpc_headers(token)
         self._get_headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._max_concurrency = max_concurrency
@@ -268,17 +275,30 @@ class Transport:
             self._timeouts[seconds] = timeout
         return timeout
 
-    async def rpc(self, method: str, params: Any, *, timeout: float) -> Task:
-        """Send one JSON-RPC request and return the Task it answers, or raise."""
+    def _headers_for(self, token: str) -> dict[str, str]:
+        # The token changes once an hour at most: rebuild the headers only then.
+        if token != self._token:
+            self._token = token
+            self._rpc_headers = _rpc_headers(token)
+        return self._rpc_headers
+
+    async def rpc(
+        self, method: str, params: Any, *, timeout: float, token: str | None = None
+    ) -> Task:
+        """Send one JSON-RPC request and return the Task it answers, or raise.
+
+        ``token`` replaces the transport's own for this request and the next ones.
+        """
         session = self._ensure_session()
         request_id = next(self._ids)
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
+        rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
         logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
         try:
             async with session.post(
                 self._url,
                 data=body,
-                headers=self._rpc_headers,
+                headers=rpc_headers,
                 allow_redirects=False,
                 timeout=self._timeout(timeout),
             ) as response:

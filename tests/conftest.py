@@ -193,3 +193,10 @@ async def client(server: ScriptedServer, clock: JumpClock) -> AsyncIterator[Any]
         token=TOKEN, base_url=server.url, rate_limits=RateLimits.unlimited(), clock=clock
     ) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def _no_stored_sign_in(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> None:
+    """No test reads the developer's own credentials: the config dir is an empty one."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.delenv("MAGISTERIUM_CREDENTIALS", raising=False)

@@ -1,0 +1,237 @@
+"""The credentials file: where it lives, and reading and writing it safely.
+
+One JSON file holds what ``magisterium-async login`` obtained: the authorization server's
+endpoints, the client registered there, and the current tokens. It is created with mode
+0600 in a directory created 0700, replaced atomically (a temporary file in the same
+directory, fsynced, then renamed over it), and refused when group or others may read or
+write it, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import msgspec
+import platformdirs
+
+from ._errors import CredentialsError
+
+__all__ = [
+    "APP_NAME",
+    "CREDENTIALS_ENV",
+    "Credentials",
+    "credentials_path",
+    "default_credentials_path",
+    "delete_credentials",
+    "load_credentials",
+    "lock_path",
+    "origin_of",
+    "save_credentials",
+]
+
+APP_NAME = "magisterium-async"
+CREDENTIALS_ENV = "MAGISTERIUM_CREDENTIALS"
+_VERSION = 1
+_MAX_SIZE = 1 << 20  # a credentials file is a few hundred bytes
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a login stored: the server, the registered client and the current tokens.
+
+    ``origin`` is the service's origin the login was made for (tokens go nowhere else);
+    ``expires_at`` is the access token's expiry in seconds since the epoch (``None``: the
+    server did not say) and ``lifetime`` its ``expires_in`` when issued. The tokens are
+    left out of ``repr``.
+    """
+
+    origin: str
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    client_id: str
+    redirect_uri: str
+    access_token: str = field(repr=False)
+    refresh_token: str | None = field(default=None, repr=False)
+    token_type: str = "Bearer"
+    expires_at: float | None = None
+    lifetime: float | None = None
+    scope: str | None = None
+    registration_endpoint: str | None = None
+    revocation_endpoint: str | None = None
+    version: int = _VERSION
+
+    def with_tokens(
+        self,
+        access_token: str,
+        refresh_token: str | None,
+        *,
+        expires_at: float | None,
+        lifetime: float | None,
+        scope: str | None,
+    ) -> Credentials:
+        """These credentials with new tokens (a refresh keeps what it was not told anew)."""
+        return replace(
+            self,
+            access_token=access_token,
+            refresh_token=refresh_token if refresh_token is not None else self.refresh_token,
+            expires_at=expires_at,
+            lifetime=lifetime,
+            scope=scope if scope is not None else self.scope,
+        )
+
+    @property
+    def scopes(self) -> list[str]:
+        """The granted scopes, as a list (empty when the server named none)."""
+        return self.scope.split() if self.scope else []
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(Credentials)
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, lower-cased: what a token is bound to."""
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+def default_credentials_path() -> Path:
+    """``credentials.json`` in the user's configuration directory for this application."""
+    return platformdirs.user_config_path(APP_NAME) / "credentials.json"
+
+
+def credentials_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """Where the credentials live: ``path``, else ``$MAGISTERIUM_CREDENTIALS``, else the
+    user's configuration directory."""
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"credentials must be a path, not {type(path).__name__}")
+        return Path(path).expanduser()
+    env = os.environ.get(CREDENTIALS_ENV)
+    if env:
+        return Path(env).expanduser()
+    return default_credentials_path()
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file beside ``path`` that serialises refreshes between processes."""
+    return path.with_name(path.name + ".lock")
+
+
+def _check_private(path: Path, mode: int) -> None:
+    if os.name == "nt":  # POSIX permission bits mean nothing there; the ACLs decide
+        return
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise CredentialsError(
+            f"refusing the credentials file {path}: group or others can read or write it "
+            f"(mode {stat.S_IMODE(mode):04o}); make it private with: chmod 600 {path}",
+            path=str(path),
+        )
+
+
+def load_credentials(path: Path) -> Credentials | None:
+    """The credentials stored at ``path``; ``None`` when there is no file.
+
+    Raises :class:`CredentialsError` when the file is readable or writable by group or
+    others (nothing is sent with such a file), cannot be read, or is not a credentials file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CredentialsError(
+            f"cannot read the credentials file {path}: {exc.strerror}", path=str(path)
+        ) from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise CredentialsError(
+                f"the credentials path {path} is not a regular file", path=str(path)
+            )
+        _check_private(path, info.st_mode)
+        data = file.read(_MAX_SIZE + 1)
+    if len(data) > _MAX_SIZE:
+        raise CredentialsError(f"{path} is too large to be a credentials file", path=str(path))
+    try:
+        credentials = _DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        # The decoder's message names a field, never a value: no token leaks through it.
+        raise CredentialsError(
+            f"{path} is not a magisterium-async credentials file ({exc}); "
+            "run `magisterium-async login` again",
+            path=str(path),
+        ) from None
+    if credentials.version != _VERSION:
+        raise CredentialsError(
+            f"{path} was written by another version (format {credentials.version}); "
+            "run `magisterium-async login` again",
+            path=str(path),
+        )
+    return credentials
+
+
+def _fsync_dir(directory: Path) -> None:
+    if os.name == "nt":
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save_credentials(path: Path, credentials: Credentials) -> None:
+    """Write ``credentials`` to ``path`` atomically, mode 0600 from the first byte.
+
+    The parent directory is created (0700) if missing. A reader sees the old file or the
+    new one, never a part of either.
+    """
+    directory = path.parent
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temp = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(msgspec.json.format(_ENCODER.encode(credentials), indent=2))
+                file.write(b"\n")
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    except OSError as exc:
+        raise CredentialsError(
+            f"cannot write the credentials file {path}: {exc.strerror or exc}", path=str(path)
+        ) from None
+    _fsync_dir(directory)
+
+
+def delete_credentials(path: Path) -> bool:
+    """Remove the credentials file (and its lock file); whether there was one."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock_path(path))
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise CredentialsError(
+            f"cannot delete the credentials file {path}: {exc.strerror}", path=str(path)
+        ) from None
+    return True
