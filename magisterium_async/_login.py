@@ -20,7 +20,6 @@ import webbrowser
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
@@ -122,13 +121,14 @@ class _Listener:
         self._socket.close()
 
 
-async def stdin_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
-    """Lines read from ``stream`` (stdin) without blocking the loop, until end of input.
+async def stdin_lines(fd: int | None = None) -> AsyncIterator[str]:
+    """Lines of input read from ``fd`` (stdin) without blocking the loop, until its end.
 
-    A daemon thread reads: a login that ends by the browser's redirect leaves it blocked
-    on a terminal, and a daemon thread does not keep the process alive for it.
+    A daemon thread reads the raw descriptor: a login that ends by the browser's redirect
+    leaves it blocked on a terminal, which must neither keep the process alive nor hold
+    the lock of ``sys.stdin``'s buffer while the interpreter shuts down.
     """
-    stream = stream if stream is not None else sys.stdin
+    fd = sys.stdin.fileno() if fd is None else fd
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -137,11 +137,17 @@ async def stdin_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
             loop.call_soon_threadsafe(lines.put_nowait, line)
 
     def read() -> None:
+        pending = b""
         try:
-            for line in stream:
-                post(line)
-        except (OSError, ValueError):
+            while chunk := os.read(fd, 4096):
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    post(line.decode("utf-8", "replace"))
+        except OSError:
             pass
+        if pending:
+            post(pending.decode("utf-8", "replace"))
         post(None)
 
     threading.Thread(target=read, name="magisterium-login-stdin", daemon=True).start()

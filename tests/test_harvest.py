@@ -680,3 +680,42 @@ async def test_resume_with_a_large_backlog_and_new_queries_completes(
     assert len(first) == 1
     rest = await collect(client.harvest(QUERIES, state=state, concurrency=1))
     assert set(first) | set(rest) == await expected_ids(client, QUERIES)
+
+
+async def test_a_refused_token_stops_the_harvest_resumably(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    from magisterium_async import AuthenticationError
+
+    state = tmp_path / "state.db"
+    calls = itertools.count()
+
+    def token() -> str:  # valid for 40 requests, then refused: a sign-in that ran out
+        return emulator.token if next(calls) < 40 else "revoked"
+
+    async with AsyncMagisterium(
+        token, base_url=emulator.base_url, rate_limits=RateLimits.unlimited()
+    ) as signed_out:
+        h = signed_out.harvest(QUERIES, state=state, concurrency=4)
+        first: list[str] = []
+        with pytest.raises(AuthenticationError):
+            async with h:
+                async for document in h:
+                    first.append(document.id)
+    assert h.stats.failed == 0 and h.failures == []  # stopped, not counted per item
+    assert first
+    searched, fetched = recorded(state)
+    assert searched and fetched
+    since = len(emulator.arrivals)
+    async with connect(emulator) as client:
+        h = client.harvest(QUERIES, state=state, concurrency=4)
+        rest = await collect(h)
+        searched_again = set(requests(emulator, "document_search", since))
+        fetched_again = set(requests(emulator, "document_fetch", since))
+        expected = await expected_ids(client, QUERIES)
+    assert h.stats.failed == 0
+    assert len(first) + len(rest) >= len(expected)
+    assert set(first) | set(rest) == expected
+    # The resumed run asks for nothing the stopped one recorded.
+    assert not searched & searched_again
+    assert not fetched & fetched_again
