@@ -9,14 +9,16 @@ from dataclasses import dataclass
 
 from .._client import AsyncMagisterium
 from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
+from .._credentials import credentials_path
 from .._redis import SharedQuota
 from ._errors import CliError, ExitCode
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
 NO_TOKEN = (
-    "no API token: set MAGISTERIUM_TOKEN (export MAGISTERIUM_TOKEN=<your token>) "
-    "or pass --token-file PATH; add --emulator to try everything offline"
+    "no API token: sign in with `magisterium-async login`, or set MAGISTERIUM_TOKEN "
+    "(export MAGISTERIUM_TOKEN=<your token>) or pass --token-file PATH; add --emulator to "
+    "try everything offline"
 )
 
 
@@ -25,6 +27,8 @@ class ClientOptions:
     """The client's settings, as the common options gave them."""
 
     token_file: str | None = None
+    credentials: str | None = None
+    """The sign-in file of ``login`` (``--credentials``)."""
     base_url: str | None = None
     quota: RateLimits | None = None
     timeout: float | None = None
@@ -38,13 +42,16 @@ class ClientOptions:
     """How many processes share that quota (the fallback's divisor if Redis goes away)."""
 
 
-def read_token(token_file: str | None) -> str:
-    """The token from ``token_file``, else ``$MAGISTERIUM_TOKEN``; :class:`CliError` if none."""
+def read_token(token_file: str | None, credentials: str | None = None) -> str | None:
+    """The token from ``token_file``, else ``$MAGISTERIUM_TOKEN``; ``None`` when the stored
+    sign-in is to be used; :class:`CliError` if there is none of the three."""
     if token_file is None:
         token = os.environ.get("MAGISTERIUM_TOKEN", "").strip()
-        if not token:
+        if token:
+            return token
+        if credentials is None and not credentials_path().exists():
             raise CliError(NO_TOKEN, ExitCode.AUTH)
-        return token
+        return None
     try:
         with open(token_file, encoding="utf-8") as file:
             token = file.read().strip()
@@ -79,7 +86,7 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
 
 
 def _client(
-    options: ClientOptions, token: str, base_url: str | None, quota: RateLimits
+    options: ClientOptions, token: str | None, base_url: str | None, quota: RateLimits
 ) -> AsyncMagisterium:
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
     shared = None
@@ -93,6 +100,7 @@ def _client(
             timeout=timeout,
             max_retries=options.max_retries,
             shared_quota=shared,
+            credentials=options.credentials if token is None else None,
         )
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
@@ -107,7 +115,7 @@ async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]
     """
     check_options(options)
     if not options.emulator:
-        token = read_token(options.token_file)
+        token = read_token(options.token_file, options.credentials)
         async with _client(
             options, token, options.base_url, options.quota or RateLimits.pro()
         ) as client:

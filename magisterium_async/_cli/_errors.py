@@ -9,7 +9,10 @@ from .._errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
+    CredentialsError,
+    LoginRequiredError,
     MagisteriumError,
+    OAuthError,
     PlanRequiredError,
     RateLimitError,
     TaskNotFoundError,
@@ -45,7 +48,8 @@ exit codes:
   1    any other error of the service or of the library
   2    usage: bad arguments or input, an output or state that exists without
        --resume or cannot be written
-  3    authentication: no token, a token refused (401), or no paid plan (403)
+  3    authentication: no token, a token refused (401), a sign-in that cannot be
+       renewed or completed, an unsafe credentials file, or no paid plan (403)
   4    rate limit still exceeded after the client's waits (429)
   5    network failure or timeout
   6    not found: a document, a task, or readings / martyrology for that date
@@ -75,7 +79,7 @@ def exit_code_for(error: BaseException) -> ExitCode:
     """The exit code for ``error`` (a :class:`MagisteriumError`, a ``ValueError``...)."""
     if isinstance(error, CliError):
         return error.code
-    if isinstance(error, (AuthenticationError, PlanRequiredError)):
+    if isinstance(error, (AuthenticationError, PlanRequiredError, CredentialsError, OAuthError)):
         return ExitCode.AUTH
     if isinstance(error, RateLimitError):
         return ExitCode.RATE_LIMITED
@@ -91,8 +95,13 @@ def exit_code_for(error: BaseException) -> ExitCode:
 def describe(error: BaseException) -> str:
     """``error`` as one line, with a hint where one helps."""
     text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, LoginRequiredError):
+        return text
     if isinstance(error, AuthenticationError):
-        return f"{text}: the token was refused; check MAGISTERIUM_TOKEN or --token-file"
+        return (
+            f"{text}: the token was refused; check MAGISTERIUM_TOKEN or --token-file, "
+            "or sign in again with `magisterium-async login`"
+        )
     if isinstance(error, PlanRequiredError):
         return f"{text}: the A2A API needs a Pro, Organization or Enterprise plan"
     if isinstance(error, RateLimitError):

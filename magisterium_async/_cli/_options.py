@@ -70,6 +70,13 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         default=default(False),
         help="machine output: JSON (results on stdout, summaries on stderr)",
     )
+    parser.add_argument(
+        "--credentials",
+        metavar="PATH",
+        default=default(None),
+        help="the sign-in file of `login` (default: $MAGISTERIUM_CREDENTIALS, then the user "
+        "config dir)",
+    )
 
 
 def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -141,6 +148,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
     """The client's settings the connection options chose."""
     return ClientOptions(
         token_file=args.token_file,
+        credentials=args.credentials,
         base_url=args.base_url,
         quota=args.quota,
         timeout=args.timeout,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from .._version import __version__
-from . import _emulator, _harvest, _skills, _tasks
+from . import _auth, _emulator, _harvest, _skills, _tasks
 from ._command import Command, Group, add_commands
 from ._errors import EXIT_CODES_HELP
 from ._options import add_common_options, add_connection_options
@@ -22,15 +22,18 @@ COMMANDS: tuple[Command | Group, ...] = (
     *_skills.COMMANDS,
     *_tasks.COMMANDS,
     _harvest.COMMAND,
+    *_auth.COMMANDS,
     _emulator.COMMAND,
 )
 
 _EPILOG = f"""\
 environment:
-  MAGISTERIUM_TOKEN     the API token (or --token-file PATH)
+  MAGISTERIUM_TOKEN     the API token (or --token-file PATH; else the sign-in of login)
+  MAGISTERIUM_CREDENTIALS  where login keeps the sign-in (or --credentials PATH)
   MAGISTERIUM_BASE_URL  the endpoint (or --base-url URL)
 
 examples:
+  {PROG} login
   {PROG} harvest --emulator --query grace --query Eucharist --out docs.jsonl
   {PROG} search --emulator "grace and nature"
   {PROG} ask "What is grace?" --json

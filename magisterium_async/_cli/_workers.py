@@ -94,8 +94,9 @@ async def run_workers(invocation: Invocation) -> int:
     env = dict(os.environ)
     common: list[str] = []
     if not options.emulator:
-        read_token(options.token_file)  # one clear error now, not one per worker
+        read_token(options.token_file, options.credentials)  # one error now, not one a worker
         common += ["--token-file", options.token_file] if options.token_file else []
+        common += ["--credentials", options.credentials] if options.credentials else []
         common += ["--base-url", options.base_url] if options.base_url else []
         common += ["--quota", _quota_text(options.quota)] if options.quota else []
     async with contextlib.AsyncExitStack() as stack:

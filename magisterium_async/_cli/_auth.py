@@ -1,0 +1,153 @@
+"""``login``, ``logout`` and ``auth status``: signing in with the user's account.
+
+The flows are the library's (:mod:`.._login`); these commands only parse and print. What
+they say goes to stderr, the status to stdout; none prints a token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+
+from .._credentials import credentials_path
+from .._login import AuthStatus, auth_status, login, logout, stdin_lines
+from ._command import Command, Group, Invocation
+from ._errors import CliError, ExitCode
+from ._output import Output
+
+__all__ = ["COMMANDS"]
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _expiry(status: AuthStatus) -> str:
+    if status.expires_at is None:
+        return "not stated by the server"
+    left = (status.expires_at - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    if left > 0:
+        how = f"in {_duration(left)}"
+    else:
+        how = "expired; renewed at the next call" if status.refreshable else "expired"
+    return f"{status.expires_at.isoformat()} ({how})"
+
+
+def _show(status: AuthStatus, output: Output) -> None:
+    def lines() -> None:
+        rows = [
+            ("issuer", status.issuer),
+            ("expires", _expiry(status)),
+            ("scopes", " ".join(status.scopes) or "(none named)"),
+            ("refresh", "yes" if status.refreshable else "no: sign in again when it expires"),
+            ("client", status.client_id),
+            ("file", str(status.path)),
+        ]
+        print(f"signed in to {status.origin}")
+        for name, value in rows:
+            print(f"  {name:<8} {value}")
+
+    output.result(status.as_json(), lines)
+
+
+def _stdin_fd() -> int | None:
+    try:
+        return sys.stdin.fileno() if sys.stdin is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def _login_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help="the A2A endpoint; its origin serves the sign-in (default: "
+        "$MAGISTERIUM_BASE_URL, then the service)",
+    )
+    parser.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="do not open a browser: open the printed URL yourself (on a host without one, "
+        "paste back the URL the browser was sent to)",
+    )
+
+
+async def _login(invocation: Invocation) -> int:
+    args = invocation.args
+    fd = _stdin_fd()
+    path, _ = await login(
+        args.base_url,
+        args.credentials,
+        open_browser=not args.no_browser,
+        pasted=stdin_lines(fd) if fd is not None else None,
+        say=_say,
+    )
+    status = auth_status(path)
+    assert status is not None
+    _say(f"Signed in to {status.issuer}; the credentials are in {path}")
+    if invocation.output.json:
+        _show(status, invocation.output)
+    return ExitCode.OK
+
+
+async def _logout(invocation: Invocation) -> int:
+    result = await logout(invocation.args.credentials)
+    if not result.removed:
+        _say(f"not signed in (no credentials at {result.path})")
+        return ExitCode.OK
+    if result.revoked is False:
+        raise CliError(
+            f"deleted {result.path}, but the server could not revoke the tokens: "
+            f"{result.revoke_error}",
+            ExitCode.ERROR,
+        )
+    how = "the tokens were revoked" if result.revoked else "the server offers no revocation"
+    _say(f"Signed out: {how}; deleted {result.path}")
+    return ExitCode.OK
+
+
+async def _status(invocation: Invocation) -> int:
+    credentials = invocation.args.credentials
+    status = auth_status(credentials)
+    if status is None:
+        raise CliError(
+            f"not signed in: no credentials at {credentials_path(credentials)}; "
+            "run `magisterium-async login`",
+            ExitCode.AUTH,
+        )
+    _show(status, invocation.output)
+    if os.environ.get("MAGISTERIUM_TOKEN"):
+        invocation.output.note(
+            "note: MAGISTERIUM_TOKEN is set: commands use it, not these credentials"
+        )
+    return ExitCode.OK
+
+
+COMMANDS = (
+    Command(
+        "login",
+        "sign in with your account (OAuth in a browser); the sign-in is kept and renewed",
+        _login,
+        _login_arguments,
+        connects=False,
+    ),
+    Command("logout", "revoke the stored sign-in and delete it", _logout, connects=False),
+    Group("auth", "the stored sign-in"),
+    Command(
+        "auth status",
+        "issuer, expiry and scopes of the stored sign-in (never a token); sends nothing",
+        _status,
+        connects=False,
+    ),
+)

@@ -1,0 +1,190 @@
+"""``login``, ``logout`` and ``auth status`` as users run them, and exit code 3 for sign-ins."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from magisterium_async._credentials import load_credentials
+
+from ..oauth_fake import FakeAuthServer, auth_server
+from ..test_login import redirect_location
+from .helpers import TIMEOUT, Run, clean_env
+
+__all__ = ["auth_server"]
+
+
+async def cli(*args: str, stdin: bytes | None = None, **env: str) -> Run:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "magisterium_async",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(**env),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin), TIMEOUT)
+    assert proc.returncode is not None
+    return Run(proc.returncode, out.decode(), err.decode())
+
+
+class LoginRun:
+    """``magisterium-async login`` in a subprocess, read line by line as a person would."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.err: list[str] = []
+
+    @classmethod
+    async def start(cls, server: FakeAuthServer, path: Path, *extra: str) -> LoginRun:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "magisterium_async",
+            "login",
+            "--base-url",
+            server.base_url,
+            "--credentials",
+            str(path),
+            "--no-browser",
+            *extra,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=clean_env(),
+        )
+        return cls(proc)
+
+    async def url(self) -> str:
+        """The authorization URL: the stderr line that is a URL and nothing else."""
+        assert self.proc.stderr is not None
+        while line := await asyncio.wait_for(self.proc.stderr.readline(), TIMEOUT):
+            text = line.decode()
+            self.err.append(text)
+            if text.startswith("http"):
+                assert text.strip() == text.rstrip("\n") and " " not in text.strip()
+                return text.strip()
+        pytest.fail(f"login printed no URL: {self.err}")
+
+    async def finish(self, stdin: bytes = b"") -> Run:
+        out, err = await asyncio.wait_for(self.proc.communicate(stdin), TIMEOUT)
+        assert self.proc.returncode is not None
+        return Run(self.proc.returncode, out.decode(), "".join(self.err) + err.decode())
+
+
+async def test_login_by_the_browser_redirect(auth_server: FakeAuthServer, tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    login = await LoginRun.start(auth_server, path)
+    url = await login.url()
+    async with aiohttp.ClientSession() as session, session.get(url) as landed:
+        assert landed.status == 200
+        assert "Signed in" in await landed.text()
+    run = await login.finish()
+    assert run.code == 0, run.err
+    assert "Signed in to" in run.err and str(path) in run.err
+    stored = load_credentials(path)
+    assert stored is not None
+    assert stored.access_token not in run.err + run.out
+    assert str(stored.refresh_token) not in run.err + run.out
+    assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    login = await LoginRun.start(auth_server, path)
+    location = await redirect_location(await login.url())
+    run = await login.finish((location + "\n").encode())
+    assert run.code == 0, run.err
+    assert "paste" in run.err
+    stored = load_credentials(path)
+    assert stored is not None and stored.access_token in auth_server.access
+
+
+async def test_status_and_logout(auth_server: FakeAuthServer, tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    login = await LoginRun.start(auth_server, path)
+    async with aiohttp.ClientSession() as session, session.get(await login.url()):
+        pass
+    assert (await login.finish()).code == 0
+    stored = load_credentials(path)
+    assert stored is not None
+
+    status = await cli("auth", "status", "--credentials", str(path))
+    assert status.code == 0, status.err
+    assert auth_server.origin in status.out and "a2a" in status.out
+    as_json = await cli("auth", "status", "--credentials", str(path), "--json")
+    data = json.loads(as_json.out)
+    assert data["issuer"] == auth_server.origin and data["scopes"] == ["a2a"]
+    assert data["refreshable"] is True and data["expired"] is False
+    for run in (status, as_json):
+        assert stored.access_token not in run.out + run.err
+
+    out = await cli("logout", "--credentials", str(path))
+    assert out.code == 0, out.err
+    assert "revoked" in out.err and not path.exists()
+    assert auth_server.refresh_tokens == {}
+    gone = await cli("auth", "status", "--credentials", str(path))
+    assert gone.code == 3 and "not signed in" in gone.err and "login" in gone.err
+
+
+async def test_a_command_uses_the_stored_sign_in(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    login = await LoginRun.start(auth_server, path)
+    async with aiohttp.ClientSession() as session, session.get(await login.url()):
+        pass
+    assert (await login.finish()).code == 0
+    run = await cli(
+        "search", "grace", "--base-url", auth_server.base_url, "--credentials", str(path), "--json"
+    )
+    assert run.code == 0, run.err
+    assert json.loads(run.out) == []
+
+
+async def test_a_revoked_sign_in_exits_3_saying_to_log_in(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    login = await LoginRun.start(auth_server, path)
+    async with aiohttp.ClientSession() as session, session.get(await login.url()):
+        pass
+    assert (await login.finish()).code == 0
+    auth_server.revoke_all()
+    run = await cli(
+        "search", "grace", "--base-url", auth_server.base_url, "--credentials", str(path)
+    )
+    assert run.code == 3
+    assert "magisterium-async login" in run.err and len(run.err.strip().splitlines()) == 1
+
+
+async def test_an_unsafe_file_exits_3_and_sends_nothing(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    login = await LoginRun.start(auth_server, path)
+    async with aiohttp.ClientSession() as session, session.get(await login.url()):
+        pass
+    assert (await login.finish()).code == 0
+    path.chmod(0o640)
+    before = (list(auth_server.requests), auth_server.rpc_calls)
+    run = await cli(
+        "search", "grace", "--base-url", auth_server.base_url, "--credentials", str(path)
+    )
+    assert run.code == 3
+    assert f"chmod 600 {path}" in run.err
+    assert (auth_server.requests, auth_server.rpc_calls) == before
+
+
+async def test_no_sign_in_anywhere_exits_3_naming_login(tmp_path: Path) -> None:
+    run = await cli("search", "grace", XDG_CONFIG_HOME=str(tmp_path))
+    assert run.code == 3
+    assert "MAGISTERIUM_TOKEN" in run.err and "magisterium-async login" in run.err
