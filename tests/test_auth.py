@@ -19,6 +19,7 @@ import magisterium_async as m
 from magisterium_async._auth import StoredToken
 from magisterium_async._credentials import load_credentials, save_credentials
 from magisterium_async._login import login
+from magisterium_async.testing import Emulator
 
 from .oauth_fake import FakeAuthServer, auth_server
 
@@ -46,7 +47,7 @@ async def browser_follows(url: str) -> int:
         return response.status
 
 
-async def sign_in(server: FakeAuthServer, path: Path) -> None:
+async def sign_in(server: FakeAuthServer | Emulator, path: Path) -> None:
     """Log in through the library flow, the browser step done by an HTTP client."""
     visits: list[asyncio.Task[int]] = []
     await login(

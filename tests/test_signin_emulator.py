@@ -1,0 +1,209 @@
+"""Signing in end to end against the emulator's authorization server: the issue's done-when.
+
+Login by the browser redirect and by the pasted URL; a harvest across six token lifetimes
+(virtual time: the emulator and the client share one clock, moved as documents arrive);
+four processes sharing one file while refresh tokens rotate; a revoked sign-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+import magisterium_async as m
+from magisterium_async._auth import StoredToken
+from magisterium_async._credentials import load_credentials
+from magisterium_async.testing import Emulator, EmulatorConfig, SyntheticCorpus
+
+from .cli.helpers import TIMEOUT, clean_env
+from .test_auth import ManualClock, sign_in
+from .test_login import redirect_location
+
+WORKER = Path(__file__).with_name("auth_worker.py")
+LIFETIME = 100.0
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def emulator(clock: ManualClock) -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        rate_limits=None,
+        corpus=SyntheticCorpus(5000, seed=3),
+        token_lifetime=LIFETIME,
+        clock=clock.now,
+    )
+    async with Emulator(config) as emu:
+        yield emu
+
+
+async def cli_login(emulator: Emulator, path: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "magisterium_async",
+        "login",
+        "--base-url",
+        emulator.base_url,
+        "--credentials",
+        str(path),
+        "--no-browser",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(),
+    )
+
+
+async def authorization_url(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stderr is not None
+    while line := await asyncio.wait_for(proc.stderr.readline(), TIMEOUT):
+        if line.startswith(b"http"):
+            return line.decode().strip()
+    pytest.fail("login printed no authorization URL")
+
+
+async def test_cli_login_by_the_browser_redirect(emulator: Emulator, tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    proc = await cli_login(emulator, path)
+    url = await authorization_url(proc)
+    async with aiohttp.ClientSession() as session, session.get(url) as landed:
+        assert landed.status == 200  # followed the 302 to the CLI's 127.0.0.1 listener
+    out, err = await asyncio.wait_for(proc.communicate(b""), TIMEOUT)
+    assert proc.returncode == 0, err
+    stored = load_credentials(path)
+    assert stored is not None and stored.issuer == emulator.issuer
+    assert stored.access_token.encode() not in out + err
+    assert emulator.stats.oauth.registrations == 1 and emulator.stats.oauth.tokens_issued == 1
+    async with m.AsyncMagisterium(base_url=emulator.base_url, credentials=path) as client:
+        assert len(await client.search("grace")) > 0
+
+
+async def test_cli_login_by_the_pasted_url(emulator: Emulator, tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    proc = await cli_login(emulator, path)
+    location = await redirect_location(await authorization_url(proc))
+    _, err = await asyncio.wait_for(proc.communicate((location + "\n").encode()), TIMEOUT)
+    assert proc.returncode == 0, err
+    assert load_credentials(path) is not None
+
+
+async def test_a_harvest_across_six_token_lifetimes(
+    emulator: Emulator, clock: ManualClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    await sign_in(emulator, path)
+    queries = [f"topic{i}" for i in range(95)]
+    step = LIFETIME / 100  # virtual seconds per document received
+    async with m.AsyncMagisterium(
+        base_url=emulator.base_url,
+        credentials=path,
+        rate_limits=m.RateLimits.unlimited(),
+        clock=clock,
+    ) as client:
+        source = client.token_source
+        assert isinstance(source, StoredToken)
+        h = client.harvest(queries, state=tmp_path / "state.db", concurrency=2)
+        started = clock.now()
+        async with h:
+            async for _ in h:
+                clock.time += step
+        lifetimes = (clock.now() - started) / LIFETIME
+    assert lifetimes >= 6, f"only {lifetimes:.1f} lifetimes: too few documents"
+    assert h.stats.failed == 0 and h.failures == []
+    assert h.stats.yielded == h.stats.unique_ids
+    oauth = emulator.stats.oauth
+    # About one refresh per lifetime: each a little before expiry, none after a refusal.
+    assert int(lifetimes) <= source.refreshes <= int(lifetimes) + 1
+    assert oauth.refreshes == source.refreshes
+    assert oauth.rejected_tokens == 0 and oauth.invalid_grants == 0
+
+
+@pytest.mark.slow
+async def test_four_processes_on_one_file_never_reuse_a_rotated_refresh_token(
+    tmp_path: Path,
+) -> None:
+    lifetime = 2.0
+    config = EmulatorConfig(rate_limits=None, token_lifetime=lifetime, clock=time.monotonic)
+    async with Emulator(config) as emulator:
+        path = tmp_path / "credentials.json"
+        await sign_in(emulator, path)
+        workers = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(WORKER),
+                emulator.base_url,
+                str(path),
+                "4",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=clean_env(),
+            )
+            for _ in range(4)
+        ]
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write(b"go\n")
+        outputs = [await asyncio.wait_for(w.communicate(), 120) for w in workers]
+        oauth = emulator.stats.oauth
+    assert [w.returncode for w in workers] == [0, 0, 0, 0], [err for _, err in outputs]
+    reports = [json.loads(out) for out, _ in outputs]
+    assert oauth.invalid_grants == 0 and oauth.refresh_reuses == 0
+    assert [r["failed"] for r in reports] == [0, 0, 0, 0]
+    assert all(len(r["seen"]) == 4 for r in reports)
+    # Every refresh shared by all four: about one per lifetime, not one per process.
+    assert oauth.refreshes == sum(r["refreshes"] for r in reports)
+    assert oauth.refreshes <= max(len(r["seen"]) for r in reports) + 1
+
+
+async def test_a_revoked_sign_in_asks_to_log_in_again(
+    emulator: Emulator, clock: ManualClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    await sign_in(emulator, path)
+    assert emulator.oauth.revoke_refresh_tokens() == 1
+    clock.time += LIFETIME
+    async with m.AsyncMagisterium(
+        base_url=emulator.base_url, credentials=path, clock=clock
+    ) as client:
+        with pytest.raises(m.AuthenticationError) as caught:
+            await client.search("grace")
+    assert isinstance(caught.value, m.LoginRequiredError)
+    assert "run `magisterium-async login` again" in str(caught.value)
+    assert emulator.stats.oauth.invalid_grants == 1
+
+
+async def test_a_revoked_sign_in_exits_3(
+    emulator: Emulator, clock: ManualClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    await sign_in(emulator, path)
+    emulator.oauth.revoke_tokens()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "magisterium_async",
+        "search",
+        "grace",
+        "--base-url",
+        emulator.base_url,
+        "--credentials",
+        str(path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode == 3
+    assert b"magisterium-async login" in err and out == b""
