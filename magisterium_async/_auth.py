@@ -38,7 +38,13 @@ from ._credentials import (
     origin_of,
     save_credentials,
 )
-from ._errors import AuthenticationError, LoginRequiredError, MagisteriumError, OAuthError
+from ._errors import (
+    AuthenticationError,
+    LoginRequiredError,
+    MagisteriumError,
+    OAuthError,
+    UnexpectedStatusError,
+)
 
 __all__ = [
     "TOKEN_ENV",
@@ -223,6 +229,9 @@ class StoredToken:
                 raise LoginRequiredError(
                     f"the sign-in in {self.path} cannot be renewed: {exc}; {LOGIN_AGAIN}"
                 ) from None
+            if exc.status is not None and (exc.status >= 500 or exc.status == 429):
+                # The server's trouble, not the sign-in's: retried like any 5xx.
+                raise UnexpectedStatusError(str(exc), status=exc.status) from None
             raise
         expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
         fresh = stored.with_tokens(

@@ -65,6 +65,7 @@ class FakeAuthServer:
     refreshes: int = 0
     invalid_grants: int = 0
     revoked: list[str] = field(default_factory=list)
+    token_outages: int = 0  # the next token requests answered 503
     rpc_calls: int = 0
     rpc_refused: int = 0
     requests: list[str] = field(default_factory=list)
@@ -152,6 +153,9 @@ class FakeAuthServer:
         form = await request.post()
         grant_type = form.get("grant_type")
         self.requests.append(f"token:{grant_type}")
+        if self.token_outages:
+            self.token_outages -= 1
+            return web.json_response({"error": "temporarily_unavailable"}, status=503)
         if grant_type == "authorization_code":
             entry = self.codes.pop(str(form.get("code")), None)
             if entry is None:

@@ -293,6 +293,16 @@ async def test_a_token_refused_twice_is_an_authentication_error(
     assert auth_server.rpc_calls == 2 and auth_server.refreshes == 1
 
 
+async def test_an_outage_of_the_token_endpoint_is_retried_like_a_5xx(
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+) -> None:
+    auth_server.token_outages = 1
+    clock.time += auth_server.lifetime
+    assert await stored_client.search("grace") == []
+    assert auth_server.requests[-2:] == ["token:refresh_token", "token:refresh_token"]
+    assert auth_server.rpc_refused == 0
+
+
 async def test_a_revoked_refresh_token_says_to_log_in_again(
     stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
 ) -> None:

@@ -207,3 +207,36 @@ async def test_a_revoked_sign_in_exits_3(
     out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode == 3
     assert b"magisterium-async login" in err and out == b""
+
+
+async def run_cli(*args: str) -> tuple[int, bytes, bytes]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "magisterium_async",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode is not None
+    return proc.returncode, out, err
+
+
+async def test_a_cli_harvest_stopped_by_a_revoked_sign_in_resumes_after_login(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    path, out = tmp_path / "credentials.json", tmp_path / "docs.jsonl"
+    await sign_in(emulator, path)
+    emulator.oauth.revoke_tokens()
+    common = ["--base-url", emulator.base_url, "--quota", "unlimited", "--out", str(out)]
+    common += ["--credentials", str(path)]
+    code, _, err = await run_cli("harvest", "-q", "grace", "-q", "mercy", *common)
+    assert code == 3, err
+    assert b"magisterium-async login" in err
+    await sign_in(emulator, path)
+    code, _, err = await run_cli("harvest", "-q", "grace", "-q", "mercy", "--resume", *common)
+    assert code == 0, err
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert ids and len(ids) == len(set(ids))
