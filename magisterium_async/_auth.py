@@ -147,7 +147,7 @@ class StoredToken:
         self.identity = f"oauth:{credentials.issuer} {credentials.client_id}"
         self.refreshes = 0
         self._clock = clock
-        self._lock = asyncio.Lock()
+        self._flight: asyncio.Future[None] | None = None
         self._file_lock = filelock.AsyncFileLock(
             str(lock_path(path)), timeout=_LOCK_TIMEOUT, mode=0o600
         )
@@ -189,24 +189,31 @@ class StoredToken:
         return True
 
     async def _refresh(self, seen: str, *, forced: bool) -> str:
-        async with self._lock:
-            current = self._credentials
-            if current.access_token != seen or not (forced or self._due()):
-                return current.access_token  # a call that waited here saw it renewed
-            async with self._file_lock:
-                stored = await anyio.to_thread.run_sync(load_credentials, self.path)
-                if stored is None:
-                    raise LoginRequiredError(
-                        f"the credentials file {self.path} is gone (signed out?); {LOGIN_AGAIN}"
-                    )
-                if stored.access_token != seen:
-                    # Another process refreshed: its tokens are the live ones.
-                    self._adopt(stored, expires_in=None)
-                    if forced or not self._due():
-                        logger.debug("using the tokens another process refreshed")
-                        return stored.access_token
-                await self._refresh_stored(stored)
-            return self._credentials.access_token
+        flight = self._flight
+        if flight is None or flight.done():
+            if self._credentials.access_token != seen or not (forced or self._due()):
+                return self._credentials.access_token  # renewed since the caller looked
+            flight = self._flight = asyncio.ensure_future(self._renew(seen, forced=forced))
+            flight.add_done_callback(_retrieve)
+        # Shielded: a caller cancelled mid-refresh must not lose a rotated refresh token
+        # the server has already spent; every waiter shares this one outcome.
+        await asyncio.shield(flight)
+        return self._credentials.access_token
+
+    async def _renew(self, seen: str, *, forced: bool) -> None:
+        async with self._file_lock:
+            stored = await anyio.to_thread.run_sync(load_credentials, self.path)
+            if stored is None:
+                raise LoginRequiredError(
+                    f"the credentials file {self.path} is gone (signed out?); {LOGIN_AGAIN}"
+                )
+            if stored.access_token != seen:
+                # Another process refreshed: its tokens are the live ones.
+                self._adopt(stored, expires_in=None)
+                if forced or not self._due():
+                    logger.debug("using the tokens another process refreshed")
+                    return
+            await self._refresh_stored(stored)
 
     async def _refresh_stored(self, stored: Credentials) -> None:
         if stored.refresh_token is None:
@@ -246,9 +253,19 @@ class StoredToken:
         self._adopt(fresh, expires_in=tokens.expires_in)
 
     async def aclose(self) -> None:
+        flight = self._flight
+        if flight is not None and not flight.done():
+            # Let a refresh in flight store what it got: the server may have rotated.
+            await asyncio.wait([flight])
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _retrieve(flight: asyncio.Future[None]) -> None:
+    # Its waiters may all have gone: mark the outcome seen, so asyncio does not log it.
+    if not flight.cancelled():
+        flight.exception()
 
 
 async def authorized(source: TokenSource, send: Callable[[str], Awaitable[T]]) -> T:

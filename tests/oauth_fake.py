@@ -8,6 +8,7 @@ used twice. Its clock is the test's, so token lifetimes pass in jump time.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import secrets
@@ -66,6 +67,8 @@ class FakeAuthServer:
     invalid_grants: int = 0
     revoked: list[str] = field(default_factory=list)
     token_outages: int = 0  # the next token requests answered 503
+    token_gate: asyncio.Event | None = None  # token answers wait for it to be sent
+    token_arrived: asyncio.Event = field(default_factory=asyncio.Event)
     rpc_calls: int = 0
     rpc_refused: int = 0
     requests: list[str] = field(default_factory=list)
@@ -150,6 +153,14 @@ class FakeAuthServer:
         raise web.HTTPFound(location)
 
     async def token(self, request: web.Request) -> web.Response:
+        response = await self._token(request)
+        # The answer is made (a refresh token rotated) before it is held back.
+        self.token_arrived.set()
+        if self.token_gate is not None:
+            await self.token_gate.wait()
+        return response
+
+    async def _token(self, request: web.Request) -> web.Response:
         form = await request.post()
         grant_type = form.get("grant_type")
         self.requests.append(f"token:{grant_type}")

@@ -316,6 +316,43 @@ async def test_a_revoked_refresh_token_says_to_log_in_again(
     assert auth_server.rpc_calls == 0
 
 
+async def test_a_failed_refresh_is_shared_by_every_waiting_call(
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+) -> None:
+    auth_server.revoke_all()
+    clock.time += auth_server.lifetime
+    results = await asyncio.gather(
+        *(stored_client.search(f"q{i}") for i in range(20)), return_exceptions=True
+    )
+    assert all(isinstance(r, m.LoginRequiredError) for r in results)
+    assert auth_server.refreshes == 1 and auth_server.rpc_calls == 0
+
+
+async def test_a_call_cancelled_mid_refresh_keeps_the_rotated_token(
+    stored_client: m.AsyncMagisterium,
+    auth_server: FakeAuthServer,
+    clock: ManualClock,
+    signed_in: Path,
+) -> None:
+    auth_server.token_gate = asyncio.Event()
+    auth_server.token_arrived.clear()  # set by the login's code exchange
+    clock.time += auth_server.lifetime
+    call = asyncio.ensure_future(stored_client.search("grace"))
+    await auth_server.token_arrived.wait()  # the server is rotating the refresh token now
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    auth_server.token_gate.set()
+    await stored_client.aclose()  # waits for the refresh to store what it got
+    stored = load_credentials(signed_in)
+    assert stored is not None and stored.refresh_token in auth_server.refresh_tokens
+    async with m.AsyncMagisterium(
+        base_url=auth_server.base_url, credentials=signed_in, clock=clock
+    ) as again:
+        assert await again.search("grace") == []
+    assert auth_server.refreshes == 1 and auth_server.invalid_grants == 0
+
+
 async def test_no_refresh_token_says_to_log_in_again(
     auth_server: FakeAuthServer, clock: ManualClock, signed_in: Path
 ) -> None:
