@@ -1,4 +1,5 @@
-"""A small OAuth authorization server and A2A endpoint on 127.0.0.1, for the client's tests.
+"""A small OAuth authorization server and A2A endpoint on 127.0.0.1, and the sign-in steps
+a person takes, for the client's tests.
 
 It speaks the RFCs the client relies on (8414 metadata, 7591 registration, the code grant
 with PKCE S256, refresh with rotation, 7009 revocation) and counts what it was asked, so a
@@ -14,14 +15,26 @@ import hashlib
 import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-__all__ = ["FakeAuthServer", "auth_server"]
+from magisterium_async._login import login
+from magisterium_async.testing import Emulator
+
+__all__ = [
+    "FakeAuthServer",
+    "ManualClock",
+    "auth_server",
+    "browser_follows",
+    "redirect_location",
+    "sign_in",
+]
 
 
 def _task() -> dict[str, Any]:
@@ -221,6 +234,50 @@ class FakeAuthServer:
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
             )
         return web.json_response({"jsonrpc": "2.0", "id": body.get("id"), "result": _task()})
+
+
+class ManualClock:
+    """A clock the test moves; ``sleep`` jumps (nothing in these tests waits for real)."""
+
+    def __init__(self) -> None:
+        self.time = 1000.0
+
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        self.time += max(seconds, 0.0)
+        await asyncio.sleep(0)
+
+
+async def browser_follows(url: str) -> int:
+    """What a browser does with the authorization URL: follow the redirects to the end."""
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        await response.read()
+        return response.status
+
+
+async def sign_in(server: FakeAuthServer | Emulator, path: Path) -> None:
+    """Log in through the library flow, the browser step done by an HTTP client."""
+    visits: list[asyncio.Task[int]] = []
+    await login(
+        server.base_url,
+        path,
+        open_browser=False,
+        say=lambda line: None,
+        show_url=lambda url: visits.append(asyncio.ensure_future(browser_follows(url))),
+    )
+    assert [await visit for visit in visits] == [200]
+
+
+async def redirect_location(url: str) -> str:
+    """What a browser on another machine is sent to: the redirect, not followed."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, allow_redirects=False) as response,
+    ):
+        assert response.status == 302
+        return response.headers["Location"]
 
 
 @pytest.fixture

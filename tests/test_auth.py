@@ -18,46 +18,10 @@ import pytest
 import magisterium_async as m
 from magisterium_async._auth import StoredToken
 from magisterium_async._credentials import load_credentials, save_credentials
-from magisterium_async._login import login
-from magisterium_async.testing import Emulator
 
-from .oauth_fake import FakeAuthServer, auth_server
+from .oauth_fake import FakeAuthServer, ManualClock, auth_server, sign_in
 
 __all__ = ["auth_server"]
-
-
-class ManualClock:
-    """A clock the test moves; ``sleep`` jumps (nothing in these tests waits for real)."""
-
-    def __init__(self) -> None:
-        self.time = 1000.0
-
-    def now(self) -> float:
-        return self.time
-
-    async def sleep(self, seconds: float) -> None:
-        self.time += max(seconds, 0.0)
-        await asyncio.sleep(0)
-
-
-async def browser_follows(url: str) -> int:
-    """What a browser does with the authorization URL: follow the redirects to the end."""
-    async with aiohttp.ClientSession() as session, session.get(url) as response:
-        await response.read()
-        return response.status
-
-
-async def sign_in(server: FakeAuthServer | Emulator, path: Path) -> None:
-    """Log in through the library flow, the browser step done by an HTTP client."""
-    visits: list[asyncio.Task[int]] = []
-    await login(
-        server.base_url,
-        path,
-        open_browser=False,
-        say=lambda line: None,
-        show_url=lambda url: visits.append(asyncio.ensure_future(browser_follows(url))),
-    )
-    assert [await visit for visit in visits] == [200]
 
 
 @pytest.fixture

@@ -13,20 +13,9 @@ import magisterium_async as m
 from magisterium_async._credentials import load_credentials
 from magisterium_async._login import auth_status, login, logout
 
-from .oauth_fake import FakeAuthServer, auth_server
-from .test_auth import sign_in
+from .oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
 
 __all__ = ["auth_server"]
-
-
-async def redirect_location(url: str) -> str:
-    """What a browser on another machine is sent to: the redirect, not followed."""
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(url, allow_redirects=False) as response,
-    ):
-        assert response.status == 302
-        return response.headers["Location"]
 
 
 class Shown:

@@ -23,8 +23,7 @@ from magisterium_async._credentials import load_credentials
 from magisterium_async.testing import Emulator, EmulatorConfig, SyntheticCorpus
 
 from .cli.helpers import TIMEOUT, clean_env
-from .test_auth import ManualClock, sign_in
-from .test_login import redirect_location
+from .oauth_fake import ManualClock, redirect_location, sign_in
 
 WORKER = Path(__file__).with_name("auth_worker.py")
 LIFETIME = 100.0

@@ -13,8 +13,7 @@ import pytest
 
 from magisterium_async._credentials import load_credentials
 
-from ..oauth_fake import FakeAuthServer, auth_server
-from ..test_login import redirect_location
+from ..oauth_fake import FakeAuthServer, auth_server, redirect_location
 from .helpers import TIMEOUT, Run, clean_env
 
 __all__ = ["auth_server"]
