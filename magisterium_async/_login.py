@@ -181,8 +181,13 @@ def _say(line: str) -> None:
 
 
 def _open_browser(url: str) -> None:
-    with contextlib.suppress(Exception):  # no browser is not an error: the URL is printed
-        webbrowser.open(url)
+    def run() -> None:
+        with contextlib.suppress(Exception):  # no browser is not an error: the URL is printed
+            webbrowser.open(url)
+
+    # Not awaited: a console browser (lynx) runs until the person quits it, and the
+    # redirect may well arrive first.
+    threading.Thread(target=run, name="magisterium-login-browser", daemon=True).start()
 
 
 async def _wait_for_code(
@@ -274,7 +279,7 @@ async def login(
                 "it was redirected to, then press Enter."
             )
         if open_browser:
-            await asyncio.get_running_loop().run_in_executor(None, _open_browser, authorize)
+            _open_browser(authorize)
         code = await _wait_for_code(arrived, pasted, state, timeout, say)
         tokens = await _oauth.exchange_code(
             session,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import urllib.request
+import webbrowser
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -48,6 +50,26 @@ async def test_login_by_the_browser_redirect(auth_server: FakeAuthServer, tmp_pa
     assert auth_server.requests == ["metadata", "register", "authorize", "token:authorization_code"]
     async with m.AsyncMagisterium(base_url=auth_server.base_url, credentials=path) as client:
         assert await client.search("grace") == []
+
+
+async def test_login_opens_the_browser_unless_told_not_to(
+    auth_server: FakeAuthServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+
+    def browser(url: str) -> bool:  # a browser on this machine: it follows the redirect
+        opened.append(url)
+        with urllib.request.urlopen(url, timeout=30) as landed:
+            return bool(landed.status == 200)
+
+    monkeypatch.setattr(webbrowser, "open", browser)
+    shown: list[str] = []
+    await login(
+        auth_server.base_url, tmp_path / "c.json", say=lambda line: None, show_url=shown.append
+    )
+    assert opened == shown and len(opened) == 1
+    stored = load_credentials(tmp_path / "c.json")
+    assert stored is not None and stored.access_token in auth_server.access
 
 
 async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Path) -> None:
