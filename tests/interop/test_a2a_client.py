@@ -8,9 +8,6 @@ reports how every answer was taken (see its docstring).
 
 from __future__ import annotations
 
-import asyncio
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +22,9 @@ from magisterium_async.testing import (
 )
 
 from .conftest import HERE
+from .plans import cancel, data, get, run_plan, text
 
 pytestmark = pytest.mark.interop
-
-CLIENT_TIMEOUT = 120.0
 
 
 def _message(skill: str | None, parts: tuple[dict[str, Any], ...], role: str) -> dict[str, Any]:
@@ -38,26 +34,10 @@ def _message(skill: str | None, parts: tuple[dict[str, Any], ...], role: str) ->
     return message
 
 
-def text(value: str) -> dict[str, Any]:
-    return {"kind": "text", "text": value}
-
-
-def data(value: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "data", "data": value}
-
-
 def send(
     label: str, skill: str | None, *parts: dict[str, Any], role: str = "user"
 ) -> dict[str, Any]:
     return {"label": label, "call": "send", "message": _message(skill, parts, role)}
-
-
-def get(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
-    return {"label": label, "call": "get", "id": task_id}
-
-
-def cancel(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
-    return {"label": label, "call": "cancel", "id": task_id}
 
 
 def raw(label: str, body: str) -> dict[str, Any]:
@@ -69,24 +49,8 @@ async def run_a2a_client(
 ) -> dict[str, Any]:
     """Run the steps through the a2a-sdk 0.3 client; its report."""
     plan = {"origin": emulator.origin, "token": token or emulator.token, "steps": steps}
-    proc = await asyncio.create_subprocess_exec(
-        str(python),
-        str(HERE / "a2a03_client.py"),
-        cwd=HERE,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(
-            proc.communicate(json.dumps(plan).encode()), CLIENT_TIMEOUT
-        )
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
-    report: dict[str, Any] = json.loads(out)
+    client = [str(python), str(HERE / "a2a03_client.py")]
+    report: dict[str, Any] = await run_plan(client, HERE, plan)
     return report
 
 

@@ -9,7 +9,6 @@ skip without node or ``node_modules`` (set ``MAGISTERIUM_INTEROP_BUILD=1`` to ru
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -28,11 +27,11 @@ from magisterium_async.testing import (
 from magisterium_async.testing._card import agent_card
 
 from .conftest import HERE, _in_ci
+from .plans import cancel, data, get, run_plan, text
 
 pytestmark = pytest.mark.interop
 
 JS = HERE / "js"
-CLIENT_TIMEOUT = 120.0
 SDKS = {"03": "0.3.14", "13": "1.3.0"}
 
 
@@ -45,13 +44,18 @@ def _installed(key: str) -> str | None:
     return version
 
 
+def missing_sdks() -> list[str]:
+    """The keys of the SDKs ``npm ci`` has not installed (at the version pinned)."""
+    return [key for key, version in SDKS.items() if _installed(key) != version]
+
+
 def _node() -> str:
     """The node executable, with both SDKs installed; skips or fails the test otherwise."""
     node = shutil.which("node")
-    missing = [key for key, version in SDKS.items() if _installed(key) != version]
+    missing = missing_sdks()
     if node and missing and os.environ.get("MAGISTERIUM_INTEROP_BUILD") == "1":
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600)
-        missing = [key for key, version in SDKS.items() if _installed(key) != version]
+        missing = missing_sdks()
     if node and not missing:
         return node
     reason = (
@@ -72,48 +76,15 @@ def sdk(request: pytest.FixtureRequest) -> str:
     return key
 
 
-def text(value: str) -> dict[str, Any]:
-    return {"kind": "text", "text": value}
-
-
-def data(value: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "data", "data": value}
-
-
 def send(label: str, skill: str | None, *parts: dict[str, Any], **step: Any) -> dict[str, Any]:
+    """A ``message/send`` step: the parts, to ``skill`` (``token=`` sends another token)."""
     return {"label": label, "call": "send", "skill": skill, "parts": list(parts), **step}
-
-
-def get(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
-    return {"label": label, "call": "get", "id": task_id}
-
-
-def cancel(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
-    return {"label": label, "call": "cancel", "id": task_id}
 
 
 async def run_js_client(sdk: str, emulator: Emulator, steps: list[dict[str, Any]]) -> Any:
     """Run the steps through @a2a-js/sdk ``sdk``; its report."""
     plan = {"origin": emulator.origin, "token": emulator.token, "steps": steps}
-    proc = await asyncio.create_subprocess_exec(
-        _node(),
-        str(JS / "a2a_js_client.mjs"),
-        sdk,
-        cwd=JS,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(
-            proc.communicate(json.dumps(plan).encode()), CLIENT_TIMEOUT
-        )
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
-    report = json.loads(out)
+    report = await run_plan([_node(), str(JS / "a2a_js_client.mjs"), sdk], JS, plan)
     assert report["sdk"] == SDKS[sdk]
     return report
 

@@ -33,11 +33,10 @@ from magisterium_async.testing import (
     RateLimitConfig,
 )
 
-from .conftest import HERE
+from .plans import data, get, text
+from .test_a2a_js import JS, missing_sdks, send
 
 pytestmark = pytest.mark.interop
-
-JS = HERE / "js"
 
 BROWSER_TIMEOUT = 90.0
 FLAGS = (
@@ -266,40 +265,20 @@ async def test_the_a2a_js_sdk_in_a_page_on_another_origin(
     page_origin: tuple[_Page, str], tmp_path: Path
 ) -> None:
     browser = _chromium()
-    if not (JS / "node_modules" / "a2a-js-03").is_dir():
+    if missing_sdks():
         pytest.skip("@a2a-js/sdk not installed: run `npm ci` in tests/interop/js/")
     page, origin = page_origin
-    text = {"kind": "text", "text": "faith"}
-    document = {"kind": "data", "data": {"id": next(iter(BundledCorpus())).id}}
+    faith = text("faith")
+    document = data({"id": next(iter(BundledCorpus())).id})
+    steps = [
+        send("search", "document_search", faith),
+        get("get", {"task_of": "search"}),
+        send("fetch", "document_fetch", document),
+        send("bad_token", "document_search", faith, token="wrong-token"),
+    ]
     async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
-        page.html = SDK_PAGE % json.dumps(
-            {
-                "origin": emulator.origin,
-                "token": emulator.token,
-                "steps": [
-                    {
-                        "label": "search",
-                        "call": "send",
-                        "skill": "document_search",
-                        "parts": [text],
-                    },
-                    {"label": "get", "call": "get", "id": {"task_of": "search"}},
-                    {
-                        "label": "fetch",
-                        "call": "send",
-                        "skill": "document_fetch",
-                        "parts": [document],
-                    },
-                    {
-                        "label": "bad_token",
-                        "call": "send",
-                        "skill": "document_search",
-                        "parts": [text],
-                        "token": "wrong-token",
-                    },
-                ],
-            }
-        )
+        plan = {"origin": emulator.origin, "token": emulator.token, "steps": steps}
+        page.html = SDK_PAGE % json.dumps(plan)
         report = await _run_browser(browser, origin + "/", tmp_path / "profile", page)
 
     assert "page_error" not in report, report["page_error"]
