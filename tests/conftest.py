@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+
+from .redis_server import RedisServer, ci, redis_unavailable
 
 TOKEN = "sk-test-0123456789abcdef"
 
@@ -155,6 +157,22 @@ async def server() -> AsyncIterator[ScriptedServer]:
     finally:
         scripted.hang_forever.set()
         await test_server.close()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A private ``redis-server``; the test skips without one (and fails when ``CI=true``)."""
+    reason = redis_unavailable()
+    if reason is not None:
+        if ci():
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 class JumpClock:

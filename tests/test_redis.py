@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,26 +28,11 @@ from magisterium_async.testing import (
     max_in_window,
 )
 
-from .redis_server import RedisServer, ci, redis_unavailable
+from .redis_server import RedisServer
 
 HERE = Path(__file__).parent
 WORKER = HERE / "redis_quota_worker.py"
 LIMIT, PERIOD = 10, 2.0
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    reason = redis_unavailable()
-    if reason is not None:
-        if ci():
-            pytest.fail(f"CI=true but {reason}")
-        pytest.skip(reason)
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def quota_config(**kwargs: object) -> EmulatorConfig:

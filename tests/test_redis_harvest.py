@@ -7,7 +7,7 @@ share one job through a real ``redis-server`` and one of them stops early and re
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,25 +22,10 @@ from magisterium_async._redis_harvest import (
 )
 from magisterium_async.testing import Emulator, EmulatorConfig, SyntheticCorpus
 
-from .redis_server import RedisServer, ci, redis_unavailable
-from .test_harvest import QUERIES, expected_ids, recorded
+from .redis_server import RedisServer
+from .test_harvest import QUERIES, collect, expected_ids, recorded
 
 JOB = "test-job"
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    reason = redis_unavailable()
-    if reason is not None:
-        if ci():
-            pytest.fail(f"CI=true but {reason}")
-        pytest.skip(reason)
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -68,12 +53,7 @@ async def run_worker(
             claimed_queries(QUERIES, coordinator),
             state=state,
         )
-        ids: list[str] = []
-        async with h:
-            async for document in h:
-                ids.append(document.id)
-                if len(ids) == limit:
-                    break
+        ids = await collect(h, limit)
     finally:
         await coordinator.aclose()
     return ids, h

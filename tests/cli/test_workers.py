@@ -9,35 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ..redis_server import RedisServer, ci, redis_unavailable
+from ..redis_server import RedisServer
 from .helpers import cli, jsonl
 
 QUERIES = 30
 SYNTHETIC = ("--emulator", "--synthetic", "3000")
-
-
-def _need_redis() -> None:
-    reason = redis_unavailable()
-    if reason is not None:
-        if ci():
-            pytest.fail(f"CI=true but {reason}")
-        pytest.skip(reason)
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    _need_redis()
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
