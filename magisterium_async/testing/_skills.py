@@ -39,7 +39,6 @@ from ._wire import DataPart, Part, TextPart
 
 __all__ = [
     "FAIL_PREFIX",
-    "LOOKUP_SKILLS",
     "NOT_FOUND_DOCUMENT",
     "NOT_FOUND_MARTYROLOGY",
     "NOT_FOUND_READINGS",
@@ -243,76 +242,67 @@ async def saints_of_the_day(context: SkillContext, parts: list[Part]) -> SkillRe
     return [TextPart(text)], text
 
 
+Answer = tuple[dict[str, Any], str]
+"""A lookup's answer: the data part's record and the one-line summary."""
+
+
 def _lookup(
-    skill: str, records: tuple[Record, ...], not_found: str, describe: Callable[[Record], str]
-) -> Callable[[SkillContext, list[Part]], Awaitable[SkillResult]]:
+    skill: str,
+    artifact: str,
+    records: tuple[Record, ...],
+    not_found: str,
+    answer: Callable[[Record], Answer],
+) -> Skill:
+    """A lookup skill: the record found by name or canonical id, else ``not_found``."""
+
     async def lookup(context: SkillContext, parts: list[Part]) -> SkillResult:
         query = _required_text(parts, skill, "a name or canonical id")
         record = find(records, query)
         if record is None:
             return [TextPart(not_found)], not_found
-        summary = describe(record)
-        return [DataPart(record.data()), TextPart(summary)], summary
+        data, summary = answer(record)
+        return [DataPart(data), TextPart(summary)], summary
 
     lookup.__name__ = lookup.__qualname__ = skill
     lookup.__doc__ = f"The {skill} record for a name or canonical id (invented shape)."
-    return lookup
+    # Their pool is not stated by the service: the default one.
+    return Skill(skill, "default", artifact, lookup)
 
 
-def _saint_line(record: Record) -> str:
+def _saint(record: Record) -> Answer:
     feast = record.fields["feast_day"]
-    return f"{record.name} ({record.fields['status']})" + (f", feast {feast}" if feast else "")
+    status = f"{record.name} ({record.fields['status']})"
+    return record.data(), status + (f", feast {feast}" if feast else "")
 
 
-def _person_line(record: Record) -> str:
-    return f"{record.name}, {record.fields['rank']} ({record.fields['see']})"
+def _person(record: Record) -> Answer:
+    return record.data(), f"{record.name}, {record.fields['rank']} ({record.fields['see']})"
 
 
-def _pope_line(record: Record) -> str:
+def _pope(record: Record) -> Answer:
     end = record.fields["reign_end"]
     reign = f"{record.fields['reign_start']}-{end if end is not None else ''}"
-    return f"Pope {record.name} ({record.fields['birth_name']}), {reign}"
+    return record.data(), f"Pope {record.name} ({record.fields['birth_name']}), {reign}"
 
 
-def _diocese_line(record: Record) -> str:
-    return f"{record.name}, {record.fields['rite']} rite, {record.fields['country']}"
+def _diocese(record: Record) -> Answer:
+    """The directory entry with the latest headline statistics and financials."""
+    summary = f"{record.name}, {record.fields['rite']} rite, {record.fields['country']}"
+    return {**record.data(), **headline(record)}, summary
 
 
-async def diocese_lookup(context: SkillContext, parts: list[Part]) -> SkillResult:
-    """A diocese's directory entry, latest headline statistics and financials (invented)."""
-    query = _required_text(parts, "diocese_lookup", "a name or canonical id")
-    record = find(DIOCESES, query)
-    if record is None:
-        return [TextPart(NOT_FOUND_DIOCESE)], NOT_FOUND_DIOCESE
-    summary = _diocese_line(record)
-    return [DataPart({**record.data(), **headline(record)}), TextPart(summary)], summary
-
-
-async def diocese_statistics_lookup(context: SkillContext, parts: list[Part]) -> SkillResult:
-    """A diocese's yearly statistics, 19 metrics a row (invented shape, generated figures)."""
-    query = _required_text(parts, "diocese_statistics_lookup", "a name or canonical id")
-    record = find(DIOCESES, query)
-    if record is None:
-        return [TextPart(NOT_FOUND_DIOCESE)], NOT_FOUND_DIOCESE
+def _diocese_statistics(record: Record) -> Answer:
+    """The yearly statistics, 19 metrics a row (generated figures)."""
     rows = diocese_statistics(record)
     data = {"id": record.id, "name": record.name, "metrics": list(STATISTICS_METRICS)}
     summary = f"{record.name}: {len(rows)} years, {rows[0]['year']}-{rows[-1]['year']}"
-    return [DataPart({**data, "rows": rows}), TextPart(summary)], summary
+    return {**data, "rows": rows}, summary
 
 
 NOT_FOUND_SAINT = "No saint found."
 NOT_FOUND_PERSON = "No person found."
 NOT_FOUND_POPE = "No pope found."
 NOT_FOUND_DIOCESE = "No diocese found."
-
-LOOKUP_SKILLS = (
-    "saint_lookup",
-    "person_lookup",
-    "pope_lookup",
-    "diocese_lookup",
-    "diocese_statistics_lookup",
-)
-"""The skills beyond the contract's five; their pool is not stated: the default one."""
 
 SKILLS: dict[str, Skill] = {
     skill.id: skill
@@ -323,30 +313,16 @@ SKILLS: dict[str, Skill] = {
         Skill("liturgical_readings", "default", "mass_readings", liturgical_readings),
         Skill("saints_of_the_day", "default", "martyrology", saints_of_the_day),
         # Invented artifact names (not stated by the service).
-        Skill(
-            "saint_lookup",
-            "default",
-            "saint",
-            _lookup("saint_lookup", SAINTS, NOT_FOUND_SAINT, _saint_line),
-        ),
-        Skill(
-            "person_lookup",
-            "default",
-            "person",
-            _lookup("person_lookup", PERSONS, NOT_FOUND_PERSON, _person_line),
-        ),
-        Skill(
-            "pope_lookup",
-            "default",
-            "pope",
-            _lookup("pope_lookup", POPES, NOT_FOUND_POPE, _pope_line),
-        ),
-        Skill("diocese_lookup", "default", "diocese", diocese_lookup),
-        Skill(
+        _lookup("saint_lookup", "saint", SAINTS, NOT_FOUND_SAINT, _saint),
+        _lookup("person_lookup", "person", PERSONS, NOT_FOUND_PERSON, _person),
+        _lookup("pope_lookup", "pope", POPES, NOT_FOUND_POPE, _pope),
+        _lookup("diocese_lookup", "diocese", DIOCESES, NOT_FOUND_DIOCESE, _diocese),
+        _lookup(
             "diocese_statistics_lookup",
-            "default",
             "diocese_statistics",
-            diocese_statistics_lookup,
+            DIOCESES,
+            NOT_FOUND_DIOCESE,
+            _diocese_statistics,
         ),
     )
 }
