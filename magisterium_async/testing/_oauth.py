@@ -250,16 +250,22 @@ def _scope_problem(scope: str, allowed: Iterable[str]) -> str | None:
     return f"unknown scope {' '.join(unknown)!r}" if unknown else None
 
 
+def _sent_twice(name: str) -> str:
+    return f"parameter {name} was sent more than once"
+
+
 def _single(params: Mapping[str, Sequence[str]], name: str) -> str | None:
     """One parameter's value; an empty value counts as absent (RFC 6749 §3.1)."""
     values = params.get(name, ())
     if len(values) > 1:
-        raise OAuthError("invalid_request", f"parameter {name} was sent more than once")
+        raise OAuthError("invalid_request", _sent_twice(name))
     return values[0] if values and values[0] != "" else None
 
 
-def _duplicates(params: Mapping[str, Sequence[str]]) -> list[str]:
-    return sorted(name for name, values in params.items() if len(values) > 1)
+def _duplicated(params: Mapping[str, Sequence[str]]) -> str | None:
+    """What is wrong when a parameter was sent more than once (RFC 6749 §3.1), else None."""
+    names = sorted(name for name, values in params.items() if len(values) > 1)
+    return _sent_twice(names[0]) if names else None
 
 
 class OAuthServer:
@@ -386,16 +392,18 @@ class OAuthServer:
             )
         state = params.get("state", [""])[0]
 
-        def refuse(error: str, description: str) -> AuthorizationRedirect:
-            answer = {"error": error, "error_description": description}
+        def redirect(answer: dict[str, str], error: str | None = None) -> AuthorizationRedirect:
             if state:
                 answer["state"] = state
             answer["iss"] = issuer
             return AuthorizationRedirect(_with_query(target, answer), error)
 
-        duplicated = _duplicates(params)
+        def refuse(error: str, description: str) -> AuthorizationRedirect:
+            return redirect({"error": error, "error_description": description}, error)
+
+        duplicated = _duplicated(params)
         if duplicated:
-            return refuse("invalid_request", f"parameter {duplicated[0]} was sent more than once")
+            return refuse("invalid_request", duplicated)
         response_type = _single(params, "response_type")
         if response_type is None:
             return refuse("invalid_request", "response_type is required")
@@ -427,11 +435,7 @@ class OAuthServer:
                 self._clock() + CODE_LIFETIME,
             )
             self.counts.authorizations += 1
-        answer = {"code": code}
-        if state:
-            answer["state"] = state
-        answer["iss"] = issuer
-        return AuthorizationRedirect(_with_query(target, answer))
+        return redirect({"code": code})
 
     # -- token endpoint (RFC 6749 §4.1.3, §6) -------------------------------------------
 
@@ -448,11 +452,9 @@ class OAuthServer:
                 raise
 
     def _token(self, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-        duplicated = _duplicates(form)
+        duplicated = _duplicated(form)
         if duplicated:
-            raise OAuthError(
-                "invalid_request", f"parameter {duplicated[0]} was sent more than once"
-            )
+            raise OAuthError("invalid_request", duplicated)
         grant_type = _single(form, "grant_type")
         if grant_type is None:
             raise OAuthError("invalid_request", "grant_type is required")

@@ -120,6 +120,14 @@ async def _form(request: web.Request) -> dict[str, list[str]]:
         raise OAuthError("invalid_request", "the body is not valid form encoding") from None
 
 
+def _public_client_only(request: web.Request) -> None:
+    if "Authorization" in request.headers:
+        raise OAuthError(
+            "invalid_client",
+            'only public clients are served: authenticate with client_id alone ("none")',
+        )
+
+
 def _query(request: web.Request) -> dict[str, Sequence[str]]:
     return {name: request.query.getall(name) for name in set(request.query.keys())}
 
@@ -219,11 +227,7 @@ class _Routes:
 
     async def token(self, request: web.Request) -> web.Response:
         try:
-            if "Authorization" in request.headers:
-                raise OAuthError(
-                    "invalid_client",
-                    'only public clients are served: authenticate with client_id alone ("none")',
-                )
+            _public_client_only(request)
             answer = self.server.token(await _form(request))
         except OAuthError as error:
             return _error(request, error)
@@ -231,11 +235,7 @@ class _Routes:
 
     async def revoke(self, request: web.Request) -> web.Response:
         try:
-            if "Authorization" in request.headers:
-                raise OAuthError(
-                    "invalid_client",
-                    'only public clients are served: authenticate with client_id alone ("none")',
-                )
+            _public_client_only(request)
             self.server.revoke(await _form(request))
         except OAuthError as error:
             return _error(request, error)
