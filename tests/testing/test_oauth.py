@@ -31,6 +31,23 @@ def _pkce() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+def code_request(
+    client_id: str, redirect_uri: str = REDIRECT, **change: object
+) -> tuple[str, dict[str, str]]:
+    """A PKCE verifier and a valid authorization request for it, with ``change`` applied
+    (a value of ``OMIT`` leaves that parameter out)."""
+    verifier, challenge = _pkce()
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        **change,
+    }
+    return verifier, {key: str(value) for key, value in params.items() if value is not OMIT}
+
+
 @dataclass
 class Reply:
     status: int
@@ -86,16 +103,8 @@ class OAuth:
         self, client_id: str, redirect_uri: str = REDIRECT, **extra: str
     ) -> tuple[str, str]:
         """A fresh authorization code and its PKCE verifier."""
-        verifier, challenge = _pkce()
-        reply = await self.authorize(
-            response_type="code",
-            client_id=client_id,
-            redirect_uri=redirect_uri,
-            code_challenge=challenge,
-            code_challenge_method="S256",
-            state="xyz",
-            **extra,
-        )
+        verifier, params = code_request(client_id, redirect_uri, state="xyz", **extra)
+        reply = await self.authorize(**params)
         assert reply.status == 302, reply.body
         query = parse_qs(urlsplit(reply.headers["Location"]).query)
         return query["code"][0], verifier
@@ -253,16 +262,8 @@ async def test_authorize_redirects_back_with_a_code_the_state_and_the_issuer(
     oauth: OAuth,
 ) -> None:
     client_id = await oauth.client_id()
-    _, challenge = _pkce()
-    reply = await oauth.authorize(
-        response_type="code",
-        client_id=client_id,
-        redirect_uri=REDIRECT,
-        code_challenge=challenge,
-        code_challenge_method="S256",
-        state="s/t a+te",
-        scope="a2a",
-    )
+    _, params = code_request(client_id, state="s/t a+te", scope="a2a")
+    reply = await oauth.authorize(**params)
 
     assert reply.status == 302
     location = urlsplit(reply.headers["Location"])
@@ -299,14 +300,8 @@ async def test_an_unregistered_redirect_gets_an_error_page_not_a_redirect(
     oauth: OAuth, sent: str
 ) -> None:
     client_id = await oauth.client_id()
-    _, challenge = _pkce()
-    reply = await oauth.authorize(
-        response_type="code",
-        client_id=client_id,
-        redirect_uri=sent,
-        code_challenge=challenge,
-        code_challenge_method="S256",
-    )
+    _, params = code_request(client_id, sent)
+    reply = await oauth.authorize(**params)
 
     assert reply.status == 400
     assert "Location" not in reply.headers
@@ -315,14 +310,8 @@ async def test_an_unregistered_redirect_gets_an_error_page_not_a_redirect(
 
 
 async def test_an_unknown_client_gets_an_error_page(oauth: OAuth) -> None:
-    _, challenge = _pkce()
-    reply = await oauth.authorize(
-        response_type="code",
-        client_id="nobody",
-        redirect_uri=REDIRECT,
-        code_challenge=challenge,
-        code_challenge_method="S256",
-    )
+    _, params = code_request("nobody")
+    reply = await oauth.authorize(**params)
 
     assert reply.status == 400
     assert "Location" not in reply.headers
@@ -333,29 +322,20 @@ async def test_an_unknown_client_gets_an_error_page(oauth: OAuth) -> None:
     ("change", "error"),
     [
         ({"code_challenge_method": "plain"}, "invalid_request"),
-        ({"code_challenge_method": None}, "invalid_request"),
-        ({"code_challenge": None}, "invalid_request"),
+        ({"code_challenge_method": OMIT}, "invalid_request"),
+        ({"code_challenge": OMIT}, "invalid_request"),
         ({"code_challenge": "too-short"}, "invalid_request"),
         ({"response_type": "token"}, "unsupported_response_type"),
-        ({"response_type": None}, "invalid_request"),
+        ({"response_type": OMIT}, "invalid_request"),
         ({"scope": "a2a admin"}, "invalid_scope"),
     ],
 )
 async def test_a_bad_request_with_a_good_redirect_is_redirected_with_the_error(
-    oauth: OAuth, change: dict[str, str | None], error: str
+    oauth: OAuth, change: dict[str, object], error: str
 ) -> None:
     client_id = await oauth.client_id()
-    _, challenge = _pkce()
-    params: dict[str, str | None] = {
-        "response_type": "code",
-        "client_id": client_id,
-        "redirect_uri": REDIRECT,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "keep-me",
-        **change,
-    }
-    reply = await oauth.authorize(**{k: v for k, v in params.items() if v is not None})
+    _, params = code_request(client_id, state="keep-me", **change)
+    reply = await oauth.authorize(**params)
 
     assert reply.status == 302
     query = parse_qs(urlsplit(reply.headers["Location"]).query)
@@ -829,15 +809,7 @@ async def test_the_emulator_command_takes_a_token_lifetime(http: aiohttp.ClientS
 async def test_a_declined_consent_redirects_with_access_denied(oauth: OAuth) -> None:
     client_id = await oauth.client_id()
     oauth.wire.emu.oauth.deny_consent()
-    _, challenge = _pkce()
-    params = {
-        "response_type": "code",
-        "client_id": client_id,
-        "redirect_uri": REDIRECT,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "s1",
-    }
+    _, params = code_request(client_id, state="s1")
 
     declined = await oauth.authorize(**params)
     granted = await oauth.authorize(**params)
