@@ -10,12 +10,25 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLIENT_TIMEOUT", "cancel", "data", "get", "run_plan", "text"]
+from magisterium_async.testing import Document
+
+__all__ = [
+    "CLIENT_TIMEOUT",
+    "MISSING_TASK",
+    "cancel",
+    "data",
+    "every_skill_and_task_method",
+    "get",
+    "run_plan",
+    "text",
+]
 
 CLIENT_TIMEOUT = 120.0
+MISSING_TASK = "00000000-0000-0000-0000-000000000000"
 
 
 def text(value: str) -> dict[str, Any]:
@@ -36,6 +49,33 @@ def get(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
 def cancel(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
     """A ``tasks/cancel`` step."""
     return {"label": label, "call": "cancel", "id": task_id}
+
+
+def every_skill_and_task_method(
+    send: Callable[..., dict[str, Any]], document: Document
+) -> list[dict[str, Any]]:
+    """Each of the contract's skills once (and each "not found"), a failed task, then
+    ``tasks/get`` and ``tasks/cancel`` on tasks known and unknown, and an unknown skill.
+
+    ``send(label, skill, *parts)`` is the client's own ``message/send`` step.
+    """
+    return [
+        send("qa", None, text("What is the Eucharist?")),
+        send("qa_named", "catholic_qa", text("What is grace?")),
+        send("search", "document_search", text("human work")),
+        send("fetch", "document_fetch", data({"id": document.id})),
+        send("fetch_text", "document_fetch", text(document.id)),
+        send("fetch_missing", "document_fetch", data({"id": "99999999"})),
+        send("readings", "liturgical_readings", text("Easter Sunday 2026")),
+        send("saints", "saints_of_the_day", data({"date": "2026-03-19"})),
+        send("failed", "document_search", text("__fail__: the skill raised")),
+        get("get_search", {"task_of": "search"}),
+        get("get_failed", {"task_of": "failed"}),
+        cancel("cancel_search", {"task_of": "search"}),
+        get("get_unknown", MISSING_TASK),
+        cancel("cancel_unknown", MISSING_TASK),
+        send("unknown_skill", "no_such_skill", text("hello")),
+    ]
 
 
 async def run_plan(argv: list[str], cwd: Path, plan: dict[str, Any]) -> Any:

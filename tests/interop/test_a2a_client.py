@@ -22,7 +22,7 @@ from magisterium_async.testing import (
 )
 
 from .conftest import HERE
-from .plans import cancel, data, get, run_plan, text
+from .plans import every_skill_and_task_method, run_plan, text
 
 pytestmark = pytest.mark.interop
 
@@ -79,21 +79,7 @@ def jsonrpc_error_of(outcome: dict[str, Any]) -> dict[str, Any]:
 async def test_every_skill_and_task_method(a2a03_python: Path) -> None:
     document = next(iter(BundledCorpus()))
     steps = [
-        send("qa", None, text("What is the Eucharist?")),
-        send("qa_named", "catholic_qa", text("What is grace?")),
-        send("search", "document_search", text("human work")),
-        send("fetch", "document_fetch", data({"id": document.id})),
-        send("fetch_text", "document_fetch", text(document.id)),
-        send("fetch_missing", "document_fetch", data({"id": "99999999"})),
-        send("readings", "liturgical_readings", text("Easter Sunday 2026")),
-        send("saints", "saints_of_the_day", data({"date": "2026-03-19"})),
-        send("failed", "document_search", text("__fail__: the skill raised")),
-        get("get_search", {"task_of": "search"}),
-        get("get_failed", {"task_of": "failed"}),
-        cancel("cancel_search", {"task_of": "search"}),
-        get("get_unknown", "00000000-0000-0000-0000-000000000000"),
-        cancel("cancel_unknown", "00000000-0000-0000-0000-000000000000"),
-        send("unknown_skill", "no_such_skill", text("hello")),
+        *every_skill_and_task_method(send, document),
         send("agent_role", "document_search", text("x"), role="agent"),
         raw("not_json", "{not json"),
         raw("no_version", '{"id": 1, "method": "tasks/get", "params": {"id": "x"}}'),

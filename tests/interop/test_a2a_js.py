@@ -27,7 +27,7 @@ from magisterium_async.testing import (
 from magisterium_async.testing._card import agent_card
 
 from .conftest import HERE, _in_ci
-from .plans import cancel, data, get, run_plan, text
+from .plans import MISSING_TASK, every_skill_and_task_method, run_plan, text
 
 pytestmark = pytest.mark.interop
 
@@ -108,24 +108,7 @@ def error_of(outcome: dict[str, Any], code: int, name: str) -> dict[str, Any]:
 
 async def test_every_skill_and_task_method(sdk: str) -> None:
     document = next(iter(BundledCorpus()))
-    missing = "00000000-0000-0000-0000-000000000000"
-    steps = [
-        send("qa", None, text("What is the Eucharist?")),
-        send("qa_named", "catholic_qa", text("What is grace?")),
-        send("search", "document_search", text("human work")),
-        send("fetch", "document_fetch", data({"id": document.id})),
-        send("fetch_text", "document_fetch", text(document.id)),
-        send("fetch_missing", "document_fetch", data({"id": "99999999"})),
-        send("readings", "liturgical_readings", text("Easter Sunday 2026")),
-        send("saints", "saints_of_the_day", data({"date": "2026-03-19"})),
-        send("failed", "document_search", text("__fail__: the skill raised")),
-        get("get_search", {"task_of": "search"}),
-        get("get_failed", {"task_of": "failed"}),
-        cancel("cancel_search", {"task_of": "search"}),
-        get("get_unknown", missing),
-        cancel("cancel_unknown", missing),
-        send("unknown_skill", "no_such_skill", text("hello")),
-    ]
+    steps = every_skill_and_task_method(send, document)
     async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
         report = await run_js_client(sdk, emulator, steps)
         served = emulator.stats.total
@@ -151,7 +134,7 @@ async def test_every_skill_and_task_method(sdk: str) -> None:
     assert served == len(steps)  # one request per call: the card is not counted
 
     for label in ("get_unknown", "cancel_unknown"):
-        assert error_of(out[label], -32001, "TaskNotFoundError")["data"] == {"id": missing}
+        assert error_of(out[label], -32001, "TaskNotFoundError")["data"] == {"id": MISSING_TASK}
     # The service's codes, under generic A2A's names: -32002 is "skill not found" here.
     skill = error_of(out["unknown_skill"], -32002, "TaskNotCancelableError")
     assert skill["data"] == {"skillId": "no_such_skill"}
