@@ -148,7 +148,7 @@ _WHY = {
 def unwritable(option: str, path: str, error: OSError) -> CliError:
     """The error for ``option``'s ``path`` that ``error`` says cannot be written."""
     parent = os.path.dirname(os.path.abspath(path))
-    if error.errno == errno.ENOENT:
+    if error.errno == errno.ENOENT and not os.path.isdir(parent):
         why = f"the directory {parent} does not exist"
     elif error.errno == errno.ENOTDIR:
         why = f"a part of {parent} is not a directory"

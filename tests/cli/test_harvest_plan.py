@@ -99,3 +99,10 @@ def test_why_a_path_cannot_be_written_is_said_in_words(code: int, why: str) -> N
     error = unwritable("--out", "/data/docs.jsonl", OSError(code, os.strerror(code)))
     assert str(error) == f"cannot write --out /data/docs.jsonl: {why}"
     assert error.code == ExitCode.USAGE
+
+
+def test_a_refused_path_in_a_directory_that_exists_is_not_called_missing(tmp_path: Path) -> None:
+    # /proc/x answers ENOENT though /proc exists: say what the system said, not a wrong why.
+    path = str(tmp_path / "docs.jsonl")
+    error = unwritable("--out", path, OSError(errno.ENOENT, os.strerror(errno.ENOENT)))
+    assert str(error) == f"cannot write --out {path}: no such file or directory"
