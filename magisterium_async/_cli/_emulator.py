@@ -38,6 +38,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text}")
+    return value
+
+
 def _latency(text: str) -> float | tuple[float, float]:
     low, sep, high = text.partition(",")
     if not sep:
@@ -59,7 +66,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--host", default="127.0.0.1", help="interface to bind (default: %(default)s)"
     )
     where.add_argument(
-        "--port", type=int, default=8765, help="port; 0 picks a free one (default: %(default)s)"
+        "--port", type=_port, default=8765, help="port; 0 picks a free one (default: %(default)s)"
     )
     where.add_argument(
         "--token", default="emu-token", help="the bearer token it accepts (default: %(default)s)"

@@ -43,6 +43,8 @@ class Emulator:
     def __init__(
         self, config: EmulatorConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
     ) -> None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an int from 0 to 65535, got {port!r}")
         self.config = config if config is not None else EmulatorConfig()
         self.app = create_app(self.config)
         self._service = self.app[SERVICE]

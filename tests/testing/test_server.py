@@ -120,3 +120,9 @@ def test_run_emulator_serves_until_interrupted() -> None:
     assert process.returncode == 0, stderr
     assert stdout == ""
     assert stderr == ""
+
+
+def test_a_port_out_of_range_is_refused() -> None:
+    # Bound as is, 99999 would listen on 34463 (the port modulo 65536).
+    with pytest.raises(ValueError, match="port must be an int from 0 to 65535, got 99999"):
+        Emulator(port=99999)
