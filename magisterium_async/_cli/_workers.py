@@ -53,13 +53,15 @@ class _Worker:
         return self.paths.index
 
 
-def _argv(invocation: Invocation, worker: _Worker, url: str, job: str) -> list[str]:
+def _argv(invocation: Invocation, worker: _Worker, job: str) -> list[str]:
+    """A worker's command line. Redis is named in its environment, not here: a URL may hold
+    a password, and argv is public to every user of the host (``ps``)."""
     args = invocation.args
     argv = [sys.executable, "-m", "magisterium_async", "harvest", *args.queries]
     for query in args.query:
         argv += ["--query", query]
     argv += ["--out", worker.paths.out, "--state", worker.paths.state, "--json"]
-    argv += ["--redis", url, "--job", job, "--workers", str(args.workers), "--worker-barrier"]
+    argv += ["--job", job, "--workers", str(args.workers), "--worker-barrier"]
     argv += ["--concurrency", str(args.concurrency), "--max-retries", str(args.max_retries)]
     if args.resume:
         argv.append("--resume")
@@ -113,7 +115,8 @@ async def run_workers(invocation: Invocation) -> int:
             common += ["--quota", _quota_text(emulator_quota(options))]
         started = time.monotonic()
         interrupted = False
-        argvs = [_argv(invocation, w, url, job) + common for w in workers]
+        env[REDIS_URL_ENV] = url
+        argvs = [_argv(invocation, w, job) + common for w in workers]
         try:
             await _supervise(workers, argvs, env)
         except asyncio.CancelledError:

@@ -13,6 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from magisterium_async._cli import build_parser
+from magisterium_async._cli._command import Invocation
+from magisterium_async._cli._harvest_plan import WorkerPaths
+from magisterium_async._cli._options import output
+from magisterium_async._cli._workers import _argv, _Worker
+
 from ..redis_server import RedisServer
 from .helpers import cli, jsonl
 
@@ -141,3 +147,15 @@ def test_a_missing_redis_py_names_the_extra(queries: Path, tmp_path: Path) -> No
         "magisterium-async: error: several workers need redis-py: "
         "pip install 'magisterium-async[redis]'"
     ]
+
+
+def test_a_workers_argv_does_not_hold_the_redis_url(tmp_path: Path) -> None:
+    # A URL may hold a password; every user of the host can read argv (ps), not environ.
+    url = "redis://:s3cret@127.0.0.1:6379/0"
+    out = str(tmp_path / "d.jsonl")
+    words = ["harvest", "-q", "grace", "--out", out, "--workers", "2", "--redis", url, "--job", "j"]
+    args = build_parser().parse_args(words)
+    worker = _Worker(WorkerPaths(1, str(tmp_path / "d.w1.jsonl"), str(tmp_path / "s.w1")))
+    argv = _argv(Invocation(args, output(args)), worker, "j")
+    assert not any("s3cret" in word for word in argv)
+    assert argv[argv.index("--job") + 1] == "j"
