@@ -213,11 +213,15 @@ class _Store:
                         (error, query),
                     )
                     continue
+                # Not UPDATE ... RETURNING: SQLite has it only from 3.35 (2021), newer than
+                # the SQLite of some systems Python 3.10 runs on.
                 (query_id,) = self.db.execute(
-                    "UPDATE queries SET status = 'searched', ids = ?, error = NULL"
-                    " WHERE query = ? RETURNING id",
-                    (json.dumps(ids), query),
+                    "SELECT id FROM queries WHERE query = ?", (query,)
                 ).fetchone()
+                self.db.execute(
+                    "UPDATE queries SET status = 'searched', ids = ?, error = NULL WHERE id = ?",
+                    (json.dumps(ids), query_id),
+                )
                 for document_id in ids:
                     cursor = self.db.execute(
                         "INSERT OR IGNORE INTO documents (id, status) VALUES (?, 'pending')",
