@@ -211,3 +211,17 @@ def test_queries_other_workers_took_are_neither_done_here_nor_left() -> None:
     assert "queries 10/30 · docs 5 · 0.0 docs/min · 20 queries to other workers" in (
         Status(tally).line()
     )
+
+
+def test_a_finished_harvest_with_failures_says_resume_retries_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    failure = HarvestFailure("fetch", "10234", APIConnectionError("down"))
+    stats = HarvestStats(queries=2, searched=2, unique_ids=3, fetched=2, failed=1)
+    lines = _summary_lines(_tally(stats, 2, failures=[failure]), "done", capsys)
+    assert lines[-2].startswith("  first failure (fetch '10234'):")
+    assert lines[-1] == "  run the same command with --resume to continue (state: s.sqlite)"
+    clean = HarvestStats(queries=2, searched=2, unique_ids=2, fetched=2)
+    assert not [
+        line for line in _summary_lines(_tally(clean, 2), "done", capsys) if "--resume" in line
+    ]
