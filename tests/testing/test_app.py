@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from magisterium_async.testing import EmulatorConfig, Fault, RateLimitConfig
+from magisterium_async.testing._skills import SKILLS
 from magisterium_async.testing._tasks import TaskStore
 
 from .conftest import StartWire
@@ -430,6 +431,7 @@ async def test_agent_card(wire: Wire) -> None:
             "diocese_lookup",
             "diocese_statistics_lookup",
         }
+        assert set(skills) == set(SKILLS)  # the card lists the skills the emulator serves
         for skill in skills.values():
             assert skill["name"] and skill["description"]
             assert skill["tags"] and skill["examples"]
