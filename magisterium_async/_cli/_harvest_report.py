@@ -40,8 +40,8 @@ __all__ = [
 
 _HEAD = {"done": "Harvested", "stopped": "Stopped after", "interrupted": "Interrupted after"}
 _EMULATOR_HINT = (
-    "  served offline by the bundled emulator; drop --emulator and set "
-    "MAGISTERIUM_TOKEN to harvest the real service"
+    "  served offline by the bundled emulator; sign in with `magisterium-async login` "
+    "and drop --emulator to harvest the real service"
 )
 
 
