@@ -149,27 +149,28 @@ class AsyncMagisterium:
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock
         )
-        self.rate_limits = rate_limits or RateLimits.pro()
+        self._rate_limits = rate_limits or RateLimits.pro()
         self.timeouts = Timeouts.of(timeout)
         policy = retry_policy or DEFAULT_RETRY_POLICY
         if max_retries is not None:
             policy = dataclasses.replace(policy, max_retries=max_retries)
         self.retry_policy = policy
         self.max_concurrency = max_concurrency
-        # Shared quota hook: the pools' rate is decided in Redis, with every process on
-        # this token (see _redis.py).
+        # With a shared quota the pools' rate is decided in Redis, with every process on
+        # this token (see _redis.py): its limiters take the local ones' place.
         self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
         shared = None
         if self.shared_quota is not None:
             identity = self._token if self._tokens is None else self._tokens.identity
             assert identity is not None
-            shared = self.shared_quota.limiter(identity, self.rate_limits)
+            shared = self.shared_quota.limiter(identity, self._rate_limits, self._clock)
+        self._shared = shared
         self._scheduler = Scheduler(
-            self.rate_limits,
+            self._rate_limits,
             max_concurrency=max_concurrency,
             clock=self._clock,
             on_event=on_event,
-            shared=shared,
+            limiters=shared.limiters if shared is not None else None,
         )
         self._transport = Transport(
             self.base_url,
@@ -204,6 +205,11 @@ class AsyncMagisterium:
         await self._transport.aclose()
         if self._tokens is not None:
             await self._tokens.aclose()
+
+    @property
+    def rate_limits(self) -> RateLimits:
+        """The quota the pools were built for (read-only: make a new client to change it)."""
+        return self._rate_limits
 
     @property
     def is_closed(self) -> bool:
@@ -406,7 +412,9 @@ class AsyncMagisterium:
         async def attempt() -> tuple[int, Any, bytes]:
             status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
             if status == 429:
-                raise error_from_jsonrpc(None, "agent card: HTTP 429", None, status=429)
+                raise error_from_jsonrpc(
+                    None, "agent card: HTTP 429", None, status=429, headers=headers
+                )
             if status != 200:
                 raise UnexpectedStatusError(
                     f"agent card: unexpected HTTP {status}", status=status, body=body_snippet(body)

@@ -57,8 +57,10 @@ class RateLimits:
     ``default_concurrency`` / ``expensive_concurrency`` cap the requests in flight per pool
     (``None``: only ``max_concurrency`` applies). The expensive pool runs one call at a time
     by default, because parallel ``catholic_qa`` calls have been seen to fail on the live
-    service. ``adaptive`` lets a pool lower its rate after a 429 (the quota is shared with
-    the user's MCP calls) and probe back up slowly. ``safety_margin`` (seconds, default
+    service. ``adaptive`` lets a pool lower its rate to what the server allowed over its window
+    after a 429 (the quota is shared with the user's MCP calls, or the numbers are wrong),
+    probe back up once 429s stop, and widen its safety margin when 429s come from timing
+    rather than rate. ``safety_margin`` (seconds, default
     ``min(0.02 * period, 1)``) widens the window against network jitter between the client's
     clock and the server's.
 
@@ -131,6 +133,26 @@ class RateLimits:
             adaptive=False,
         )
 
+    @property
+    def margin(self) -> float:
+        """The safety margin in force: ``safety_margin``, or ``min(0.02 * period, 1)``."""
+        if self.safety_margin is not None:
+            return self.safety_margin
+        return min(0.02 * self.period, 1.0)
+
+    def window_for(self, pool: str) -> tuple[int, float]:
+        """``pool``'s limit as whole starts per window: ``(starts, seconds)``.
+
+        A limit below 1 per period is 1 per a longer window (0.5 a minute: 1 per 2
+        minutes); ``(0, period)`` when the pool is unlimited.
+        """
+        limit = self.limit_for(pool)
+        if math.isinf(limit):
+            return 0, self.period
+        if limit < 1:
+            return 1, self.period / limit
+        return math.floor(limit), self.period
+
     def limit_for(self, pool: str) -> float:
         """The configured number of requests per period for ``pool`` (a :class:`PoolName`)."""
         return self.expensive if pool == "expensive" else self.default
@@ -174,13 +196,17 @@ class RetryPolicy:
     """How transient failures and rate limits are retried.
 
     Connection errors, timeouts, HTTP 5xx and -32603 are retried up to ``max_retries``
-    times, waiting ``min(initial_backoff * 2**n, max_backoff)`` with jitter. A 429 waits the
-    service's ``retryAfter`` (at most ``max_retry_after`` each time; ``fallback_retry_after``
-    when the service gave none) and does not count
-    against ``max_retries``; once the waits of one call add up to more than
-    ``rate_limit_budget`` seconds, the :class:`RateLimitError` is raised.
-    ``retry_expensive_timeouts`` is off by default: a ``catholic_qa`` call that timed out
-    may have run and spent the scarce expensive quota.
+    times, waiting ``min(initial_backoff * 2**n, max_backoff)`` with jitter.
+
+    A 429 waits the service's ``retryAfter`` (or ``Retry-After``), at least
+    ``min_retry_after * 2**n`` for the call's n-th 429 (so a wait of 0, or a tiny one, can
+    never make a hot loop) and at most ``max_retry_after``; ``fallback_retry_after`` when
+    the service gave no usable wait. 429s do not count against ``max_retries``; once the
+    waits of one call add up to more than ``rate_limit_budget`` seconds, the
+    :class:`RateLimitError` is raised, so one call sends a bounded number of requests
+    whatever the service answers (17 with the defaults). ``retry_expensive_timeouts`` is
+    off by default: a ``catholic_qa`` call that timed out may have run and spent the
+    scarce expensive quota.
     """
 
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -190,12 +216,24 @@ class RetryPolicy:
     fallback_retry_after: float = 5.0
     rate_limit_budget: float = 900.0
     retry_expensive_timeouts: bool = False
+    min_retry_after: float = 0.25
 
     def __post_init__(self) -> None:
         check_count("max_retries", self.max_retries, minimum=0)
-        for name in ("initial_backoff", "max_backoff", "max_retry_after", "fallback_retry_after"):
+        for name in (
+            "initial_backoff",
+            "max_backoff",
+            "max_retry_after",
+            "fallback_retry_after",
+            "min_retry_after",
+        ):
             _check_positive(name, getattr(self, name))
         _check_positive("rate_limit_budget", self.rate_limit_budget, allow_inf=True)
+        if self.min_retry_after > self.max_retry_after:
+            raise ValueError(
+                f"min_retry_after ({self.min_retry_after!r}) must not exceed "
+                f"max_retry_after ({self.max_retry_after!r})"
+            )
 
     def backoff(self, attempt: int, jitter: float) -> float:
         """Seconds to wait before retry number ``attempt`` (0-based); ``jitter`` in [0, 1)."""

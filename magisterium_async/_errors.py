@@ -205,8 +205,10 @@ class TaskNotCancelableError(SkillNotFoundError):
 
 
 class RateLimitError(JSONRPCError):
-    """-32003 / HTTP 429: a quota ran out. ``retry_after`` is the wait in seconds, or ``None``
-    when the service did not say (or said something that is not a number)."""
+    """-32003 / HTTP 429: a quota ran out. ``retry_after`` is the wait the service gave, in
+    seconds (``error.data.retryAfter``, else the ``Retry-After`` header): ``None`` when it
+    gave none or nothing usable, ``inf`` when it gave a number too large to mean anything
+    (the retry loop caps every wait at ``RetryPolicy.max_retry_after``)."""
 
     code = -32003
 
@@ -218,9 +220,12 @@ class RateLimitError(JSONRPCError):
         data: Any = None,
         status: int = 429,
         retry_after: float | None = None,
+        headers: Any = None,
     ) -> None:
         super().__init__(message, code=code, data=data, status=status)
-        self.retry_after = retry_after if retry_after is not None else _retry_after_from(data)
+        self.retry_after = (
+            retry_after if retry_after is not None else _retry_after_from(data, headers)
+        )
 
 
 class AuthenticationError(JSONRPCError):
@@ -317,31 +322,55 @@ _BY_STATUS: dict[int, type[JSONRPCError]] = {
 _STATUS_BOUND: dict[type[JSONRPCError], int] = {cls: status for status, cls in _BY_STATUS.items()}
 
 
-def _retry_after_from(data: Any) -> float | None:
-    return parse_seconds(data.get("retryAfter")) if isinstance(data, dict) else None
-
-
-def parse_seconds(value: object) -> float | None:
-    """A wait the service gave (``retryAfter``, ``Retry-After``): seconds, or ``None`` when
-    it is not a finite, non-negative number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    if not math.isfinite(seconds) or seconds < 0:
-        return None
+def _retry_after_from(data: Any, headers: Any = None) -> float | None:
+    """The one reading of a 429's wait: ``data.retryAfter`` first, then ``Retry-After``."""
+    seconds = parse_seconds(data.get("retryAfter")) if isinstance(data, dict) else None
+    if seconds is None and headers is not None:
+        try:
+            seconds = parse_seconds(headers.get("Retry-After"))
+        except Exception:  # a headers object that cannot be read is a header not given
+            seconds = None
     return seconds
 
 
+def parse_seconds(value: object) -> float | None:
+    """A wait the service gave (``retryAfter``, ``Retry-After``), in seconds; never raises.
+
+    A number, or a string of digits holding one: ``-0.0`` is ``0.0``; a number too large
+    to hold in a float (a 400-digit integer, ``1e999``, which JSON decodes to ``inf``) is
+    ``inf``, for the caller to cap. ``None`` for what is no usable wait: ``nan``, a
+    negative number, a bool, anything else, a string that is no number (``"soon"``,
+    ``"inf"``, an HTTP date).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    if isinstance(value, int):
+        if value < 0:
+            return None
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf
+    if isinstance(value, str) and any(word in value.lower() for word in ("inf", "nan")):
+        return None  # a word, not a number of seconds
+    try:
+        seconds = float(value)
+    except (ValueError, OverflowError):
+        return None
+    if math.isnan(seconds) or seconds < 0:
+        return None
+    return seconds + 0.0  # -0.0 becomes 0.0
+
+
 def error_from_jsonrpc(
-    code: Any, message: Any, data: Any, *, status: int, method: str = ""
+    code: Any, message: Any, data: Any, *, status: int, method: str = "", headers: Any = None
 ) -> JSONRPCError:
     """Map one JSON-RPC error object (and its HTTP status) to the exception to raise.
 
     The code decides; where the code is unknown the HTTP status decides (a 429 with an odd
     code is still a rate limit); otherwise a plain :class:`JSONRPCError` keeps what was said.
+    A :class:`RateLimitError` reads its wait from ``data`` and then from ``headers`` (the
+    HTTP response's, for ``Retry-After``).
 
     The service always sends -32003, -32004 and -32005 with HTTP 429, 401 and 403. Generic
     A2A servers use the same codes with HTTP 200 for other things ("push notifications not
@@ -358,4 +387,7 @@ def error_from_jsonrpc(
         cls = _BY_STATUS.get(status, JSONRPCError)
     if cls is SkillNotFoundError and method == "tasks/cancel":
         cls = TaskNotCancelableError
-    return cls(text, code=int_code if int_code is not None else cls.code, data=data, status=status)
+    final = int_code if int_code is not None else cls.code
+    if cls is RateLimitError:
+        return RateLimitError(text, code=final, data=data, status=status, headers=headers)
+    return cls(text, code=final, data=data, status=status)

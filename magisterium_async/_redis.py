@@ -3,16 +3,22 @@
 ``AsyncMagisterium(shared_quota=SharedQuota("redis://host:6379/0"))``: each metered pool
 (``default``, ``expensive``) is one sliding log in Redis, keyed by a hash of the token
 (never the token), that every client on that token draws on. One Lua script, run
-atomically on the server with the server's clock (``TIME``), admits a start only if fewer
-than N starts lie in ``(now - period - margin, now]`` -- the scheduler's window guarantee,
-held across all processes together. A 429 seen by any client sets a shared pause key
-(``PX`` expiry = ``retryAfter``) that every client waits out. The local pool keeps its
-concurrency caps and its own pause; its rate is lifted (Redis decides).
+atomically on the server, admits a start only if fewer than N starts lie in
+``(now - period - margin, now]`` -- the scheduler's window guarantee, held across all
+processes together. A proven 429 seen by any client sets a shared pause that every client
+waits out. Each pool's :class:`SharedPoolLimiter` is the scheduler's :class:`Limiter` for
+it: the local pool keeps its concurrency caps, its probe and its own pause; Redis decides
+the rate.
+
+Time: with the default clock the log is timed by Redis's own clock (``TIME``), the one
+every process on every host agrees on. With any other clock (``VirtualClock`` in tests)
+the log is timed by that clock, so every client sharing one Redis must share it too; the
+limiter also sleeps, and times its local fallback, on the client's clock.
 
 Keys (``P`` = ``prefix``, ``H`` = the first 16 hex digits of the token's SHA-256)::
 
     P:{H}:default:log    sorted set: one member per start, scored by its Redis time (µs)
-    P:{H}:default:pause  present while the pool is paused after a 429 (PX expiry)
+    P:{H}:default:pause  the time (µs) the pool is paused until, after a 429
     P:{H}:expensive:log / P:{H}:expensive:pause
     P:{H}:epoch          a random id made when the state is created: a change means the
                          state was lost (Redis restarted without persistence, flushed)
@@ -37,19 +43,27 @@ import hashlib
 import logging
 import math
 import os
-import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._clock import Clock, LoopClock
 from ._config import RateLimits
 from ._errors import ClientClosedError, SharedQuotaError
+from ._scheduler import Limiter, Start
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["REDIS_URL_ENV", "SharedLimiter", "SharedQuota", "SharedQuotaError", "connect"]
+__all__ = [
+    "REDIS_URL_ENV",
+    "SharedLimiter",
+    "SharedPoolLimiter",
+    "SharedQuota",
+    "SharedQuotaError",
+    "connect",
+]
 
 logger = logging.getLogger("magisterium_async")
 
@@ -58,11 +72,17 @@ _INSTALL_HINT = "the shared quota needs redis-py: pip install 'magisterium-async
 
 # KEYS: log, pause, epoch, clients.
 # ARGV: limit, span (µs), member, known epoch ('' on first contact), new epoch id,
-#       client id, clients horizon (µs), then the ages (µs) of starts to add (a rejoin).
+#       client id, clients horizon (µs), now (µs; '': Redis's TIME), then the ages (µs) of
+#       starts to add (a rejoin).
 # Returns {wait µs (0: admitted), epoch, clients seen}.
 _ACQUIRE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now
+if ARGV[8] ~= '' then
+  now = tonumber(ARGV[8])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local limit = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
 local epoch = redis.call('GET', KEYS[3])
@@ -75,9 +95,8 @@ elseif ARGV[4] ~= '' and ARGV[4] ~= epoch then
   lost = true
 end
 if lost then
-  local ms = math.ceil(span / 1000)
-  if redis.call('PTTL', KEYS[2]) < ms then
-    redis.call('SET', KEYS[2], 'lost', 'PX', ms)
+  if tonumber(redis.call('GET', KEYS[2]) or '0') < now + span then
+    redis.call('SET', KEYS[2], now + span, 'PX', math.ceil(span / 1000) + 1000)
   end
 end
 redis.call('ZADD', KEYS[4], now, ARGV[6])
@@ -85,15 +104,15 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[7]))
 redis.call('PEXPIRE', KEYS[4], math.ceil(tonumber(ARGV[7]) / 1000))
 local clients = redis.call('ZCARD', KEYS[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - span)
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   local at = now - tonumber(ARGV[i])
   if at > now - span then
     redis.call('ZADD', KEYS[1], at, ARGV[3] .. ':b' .. i)
   end
 end
-local pause = redis.call('PTTL', KEYS[2])
-if pause > 0 then
-  return {pause * 1000, epoch, clients}
+local pause = tonumber(redis.call('GET', KEYS[2]) or '0')
+if pause > now then
+  return {pause - now, epoch, clients}
 end
 local count = redis.call('ZCARD', KEYS[1])
 if count < limit then
@@ -105,19 +124,22 @@ local entry = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHS
 return {math.max(tonumber(entry[2]) + span - now, 1), epoch, clients}
 """
 
-# KEYS: pause. ARGV: milliseconds. Extends the pause to now + ARGV[1], never shortens it.
+# KEYS: pause. ARGV: µs to pause, now (µs; '': Redis's TIME). Extends the pause to
+# now + ARGV[1], never shortens it; the key expires (in Redis's time) a second after.
 _PAUSE = """
-local ms = tonumber(ARGV[1])
-if redis.call('PTTL', KEYS[1]) < ms then
-  redis.call('SET', KEYS[1], '429', 'PX', ms)
+local now
+if ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local till = now + tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[1]) or '0') < till then
+  redis.call('SET', KEYS[1], till, 'PX', math.ceil(tonumber(ARGV[1]) / 1000) + 1000)
 end
 return 1
 """
-
-
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def connect(url: str, timeout: float) -> Redis:
@@ -193,24 +215,22 @@ class SharedQuota:
             return cls(value)
         raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
 
-    def limiter(self, token: str, limits: RateLimits) -> SharedLimiter:
-        """The limiter a client's scheduler draws on (connects lazily)."""
-        margin = limits.safety_margin
-        if margin is None:
-            margin = min(0.02 * limits.period, 1.0)
-        return SharedLimiter(self, token, limits, margin)
+    def limiter(self, token: str, limits: RateLimits, clock: Clock | None = None) -> SharedLimiter:
+        """The limiter a client's scheduler draws on, on the client's ``clock`` (connects
+        lazily)."""
+        return SharedLimiter(self, token, limits, clock if clock is not None else LoopClock())
 
 
 class _PoolState:
     __slots__ = ("limit", "lock", "rejoin", "span", "span_us", "starts")
 
-    def __init__(self, limit: float, period: float, margin: float) -> None:
-        # As the local pool: a limit below 1 per period is 1 per a longer window.
-        self.limit = max(1, math.floor(limit)) if math.isfinite(limit) else math.inf
-        self.span = (period if limit >= 1 else period / limit) + margin
+    def __init__(self, limits: RateLimits, pool: str) -> None:
+        starts, window = limits.window_for(pool)  # the local pool's arithmetic, shared
+        self.limit = starts if starts else math.inf
+        self.span = window + limits.margin
         self.span_us = round(self.span * 1e6)
         self.lock = asyncio.Lock()
-        self.starts: deque[float] = deque()  # this process's starts, monotonic seconds
+        self.starts: deque[float] = deque()  # this process's starts, on the client's clock
         self.rejoin = False
 
 
@@ -219,12 +239,16 @@ class SharedLimiter:
 
     :meth:`acquire` returns once the pool's shared log admitted a start (or the local
     fallback did); one waiter per pool and process asks Redis at a time, first come first
-    served, so a process never polls Redis more than once per wake-up.
+    served, so a process never polls Redis more than once per wake-up. ``limiters`` are
+    the scheduler's view of it, one :class:`SharedPoolLimiter` per metered pool.
     """
 
-    def __init__(self, config: SharedQuota, token: str, limits: RateLimits, margin: float) -> None:
+    def __init__(self, config: SharedQuota, token: str, limits: RateLimits, clock: Clock) -> None:
         assert config.url is not None
         self.config = config
+        self._clock = clock
+        # The default clock differs between processes; Redis's TIME is the one they share.
+        self._own_time = not isinstance(clock, LoopClock)
         self._redis = connect(config.url, config.timeout)
         self._errors = redis_errors()
         self._acquire = self._redis.register_script(_ACQUIRE)
@@ -234,11 +258,11 @@ class SharedLimiter:
         self._seq = 0
         self._epoch = ""
         self._clients = 1
-        self._pools = {
-            name: _PoolState(limits.limit_for(name), limits.period, margin)
-            for name in ("default", "expensive")
+        self._pools = {name: _PoolState(limits, name) for name in ("default", "expensive")}
+        self.limiters: dict[str, Limiter] = {
+            name: SharedPoolLimiter(self, name, limits) for name in self._pools
         }
-        self._sleepers: set[asyncio.Future[None]] = set()
+        self._sleepers: set[asyncio.Task[None]] = set()
         self._down_since: float | None = None
         self._next_probe = 0.0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -255,6 +279,9 @@ class SharedLimiter:
         """The pool's log and pause keys."""
         return f"{self._base}:{pool}:log", f"{self._base}:{pool}:pause"
 
+    def _now_us(self) -> str:
+        return str(round(self._clock.now() * 1e6)) if self._own_time else ""
+
     async def acquire(self, pool: str) -> None:
         """Wait until ``pool`` may start one request (shared, or local when Redis is down)."""
         state = self._pools[pool]
@@ -266,7 +293,7 @@ class SharedLimiter:
                     raise ClientClosedError("the client was closed while this call waited")
                 wait = await self._try(pool, state)
                 if wait <= 0:
-                    now = time.monotonic()
+                    now = self._clock.now()
                     state.starts.append(now)
                     while state.starts and state.starts[0] <= now - state.span:
                         state.starts.popleft()
@@ -274,25 +301,23 @@ class SharedLimiter:
                 await self._sleep(wait)
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep ``seconds``, or until :meth:`aclose`."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._sleepers.add(future)
-        handle = loop.call_later(seconds, _wake, future)
+        """Sleep ``seconds`` on the client's clock, or until :meth:`aclose`."""
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        self._sleepers.add(sleeper)
         try:
-            await future
+            await asyncio.wait((sleeper,))
         finally:
-            handle.cancel()
-            self._sleepers.discard(future)
+            sleeper.cancel()
+            self._sleepers.discard(sleeper)
 
     async def _try(self, pool: str, state: _PoolState) -> float:
         """Seconds to wait before trying again; ``0``: admitted."""
-        now = time.monotonic()
+        now = self._clock.now()
         if self._down_since is None or now >= self._next_probe:
             wait = await self._shared(pool, state, now)
             if wait is not None:
                 return wait
-        return self._local(state, time.monotonic())
+        return self._local(state, self._clock.now())
 
     async def _shared(self, pool: str, state: _PoolState, now: float) -> float | None:
         log, pause = self.keys(pool)
@@ -308,6 +333,7 @@ class SharedLimiter:
             uuid.uuid4().hex,
             self._id,
             max(2 * state.span_us, 10_000_000),
+            self._now_us(),
             *ages,
         ]
         keys = [log, pause, f"{self._base}:epoch", f"{self._base}:clients"]
@@ -316,7 +342,7 @@ class SharedLimiter:
         except self._errors as exc:
             self._lost(exc)
             return None
-        wait_us, epoch, clients = int(reply[0]), reply[1], int(reply[2])
+        wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
         self._epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
         self._clients = max(clients, 1)
         state.rejoin = False
@@ -329,7 +355,7 @@ class SharedLimiter:
         return wait_us / 1e6
 
     def _lost(self, exc: BaseException) -> None:
-        now = time.monotonic()
+        now = self._clock.now()
         self._next_probe = now + self.config.retry_interval
         if self._down_since is not None:
             return
@@ -365,7 +391,7 @@ class SharedLimiter:
         return max(min(wait, self._next_probe - now), 1e-3) if wait > 0 else 0.0
 
     def rate_limited(self, pool: str, retry_after: float) -> None:
-        """A 429 in ``pool``: pause it for every client for ``retry_after`` seconds."""
+        """A proven 429 in ``pool``: pause it for every client for ``retry_after`` seconds."""
         if self._closed or pool not in self._pools or retry_after <= 0:
             return
         task = asyncio.ensure_future(self._set_pause(pool, retry_after))
@@ -374,9 +400,11 @@ class SharedLimiter:
 
     async def _set_pause(self, pool: str, retry_after: float) -> None:
         _, pause = self.keys(pool)
-        ms = max(math.ceil(retry_after * 1000), 1)
+        us = max(math.ceil(retry_after * 1e6), 1)
         try:
-            await asyncio.wait_for(self._pause(keys=[pause], args=[ms]), self.config.timeout)
+            await asyncio.wait_for(
+                self._pause(keys=[pause], args=[us, self._now_us()]), self.config.timeout
+            )
         except self._errors as exc:
             self._lost(exc)
 
@@ -387,9 +415,53 @@ class SharedLimiter:
 
     async def aclose(self) -> None:
         """Wait for pending pause writes, then close the connection. Idempotent."""
+        if self._closed:
+            return
         self._closed = True
-        for future in self._sleepers:
-            _wake(future)
+        for sleeper in self._sleepers:
+            sleeper.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
         await self._redis.aclose()
+
+
+class SharedPoolLimiter:
+    """One metered pool's :class:`Limiter` on a :class:`SharedLimiter`: the shared log
+    decides every start (in :meth:`admit`); a proven 429 pauses every client."""
+
+    remote = True
+
+    def __init__(self, shared: SharedLimiter, pool: str, limits: RateLimits) -> None:
+        self.shared = shared
+        self.pool = pool
+        self._rate = limits.limit_for(pool)
+
+    @property
+    def rate(self) -> float:
+        return self._rate
+
+    @property
+    def probing(self) -> bool:
+        return False
+
+    def next_start(self, now: float) -> float:
+        return -math.inf  # Redis decides, in admit()
+
+    def start(self, start: Start) -> None:
+        return None
+
+    def forget(self, start: Start) -> None:
+        return None  # the shared log's entry ages out with the window
+
+    async def admit(self, start: Start) -> None:
+        await self.shared.acquire(self.pool)
+
+    def refused(self, start: Start, now: float, window_end: float, *, proven: bool) -> None:
+        if proven:
+            self.shared.rate_limited(self.pool, window_end - now)
+
+    def refuted(self, start: Start, suspect: Start) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        await self.shared.aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from ._clock import Clock
 from ._config import RetryPolicy
@@ -19,7 +19,7 @@ from ._errors import (
 )
 from ._scheduler import Pool
 
-__all__ = ["call_with_retries", "is_transient"]
+__all__ = ["RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
 
 logger = logging.getLogger("magisterium_async")
 
@@ -37,6 +37,30 @@ def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> boo
     return False
 
 
+class RateLimitWait(NamedTuple):
+    """What one 429 means in seconds: ``window``, until the server's window ends as it
+    said (what the pool learns from); ``delay``, what the call waits before its next try."""
+
+    window: float
+    delay: float
+
+
+def rate_limit_wait(error: RateLimitError, policy: RetryPolicy, limited: int) -> RateLimitWait:
+    """The one turning of a 429 into waits; ``limited``: the call's 429s before this one.
+
+    ``window`` is the service's wait (or ``policy.fallback_retry_after`` when it gave
+    none), at most ``policy.max_retry_after``. ``delay`` is that, but at least
+    ``policy.min_retry_after * 2**limited``, so a wait of 0 or a tiny one cannot make a hot
+    loop, and it counts against ``policy.rate_limit_budget``.
+    """
+    wait = error.retry_after
+    if wait is None:
+        wait = policy.fallback_retry_after
+    window = min(wait, policy.max_retry_after)
+    floor = policy.min_retry_after * 2.0 ** min(limited, 64)
+    return RateLimitWait(window, min(max(window, floor), policy.max_retry_after))
+
+
 async def call_with_retries(
     attempt: Callable[[], Awaitable[T]],
     *,
@@ -49,28 +73,27 @@ async def call_with_retries(
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be retried.
 
-    A 429 pauses the whole pool (the next slot waits it out) and costs no retry, until the
-    waits of this call pass ``policy.rate_limit_budget``. Transient failures are retried
+    A 429 is told to the pool (which decides whether everyone pauses) and the call waits
+    :func:`rate_limit_wait` outside its slot; it costs no retry, until the waits of this
+    call pass ``policy.rate_limit_budget``. Transient failures are retried
     ``policy.max_retries`` times with exponential backoff, outside the pool's slot.
     """
     retries = 0
+    limited = 0
     waited = 0.0
     while True:
         async with pool.slot() as permit:
             try:
                 return await attempt()
             except RateLimitError as exc:
-                wait = exc.retry_after
-                if wait is None:
-                    wait = policy.fallback_retry_after
-                wait = min(wait, policy.max_retry_after)
-                permit.rate_limited(wait)
-                waited += wait
+                window, delay = rate_limit_wait(exc, policy, limited)
+                limited += 1
+                waited += delay
+                permit.rate_limited(window)
                 if waited > policy.rate_limit_budget:
                     raise
                 permit.retried()
-                logger.debug("%s: rate limited, retrying after %.3g s", what, wait)
-                continue
+                logger.debug("%s: rate limited, retrying after %.3g s", what, delay)
             except MagisteriumError as exc:
                 if retries >= policy.max_retries or not is_transient(
                     exc, retry_timeouts=retry_timeouts

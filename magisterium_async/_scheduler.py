@@ -3,21 +3,26 @@
 A request enters ``async with pool.slot() as permit:`` and is let through, first come first
 served within its pool, once four things hold at the same instant: a free slot under the
 pool's concurrency cap, a free slot under the client-wide ``max_concurrency``, no pause, and
-a rate permit. Its start is recorded at that instant, so a request never holds a permit while
-it waits for anything else.
+its :class:`Limiter`'s leave. Its start is recorded at that instant, so a request never holds
+a permit while it waits for anything else.
 
-The rate limiter is a sliding log of the last starts: a start is allowed at ``t`` only if
-fewer than N starts lie in ``(t - period - margin, t]``. So no interval of ``period`` seconds
-ever holds more than N starts, however the server counts (fixed window, sliding window,
-token bucket), while a burst of N on an idle pool still goes at once. (``aiolimiter`` is a
-leaky bucket that starts empty: up to about 2N starts fit in one period, so it is not used.)
+The limiter is the seam: :class:`WindowLimiter` here (a sliding log, adaptive), the
+Redis-shared one in ``_redis.py``, or a test's fake, all on the client's clock. A sliding
+log allows a start at ``t`` only if fewer than N starts lie in ``(t - period - margin, t]``,
+so no interval of ``period`` seconds ever holds more than N starts, however the server
+counts (fixed window, sliding window, token bucket), while a burst of N on an idle pool
+still goes at once. (``aiolimiter`` is a leaky bucket that starts empty: up to about 2N
+starts fit in one period, so it is not used.)
 
-A 429 pauses the whole pool for its ``retryAfter``. An adaptive pool (the quota is shared
-with the user's MCP calls) also steps its rate down: by one, and to no more than the starts
-of the last period not refused, so a burst of 429s lands on what the server allows. While
-lowered, starts are spread evenly over the period, and the rate probes back up by one per
-period without a 429 in which it held a request back; it waits 4 such periods before it
-tries again the rate refused last, and before it passes it.
+What a 429 teaches is decided in one place, :meth:`Pool._on_rate_limited`. An isolated 429
+is evidence, not proof: the pool lets one request through alone, a probe; if it gets
+through, the 429 was a fluke (or timing: an adaptive limiter widens its margin) and nothing
+else changes. A 429 to the probe, or to a request while the pool is paused or probing
+above what the server allowed last, is proof: the whole pool pauses until the server's
+window ends (``now + retryAfter``) and an adaptive limiter lowers its rate to the starts
+the server accepted in that window. Lowered, starts are spread evenly over the window;
+after a clean window it probes one above the rate the server allowed, and once past it
+climbs fast (doubling) back to the configured rate.
 
 Everything happens in :meth:`Scheduler._pump`, a plain function run whenever something
 changes (a request arrives, leaves, is cancelled, or a wait ends). When the first waiter of
@@ -34,7 +39,7 @@ import itertools
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -45,6 +50,7 @@ from ._config import PoolName, RateLimits
 from ._errors import ClientClosedError
 
 __all__ = [
+    "Limiter",
     "Permit",
     "Pool",
     "PoolEvent",
@@ -52,29 +58,253 @@ __all__ = [
     "PoolStats",
     "Scheduler",
     "SchedulerStats",
-    "SharedLimit",
+    "Start",
+    "WindowLimiter",
 ]
 
 logger = logging.getLogger("magisterium_async")
 
-# Clean periods a pool waits before it tries again the rate the server refused last time,
-# and before it goes past it.
-_CAUTIOUS_PERIODS = 4
+# Clean windows a lowered pool waits before it tries one more than the server allowed,
+# at most (after refused tries).
+_MAX_CAUTIOUS_WINDOWS = 2
+# The widest a learned safety margin gets, as a share of the window.
+_MAX_MARGIN_SHARE = 0.125
 EventKind = Literal["sent", "rate_limited", "paused", "resumed", "rate_changed", "retried"]
 
 
-class SharedLimit(Protocol):
-    """A rate limiter shared with other processes (``_redis.SharedLimiter``).
+class Start:
+    """One request's start, as a limiter records it: ``time``, whether it got a 429
+    (``limited``) and whether it is over (``done``)."""
 
-    A metered pool awaits :meth:`acquire` after its local admission (concurrency caps,
-    pause) and tells :meth:`rate_limited` of every 429; its own rate is lifted.
+    __slots__ = ("done", "limited", "time")
+
+    def __init__(self, time: float) -> None:
+        self.time = time
+        self.limited = False
+        self.done = False
+
+
+class Limiter(Protocol):
+    """The rate limit of one metered pool: the seam between the scheduler and a quota.
+
+    The scheduler asks :meth:`next_start` while the pool has a waiter (first come first
+    served), records every start with :meth:`start`, and reports what the server said.
+    ``remote`` limiters (another process decides, as the Redis-shared one) are also awaited
+    in :meth:`admit` after the local admission; local ones never are.
     """
 
-    async def acquire(self, pool: str) -> None: ...
+    remote: bool
 
-    def rate_limited(self, pool: str, retry_after: float) -> None: ...
+    @property
+    def rate(self) -> float:
+        """Requests per ``RateLimits.period`` now in force (``inf``: no limit here)."""
+        ...
 
-    async def aclose(self) -> None: ...
+    def next_start(self, now: float) -> float:
+        """When the next start may happen: ``<= now`` lets it start now; else ask again
+        then (the answer may move when asked again)."""
+        ...
+
+    def start(self, start: Start) -> None:
+        """A request started (``next_start`` allowed it)."""
+        ...
+
+    def forget(self, start: Start) -> None:
+        """A recorded start was given back before anything was sent."""
+        ...
+
+    async def admit(self, start: Start) -> None:
+        """Wait for the remote side's leave (only called when ``remote``)."""
+        ...
+
+    def refused(self, start: Start, now: float, window_end: float, *, proven: bool) -> None:
+        """A 429 to ``start``; the server says its window ends at ``window_end``.
+        ``proven``: a window ran out (see :meth:`Pool._on_rate_limited`); else a suspect."""
+        ...
+
+    def refuted(self, start: Start, suspect: Start) -> None:
+        """``start``, the probe after an isolated 429 to ``suspect``, got through."""
+        ...
+
+    @property
+    def probing(self) -> bool:
+        """Whether the rate is above what the server allowed last: a 429 now is proof."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the limiter holds (connections, tasks). Idempotent."""
+        ...
+
+
+class WindowLimiter:
+    """The local limiter: a sliding log of starts, ``limit`` per ``window + margin``.
+
+    Adaptive, it learns from 429s: a proven one lowers the rate to what the server accepted
+    in its window; a refuted one that came while the log was full widens the margin
+    (doubling, up to an eighth of the window), since it came from timing (network jitter)
+    rather than rate.
+    """
+
+    remote = False
+
+    def __init__(
+        self,
+        name: str,
+        limit: int,
+        window: float,
+        margin: float,
+        *,
+        period: float | None = None,
+        adaptive: bool = True,
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        self.name = name
+        self._max = limit
+        self._window = window
+        self._period = window if period is None else period
+        self._margin = margin
+        self._span = window + margin
+        self._rate = limit
+        self._log: deque[Start] = deque()
+        self._adaptive = adaptive
+        self._allowed = limit  # what the server accepted in its window at the last 429
+        self._probe_at = math.inf
+        self._probe_refused: Start | None = None
+        self._cautious = 1  # clean windows before the next step up; doubles on refusals
+        self._phase: float | None = None  # where the server's windows end, modulo one
+
+    @property
+    def rate(self) -> float:
+        return self._rate * self._period / self._window
+
+    @property
+    def margin(self) -> float:
+        """The safety margin in force, in seconds (it may have grown)."""
+        return self._margin
+
+    @property
+    def probing(self) -> bool:
+        return self._rate > self._allowed
+
+    def next_start(self, now: float) -> float:
+        log = self._log
+        keep = 2 * self._span  # _allows needs one span; _step_up looks a window further
+        while log and log[0].time + keep <= now:
+            log.popleft()
+        allows = self._allows()
+        if self._rate < self._max:
+            if self._probe_at <= now < allows:  # held back for a clean window: step up
+                self._step_up(now)
+                allows = self._allows()
+            return min(allows, self._probe_at)
+        return allows
+
+    def _allows(self) -> float:
+        log, rate, span = self._log, self._rate, self._span
+        # The guarantee: never more than the configured number of starts in a span.
+        at = log[-self._max].time + span if len(log) >= self._max else -math.inf
+        if rate < self._max:
+            # Lowered: the starts the server took (a 429 took nothing), evenly spaced, so
+            # wherever the server's window falls it holds as many, and a probe one too high
+            # is refused at once, not after a run of luck with the window's phase.
+            taken = 0
+            for s in reversed(log):
+                if not s.limited:
+                    if taken == 0:
+                        at = max(at, s.time + span / rate)
+                    taken += 1
+                    if taken == rate:
+                        at = max(at, s.time + span)
+                        break
+        return at
+
+    def start(self, start: Start) -> None:
+        self._log.append(start)
+
+    def forget(self, start: Start) -> None:
+        with contextlib.suppress(ValueError):  # already aged out of the log
+            self._log.remove(start)
+
+    async def admit(self, start: Start) -> None:
+        return None
+
+    def refused(self, start: Start, now: float, window_end: float, *, proven: bool) -> None:
+        if not self._adaptive:
+            return
+        # The server's window began one window before it ends: what it accepted of ours
+        # since then is what it allows now (all of it, when it counts no one else's).
+        self._phase = window_end % self._window
+        # Where the server's window began, give or take the request's round trip (the
+        # server counts on arrival, and said where its window ends before the way back).
+        slack = self._margin + min(now - start.time, 0.1 * self._window)
+        accepted = self._accepted(window_end - self._window - slack, now)
+        if not proven:
+            if self.probing:  # the step up was refused: back to what the server allowed
+                self._probe_refused = start
+                self._cautious = min(2 * self._cautious, _MAX_CAUTIOUS_WINDOWS)
+                self._probe_at = window_end + self._cautious * self._window
+                self._allowed = max(1, min(self._allowed, accepted))
+                self._set(self._allowed, "a probe up was refused")
+            return
+        rate = max(1, min(accepted, self._rate - 1))
+        self._allowed = rate
+        self._cautious = 1
+        self._probe_at = window_end + self._cautious * self._window
+        if rate < self._rate:
+            self._set(rate, "rate limited by the server")
+
+    def refuted(self, start: Start, suspect: Start) -> None:
+        if suspect is self._probe_refused:
+            return  # that 429 answered a step up, not the timing
+        if not self._adaptive or self._margin >= _MAX_MARGIN_SHARE * self._window:
+            return
+        began = suspect.time
+        full = sum(1 for s in self._log if began - self._span < s.time <= began)
+        if full >= self._rate:
+            self._margin = min(
+                max(2 * self._margin, 0.01 * self._window), _MAX_MARGIN_SHARE * self._window
+            )
+            self._span = self._window + self._margin
+            logger.debug(
+                "pool %s safety margin -> %.3g s (a 429 from timing, not rate)",
+                self.name,
+                self._margin,
+            )
+
+    def _step_up(self, now: float) -> None:
+        rate, window = self._rate, self._window
+        if rate > self._allowed:
+            # Passed only once one whole window of the server's (its phase known from
+            # the ends its 429s gave) accepted them all: not by luck with the phase.
+            end = now if self._phase is None else now - (now - self._phase) % window
+            if self._accepted(end - window, end) < rate:
+                self._probe_at = end + window
+                return
+            self._allowed = rate  # whoever shared the quota stopped, or it grew back
+            new = 2 * rate
+        elif rate < self._allowed:
+            new = min(self._allowed, 2 * rate)
+        else:
+            new = rate + 1  # one more than the server allowed last time
+        self._probe_at = now + window
+        self._set(min(new, self._max), "probing up")
+
+    def _accepted(self, begin: float, end: float) -> int:
+        return sum(1 for s in self._log if begin <= s.time < end and s.done and not s.limited)
+
+    def _set(self, rate: int, why: str) -> None:
+        old, self._rate = self._rate, rate
+        if rate >= self._max:
+            self._allowed = self._max
+            self._probe_at = math.inf
+        logger.debug("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self._window, why)
+
+    async def aclose(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<WindowLimiter {self.name} {self._rate}/{self._window:g}s>"
 
 
 @dataclass(frozen=True)
@@ -83,8 +313,8 @@ class PoolEvent:
 
     ``pool`` is ``"default"``, ``"expensive"`` or ``"unmetered"`` (``tasks/get``,
     ``tasks/cancel``, the agent card); ``time`` is the clock's ``now()``. ``value`` by kind:
-    ``sent``: seconds the request waited for its slot; ``rate_limited``: the ``retryAfter``;
-    ``paused``: seconds until the pool resumes; ``resumed``: seconds the pause lasted;
+    ``sent``: seconds the request waited for its slot; ``rate_limited``: the wait after the
+    429; ``paused``: seconds until the pool resumes; ``resumed``: seconds the pause lasted;
     ``rate_changed``: the new rate (requests per period); ``retried``: 1.
     """
 
@@ -127,14 +357,6 @@ class SchedulerStats:
     max_concurrency: int
 
 
-class _Start:
-    __slots__ = ("limited", "time")
-
-    def __init__(self, time: float) -> None:
-        self.time = time
-        self.limited = False
-
-
 class _Waiter:
     __slots__ = ("future", "seq", "since")
 
@@ -152,23 +374,24 @@ class Permit:
 
     __slots__ = ("_pool", "_released", "_start", "started")
 
-    def __init__(self, pool: Pool, start: _Start | None, now: float) -> None:
+    def __init__(self, pool: Pool, start: Start) -> None:
         self._pool = pool
         self._start = start
         self._released = False
-        self.started = now
+        self.started = start.time
 
     def rate_limited(self, retry_after: float) -> None:
-        """The request got HTTP 429: pause the whole pool ``retry_after`` seconds from now.
+        """The request got HTTP 429: the server's window ends ``retry_after`` seconds from
+        now (the request itself may wait longer before it retries).
 
-        A pause already set lasts to the later of the two ends; other requests in flight
-        that get a 429 join it. With adaptive limits the pool's rate also steps down.
+        The pool decides what that means for everyone else (see
+        :meth:`Pool._on_rate_limited`): nothing more than a probe for an isolated 429; a
+        pause to the later of the two ends, and with adaptive limits a lower rate, for one
+        that is proven.
         """
         if math.isnan(retry_after) or retry_after < 0 or math.isinf(retry_after):
             raise ValueError(f"retry_after must be a finite number >= 0, got {retry_after!r}")
-        if self._start is not None:
-            self._start.limited = True
-        self._pool._on_rate_limited(retry_after)
+        self._pool._on_rate_limited(self._start, retry_after)
 
     def retried(self) -> None:
         """Count a retry of this request in the pool's stats."""
@@ -178,9 +401,13 @@ class Permit:
     def _release(self) -> None:
         if not self._released:
             self._released = True
-            self._pool._in_flight -= 1
-            self._pool._scheduler._in_flight -= 1
-            self._pool._scheduler._pump()
+            self._start.done = True
+            pool = self._pool
+            pool._in_flight -= 1
+            pool._scheduler._in_flight -= 1
+            if pool._probe is self._start:
+                pool._probe_done(self._start)
+            pool._scheduler._pump()
 
 
 class _Slot(AbstractAsyncContextManager["Permit"]):
@@ -205,23 +432,20 @@ class _Slot(AbstractAsyncContextManager["Permit"]):
 
 
 class Pool:
-    """One quota: a sliding-log rate limiter, a concurrency cap, a pause and FIFO waiters."""
+    """One quota: a limiter, a concurrency cap, a pause, a probe and FIFO waiters."""
 
     def __init__(
         self,
         scheduler: Scheduler,
         name: str,
-        limit: float,
-        period: float,
+        limiter: Limiter | None,
+        configured: float,
         concurrency: int | None,
-        *,
-        adaptive: bool,
-        margin: float,
     ) -> None:
         self.name = name
         self._scheduler = scheduler
-        self._configured = limit
-        self._period = period
+        self._limiter = limiter
+        self._configured = configured
         self._cap = concurrency if concurrency is not None else math.inf
         self._waiters: deque[_Waiter] = deque()
         self._in_flight = 0
@@ -229,16 +453,14 @@ class Pool:
         self._pause_start = self._pause_until = -math.inf
         self._paused = False
         self._paused_total = 0.0
-        metered = math.isfinite(limit)
-        # A limit below 1 per period becomes 1 per a longer window: 0.5/min is 1 per 2 min.
-        self._window = period if not metered or limit >= 1 else period / limit
-        self._span = self._window + margin
-        self._max_rate = max(1, math.floor(limit)) if metered else 0
-        self._rate = self._max_rate
-        self._log: deque[_Start] | None = deque() if metered else None
-        self._adaptive = adaptive and metered
-        self._probe_from = -math.inf
-        self._refused = self._max_rate + 1  # the rate in force at the last 429
+        self._rate = limiter.rate if limiter is not None else math.inf
+        # After an isolated 429 (``_suspect``), one request goes alone (``_probe``) until
+        # it is answered or the server's window ends (``_suspect_until``).
+        self._suspect: Start | None = None
+        self._suspect_until = -math.inf
+        self._probe: Start | None = None
+        self._suspect_at = self._suspect_end = -math.inf  # when it came, where it points
+        self._suspect_wait = 0.5
 
     def slot(self) -> AbstractAsyncContextManager[Permit]:
         """``async with pool.slot() as permit:``, the request's turn; leaving frees the slot.
@@ -260,16 +482,14 @@ class Pool:
         except asyncio.CancelledError:
             self._abandon(waiter)
             raise
-        # --- shared quota hook: the shared limiter decides the rate (see _redis.py) ---
-        shared = scheduler._shared
-        if shared is not None and self.name != "unmetered":
+        limiter = self._limiter
+        if limiter is not None and limiter.remote:
             try:
-                await shared.acquire(self.name)
+                await limiter.admit(permit._start)
             except BaseException:
                 permit._release()
                 raise
             permit.started = scheduler._clock.now()
-        # --- end of the shared quota hook ---
         self._sent += 1
         self._emit("sent", permit.started - waiter.since)
         return permit
@@ -282,9 +502,10 @@ class Pool:
         elif future.exception() is None:
             # Let through, then cancelled before it could send: give the permit back.
             permit = future.result()
-            if permit._start is not None and self._log is not None:
-                with contextlib.suppress(ValueError):  # already aged out of the log
-                    self._log.remove(permit._start)
+            if self._limiter is not None:
+                self._limiter.forget(permit._start)
+            if self._probe is permit._start:
+                self._probe = None  # not answered: the next start probes instead
             permit._release()
             return
         self._scheduler._pump()
@@ -294,99 +515,109 @@ class Pool:
             self._waiters.popleft()  # cancelled, its task not yet run to say so
         return self._waiters[0] if self._waiters else None
 
-    def _refresh(self, now: float) -> None:
+    def _ready(self, now: float) -> bool:
+        if self._head() is None or self._in_flight >= self._cap:
+            return False
         if self._paused and now >= self._pause_until:
             self._paused = False
             logger.debug("pool %s resumed", self.name)
             self._emit("resumed", self._pause_until - self._pause_start, self._pause_until)
-        log = self._log
-        if log is None:
-            return
-        while log and log[0].time + self._span <= now:
-            log.popleft()
-        if now >= self._next_probe() and now < self._rate_allows():
-            self._probe_from = now
-            if self._rate >= self._refused:
-                self._refused = self._max_rate + 1  # passed: whoever shared the quota stopped
-            self._set_rate(self._rate + 1, "probing up")
-
-    def _ready(self, now: float) -> bool:
-        if self._head() is None or self._in_flight >= self._cap:
+        if now < self._pause_until:
             return False
-        self._refresh(now)
-        return now >= self._pause_until and now >= self._rate_allows()
+        if self._suspect is not None:
+            if now >= self._suspect_until:
+                self._suspect = self._probe = None  # the server's window is over
+            elif self._probe is not None:
+                return False  # the probe goes alone
+        limiter = self._limiter
+        if limiter is None:
+            return True
+        at = limiter.next_start(now)
+        self._check_rate()
+        return at <= now
 
     def _wake_time(self, now: float) -> float:
         """When time alone next lets this pool's first waiter through (``now``: it does)."""
-        return max(min(self._rate_allows(), self._next_probe()), self._pause_until, now)
-
-    def _rate_allows(self) -> float:
-        """The earliest time the sliding log lets the next request start."""
-        log = self._log
-        if log is None:
-            return -math.inf
-        at = log[-self._rate].time + self._span if len(log) >= self._rate else -math.inf
-        if self._rate < self._max_rate and log:
-            # Lowered after a 429: starts evenly spaced, so wherever the server's window
-            # falls it holds as many, and a probe one too high is refused at once, not after
-            # a run of luck with the window's phase.
-            at = max(at, log[-1].time + self._span / self._rate)
-        return at
-
-    def _next_probe(self) -> float:
-        """When a pool held back by its lowered rate may try one more per period."""
-        if self._rate >= self._max_rate:
-            return math.inf
-        cautious = self._refused - 1 <= self._rate <= self._refused
-        return self._probe_from + (_CAUTIOUS_PERIODS if cautious else 1) * self._window
+        at = self._limiter.next_start(now) if self._limiter is not None else now
+        if self._probe is not None:
+            at = max(at, self._suspect_until)
+        return max(at, self._pause_until, now)
 
     def _grant(self, now: float) -> None:
         waiter = self._waiters.popleft()
-        start = None
-        if self._log is not None:
-            start = _Start(now)
-            self._log.append(start)
+        start = Start(now)
+        if self._limiter is not None:
+            self._limiter.start(start)
+        if self._suspect is not None and self._probe is None:
+            self._probe = start
         self._in_flight += 1
         self._scheduler._in_flight += 1
-        waiter.future.set_result(Permit(self, start, now))
+        waiter.future.set_result(Permit(self, start))
 
-    def _on_rate_limited(self, retry_after: float) -> None:
+    def _on_rate_limited(self, start: Start, wait: float) -> None:
+        """The one place that decides what the pool learns from a 429.
+
+        ``now + wait`` is where the server says its window ends. Two 429s that point at
+        the same end (closer to each other than half the time between them, give or take
+        a second when both waits are whole seconds) prove a window ran out; a 429 that
+        points elsewhere (random 429s with a fixed ``retryAfter`` move with the clock) is
+        only a suspect, and the next start goes alone as a probe.
+        """
         now = self._scheduler._clock.now()
-        if self._scheduler._shared is not None:  # shared quota hook: pause every process
-            self._scheduler._shared.rate_limited(self.name, retry_after)
+        start.limited = True
         self._rate_limited += 1
-        self._emit("rate_limited", retry_after, now)
-        until = now + retry_after
-        if until > max(self._pause_until, now):
-            if self._pause_until > now:
-                self._paused_total += until - self._pause_until
-            else:
-                self._paused_total += retry_after
-                self._pause_start = now
-            self._pause_until = until
-            self._paused = True
-            logger.debug("pool %s paused for %.3f s after a 429", self.name, retry_after)
-            self._emit("paused", retry_after, now)
-        self._probe_from = max(self._probe_from, until)
-        if self._adaptive and self._log is not None:
-            # One less, and no more than the starts of the last period not (yet) refused: a
-            # single 429 above the server's limit steps back by one; a burst of them (each one
-            # counted) lands where the server's limit is.
-            since = now - self._span
-            passed = sum(1 for s in self._log if s.time > since and not s.limited)
-            self._refused = self._rate
-            if self._rate > 1:
-                self._set_rate(max(1, min(self._rate - 1, passed)), "rate limited by the server")
+        self._emit("rate_limited", wait, now)
+        until = now + wait
+        if now < self._pause_until:
+            self._pause(now, until, wait)  # an answer to a request sent before the pause
+            return
+        limiter = self._limiter
+        suspect = self._suspect
+        # Whole seconds (the service rounds up) blur where the window ends by up to one.
+        blur = 1.0 if wait.is_integer() and self._suspect_wait.is_integer() else 0.0
+        proven = (
+            suspect is not None
+            and suspect is not start
+            and abs(until - self._suspect_end) <= 0.5 * (now - self._suspect_at) + blur
+        )
+        if not proven:
+            self._suspect, self._suspect_at, self._suspect_end = start, now, until
+            self._suspect_wait = wait
+            self._suspect_until = max(self._suspect_until, until)
+            if limiter is not None:
+                limiter.refused(start, now, until, proven=False)
+                self._check_rate()
+            return
+        self._suspect = self._probe = None
+        self._pause(now, until, wait)
+        if limiter is not None:
+            limiter.refused(start, now, until, proven=True)
+            self._check_rate()
 
-    def _set_rate(self, rate: int, why: str) -> None:
-        old, self._rate = self._rate, rate
-        logger.debug("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self._window, why)
-        self._emit("rate_changed", self._rate_per_period())
+    def _probe_done(self, start: Start) -> None:
+        self._probe = None
+        suspect, self._suspect = self._suspect, None
+        if not start.limited and suspect is not None and self._limiter is not None:
+            self._limiter.refuted(start, suspect)
 
-    def _rate_per_period(self) -> float:
-        if self._log is None:
-            return math.inf
-        return self._rate * self._period / self._window
+    def _pause(self, now: float, until: float, wait: float) -> None:
+        if until <= max(self._pause_until, now):
+            return
+        if self._pause_until > now:
+            self._paused_total += until - self._pause_until
+        else:
+            self._paused_total += wait
+            self._pause_start = now
+        self._pause_until = until
+        self._paused = True
+        logger.debug("pool %s paused for %.3f s after a 429", self.name, wait)
+        self._emit("paused", wait, now)
+
+    def _check_rate(self) -> None:
+        rate = self._limiter.rate if self._limiter is not None else math.inf
+        if rate != self._rate:
+            self._rate = rate
+            self._emit("rate_changed", rate)
 
     def _emit(self, kind: EventKind, value: float, time: float | None = None) -> None:
         callback = self._scheduler._on_event
@@ -405,22 +636,24 @@ class Pool:
             rate_limited=self._rate_limited,
             retries=self._retries,
             paused_seconds=self._paused_total - max(0.0, self._pause_until - now),
-            current_rate=self._rate_per_period(),
+            current_rate=self._limiter.rate if self._limiter is not None else math.inf,
             configured_rate=self._configured,
             in_flight=self._in_flight,
             waiting=sum(1 for w in self._waiters if not w.future.done()),
         )
 
     def __repr__(self) -> str:
-        return f"<Pool {self.name} rate={self._rate_per_period():g}/{self._period:g}s>"
+        return f"<Pool {self.name} rate={self._rate:g}>"
 
 
 class Scheduler:
     """The pools of one client: ``default``, ``expensive`` and an unmetered one.
 
-    ``safety_margin`` (seconds, default ``min(0.02 * period, 1)``) is added to the period
-    between the N-th most recent start and the next, against network jitter. ``on_event``
-    receives every :class:`PoolEvent`; an exception it raises is logged and ignored.
+    The metered pools get a :class:`WindowLimiter` each from ``rate_limits`` (its
+    ``safety_margin``, or ``safety_margin`` here, is added to the period between the N-th
+    most recent start and the next, against network jitter), unless ``limiters`` gives
+    theirs (the Redis-shared ones). ``on_event`` receives every :class:`PoolEvent`; an
+    exception it raises is logged and ignored.
     """
 
     def __init__(
@@ -431,14 +664,11 @@ class Scheduler:
         clock: Clock | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
         safety_margin: float | None = None,
-        shared: SharedLimit | None = None,
+        limiters: Mapping[str, Limiter] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        period = rate_limits.period
-        if safety_margin is None:
-            safety_margin = rate_limits.safety_margin
-        margin = min(0.02 * period, 1.0) if safety_margin is None else safety_margin
+        margin = rate_limits.margin if safety_margin is None else safety_margin
         if not margin >= 0 or math.isinf(margin):
             raise ValueError(f"safety_margin must be a finite number >= 0, got {margin!r}")
         self._clock: Clock = clock if clock is not None else LoopClock()
@@ -449,24 +679,24 @@ class Scheduler:
         self._closed = False
         self._timer: asyncio.Task[None] | None = None
         self._timer_at = math.inf
-        # Shared quota hook: with a shared limiter the local rate is lifted (it decides),
-        # the concurrency caps stay.
-        self._shared = shared
-        self._pools = {
-            name: Pool(
-                self,
-                name,
-                math.inf if shared is not None else rate_limits.limit_for(name),
-                period,
-                rate_limits.concurrency_for(name),
-                adaptive=rate_limits.adaptive and shared is None,
-                margin=margin,
+        self._pools: dict[str, Pool] = {}
+        for name in ("default", "expensive"):
+            limiter = limiters.get(name) if limiters is not None else None
+            starts, window = rate_limits.window_for(name)
+            if limiter is None and starts:
+                limiter = WindowLimiter(
+                    name,
+                    starts,
+                    window,
+                    margin,
+                    period=rate_limits.period,
+                    adaptive=rate_limits.adaptive,
+                )
+            configured = rate_limits.limit_for(name)
+            self._pools[name] = Pool(
+                self, name, limiter, configured, rate_limits.concurrency_for(name)
             )
-            for name in ("default", "expensive")
-        }
-        self._pools["unmetered"] = Pool(
-            self, "unmetered", math.inf, period, None, adaptive=False, margin=margin
-        )
+        self._pools["unmetered"] = Pool(self, "unmetered", None, math.inf, None)
 
     def pool(self, name: PoolName | None) -> Pool:
         """The pool a request draws on; ``None``: the unmetered one (only concurrency caps)."""
@@ -502,8 +732,9 @@ class Scheduler:
         if timer is not None:
             timer.cancel()
             await asyncio.wait((timer,))
-        if self._shared is not None:  # shared quota hook
-            await self._shared.aclose()
+        for pool in self._pools.values():
+            if pool._limiter is not None:
+                await pool._limiter.aclose()
 
     def _pump(self) -> None:
         """Let through every waiter that may start now, oldest first; wake up for the rest."""

@@ -26,10 +26,8 @@ from ._errors import (
     APITimeoutError,
     ClientClosedError,
     MalformedResponseError,
-    RateLimitError,
     UnexpectedStatusError,
     error_from_jsonrpc,
-    parse_seconds,
 )
 from ._models import Task
 
@@ -142,10 +140,6 @@ def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnecti
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
 
-def _retry_after_header(headers: Any) -> float | None:
-    return parse_seconds(headers.get("Retry-After")) if headers is not None else None
-
-
 def decode_response(
     method: str, request_id: int, status: int, payload: bytes, headers: Any = None
 ) -> Task:
@@ -180,15 +174,13 @@ def _checked_result(
     """The envelope's result if the answer is a success for this request, else raise."""
     if envelope is not None and envelope.error is not None:
         err = envelope.error
-        error = error_from_jsonrpc(err.code, err.message, err.data, status=status, method=method)
-        if isinstance(error, RateLimitError) and error.retry_after is None:
-            error.retry_after = _retry_after_header(headers)
-        raise error
+        raise error_from_jsonrpc(
+            err.code, err.message, err.data, status=status, method=method, headers=headers
+        )
     if status in (401, 403, 429):
-        error = error_from_jsonrpc(None, f"HTTP {status}", None, status=status, method=method)
-        if isinstance(error, RateLimitError):
-            error.retry_after = _retry_after_header(headers)
-        raise error
+        raise error_from_jsonrpc(
+            None, f"HTTP {status}", None, status=status, method=method, headers=headers
+        )
     if status != 200:
         raise UnexpectedStatusError(
             f"{method}: unexpected HTTP {status}", status=status, body=body_snippet(payload)
