@@ -239,23 +239,28 @@ def _plot_client(ax: Any, data: dict[str, Any] | None) -> None:
 
 
 def _plot_quota(ax: Any, data: dict[str, Any] | None) -> None:
-    title = "Quota use: utilization (ideal wall time / wall time; higher is better)"
+    title = "Quota: wall / ideal (spurious: / naive loop; lower is better), 429s per success"
     if not data or not data.get("scenarios"):
         return _empty(ax, title)
     scenarios = data["scenarios"]
     names = list(scenarios)
-    labels = {"a": "(a) at the quota", "b": "(b) server allows 1/10", "c": "(c) QA + searches"}
-    series = {
-        client: [scenarios[n].get(client, {}).get("utilization", math.nan) for n in names]
-        for client in ("magisterium_async", "naive")
-    }
-    _bars(ax, [labels.get(n, n) for n in names], series)
+    clients = ("magisterium_async", "botocore", "naive")
+
+    def wall(name: str, client: str) -> float:
+        result = scenarios[name].get(client, {})
+        if "wall" not in result:
+            return math.nan
+        if math.isfinite(result.get("x_ideal", math.nan)):
+            return float(result["x_ideal"])
+        naive = scenarios[name].get("naive", {}).get("wall", math.nan)
+        return float(result["wall"] / naive) if naive else math.nan
+
+    series = {client: [wall(n, client) for n in names] for client in clients}
+    _bars(ax, names, series)
     for i, n in enumerate(names):
-        ours = scenarios[n].get("magisterium_async", {})
-        naive = scenarios[n].get("naive", {})
-        text = f"429s: {ours.get('rate_limited', '?')} vs {naive.get('rate_limited', '?')}"
-        ax.annotate(text, (i, 0.05), ha="center", fontsize=8)
-    ax.set_ylim(0, 1.1)
+        per = [scenarios[n].get(c, {}).get("per_success", math.nan) for c in clients]
+        text = "429s/ok " + " / ".join("n/a" if math.isnan(p) else f"{p:.2f}" for p in per)
+        ax.annotate(text, (i, 0.05), ha="center", fontsize=7)
     ax.set_title(title)
 
 

@@ -11,6 +11,13 @@ the process that started it, whatever happens to that one -- or it gets SIGTERM.
   pre-encoded Task (``--body-file``: a JSON-RPC answer from the fixtures) and the request's
   id. It costs the server a few tens of microseconds a request, so a client benchmark
   measures the clients, not the server's skills, auth, quota and task store.
+- ``window``: a fixed-window quota in front of a canned one-hit search Task, for
+  ``bench_quota``: ``--schedule 0:20,4:6,10:20`` (requests per ``--period`` window, by
+  seconds since the last ``POST /_bench/reset``, which also starts the first window),
+  ``--jitter S`` (each request waits up to S seconds before the server counts it), or
+  ``--spurious P`` (no quota: a 429 with ``retryAfter`` ``--spurious-wait`` for a share P
+  of the requests, at random). A 429 is HTTP 429, -32003, with the exact seconds to the
+  window's end in ``retryAfter``. ``GET /_bench/stats``: ``{"ok", "rate_limited"}``.
 
 :class:`ServerProcess` starts one from the benchmarks and always stops it.
 """
@@ -91,12 +98,20 @@ class ServerProcess:
         return self.base_url[: -len(A2A_PATH)]
 
     def stats(self) -> dict[str, Any]:
-        """The emulator's counters (``GET /_bench/stats``)."""
+        """The server's counters (``GET /_bench/stats``)."""
         import urllib.request
 
         with urllib.request.urlopen(self.origin + "/_bench/stats", timeout=10) as response:
             stats: dict[str, Any] = json.loads(response.read())
         return stats
+
+    def reset(self) -> None:
+        """``window``: start the quota afresh, its first window now (``POST /_bench/reset``)."""
+        import urllib.request
+
+        request = urllib.request.Request(self.origin + "/_bench/reset", data=b"", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
 
     def stop(self) -> None:
         """Close stdin (the server's cue), then SIGTERM, then SIGKILL; always reaped."""
@@ -120,7 +135,7 @@ class ServerProcess:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks._server")
-    parser.add_argument("kind", choices=("emulator", "canned"))
+    parser.add_argument("kind", choices=("emulator", "canned", "window"))
     parser.add_argument("--default", type=float, help="default pool: requests per period")
     parser.add_argument("--expensive", type=float, help="catholic_qa: requests per period")
     parser.add_argument("--period", type=float, default=60.0)
@@ -129,6 +144,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--synthetic", type=int, help="serve a SyntheticCorpus of N documents")
     parser.add_argument("--max-results", type=int, default=10)
     parser.add_argument("--body-file", help="canned: the JSON-RPC answer to send")
+    parser.add_argument("--schedule", default="0:20", help="window: T:LIMIT,... by seconds")
+    parser.add_argument("--jitter", type=float, default=0.0)
+    parser.add_argument("--spurious", type=float, default=0.0)
+    parser.add_argument("--spurious-wait", type=float, default=0.2)
+    parser.add_argument("--seed", type=int, default=1)
     return parser.parse_args(argv)
 
 
@@ -225,11 +245,104 @@ async def _serve_canned(args: argparse.Namespace) -> None:
         await runner.cleanup()
 
 
+_SEARCH_RESULT = msgspec.json.encode(
+    {
+        "kind": "task",
+        "id": "task-1",
+        "contextId": "ctx-1",
+        "status": {"state": "completed"},
+        "artifacts": [
+            {
+                "artifactId": "a-1",
+                "name": "search_results",
+                "parts": [
+                    {
+                        "kind": "data",
+                        "data": {"results": [{"id": "doc-1", "url": "u", "title": "Grace"}]},
+                    }
+                ],
+            }
+        ],
+    }
+)
+
+
+def _schedule(text: str) -> list[tuple[float, int]]:
+    steps = [(float(at), int(limit)) for at, limit in (s.split(":") for s in text.split(","))]
+    return sorted(steps)
+
+
+async def _serve_window(args: argparse.Namespace) -> None:
+    import math
+    import random
+
+    from aiohttp import web
+
+    decoder = msgspec.json.Decoder(_Envelope)
+    schedule = _schedule(args.schedule)
+    period, jitter, spurious = args.period, args.jitter, args.spurious
+    rng = random.Random(args.seed)
+    head, tail = b'{"jsonrpc":"2.0","id":', b',"result":' + _SEARCH_RESULT + b"}"
+    encode = msgspec.json.encode
+    loop = asyncio.get_running_loop()
+    state = {"t0": loop.time(), "window": -1, "count": 0, "ok": 0, "rate_limited": 0}
+
+    def limit_at(t: float) -> int:
+        return next(limit for at, limit in reversed(schedule) if t >= at)
+
+    def refused(request_id: Any, wait: float) -> web.Response:
+        state["rate_limited"] += 1
+        error = {"code": -32003, "message": "Rate limit exceeded", "data": {"retryAfter": wait}}
+        body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+        return web.Response(status=429, body=encode(body), content_type="application/json")
+
+    async def answer(request: web.Request) -> web.Response:
+        request_id = decoder.decode(await request.read()).id
+        if jitter:
+            await asyncio.sleep(rng.uniform(0, jitter))
+        if spurious:
+            if rng.random() < spurious:
+                return refused(request_id, args.spurious_wait)
+        else:
+            t = loop.time() - state["t0"]
+            window = math.floor(t / period)
+            if window != state["window"]:
+                state["window"], state["count"] = window, 0
+            if state["count"] >= limit_at(window * period):
+                return refused(request_id, round((window + 1) * period - t, 6))
+            state["count"] += 1
+        state["ok"] += 1
+        return web.Response(body=head + encode(request_id) + tail, content_type="application/json")
+
+    async def reset(request: web.Request) -> web.Response:
+        state.update(t0=loop.time(), window=-1, count=0, ok=0, rate_limited=0)
+        rng.seed(args.seed)  # every client meets the same random 429s
+        return web.json_response({"reset": True})
+
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"ok": state["ok"], "rate_limited": state["rate_limited"]})
+
+    app = web.Application()
+    app.router.add_post(A2A_PATH, answer)
+    app.router.add_post("/_bench/reset", reset)
+    app.router.add_get("/_bench/stats", stats)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        _announce(f"http://127.0.0.1:{port}{A2A_PATH}", CANNED_TOKEN)
+        await _until_stdin_closes()
+    finally:
+        await runner.cleanup()
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     args.body = Path(args.body_file).read_bytes() if args.body_file else b"{}"
-    serve = _serve_emulator if args.kind == "emulator" else _serve_canned
-    asyncio.run(serve(args))
+    serves = {"emulator": _serve_emulator, "canned": _serve_canned, "window": _serve_window}
+    asyncio.run(serves[args.kind](args))
 
 
 if __name__ == "__main__":

@@ -216,7 +216,7 @@ class RetryPolicy:
     fallback_retry_after: float = 5.0
     rate_limit_budget: float = 900.0
     retry_expensive_timeouts: bool = False
-    min_retry_after: float = 0.25
+    min_retry_after: float = 0.1
 
     def __post_init__(self) -> None:
         check_count("max_retries", self.max_retries, minimum=0)

@@ -460,7 +460,7 @@ class SharedPoolLimiter:
         if proven:
             self.shared.rate_limited(self.pool, window_end - now)
 
-    def refuted(self, start: Start, suspect: Start) -> None:
+    def refuted(self, start: Start, suspect: Start, wait: float) -> None:
         return None
 
     async def aclose(self) -> None:

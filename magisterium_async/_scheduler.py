@@ -64,9 +64,9 @@ __all__ = [
 
 logger = logging.getLogger("magisterium_async")
 
-# Clean windows a lowered pool waits before it tries one more than the server allowed,
-# at most (after refused tries).
-_MAX_CAUTIOUS_WINDOWS = 2
+# A lowered pool tries one more than the server allowed after this many starts the server
+# took (at least one clean window): a refused try costs one 429, one in this many.
+_STARTS_PER_PROBE = 15
 # The widest a learned safety margin gets, as a share of the window.
 _MAX_MARGIN_SHARE = 0.125
 EventKind = Literal["sent", "rate_limited", "paused", "resumed", "rate_changed", "retried"]
@@ -122,8 +122,9 @@ class Limiter(Protocol):
         ``proven``: a window ran out (see :meth:`Pool._on_rate_limited`); else a suspect."""
         ...
 
-    def refuted(self, start: Start, suspect: Start) -> None:
-        """``start``, the probe after an isolated 429 to ``suspect``, got through."""
+    def refuted(self, start: Start, suspect: Start, wait: float) -> None:
+        """``start``, sent no earlier than ``suspect`` (refused, the window ending ``wait``
+        seconds later, it said), got through: that 429 was no window running out."""
         ...
 
     @property
@@ -171,8 +172,8 @@ class WindowLimiter:
         self._allowed = limit  # what the server accepted in its window at the last 429
         self._probe_at = math.inf
         self._probe_refused: Start | None = None
-        self._cautious = 1  # clean windows before the next step up; doubles on refusals
         self._phase: float | None = None  # where the server's windows end, modulo one
+        self._rtt = 0.0  # the round trip of the last request refused
 
     @property
     def rate(self) -> float:
@@ -235,30 +236,30 @@ class WindowLimiter:
         # The server's window began one window before it ends: what it accepted of ours
         # since then is what it allows now (all of it, when it counts no one else's).
         self._phase = window_end % self._window
+        self._rtt = min(now - start.time, 0.1 * self._window)
         # Where the server's window began, give or take the request's round trip (the
         # server counts on arrival, and said where its window ends before the way back).
-        slack = self._margin + min(now - start.time, 0.1 * self._window)
+        slack = self._margin + self._rtt
         accepted = self._accepted(window_end - self._window - slack, now)
         if not proven:
             if self.probing:  # the step up was refused: back to what the server allowed
                 self._probe_refused = start
-                self._cautious = min(2 * self._cautious, _MAX_CAUTIOUS_WINDOWS)
-                self._probe_at = window_end + self._cautious * self._window
-                self._allowed = max(1, min(self._allowed, accepted))
+                self._probe_at = now + self._cautious()
                 self._set(self._allowed, "a probe up was refused")
             return
         rate = max(1, min(accepted, self._rate - 1))
         self._allowed = rate
-        self._cautious = 1
-        self._probe_at = window_end + self._cautious * self._window
+        self._probe_at = max(now + self._cautious(), window_end)
         if rate < self._rate:
             self._set(rate, "rate limited by the server")
 
-    def refuted(self, start: Start, suspect: Start) -> None:
+    def refuted(self, start: Start, suspect: Start, wait: float) -> None:
         if suspect is self._probe_refused:
             return  # that 429 answered a step up, not the timing
         if not self._adaptive or self._margin >= _MAX_MARGIN_SHARE * self._window:
             return
+        if wait > 2 * self._margin:
+            return  # not at a window's edge: a fluke, not the jitter
         began = suspect.time
         full = sum(1 for s in self._log if began - self._span < s.time <= began)
         if full >= self._rate:
@@ -272,13 +273,19 @@ class WindowLimiter:
                 self._margin,
             )
 
+    def _cautious(self) -> float:
+        return math.ceil(_STARTS_PER_PROBE / self._allowed) * self._window
+
     def _step_up(self, now: float) -> None:
         rate, window = self._rate, self._window
         if rate > self._allowed:
             # Passed only once one whole window of the server's (its phase known from
             # the ends its 429s gave) accepted them all: not by luck with the phase.
             end = now if self._phase is None else now - (now - self._phase) % window
-            if self._accepted(end - window, end) < rate:
+            # The window's end as measured is late by the way back; starts reach the
+            # server late by the way there: a round trip (and the jitter margin) before
+            # it, they surely fell in.
+            if self._accepted(end - window, end - self._rtt - self._margin) < rate:
                 self._probe_at = end + window
                 return
             self._allowed = rate  # whoever shared the quota stopped, or it grew back
@@ -405,8 +412,8 @@ class Permit:
             pool = self._pool
             pool._in_flight -= 1
             pool._scheduler._in_flight -= 1
-            if pool._probe is self._start:
-                pool._probe_done(self._start)
+            if pool._suspect is not None:
+                pool._answered(self._start)
             pool._scheduler._pump()
 
 
@@ -461,6 +468,7 @@ class Pool:
         self._probe: Start | None = None
         self._suspect_at = self._suspect_end = -math.inf  # when it came, where it points
         self._suspect_wait = 0.5
+        self._agreeing = 0  # 429s pointing at the suspect's window end, itself included
 
     def slot(self) -> AbstractAsyncContextManager[Permit]:
         """``async with pool.slot() as permit:``, the request's turn; leaving frees the slot.
@@ -477,11 +485,27 @@ class Pool:
         waiter = _Waiter(next(scheduler._seq), scheduler._clock.now())
         self._waiters.append(waiter)
         scheduler._pump()
-        try:
-            permit = await waiter.future
-        except asyncio.CancelledError:
-            self._abandon(waiter)
-            raise
+        while True:
+            try:
+                permit = await waiter.future
+            except asyncio.CancelledError:
+                self._abandon(waiter)
+                raise
+            if scheduler._closed or (
+                permit.started >= self._pause_until
+                and (
+                    self._suspect is None
+                    or self._suspect_at < permit.started
+                    or self._probe is permit._start
+                )
+            ):
+                break
+            # Let through, then a 429 came before this task could send (answers that came
+            # in the same turn of the loop): back in line, in its place.
+            self._give_back(permit)
+            waiter = _Waiter(waiter.seq, waiter.since)
+            self._requeue(waiter)
+            scheduler._pump()
         limiter = self._limiter
         if limiter is not None and limiter.remote:
             try:
@@ -494,6 +518,24 @@ class Pool:
         self._emit("sent", permit.started - waiter.since)
         return permit
 
+    def _requeue(self, waiter: _Waiter) -> None:
+        waiters = self._waiters
+        at = 0
+        while at < len(waiters) and waiters[at].seq < waiter.seq:
+            at += 1
+        waiters.insert(at, waiter)
+
+    def _give_back(self, permit: Permit) -> None:
+        """A permit let through but never used: its start is forgotten, its slot freed."""
+        if self._limiter is not None:
+            self._limiter.forget(permit._start)
+        if self._probe is permit._start:
+            self._probe = None  # not answered: the next start probes instead
+        permit._released = True
+        permit._start.done = True
+        self._in_flight -= 1
+        self._scheduler._in_flight -= 1
+
     def _abandon(self, waiter: _Waiter) -> None:
         future = waiter.future
         if not future.done() or future.cancelled():
@@ -501,13 +543,7 @@ class Pool:
                 self._waiters.remove(waiter)
         elif future.exception() is None:
             # Let through, then cancelled before it could send: give the permit back.
-            permit = future.result()
-            if self._limiter is not None:
-                self._limiter.forget(permit._start)
-            if self._probe is permit._start:
-                self._probe = None  # not answered: the next start probes instead
-            permit._release()
-            return
+            self._give_back(future.result())
         self._scheduler._pump()
 
     def _head(self) -> _Waiter | None:
@@ -526,7 +562,7 @@ class Pool:
             return False
         if self._suspect is not None:
             if now >= self._suspect_until:
-                self._suspect = self._probe = None  # the server's window is over
+                self._expire()
             elif self._probe is not None:
                 return False  # the probe goes alone
         limiter = self._limiter
@@ -571,22 +607,37 @@ class Pool:
         if now < self._pause_until:
             self._pause(now, until, wait)  # an answer to a request sent before the pause
             return
+        if self._suspect is not None and now >= self._suspect_until:
+            self._expire()
         limiter = self._limiter
         suspect = self._suspect
-        # Whole seconds (the service rounds up) blur where the window ends by up to one.
+        # Whole seconds (the service rounds up) blur where the window ends by up to one:
+        # then it takes three 429s in a row, not two.
         blur = 1.0 if wait.is_integer() and self._suspect_wait.is_integer() else 0.0
-        proven = (
+        agrees = (
             suspect is not None
             and suspect is not start
-            and abs(until - self._suspect_end) <= 0.5 * (now - self._suspect_at) + blur
+            and abs(until - self._suspect_end) < 0.5 * (now - self._suspect_at) + blur
         )
+        if agrees:
+            self._agreeing += 1
+        proven = agrees and self._agreeing >= (3 if blur else 2)
+        if agrees and not proven:
+            return
+        if not proven and limiter is not None and limiter.probing:
+            # The answer to a step up: the rest of the window is spent; back to the rate
+            # the server allowed (only a suspect: it is not lowered below that).
+            self._pause(now, until, wait)
+            limiter.refused(start, now, until, proven=False)
+            self._check_rate()
+            return
         if not proven:
+            # Isolated: maybe a fluke, maybe timing. One request goes alone to find out.
             self._suspect, self._suspect_at, self._suspect_end = start, now, until
-            self._suspect_wait = wait
+            self._suspect_wait, self._agreeing = wait, 1
             self._suspect_until = max(self._suspect_until, until)
             if limiter is not None:
                 limiter.refused(start, now, until, proven=False)
-                self._check_rate()
             return
         self._suspect = self._probe = None
         self._pause(now, until, wait)
@@ -594,11 +645,27 @@ class Pool:
             limiter.refused(start, now, until, proven=True)
             self._check_rate()
 
-    def _probe_done(self, start: Start) -> None:
-        self._probe = None
-        suspect, self._suspect = self._suspect, None
-        if not start.limited and suspect is not None and self._limiter is not None:
-            self._limiter.refuted(start, suspect)
+    def _expire(self) -> None:
+        """The suspect's window ended and nothing sent since got through: it was real,
+        unless its probe is still out (then nobody knows)."""
+        suspect = self._suspect
+        assert suspect is not None
+        out, self._suspect, self._probe = self._probe, None, None
+        if out is None and self._limiter is not None:
+            self._limiter.refused(suspect, self._suspect_at, self._suspect_end, proven=True)
+            self._check_rate()
+
+    def _answered(self, start: Start) -> None:
+        """A request is over while a 429 is suspect: one sent no earlier that got through
+        refutes it (the server still took requests: a fluke, or timing)."""
+        suspect = self._suspect
+        assert suspect is not None
+        if start is self._probe:
+            self._probe = None  # answered: the next start probes, if still in doubt
+        if not start.limited and start is not suspect and start.time >= suspect.time:
+            self._suspect = self._probe = None
+            if self._limiter is not None:
+                self._limiter.refuted(start, suspect, self._suspect_wait)
 
     def _pause(self, now: float, until: float, wait: float) -> None:
         if until <= max(self._pause_until, now):

@@ -1,0 +1,173 @@
+"""The retry loop's rate-limit path: one turning of a 429 into waits, and its bounds.
+
+Whatever a server answers (a wait of 0 forever, -0.0, a tiny one, nonsense, a 400-digit
+number), one call sends a bounded number of requests, in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+
+import magisterium_async as m
+from magisterium_async._clock import VirtualClock
+from magisterium_async._config import RateLimits, RetryPolicy
+from magisterium_async._errors import RateLimitError
+from magisterium_async._retry import call_with_retries, rate_limit_wait
+from magisterium_async._scheduler import PoolEvent, Scheduler
+
+from .conftest import TOKEN, ScriptedServer
+from .test_client import CARD
+
+DEFAULT = RetryPolicy()
+
+
+def limited(retry_after: Any = None) -> RateLimitError:
+    data = None if retry_after is None else {"retryAfter": retry_after}
+    return RateLimitError("Rate limit exceeded", data=data)
+
+
+def requests_until_the_budget_runs_out(policy: RetryPolicy, window: float) -> int:
+    """The requests one call sends when every answer is a 429 of ``window`` seconds."""
+    sent, waited = 0, 0.0
+    while True:
+        sent += 1
+        floor = policy.min_retry_after * 2.0 ** (sent - 1)
+        waited += min(max(window, floor), policy.max_retry_after)
+        if waited > policy.rate_limit_budget:
+            return sent
+
+
+# One turning of a 429 into waits -------------------------------------------------------
+
+
+def test_the_service_wait_is_the_window_and_the_delay() -> None:
+    assert rate_limit_wait(limited(7), DEFAULT, 0) == (7.0, 7.0)
+    assert rate_limit_wait(limited(2.5), DEFAULT, 3) == (2.5, 2.5)
+
+
+def test_a_tiny_wait_gets_a_floor_that_doubles_with_each_429_of_the_call() -> None:
+    waits = [rate_limit_wait(limited(0), DEFAULT, n) for n in range(13)]
+    assert [w.window for w in waits] == [0.0] * 13  # what the pool learns: as said
+    assert [w.delay for w in waits] == [0.1 * 2**n for n in range(11)] + [120.0, 120.0]
+
+
+def test_no_wait_given_falls_back_and_absurd_ones_are_capped() -> None:
+    assert rate_limit_wait(limited(), DEFAULT, 0) == (5.0, 5.0)
+    assert rate_limit_wait(limited(10**400), DEFAULT, 0) == (120.0, 120.0)
+    assert rate_limit_wait(limited(3600), DEFAULT, 0) == (120.0, 120.0)
+    policy = RetryPolicy(max_retry_after=30, fallback_retry_after=2, min_retry_after=1)
+    assert rate_limit_wait(limited("nan"), policy, 0) == (2.0, 2.0)
+    assert rate_limit_wait(limited(0), policy, 10) == (0.0, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"min_retry_after": 0}, "min_retry_after"),
+        ({"min_retry_after": math.nan}, "min_retry_after"),
+        ({"min_retry_after": 5, "max_retry_after": 1}, "must not exceed"),
+    ],
+)
+def test_bad_floors_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RetryPolicy(**kwargs)
+
+
+# Bounded, whatever the answer ----------------------------------------------------------
+
+
+async def hammer(
+    answer: Any, *, calls: int = 1, policy: RetryPolicy = DEFAULT
+) -> tuple[list[BaseException | object], int, float, list[PoolEvent]]:
+    """``calls`` calls, each answered a 429 with ``retryAfter`` ``answer`` forever."""
+    clock = VirtualClock()
+    events: list[PoolEvent] = []
+    sched = Scheduler(RateLimits.pro(), max_concurrency=32, clock=clock, on_event=events.append)
+    sent = 0
+
+    async def attempt() -> object:
+        nonlocal sent
+        sent += 1
+        await clock.sleep(0.05)
+        raise limited(answer)
+
+    tasks = [
+        asyncio.create_task(
+            call_with_retries(
+                attempt, pool=sched.pool("default"), policy=policy, clock=clock, what="x"
+            )
+        )
+        for _ in range(calls)
+    ]
+    await clock.run_until_idle()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    await sched.aclose()
+    return outcomes, sent, clock.now(), events
+
+
+@pytest.mark.parametrize("answer", [0, -0.0, 1e-9, "0", 0.0001])
+async def test_a_zero_or_tiny_wait_forever_ends_after_a_bounded_number_of_requests(
+    answer: Any,
+) -> None:
+    outcomes, sent, elapsed, _ = await hammer(answer)
+    assert len(outcomes) == 1 and isinstance(outcomes[0], m.RateLimitError)
+    assert sent == requests_until_the_budget_runs_out(DEFAULT, 0.0) == 17
+    assert elapsed <= DEFAULT.rate_limit_budget + 1  # the budget, in virtual time
+
+
+@pytest.mark.parametrize("answer", ["nan", -5, True, "soon", None, 10**400, "1e999"])
+async def test_nonsense_waits_are_absent_or_capped_and_still_bounded(answer: Any) -> None:
+    outcomes, sent, _, _ = await hammer(answer)
+    assert isinstance(outcomes[0], m.RateLimitError)
+    assert sent <= 17
+
+
+async def test_many_calls_meeting_zero_waits_never_storm() -> None:
+    outcomes, sent, _, events = await hammer(0, calls=20)
+    assert all(isinstance(o, m.RateLimitError) for o in outcomes)
+    assert sent == 20 * 17
+    starts = sorted(e.time for e in events if e.kind == "sent")
+    # Each call's own floor doubles: never more than the calls' first tries in one second
+    # past the first few, whatever the pool does.
+    assert sum(1 for t in starts if t < 1.0) <= 20 * 4
+
+
+async def test_a_budget_smaller_than_one_wait_raises_at_once() -> None:
+    policy = RetryPolicy(rate_limit_budget=1)
+    outcomes, sent, _, _ = await hammer(30, policy=policy)
+    assert isinstance(outcomes[0], m.RateLimitError)
+    assert outcomes[0].retry_after == 30
+    assert sent == 1
+
+
+# The same reading for every kind of answer ------------------------------------------------
+
+
+async def test_agent_card_429_honours_retry_after_like_rpc_calls(server: ScriptedServer) -> None:
+    from aiohttp import web
+
+    answers = [
+        web.Response(status=429, headers={"Retry-After": "3"}),
+        web.json_response(CARD),
+    ]
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        return answers.pop(0)
+
+    server.extra_routes["/.well-known/agent.json"] = serve
+    sleeps: list[float] = []
+
+    class Clock:
+        def now(self) -> float:
+            return 0.0
+
+        async def sleep(self, seconds: float) -> None:
+            sleeps.append(seconds)
+
+    async with m.AsyncMagisterium(token=TOKEN, base_url=server.url, clock=Clock()) as client:
+        assert (await client.agent_card()).name == "Magisterium AI"
+    assert sleeps == [3.0]  # the header's wait, read where every 429 is read
