@@ -100,7 +100,7 @@ SCENARIOS = (
         jitter=0.03, max_429=0.02, max_wall=1.15,
     ),
     Scenario(
-        "hidden", "hidden: told 1000/s, server 10/s", 1000, ((0, 10),), 200, 60,
+        "hidden", "hidden: told 1000/s, server 10/s", 1000, ((0, 10),), 300, 60,
         max_429=0.10, max_wall=1.10,
     ),
     Scenario(

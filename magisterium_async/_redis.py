@@ -243,13 +243,22 @@ class SharedLimiter:
     the scheduler's view of it, one :class:`SharedPoolLimiter` per metered pool.
     """
 
-    def __init__(self, config: SharedQuota, token: str, limits: RateLimits, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: SharedQuota,
+        token: str,
+        limits: RateLimits,
+        clock: Clock,
+        *,
+        redis: Redis | None = None,
+    ) -> None:
         assert config.url is not None
         self.config = config
         self._clock = clock
         # The default clock differs between processes; Redis's TIME is the one they share.
         self._own_time = not isinstance(clock, LoopClock)
-        self._redis = connect(config.url, config.timeout)
+        # ``redis``: a client already made (tests pass an in-memory one).
+        self._redis = redis if redis is not None else connect(config.url, config.timeout)
         self._errors = redis_errors()
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._pause = self._redis.register_script(_PAUSE)

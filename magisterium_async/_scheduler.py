@@ -65,8 +65,8 @@ __all__ = [
 logger = logging.getLogger("magisterium_async")
 
 # A lowered pool tries one more than the server allowed after this many starts the server
-# took (at least one clean window): a refused try costs one 429, one in this many.
-_STARTS_PER_PROBE = 15
+# took (at least one window): a refused try costs one 429, one in this many at most.
+_STARTS_PER_PROBE = 10
 # The widest a learned safety margin gets, as a share of the window.
 _MAX_MARGIN_SHARE = 0.125
 EventKind = Literal["sent", "rate_limited", "paused", "resumed", "rate_changed", "retried"]
@@ -279,16 +279,17 @@ class WindowLimiter:
     def _step_up(self, now: float) -> None:
         rate, window = self._rate, self._window
         if rate > self._allowed:
-            # Passed only once one whole window of the server's (its phase known from
-            # the ends its 429s gave) accepted them all: not by luck with the phase.
+            # Passed only once one window of the server's (its phase known from the ends
+            # its 429s gave) took more than it allowed before: not by luck with the phase.
             end = now if self._phase is None else now - (now - self._phase) % window
             # The window's end as measured is late by the way back; starts reach the
             # server late by the way there: a round trip (and the jitter margin) before
             # it, they surely fell in.
-            if self._accepted(end - window, end - self._rtt - self._margin) < rate:
+            took = self._accepted(end - window, end - self._rtt - self._margin)
+            if took <= self._allowed:
                 self._probe_at = end + window
                 return
-            self._allowed = rate  # whoever shared the quota stopped, or it grew back
+            self._allowed = took  # whoever shared the quota stopped, or it grew back
             new = 2 * rate
         elif rate < self._allowed:
             new = min(self._allowed, 2 * rate)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
-from magisterium_async._redis import SharedQuota, SharedQuotaError, token_key
-from magisterium_async._scheduler import PoolEvent
+from magisterium_async._clock import VirtualClock
+from magisterium_async._redis import SharedLimiter, SharedQuota, SharedQuotaError, token_key
+from magisterium_async._scheduler import PoolEvent, Scheduler
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -103,9 +104,10 @@ async def test_four_processes_never_exceed_the_quota(
 
 
 async def test_a_proven_429_seen_by_one_pauses_all(redis_server: RedisServer) -> None:
-    # The server allows 4 per 2 s, the clients believe 10: the first one's burst of 6 meets
-    # two 429s pointing at one window end, a proof, and the pause goes to every client.
-    limits = RateLimitConfig(default=4, expensive=2, period=PERIOD, algorithm="sliding")
+    # The server allows 5 per 2 s, the clients believe 10: the first one's burst of 8 meets
+    # three 429s pointing at one window end (whole seconds: three, not two), a proof, and
+    # the pause goes to every client.
+    limits = RateLimitConfig(default=5, expensive=2, period=PERIOD, algorithm="sliding")
     paused = asyncio.Event()
 
     def on_event(event: PoolEvent) -> None:
@@ -116,20 +118,20 @@ async def test_a_proven_429_seen_by_one_pauses_all(redis_server: RedisServer) ->
         first = client_for(emu, redis_server, on_event=on_event)
         others = [client_for(emu, redis_server) for _ in range(2)]
         try:
-            burst = [asyncio.ensure_future(first.search(f"grace {i}")) for i in range(6)]
+            burst = [asyncio.ensure_future(first.search(f"grace {i}")) for i in range(8)]
             await paused.wait()
             shared = first._shared
             assert shared is not None
             await shared.aflush()  # the pause is in Redis
             refused = [a.time for a in emu.arrivals if not a.admitted]
-            assert len(refused) == 2
+            assert len(refused) == 3
             await asyncio.gather(*burst, *(c.search(f"nature {i}") for i, c in enumerate(others)))
             assert [c.stats.default.rate_limited for c in others] == [0, 0]
         finally:
             for c in (first, *others):
                 await c.aclose()
-        later = [a.time for a in emu.arrivals if a.admitted][4:]
-    assert len(later) == 4
+        later = [a.time for a in emu.arrivals if a.admitted][5:]
+    assert len(later) == 5
     # Nobody, not even the clients that never met a 429, started before the pause ended.
     assert min(later) >= max(refused) + PERIOD - 0.1
 
@@ -353,3 +355,83 @@ async def test_harvest_resumes_after_redis_lost_its_state(
         await proc.communicate()
     assert [p.returncode for p in procs] == [0, 0]
     check_exactly_once(corpus_emulator, tmp_path, killed=2)
+
+
+# The same limiter in virtual time, on an in-memory Redis (the same Lua) -------------------
+
+
+@pytest.fixture
+def memory_redis() -> object:
+    fakeredis = pytest.importorskip("fakeredis", reason="needs fakeredis[lua]")
+    pytest.importorskip("lupa", reason="needs fakeredis[lua]")
+    return fakeredis.FakeServer()
+
+
+def shared_schedulers(
+    memory_redis: object, clock: VirtualClock, limits: RateLimits, processes: int
+) -> tuple[list[SharedLimiter], list[Scheduler]]:
+    from fakeredis import FakeAsyncRedis
+
+    config = SharedQuota("redis://memory", workers=processes)
+    shared = [
+        SharedLimiter(config, "token", limits, clock, redis=FakeAsyncRedis(server=memory_redis))
+        for _ in range(processes)
+    ]
+    scheds = [
+        Scheduler(limits, max_concurrency=8, clock=clock, limiters=s.limiters) for s in shared
+    ]
+    return shared, scheds
+
+
+async def test_four_processes_share_the_pro_quota_in_virtual_time(memory_redis: object) -> None:
+    clock = VirtualClock()
+    limits = RateLimits.pro()  # 15 a minute, the 1 s margin
+    _, scheds = shared_schedulers(memory_redis, clock, limits, 4)
+    arrivals: list[float] = []
+
+    async def call(sched: Scheduler) -> None:
+        async with sched.pool("default").slot():
+            await clock.sleep(0.5)  # on its way
+            arrivals.append(clock.now())
+            await clock.sleep(0.5)
+
+    tasks = [asyncio.create_task(call(s)) for s in scheds for _ in range(15)]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    for sched in scheds:
+        await sched.aclose()
+    assert len(arrivals) == 60
+    assert max_in_window(arrivals, 60.0) <= 15  # never over the quota, all four together
+    # and the quota used: 60 starts of 15 per 61 s fit in four windows, 3 x 61 s apart
+    assert max(arrivals) - min(arrivals) <= 3 * 61.0 + 1e-6
+
+
+async def test_a_proven_429_pauses_every_process_in_virtual_time(memory_redis: object) -> None:
+    clock = VirtualClock()
+    limits = RateLimits.pro()
+    shared, scheds = shared_schedulers(memory_redis, clock, limits, 2)
+    first, second = scheds
+    starts: list[float] = []
+
+    async def refused(at: float, retry_after: float) -> None:
+        await clock.sleep(at)
+        async with first.pool("default").slot() as permit:
+            await clock.sleep(0.5)
+            permit.rate_limited(retry_after)
+
+    async def later() -> None:
+        await clock.sleep(2.0)
+        async with second.pool("default").slot():
+            starts.append(clock.now())
+
+    tasks = [
+        asyncio.create_task(refused(0.0, 30.5)),  # window ends at 31
+        asyncio.create_task(refused(0.2, 30.3)),  # it says so again: proof
+        asyncio.create_task(later()),
+    ]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    await shared[0].aflush()
+    for sched in scheds:
+        await sched.aclose()
+    assert starts == [pytest.approx(31.0)]  # the other process waited out the pause
