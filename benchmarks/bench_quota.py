@@ -96,7 +96,7 @@ class Scenario:
 
 SCENARIOS = (
     Scenario(
-        "right", "right: told 20/s, server 20/s, 0-30 ms jitter", 20, ((0, 20),), 200, 100,
+        "right", "right: told 20/s, server 20/s, 0-30 ms jitter", 20, ((0, 20),), 200, 60,
         jitter=0.03, max_429=0.02, max_wall=1.15,
     ),
     Scenario(
@@ -105,11 +105,11 @@ SCENARIOS = (
     ),
     Scenario(
         "shift", "shift: told 20/s, server 20 -> 6 (t=4 s) -> 20/s (t=10 s)", 20,
-        ((0, 20), (4, 6), (10, 20)), 250, 150, max_429=0.10, max_wall=1.20,
+        ((0, 20), (4, 6), (10, 20)), 250, 130, max_429=0.10, max_wall=1.20,
     ),
     Scenario(
         "spurious", "spurious: told 100,000/s, no quota, 5% random 429 (0.2 s)", 100_000,
-        (), 400, 200, spurious=0.05, max_wall=2.0,
+        (), 400, 100, spurious=0.05, max_wall=2.0,
     ),
 )  # fmt: skip
 

@@ -14,15 +14,17 @@ counts (fixed window, sliding window, token bucket), while a burst of N on an id
 still goes at once. (``aiolimiter`` is a leaky bucket that starts empty: up to about 2N
 starts fit in one period, so it is not used.)
 
-What a 429 teaches is decided in one place, :meth:`Pool._on_rate_limited`. An isolated 429
-is evidence, not proof: the pool lets one request through alone, a probe; if it gets
-through, the 429 was a fluke (or timing: an adaptive limiter widens its margin) and nothing
-else changes. A 429 to the probe, or to a request while the pool is paused or probing
-above what the server allowed last, is proof: the whole pool pauses until the server's
-window ends (``now + retryAfter``) and an adaptive limiter lowers its rate to the starts
-the server accepted in that window. Lowered, starts are spread evenly over the window;
-after a clean window it probes one above the rate the server allowed, and once past it
-climbs fast (doubling) back to the configured rate.
+What a 429 teaches is decided in one place, :meth:`Pool._on_rate_limited`; the wait it
+carries says where the server's window ends (``now + retryAfter``). An isolated 429 is
+evidence, not proof: the next request goes alone, a probe, and a request sent no earlier
+that gets through refutes it (a fluke; or, at a window's edge, timing: an adaptive limiter
+widens its margin). Proof is two 429s pointing at the same window end (three when the
+waits are whole seconds), or a suspect whose window ended with nothing sent since getting
+through: the whole pool pauses until that end, and an adaptive limiter lowers its rate to
+what the server took of its starts in that window. Lowered, starts are spread evenly; after
+10 of the server's starts it tries one more (a 429 to that try sends it back at once, and
+the next try waits twice as long, up to 4x), and once a window of the server's took more
+than before it doubles back toward the configured rate.
 
 Everything happens in :meth:`Scheduler._pump`, a plain function run whenever something
 changes (a request arrives, leaves, is cancelled, or a wait ends). When the first waiter of
@@ -129,7 +131,8 @@ class Limiter(Protocol):
 
     @property
     def probing(self) -> bool:
-        """Whether the rate is above what the server allowed last: a 429 now is proof."""
+        """Whether the rate is above what the server allowed last: a 429 now answers that
+        step up (the pool pauses to the window's end, the rate goes back)."""
         ...
 
     async def aclose(self) -> None:
@@ -141,9 +144,9 @@ class WindowLimiter:
     """The local limiter: a sliding log of starts, ``limit`` per ``window + margin``.
 
     Adaptive, it learns from 429s: a proven one lowers the rate to what the server accepted
-    in its window; a refuted one that came while the log was full widens the margin
-    (doubling, up to an eighth of the window), since it came from timing (network jitter)
-    rather than rate.
+    in its window; a refuted one that came at a window's edge while the log was full
+    widens the margin (doubling, up to an eighth of the window), since it came from timing
+    (network jitter) rather than rate.
     """
 
     remote = False
@@ -172,6 +175,7 @@ class WindowLimiter:
         self._allowed = limit  # what the server accepted in its window at the last 429
         self._probe_at = math.inf
         self._probe_refused: Start | None = None
+        self._refused_tries = 0  # tries one above refused in a row
         self._phase: float | None = None  # where the server's windows end, modulo one
         self._rtt = 0.0  # the round trip of the last request refused
 
@@ -244,9 +248,11 @@ class WindowLimiter:
         if not proven:
             if self.probing:  # the step up was refused: back to what the server allowed
                 self._probe_refused = start
+                self._refused_tries = min(self._refused_tries + 1, 2)
                 self._probe_at = now + self._cautious()
                 self._set(self._allowed, "a probe up was refused")
             return
+        self._refused_tries = 0
         rate = max(1, min(accepted, self._rate - 1))
         self._allowed = rate
         self._probe_at = max(now + self._cautious(), window_end)
@@ -274,7 +280,10 @@ class WindowLimiter:
             )
 
     def _cautious(self) -> float:
-        return math.ceil(_STARTS_PER_PROBE / self._allowed) * self._window
+        # Each try refused in a row waits twice as long (at most 4x): a limit that stays
+        # put costs fewer 429s, one that comes back is still found within a few windows.
+        windows = math.ceil(_STARTS_PER_PROBE / self._allowed) << self._refused_tries
+        return windows * self._window
 
     def _step_up(self, now: float) -> None:
         rate, window = self._rate, self._window
@@ -290,6 +299,7 @@ class WindowLimiter:
                 self._probe_at = end + window
                 return
             self._allowed = took  # whoever shared the quota stopped, or it grew back
+            self._refused_tries = 0
             new = 2 * rate
         elif rate < self._allowed:
             new = min(self._allowed, 2 * rate)
