@@ -120,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
                 sections.append(_timed(key, title, step))
     seconds = time.monotonic() - started
     meta = {
-        "command": "python -m benchmarks" + (" --quick" if args.quick else ""),
+        "command": "python -m benchmarks"
+        + (" --quick" if args.quick else "")
+        + (f" --only {','.join(args.only)}" if set(args.only) != set(BENCHMARKS) else "")
+        + (" --no-build" if args.no_build else "")
+        + (f" --out {_where(str(args.out))}" if args.out else ""),
         "quick": args.quick,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
