@@ -152,7 +152,7 @@ def _markdown(sections: list[Section], meta: dict[str, Any]) -> str:
         "",
         "```sh",
         "pip install -e '.[bench]'",
-        "python -m benchmarks            # full run, < 5 min on 2 cores; builds"
+        "python -m benchmarks            # full run, < 10 min on 2 cores; builds"
         " benchmarks/.venvs/ once",
         "python -m benchmarks --quick    # smoke run (CI), writes benchmarks/results/quick/",
         "python -m benchmarks --only decode,client   # a subset",
