@@ -466,8 +466,10 @@ class SharedPoolLimiter:
         await self.shared.acquire(self.pool)
 
     def refused(self, start: Start, now: float, window_end: float, *, proven: bool) -> None:
-        if proven:
-            self.shared.rate_limited(self.pool, window_end - now)
+        # What is left of the window now (a suspect proven when its window ended: nothing).
+        left = window_end - self.shared._clock.now()
+        if proven and left > 0:
+            self.shared.rate_limited(self.pool, left)
 
     def refuted(self, start: Start, suspect: Start, wait: float) -> None:
         return None

@@ -435,3 +435,33 @@ async def test_a_proven_429_pauses_every_process_in_virtual_time(memory_redis: o
     for sched in scheds:
         await sched.aclose()
     assert starts == [pytest.approx(31.0)]  # the other process waited out the pause
+
+
+async def test_a_suspect_proven_only_when_its_window_ended_pauses_no_one(
+    memory_redis: object,
+) -> None:
+    clock = VirtualClock()
+    shared, scheds = shared_schedulers(memory_redis, clock, RateLimits.pro(), 2)
+    first, second = scheds
+    starts: list[float] = []
+
+    async def call(sched: Scheduler, at: float, retry_after: float | None = None) -> None:
+        await clock.sleep(at)
+        async with sched.pool("default").slot() as permit:
+            starts.append(clock.now())
+            await clock.sleep(0.5)
+            if retry_after is not None:
+                permit.rate_limited(retry_after)
+
+    # 15 at t=0 spend the minute; one of them gets a 429 whose window ends at t=11. No
+    # probe can go before then: at t=61 it counts as proof, but its window is long over.
+    tasks = [asyncio.create_task(call(first, 0.0)) for _ in range(14)]
+    tasks.append(asyncio.create_task(call(first, 0.0, retry_after=10.5)))
+    tasks.append(asyncio.create_task(call(first, 61.0)))
+    tasks.append(asyncio.create_task(call(second, 61.5)))
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    await shared[0].aflush()
+    for sched in scheds:
+        await sched.aclose()
+    assert starts[15:] == [61.0, 61.5]  # no pause left over for the other process
