@@ -12,6 +12,7 @@ from ._client import AsyncMagisterium
 from ._clock import Clock
 from ._config import (
     DEFAULT_BASE_URL,
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     PoolName,
@@ -38,6 +39,7 @@ from ._errors import (
     ParseError,
     PlanRequiredError,
     RateLimitError,
+    ResponseTooLargeError,
     SharedQuotaError,
     SharedStateError,
     SkillNotFoundError,
@@ -74,6 +76,7 @@ from ._version import __version__
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
     "APIConnectionError",
@@ -119,6 +122,7 @@ __all__ = [
     "PoolStats",
     "RateLimitError",
     "RateLimits",
+    "ResponseTooLargeError",
     "RetryPolicy",
     "SchedulerStats",
     "SearchResult",

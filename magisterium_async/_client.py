@@ -11,7 +11,7 @@ import datetime as dt
 import os
 import re
 import uuid
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -26,6 +26,7 @@ from ._clock import Clock, LoopClock
 from ._config import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     PoolName,
@@ -34,7 +35,9 @@ from ._config import (
     Timeouts,
     check_count,
 )
+from ._deadline import within
 from ._errors import (
+    APITimeoutError,
     ClientClosedError,
     MalformedResponseError,
     SkillNotFoundError,
@@ -42,6 +45,7 @@ from ._errors import (
     error_from_jsonrpc,
 )
 from ._harvest import Acknowledge, Harvest, OnError
+from ._http import HTTPTransport
 from ._models import (
     AgentCard,
     Answer,
@@ -76,7 +80,10 @@ __all__ = ["AsyncMagisterium"]
 T = TypeVar("T")
 
 _AGENT_CARD_DECODER = msgspec.json.Decoder(AgentCard)
-_MAX_AGE = re.compile(r"max-age=(\d+)")
+_MAX_AGE = re.compile(r"max-age=\s*\"?([0-9]+)")
+# RFC 9111 5.2.1: a delta-seconds too large to represent is taken as 2**31.
+_MAX_AGE_CAP = 2**31
+_CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json")
 
 
 class _SendParams(msgspec.Struct, omit_defaults=True):
@@ -122,6 +129,11 @@ class AsyncMagisterium:
     any host. ``clock`` (virtual time in tests),
     ``on_event`` (a callback for every scheduler event) and ``trace_configs`` (aiohttp
     tracing) serve observability and testing.
+
+    ``max_response_bytes`` (default 64 MiB) caps the size of one answer, decompressed: a
+    larger one raises :class:`ResponseTooLargeError` as soon as it passes the cap, so a
+    broken proxy or a gzip bomb cannot exhaust memory. ``transport`` replaces the network
+    (``magisterium_async.testing.MockTransport`` answers from a function, for unit tests).
     """
 
     def __init__(
@@ -139,8 +151,11 @@ class AsyncMagisterium:
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
         shared_quota: SharedQuota | str | None = None,
         credentials: str | os.PathLike[str] | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        transport: HTTPTransport | None = None,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
+        self.max_response_bytes = check_count("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         url = base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL
@@ -177,9 +192,13 @@ class AsyncMagisterium:
             self._token,
             max_concurrency=max_concurrency,
             connect_timeout=self.timeouts.connect,
+            max_response_bytes=max_response_bytes,
+            clock=self._clock,
+            http=transport,
             trace_configs=trace_configs,
         )
         self._agent_card: tuple[AgentCard, float] | None = None
+        self._agent_card_url: str | None = None
 
     def __repr__(self) -> str:
         return f"AsyncMagisterium(base_url={self.base_url!r}, token='***')"
@@ -320,20 +339,53 @@ class AsyncMagisterium:
         timeout = self.timeouts.for_pool(pool)
         rpc = self._transport.rpc
         tokens = self._tokens
-        if tokens is None:
-            attempt = lambda: rpc(method, params, timeout=timeout)  # noqa: E731
-        else:
-            attempt = lambda: authorized(  # noqa: E731
-                tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
+
+        def send(seconds: float) -> Awaitable[Task]:
+            if tokens is None:
+                return rpc(method, params, timeout=seconds)
+            return authorized(
+                tokens, lambda token: rpc(method, params, timeout=seconds, token=token)
             )
-        return await call_with_retries(
-            attempt,
-            pool=self._scheduler.pool(pool),
-            policy=self.retry_policy,
-            clock=self._clock,
-            what=method,
-            retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
+
+        attempt = self._bounded(send, timeout)
+        return await self._within_total(
+            method,
+            call_with_retries(
+                attempt,
+                pool=self._scheduler.pool(pool),
+                policy=self.retry_policy,
+                clock=self._clock,
+                what=method,
+                retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
+            ),
         )
+
+    def _bounded(
+        self, attempt: Callable[[float], Awaitable[T]], timeout: float
+    ) -> Callable[[], Awaitable[T]]:
+        """``attempt`` with its timeout cut to what is left of ``total_timeout``."""
+        total = self.retry_policy.total_timeout
+        if total is None:
+            return lambda: attempt(timeout)
+        deadline = self._clock.now() + total
+
+        def bounded() -> Awaitable[T]:
+            return attempt(max(min(timeout, deadline - self._clock.now()), 1e-3))
+
+        return bounded
+
+    async def _within_total(self, what: str, work: Awaitable[T]) -> T:
+        total = self.retry_policy.total_timeout
+        if total is None:
+            return await work
+
+        def expired() -> APITimeoutError:
+            return APITimeoutError(
+                f"{what}: no answer within RetryPolicy.total_timeout ({total:g} s), "
+                "over every attempt and wait"
+            )
+
+        return await within(self._clock, total, work, expired)
 
     # Batch -------------------------------------------------------------------------
 
@@ -394,49 +446,81 @@ class AsyncMagisterium:
 
     @property
     def agent_card_url(self) -> str:
-        """Where the agent card lives: ``/.well-known/agent.json`` at the base URL's origin."""
+        """Where the agent card lives: the URL that answered, else ``/.well-known/agent.json``
+        at the base URL's origin (``/.well-known/agent-card.json`` is tried after a 404)."""
+        return self._agent_card_url or self._card_urls()[0]
+
+    def _card_urls(self) -> list[str]:
+        if self._agent_card_url is not None:
+            return [self._agent_card_url]
         parts = urlsplit(self.base_url)
-        return f"{parts.scheme}://{parts.netloc}/.well-known/agent.json"
+        return [f"{parts.scheme}://{parts.netloc}{path}" for path in _CARD_PATHS]
 
     async def agent_card(self) -> AgentCard:
         """The service's A2A agent card, decoded; spends no quota.
 
+        Read from ``/.well-known/agent.json``; where that is a 404, from A2A 0.3's
+        ``/.well-known/agent-card.json`` (the URL that answered is used from then on).
         Cached for the client's life, or for the ``max-age`` of the response's
         ``Cache-Control`` when it gives one.
         """
         now = self._clock.now()
         if self._agent_card is not None and now < self._agent_card[1]:
             return self._agent_card[0]
-        url = self.agent_card_url
+        urls = self._card_urls()
+        for i, url in enumerate(urls):
+            try:
+                status, headers, body = await self._within_total(f"GET {url}", self._get_card(url))
+            except UnexpectedStatusError as exc:
+                if exc.status == 404 and i + 1 < len(urls):
+                    continue
+                if exc.status == 404 and len(urls) > 1:
+                    exc.args = (f"{exc.args[0]} (also at {urls[0]})",)
+                raise
+            break
+        card = _decode_card(status, body)
+        self._agent_card_url = url
+        self._agent_card = (card, now + _max_age(headers.get("Cache-Control")))
+        return card
 
-        async def attempt() -> tuple[int, Any, bytes]:
-            status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
+    async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
+        async def attempt(seconds: float) -> tuple[int, Any, bytes]:
+            status, headers, body = await self._transport.get(url, timeout=seconds)
             if status == 429:
                 raise error_from_jsonrpc(
-                    None, "agent card: HTTP 429", None, status=429, headers=headers
+                    None, f"GET {url}: HTTP 429", None, status=429, headers=headers
                 )
             if status != 200:
                 raise UnexpectedStatusError(
-                    f"agent card: unexpected HTTP {status}", status=status, body=body_snippet(body)
+                    f"GET {url}: unexpected HTTP {status}", status=status, body=body_snippet(body)
                 )
             return status, headers, body
 
-        status, headers, body = await call_with_retries(
-            attempt,
+        return await call_with_retries(
+            self._bounded(attempt, self.timeouts.default),
             pool=self._scheduler.pool(None),
             policy=self.retry_policy,
             clock=self._clock,
             what=f"GET {url}",
         )
-        try:
-            card = _AGENT_CARD_DECODER.decode(body)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise MalformedResponseError(
-                f"agent card: not an A2A agent card: {exc}",
-                status=status,
-                body=body_snippet(body),
-            ) from None
-        match = _MAX_AGE.search(headers.get("Cache-Control", ""))
-        expires = now + int(match.group(1)) if match else float("inf")
-        self._agent_card = (card, expires)
-        return card
+
+
+def _decode_card(status: int, body: bytes) -> AgentCard:
+    try:
+        return _AGENT_CARD_DECODER.decode(body)
+    except RecursionError:
+        why = "it is nested too deeply to decode"
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        why = str(exc)
+    raise MalformedResponseError(
+        f"agent card: not an A2A agent card: {why}", status=status, body=body_snippet(body)
+    )
+
+
+def _max_age(cache_control: str | None) -> float:
+    """Seconds the card may be cached: ``Cache-Control: max-age``, else for ever."""
+    match = _MAX_AGE.search(cache_control or "")
+    if match is None:
+        return float("inf")
+    digits = match.group(1)
+    return float(_MAX_AGE_CAP if len(digits) > 10 else min(int(digits), _MAX_AGE_CAP))

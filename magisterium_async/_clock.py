@@ -68,8 +68,8 @@ class VirtualClock:
         results = await asyncio.gather(*tasks)
 
     "Can run" means: has a callback ready in the loop. Real I/O and real timers (a socket,
-    ``asyncio.sleep(1)``) are not waited for, so pair it with in-memory fakes (such as
-    ``aioresponses``), not a server on a socket. ``sleep(math.inf)`` sleeps until
+    ``asyncio.sleep(1)``) are not waited for, so pair it with an in-memory transport
+    (``testing.MockTransport``), not a server on a socket. ``sleep(math.inf)`` sleeps until
     cancelled. One clock serves one event loop.
     """
 

@@ -9,6 +9,7 @@ from typing import Literal
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
@@ -26,6 +27,9 @@ PoolName = Literal["default", "expensive"]
 DEFAULT_BASE_URL = "https://www.magisterium.com/api/v1/a2a"
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_CONCURRENCY = 32
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""The largest answer the client reads, decompressed: 64 MiB (the longest documents of the
+service are a few MiB)."""
 
 
 def _check_positive(name: str, value: object, *, allow_inf: bool = False) -> float:
@@ -207,6 +211,11 @@ class RetryPolicy:
     whatever the service answers (17 with the defaults). ``retry_expensive_timeouts`` is
     off by default: a ``catholic_qa`` call that timed out may have run and spent the
     scarce expensive quota.
+
+    ``total_timeout`` (seconds, default ``None``: no bound) is the deadline of one call as a
+    whole: waiting for its pool, every attempt, the backoffs and the rate-limit waits. Each
+    attempt's own timeout is cut to what is left of it; when it passes, the call stops and
+    raises :class:`APITimeoutError`.
     """
 
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -217,9 +226,12 @@ class RetryPolicy:
     rate_limit_budget: float = 900.0
     retry_expensive_timeouts: bool = False
     min_retry_after: float = 0.1
+    total_timeout: float | None = None
 
     def __post_init__(self) -> None:
         check_count("max_retries", self.max_retries, minimum=0)
+        if self.total_timeout is not None:
+            _check_positive("total_timeout", self.total_timeout, allow_inf=True)
         for name in (
             "initial_backoff",
             "max_backoff",

@@ -7,7 +7,8 @@ The tree, in one glance::
     ├── APIConnectionError            the request never got an answer (DNS, refused, reset)
     │   └── APITimeoutError           ... because it took longer than the timeout
     ├── APIResponseError              an answer arrived that is not the contract's
-    │   ├── MalformedResponseError    not JSON, not JSON-RPC, wrong shape, mismatched id
+    │   ├── MalformedResponseError    not JSON, not strict JSON-RPC 2.0, wrong shape, too deep
+    │   ├── ResponseTooLargeError     the body (decompressed) passed ``max_response_bytes``
     │   └── UnexpectedStatusError     an HTTP status the contract does not use (a proxy's 502)
     ├── JSONRPCError                  the service answered with a JSON-RPC ``error`` object
     │   ├── ParseError                -32700
@@ -59,6 +60,7 @@ __all__ = [
     "ParseError",
     "PlanRequiredError",
     "RateLimitError",
+    "ResponseTooLargeError",
     "SharedQuotaError",
     "SharedStateError",
     "SkillNotFoundError",
@@ -102,6 +104,17 @@ class APIResponseError(MagisteriumError):
 
 class MalformedResponseError(APIResponseError):
     """The body is not JSON, not a JSON-RPC response, or not shaped as the contract says."""
+
+
+class ResponseTooLargeError(APIResponseError):
+    """The body, once decompressed, is larger than the client's ``max_response_bytes``
+    (``.limit``); reading stopped there, so memory stays bounded. Not retried."""
+
+    def __init__(
+        self, message: str, *, limit: int, status: int | None = None, body: str = ""
+    ) -> None:
+        super().__init__(message, status=status, body=body)
+        self.limit = limit
 
 
 class UnexpectedStatusError(APIResponseError):
@@ -381,9 +394,7 @@ def error_from_jsonrpc(
     text = message if isinstance(message, str) and message else "JSON-RPC error"
     int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
     cls = _BY_CODE.get(int_code) if int_code is not None else None
-    if cls in _STATUS_BOUND and _STATUS_BOUND[cls] != status:
-        cls = JSONRPCError
-    elif cls is None:
+    if (cls in _STATUS_BOUND and _STATUS_BOUND[cls] != status) or cls is None:
         cls = _BY_STATUS.get(status, JSONRPCError)
     if cls is SkillNotFoundError and method == "tasks/cancel":
         cls = TaskNotCancelableError

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 __all__ = [
+    "MAX_DEPTH",
     "AgentCapabilities",
     "AgentCard",
     "AgentSkill",
@@ -29,7 +30,15 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "TextPart",
+    "deeper_than",
+    "task_deeper_than",
 ]
+
+MAX_DEPTH = 64
+"""How deep a free-form JSON value (``data``, ``metadata``, ``error.data``) may nest.
+
+The service's answers nest a few levels; deeper ones are refused as malformed, so no code
+that later walks a value (``repr``, encoding it again) can hit Python's recursion limit."""
 
 
 class _Wire(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -224,3 +233,45 @@ class AgentCard(_Wire):
     default_input_modes: list[str] = msgspec.field(default_factory=list)
     default_output_modes: list[str] = msgspec.field(default_factory=list)
     skills: list[AgentSkill] = msgspec.field(default_factory=list)
+
+
+def deeper_than(value: object, limit: int) -> bool:
+    """Whether the JSON ``value`` nests lists and objects more than ``limit`` levels deep.
+
+    Iterative, so it cannot itself run out of stack; scalars cost one type check.
+    """
+    if type(value) not in (dict, list):
+        return False
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        for child in children:  # type: ignore[attr-defined]
+            if type(child) in (dict, list):
+                stack.append((child, depth + 1))
+    return False
+
+
+def _message_values(message: Message | None) -> list[object]:
+    if message is None:
+        return []
+    return [message.metadata, *(v for p in message.parts for v in _part_values(p))]
+
+
+def _part_values(part: Part) -> tuple[object, ...]:
+    if isinstance(part, DataPart):
+        return (part.data, part.metadata)
+    return (part.metadata,)
+
+
+def task_deeper_than(task: Task, limit: int) -> bool:
+    """Whether any free-form value inside ``task`` nests more than ``limit`` levels deep."""
+    values: list[object] = [task.metadata, *_message_values(task.status.message)]
+    for artifact in task.artifacts:
+        values.append(artifact.metadata)
+        values.extend(v for p in artifact.parts for v in _part_values(p))
+    for message in task.history:
+        values.extend(_message_values(message))
+    return any(deeper_than(v, limit) for v in values)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -43,6 +45,10 @@ __all__ = [
 ]
 
 DEFAULT_SKILL_ID = "catholic_qa"
+
+_INT_TEXT = re.compile(r"\s*-?[0-9]{1,18}\s*")
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 60, 60, 40
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -109,11 +115,17 @@ def _opt_int(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value):
+        # ASCII digits, and few of them: int() refuses over 4,300 digits (and "²").
         return int(value)
     return None
+
+
+def _brief(value: object) -> str:
+    """A short repr of a value the service sent, however large or deep it is."""
+    return _REPR.repr(value)
 
 
 def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
@@ -196,12 +208,12 @@ def _search_result(task: Task, raw: object) -> SearchResult:
         if type(ident) is str and ident and type(url) is str and type(title) is str:
             return SearchResult(id=ident, url=url, title=title)
     if not isinstance(raw, dict):
-        raise _malformed(task, f"a search result is not an object: {raw!r:.100}")
+        raise _malformed(task, f"a search result is not an object: {_brief(raw)}")
     ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
     if type(ident) is not str or not ident:
         ident = _as_id(ident)
         if ident is None:
-            raise _malformed(task, f"a search result has no usable id: {raw!r:.200}")
+            raise _malformed(task, f"a search result has no usable id: {_brief(raw)}")
     if type(url) is not str:
         url = _opt_str(url) or ""
     if type(title) is not str:
@@ -332,12 +344,12 @@ def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
     if task.state == TaskState.FAILED:
         raise TaskFailedError(task, task.failure_reason)
     if task.state != TaskState.COMPLETED:
-        raise _malformed(task, f"{skill.id} answered a task in state {task.state!r}")
+        raise _malformed(task, f"{skill.id} answered a task in state {_brief(task.state)}")
     artifact = task.artifact(skill.artifact)
     candidates = [artifact] if artifact is not None else task.artifacts
     if any(is_not_found(skill, a) for a in candidates):
         return None
     if artifact is None:
         names = [a.name for a in task.artifacts]
-        raise _malformed(task, f"no {skill.artifact!r} artifact (artifacts: {names})")
+        raise _malformed(task, f"no {skill.artifact!r} artifact (artifacts: {_brief(names)})")
     return skill.parse(task, artifact)

@@ -13,6 +13,7 @@ import ipaddress
 import itertools
 import logging
 import platform
+import reprlib
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +22,8 @@ import aiohttp
 import msgspec
 
 from . import _version
+from ._clock import Clock, LoopClock
+from ._config import DEFAULT_MAX_RESPONSE_BYTES
 from ._errors import (
     APIConnectionError,
     APITimeoutError,
@@ -29,7 +32,8 @@ from ._errors import (
     UnexpectedStatusError,
     error_from_jsonrpc,
 )
-from ._models import Task
+from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport, read_body
+from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -94,6 +98,8 @@ _ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
 _RAW_ENVELOPE_DECODER = msgspec.json.Decoder(_RawEnvelope)
 _TASK_DECODER = msgspec.json.Decoder(Task)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 40, 40, 40
 
 
 def _is_loopback(host: str) -> bool:
@@ -131,85 +137,147 @@ def body_snippet(payload: bytes) -> str:
 
 
 def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnectionError:
+    """The SDK error for a network failure, with a description safe to log: aiohttp's
+    ``str()`` names the URL and the reason, never the request's headers (its ``repr`` does)."""
     # TimeoutError first: it is an OSError too, and aiohttp's timeouts are ClientErrors too.
     if isinstance(exc, asyncio.TimeoutError):
         return APITimeoutError(f"{what} timed out after {timeout:g} s")
-    return APIConnectionError(f"{what} failed: {type(exc).__name__}: {exc}")
+    detail = _safe_str(exc)
+    return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
+
+
+def _safe_str(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Built from the status and message alone: never from request_info.
+        return f"{exc.status}, {exc.message}"[:_SNIPPET]
+    try:
+        return str(exc)[:_SNIPPET]
+    except Exception:  # a str() that fails must not hide the failure it describes
+        return ""
 
 
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
 
-def decode_response(
-    method: str, request_id: int, status: int, payload: bytes, headers: Any = None
-) -> Task:
-    """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means."""
+def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
+    """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
+    envelope: _Envelope | _RawEnvelope
     try:
-        envelope: _Envelope | _RawEnvelope | None = _ENVELOPE_DECODER.decode(payload)
+        envelope = _ENVELOPE_DECODER.decode(payload)
+    except RecursionError:
+        return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
     except _DECODE_ERRORS:
         # Not an envelope holding a Task: decode again, leniently, to say what it is.
         try:
             envelope = _RAW_ENVELOPE_DECODER.decode(payload)
+        except RecursionError:
+            return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
         except _DECODE_ERRORS:
-            envelope = None
-    result = _checked_result(method, request_id, status, payload, headers, envelope)
-    if isinstance(result, Task):
-        return result
-    try:
-        return _TASK_DECODER.decode(result)
-    except _DECODE_ERRORS as exc:
-        raise MalformedResponseError(
-            f"{method}: the result is not a Task: {exc}", status=status, body=body_snippet(payload)
-        ) from None
+            return None, "the response is not a JSON-RPC object"
+    error = envelope.error
+    if error is not None and deeper_than(error.data, MAX_DEPTH):
+        return None, f"error.data is nested more than {MAX_DEPTH} levels deep"
+    if isinstance(envelope.result, Task) and task_deeper_than(envelope.result, MAX_DEPTH):
+        return None, f"the result holds values nested more than {MAX_DEPTH} levels deep"
+    return envelope, _protocol_problem(envelope)
 
 
-def _checked_result(
-    method: str,
-    request_id: int,
-    status: int,
-    payload: bytes,
-    headers: Any,
-    envelope: _Envelope | _RawEnvelope | None,
-) -> Task | msgspec.Raw:
-    """The envelope's result if the answer is a success for this request, else raise."""
-    if envelope is not None and envelope.error is not None:
-        err = envelope.error
+def _protocol_problem(envelope: _Envelope | _RawEnvelope) -> str | None:
+    if envelope.jsonrpc != "2.0":
+        return f"the response's jsonrpc is {_brief(envelope.jsonrpc)}, not '2.0'"
+    has_result = not isinstance(envelope.result, msgspec.UnsetType)
+    if envelope.error is not None:
+        if has_result:
+            return "the response has both result and error"
+        if not _is_int(envelope.error.code) or not isinstance(envelope.error.message, str):
+            return "the error object needs an integer code and a string message"
+    elif not has_result:
+        return "the response has neither result nor error"
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _brief(value: object) -> str:
+    return _REPR.repr(value)
+
+
+def _id_problem(envelope: _Envelope | _RawEnvelope, request_id: int) -> str | None:
+    """A result must carry the request's id; an error may carry ``null`` (JSON-RPC 2.0)."""
+    if _is_int(envelope.id) and envelope.id == request_id:
+        return None
+    if envelope.id is None and envelope.error is not None:
+        return None
+    return f"response id {_brief(envelope.id)} does not match request id {request_id}"
+
+
+def decode_response(
+    method: str, request_id: int, status: int, payload: bytes, headers: Any = None
+) -> Task:
+    """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means.
+
+    HTTP 401, 403 and 429 raise their class whatever the body (its error object, if any,
+    adds the details). Anything else must be a strict JSON-RPC 2.0 answer to this request
+    (``"jsonrpc": "2.0"``, the request's integer id, exactly one of ``result`` and
+    ``error``): its error object is raised, a non-200 status without one is an
+    :class:`UnexpectedStatusError`, and a 200 that breaks the protocol is a
+    :class:`MalformedResponseError`.
+    """
+    envelope, problem = _parse(method, payload)
+    if problem is None and envelope is not None:
+        problem = _id_problem(envelope, request_id)
+    err = envelope.error if envelope is not None else None
+    if status in (401, 403, 429):
+        usable = err is not None and _is_int(err.code)
+        error = error_from_jsonrpc(
+            err.code if usable and err is not None else None,
+            err.message if usable and err is not None else f"HTTP {status}",
+            err.data if usable and err is not None else None,
+            status=status,
+            method=method,
+            headers=headers,
+        )
+        raise error
+    if problem is None and err is not None:
         raise error_from_jsonrpc(
             err.code, err.message, err.data, status=status, method=method, headers=headers
-        )
-    if status in (401, 403, 429):
-        raise error_from_jsonrpc(
-            None, f"HTTP {status}", None, status=status, method=method, headers=headers
         )
     if status != 200:
         raise UnexpectedStatusError(
             f"{method}: unexpected HTTP {status}", status=status, body=body_snippet(payload)
         )
-    if envelope is None:
+    if problem is not None or envelope is None:
         raise MalformedResponseError(
-            f"{method}: the response is not a JSON-RPC object",
+            f"{method}: {problem}", status=status, body=body_snippet(payload)
+        )
+    result = envelope.result
+    if isinstance(result, Task):
+        return result
+    assert isinstance(result, msgspec.Raw)
+    try:
+        task = _TASK_DECODER.decode(result)
+    except RecursionError:
+        task = None
+    except _DECODE_ERRORS as exc:
+        raise MalformedResponseError(
+            f"{method}: the result is not a Task: {exc}", status=status, body=body_snippet(payload)
+        ) from None
+    if task is None or task_deeper_than(task, MAX_DEPTH):
+        raise MalformedResponseError(
+            f"{method}: the result holds values nested more than {MAX_DEPTH} levels deep",
             status=status,
             body=body_snippet(payload),
         )
-    if envelope.id != request_id or isinstance(envelope.id, bool):
-        raise MalformedResponseError(
-            f"{method}: response id {envelope.id!r} does not match request id {request_id}",
-            status=status,
-            body=body_snippet(payload),
-        )
-    if isinstance(envelope.result, msgspec.UnsetType):
-        raise MalformedResponseError(
-            f"{method}: the response has neither result nor error",
-            status=status,
-            body=body_snippet(payload),
-        )
-    return envelope.result
+    return task
 
 
 def _rpc_headers(token: str | None) -> dict[str, str]:
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json",
+        "Accept-Encoding": ACCEPT_ENCODING,
         "User-Agent": _USER_AGENT,
     }
     if token is not None:
@@ -218,7 +286,7 @@ def _rpc_headers(token: str | None) -> dict[str, str]:
 
 
 class Transport:
-    """One aiohttp session to one endpoint, opened lazily inside the running loop."""
+    """The JSON-RPC client of one endpoint over an :class:`HTTPTransport`."""
 
     def __init__(
         self,
@@ -227,45 +295,50 @@ class Transport:
         *,
         max_concurrency: int,
         connect_timeout: float,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        clock: Clock | None = None,
+        http: HTTPTransport | None = None,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
     ) -> None:
         self._url = base_url
         self._token = token
         self._rpc_headers = _rpc_headers(token)
-        self._get_headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-        self._max_concurrency = max_concurrency
-        self._connect_timeout = connect_timeout
-        self._trace_configs = list(trace_configs)
+        self._get_headers = {
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+            "User-Agent": _USER_AGENT,
+        }
+        self._max_response_bytes = max_response_bytes
+        self._clock: Clock = clock or LoopClock()
+        self.http: HTTPTransport = http or AiohttpTransport(
+            max_concurrency=max_concurrency,
+            connect_timeout=connect_timeout,
+            trace_configs=trace_configs,
+        )
         self._ids = itertools.count(1)
-        self._session: aiohttp.ClientSession | None = None
         self.state = ClientState.UNOPENED
 
     def __repr__(self) -> str:
         return f"<Transport {self._url} {self.state.value}>"
 
-    def _ensure_session(self) -> aiohttp.ClientSession:
+    async def _exchange(
+        self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
+    ) -> tuple[int, Any, bytes]:
         if self.state is ClientState.CLOSED:
             raise ClientClosedError(CLOSED_MESSAGE)
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self._max_concurrency, limit_per_host=self._max_concurrency
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector, trace_configs=self._trace_configs or None
-            )
-            self.state = ClientState.OPENED
-        return self._session
-
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        # A client uses a few values (one per pool): build each once, not per request.
-        timeout = self._timeouts.get(seconds)
-        if timeout is None:
-            timeout = aiohttp.ClientTimeout(
-                total=seconds, sock_connect=min(seconds, self._connect_timeout)
-            )
-            self._timeouts[seconds] = timeout
-        return timeout
+        self.state = ClientState.OPENED
+        failure: APIConnectionError | None = None
+        try:
+            async with self.http.request(
+                method, url, headers=headers, body=body, timeout=timeout, clock=self._clock
+            ) as response:
+                payload = await read_body(response, limit=self._max_response_bytes, what=what)
+                return response.status, response.headers, payload
+        except _NETWORK_ERRORS as exc:
+            failure = _network_error(what, timeout, exc)
+        # Raised here, outside the except block, so the error has neither a __cause__ nor a
+        # __context__: aiohttp's exceptions carry the request's headers, the token among them.
+        raise failure
 
     def _headers_for(self, token: str) -> dict[str, str]:
         # The token changes once an hour at most: rebuild the headers only then.
@@ -281,43 +354,21 @@ class Transport:
 
         ``token`` replaces the transport's own for this request and the next ones.
         """
-        session = self._ensure_session()
         request_id = next(self._ids)
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
         rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
         logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
-        try:
-            async with session.post(
-                self._url,
-                data=body,
-                headers=rpc_headers,
-                allow_redirects=False,
-                timeout=self._timeout(timeout),
-            ) as response:
-                payload = await response.read()
-                status, headers = response.status, response.headers
-        except _NETWORK_ERRORS as exc:
-            raise _network_error(method, timeout, exc) from exc
+        status, headers, payload = await self._exchange(
+            "POST", self._url, rpc_headers, body, timeout, method
+        )
         return decode_response(method, request_id, status, payload, headers)
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""
-        session = self._ensure_session()
         logger.debug("GET %s", url)
-        try:
-            async with session.get(
-                url,
-                headers=self._get_headers,
-                allow_redirects=False,
-                timeout=self._timeout(timeout),
-            ) as response:
-                return response.status, response.headers, await response.read()
-        except _NETWORK_ERRORS as exc:
-            raise _network_error(f"GET {url}", timeout, exc) from exc
+        return await self._exchange("GET", url, self._get_headers, None, timeout, f"GET {url}")
 
     async def aclose(self) -> None:
-        """Close the session; the transport cannot be used afterwards."""
+        """Close the HTTP transport; this one cannot be used afterwards."""
         self.state = ClientState.CLOSED
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        await self.http.aclose()

@@ -21,6 +21,9 @@ A skill fails on purpose (its task ends ``failed``) when the first text part sta
 
 :class:`VirtualClock` runs the client's rate-limit pools in virtual time
 (``AsyncMagisterium(clock=VirtualClock())``), for minute-scale quotas in fast tests.
+:class:`MockTransport` answers the client's requests from a function, with no socket
+(``AsyncMagisterium(transport=MockTransport(handler))``), for unit tests of decoding and
+errors.
 """
 
 from .._clock import VirtualClock
@@ -28,6 +31,7 @@ from ._app import create_app
 from ._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
 from ._corpus import BundledCorpus, Corpus, Document, Listing, SearchHit
 from ._faults import Fault, FaultKind
+from ._mock import MockRequest, MockResponse, MockTransport
 from ._oauth import OAuthClient, OAuthCounts, OAuthServer
 from ._server import Emulator, run_emulator
 from ._skills import FAIL_PREFIX
@@ -48,6 +52,9 @@ __all__ = [
     "FaultConfig",
     "FaultKind",
     "Listing",
+    "MockRequest",
+    "MockResponse",
+    "MockTransport",
     "OAuthClient",
     "OAuthCounts",
     "OAuthServer",

@@ -1,0 +1,273 @@
+"""HTTP, the client's one seam to the network: a request goes out, a bounded body comes back.
+
+:class:`HTTPTransport` is what the JSON-RPC layer needs of HTTP; :class:`AiohttpTransport`
+is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one for unit
+tests. Both hand raw (possibly compressed) chunks to :func:`read_body`, which inflates them
+itself, so ``max_response_bytes`` bounds the decompressed size and the memory of every
+answer, whatever aiohttp version is installed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import aiohttp
+
+from ._clock import Clock
+from ._errors import MalformedResponseError, ResponseTooLargeError
+
+__all__ = [
+    "ACCEPT_ENCODING",
+    "AiohttpTransport",
+    "HTTPTransport",
+    "RawResponse",
+    "read_body",
+]
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""What the client accepts: the encodings :func:`read_body` inflates within its bound."""
+
+_CHUNK = 64 * 1024
+_SNIPPET = 500
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+@dataclass(frozen=True)
+class RawResponse:
+    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks."""
+
+    status: int
+    headers: Mapping[str, str]
+    chunks: AsyncIterator[bytes]
+
+
+class HTTPTransport(Protocol):
+    """What the client needs of HTTP: send one request, stream its answer, close."""
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout: float,
+        clock: Clock,
+    ) -> AbstractAsyncContextManager[RawResponse]:
+        """Send one request; the answer is readable inside the context.
+
+        ``timeout`` bounds the whole exchange (on ``clock`` for in-memory transports).
+        Network failures raise ``OSError``, ``TimeoutError`` or ``aiohttp.ClientError``.
+        Redirects are never followed.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; no request is made afterwards."""
+        ...
+
+
+class AiohttpTransport:
+    """The real HTTP: one aiohttp session, opened lazily inside the running loop.
+
+    Timeouts are exact: aiohttp rounds deadlines of 5 s or more up to the next whole
+    second unless told not to (``ceil_threshold``).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrency: int,
+        connect_timeout: float,
+        trace_configs: Sequence[aiohttp.TraceConfig] = (),
+    ) -> None:
+        self._max_concurrency = max_concurrency
+        self._connect_timeout = connect_timeout
+        self._trace_configs = list(trace_configs)
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:
+        return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_concurrency,
+                limit_per_host=self._max_concurrency,
+                timeout_ceil_threshold=math.inf,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                trace_configs=self._trace_configs or None,
+                auto_decompress=False,  # read_body inflates, within max_response_bytes
+            )
+        return self._session
+
+    def timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+        """The aiohttp timeout for ``seconds``, exact; built once per value."""
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = aiohttp.ClientTimeout(
+                total=seconds,
+                sock_connect=min(seconds, self._connect_timeout),
+                ceil_threshold=math.inf,
+            )
+            self._timeouts[seconds] = timeout
+        return timeout
+
+    @asynccontextmanager
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout: float,
+    ) -> AsyncIterator[RawResponse]:
+        session = self._ensure_session()
+        async with session.request(
+            method,
+            url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            timeout=self.timeout(timeout),
+        ) as response:
+            yield RawResponse(response.status, response.headers, _chunks(response))
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout: float,
+        clock: Clock,
+    ) -> AbstractAsyncContextManager[RawResponse]:
+        """Send one request through the session (``clock`` is unused: sockets run in real
+        time)."""
+        return self._request(method, url, headers, body, timeout)
+
+    async def aclose(self) -> None:
+        """Close the session."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+async def _chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    async for chunk in response.content.iter_chunked(_CHUNK):
+        yield chunk
+
+
+class _Inflater:
+    """Incremental gzip / deflate decoding that never produces more than it is asked for."""
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding in ("gzip", "x-gzip")
+        self._zlib: zlib._Decompress | None = None
+        self._pending = b""
+
+    def _new(self, first: bytes) -> zlib._Decompress:
+        if self._gzip:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        # "deflate" is zlib-wrapped by the RFC, raw in practice from some servers.
+        wbits = zlib.MAX_WBITS if first[:1] and first[0] & 0x0F == 8 else -zlib.MAX_WBITS
+        return zlib.decompressobj(wbits)
+
+    def feed(self, data: bytes, room: int) -> bytes:
+        """Up to ``room`` more decoded bytes from ``data`` (and input left over before)."""
+        data = self._pending + data
+        self._pending = b""
+        out = bytearray()
+        while data and len(out) < room:
+            if self._zlib is None:
+                self._zlib = self._new(data)
+            out += self._zlib.decompress(data, room - len(out))
+            if self._zlib.eof:
+                # Another gzip member may follow (concatenated gzip is valid).
+                data = self._zlib.unused_data
+                self._zlib = None if self._gzip and data else self._zlib
+                if not self._gzip:
+                    return bytes(out)  # trailing bytes after a deflate stream: ignored
+            else:
+                data = self._zlib.unconsumed_tail
+        self._pending = data
+        return bytes(out)
+
+    @property
+    def complete(self) -> bool:
+        return self._zlib is None or self._zlib.eof
+
+
+def _too_large(what: str, limit: int, status: int, got: bytes | bytearray) -> ResponseTooLargeError:
+    return ResponseTooLargeError(
+        f"{what}: the response is larger than max_response_bytes ({limit} bytes); reading "
+        "stopped there. Pass a larger max_response_bytes= if answers this big are expected",
+        limit=limit,
+        status=status,
+        body=bytes(got[:_SNIPPET]).decode("utf-8", "replace"),
+    )
+
+
+def _declared_length(headers: Mapping[str, str]) -> int | None:
+    value = headers.get("Content-Length")
+    if value is None or not _DIGITS.fullmatch(value.strip()):
+        return None
+    return int(value.strip())
+
+
+async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
+    """The answer's decoded body, or :class:`ResponseTooLargeError` once it passes ``limit``.
+
+    Both the bytes on the wire and the decompressed bytes count against ``limit``; at most
+    about ``limit`` plus one chunk is ever held. A body in an encoding the client did not
+    ask for, or a corrupt compressed body, is a :class:`MalformedResponseError`.
+    """
+    status, headers = response.status, response.headers
+    declared = _declared_length(headers)
+    if declared is not None and declared > limit:
+        raise _too_large(what, limit, status, b"")
+    encoding = (headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
+        raise MalformedResponseError(
+            f"{what}: the response has Content-Encoding {encoding[:40]!r}; the client asks "
+            f"only for {ACCEPT_ENCODING}",
+            status=status,
+        )
+    inflater = None if encoding == "identity" else _Inflater(encoding)
+    body = bytearray()
+    wire = 0
+    try:
+        async for chunk in response.chunks:
+            wire += len(chunk)
+            if wire > limit:
+                raise _too_large(what, limit, status, body)
+            body += chunk if inflater is None else inflater.feed(chunk, limit + 1 - len(body))
+            if len(body) > limit:
+                raise _too_large(what, limit, status, body)
+        if inflater is not None:
+            body += inflater.feed(b"", limit + 1 - len(body))
+            if len(body) > limit:
+                raise _too_large(what, limit, status, body)
+            if not inflater.complete:
+                raise _corrupt(what, encoding, status, "it ends before the compressed stream")
+    except zlib.error as exc:
+        why = str(exc)
+    else:
+        return bytes(body)
+    raise _corrupt(what, encoding, status, why)  # outside the except: no __context__
+
+
+def _corrupt(what: str, encoding: str, status: int, why: str) -> MalformedResponseError:
+    return MalformedResponseError(
+        f"{what}: the {encoding} body cannot be decoded: {why}", status=status
+    )
