@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
+import math
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 import magisterium_async as m
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
 from tests.conftest import TOKEN, JumpClock, Reply, ScriptedServer, artifact, data, task_json, text
 
 
@@ -385,3 +388,162 @@ async def test_agent_card_malformed(client: m.AsyncMagisterium, server: Scripted
     server.extra_routes["/.well-known/agent.json"] = serve
     with pytest.raises(m.MalformedResponseError, match="agent card"):
         await client.agent_card()
+
+
+async def not_found(request: web.Request) -> web.StreamResponse:
+    return web.Response(status=404, text="Not Found")
+
+
+async def test_agent_card_falls_back_to_the_a2a_0_3_path_and_keeps_it(
+    client: m.AsyncMagisterium, server: ScriptedServer, clock: JumpClock
+) -> None:
+    hits: list[str] = []
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        hits.append(request.path)
+        if request.path == "/.well-known/agent.json":
+            return web.Response(status=404, text="Not Found")
+        return web.json_response(CARD, headers={"Cache-Control": "max-age=10"})
+
+    server.extra_routes["/.well-known/agent.json"] = serve
+    server.extra_routes["/.well-known/agent-card.json"] = serve
+    assert (await client.agent_card()).name == "Magisterium AI"
+    assert client.agent_card_url.endswith("/.well-known/agent-card.json")
+    clock.time += 11
+    await client.agent_card()
+    assert hits == [
+        "/.well-known/agent.json",
+        "/.well-known/agent-card.json",
+        "/.well-known/agent-card.json",
+    ]
+
+
+async def test_agent_card_missing_at_both_paths_names_both(
+    client: m.AsyncMagisterium, server: ScriptedServer
+) -> None:
+    server.extra_routes["/.well-known/agent.json"] = not_found
+    server.extra_routes["/.well-known/agent-card.json"] = not_found
+    with pytest.raises(m.UnexpectedStatusError, match=r"agent-card\.json.*also at.*agent\.json"):
+        await client.agent_card()
+
+
+@pytest.mark.parametrize(
+    ("cache_control", "fresh_after"),
+    [("max-age=" + "9" * 400, 10**6), ("public, max-age=0", 0.0), ("no-cache", 10**6)],
+)
+async def test_agent_card_max_age_of_any_size(
+    client: m.AsyncMagisterium,
+    server: ScriptedServer,
+    clock: JumpClock,
+    cache_control: str,
+    fresh_after: float,
+) -> None:
+    hits: list[int] = []
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        hits.append(1)
+        return web.json_response(CARD, headers={"Cache-Control": cache_control})
+
+    server.extra_routes["/.well-known/agent.json"] = serve
+    await client.agent_card()
+    clock.time += fresh_after
+    await client.agent_card()
+    assert len(hits) == (2 if fresh_after == 0 else 1)
+
+
+async def test_a_deeply_nested_agent_card_is_malformed(
+    client: m.AsyncMagisterium, server: ScriptedServer
+) -> None:
+    async def serve(request: web.Request) -> web.StreamResponse:
+        body = '{"name": "x", "extra": ' + "[" * 5000 + "]" * 5000 + "}"
+        return web.Response(text=body, content_type="application/json")
+
+    server.extra_routes["/.well-known/agent.json"] = serve
+    with pytest.raises(m.MalformedResponseError, match="nested too deeply"):
+        await client.agent_card()
+
+
+# An overall deadline per call ----------------------------------------------------------
+
+
+def mock_client(
+    handler: Any, clock: VirtualClock, **kwargs: Any
+) -> tuple[m.AsyncMagisterium, MockTransport]:
+    transport = MockTransport(handler)
+    kwargs.setdefault("rate_limits", m.RateLimits.unlimited())
+    client = m.AsyncMagisterium(
+        token=TOKEN, base_url="https://a2a.example/api", clock=clock, transport=transport, **kwargs
+    )
+    return client, transport
+
+
+async def run(clock: VirtualClock, call: Any) -> Any:
+    task = asyncio.ensure_future(call)
+    await clock.run_until_idle()
+    return await task
+
+
+async def test_total_timeout_bounds_every_attempt_and_wait() -> None:
+    clock = VirtualClock()
+
+    async def hang(request: MockRequest) -> MockResponse:
+        await clock.sleep(math.inf)
+        raise AssertionError("unreachable")
+
+    policy = m.RetryPolicy(max_retries=5, total_timeout=12.0)
+    client, transport = mock_client(hang, clock, retry_policy=policy, timeout=5.0)
+    async with client:
+        with pytest.raises(m.APITimeoutError, match=r"total_timeout \(12 s\)"):
+            await run(clock, client.get_task("t"))
+    # 5 s, backoff 0.5 s, 5 s, backoff 1 s: the third attempt is cut off at 12 s.
+    assert len(transport.requests) == 3
+    assert clock.now() == 12.0
+
+
+async def test_total_timeout_counts_the_wait_for_the_quota() -> None:
+    clock = VirtualClock()
+
+    def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(
+            request, completed(artifact("search_results", data({"results": []})))
+        )
+
+    policy = m.RetryPolicy(total_timeout=30.0)
+    client, transport = mock_client(
+        answer, clock, retry_policy=policy, rate_limits=m.RateLimits(1, 1, period=60.0)
+    )
+    async with client:
+        first = asyncio.ensure_future(client.search("a"))
+        second = asyncio.ensure_future(client.search("b"))
+        await clock.run_until_idle()
+        assert await first == []
+        with pytest.raises(m.APITimeoutError, match="total_timeout"):
+            await second
+    assert len(transport.requests) == 1 and clock.now() == 30.0
+
+
+async def test_without_total_timeout_a_call_takes_its_attempts_and_backoffs() -> None:
+    clock = VirtualClock()
+
+    async def hang(request: MockRequest) -> MockResponse:
+        await clock.sleep(math.inf)
+        raise AssertionError("unreachable")
+
+    client, transport = mock_client(hang, clock, timeout=5.0)
+    async with client:
+        with pytest.raises(m.APITimeoutError, match="timed out after 5 s"):
+            await run(clock, client.get_task("t"))
+    assert len(transport.requests) == 3
+    assert 5.0 * 3 < clock.now() <= 5.0 * 3 + 0.5 + 1.0
+
+
+@pytest.mark.parametrize("value", [0, -1.0, math.nan])
+def test_total_timeout_must_be_positive(value: float) -> None:
+    with pytest.raises(ValueError, match="total_timeout"):
+        m.RetryPolicy(total_timeout=value)
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (1.5, TypeError)])
+def test_max_response_bytes_must_be_a_positive_int(value: Any, error: type) -> None:
+    with pytest.raises(error, match="max_response_bytes"):
+        m.AsyncMagisterium(token=TOKEN, max_response_bytes=value)
