@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from magisterium_async import DataPart, FilePart, Message, Task, TextPart
+from magisterium_async._models import MAX_DEPTH, deeper_than, task_deeper_than
 
 
 def test_task_decodes_parts_by_kind_and_ignores_unknown_fields() -> None:
@@ -42,3 +43,40 @@ def test_message_encodes_camel_case_and_leaves_out_defaults() -> None:
 def test_failure_reason_falls_back_when_the_service_gave_none() -> None:
     task = msgspec.convert({"id": "t", "contextId": "c", "status": {"state": "failed"}}, Task)
     assert "failed" in task.failure_reason
+
+
+def nest(depth: int) -> object:
+    value: object = "leaf"
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+def test_deeper_than_counts_lists_and_objects_without_recursing() -> None:
+    assert not deeper_than("scalar", 0)
+    assert not deeper_than(nest(5), 5)
+    assert deeper_than(nest(6), 5)
+    assert deeper_than(nest(100_000), MAX_DEPTH)  # iterative: no RecursionError
+    assert not deeper_than([[1], {"a": [2]}, []], 3)
+
+
+def test_task_deeper_than_looks_at_every_free_form_value() -> None:
+    deep = nest(MAX_DEPTH + 1)
+    part = {"kind": "text", "text": "x"}
+    base = {"id": "t", "contextId": "c", "status": {"state": "completed"}}
+    message = {"role": "agent", "kind": "message", "messageId": "m"}
+    places = [
+        {"metadata": {"deep": deep}},
+        {"artifacts": [{"artifactId": "a", "parts": [{"kind": "data", "data": {"d": deep}}]}]},
+        {"artifacts": [{"artifactId": "a", "parts": [part], "metadata": {"d": deep}}]},
+        {"history": [{**message, "parts": [{**part, "metadata": {"d": deep}}]}]},
+        {
+            "status": {
+                "state": "failed",
+                "message": {**message, "parts": [part], "metadata": {"d": deep}},
+            }
+        },
+    ]
+    assert not task_deeper_than(msgspec.convert(base, Task), MAX_DEPTH)
+    for place in places:
+        assert task_deeper_than(msgspec.convert({**base, **place}, Task), MAX_DEPTH), place

@@ -276,3 +276,52 @@ def test_document_without_extra_keys_has_empty_extra() -> None:
     doc = read_result(FETCH, task)
     assert doc is not None
     assert (doc.id, doc.title, doc.author, doc.extra) == ("42", "Dei Verbum", None, {})
+
+
+def answer_with_citation(citation: Any) -> Task:
+    return decode(
+        task_json(
+            artifacts=[
+                artifact(
+                    "catholic_qa_response", text("An answer."), data({"citations": [citation]})
+                )
+            ]
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("index", "year", "expected"),
+    [
+        ("9" * 5000, "9" * 5000, (None, "9" * 5000)),  # past Python's int-digit limit
+        ("12", " 1965 ", (12, 1965)),
+        ("²", "١٩٦٥", (None, "١٩٦٥")),  # digits int() refuses, or that are not ASCII
+        (float("inf"), float("nan"), (None, "nan")),
+        (10**400, 3.0, (10**400, 3)),
+        ([1], {"y": 1}, (None, None)),
+    ],
+)
+def test_citation_numbers_of_any_shape_never_raise(index: Any, year: Any, expected: Any) -> None:
+    answer = read_result(
+        ASK, answer_with_citation({"document_index": index, "document_year": year})
+    )
+    assert answer is not None
+    (citation,) = answer.citations
+    assert (citation.document_index, citation.document_year) == expected
+
+
+def test_messages_about_huge_or_deep_hits_stay_short() -> None:
+    deep: Any = 1
+    for _ in range(60):
+        deep = [deep]
+    for hit in ({"id": None, "title": "t" * 1_000_000}, {"id": deep}, "x" * 1_000_000):
+        raw = task_json(artifacts=[artifact("search_results", data({"results": [hit]}))])
+        with pytest.raises(MalformedResponseError) as info:
+            read_result(SEARCH, decode(raw))
+        assert len(str(info.value)) < 300
+
+
+def test_an_odd_state_is_named_briefly() -> None:
+    with pytest.raises(MalformedResponseError, match="in state 'wwww") as info:
+        read_result(SEARCH, decode(task_json(state="w" * 100_000)))
+    assert len(str(info.value)) < 200
