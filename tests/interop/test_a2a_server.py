@@ -193,3 +193,15 @@ async def test_generic_unsupported_operation_is_not_an_auth_error(a2a_server: A2
         with pytest.raises(JSONRPCError) as caught:
             await client.cancel_task(task.id)
     assert not isinstance(caught.value, AuthenticationError)
+
+
+async def test_agent_card(client: AsyncMagisterium, a2a_server: A2AServer) -> None:
+    # a2a-sdk 1.x serves only A2A 0.3's /.well-known/agent-card.json: the client falls back.
+    card = await client.agent_card()
+    assert card.name.startswith("a2a-sdk")
+    assert {skill.id for skill in card.skills} >= {"document_search", "document_fetch"}
+    path = client.agent_card_url.rsplit("/", 1)[1]
+    assert path in ("agent.json", "agent-card.json")
+    if a2a_server.env is A2A13:
+        assert path == "agent-card.json"
+    assert await client.agent_card() is card  # cached
