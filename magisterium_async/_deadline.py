@@ -17,28 +17,37 @@ T = TypeVar("T")
 async def within(
     clock: Clock, seconds: float, work: Awaitable[T], on_timeout: Callable[[], BaseException]
 ) -> T:
-    """``await work``, or cancel it once ``seconds`` pass on ``clock`` and raise
-    ``on_timeout()``.
+    """``await work`` in this task, cancelled once ``seconds`` pass on ``clock``; then
+    ``on_timeout()`` is raised in its place.
 
-    ``work`` runs as a task of its own, raced against a sleep on ``clock``; a result that
-    is ready when the time is up still wins. Cancelling the caller cancels both.
+    Like ``asyncio.timeout`` (which reads only the loop's clock): a sleep on ``clock`` runs
+    beside the work and cancels this task when it ends first. A cancellation from outside
+    is passed on as it is.
     """
     if math.isinf(seconds):
         return await work
-    task = asyncio.ensure_future(work)
+    current = asyncio.current_task()
+    assert current is not None, "within() runs inside a task"
+    fired = False
+
+    def expire(timer: asyncio.Future[None]) -> None:
+        nonlocal fired
+        if not timer.cancelled() and timer.exception() is None and not current.done():
+            fired = True
+            current.cancel()
+
     timer = asyncio.ensure_future(clock.sleep(seconds))
+    timer.add_done_callback(expire)
     try:
-        await asyncio.wait((task, timer), return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
+        return await work
+    except asyncio.CancelledError:
+        if not fired:
+            raise
+        # uncancel() (3.11+) tells whether a cancellation from outside came as well.
+        if hasattr(current, "uncancel") and current.uncancel() > 0:
+            raise
+    finally:
+        timer.remove_done_callback(expire)
         timer.cancel()
-        await asyncio.gather(task, timer, return_exceptions=True)
-        raise
-    if not task.done():
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        if task.cancelled():
-            raise on_timeout()
-    timer.cancel()
-    await asyncio.gather(timer, return_exceptions=True)
-    return task.result()
+    # Raised here, outside the except block: the CancelledError is no part of the story.
+    raise on_timeout()
