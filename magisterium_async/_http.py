@@ -34,6 +34,7 @@ ACCEPT_ENCODING = "gzip, deflate"
 """What the client accepts: the encodings :func:`read_body` inflates within its bound."""
 
 _CHUNK = 64 * 1024
+_INFLATE_STEP = 256 * 1024  # decoded bytes per zlib call: bounds the temporary copies
 _SNIPPET = 500
 _DIGITS = re.compile(r"[0-9]{1,19}")
 
@@ -183,25 +184,25 @@ class _Inflater:
         wbits = zlib.MAX_WBITS if first[:1] and first[0] & 0x0F == 8 else -zlib.MAX_WBITS
         return zlib.decompressobj(wbits)
 
-    def feed(self, data: bytes, room: int) -> bytes:
-        """Up to ``room`` more decoded bytes from ``data`` (and input left over before)."""
+    def feed(self, data: bytes, out: bytearray, room: int) -> None:
+        """Append to ``out`` up to ``room`` more decoded bytes from ``data`` (and the input
+        left over before), a slice at a time, so no copy of the output is ever held."""
         data = self._pending + data
         self._pending = b""
-        out = bytearray()
-        while data and len(out) < room:
+        end = len(out) + room
+        while data and len(out) < end:
             if self._zlib is None:
                 self._zlib = self._new(data)
-            out += self._zlib.decompress(data, room - len(out))
+            out += self._zlib.decompress(data, min(end - len(out), _INFLATE_STEP))
             if self._zlib.eof:
                 # Another gzip member may follow (concatenated gzip is valid).
                 data = self._zlib.unused_data
                 self._zlib = None if self._gzip and data else self._zlib
                 if not self._gzip:
-                    return bytes(out)  # trailing bytes after a deflate stream: ignored
+                    return  # trailing bytes after a deflate stream: ignored
             else:
                 data = self._zlib.unconsumed_tail
         self._pending = data
-        return bytes(out)
 
     @property
     def complete(self) -> bool:
@@ -251,11 +252,14 @@ async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
             wire += len(chunk)
             if wire > limit:
                 raise _too_large(what, limit, status, body)
-            body += chunk if inflater is None else inflater.feed(chunk, limit + 1 - len(body))
+            if inflater is None:
+                body += chunk
+            else:
+                inflater.feed(chunk, body, limit + 1 - len(body))
             if len(body) > limit:
                 raise _too_large(what, limit, status, body)
         if inflater is not None:
-            body += inflater.feed(b"", limit + 1 - len(body))
+            inflater.feed(b"", body, limit + 1 - len(body))
             if len(body) > limit:
                 raise _too_large(what, limit, status, body)
             if not inflater.complete:
