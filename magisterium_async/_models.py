@@ -238,20 +238,26 @@ class AgentCard(_Wire):
 def deeper_than(value: object, limit: int) -> bool:
     """Whether the JSON ``value`` nests lists and objects more than ``limit`` levels deep.
 
-    Iterative, so it cannot itself run out of stack; scalars cost one type check.
+    Level by level, so it cannot itself run out of stack; scalars cost one type check.
     """
-    if type(value) not in (dict, list):
-        return False
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if type(item) is dict else item
-        for child in children:  # type: ignore[attr-defined]
-            if type(child) in (dict, list):
-                stack.append((child, depth + 1))
-    return False
+    return _levels_deeper_than([value], limit)
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
+def _levels_deeper_than(values: list[object], limit: int) -> bool:
+    level = [v for v in values if type(v) in _CONTAINERS]
+    for _ in range(limit):
+        if not level:
+            return False
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)  # type: ignore[attr-defined]
+            if type(child) in _CONTAINERS
+        ]
+    return bool(level)
 
 
 def _message_values(message: Message | None) -> list[object]:
@@ -274,4 +280,4 @@ def task_deeper_than(task: Task, limit: int) -> bool:
         values.extend(v for p in artifact.parts for v in _part_values(p))
     for message in task.history:
         values.extend(_message_values(message))
-    return any(deeper_than(v, limit) for v in values)
+    return _levels_deeper_than(values, limit)
