@@ -155,7 +155,7 @@ class AsyncMagisterium:
         transport: HTTPTransport | None = None,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
-        self.max_response_bytes = check_count("max_response_bytes", max_response_bytes)
+        self._max_response_bytes = check_count("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         url = base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL
@@ -234,6 +234,11 @@ class AsyncMagisterium:
     def is_closed(self) -> bool:
         """Whether :meth:`aclose` has run."""
         return self._transport.state is ClientState.CLOSED
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The largest answer this client reads, in bytes after decompression."""
+        return self._max_response_bytes
 
     @property
     def stats(self) -> SchedulerStats:

@@ -547,3 +547,10 @@ def test_total_timeout_must_be_positive(value: float) -> None:
 def test_max_response_bytes_must_be_a_positive_int(value: Any, error: type) -> None:
     with pytest.raises(error, match="max_response_bytes"):
         m.AsyncMagisterium(token=TOKEN, max_response_bytes=value)
+
+
+def test_max_response_bytes_is_read_only() -> None:
+    client = m.AsyncMagisterium(token=TOKEN, max_response_bytes=1000)
+    assert client.max_response_bytes == 1000
+    with pytest.raises(AttributeError):
+        client.max_response_bytes = 5  # type: ignore[misc]

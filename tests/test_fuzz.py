@@ -18,6 +18,7 @@ import datetime as dt
 import gzip
 import json
 import os
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -672,3 +673,116 @@ def test_harvest(searches: list[Answer], fetches: list[Answer]) -> None:
 )
 def test_no_retry_after_makes_a_call_ask_without_bound(answer: Answer) -> None:
     check([answer], lambda c: c.search("grace"))
+
+
+# Raw HTTP over a socket ----------------------------------------------------------------
+
+RAW_TOKEN = "raw-fuzz-token-0123456789"
+RAW_POLICY = m.RetryPolicy(
+    max_retries=0,
+    max_retry_after=0.01,
+    fallback_retry_after=0.01,
+    rate_limit_budget=0.03,
+    total_timeout=10.0,
+)
+
+status_lines = weighted(
+    (
+        4,
+        st.sampled_from(
+            [b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 429 Too Many\r\n", b"HTTP/1.0 502 Bad\r\n"]
+        ),
+    ),
+    (
+        1,
+        st.builds(
+            lambda code, reason: b"HTTP/1.1 %d %s\r\n" % (code, reason),
+            st.one_of(st.integers(100, 599), st.integers(0, 99999)),
+            st.binary(max_size=12).filter(lambda b: b"\r" not in b and b"\n" not in b),
+        ),
+    ),
+    (
+        1,
+        st.sampled_from(
+            [b"HTTP/1.1 200\r\n", b"HTTP/2 200 OK\r\n", b"ICY 200 OK\r\n", b"\r\n", b""]
+        ),
+    ),
+    (1, st.binary(max_size=30).map(lambda b: b + b"\r\n")),
+)
+raw_headers = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                b"Content-Length: 5",
+                b"Content-Length: -1",
+                b"Content-Length: 99999999999999999999999",
+                b"Transfer-Encoding: chunked",
+                b"Content-Encoding: gzip",
+                b"Content-Encoding: br",
+                b"Content-Type: application/json",
+                b"Retry-After: 0.01",
+                b"X-Long: " + b"a" * 9000,
+                b"Bad Header",
+            ]
+        ),
+        st.binary(max_size=20).filter(lambda b: b"\r" not in b and b"\n" not in b),
+    ),
+    max_size=4,
+)
+raw_bodies = st.one_of(
+    st.binary(max_size=60),
+    st.sampled_from(
+        [
+            b'{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t","contextId":"c",'
+            b'"status":{"state":"completed"}}}',
+            b"zz\r\n",
+            b"5\r\nabc",
+            b"\x1f\x8b\x08\x00garbage",
+        ]
+    ),
+)
+
+
+@settings(FUZZ, max_examples=max(_EXAMPLES // 2, 80))
+@given(status_lines, raw_headers, raw_bodies)
+def test_raw_http_answers_over_a_socket(status: bytes, headers: list[bytes], body: bytes) -> None:
+    answer = status + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
+    event(asyncio.run(_raw_exchange(answer)))
+
+
+async def _raw_exchange(answer: bytes) -> str:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer)
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with m.AsyncMagisterium(
+            token=RAW_TOKEN,
+            base_url=f"http://127.0.0.1:{port}/api/v1/a2a",
+            # Real time here: 429s wait a hundredth of a second, a few times at most.
+            retry_policy=RAW_POLICY,
+            timeout=5.0,
+        ) as client:
+            try:
+                await client.get_task("t")
+            except m.MagisteriumError as exc:
+                seen: list[BaseException] = []
+                link: BaseException | None = exc
+                while link is not None and link not in seen:
+                    seen.append(link)
+                    assert RAW_TOKEN not in repr(link) and RAW_TOKEN not in str(link)
+                    link = link.__cause__ or link.__context__
+                assert RAW_TOKEN not in "".join(traceback.format_exception(exc))
+                return f"raised {type(exc).__name__}"
+            return "returned"
+    finally:
+        server.close()
+        await server.wait_closed()
