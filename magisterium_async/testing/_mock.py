@@ -56,8 +56,9 @@ class MockResponse:
     """The answer a handler gives: a status, headers and a body.
 
     ``json`` is encoded as the body when it is not ``None``; otherwise ``content`` (bytes,
-    or text as UTF-8; ``content="null"`` for a JSON null) is sent as is. ``Content-Encoding`` in ``headers`` is honoured, so a gzip body
-    is inflated (and bounded) as it would be from a socket.
+    or text as UTF-8; ``content="null"`` for a JSON null) is sent as is.
+    ``Content-Encoding`` in ``headers`` is honoured, so a gzip body is inflated (and
+    bounded) as it would be from a socket.
     """
 
     status: int = 200
