@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import NamedTuple, Protocol
 
 import aiohttp
 
@@ -39,13 +38,18 @@ _SNIPPET = 500
 _DIGITS = re.compile(r"[0-9]{1,19}")
 
 
-@dataclass(frozen=True)
-class RawResponse:
-    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks."""
+class RawResponse(NamedTuple):
+    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks.
+
+    (A named tuple: one is made per request, and it is the cheapest immutable record.)
+    """
 
     status: int
     headers: Mapping[str, str]
     chunks: AsyncIterator[bytes]
+    read: Callable[[], Awaitable[bytes]] | None = None
+    """The whole raw body at once, for a transport that itself stops at ``Content-Length``:
+    :func:`read_body` uses it (skipping the chunk loop) when that length is within bounds."""
 
 
 class HTTPTransport(Protocol):
@@ -123,26 +127,6 @@ class AiohttpTransport:
             self._timeouts[seconds] = timeout
         return timeout
 
-    @asynccontextmanager
-    async def _request(
-        self,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        body: bytes | None,
-        timeout: float,
-    ) -> AsyncIterator[RawResponse]:
-        session = self._ensure_session()
-        async with session.request(
-            method,
-            url,
-            data=body,
-            headers=headers,
-            allow_redirects=False,
-            timeout=self.timeout(timeout),
-        ) as response:
-            yield RawResponse(response.status, response.headers, _chunks(response))
-
     def request(
         self,
         method: str,
@@ -155,7 +139,16 @@ class AiohttpTransport:
     ) -> AbstractAsyncContextManager[RawResponse]:
         """Send one request through the session (``clock`` is unused: sockets run in real
         time)."""
-        return self._request(method, url, headers, body, timeout)
+        return _Exchange(
+            self._ensure_session().request(
+                method,
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=self.timeout(timeout),
+            )
+        )
 
     async def aclose(self) -> None:
         """Close the session."""
@@ -164,9 +157,22 @@ class AiohttpTransport:
             await session.close()
 
 
-async def _chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    async for chunk in response.content.iter_chunked(_CHUNK):
-        yield chunk
+class _Exchange:
+    """aiohttp's request context as a :class:`RawResponse` (a class, not a generator-based
+    context manager: this runs once per request)."""
+
+    __slots__ = ("_context",)
+
+    def __init__(self, context: AbstractAsyncContextManager[aiohttp.ClientResponse]) -> None:
+        self._context = context
+
+    async def __aenter__(self) -> RawResponse:
+        response = await self._context.__aenter__()
+        chunks = response.content.iter_chunked(_CHUNK)
+        return RawResponse(response.status, response.headers, chunks, response.read)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._context.__aexit__(*exc_info)  # type: ignore[arg-type]
 
 
 class _Inflater:
@@ -233,7 +239,19 @@ async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
     about ``limit`` plus one chunk is ever held. A body in an encoding the client did not
     ask for, or a corrupt compressed body, is a :class:`MalformedResponseError`.
     """
-    status, headers = response.status, response.headers
+    status, headers, _, read = response
+    length = headers.get("Content-Length")
+    if (
+        read is not None
+        and length is not None
+        and "Content-Encoding" not in headers
+        and length.isascii()
+        and length.isdigit()
+        and len(length) < 19
+        and int(length) <= limit
+    ):
+        # The usual answer: aiohttp's parser stops at a Content-Length within the limit.
+        return await read()
     declared = _declared_length(headers)
     if declared is not None and declared > limit:
         raise _too_large(what, limit, status, b"")

@@ -228,6 +228,15 @@ def decode_response(
     :class:`MalformedResponseError`.
     """
     envelope, problem = _parse(method, payload)
+    if (
+        status == 200
+        and problem is None
+        and envelope is not None
+        and type(envelope.result) is Task
+        and type(envelope.id) is int
+        and envelope.id == request_id
+    ):
+        return envelope.result  # the usual answer, strict in every respect: no more checks
     if problem is None and envelope is not None:
         problem = _id_problem(envelope, request_id)
     err = envelope.error if envelope is not None else None
