@@ -2,9 +2,10 @@
 
 :class:`HTTPTransport` is what the JSON-RPC layer needs of HTTP; :class:`AiohttpTransport`
 is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one for unit
-tests. Both hand raw (possibly compressed) chunks to :func:`read_body`, which inflates them
-itself, so ``max_response_bytes`` bounds the decompressed size and the memory of every
-answer, whatever aiohttp version is installed.
+tests. Both bound the body with :func:`read_body`, which inflates it itself, so
+``max_response_bytes`` bounds the decompressed size and the memory of every answer,
+whatever aiohttp version is installed (the real one reads an uncompressed answer whose
+``Content-Length`` is within the limit in one call: aiohttp stops at that length).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 import aiohttp
@@ -47,15 +47,12 @@ class RawResponse(NamedTuple):
     status: int
     headers: Mapping[str, str]
     chunks: AsyncIterator[bytes]
-    read: Callable[[], Awaitable[bytes]] | None = None
-    """The whole raw body at once, for a transport that itself stops at ``Content-Length``:
-    :func:`read_body` uses it (skipping the chunk loop) when that length is within bounds."""
 
 
 class HTTPTransport(Protocol):
     """What the client needs of HTTP: send one request, stream its answer, close."""
 
-    def request(
+    async def send(
         self,
         method: str,
         url: str,
@@ -64,12 +61,14 @@ class HTTPTransport(Protocol):
         body: bytes | None,
         timeout: float,
         clock: Clock,
-    ) -> AbstractAsyncContextManager[RawResponse]:
-        """Send one request; the answer is readable inside the context.
+        limit: int,
+        what: str,
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """Send one request; its status, headers and body, read by :func:`read_body`.
 
-        ``timeout`` bounds the whole exchange (on ``clock`` for in-memory transports).
-        Network failures raise ``OSError``, ``TimeoutError`` or ``aiohttp.ClientError``.
-        Redirects are never followed.
+        ``timeout`` bounds the whole exchange (on ``clock`` for in-memory transports);
+        ``limit`` and ``what`` go to :func:`read_body`. Network failures raise ``OSError``,
+        ``TimeoutError`` or ``aiohttp.ClientError``. Redirects are never followed.
         """
         ...
 
@@ -127,7 +126,7 @@ class AiohttpTransport:
             self._timeouts[seconds] = timeout
         return timeout
 
-    def request(
+    async def send(
         self,
         method: str,
         url: str,
@@ -136,19 +135,26 @@ class AiohttpTransport:
         body: bytes | None,
         timeout: float,
         clock: Clock,
-    ) -> AbstractAsyncContextManager[RawResponse]:
+        limit: int,
+        what: str,
+    ) -> tuple[int, Mapping[str, str], bytes]:
         """Send one request through the session (``clock`` is unused: sockets run in real
         time)."""
-        return _Exchange(
-            self._ensure_session().request(
-                method,
-                url,
-                data=body,
-                headers=headers,
-                allow_redirects=False,
-                timeout=self.timeout(timeout),
-            )
-        )
+        async with self._ensure_session().request(
+            method,
+            url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            timeout=self.timeout(timeout),
+        ) as response:
+            status, response_headers = response.status, response.headers
+            if _plain_within(response_headers, limit):
+                # The usual answer: aiohttp's parser stops at a Content-Length within the
+                # limit, so one read is bounded.
+                return status, response_headers, await response.read()
+            raw = RawResponse(status, response_headers, response.content.iter_chunked(_CHUNK))
+            return status, response_headers, await read_body(raw, limit=limit, what=what)
 
     async def aclose(self) -> None:
         """Close the session."""
@@ -157,22 +163,17 @@ class AiohttpTransport:
             await session.close()
 
 
-class _Exchange:
-    """aiohttp's request context as a :class:`RawResponse` (a class, not a generator-based
-    context manager: this runs once per request)."""
-
-    __slots__ = ("_context",)
-
-    def __init__(self, context: AbstractAsyncContextManager[aiohttp.ClientResponse]) -> None:
-        self._context = context
-
-    async def __aenter__(self) -> RawResponse:
-        response = await self._context.__aenter__()
-        chunks = response.content.iter_chunked(_CHUNK)
-        return RawResponse(response.status, response.headers, chunks, response.read)
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self._context.__aexit__(*exc_info)  # type: ignore[arg-type]
+def _plain_within(headers: Mapping[str, str], limit: int) -> bool:
+    """Whether the answer is uncompressed with a ``Content-Length`` of at most ``limit``."""
+    length = headers.get("Content-Length")
+    return (
+        length is not None
+        and "Content-Encoding" not in headers
+        and length.isascii()
+        and length.isdigit()
+        and len(length) < 19
+        and int(length) <= limit
+    )
 
 
 class _Inflater:
@@ -239,19 +240,7 @@ async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
     about ``limit`` plus one chunk is ever held. A body in an encoding the client did not
     ask for, or a corrupt compressed body, is a :class:`MalformedResponseError`.
     """
-    status, headers, _, read = response
-    length = headers.get("Content-Length")
-    if (
-        read is not None
-        and length is not None
-        and "Content-Encoding" not in headers
-        and length.isascii()
-        and length.isdigit()
-        and len(length) < 19
-        and int(length) <= limit
-    ):
-        # The usual answer: aiohttp's parser stops at a Content-Length within the limit.
-        return await read()
+    status, headers = response.status, response.headers
     declared = _declared_length(headers)
     if declared is not None and declared > limit:
         raise _too_large(what, limit, status, b"")

@@ -32,7 +32,7 @@ from ._errors import (
     UnexpectedStatusError,
     error_from_jsonrpc,
 )
-from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport, read_body
+from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport
 from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
 
 __all__ = [
@@ -340,11 +340,16 @@ class Transport:
         self.state = ClientState.OPENED
         failure: APIConnectionError | None = None
         try:
-            async with self.http.request(
-                method, url, headers=headers, body=body, timeout=timeout, clock=self._clock
-            ) as response:
-                payload = await read_body(response, limit=self._max_response_bytes, what=what)
-                return response.status, response.headers, payload
+            return await self.http.send(
+                method,
+                url,
+                headers=headers,
+                body=body,
+                timeout=timeout,
+                clock=self._clock,
+                limit=self._max_response_bytes,
+                what=what,
+            )
         except _NETWORK_ERRORS as exc:
             failure = _network_error(what, timeout, exc)
         # Raised here, outside the except block, so the error has neither a __cause__ nor a

@@ -16,7 +16,6 @@ import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +24,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from .._clock import Clock
 from .._deadline import within
-from .._http import RawResponse
+from .._http import RawResponse, read_body
 
 __all__ = ["MockRequest", "MockResponse", "MockTransport"]
 
@@ -122,7 +121,7 @@ class MockTransport:
     def __repr__(self) -> str:
         return f"MockTransport({len(self.requests)} requests)"
 
-    def request(
+    async def send(
         self,
         method: str,
         url: str,
@@ -131,18 +130,17 @@ class MockTransport:
         body: bytes | None,
         timeout: float,
         clock: Clock,
-    ) -> AbstractAsyncContextManager[RawResponse]:
-        """Record the request and answer it from the handler, within ``timeout``."""
-        return self._request(MockRequest(method, url, dict(headers), body or b""), timeout, clock)
-
-    @asynccontextmanager
-    async def _request(
-        self, request: MockRequest, timeout: float, clock: Clock
-    ) -> AsyncIterator[RawResponse]:
+        limit: int,
+        what: str,
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """Record the request and answer it from the handler, within ``timeout``; the body
+        is read as the network's would be (size limit, decompression)."""
+        request = MockRequest(method, url, dict(headers), body or b"")
         self.requests.append(request)
         response = await within(clock, timeout, self._answer(request), asyncio.TimeoutError)
-        headers = CIMultiDictProxy(CIMultiDict(response.headers))
-        yield RawResponse(response.status, headers, _chunks(response.body()))
+        raw_headers = CIMultiDictProxy(CIMultiDict(response.headers))
+        raw = RawResponse(response.status, raw_headers, _chunks(response.body()))
+        return raw.status, raw_headers, await read_body(raw, limit=limit, what=what)
 
     async def _answer(self, request: MockRequest) -> MockResponse:
         answer = self.handler(request)
