@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import os
 import re
 import uuid
@@ -352,27 +353,31 @@ class AsyncMagisterium:
                 tokens, lambda token: rpc(method, params, timeout=seconds, token=token)
             )
 
-        attempt = self._bounded(send, timeout)
+        deadline = self._deadline()
         return await self._within_total(
             method,
             call_with_retries(
-                attempt,
+                self._bounded(send, timeout, deadline),
                 pool=self._scheduler.pool(pool),
                 policy=self.retry_policy,
                 clock=self._clock,
                 what=method,
                 retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
+                deadline=deadline,
             ),
         )
 
-    def _bounded(
-        self, attempt: Callable[[float], Awaitable[T]], timeout: float
-    ) -> Callable[[], Awaitable[T]]:
-        """``attempt`` with its timeout cut to what is left of ``total_timeout``."""
+    def _deadline(self) -> float:
+        """When a call starting now must end by ``total_timeout``, on the client's clock."""
         total = self.retry_policy.total_timeout
-        if total is None:
+        return math.inf if total is None else self._clock.now() + total
+
+    def _bounded(
+        self, attempt: Callable[[float], Awaitable[T]], timeout: float, deadline: float
+    ) -> Callable[[], Awaitable[T]]:
+        """``attempt`` with its timeout cut to what is left before ``deadline``."""
+        if math.isinf(deadline):
             return lambda: attempt(timeout)
-        deadline = self._clock.now() + total
 
         def bounded() -> Awaitable[T]:
             return attempt(max(min(timeout, deadline - self._clock.now()), 1e-3))
@@ -501,12 +506,14 @@ class AsyncMagisterium:
                 )
             return status, headers, body
 
+        deadline = self._deadline()
         return await call_with_retries(
-            self._bounded(attempt, self.timeouts.default),
+            self._bounded(attempt, self.timeouts.default, deadline),
             pool=self._scheduler.pool(None),
             policy=self.retry_policy,
             clock=self._clock,
             what=f"GET {url}",
+            deadline=deadline,
         )
 
 

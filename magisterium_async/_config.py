@@ -215,7 +215,9 @@ class RetryPolicy:
     ``total_timeout`` (seconds, default ``None``: no bound) is the deadline of one call as a
     whole: waiting for its pool, every attempt, the backoffs and the rate-limit waits. Each
     attempt's own timeout is cut to what is left of it; when it passes, the call stops and
-    raises :class:`APITimeoutError`.
+    raises :class:`APITimeoutError`. A 429 whose wait would end after the deadline is
+    raised at once as the :class:`RateLimitError` (its ``retry_after`` says when to come
+    back) rather than slept on until the deadline.
     """
 
     max_retries: int = DEFAULT_MAX_RETRIES

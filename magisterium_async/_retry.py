@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
@@ -70,12 +71,15 @@ async def call_with_retries(
     what: str,
     retry_timeouts: bool = True,
     jitter: Callable[[], float] = random.random,
+    deadline: float = math.inf,
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be retried.
 
     A 429 is told to the pool (which decides whether everyone pauses) and the call waits
     :func:`rate_limit_wait` outside its slot; it costs no retry, until the waits of this
-    call pass ``policy.rate_limit_budget``. Transient failures are retried
+    call pass ``policy.rate_limit_budget``, or until its wait would end after ``deadline``
+    (a time on ``clock``): then the :class:`RateLimitError` is raised at once, since
+    sleeping to the deadline could only end in a timeout. Transient failures are retried
     ``policy.max_retries`` times with exponential backoff, outside the pool's slot.
     """
     retries = 0
@@ -90,7 +94,7 @@ async def call_with_retries(
                 limited += 1
                 waited += delay
                 permit.rate_limited(window)
-                if waited > policy.rate_limit_budget:
+                if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
                 permit.retried()
                 logger.debug("%s: rate limited, retrying after %.3g s", what, delay)

@@ -522,6 +522,28 @@ async def test_total_timeout_counts_the_wait_for_the_quota() -> None:
     assert len(transport.requests) == 1 and clock.now() == 30.0
 
 
+@pytest.mark.parametrize(("retry_after", "requests"), [(30, 1), (4, 3)])
+async def test_a_429_waiting_past_total_timeout_is_raised_at_once(
+    retry_after: float, requests: int
+) -> None:
+    clock = VirtualClock()
+
+    def limited(request: MockRequest) -> MockResponse:
+        return MockResponse.error(
+            request, -32003, "Rate limit exceeded", {"retryAfter": retry_after}, status=429
+        )
+
+    policy = m.RetryPolicy(total_timeout=10.0)
+    client, transport = mock_client(limited, clock, retry_policy=policy)
+    async with client:
+        with pytest.raises(m.RateLimitError) as caught:
+            await run(clock, client.search("q"))
+    assert caught.value.retry_after == retry_after
+    # Waits of 4 s fit twice before 10 s; the third would end at 12 s. 30 s never fits.
+    assert len(transport.requests) == requests
+    assert clock.now() == retry_after * (requests - 1)
+
+
 async def test_without_total_timeout_a_call_takes_its_attempts_and_backoffs() -> None:
     clock = VirtualClock()
 
