@@ -29,7 +29,6 @@ from magisterium_async.testing import Emulator
 
 __all__ = [
     "FakeAuthServer",
-    "ManualClock",
     "auth_server",
     "browser_follows",
     "redirect_location",
@@ -234,20 +233,6 @@ class FakeAuthServer:
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
             )
         return web.json_response({"jsonrpc": "2.0", "id": body.get("id"), "result": _task()})
-
-
-class ManualClock:
-    """A clock the test moves; ``sleep`` jumps (nothing in these tests waits for real)."""
-
-    def __init__(self) -> None:
-        self.time = 1000.0
-
-    def now(self) -> float:
-        return self.time
-
-    async def sleep(self, seconds: float) -> None:
-        self.time += max(seconds, 0.0)
-        await asyncio.sleep(0)
 
 
 async def browser_follows(url: str) -> int:

@@ -18,21 +18,22 @@ import pytest
 import magisterium_async as m
 from magisterium_async._auth import StoredToken
 from magisterium_async._credentials import load_credentials, save_credentials
+from tests.conftest import JumpClock
 
-from .oauth_fake import FakeAuthServer, ManualClock, auth_server, sign_in
+from .oauth_fake import FakeAuthServer, auth_server, sign_in
 
 __all__ = ["auth_server"]
 
 
 @pytest.fixture
-def clock(auth_server: FakeAuthServer) -> ManualClock:
-    manual = ManualClock()
+def clock(auth_server: FakeAuthServer) -> JumpClock:
+    manual = JumpClock()
     auth_server.now = manual.now
     return manual
 
 
 @pytest.fixture
-async def signed_in(auth_server: FakeAuthServer, clock: ManualClock, tmp_path: Path) -> Path:
+async def signed_in(auth_server: FakeAuthServer, clock: JumpClock, tmp_path: Path) -> Path:
     path = tmp_path / "cfg" / "credentials.json"
     await sign_in(auth_server, path)
     return path
@@ -40,7 +41,7 @@ async def signed_in(auth_server: FakeAuthServer, clock: ManualClock, tmp_path: P
 
 @pytest.fixture
 async def stored_client(
-    auth_server: FakeAuthServer, clock: ManualClock, signed_in: Path
+    auth_server: FakeAuthServer, clock: JumpClock, signed_in: Path
 ) -> AsyncIterator[m.AsyncMagisterium]:
     async with m.AsyncMagisterium(
         base_url=auth_server.base_url,
@@ -137,7 +138,7 @@ def test_a_readable_file_is_refused_before_any_request(
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_a_callable_token_is_asked_before_each_request(
-    auth_server: FakeAuthServer, clock: ManualClock, kind: str
+    auth_server: FakeAuthServer, clock: JumpClock, kind: str
 ) -> None:
     auth_server.access["t-1"] = auth_server.access["t-2"] = float("inf")
     tokens = iter(["t-1", "t-2", "t-2"])
@@ -181,7 +182,7 @@ async def test_a_callable_returning_garbage_is_a_clear_error(auth_server: FakeAu
 
 
 async def test_the_token_is_refreshed_before_it_expires(
-    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
     await stored_client.search("grace")
     assert auth_server.refreshes == 0
@@ -197,7 +198,7 @@ async def test_the_token_is_refreshed_before_it_expires(
 async def test_the_refreshed_tokens_are_stored(
     stored_client: m.AsyncMagisterium,
     auth_server: FakeAuthServer,
-    clock: ManualClock,
+    clock: JumpClock,
     signed_in: Path,
 ) -> None:
     before = load_credentials(signed_in)
@@ -212,7 +213,7 @@ async def test_the_refreshed_tokens_are_stored(
 
 
 async def test_fifty_calls_on_an_expired_token_refresh_once(
-    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
     clock.time += 10 * auth_server.lifetime
     await asyncio.gather(*(stored_client.search(f"q{i}") for i in range(50)))
@@ -222,7 +223,7 @@ async def test_fifty_calls_on_an_expired_token_refresh_once(
 
 
 async def test_a_refused_token_is_refreshed_and_the_call_retried_once(
-    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
     auth_server.access.clear()  # the server forgot the access token early
     stored_client.retry_policy = m.RetryPolicy(max_retries=0)
@@ -258,7 +259,7 @@ async def test_a_token_refused_twice_is_an_authentication_error(
 
 
 async def test_an_outage_of_the_token_endpoint_is_retried_like_a_5xx(
-    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
     auth_server.token_outages = 1
     clock.time += auth_server.lifetime
@@ -268,7 +269,7 @@ async def test_an_outage_of_the_token_endpoint_is_retried_like_a_5xx(
 
 
 async def test_a_revoked_refresh_token_says_to_log_in_again(
-    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
     auth_server.revoke_all()
     clock.time += auth_server.lifetime
@@ -281,7 +282,7 @@ async def test_a_revoked_refresh_token_says_to_log_in_again(
 
 
 async def test_a_failed_refresh_is_shared_by_every_waiting_call(
-    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: ManualClock
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
     auth_server.revoke_all()
     clock.time += auth_server.lifetime
@@ -295,7 +296,7 @@ async def test_a_failed_refresh_is_shared_by_every_waiting_call(
 async def test_a_call_cancelled_mid_refresh_keeps_the_rotated_token(
     stored_client: m.AsyncMagisterium,
     auth_server: FakeAuthServer,
-    clock: ManualClock,
+    clock: JumpClock,
     signed_in: Path,
 ) -> None:
     auth_server.token_gate = asyncio.Event()
@@ -318,7 +319,7 @@ async def test_a_call_cancelled_mid_refresh_keeps_the_rotated_token(
 
 
 async def test_no_refresh_token_says_to_log_in_again(
-    auth_server: FakeAuthServer, clock: ManualClock, signed_in: Path
+    auth_server: FakeAuthServer, clock: JumpClock, signed_in: Path
 ) -> None:
     stored = load_credentials(signed_in)
     assert stored is not None
@@ -332,7 +333,7 @@ async def test_no_refresh_token_says_to_log_in_again(
 
 
 async def test_tokens_another_process_refreshed_are_used_not_refreshed_again(
-    auth_server: FakeAuthServer, clock: ManualClock, signed_in: Path
+    auth_server: FakeAuthServer, clock: JumpClock, signed_in: Path
 ) -> None:
     async with (
         m.AsyncMagisterium(
@@ -363,7 +364,7 @@ async def test_tokens_another_process_refreshed_are_used_not_refreshed_again(
 async def test_no_token_in_repr_errors_or_logs(
     stored_client: m.AsyncMagisterium,
     auth_server: FakeAuthServer,
-    clock: ManualClock,
+    clock: JumpClock,
     signed_in: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:

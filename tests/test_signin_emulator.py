@@ -21,21 +21,22 @@ import magisterium_async as m
 from magisterium_async._auth import StoredToken
 from magisterium_async._credentials import load_credentials
 from magisterium_async.testing import Emulator, EmulatorConfig, SyntheticCorpus
+from tests.conftest import JumpClock
 
 from .cli.helpers import TIMEOUT, clean_env
-from .oauth_fake import ManualClock, redirect_location, sign_in
+from .oauth_fake import redirect_location, sign_in
 
 WORKER = Path(__file__).with_name("auth_worker.py")
 LIFETIME = 100.0
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+def clock() -> JumpClock:
+    return JumpClock()
 
 
 @pytest.fixture
-async def emulator(clock: ManualClock) -> AsyncIterator[Emulator]:
+async def emulator(clock: JumpClock) -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         rate_limits=None,
         corpus=SyntheticCorpus(5000, seed=3),
@@ -98,7 +99,7 @@ async def test_cli_login_by_the_pasted_url(emulator: Emulator, tmp_path: Path) -
 
 
 async def test_a_harvest_across_six_token_lifetimes(
-    emulator: Emulator, clock: ManualClock, tmp_path: Path
+    emulator: Emulator, clock: JumpClock, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
     await sign_in(emulator, path)
@@ -167,7 +168,7 @@ async def test_four_processes_on_one_file_never_reuse_a_rotated_refresh_token(
 
 
 async def test_a_revoked_sign_in_asks_to_log_in_again(
-    emulator: Emulator, clock: ManualClock, tmp_path: Path
+    emulator: Emulator, clock: JumpClock, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
     await sign_in(emulator, path)
@@ -184,7 +185,7 @@ async def test_a_revoked_sign_in_asks_to_log_in_again(
 
 
 async def test_a_revoked_sign_in_exits_3(
-    emulator: Emulator, clock: ManualClock, tmp_path: Path
+    emulator: Emulator, clock: JumpClock, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
     await sign_in(emulator, path)
