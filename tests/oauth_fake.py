@@ -5,6 +5,13 @@ It speaks the RFCs the client relies on (8414 metadata, 7591 registration, the c
 with PKCE S256, refresh with rotation, 7009 revocation) and counts what it was asked, so a
 test can assert how many refreshes were sent and whether a rotated refresh token was ever
 used twice. Its clock is the test's, so token lifetimes pass in jump time.
+
+The emulator's authorization server (``tests/test_signin_emulator.py``) covers the
+end-to-end story; this one stays for what the emulator does not show a test: the ordered
+list of endpoints asked (so "no request was sent" covers the metadata fetch too), a token
+answer held back after the refresh token rotated (``token_gate``: a latency fault answers
+only after a real sleep, and before rotating), and access tokens granted or dropped by
+value (``access``), with the issuing step replaceable.
 """
 
 from __future__ import annotations
@@ -56,7 +63,6 @@ def _task() -> dict[str, Any]:
 @dataclass
 class _Grant:
     client_id: str
-    refresh_token: str | None
     scope: str
 
 
@@ -66,14 +72,12 @@ class FakeAuthServer:
 
     now: Callable[[], float]
     lifetime: float = 60.0
-    rotate: bool = True
     revocation: bool = True
     server: TestServer | None = None
     clients: dict[str, list[str]] = field(default_factory=dict)
     codes: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
     access: dict[str, float] = field(default_factory=dict)  # token -> expiry on ``now``
     refresh_tokens: dict[str, _Grant] = field(default_factory=dict)
-    spent_refresh_tokens: set[str] = field(default_factory=set)
     registrations: int = 0
     refreshes: int = 0
     invalid_grants: int = 0
@@ -108,10 +112,9 @@ class FakeAuthServer:
             "expires_in": self.lifetime,
             "scope": grant.scope,
         }
-        if grant.refresh_token is None or self.rotate:
-            grant.refresh_token = "rt-" + secrets.token_urlsafe(16)
-            self.refresh_tokens[grant.refresh_token] = grant
-        body["refresh_token"] = grant.refresh_token
+        refresh_token = "rt-" + secrets.token_urlsafe(16)
+        self.refresh_tokens[refresh_token] = grant
+        body["refresh_token"] = refresh_token
         return body
 
     # The endpoints -------------------------------------------------------------------
@@ -191,7 +194,7 @@ class FakeAuthServer:
                 return self._error("invalid_grant", "PKCE or redirect_uri mismatch")
             if form.get("client_id") != client_id:
                 return self._error("invalid_client", "wrong client")
-            return web.json_response(self._issue(_Grant(client_id, None, scope)))
+            return web.json_response(self._issue(_Grant(client_id, scope)))
         if grant_type == "refresh_token":
             self.refreshes += 1
             presented = str(form.get("refresh_token"))
@@ -199,9 +202,7 @@ class FakeAuthServer:
             if grant is None or grant.client_id != form.get("client_id"):
                 self.invalid_grants += 1
                 return self._error("invalid_grant", "refresh token unknown, used or revoked")
-            if self.rotate:
-                del self.refresh_tokens[presented]
-                self.spent_refresh_tokens.add(presented)
+            del self.refresh_tokens[presented]
             return web.json_response(self._issue(grant))
         return self._error("unsupported_grant_type", str(grant_type))
 

@@ -6,8 +6,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -399,43 +397,3 @@ def test_the_stored_file_is_what_the_spec_says(
     assert data["expires_at"] > 0 and data["scope"] == "a2a"
     assert os.stat(signed_in).st_mode & 0o777 == 0o600
     assert os.stat(signed_in.parent).st_mode & 0o777 == 0o700
-
-
-# Processes sharing one file ------------------------------------------------------------
-
-WORKER = Path(__file__).with_name("auth_worker.py")
-
-
-@pytest.mark.slow
-async def test_four_processes_on_one_file_never_reuse_a_rotated_refresh_token(
-    auth_server: FakeAuthServer, tmp_path: Path
-) -> None:
-    auth_server.now = time.monotonic
-    auth_server.lifetime = 2.0
-    path = tmp_path / "credentials.json"
-    await sign_in(auth_server, path)
-    workers = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(WORKER),
-            auth_server.base_url,
-            str(path),
-            "4",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        for _ in range(4)
-    ]
-    for worker in workers:
-        assert worker.stdin is not None
-        worker.stdin.write(b"go\n")
-    outputs = [await worker.communicate() for worker in workers]
-    reports = [json.loads(out) for out, _ in outputs]
-    assert [w.returncode for w in workers] == [0, 0, 0, 0], [err for _, err in outputs]
-    assert auth_server.invalid_grants == 0
-    assert [r["failed"] for r in reports] == [0, 0, 0, 0]
-    assert all(len(r["seen"]) == 4 for r in reports)
-    # Each refresh is shared: about one per lifetime in all, not one per process.
-    assert auth_server.refreshes == sum(r["refreshes"] for r in reports)
-    assert auth_server.refreshes <= max(len(set(r["seen"])) for r in reports) + 1
