@@ -346,24 +346,23 @@ class AsyncMagisterium:
         rpc = self._transport.rpc
         tokens = self._tokens
 
-        def send(seconds: float) -> Awaitable[Task]:
+        def send() -> Awaitable[Task]:
             if tokens is None:
-                return rpc(method, params, timeout=seconds)
+                return rpc(method, params, timeout=timeout)
             return authorized(
-                tokens, lambda token: rpc(method, params, timeout=seconds, token=token)
+                tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
             )
 
-        deadline = self._deadline()
         return await self._within_total(
             method,
             call_with_retries(
-                self._bounded(send, timeout, deadline),
+                send,
                 pool=self._scheduler.pool(pool),
                 policy=self.retry_policy,
                 clock=self._clock,
                 what=method,
                 retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
-                deadline=deadline,
+                deadline=self._deadline(),
             ),
         )
 
@@ -371,18 +370,6 @@ class AsyncMagisterium:
         """When a call starting now must end by ``total_timeout``, on the client's clock."""
         total = self.retry_policy.total_timeout
         return math.inf if total is None else self._clock.now() + total
-
-    def _bounded(
-        self, attempt: Callable[[float], Awaitable[T]], timeout: float, deadline: float
-    ) -> Callable[[], Awaitable[T]]:
-        """``attempt`` with its timeout cut to what is left before ``deadline``."""
-        if math.isinf(deadline):
-            return lambda: attempt(timeout)
-
-        def bounded() -> Awaitable[T]:
-            return attempt(max(min(timeout, deadline - self._clock.now()), 1e-3))
-
-        return bounded
 
     async def _within_total(self, what: str, work: Awaitable[T]) -> T:
         total = self.retry_policy.total_timeout
@@ -494,8 +481,8 @@ class AsyncMagisterium:
         return card
 
     async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
-        async def attempt(seconds: float) -> tuple[int, Any, bytes]:
-            status, headers, body = await self._transport.get(url, timeout=seconds)
+        async def attempt() -> tuple[int, Any, bytes]:
+            status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
             if status == 429:
                 raise error_from_jsonrpc(
                     None, f"GET {url}: HTTP 429", None, status=429, headers=headers
@@ -506,14 +493,13 @@ class AsyncMagisterium:
                 )
             return status, headers, body
 
-        deadline = self._deadline()
         return await call_with_retries(
-            self._bounded(attempt, self.timeouts.default, deadline),
+            attempt,
             pool=self._scheduler.pool(None),
             policy=self.retry_policy,
             clock=self._clock,
             what=f"GET {url}",
-            deadline=deadline,
+            deadline=self._deadline(),
         )
 
 

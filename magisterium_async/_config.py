@@ -213,9 +213,9 @@ class RetryPolicy:
     scarce expensive quota.
 
     ``total_timeout`` (seconds, default ``None``: no bound) is the deadline of one call as a
-    whole: waiting for its pool, every attempt, the backoffs and the rate-limit waits. Each
-    attempt's own timeout is cut to what is left of it; when it passes, the call stops and
-    raises :class:`APITimeoutError`. A 429 whose wait would end after the deadline is
+    whole: waiting for its pool, every attempt, the backoffs and the rate-limit waits; when
+    it passes, whatever the call is doing is cancelled and it raises
+    :class:`APITimeoutError`. A 429 whose wait would end after the deadline is
     raised at once as the :class:`RateLimitError` (its ``retry_after`` says when to come
     back) rather than slept on until the deadline.
     """
