@@ -23,7 +23,7 @@ from magisterium_async._credentials import load_credentials
 from magisterium_async.testing import Emulator, EmulatorConfig, SyntheticCorpus
 from tests.conftest import JumpClock
 
-from .cli.helpers import TIMEOUT, clean_env
+from .cli.helpers import TIMEOUT, LoginRun, clean_env
 from .oauth_fake import redirect_location, sign_in
 
 WORKER = Path(__file__).with_name("auth_worker.py")
@@ -47,43 +47,17 @@ async def emulator(clock: JumpClock) -> AsyncIterator[Emulator]:
         yield emu
 
 
-async def cli_login(emulator: Emulator, path: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "magisterium_async",
-        "login",
-        "--base-url",
-        emulator.base_url,
-        "--credentials",
-        str(path),
-        "--no-browser",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=clean_env(),
-    )
-
-
-async def authorization_url(proc: asyncio.subprocess.Process) -> str:
-    assert proc.stderr is not None
-    while line := await asyncio.wait_for(proc.stderr.readline(), TIMEOUT):
-        if line.startswith(b"http"):
-            return line.decode().strip()
-    pytest.fail("login printed no authorization URL")
-
-
 async def test_cli_login_by_the_browser_redirect(emulator: Emulator, tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    proc = await cli_login(emulator, path)
-    url = await authorization_url(proc)
+    login = await LoginRun.start(emulator.base_url, path)
+    url = await login.url()
     async with aiohttp.ClientSession() as session, session.get(url) as landed:
         assert landed.status == 200  # followed the 302 to the CLI's 127.0.0.1 listener
-    out, err = await asyncio.wait_for(proc.communicate(b""), TIMEOUT)
-    assert proc.returncode == 0, err
+    run = await login.finish()
+    assert run.code == 0, run.err
     stored = load_credentials(path)
     assert stored is not None and stored.issuer == emulator.issuer
-    assert stored.access_token.encode() not in out + err
+    assert stored.access_token not in run.out + run.err
     assert emulator.stats.oauth.registrations == 1 and emulator.stats.oauth.tokens_issued == 1
     async with m.AsyncMagisterium(base_url=emulator.base_url, credentials=path) as client:
         assert len(await client.search("grace")) > 0
@@ -91,10 +65,10 @@ async def test_cli_login_by_the_browser_redirect(emulator: Emulator, tmp_path: P
 
 async def test_cli_login_by_the_pasted_url(emulator: Emulator, tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    proc = await cli_login(emulator, path)
-    location = await redirect_location(await authorization_url(proc))
-    _, err = await asyncio.wait_for(proc.communicate((location + "\n").encode()), TIMEOUT)
-    assert proc.returncode == 0, err
+    login = await LoginRun.start(emulator.base_url, path)
+    location = await redirect_location(await login.url())
+    run = await login.finish((location + "\n").encode())
+    assert run.code == 0, run.err
     assert load_credentials(path) is not None
 
 

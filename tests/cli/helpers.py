@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -9,7 +10,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TIMEOUT", "Run", "clean_env", "cli", "jsonl"]
+import pytest
+
+__all__ = ["TIMEOUT", "LoginRun", "Run", "clean_env", "cli", "jsonl"]
 
 TIMEOUT = 60
 
@@ -48,3 +51,47 @@ def cli(
 
 def jsonl(text: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in text.splitlines()]
+
+
+class LoginRun:
+    """``magisterium-async login`` in a subprocess, read line by line as a person would."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.err: list[str] = []
+
+    @classmethod
+    async def start(cls, base_url: str, path: Path, *extra: str) -> LoginRun:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "magisterium_async",
+            "login",
+            "--base-url",
+            base_url,
+            "--credentials",
+            str(path),
+            "--no-browser",
+            *extra,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=clean_env(),
+        )
+        return cls(proc)
+
+    async def url(self) -> str:
+        """The authorization URL: the stderr line that is a URL and nothing else."""
+        assert self.proc.stderr is not None
+        while line := await asyncio.wait_for(self.proc.stderr.readline(), TIMEOUT):
+            text = line.decode()
+            self.err.append(text)
+            if text.startswith("http"):
+                assert text.strip() == text.rstrip("\n") and " " not in text.strip()
+                return text.strip()
+        pytest.fail(f"login printed no URL: {self.err}")
+
+    async def finish(self, stdin: bytes = b"") -> Run:
+        out, err = await asyncio.wait_for(self.proc.communicate(stdin), TIMEOUT)
+        assert self.proc.returncode is not None
+        return Run(self.proc.returncode, out.decode(), "".join(self.err) + err.decode())

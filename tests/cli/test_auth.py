@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from magisterium_async._credentials import load_credentials
 
 from ..oauth_fake import FakeAuthServer, auth_server, redirect_location
-from .helpers import TIMEOUT, Run, clean_env
+from .helpers import TIMEOUT, LoginRun, Run, clean_env
 
 __all__ = ["auth_server"]
 
@@ -35,53 +34,9 @@ async def cli(*args: str, stdin: bytes | None = None, **env: str) -> Run:
     return Run(proc.returncode, out.decode(), err.decode())
 
 
-class LoginRun:
-    """``magisterium-async login`` in a subprocess, read line by line as a person would."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.err: list[str] = []
-
-    @classmethod
-    async def start(cls, server: FakeAuthServer, path: Path, *extra: str) -> LoginRun:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "magisterium_async",
-            "login",
-            "--base-url",
-            server.base_url,
-            "--credentials",
-            str(path),
-            "--no-browser",
-            *extra,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=clean_env(),
-        )
-        return cls(proc)
-
-    async def url(self) -> str:
-        """The authorization URL: the stderr line that is a URL and nothing else."""
-        assert self.proc.stderr is not None
-        while line := await asyncio.wait_for(self.proc.stderr.readline(), TIMEOUT):
-            text = line.decode()
-            self.err.append(text)
-            if text.startswith("http"):
-                assert text.strip() == text.rstrip("\n") and " " not in text.strip()
-                return text.strip()
-        pytest.fail(f"login printed no URL: {self.err}")
-
-    async def finish(self, stdin: bytes = b"") -> Run:
-        out, err = await asyncio.wait_for(self.proc.communicate(stdin), TIMEOUT)
-        assert self.proc.returncode is not None
-        return Run(self.proc.returncode, out.decode(), "".join(self.err) + err.decode())
-
-
 async def test_login_by_the_browser_redirect(auth_server: FakeAuthServer, tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server, path)
+    login = await LoginRun.start(auth_server.base_url, path)
     url = await login.url()
     async with aiohttp.ClientSession() as session, session.get(url) as landed:
         assert landed.status == 200
@@ -98,7 +53,7 @@ async def test_login_by_the_browser_redirect(auth_server: FakeAuthServer, tmp_pa
 
 async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server, path)
+    login = await LoginRun.start(auth_server.base_url, path)
     location = await redirect_location(await login.url())
     run = await login.finish((location + "\n").encode())
     assert run.code == 0, run.err
@@ -109,7 +64,7 @@ async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Pa
 
 async def test_status_and_logout(auth_server: FakeAuthServer, tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server, path)
+    login = await LoginRun.start(auth_server.base_url, path)
     async with aiohttp.ClientSession() as session, session.get(await login.url()):
         pass
     assert (await login.finish()).code == 0
@@ -138,7 +93,7 @@ async def test_a_command_uses_the_stored_sign_in(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server, path)
+    login = await LoginRun.start(auth_server.base_url, path)
     async with aiohttp.ClientSession() as session, session.get(await login.url()):
         pass
     assert (await login.finish()).code == 0
@@ -153,7 +108,7 @@ async def test_a_revoked_sign_in_exits_3_saying_to_log_in(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server, path)
+    login = await LoginRun.start(auth_server.base_url, path)
     async with aiohttp.ClientSession() as session, session.get(await login.url()):
         pass
     assert (await login.finish()).code == 0
@@ -169,7 +124,7 @@ async def test_an_unsafe_file_exits_3_and_sends_nothing(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server, path)
+    login = await LoginRun.start(auth_server.base_url, path)
     async with aiohttp.ClientSession() as session, session.get(await login.url()):
         pass
     assert (await login.finish()).code == 0
