@@ -159,6 +159,9 @@ def _safe_str(exc: BaseException) -> str:
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
 
+_COUNT_BRACKETS_BELOW = 16 * 1024
+
+
 def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
     """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
     envelope: _Envelope | _RawEnvelope
@@ -174,8 +177,12 @@ def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None
             return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
         except _DECODE_ERRORS:
             return None, "the response is not a JSON-RPC object"
-    # No value can nest deeper than the body has brackets: most answers skip the walk.
-    if payload.count(b"[") + payload.count(b"{") > MAX_DEPTH:
+    # No value can nest deeper than the body has brackets, so small answers with few skip
+    # the walk. Counting costs per byte and the walk per container, so large (mostly text)
+    # answers go straight to the walk.
+    if len(payload) > _COUNT_BRACKETS_BELOW or (
+        payload.count(b"[") + payload.count(b"{") > MAX_DEPTH
+    ):
         error = envelope.error
         if error is not None and deeper_than(error.data, MAX_DEPTH):
             return None, f"error.data is nested more than {MAX_DEPTH} levels deep"
