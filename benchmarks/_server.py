@@ -35,9 +35,12 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:  # imported inside the servers: the module loads without aiohttp
+    from aiohttp import web
 
 __all__ = ["ServerProcess"]
 
@@ -219,6 +222,22 @@ class _Envelope(msgspec.Struct):
     result: msgspec.Raw = msgspec.Raw(b"null")
 
 
+async def _serve(app: web.Application) -> None:
+    """Serve ``app`` on a free loopback port, announce it, and stop when stdin closes."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        _announce(f"http://127.0.0.1:{port}{A2A_PATH}", CANNED_TOKEN)
+        await _until_stdin_closes()
+    finally:
+        await runner.cleanup()
+
+
 async def _serve_canned(args: argparse.Namespace) -> None:
     from aiohttp import web
 
@@ -233,16 +252,7 @@ async def _serve_canned(args: argparse.Namespace) -> None:
 
     app = web.Application()
     app.router.add_post(A2A_PATH, answer)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        _announce(f"http://127.0.0.1:{port}{A2A_PATH}", CANNED_TOKEN)
-        await _until_stdin_closes()
-    finally:
-        await runner.cleanup()
+    await _serve(app)
 
 
 _SEARCH_RESULT = msgspec.json.encode(
@@ -326,16 +336,7 @@ async def _serve_window(args: argparse.Namespace) -> None:
     app.router.add_post(A2A_PATH, answer)
     app.router.add_post("/_bench/reset", reset)
     app.router.add_get("/_bench/stats", stats)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        _announce(f"http://127.0.0.1:{port}{A2A_PATH}", CANNED_TOKEN)
-        await _until_stdin_closes()
-    finally:
-        await runner.cleanup()
+    await _serve(app)
 
 
 def main(argv: list[str] | None = None) -> None:

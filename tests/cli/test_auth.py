@@ -18,6 +18,14 @@ from .helpers import TIMEOUT, LoginRun, Run, clean_env
 __all__ = ["auth_server"]
 
 
+async def signed_in(auth_server: FakeAuthServer, path: Path) -> None:
+    """``magisterium-async login`` to ``path``, the browser step done by following the URL."""
+    login = await LoginRun.start(auth_server.base_url, path)
+    async with aiohttp.ClientSession() as session, session.get(await login.url()):
+        pass
+    assert (await login.finish()).code == 0
+
+
 async def cli(*args: str, stdin: bytes | None = None, **env: str) -> Run:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -64,10 +72,7 @@ async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Pa
 
 async def test_status_and_logout(auth_server: FakeAuthServer, tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server.base_url, path)
-    async with aiohttp.ClientSession() as session, session.get(await login.url()):
-        pass
-    assert (await login.finish()).code == 0
+    await signed_in(auth_server, path)
     stored = load_credentials(path)
     assert stored is not None
 
@@ -93,10 +98,7 @@ async def test_a_command_uses_the_stored_sign_in(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server.base_url, path)
-    async with aiohttp.ClientSession() as session, session.get(await login.url()):
-        pass
-    assert (await login.finish()).code == 0
+    await signed_in(auth_server, path)
     run = await cli(
         "search", "grace", "--base-url", auth_server.base_url, "--credentials", str(path), "--json"
     )
@@ -108,10 +110,7 @@ async def test_a_revoked_sign_in_exits_3_saying_to_log_in(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server.base_url, path)
-    async with aiohttp.ClientSession() as session, session.get(await login.url()):
-        pass
-    assert (await login.finish()).code == 0
+    await signed_in(auth_server, path)
     auth_server.revoke_all()
     run = await cli(
         "search", "grace", "--base-url", auth_server.base_url, "--credentials", str(path)
@@ -124,10 +123,7 @@ async def test_an_unsafe_file_exits_3_and_sends_nothing(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    login = await LoginRun.start(auth_server.base_url, path)
-    async with aiohttp.ClientSession() as session, session.get(await login.url()):
-        pass
-    assert (await login.finish()).code == 0
+    await signed_in(auth_server, path)
     path.chmod(0o640)
     before = (list(auth_server.requests), auth_server.rpc_calls)
     run = await cli(
