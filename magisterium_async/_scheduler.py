@@ -493,7 +493,15 @@ class Pool:
         scheduler = self._scheduler
         if scheduler._closed:
             raise ClientClosedError("the client is closed")
-        waiter = _Waiter(next(scheduler._seq), scheduler._clock.now())
+        now = scheduler._clock.now()
+        if (
+            scheduler._idle()
+            and scheduler._in_flight < scheduler._max_concurrency
+            and self._may_start(now)
+        ):
+            # Nobody waits and the pool may start now: no place in line to keep.
+            return await self._admitted(self._start_now(now), now)
+        waiter = _Waiter(next(scheduler._seq), now)
         self._waiters.append(waiter)
         scheduler._pump()
         while True:
@@ -517,6 +525,10 @@ class Pool:
             waiter = _Waiter(waiter.seq, waiter.since)
             self._requeue(waiter)
             scheduler._pump()
+        return await self._admitted(permit, waiter.since)
+
+    async def _admitted(self, permit: Permit, since: float) -> Permit:
+        """A permit let through locally, once a remote limiter (if any) admits it too."""
         limiter = self._limiter
         if limiter is not None and limiter.remote:
             try:
@@ -524,9 +536,9 @@ class Pool:
             except BaseException:
                 permit._release()
                 raise
-            permit.started = scheduler._clock.now()
+            permit.started = self._scheduler._clock.now()
         self._sent += 1
-        self._emit("sent", permit.started - waiter.since)
+        self._emit("sent", permit.started - since)
         return permit
 
     def _requeue(self, waiter: _Waiter) -> None:
@@ -563,7 +575,11 @@ class Pool:
         return self._waiters[0] if self._waiters else None
 
     def _ready(self, now: float) -> bool:
-        if self._head() is None or self._in_flight >= self._cap:
+        return self._head() is not None and self._may_start(now)
+
+    def _may_start(self, now: float) -> bool:
+        """Whether a request may start now (waiters aside): cap, pause, probe, limiter."""
+        if self._in_flight >= self._cap:
             return False
         if self._paused and now >= self._pause_until:
             self._paused = False
@@ -592,6 +608,9 @@ class Pool:
 
     def _grant(self, now: float) -> None:
         waiter = self._waiters.popleft()
+        waiter.future.set_result(self._start_now(now))
+
+    def _start_now(self, now: float) -> Permit:
         start = Start(now)
         if self._limiter is not None:
             self._limiter.start(start)
@@ -599,7 +618,7 @@ class Pool:
             self._probe = start
         self._in_flight += 1
         self._scheduler._in_flight += 1
-        waiter.future.set_result(Permit(self, start))
+        return Permit(self, start)
 
     def _on_rate_limited(self, start: Start, wait: float) -> None:
         """The one place that decides what the pool learns from a 429.
@@ -775,6 +794,7 @@ class Scheduler:
                 self, name, limiter, configured, rate_limits.concurrency_for(name)
             )
         self._pools["unmetered"] = Pool(self, "unmetered", None, math.inf, None)
+        self._queues = tuple(pool._waiters for pool in self._pools.values())
 
     def pool(self, name: PoolName | None) -> Pool:
         """The pool a request draws on; ``None``: the unmetered one (only concurrency caps)."""
@@ -814,9 +834,13 @@ class Scheduler:
             if pool._limiter is not None:
                 await pool._limiter.aclose()
 
+    def _idle(self) -> bool:
+        """Whether no request waits in any pool (a cancelled waiter may still count)."""
+        return not any(self._queues)
+
     def _pump(self) -> None:
         """Let through every waiter that may start now, oldest first; wake up for the rest."""
-        if self._closed:
+        if self._closed or (self._timer is None and self._idle()):
             return
         now = self._clock.now()
         pools = self._pools.values()

@@ -273,6 +273,23 @@ async def test_first_come_first_served_within_a_pool() -> None:
     assert clock.now() == pytest.approx(5 * 10.2)
 
 
+async def test_a_call_arriving_as_the_pool_frees_goes_after_those_already_waiting() -> None:
+    sched, clock = scheduler(RateLimits(1, 1, period=10.0))
+    order: list[int] = []
+
+    async def numbered(i: int, at: float = 0.0) -> None:
+        await clock.sleep(at)
+        async with sched.pool("default").slot():
+            order.append(i)
+
+    # Its sleep is set before the pool's wake-up: it is the first to run at t=10.2.
+    late = asyncio.create_task(numbered(99, at=10.2))
+    tasks = [asyncio.create_task(numbered(i)) for i in range(3)]
+    await clock.run_until_idle()
+    await asyncio.gather(late, *tasks)
+    assert order == [0, 1, 2, 99]
+
+
 async def test_a_cancelled_waiter_gives_its_place_back() -> None:
     sched, clock = scheduler()
     pool = sched.pool("default")
