@@ -66,6 +66,7 @@ class _Endpoint:
         if fault is not None:
             arrival.fault = fault.name
             if fault.skips_service:
+                arrival.input = service.asked(call)  # it did reach the service
                 if delay:
                     await asyncio.sleep(delay)
                 service.finish(arrival, "fault")

@@ -110,6 +110,17 @@ class Service:
         arrival.outcome = outcome
         self.stats.record(arrival.method, arrival.skill, outcome)
 
+    @staticmethod
+    def asked(call: Call) -> str | None:
+        """What a ``message/send`` asks its skill (the query, document id, date), for the
+        arrivals list; ``None`` for other methods and params that do not validate."""
+        if call.method != "message/send" or call.skill is None:
+            return None
+        try:
+            return skill_input(call.skill, validate_send(call.params).parts)
+        except RPCError:
+            return None
+
     def token_id(self, token: str) -> str:
         """A short, stable, non-reversible name for a token."""
         name = self._token_ids.get(token)

@@ -514,6 +514,21 @@ async def test_counters_and_arrivals(wire: Wire) -> None:
     assert emu.arrivals == []
 
 
+async def test_a_faulted_arrival_still_says_what_it_asked(wire: Wire) -> None:
+    """A request a fault answers before the skill (a drop, a 429) did reach the service:
+    tests counting what reached a skill see it."""
+    wire.emu.script(Fault.drop(), Fault.rate_limit(), skill="document_fetch")
+    for _ in range(2):
+        with contextlib.suppress(Exception):
+            await wire.send("document_fetch", data({"id": "10234"}))
+    await wire.send("document_search", {"kind": "data"})  # params that do not validate
+    assert [(a.fault, a.input) for a in wire.emu.arrivals] == [
+        ("drop", "10234"),
+        ("rate_limit", "10234"),
+        (None, None),
+    ]
+
+
 async def test_arrivals_can_be_turned_off(start_wire: StartWire) -> None:
     wire = await start_wire(record_arrivals=False)
     await wire.send("document_search", text("x"))
