@@ -425,6 +425,8 @@ class Permit:
             pool._scheduler._in_flight -= 1
             if pool._suspect is not None:
                 pool._answered(self._start)
+            if pool._round is not None:
+                pool._round_answered()
             pool._scheduler._pump()
 
 
@@ -480,6 +482,10 @@ class Pool:
         self._suspect_at = self._suspect_end = -math.inf  # when it came, where it points
         self._suspect_wait = 0.5
         self._agreeing = 0  # 429s pointing at the suspect's window end, itself included
+        # The first round: what a metered pool starts before its first answer. Once that
+        # answer is in, the next starts wait for the rest of the round (see _round_held).
+        self._round: list[Start] | None = [] if limiter is not None else None
+        self._round_ends = math.inf  # the most they wait: set by the first answer
 
     def slot(self) -> AbstractAsyncContextManager[Permit]:
         """``async with pool.slot() as permit:``, the request's turn; leaving frees the slot.
@@ -592,6 +598,8 @@ class Pool:
                 self._expire()
             elif self._probe is not None:
                 return False  # the probe goes alone
+        if self._round is not None and self._round_held(now):
+            return False
         limiter = self._limiter
         if limiter is None:
             return True
@@ -604,7 +612,35 @@ class Pool:
         at = self._limiter.next_start(now) if self._limiter is not None else now
         if self._probe is not None:
             at = max(at, self._suspect_until)
+        if self._round is not None:
+            at = max(at, self._round_ends)
         return max(at, self._pause_until, now)
+
+    def _round_held(self, now: float) -> bool:
+        """Whether starts wait for the first round's answers.
+
+        Told a rate above the server's, a pool would refill the slots its first successes
+        free before the 429s of the same burst come back, and each refill is one more 429
+        (the first burst against a hidden 10/s: 16 instead of 6). So once the first answer
+        is in, the next starts wait until every request of the first round is answered, or
+        three of that first round trip more at most (one slow request must not hold the
+        pool): by then the answers say what the server allows.
+        """
+        if self._round_ends == math.inf:
+            return False  # no answer yet: still the first round
+        if now < self._round_ends and not all(s.done for s in self._round or ()):
+            return True
+        self._round = None
+        return False
+
+    def _round_answered(self) -> None:
+        """A request is over while the first round is open or held."""
+        assert self._round is not None
+        if self._round_ends == math.inf and self._round:
+            now = self._scheduler._clock.now()
+            self._round_ends = now + 3 * (now - self._round[0].time)
+        if all(s.done for s in self._round):
+            self._round = None
 
     def _grant(self, now: float) -> None:
         waiter = self._waiters.popleft()
@@ -616,6 +652,8 @@ class Pool:
             self._limiter.start(start)
         if self._suspect is not None and self._probe is None:
             self._probe = start
+        if self._round is not None and self._round_ends == math.inf:
+            self._round.append(start)
         self._in_flight += 1
         self._scheduler._in_flight += 1
         return Permit(self, start)

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits, RetryPolicy
+from magisterium_async._errors import RateLimitError
+from magisterium_async._retry import call_with_retries
 from magisterium_async._scheduler import (
     ClientClosedError,
     Pool,
@@ -442,8 +444,9 @@ async def test_an_isolated_429_sends_one_probe_alone_and_nothing_else_changes() 
     await clock.run_until_idle()
     await asyncio.gather(*tasks)
     # 0.1: a 429 (window "ends" at 0.3); 0.15: another, "ending" at 0.35: no proof. The
-    # first of the three waiting goes alone at 0.15, gets through at 0.25, the rest follow.
-    assert starts == [0.0, 0.05, 0.15, 0.25, 0.25]
+    # first of the three waiting goes alone at 0.15 (once the first round is answered), gets
+    # through at 0.25, the rest follow.
+    assert starts == pytest.approx([0.0, 0.05, 0.15, 0.25, 0.25])
     stats = sched.stats.default
     assert (stats.rate_limited, stats.paused_seconds, stats.current_rate) == (2, 0.0, 100.0)
     assert not [e for e in events if e.kind in ("paused", "rate_changed")]
@@ -677,6 +680,49 @@ async def test_follows_a_quota_shared_for_a_while(server: Callable[[int, float],
     assert worst <= 1
 
 
+async def test_the_first_burst_is_not_refilled_before_its_429s_come_back() -> None:
+    """Told 1000/s, the server takes 10/s: of 16 sent at once 6 are refused. The slots the
+    10 successes free are refilled only once those 429s are in (they prove the window ran
+    out); refilled at once, each refill would be one more 429."""
+    sched, clock = scheduler(RateLimits(1000, 1000, period=1.0), max_concurrency=16)
+    server = FixedWindowServer(10, 1.0)
+    refused: list[float] = []
+    rng = random.Random(1)
+
+    async def attempt() -> None:
+        await clock.sleep(rng.uniform(0.004, 0.006))
+        retry_after = server.answer(clock.now())
+        await clock.sleep(0.005 if retry_after is None else 0.008)  # the 429s come back last
+        if retry_after is not None:
+            refused.append(clock.now())
+            raise RateLimitError("Rate limit exceeded", data={"retryAfter": retry_after})
+
+    calls = [
+        call_with_retries(
+            attempt, pool=sched.pool("default"), policy=RetryPolicy(), clock=clock, what="x"
+        )
+        for _ in range(40)
+    ]
+    tasks = [asyncio.create_task(call) for call in calls]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert sum(1 for t in refused if t < 1.0) == 6
+    assert sched.stats.default.sent == 40 + len(refused)
+
+
+async def test_a_slow_request_holds_the_first_round_back_three_round_trips_at_most() -> None:
+    sched, clock = scheduler(RateLimits(100, 100, period=1.0))
+    pool = sched.pool("default")
+    starts: list[float] = []
+    slow = asyncio.create_task(request(pool, clock, starts, duration=60.0))
+    fast = asyncio.create_task(request(pool, clock, starts, duration=0.1))
+    late = spawn(2, pool, clock, starts, at=0.2)  # after the first answer, at 0.1
+    await clock.run_until_idle()
+    await asyncio.gather(slow, fast, *late)
+    assert starts == pytest.approx([0.0, 0.0, 0.4, 0.4])  # 0.1 + 3 x its 0.1 s round trip
+    assert clock.now() == pytest.approx(60.0)
+
+
 # Lifecycle, observability, the hot path ------------------------------------------------
 
 
@@ -808,9 +854,6 @@ async def scenario(
     quota: Quota, told: float, requests: int, *, pool: str = "default", seed: int = 1
 ) -> tuple[float, Scheduler]:
     """``requests`` calls fired at once through the real retry loop; the wall time."""
-    from magisterium_async._errors import RateLimitError
-    from magisterium_async._retry import call_with_retries
-
     clock = VirtualClock()
     limits = RateLimits(told, told, period=quota.period)
     sched = Scheduler(limits, max_concurrency=16, clock=clock)
