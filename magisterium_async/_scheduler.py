@@ -426,7 +426,7 @@ class Permit:
             if pool._suspect is not None:
                 pool._answered(self._start)
             if pool._round is not None:
-                pool._round_answered()
+                pool._round_answered(self.started)
             pool._scheduler._pump()
 
 
@@ -612,8 +612,8 @@ class Pool:
         at = self._limiter.next_start(now) if self._limiter is not None else now
         if self._probe is not None:
             at = max(at, self._suspect_until)
-        if self._round is not None:
-            at = max(at, self._round_ends)
+        if self._round is not None and self._round_ends != math.inf:
+            at = max(at, self._round_ends)  # held: until the round is in, at the latest
         return max(at, self._pause_until, now)
 
     def _round_held(self, now: float) -> bool:
@@ -633,12 +633,12 @@ class Pool:
         self._round = None
         return False
 
-    def _round_answered(self) -> None:
-        """A request is over while the first round is open or held."""
+    def _round_answered(self, started: float) -> None:
+        """A request sent at ``started`` is over while the first round is open or held."""
         assert self._round is not None
-        if self._round_ends == math.inf and self._round:
+        if self._round_ends == math.inf:
             now = self._scheduler._clock.now()
-            self._round_ends = now + 3 * (now - self._round[0].time)
+            self._round_ends = now + 3 * (now - started)  # its own round trip
         if all(s.done for s in self._round):
             self._round = None
 

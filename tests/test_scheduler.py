@@ -715,12 +715,75 @@ async def test_a_slow_request_holds_the_first_round_back_three_round_trips_at_mo
     pool = sched.pool("default")
     starts: list[float] = []
     slow = asyncio.create_task(request(pool, clock, starts, duration=60.0))
-    fast = asyncio.create_task(request(pool, clock, starts, duration=0.1))
-    late = spawn(2, pool, clock, starts, at=0.2)  # after the first answer, at 0.1
+    fast = asyncio.create_task(request(pool, clock, starts, at=10.0, duration=0.1))
+    late = spawn(2, pool, clock, starts, at=10.2)  # after the first answer, at 10.1
     await clock.run_until_idle()
     await asyncio.gather(slow, fast, *late)
-    assert starts == pytest.approx([0.0, 0.0, 0.4, 0.4])  # 0.1 + 3 x its 0.1 s round trip
+    # 10.1 + 3 x the 0.1 s round trip of the request that answered (not the slow one's age)
+    assert starts == pytest.approx([0.0, 10.0, 10.4, 10.4])
     assert clock.now() == pytest.approx(60.0)
+
+
+async def test_a_first_round_that_waits_for_its_rate_is_woken_by_time() -> None:
+    """Before any answer nothing holds the round: the 16th of a burst at 15 a minute starts
+    when the window lets it (61 s), however long the first 15 take."""
+    sched, clock = scheduler()
+    starts: list[float] = []
+    tasks = spawn(16, sched.pool("default"), clock, starts, duration=100.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0] * 15 + [61.0]
+
+
+class HeldAdmission:
+    """A remote limiter whose admission never comes: the caller waits in ``admit``."""
+
+    remote = True
+    rate = 10.0
+    probing = False
+
+    def next_start(self, now: float) -> float:
+        return now
+
+    def start(self, start: object) -> None:
+        pass
+
+    def forget(self, start: object) -> None:
+        pass
+
+    async def admit(self, start: object) -> None:
+        await asyncio.Event().wait()
+
+    def refused(self, *args: object, proven: bool) -> None:
+        pass
+
+    def refuted(self, *args: object) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_call_cancelled_while_the_remote_limiter_admits_gives_its_slot_back() -> None:
+    clock = VirtualClock()
+    sched = Scheduler(
+        RateLimits(10, 1, period=1.0),
+        max_concurrency=1,
+        clock=clock,
+        limiters={"default": HeldAdmission()},
+    )
+
+    async def call() -> None:
+        async with sched.pool("default").slot():
+            pass
+
+    first = asyncio.create_task(call())
+    await clock.advance(1)
+    assert sched.stats.in_flight == 1
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    assert sched.stats.in_flight == 0 and sched.stats.default.in_flight == 0
+    await sched.aclose()
 
 
 # Lifecycle, observability, the hot path ------------------------------------------------
