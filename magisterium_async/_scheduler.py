@@ -626,9 +626,10 @@ class Pool:
         three of that first round trip more at most (one slow request must not hold the
         pool): by then the answers say what the server allows.
         """
-        if self._round_ends == math.inf:
-            return False  # no answer yet: still the first round
-        if now < self._round_ends and not all(s.done for s in self._round or ()):
+        starts = self._round
+        if starts is None or self._round_ends == math.inf:
+            return False  # over, or no answer yet: still the first round
+        if now < self._round_ends and not all(s.done for s in starts):
             return True
         self._round = None
         return False
