@@ -25,6 +25,8 @@ from magisterium_async._scheduler import (
     Pool,
     PoolEvent,
     Scheduler,
+    Start,
+    WindowLimiter,
 )
 
 PRO = RateLimits.pro()  # 15 and 2 a minute; the safety margin is 1 s
@@ -735,33 +737,13 @@ async def test_a_first_round_that_waits_for_its_rate_is_woken_by_time() -> None:
     assert starts == [0.0] * 15 + [61.0]
 
 
-class HeldAdmission:
-    """A remote limiter whose admission never comes: the caller waits in ``admit``."""
+class HeldAdmission(WindowLimiter):
+    """A window whose remote admission never comes: the caller waits in ``admit``."""
 
     remote = True
-    rate = 10.0
-    probing = False
 
-    def next_start(self, now: float) -> float:
-        return now
-
-    def start(self, start: object) -> None:
-        pass
-
-    def forget(self, start: object) -> None:
-        pass
-
-    async def admit(self, start: object) -> None:
+    async def admit(self, start: Start) -> None:
         await asyncio.Event().wait()
-
-    def refused(self, *args: object, proven: bool) -> None:
-        pass
-
-    def refuted(self, *args: object) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
 
 
 async def test_a_call_cancelled_while_the_remote_limiter_admits_gives_its_slot_back() -> None:
@@ -770,7 +752,7 @@ async def test_a_call_cancelled_while_the_remote_limiter_admits_gives_its_slot_b
         RateLimits(10, 1, period=1.0),
         max_concurrency=1,
         clock=clock,
-        limiters={"default": HeldAdmission()},
+        limiters={"default": HeldAdmission("default", 10, 1.0, 0.0)},
     )
 
     async def call() -> None:
