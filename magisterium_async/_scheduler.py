@@ -653,7 +653,7 @@ class Pool:
             self._limiter.start(start)
         if self._suspect is not None and self._probe is None:
             self._probe = start
-        if self._round is not None and self._round_ends == math.inf:
+        if self._round is not None:  # only open here: _may_start ends a held round first
             self._round.append(start)
         self._in_flight += 1
         self._scheduler._in_flight += 1
