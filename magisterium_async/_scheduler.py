@@ -350,7 +350,9 @@ class PoolStats:
     ``retries``: retries counted by the client; ``paused_seconds``: time spent paused so far;
     ``current_rate`` / ``configured_rate``: requests per ``RateLimits.period`` now in force
     (lower after a 429 when adaptive) and as configured (``inf``: unlimited); ``in_flight``:
-    requests let through and not yet done; ``waiting``: requests waiting for their turn.
+    requests let through and not yet done; ``waiting``: requests waiting for their turn;
+    ``next_start_in``: seconds until time alone lets the first of them start (``0.0`` when
+    nobody waits, or the wait is for a free slot rather than for quota).
     """
 
     name: str
@@ -362,6 +364,7 @@ class PoolStats:
     configured_rate: float
     in_flight: int
     waiting: int
+    next_start_in: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -776,6 +779,7 @@ class Pool:
             configured_rate=self._configured,
             in_flight=self._in_flight,
             waiting=sum(1 for w in self._waiters if not w.future.done()),
+            next_start_in=self._wake_time(now) - now if self._head() is not None else 0.0,
         )
 
     def __repr__(self) -> str:
