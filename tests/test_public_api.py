@@ -2,7 +2,8 @@
 
 The fixed contract is the project's public-API spec (``public-api.md``); :data:`CONTRACT`
 and :data:`CONTRACT_METHODS` are the names it documents, checked against the spec itself
-wherever it is present (``$MAGISTERIUM_PUBLIC_API``, default ``../shared/spec/`` beside the checkout). The
+wherever it is present (``$MAGISTERIUM_PUBLIC_API``, default ``../shared/spec/`` beside the
+checkout). The
 README documents the rest. A name exported but documented in neither must be listed in
 :data:`UNDOCUMENTED` with the reason it is public anyway.
 """

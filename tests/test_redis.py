@@ -19,10 +19,9 @@ import pytest
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._clock import VirtualClock
-from magisterium_async._ratelimit import SharedLimiter, SharedQuota
-from magisterium_async._redis import token_key
 from magisterium_async._errors import SharedQuotaError
-from magisterium_async._ratelimit import PoolEvent, Scheduler
+from magisterium_async._ratelimit import PoolEvent, Scheduler, SharedLimiter, SharedQuota
+from magisterium_async._redis import token_key
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,

@@ -18,17 +18,15 @@ from hypothesis import strategies as st
 
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits, RetryPolicy
-from magisterium_async._errors import RateLimitError
-from magisterium_async._retry import call_with_retries
-from magisterium_async._errors import ClientClosedError
+from magisterium_async._errors import ClientClosedError, RateLimitError
 from magisterium_async._ratelimit import (
     Pool,
-    Priority,
     PoolEvent,
+    Priority,
     Scheduler,
     Start,
-    WindowLimiter,
 )
+from magisterium_async._retry import call_with_retries
 
 PRO = RateLimits.pro()  # 15 and 2 a minute; the safety margin is 1 s
 
