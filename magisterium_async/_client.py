@@ -59,6 +59,7 @@ from ._models import (
     Task,
     TextPart,
 )
+from ._proxy import Proxies, redact
 from ._redis import SharedQuota
 from ._retry import call_with_retries
 from ._scheduler import PoolEvent, Scheduler, SchedulerStats
@@ -135,6 +136,12 @@ class AsyncMagisterium:
     larger one raises :class:`ResponseTooLargeError` as soon as it passes the cap, so a
     broken proxy or a gzip bomb cannot exhaust memory. ``transport`` replaces the network
     (``magisterium_async.testing.MockTransport`` answers from a function, for unit tests).
+
+    ``proxy`` (an ``http://`` or ``https://`` URL, credentials allowed) sends every request
+    through that proxy. Without it the environment's proxies are used, as requests and
+    httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``, in either case; read
+    when the client is made), unless ``trust_env=False``. A proxy's credentials are never
+    shown.
     """
 
     def __init__(
@@ -154,8 +161,11 @@ class AsyncMagisterium:
         credentials: str | os.PathLike[str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: HTTPTransport | None = None,
+        proxy: str | None = None,
+        trust_env: bool = True,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
+        proxies = Proxies(proxy, trust_env=trust_env)
         self._max_response_bytes = check_count("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
@@ -197,12 +207,15 @@ class AsyncMagisterium:
             clock=self._clock,
             http=transport,
             trace_configs=trace_configs,
+            proxies=proxies,
         )
+        self._proxy = None if proxy is None else redact(proxy)
         self._agent_card: tuple[AgentCard, float] | None = None
         self._agent_card_url: str | None = None
 
     def __repr__(self) -> str:
-        return f"AsyncMagisterium(base_url={self.base_url!r}, token='***')"
+        proxy = f", proxy={self._proxy!r}" if self._proxy is not None else ""
+        return f"AsyncMagisterium(base_url={self.base_url!r}, token='***'{proxy})"
 
     # Lifecycle ---------------------------------------------------------------------
 

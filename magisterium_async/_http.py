@@ -20,6 +20,7 @@ import aiohttp
 
 from ._clock import Clock
 from ._errors import MalformedResponseError, ResponseTooLargeError
+from ._proxy import Proxies
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -81,7 +82,8 @@ class AiohttpTransport:
     """The real HTTP: one aiohttp session, opened lazily inside the running loop.
 
     Timeouts are exact: aiohttp rounds deadlines of 5 s or more up to the next whole
-    second unless told not to (``ceil_threshold``).
+    second unless told not to (``ceil_threshold``). Each request goes through the proxy
+    ``proxies`` names for its URL (default: the environment's).
     """
 
     def __init__(
@@ -90,8 +92,10 @@ class AiohttpTransport:
         max_concurrency: int,
         connect_timeout: float,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        proxies: Proxies | None = None,
     ) -> None:
         self._max_concurrency = max_concurrency
+        self._proxies = proxies if proxies is not None else Proxies()
         self._connect_timeout = connect_timeout
         self._trace_configs = list(trace_configs)
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
@@ -140,6 +144,7 @@ class AiohttpTransport:
     ) -> tuple[int, Mapping[str, str], bytes]:
         """Send one request through the session (``clock`` is unused: sockets run in real
         time)."""
+        proxy = self._proxies.for_url(url)
         async with self._ensure_session().request(
             method,
             url,
@@ -147,6 +152,8 @@ class AiohttpTransport:
             headers=headers,
             allow_redirects=False,
             timeout=self.timeout(timeout),
+            proxy=proxy.url if proxy is not None else None,
+            proxy_auth=proxy.auth if proxy is not None else None,
         ) as response:
             status, response_headers = response.status, response.headers
             if _plain_within(response_headers, limit):

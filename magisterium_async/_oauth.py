@@ -23,6 +23,7 @@ import msgspec
 from . import _version
 from ._credentials import origin_of
 from ._errors import APIConnectionError, APITimeoutError, OAuthError
+from ._proxy import environment_proxy
 from ._transport import check_base_url
 
 __all__ = [
@@ -159,9 +160,17 @@ async def _request(
         headers["Content-Type"] = "application/json"
         data = msgspec.json.encode(json)
     error: APIConnectionError | None = None
+    proxy = environment_proxy(url)  # the environment's proxies, as the client's requests
     try:
         async with session.request(
-            method, url, data=data, headers=headers, allow_redirects=False, timeout=_TIMEOUT
+            method,
+            url,
+            data=data,
+            headers=headers,
+            allow_redirects=False,
+            timeout=_TIMEOUT,
+            proxy=proxy.url if proxy is not None else None,
+            proxy_auth=proxy.auth if proxy is not None else None,
         ) as response:
             return response.status, await _read(response)
     except asyncio.TimeoutError:

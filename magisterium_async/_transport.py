@@ -34,6 +34,7 @@ from ._errors import (
 )
 from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport
 from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
+from ._proxy import Proxies
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -317,6 +318,7 @@ class Transport:
         clock: Clock | None = None,
         http: HTTPTransport | None = None,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        proxies: Proxies | None = None,
     ) -> None:
         self._url = base_url
         self._token = token
@@ -332,6 +334,7 @@ class Transport:
             max_concurrency=max_concurrency,
             connect_timeout=connect_timeout,
             trace_configs=trace_configs,
+            proxies=proxies,
         )
         self._ids = itertools.count(1)
         self.state = ClientState.UNOPENED

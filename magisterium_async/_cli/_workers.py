@@ -101,6 +101,12 @@ async def run_workers(invocation: Invocation) -> int:
         common += ["--credentials", options.credentials] if options.credentials else []
         common += ["--base-url", options.base_url] if options.base_url else []
         common += ["--quota", _quota_text(options.quota)] if options.quota else []
+        if options.proxy is not None:
+            # In the workers' environment, not their argv: the URL may hold a password.
+            for name in ("http_proxy", "https_proxy", "no_proxy"):
+                env.pop(name, None)
+                env.pop(name.upper(), None)
+            env["http_proxy"] = env["https_proxy"] = options.proxy
     async with contextlib.AsyncExitStack() as stack:
         if url is None:
             url = await stack.enter_async_context(private_redis())
