@@ -20,7 +20,7 @@ import aiohttp
 
 from ._clock import Clock
 from ._errors import MalformedResponseError, ResponseTooLargeError
-from ._proxy import Proxies
+from ._proxy import Proxies, request_arguments
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -144,16 +144,16 @@ class AiohttpTransport:
     ) -> tuple[int, Mapping[str, str], bytes]:
         """Send one request through the session (``clock`` is unused: sockets run in real
         time)."""
-        proxy = self._proxies.for_url(url)
+        via = request_arguments(self._proxies.for_url(url), url, headers)
         async with self._ensure_session().request(
             method,
             url,
             data=body,
-            headers=headers,
+            headers=via.headers,
             allow_redirects=False,
             timeout=self.timeout(timeout),
-            proxy=proxy.url if proxy is not None else None,
-            proxy_auth=proxy.auth if proxy is not None else None,
+            proxy=via.proxy,
+            proxy_headers=via.proxy_headers,
         ) as response:
             status, response_headers = response.status, response.headers
             if _plain_within(response_headers, limit):

@@ -7,32 +7,40 @@ header). No host bypasses a proxy implicitly, loopback ones included: list them 
 ``NO_PROXY``. aiohttp's own ``trust_env`` is not used: it would also read ``~/.netrc`` and
 put its Basic credentials in place of the bearer token.
 
-A proxy's credentials go to aiohttp as ``proxy_auth``, apart from its URL, and every text
+A proxy's credentials go to aiohttp as a ``Proxy-Authorization`` header, apart from its
+URL, and every text
 made here for people (:func:`redact`) shows them as ``***``.
 """
 
 from __future__ import annotations
 
 import urllib.request
+from base64 import b64encode
 from collections.abc import Mapping
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import aiohttp
-
-__all__ = ["Proxies", "Proxy", "environment_proxy", "redact"]
+__all__ = [
+    "Proxies",
+    "Proxy",
+    "RequestArguments",
+    "environment_proxy",
+    "redact",
+    "request_arguments",
+]
 
 _SCHEMES = ("http", "https")
 
 
 class Proxy(NamedTuple):
-    """A proxy as aiohttp takes it: its URL without credentials, and those apart."""
+    """A proxy as aiohttp takes it: its URL without credentials, and the
+    ``Proxy-Authorization`` header that carries them (``None``: none)."""
 
     url: str
-    auth: aiohttp.BasicAuth | None
+    headers: Mapping[str, str] | None
 
     def __repr__(self) -> str:
-        return f"Proxy({self.url!r}{', auth=***' if self.auth is not None else ''})"
+        return f"Proxy({self.url!r}{', credentials=***' if self.headers else ''})"
 
 
 def redact(url: str) -> str:
@@ -61,12 +69,15 @@ def _parse(url: str, where: str) -> Proxy:
             f"{where} {redact(url)!r}: give an http:// or https:// proxy URL with a host "
             "(SOCKS proxies are not supported)"
         )
-    auth = None
+    headers = None
     if parts.username is not None or parts.password is not None:
-        auth = aiohttp.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+        # A header rather than aiohttp.BasicAuth (deprecated in aiohttp 3.14); it goes on
+        # the CONNECT of an https:// request and on a plain http:// one alike.
+        pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+        headers = {"Proxy-Authorization": "Basic " + b64encode(pair.encode()).decode("ascii")}
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     netloc = host if port is None else f"{host}:{port}"
-    return Proxy(urlunsplit((parts.scheme, netloc, parts.path, "", "")), auth)
+    return Proxy(urlunsplit((parts.scheme, netloc, parts.path, "", "")), headers)
 
 
 class Proxies:
@@ -118,6 +129,30 @@ class Proxies:
             check = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
             bypass = self._bypass[host] = bool(check(host, self._environment))
         return None if bypass else chosen
+
+
+def request_arguments(
+    proxy: Proxy | None, url: str, headers: Mapping[str, str]
+) -> RequestArguments:
+    """What aiohttp's ``request`` takes to send a request to ``url`` through ``proxy``.
+
+    The credentials go on the ``CONNECT`` of an ``https://`` URL (``proxy_headers``); a
+    plain ``http://`` request is read by the proxy itself, so they go on it (aiohttp
+    applies ``proxy_headers`` only to a ``CONNECT``).
+    """
+    if proxy is None:
+        return RequestArguments(headers, None, None)
+    if proxy.headers and urlsplit(url).scheme == "http":
+        return RequestArguments({**headers, **proxy.headers}, proxy.url, None)
+    return RequestArguments(headers, proxy.url, proxy.headers)
+
+
+class RequestArguments(NamedTuple):
+    """The request's headers, the proxy's URL and the headers of its ``CONNECT``."""
+
+    headers: Mapping[str, str]
+    proxy: str | None
+    proxy_headers: Mapping[str, str] | None
 
 
 def environment_proxy(url: str) -> Proxy | None:

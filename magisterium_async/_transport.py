@@ -263,6 +263,13 @@ def decode_response(
         raise error_from_jsonrpc(
             err.code, err.message, err.data, status=status, method=method, headers=headers
         )
+    if status == 407:
+        raise UnexpectedStatusError(
+            f"{method}: the proxy asks for credentials it was not given or refused "
+            "(HTTP 407 Proxy Authentication Required): put them in the proxy's URL",
+            status=status,
+            body=body_snippet(payload),
+        )
     if status != 200:
         raise UnexpectedStatusError(
             f"{method}: unexpected HTTP {status}", status=status, body=body_snippet(payload)
