@@ -36,6 +36,7 @@ from ._errors import (
     MalformedResponseError,
     MethodNotFoundError,
     OAuthError,
+    OutputFileError,
     ParseError,
     PlanRequiredError,
     RateLimitError,
@@ -50,7 +51,7 @@ from ._errors import (
     UnexpectedStatusError,
 )
 from ._harvest import Harvest, HarvestedDocument, HarvestFailure, HarvestStats
-from ._jsonl import JsonlWriter
+from ._jsonl import JsonlWriter, OutputMark
 from ._models import (
     AgentCapabilities,
     AgentCard,
@@ -114,6 +115,8 @@ __all__ = [
     "Message",
     "MethodNotFoundError",
     "OAuthError",
+    "OutputFileError",
+    "OutputMark",
     "ParseError",
     "Part",
     "PlanRequiredError",

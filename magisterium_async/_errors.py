@@ -281,6 +281,15 @@ class StateError(MagisteriumError):
         self.path = path
 
 
+class OutputFileError(MagisteriumError):
+    """An output file (``.path``) a harvest will not write to: it is not the file the
+    harvest wrote, or not as it left it. The file is left as it was."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class SharedQuotaError(MagisteriumError):
     """The shared quota cannot be used: redis-py is missing, or the URL is invalid."""
 

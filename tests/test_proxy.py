@@ -168,6 +168,6 @@ def test_a_proxy_that_is_not_http_is_refused_by_name(monkeypatch: pytest.MonkeyP
     with pytest.raises(ValueError, match=r"\$HTTPS_PROXY .*SOCKS") as raised:
         m.AsyncMagisterium("t")
     assert "pw123" not in str(raised.value)
-    with pytest.raises(ValueError, match="^proxy "):
+    with pytest.raises(ValueError, match=r"^proxy "):
         m.AsyncMagisterium("t", trust_env=False, proxy="ftp://proxy")
     assert redact("http://u:p@h:1/x") == "http://***@h:1/x"
