@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,6 +37,7 @@ __all__ = [
     "duration",
     "live",
     "summary",
+    "waiting_text",
 ]
 
 _HEAD = {"done": "Harvested", "stopped": "Stopped after", "interrupted": "Interrupted after"}
@@ -158,9 +160,23 @@ class Tally:
 
     @property
     def per_minute(self) -> float:
-        """Documents written a minute, by this run."""
+        """Documents written a minute, by this run: over at least one quota period, so
+        the burst a fresh quota allows does not read as the pace (with the quota lifted,
+        over the time elapsed)."""
         elapsed = self.run.stats.elapsed
-        return self.sink.written * 60 / elapsed if elapsed > 0 else 0.0
+        if elapsed <= 0:
+            return 0.0
+        if math.isfinite(self.quota.default):
+            elapsed = max(elapsed, self.quota.period)
+        return self.sink.written * 60 / elapsed
+
+    def waiting_for_quota(self) -> float | None:
+        """Seconds until the quota lets the next request go, while requests wait for it
+        (``None``: none waits for quota)."""
+        if self._pool is None:
+            return None
+        pool = self._pool()
+        return pool.next_start_in if pool.waiting and pool.next_start_in > 0 else None
 
     def requests_left(self) -> float | None:
         """Searches and fetches still to send (``None``: cannot tell yet).
@@ -201,14 +217,19 @@ class Tally:
         return done / stats.elapsed if done and stats.elapsed > 0 else None
 
     def eta(self) -> float | None:
-        """Seconds left: the requests left at the pool's pace (``None``: cannot tell)."""
+        """Seconds left: the requests left at the pool's pace, after the wait for the
+        quota when requests wait for it (``None``: cannot tell)."""
         left = self.requests_left()
         if left is None:
             return None
         if left == 0:
             return 0.0
         pace = self.requests_per_second()
-        return left / pace if pace else None
+        if not pace:
+            return None
+        wait = self.waiting_for_quota()
+        # While waiting, the next request goes when the quota says; the rest follow it.
+        return left / pace if wait is None else wait + max(left - 1, 0) / pace
 
     def record(self) -> dict[str, Any]:
         """The figures for a JSON summary."""
@@ -230,12 +251,19 @@ def _both(figure: str, all_runs: int, this_run: int) -> str:
     return figure if all_runs == this_run else f"{figure} ({this_run} this run)"
 
 
+def waiting_text(seconds: float, wall: Callable[[], float] = time.time) -> str:
+    """``waiting for quota: next request in 12s (at 14:03:05)``, the clock time local."""
+    at = time.strftime("%H:%M:%S", time.localtime(wall() + seconds))
+    return f"waiting for quota: next request in {duration(max(seconds, 1.0))} (at {at})"
+
+
 class Status:
     """The live status line: queries and documents (all runs, this run), documents a
-    minute, 429s and the ETA."""
+    minute, 429s, the wait for the quota and the ETA."""
 
-    def __init__(self, tally: Tally) -> None:
+    def __init__(self, tally: Tally, wall: Callable[[], float] = time.time) -> None:
         self.tally = tally
+        self._wall = wall
         self._spinner: Spinner | None = None
 
     def line(self) -> str:
@@ -255,6 +283,9 @@ class Status:
         if stats.failed:
             parts.append(f"failed {stats.failed}")
         parts.append(f"429s {stats.rate_limited}")
+        wait = tally.waiting_for_quota()
+        if wait is not None:
+            parts.append(waiting_text(wait, self._wall))
         eta = tally.eta()
         parts.append(f"ETA {duration(eta) if eta is not None else '?'}")
         return " · ".join(parts)
