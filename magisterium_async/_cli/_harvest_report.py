@@ -21,6 +21,7 @@ from .._scheduler import PoolStats
 from .._state import StateSummary
 from ._errors import describe
 from ._output import Output
+from ._status import duration, waiting_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -37,7 +38,6 @@ __all__ = [
     "duration",
     "live",
     "summary",
-    "waiting_text",
 ]
 
 _HEAD = {"done": "Harvested", "stopped": "Stopped after", "interrupted": "Interrupted after"}
@@ -60,18 +60,6 @@ class Counted(Protocol):
 def seconds(elapsed: float) -> str:
     """An elapsed time: ``1.25s`` under 10 s, else as :func:`duration`."""
     return f"{elapsed:.2f}s" if elapsed < 10 else duration(elapsed)
-
-
-def duration(value: float) -> str:
-    """``42s``, ``3m07s``, ``2h05m``."""
-    whole = round(value)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, rest = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{rest:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 @dataclass(frozen=True)
@@ -249,12 +237,6 @@ def _rate_text(rate: float) -> str:
 def _both(figure: str, all_runs: int, this_run: int) -> str:
     """``figure`` (all runs), and this run's count when it differs."""
     return figure if all_runs == this_run else f"{figure} ({this_run} this run)"
-
-
-def waiting_text(seconds: float, wall: Callable[[], float] = time.time) -> str:
-    """``waiting for quota: next request in 12s (at 14:03:05)``, the clock time local."""
-    at = time.strftime("%H:%M:%S", time.localtime(wall() + seconds))
-    return f"waiting for quota: next request in {duration(max(seconds, 1.0))} (at {at})"
 
 
 class Status:
