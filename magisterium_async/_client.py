@@ -355,6 +355,7 @@ class AsyncMagisterium:
         return self._tokens
 
     async def _call(self, method: str, params: Any, pool: PoolName | None) -> Task:
+        self._transport.check_open()  # before the pool: a dead loop's client fails clearly
         timeout = self.timeouts.for_pool(pool)
         rpc = self._transport.rpc
         tokens = self._tokens

@@ -10,6 +10,7 @@ whatever aiohttp version is installed (the real one reads an uncompressed answer
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import zlib
@@ -100,12 +101,19 @@ class AiohttpTransport:
         self._trace_configs = list(trace_configs)
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
 
+    def in_another_loop(self) -> bool:
+        """Whether the session was opened in an event loop other than the running one (an
+        earlier ``asyncio.run()``): its connections ended with that loop."""
+        return self._session is not None and self._loop is not asyncio.get_running_loop()
+
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
+            self._loop = asyncio.get_running_loop()
             connector = aiohttp.TCPConnector(
                 limit=self._max_concurrency,
                 limit_per_host=self._max_concurrency,
@@ -165,8 +173,11 @@ class AiohttpTransport:
 
     async def aclose(self) -> None:
         """Close the session."""
+        in_another_loop = self.in_another_loop()
         session, self._session = self._session, None
-        if session is not None:
+        if session is not None and in_another_loop:
+            session.detach()  # its loop is gone, and its connections with it
+        elif session is not None:
             await session.close()
 
 

@@ -53,6 +53,11 @@ _USER_AGENT = (
 )
 _SNIPPET = 500
 CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
+OTHER_LOOP_MESSAGE = (
+    "the client was opened in another event loop, which has ended (an earlier "
+    "asyncio.run()?); its connections ended with it. Create the client in the loop that "
+    "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
+)
 
 
 class ClientState(enum.Enum):
@@ -349,11 +354,20 @@ class Transport:
     def __repr__(self) -> str:
         return f"<Transport {self._url} {self.state.value}>"
 
+    def check_open(self) -> None:
+        """:class:`ClientClosedError` if the client is closed, or was opened in an event
+        loop that has ended (it then counts as closed)."""
+        if self.state is ClientState.CLOSED:
+            raise ClientClosedError(CLOSED_MESSAGE)
+        in_another_loop = getattr(self.http, "in_another_loop", None)
+        if in_another_loop is not None and in_another_loop():
+            self.state = ClientState.CLOSED
+            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+
     async def _exchange(
         self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
     ) -> tuple[int, Any, bytes]:
-        if self.state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
+        self.check_open()
         self.state = ClientState.OPENED
         failure: APIConnectionError | None = None
         try:

@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import logging
 import math
+import sys
 from typing import Any
 
 import pytest
@@ -576,3 +577,43 @@ def test_max_response_bytes_is_read_only() -> None:
     assert client.max_response_bytes == 1000
     with pytest.raises(AttributeError):
         client.max_response_bytes = 5  # type: ignore[misc]
+
+
+TWO_RUNS = """
+import asyncio, sys
+import magisterium_async as m
+client = m.AsyncMagisterium("t", sys.argv[1], max_retries=0)
+
+async def first():
+    try:
+        await client.search("grace")
+    except m.MagisteriumError:
+        pass  # the server's answer does not matter: the session now lives in this loop
+
+async def second():
+    try:
+        await client.search("grace")
+    except m.ClientClosedError as exc:
+        print("ClientClosedError:", exc)
+    await client.aclose()
+
+asyncio.run(first())
+asyncio.run(second())
+"""
+
+
+async def test_a_client_reused_in_a_second_asyncio_run_says_so(server: ScriptedServer) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-W",
+        "ignore::ResourceWarning",  # the first loop was left with the client open
+        "-c",
+        TWO_RUNS,
+        server.url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert "ClientClosedError: the client was opened in another event loop" in out.decode()
+    assert "Event loop is closed" not in err.decode()
