@@ -48,6 +48,7 @@ from ._errors import (
     TaskFailedError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    TLSError,
     UnexpectedStatusError,
 )
 from ._harvest import Harvest, HarvestedDocument, HarvestFailure, HarvestStats
@@ -134,6 +135,7 @@ __all__ = [
     "SharedStateError",
     "SkillNotFoundError",
     "StateError",
+    "TLSError",
     "Task",
     "TaskFailedError",
     "TaskNotCancelableError",

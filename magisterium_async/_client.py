@@ -264,7 +264,7 @@ class AsyncMagisterium:
     async def ask(self, question: str, *, context_id: str | None = None) -> Answer:
         """Ask ``catholic_qa`` a question; the answer with its citations.
 
-        Draws on the expensive pool (one call at a time by default) and may take minutes.
+        Draws on the expensive pool and may take minutes.
         A call that times out is *not* retried unless ``RetryPolicy.retry_expensive_timeouts``
         is set: it may have run and spent the scarce expensive quota.
         """

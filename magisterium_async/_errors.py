@@ -89,6 +89,11 @@ class APITimeoutError(APIConnectionError):
     """The request took longer than its timeout."""
 
 
+class TLSError(APIConnectionError):
+    """The TLS handshake failed or the server's certificate was refused: not retried, as
+    it will not go away by itself (check the URL, the proxy, or the system's CA store)."""
+
+
 class APIResponseError(MagisteriumError):
     """The service (or something in front of it) answered outside the contract.
 

@@ -14,6 +14,7 @@ import itertools
 import logging
 import platform
 import reprlib
+import ssl
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +30,7 @@ from ._errors import (
     APITimeoutError,
     ClientClosedError,
     MalformedResponseError,
+    TLSError,
     UnexpectedStatusError,
     error_from_jsonrpc,
 )
@@ -118,7 +120,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_base_url(url: str) -> str:
-    """``url`` if it is safe to send the bearer token to, else ``ValueError``.
+    """``url`` (without a trailing slash) if it is safe to send the bearer token to, else
+    ``ValueError``.
 
     Only ``https://`` is accepted, but for loopback hosts (the emulator), where
     ``http://`` is fine: anywhere else the token would travel in clear.
@@ -135,6 +138,9 @@ def check_base_url(url: str) -> str:
             f"base_url {url!r} uses plain http:// to a non-loopback host; the bearer token "
             "would travel in clear. Use https://"
         )
+    if len(parts.path) > 1 and parts.path.endswith("/"):
+        # ".../api/v1/a2a/" is a 404 from the service: the endpoint has no trailing slash.
+        return parts._replace(path=parts.path.rstrip("/") or "/").geturl()
     return url
 
 
@@ -149,6 +155,8 @@ def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnecti
     if isinstance(exc, asyncio.TimeoutError):
         return APITimeoutError(f"{what} timed out after {timeout:g} s")
     detail = _safe_str(exc)
+    if isinstance(exc, _TLS_ERRORS):
+        return TLSError(f"{what} failed: TLS: {type(exc).__name__}: {detail}".rstrip(": "))
     return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
 
 
@@ -163,6 +171,7 @@ def _safe_str(exc: BaseException) -> str:
 
 
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
+_TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError)
 
 
 _COUNT_BRACKETS_BELOW = 16 * 1024
