@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import re
 from collections.abc import Callable, Sequence
 
 from .._client import AsyncMagisterium
@@ -14,6 +15,9 @@ from ._output import show_answer, show_document, show_results, show_text
 from ._status import duration, status_line, waiting_text
 
 __all__ = ["COMMANDS"]
+
+
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _words(values: Sequence[str]) -> str:
@@ -98,7 +102,9 @@ async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
     when = _when(invocation.args.when)
     try:
         day: str | dt.date = dt.date.fromisoformat(when)
-    except ValueError:
+    except ValueError as exc:
+        if _ISO_DATE.fullmatch(when):  # a date in form, not in fact: 2026-02-30
+            raise CliError(f"{when} is not a date: {exc}", ExitCode.USAGE) from None
         day = when
     text = await client.saints(day)
     if text is None:

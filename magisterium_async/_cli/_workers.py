@@ -214,7 +214,11 @@ def _ending(workers: Sequence[_Worker], interrupted: bool) -> str:
 
 def _exit_code(workers: Sequence[_Worker]) -> int:
     codes = [w.proc.returncode if w.proc is not None else ExitCode.ERROR for w in workers]
-    failed = [c for c in codes if c not in (ExitCode.OK, ExitCode.INTERRUPTED)]
+    ended = (ExitCode.OK, ExitCode.INTERRUPTED, ExitCode.PARTIAL)
+    failed = [c for c in codes if c not in ended]
     if failed:  # a worker killed by a signal has a negative code
         return failed[0] if failed[0] is not None and failed[0] > 0 else ExitCode.ERROR
-    return ExitCode.INTERRUPTED if ExitCode.INTERRUPTED in codes else ExitCode.OK
+    for code in (ExitCode.INTERRUPTED, ExitCode.PARTIAL):
+        if code in codes:
+            return code
+    return ExitCode.OK

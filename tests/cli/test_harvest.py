@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import signal
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 
 from .helpers import TIMEOUT, clean_env, cli, jsonl
 
@@ -177,3 +180,26 @@ def test_a_device_output_is_never_read_and_a_full_one_ends_with_a_message(
     assert proc.returncode == 2, proc.stderr
     assert "cannot write --out /dev/full: the disk is full" in proc.stderr
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "fault", [Fault.task_failed(), Fault.drop()], ids=["task failed", "connection dropped"]
+)
+async def test_a_harvest_with_failures_exits_7_whatever_failed_first(
+    tmp_path: Path, fault: Fault
+) -> None:
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        emulator.script(fault, skill="document_search")
+        argv = ["harvest", "-q", "grace", "-q", "mercy", "--max-retries", "0"]
+        argv += ["--base-url", emulator.base_url, "--out", str(tmp_path / "d.jsonl")]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "magisterium_async",
+            *argv,
+            env=clean_env(MAGISTERIUM_TOKEN=emulator.token),
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode == 7, err.decode()
+    assert "first failure (search" in err.decode() and "--resume" in err.decode()
