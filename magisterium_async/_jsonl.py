@@ -97,7 +97,10 @@ def _scan(file: BinaryIO, end: int, ids: set[str] | None) -> int:
 
 
 def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
-    return os.pread(file.fileno(), size, offset)
+    # Not os.pread (POSIX only). Moving the position is harmless: the file is opened to
+    # append, and every write goes to its end whatever the position.
+    file.seek(offset)
+    return file.read(size)
 
 
 def _refuse(path: str, why: str) -> OutputFileError:
