@@ -132,6 +132,8 @@ class _Opened(NamedTuple):
 
 
 def _open(path: str, skip_existing: bool, mark: OutputMark | None) -> _Opened:
+    if not os.path.lexists(path):
+        mark = None  # gone since the mark was taken: a new file, the writer's from the start
     # "a+b" alters nothing that is there (and creates a missing file); the checks below read
     # through the same descriptor, so the file checked is the file written.
     file = open(path, "a+b")  # noqa: SIM115 - closed by JsonlWriter.aclose
@@ -196,7 +198,8 @@ class JsonlWriter:
     A file is altered only where this writer can tell it wrote it. ``mark`` is where a
     writer left it (its :attr:`mark`, which a harvest's state records): the file must be
     that one, unchanged up to the mark, or :class:`OutputFileError` is raised; a last line
-    left incomplete by a crash after the mark is then cut. Without ``mark`` an existing
+    left incomplete by a crash after the mark is then cut. (A file no longer there is
+    simply made anew.) Without ``mark`` an existing
     file is only appended to, and one that ends in an incomplete line is refused.
     """
 

@@ -63,10 +63,10 @@ def _parse(url: str, where: str) -> Proxy:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:
-        raise ValueError(f"{where} {redact(url)!r} is not a URL") from None
+        raise ValueError(f"{where} {redact(text)!r} is not a URL") from None
     if parts.scheme not in _SCHEMES or not parts.hostname:
         raise ValueError(
-            f"{where} {redact(url)!r}: give an http:// or https:// proxy URL with a host "
+            f"{where} {redact(text)!r}: give an http:// or https:// proxy URL with a host "
             "(SOCKS proxies are not supported)"
         )
     headers = None

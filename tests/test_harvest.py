@@ -608,6 +608,10 @@ async def test_jsonl_writer_alters_no_file_it_cannot_tell_it_wrote(tmp_path: Pat
     with pytest.raises(OutputFileError, match="less than"):
         await JsonlWriter(ours, mark=out.mark).open()
     assert notes.read_bytes() == text and ours.read_bytes() == b""
+    ours.unlink()  # gone: a resume makes it anew
+    async with JsonlWriter(ours, mark=out.mark) as anew:
+        await anew.write(document("b"))
+    assert [json.loads(line)["id"] for line in ours.read_text().splitlines()] == ["b"]
 
 
 async def test_jsonl_writer_reads_no_device_and_bounds_what_it_keeps_of_a_line(
