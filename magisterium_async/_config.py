@@ -62,12 +62,11 @@ class RateLimits:
     configured to its plan's quota never trips it with its own traffic.
 
     ``default_concurrency`` / ``expensive_concurrency`` cap the requests in flight per pool
-    (``None``: only ``max_concurrency`` applies). The expensive pool runs one call at a time
-    by default, because parallel ``catholic_qa`` calls have been seen to fail on the live
-    service. ``adaptive`` lets a pool lower its rate to what the server allowed over its window
-    after a 429 (the quota is shared with the user's MCP calls, or the numbers are wrong),
-    probe back up once 429s stop, and widen its safety margin when 429s come from timing
-    rather than rate. ``safety_margin`` (seconds, default
+    (``None``, the default for both: only ``max_concurrency`` applies; the service documents
+    no cap on calls in flight, only the rate). ``adaptive`` lets a pool lower its rate to
+    what the server allowed over its window after a 429 (the quota is shared with the
+    user's MCP calls, or the numbers are wrong), probe back up once 429s stop, and widen its
+    safety margin when 429s come from timing rather than rate. ``safety_margin`` (seconds, default
     ``min(0.02 * period, 1)``) widens the window against network jitter between the client's
     clock and the server's.
 
@@ -79,7 +78,7 @@ class RateLimits:
     expensive: float
     period: float = 60.0
     default_concurrency: int | None = None
-    expensive_concurrency: int | None = 1
+    expensive_concurrency: int | None = None
     adaptive: bool = True
     safety_margin: float | None = None
 
@@ -90,7 +89,7 @@ class RateLimits:
         *,
         period: float = 60.0,
         default_concurrency: int | None = None,
-        expensive_concurrency: int | None = 1,
+        expensive_concurrency: int | None = None,
         adaptive: bool = True,
         safety_margin: float | None = None,
     ) -> None:

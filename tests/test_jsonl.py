@@ -88,7 +88,7 @@ async def test_a_failed_timed_write_is_raised_by_the_next_call(
     attempts: list[bytes] = []
     tried = threading.Event()
 
-    def disk_full(file: object, data: bytes) -> None:
+    def disk_full(file: object, data: bytes, sync: bool) -> None:
         attempts.append(data)
         tried.set()
         raise OSError(28, "No space left on device")

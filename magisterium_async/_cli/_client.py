@@ -30,6 +30,8 @@ class ClientOptions:
     credentials: str | None = None
     """The sign-in file of ``login`` (``--credentials``)."""
     base_url: str | None = None
+    proxy: str | None = None
+    """``--proxy``; without it the environment's proxies, except for ``--emulator``."""
     quota: RateLimits | None = None
     timeout: float | None = None
     max_retries: int = 2
@@ -101,6 +103,9 @@ def _client(
             max_retries=options.max_retries,
             shared_quota=shared,
             credentials=options.credentials if token is None else None,
+            proxy=options.proxy,
+            # The in-process emulator is this host: no environment proxy can reach it.
+            trust_env=not options.emulator,
         )
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import re
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterable
@@ -175,6 +176,16 @@ def _check_writable(option: str, path: str) -> None:
         os.remove(path)
 
 
+def _special(path: str) -> bool:
+    """Whether ``path`` is not a regular file (``/dev/null``, a pipe): writing to it
+    replaces nothing, so it may exist already."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
     """``(option, path)`` pairs: usable for writing, and new unless ``resume``."""
     for option, path in files:
@@ -186,7 +197,7 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
                 f"{os.path.join(path, 'docs.jsonl' if option == '--out' else 'state.sqlite')}",
                 ExitCode.USAGE,
             )
-        if not resume and os.path.exists(path):
+        if not resume and os.path.exists(path) and not _special(path):
             raise CliError(
                 f"{path} already exists: add --resume to continue that harvest, "
                 "or choose another --out",
@@ -227,7 +238,8 @@ class Plan:
 def plan(args: argparse.Namespace) -> Plan:
     """The plan of one harvest process, its files opened; :class:`CliError` if unusable."""
     out = None if args.out in (None, "-") else args.out
-    state = args.state or (f"{out}.state.sqlite" if out else None)
+    # No state beside /dev/null or a pipe: as with stdout, only --state keeps one.
+    state = args.state or (f"{out}.state.sqlite" if out and not _special(out) else None)
     _check_queries_given(args)
     if args.resume and state is None:
         raise CliError(

@@ -101,6 +101,12 @@ async def run_workers(invocation: Invocation) -> int:
         common += ["--credentials", options.credentials] if options.credentials else []
         common += ["--base-url", options.base_url] if options.base_url else []
         common += ["--quota", _quota_text(options.quota)] if options.quota else []
+        if options.proxy is not None:
+            # In the workers' environment, not their argv: the URL may hold a password.
+            for name in ("http_proxy", "https_proxy", "no_proxy"):
+                env.pop(name, None)
+                env.pop(name.upper(), None)
+            env["http_proxy"] = env["https_proxy"] = options.proxy
     async with contextlib.AsyncExitStack() as stack:
         if url is None:
             url = await stack.enter_async_context(private_redis())
@@ -208,7 +214,11 @@ def _ending(workers: Sequence[_Worker], interrupted: bool) -> str:
 
 def _exit_code(workers: Sequence[_Worker]) -> int:
     codes = [w.proc.returncode if w.proc is not None else ExitCode.ERROR for w in workers]
-    failed = [c for c in codes if c not in (ExitCode.OK, ExitCode.INTERRUPTED)]
+    ended = (ExitCode.OK, ExitCode.INTERRUPTED, ExitCode.PARTIAL)
+    failed = [c for c in codes if c not in ended]
     if failed:  # a worker killed by a signal has a negative code
         return failed[0] if failed[0] is not None and failed[0] > 0 else ExitCode.ERROR
-    return ExitCode.INTERRUPTED if ExitCode.INTERRUPTED in codes else ExitCode.OK
+    for code in (ExitCode.INTERRUPTED, ExitCode.PARTIAL):
+        if code in codes:
+            return code
+    return ExitCode.OK
