@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._clock import Clock, LoopClock
 from ._config import RateLimits
+from ._env import REDIS_URL_ENV
 from ._errors import ClientClosedError, SharedQuotaError
 from ._scheduler import Limiter, Start
 
@@ -67,7 +68,6 @@ __all__ = [
 
 logger = logging.getLogger("magisterium_async")
 
-REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
 _INSTALL_HINT = "the shared quota needs redis-py: pip install 'magisterium-async[redis]'"
 
 # KEYS: log, pause, epoch, clients.
