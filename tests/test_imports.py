@@ -100,7 +100,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         on_path.add(module)
         for target in sorted(graph.get(module, ())):
             if target in on_path:
-                return path[path.index(target) :] + [target]
+                return [*path[path.index(target) :], target]
             if target not in done and (cycle := visit(target)) is not None:
                 return cycle
         path.pop()
