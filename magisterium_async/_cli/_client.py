@@ -10,7 +10,7 @@ from .._client import AsyncMagisterium
 from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
 from .._credentials import credentials_path
 from .._env import TOKEN_ENV, token_from_env
-from .._redis import SharedQuota
+from .._ratelimit import SharedQuota
 from ._errors import CliError, ExitCode
 from ._local_emulator import local_emulator
 
