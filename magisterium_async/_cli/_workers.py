@@ -26,9 +26,10 @@ from typing import Any
 
 from .._config import RateLimits
 from .._env import REDIS_URL_ENV, TOKEN_ENV
+from .._redis import masked_url
 from ._client import check_options, emulator_quota, read_token
 from ._command import Invocation
-from ._coordination import check_redis, private_redis, require_redis_py, safe_url
+from ._coordination import check_redis, private_redis, require_redis_py
 from ._errors import ExitCode
 from ._harvest_plan import PRIVATE_JOB, WorkerPaths, plan_workers, workers_sharing
 from ._harvest_report import combined_summary
@@ -117,7 +118,7 @@ async def run_workers(invocation: Invocation) -> int:
                 outs=[w.paths.out for w in workers],
                 states=[w.paths.state for w in workers],
                 job=job,
-                redis=safe_url(where),
+                redis=masked_url(where),
                 elapsed=time.monotonic() - started,
                 emulator=options.emulator,
             )
