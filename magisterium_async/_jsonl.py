@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import os
 import re
 from collections.abc import Callable
@@ -23,6 +22,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from ._checks import non_negative_number, whole_number
 from ._clock import Clock, LoopClock
 from ._errors import OutputFileError
 from ._models import Document
@@ -214,18 +214,9 @@ class JsonlWriter:
         clock: Clock | None = None,
         mark: OutputMark | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        if (
-            isinstance(max_delay, bool)
-            or not isinstance(max_delay, (int, float))
-            or not math.isfinite(max_delay)
-            or max_delay < 0
-        ):
-            raise ValueError(f"max_delay must be a number of seconds >= 0, got {max_delay!r}")
         self.path = os.fspath(path)
-        self.batch_size = batch_size
-        self.max_delay = float(max_delay)
+        self.batch_size = whole_number("batch_size", batch_size)
+        self.max_delay = non_negative_number("max_delay", max_delay)
         self.on_durable = on_durable
         self._skip_existing = skip_existing
         if mark is not None and not isinstance(mark, OutputMark):

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import re
+import shutil
 import stat
 import sys
 import threading
@@ -20,11 +21,11 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import IO
 
+from .._env import REDIS_URL_ENV, redis_url
 from ._errors import CliError, ExitCode
 
 __all__ = [
     "PRIVATE_JOB",
-    "REDIS_URL_ENV",
     "Plan",
     "Sharing",
     "WorkerPaths",
@@ -34,9 +35,9 @@ __all__ = [
     "query_of",
     "sharing",
     "unwritable",
+    "workers_sharing",
 ]
 
-REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
 PRIVATE_JOB = "local"
 _JOB = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
@@ -63,7 +64,7 @@ def check_job(job: str) -> None:
 
 def sharing(args: argparse.Namespace) -> Sharing:
     """The Redis and job of one harvest process (not a ``--workers`` parent)."""
-    url = args.redis or os.environ.get(REDIS_URL_ENV) or None
+    url = redis_url(args.redis)
     if args.job is not None:
         check_job(args.job)
         if url is None:
@@ -75,6 +76,27 @@ def sharing(args: argparse.Namespace) -> Sharing:
         raise CliError(
             "--redis shares a harvest between invocations: name it with --job NAME, "
             "the same on each",
+            ExitCode.USAGE,
+        )
+    return Sharing(url, args.job)
+
+
+def workers_sharing(args: argparse.Namespace) -> Sharing:
+    """The Redis and job of the parent of ``--workers``: ``url`` ``None`` means a private
+    Redis it starts itself (redis-server must be installed), whose job is ``None`` too."""
+    url = redis_url(args.redis)
+    if args.job is not None:
+        check_job(args.job)
+    if url is None:
+        if shutil.which("redis-server") is None:
+            raise CliError(
+                f"--workers {args.workers} needs Redis to coordinate: pass --redis URL (or set "
+                f"${REDIS_URL_ENV}), or install redis-server for a private one",
+                ExitCode.USAGE,
+            )
+    elif args.job is None:
+        raise CliError(
+            "--workers with a shared Redis needs --job NAME (the same on every host)",
             ExitCode.USAGE,
         )
     return Sharing(url, args.job)
