@@ -43,7 +43,7 @@ from ._errors import (
     MalformedResponseError,
     SkillNotFoundError,
     UnexpectedStatusError,
-    error_from_jsonrpc,
+    error_for_status,
 )
 from ._harvest import Acknowledge, Harvest, OnError
 from ._http import HTTPTransport
@@ -74,6 +74,7 @@ from ._skills import (
     read_result,
     require_text,
 )
+from ._telemetry import Telemetry
 from ._transport import CLOSED_MESSAGE, ClientState, Transport, body_snippet, check_base_url
 
 __all__ = ["AsyncMagisterium"]
@@ -154,6 +155,8 @@ class AsyncMagisterium:
         credentials: str | os.PathLike[str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: HTTPTransport | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
         self._max_response_bytes = check_count("max_response_bytes", max_response_bytes)
@@ -200,6 +203,10 @@ class AsyncMagisterium:
         )
         self._agent_card: tuple[AgentCard, float] | None = None
         self._agent_card_url: str | None = None
+        # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
+        self._telemetry = Telemetry(
+            self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
 
     def __repr__(self) -> str:
         return f"AsyncMagisterium(base_url={self.base_url!r}, token='***')"
@@ -353,16 +360,23 @@ class AsyncMagisterium:
                 tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
             )
 
-        return await self._within_total(
+        return await self._telemetry.traced(
             method,
-            call_with_retries(
-                send,
-                pool=self._scheduler.pool(pool),
-                policy=self.retry_policy,
-                clock=self._clock,
-                what=method,
-                retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
-                deadline=self._deadline(),
+            pool or "unmetered",
+            params,
+            lambda observer: self._within_total(
+                method,
+                call_with_retries(
+                    send,
+                    pool=self._scheduler.pool(pool),
+                    policy=self.retry_policy,
+                    clock=self._clock,
+                    what=method,
+                    retry_timeouts=pool != "expensive"
+                    or self.retry_policy.retry_expensive_timeouts,
+                    deadline=self._deadline(),
+                    observer=observer,
+                ),
             ),
         )
 
@@ -478,18 +492,16 @@ class AsyncMagisterium:
         card = _decode_card(status, body)
         self._agent_card_url = url
         self._agent_card = (card, now + _max_age(headers.get("Cache-Control")))
+        self._telemetry.know_agent(card.name, card.version)
         return card
 
     async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
         async def attempt() -> tuple[int, Any, bytes]:
             status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
-            if status == 429:
-                raise error_from_jsonrpc(
-                    None, f"GET {url}: HTTP 429", None, status=429, headers=headers
-                )
             if status != 200:
-                raise UnexpectedStatusError(
-                    f"GET {url}: unexpected HTTP {status}", status=status, body=body_snippet(body)
+                what = f"HTTP {status}" if status == 429 else f"unexpected HTTP {status}"
+                raise error_for_status(
+                    status, f"GET {url}: {what}", headers=headers, body=body_snippet(body)
                 )
             return status, headers, body
 

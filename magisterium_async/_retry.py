@@ -19,10 +19,11 @@ from ._errors import (
     UnexpectedStatusError,
 )
 from ._scheduler import Pool
+from ._telemetry import NO_OBSERVER, CallObserver, error_type
 
 __all__ = ["RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
 
-logger = logging.getLogger("magisterium_async")
+logger = logging.getLogger("magisterium_async.retry")
 
 T = TypeVar("T")
 
@@ -72,6 +73,7 @@ async def call_with_retries(
     retry_timeouts: bool = True,
     jitter: Callable[[], float] = random.random,
     deadline: float = math.inf,
+    observer: CallObserver = NO_OBSERVER,
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be retried.
 
@@ -81,15 +83,19 @@ async def call_with_retries(
     (a time on ``clock``): then the :class:`RateLimitError` is raised at once, since
     sleeping to the deadline could only end in a timeout. Transient failures are retried
     ``policy.max_retries`` times with exponential backoff, outside the pool's slot.
+    ``observer`` hears of each slot, answer and retry (telemetry).
     """
     retries = 0
     limited = 0
     waited = 0.0
     while True:
+        asked = clock.now()
         async with pool.slot() as permit:
+            observer.admitted(permit.started - asked)
             try:
-                return await attempt()
+                result = await attempt()
             except RateLimitError as exc:
+                observer.answered(exc)
                 window, delay = rate_limit_wait(exc, policy, limited)
                 limited += 1
                 waited += delay
@@ -97,8 +103,10 @@ async def call_with_retries(
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
                 permit.retried()
-                logger.debug("%s: rate limited, retrying after %.3g s", what, delay)
+                observer.retrying(retries + limited, "rate_limited")
+                logger.info("%s: rate limited, retrying after %.3g s", what, delay)
             except MagisteriumError as exc:
+                observer.answered(exc)
                 if retries >= policy.max_retries or not is_transient(
                     exc, retry_timeouts=retry_timeouts
                 ):
@@ -106,5 +114,9 @@ async def call_with_retries(
                 permit.retried()
                 delay = policy.backoff(retries, jitter())
                 retries += 1
-                logger.debug("%s: %s; retry %d in %.3g s", what, exc, retries, delay)
+                observer.retrying(retries + limited, error_type(exc))
+                logger.info("%s: %s; retry %d in %.3g s", what, exc, retries, delay)
+            else:
+                observer.answered(None)
+                return result
         await clock.sleep(delay)
