@@ -1,0 +1,352 @@
+"""OpenTelemetry: a CLIENT span and metrics per protocol call, trace context on the wire,
+and nothing at all when no provider is configured."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+import magisterium_async as m
+from magisterium_async.testing import (
+    Emulator,
+    EmulatorConfig,
+    Fault,
+    MockResponse,
+    MockTransport,
+)
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode
+
+QUERY = "the secret query of a user"
+FAST = m.RetryPolicy(initial_backoff=0.001, max_backoff=0.001, min_retry_after=0.001)
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def tracer_provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider
+    provider.shutdown()
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@pytest.fixture
+def meter_provider(reader: InMemoryMetricReader) -> Iterator[MeterProvider]:
+    provider = MeterProvider(metric_readers=[reader])
+    yield provider
+    provider.shutdown()
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    config = EmulatorConfig(
+        tokens={"emu-token": "pro"}, rate_limits=None, today=lambda: dt.date(2026, 3, 19)
+    )
+    async with Emulator(config) as emu:
+        yield emu
+
+
+@pytest.fixture
+async def client(
+    emulator: Emulator, tracer_provider: TracerProvider, meter_provider: MeterProvider
+) -> AsyncIterator[m.AsyncMagisterium]:
+    async with m.AsyncMagisterium(
+        token=emulator.token,
+        base_url=emulator.base_url,
+        rate_limits=m.RateLimits.unlimited(),
+        retry_policy=FAST,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    ) as c:
+        yield c
+
+
+def client_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
+
+
+async def test_one_client_span_per_call_child_of_the_callers_span(
+    client: m.AsyncMagisterium,
+    emulator: Emulator,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    tracer = tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("caller") as caller:
+        await client.search(QUERY)
+        sent = await client.send_message("x", skill_id="document_search")
+        task = await client.get_task(sent.id)
+    spans = client_spans(exporter)
+    assert [s.name for s in spans] == ["message/send", "message/send", "tasks/get"]
+    for span in spans:
+        assert span.parent is not None
+        assert span.parent.span_id == caller.get_span_context().span_id
+        assert span.context.trace_id == caller.get_span_context().trace_id
+        assert span.status.status_code is StatusCode.UNSET
+    search = dict(spans[0].attributes or {})
+    assert search["a2a.method.name"] == "message/send"
+    assert search["magisterium.skill.id"] == "document_search"
+    assert search["magisterium.pool"] == "default"
+    assert search["magisterium.attempts"] == 1
+    assert search["magisterium.quota.wait"] >= 0.0
+    assert search["a2a.task.state"] == "completed"
+    assert search["a2a.task.id"] and search["gen_ai.conversation.id"]
+    assert search["server.address"] == "127.0.0.1"
+    assert search["server.port"] == emulator.port
+    get = dict(spans[2].attributes or {})
+    assert get["a2a.task.id"] == task.id
+    assert get["magisterium.pool"] == "unmetered"
+    assert "magisterium.skill.id" not in get
+
+
+async def test_the_agent_card_names_the_agent_on_later_spans(
+    client: m.AsyncMagisterium, exporter: InMemorySpanExporter
+) -> None:
+    card = await client.agent_card()
+    await client.search("grace")
+    attributes = dict(client_spans(exporter)[-1].attributes or {})
+    assert attributes["gen_ai.agent.name"] == card.name
+    assert attributes["gen_ai.agent.version"] == card.version
+
+
+async def test_a_failed_call_is_an_error_with_its_type(
+    client: m.AsyncMagisterium, exporter: InMemorySpanExporter
+) -> None:
+    with pytest.raises(m.TaskNotFoundError):
+        await client.get_task("no-such-task")
+    with pytest.raises(m.TaskFailedError):
+        await client.search("__fail__: index offline")
+    lost, failed = client_spans(exporter)
+    assert lost.status.status_code is StatusCode.ERROR
+    assert (lost.attributes or {})["error.type"] == "-32001"
+    assert failed.status.status_code is StatusCode.ERROR
+    assert (failed.attributes or {})["a2a.task.state"] == "failed"
+
+
+async def test_a_429_and_a_retry_are_events_and_attempts(
+    client: m.AsyncMagisterium,
+    emulator: Emulator,
+    exporter: InMemorySpanExporter,
+    reader: InMemoryMetricReader,
+) -> None:
+    emulator.script(Fault.rate_limit(retry_after=0.001), Fault.http_502())
+    await client.search("grace")
+    (span,) = client_spans(exporter)
+    attributes = dict(span.attributes or {})
+    assert attributes["magisterium.attempts"] == 3
+    events = [(e.name, dict(e.attributes or {})) for e in span.events]
+    assert events == [
+        ("magisterium.rate_limited", {"retry_after": 0.001}),
+        ("magisterium.retry", {"attempt": 1, "reason": "rate_limited"}),
+        ("magisterium.retry", {"attempt": 2, "reason": "UnexpectedStatusError"}),
+    ]
+    assert span.status.status_code is StatusCode.UNSET
+    metrics = _metrics(reader)
+    assert metrics["magisterium.client.requests"] == {
+        (("outcome", "error"), ("pool", "default")): 1,
+        (("outcome", "ok"), ("pool", "default")): 1,
+        (("outcome", "rate_limited"), ("pool", "default")): 1,
+    }
+    assert metrics["magisterium.client.rate_limited"] == {(("pool", "default"),): 1}
+    assert metrics["magisterium.client.quota.wait"] == {(("pool", "default"),): 1}
+
+
+def _metrics(reader: InMemoryMetricReader) -> dict[str, dict[tuple[Any, ...], Any]]:
+    """Each metric's points: a counter's value, a histogram's count, by sorted labels."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    found: dict[str, dict[tuple[Any, ...], Any]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            assert scope.scope.name == "magisterium_async"
+            for metric in scope.metrics:
+                points = found.setdefault(metric.name, {})
+                for point in metric.data.data_points:
+                    key = tuple(sorted((point.attributes or {}).items()))
+                    points[key] = getattr(point, "value", None) or getattr(point, "count", None)
+    return found
+
+
+async def test_no_token_or_user_text_in_any_span(
+    client: m.AsyncMagisterium, emulator: Emulator, exporter: InMemorySpanExporter
+) -> None:
+    emulator.script(Fault.rate_limit(retry_after=0.001))
+    await client.search(QUERY)
+    with pytest.raises(m.TaskFailedError):
+        await client.search(f"__fail__: {QUERY}")
+    spans = exporter.get_finished_spans()
+    assert spans
+    dumped = "\n".join(s.to_json() for s in spans)
+    assert emulator.token not in dumped
+    assert "secret query" not in dumped
+
+
+# Trace context on the wire ----------------------------------------------------------
+
+
+async def test_the_server_sees_the_callers_trace_on_every_request(
+    tracer_provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    seen: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("traceparent"))
+        if request.method == "GET":
+            return web.json_response({"name": "agent", "version": "1"})
+        body = await request.json()
+        if len(seen) == 1:  # the first call's first attempt: rate limited
+            error = {"code": -32003, "message": "Rate limit", "data": {"retryAfter": 0.001}}
+            return web.json_response(
+                {"jsonrpc": "2.0", "id": body["id"], "error": error}, status=429
+            )
+        task = {"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "completed"}}
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": task})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    async with TestServer(app, host="127.0.0.1") as server:
+        base_url = str(server.make_url("/a2a"))
+        tracer = tracer_provider.get_tracer("app")
+        async with m.AsyncMagisterium(
+            token="t",
+            base_url=base_url,
+            retry_policy=FAST,
+            rate_limits=m.RateLimits.unlimited(),
+            tracer_provider=tracer_provider,
+        ) as client:
+            with tracer.start_as_current_span("caller") as caller:
+                await client.get_task("t1")
+                await client.send_message("x", skill_id="document_search")
+                await client.agent_card()
+    trace_id = f"{caller.get_span_context().trace_id:032x}"
+    assert len(seen) == 4
+    assert all(header is not None and header.split("-")[1] == trace_id for header in seen)
+    spans = {s.name: s for s in client_spans(exporter)}
+    # The two attempts of tasks/get carry its span, the message/send request its own.
+    first = f"{spans['tasks/get'].context.span_id:016x}"
+    assert [h.split("-")[2] for h in seen[:2] if h] == [first, first]
+    assert seen[2] and seen[2].split("-")[2] == f"{spans['message/send'].context.span_id:016x}"
+
+
+# Nothing without a provider, or without the extra ------------------------------------
+
+
+async def test_without_a_provider_nothing_is_made_or_sent() -> None:
+    # The global providers are OpenTelemetry's proxies here: nothing configured them.
+    assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
+    transport = MockTransport(lambda r: MockResponse.result(r, _task()))
+    async with m.AsyncMagisterium(
+        token="t", base_url="https://a2a.example/api", transport=transport
+    ) as client:
+        work = client._telemetry.traced("tasks/get", "unmetered", {}, lambda o: _done(o))
+        assert type(work).__name__ == "coroutine" and work.__name__ == "_done"
+        await work
+        await client.get_task("t1")
+    assert "traceparent" not in transport.requests[0].headers
+
+
+async def _done(observer: Any) -> m.Task:
+    from magisterium_async._telemetry import NO_OBSERVER
+
+    assert observer is NO_OBSERVER
+    return m.Task(id="t", context_id="c", status=m.TaskStatus(state="completed"))
+
+
+def _task() -> dict[str, Any]:
+    return {"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "completed"}}
+
+
+def _run(script: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_client_works_without_the_extra() -> None:
+    out = _run(
+        """
+        import asyncio, sys
+        sys.modules["opentelemetry"] = None  # as if the [otel] extra were not installed
+        import magisterium_async as m
+        from magisterium_async.testing import MockResponse, MockTransport
+        task = {"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "completed"}}
+
+        async def main():
+            transport = MockTransport(lambda r: MockResponse.result(r, task))
+            async with m.AsyncMagisterium(
+                token="t", base_url="https://a2a.example/api", transport=transport
+            ) as client:
+                print((await client.get_task("t1")).id, repr(client._telemetry))
+                print("traceparent" in transport.requests[0].headers)
+
+        asyncio.run(main())
+        """
+    )
+    assert out.split() == ["t1", "<Telemetry", "not", "installed>", "False"]
+
+
+def test_the_global_provider_is_used_once_configured() -> None:
+    out = _run(
+        """
+        import asyncio, json
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+        import magisterium_async as m
+        from magisterium_async.testing import MockResponse, MockTransport
+        task = {"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "completed"}}
+
+        async def main():
+            transport = MockTransport(lambda r: MockResponse.result(r, task))
+            async with m.AsyncMagisterium(
+                token="t", base_url="https://a2a.example/api", transport=transport
+            ) as client:
+                await client.get_task("t1")  # before: no provider, no span
+                exporter = InMemorySpanExporter()
+                provider = TracerProvider()
+                provider.add_span_processor(SimpleSpanProcessor(exporter))
+                trace.set_tracer_provider(provider)
+                await client.get_task("t1")
+            headers = [r.headers.get("traceparent") is not None for r in transport.requests]
+            print(json.dumps([[s.name for s in exporter.get_finished_spans()], headers]))
+
+        asyncio.run(main())
+        """
+    )
+    assert json.loads(out) == [["tasks/get"], [False, True]]
