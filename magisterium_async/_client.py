@@ -136,6 +136,10 @@ class AsyncMagisterium:
     larger one raises :class:`ResponseTooLargeError` as soon as it passes the cap, so a
     broken proxy or a gzip bomb cannot exhaust memory. ``transport`` replaces the network
     (``magisterium_async.testing.MockTransport`` answers from a function, for unit tests).
+
+    ``tracer_provider`` and ``meter_provider`` (OpenTelemetry's, with the ``[otel]`` extra;
+    default: the global ones) get a CLIENT span per protocol call and the client's metrics;
+    with neither configured nothing is recorded.
     """
 
     def __init__(
