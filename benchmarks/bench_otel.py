@@ -46,7 +46,11 @@ _TASK = {
     "contextId": "c",
     "status": {"state": "completed"},
     "artifacts": [
-        {"artifactId": "a", "name": "search_results", "parts": [{"kind": "data", "data": {"results": _HITS}}]}
+        {
+            "artifactId": "a",
+            "name": "search_results",
+            "parts": [{"kind": "data", "data": {"results": _HITS}}],
+        }
     ],
 }
 
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     base_median = statistics.median(samples["base"])
     print(f"client CPU per call, median of {args.rounds} rounds of {args.calls} calls")
     for mode in MODES:
-        ratios = [h / b for h, b in zip(samples[mode], samples["base"])]
+        ratios = [h / b for h, b in zip(samples[mode], samples["base"], strict=True)]
         print(
             f"  {mode:<20} {statistics.median(samples[mode]):7.1f} µs"
             f"   x{statistics.median(ratios):.3f} of base (paired)"
