@@ -19,6 +19,7 @@ token, a query or an exception's message.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +33,11 @@ try:
     from opentelemetry import propagate as _propagate
     from opentelemetry import trace as _trace
     from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    try:
+        from opentelemetry.metrics import _internal as _metrics_internal
+    except ImportError:  # a future API without it: the public getter decides alone
+        _metrics_internal = None  # type: ignore[assignment]
 except ImportError:  # the [otel] extra is not installed: telemetry is off
     _trace = None  # type: ignore[assignment]
     _metrics = None  # type: ignore[assignment]
@@ -43,6 +49,43 @@ _NAME = "magisterium_async"
 _DEFAULT_SKILL = "catholic_qa"  # the service's default skill (a message without skillId)
 _NO_TRACER_PROVIDERS = ("ProxyTracerProvider", "NoOpTracerProvider")
 _NO_METER_PROVIDERS = ("_ProxyMeterProvider", "NoOpMeterProvider")
+_UNKNOWN = object()
+# Whether any client was given a tracer provider: then spans may be current without a
+# global provider, and every request is looked at for a trace context to carry.
+_explicit_tracing = False
+
+
+def _global(module: Any, name: str, env: str, public: Callable[[], Any]) -> Any:
+    """The global provider the application set, or ``None`` when it set none.
+
+    OpenTelemetry's own getter reads ``os.environ`` on every call (microseconds: too much
+    for the request path of every client that never asked for telemetry), so the
+    module's global is read first; where that name ever goes away, the getter decides.
+    """
+    provider = getattr(module, name, _UNKNOWN)
+    if provider is None and env not in _ENVIRONMENT:
+        return None
+    return public()
+
+
+# OpenTelemetry's variables naming a provider to load, read once: set at start-up, if ever.
+_PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+_ENVIRONMENT = frozenset(name for name in _PROVIDER_VARIABLES if name in os.environ)
+
+
+def _global_tracer_provider() -> Any:
+    return _global(
+        _trace, "_TRACER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER", _trace.get_tracer_provider
+    )
+
+
+def _global_meter_provider() -> Any:
+    return _global(
+        _metrics_internal,
+        "_METER_PROVIDER",
+        "OTEL_PYTHON_METER_PROVIDER",
+        _metrics.get_meter_provider,
+    )
 
 
 class CallObserver:
@@ -74,7 +117,13 @@ def error_type(error: BaseException) -> str:
 def with_trace_context(headers: Mapping[str, str]) -> Mapping[str, str]:
     """``headers``, plus ``traceparent`` (and the other configured propagators' headers)
     when a span is current; the very same mapping, uncopied, when none is."""
-    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
+    if _trace is None or (
+        not _explicit_tracing
+        and getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN) is None
+        and not _ENVIRONMENT
+    ):
+        return headers  # no provider, so no span of ours or anyone's: nothing to carry
+    if not _trace.get_current_span().get_span_context().is_valid:
         return headers
     carrier = dict(headers)
     _propagate.inject(carrier)
@@ -171,6 +220,9 @@ class Telemetry:
         }
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
+        if tracer_provider is not None:
+            global _explicit_tracing
+            _explicit_tracing = True
         self._tracer: tuple[Any, Any] = (None, None)  # (provider, its tracer or None)
         self._instruments: tuple[Any, _Instruments | None] = (None, None)
         self._agent: dict[str, str] = {}
@@ -185,21 +237,21 @@ class Telemetry:
             self._agent["gen_ai.agent.version"] = version
 
     def _current_tracer(self) -> Any:
-        provider = self._tracer_provider or _trace.get_tracer_provider()
+        provider = self._tracer_provider or _global_tracer_provider()
         seen, tracer = self._tracer
         if provider is not seen:
             tracer = None
-            if type(provider).__name__ not in _NO_TRACER_PROVIDERS:
+            if provider is not None and type(provider).__name__ not in _NO_TRACER_PROVIDERS:
                 tracer = provider.get_tracer(_NAME, _version.__version__)
             self._tracer = (provider, tracer)
         return tracer
 
     def _current_instruments(self) -> _Instruments | None:
-        provider = self._meter_provider or _metrics.get_meter_provider()
+        provider = self._meter_provider or _global_meter_provider()
         seen, instruments = self._instruments
         if provider is not seen:
             instruments = None
-            if type(provider).__name__ not in _NO_METER_PROVIDERS:
+            if provider is not None and type(provider).__name__ not in _NO_METER_PROVIDERS:
                 instruments = _Instruments(provider.get_meter(_NAME, _version.__version__))
             self._instruments = (provider, instruments)
         return instruments
@@ -215,7 +267,14 @@ class Telemetry:
 
         With nobody listening this is ``work(NO_OBSERVER)`` itself: no span, no wrapper.
         """
-        if _trace is None:
+        if _trace is None or (
+            # The common case, in a few attribute reads: nothing configured anywhere.
+            self._tracer_provider is None
+            and self._meter_provider is None
+            and getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN) is None
+            and getattr(_metrics_internal, "_METER_PROVIDER", _UNKNOWN) is None
+            and not _ENVIRONMENT
+        ):
             return work(NO_OBSERVER)
         tracer = self._current_tracer()
         instruments = self._current_instruments()
