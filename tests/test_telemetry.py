@@ -3,8 +3,6 @@ and nothing at all when no provider is configured."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import subprocess
 import sys
 import textwrap
@@ -18,7 +16,6 @@ from aiohttp.test_utils import TestServer
 import magisterium_async as m
 from magisterium_async.testing import (
     Emulator,
-    EmulatorConfig,
     Fault,
     MockResponse,
     MockTransport,
@@ -66,18 +63,10 @@ def meter_provider(reader: InMemoryMetricReader) -> Iterator[MeterProvider]:
 
 
 @pytest.fixture
-async def emulator() -> AsyncIterator[Emulator]:
-    config = EmulatorConfig(
-        tokens={"emu-token": "pro"}, rate_limits=None, today=lambda: dt.date(2026, 3, 19)
-    )
-    async with Emulator(config) as emu:
-        yield emu
-
-
-@pytest.fixture
 async def client(
-    emulator: Emulator, tracer_provider: TracerProvider, meter_provider: MeterProvider
+    magisterium_emulator: Emulator, tracer_provider: TracerProvider, meter_provider: MeterProvider
 ) -> AsyncIterator[m.AsyncMagisterium]:
+    emulator = magisterium_emulator
     async with m.AsyncMagisterium(
         token=emulator.token,
         base_url=emulator.base_url,
@@ -95,7 +84,7 @@ def client_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
 
 async def test_one_client_span_per_call_child_of_the_callers_span(
     client: m.AsyncMagisterium,
-    emulator: Emulator,
+    magisterium_emulator: Emulator,
     tracer_provider: TracerProvider,
     exporter: InMemorySpanExporter,
 ) -> None:
@@ -120,7 +109,7 @@ async def test_one_client_span_per_call_child_of_the_callers_span(
     assert search["a2a.task.state"] == "completed"
     assert search["a2a.task.id"] and search["gen_ai.conversation.id"]
     assert search["server.address"] == "127.0.0.1"
-    assert search["server.port"] == emulator.port
+    assert search["server.port"] == magisterium_emulator.port
     get = dict(spans[2].attributes or {})
     assert get["a2a.task.id"] == task.id
     assert get["magisterium.pool"] == "unmetered"
@@ -153,11 +142,11 @@ async def test_a_failed_call_is_an_error_with_its_type(
 
 async def test_a_429_and_a_retry_are_events_and_attempts(
     client: m.AsyncMagisterium,
-    emulator: Emulator,
+    magisterium_emulator: Emulator,
     exporter: InMemorySpanExporter,
     reader: InMemoryMetricReader,
 ) -> None:
-    emulator.script(Fault.rate_limit(retry_after=0.001), Fault.http_502())
+    magisterium_emulator.script(Fault.rate_limit(retry_after=0.001), Fault.http_502())
     await client.search("grace")
     (span,) = client_spans(exporter)
     attributes = dict(span.attributes or {})
@@ -196,8 +185,9 @@ def _metrics(reader: InMemoryMetricReader) -> dict[str, dict[tuple[Any, ...], An
 
 
 async def test_no_token_or_user_text_in_any_span(
-    client: m.AsyncMagisterium, emulator: Emulator, exporter: InMemorySpanExporter
+    client: m.AsyncMagisterium, magisterium_emulator: Emulator, exporter: InMemorySpanExporter
 ) -> None:
+    emulator = magisterium_emulator
     emulator.script(Fault.rate_limit(retry_after=0.001))
     await client.search(QUERY)
     with pytest.raises(m.TaskFailedError):
@@ -284,69 +274,68 @@ def _task() -> dict[str, Any]:
     return {"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "completed"}}
 
 
-def _run(script: str) -> str:
+_SCRIPT = """
+import asyncio, json, sys
+{before}
+import magisterium_async as m
+from magisterium_async.testing import MockResponse, MockTransport
+
+async def main():
+    task = {task}
+    transport = MockTransport(lambda r: MockResponse.result(r, task))
+    async with m.AsyncMagisterium(
+        token="t", base_url="https://a2a.example/api", transport=transport
+    ) as client:
+{calls}
+    print(json.dumps([r.headers.get("traceparent") is not None for r in transport.requests]))
+
+asyncio.run(main())
+"""
+
+
+def _run(before: str, calls: str) -> list[str]:
+    """Run calls through a client of a MockTransport in a fresh interpreter, ``before``
+    run first; its output lines, the last one saying which requests had a traceparent."""
+    script = _SCRIPT.format(
+        before=textwrap.dedent(before),
+        task=repr(_task()),
+        calls=textwrap.indent(textwrap.dedent(calls), " " * 8),
+    )
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return done.stdout.splitlines()
 
 
 def test_the_client_works_without_the_extra() -> None:
     out = _run(
+        'sys.modules["opentelemetry"] = None  # as if the [otel] extra were not installed',
         """
-        import asyncio, sys
-        sys.modules["opentelemetry"] = None  # as if the [otel] extra were not installed
-        import magisterium_async as m
-        from magisterium_async.testing import MockResponse, MockTransport
-        task = {"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "completed"}}
-
-        async def main():
-            transport = MockTransport(lambda r: MockResponse.result(r, task))
-            async with m.AsyncMagisterium(
-                token="t", base_url="https://a2a.example/api", transport=transport
-            ) as client:
-                print((await client.get_task("t1")).id, repr(client._telemetry))
-                print("traceparent" in transport.requests[0].headers)
-
-        asyncio.run(main())
-        """
+        print((await client.get_task("t1")).id, repr(client._telemetry))
+        """,
     )
-    assert out.split() == ["t1", "<Telemetry", "not", "installed>", "False"]
+    assert out == ["t1 <Telemetry not installed>", "[false]"]
 
 
 def test_the_global_provider_is_used_once_configured() -> None:
     out = _run(
         """
-        import asyncio, json
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
             InMemorySpanExporter,
         )
-        import magisterium_async as m
-        from magisterium_async.testing import MockResponse, MockTransport
-        task = {"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "completed"}}
-
-        async def main():
-            transport = MockTransport(lambda r: MockResponse.result(r, task))
-            async with m.AsyncMagisterium(
-                token="t", base_url="https://a2a.example/api", transport=transport
-            ) as client:
-                await client.get_task("t1")  # before: no provider, no span
-                exporter = InMemorySpanExporter()
-                provider = TracerProvider()
-                provider.add_span_processor(SimpleSpanProcessor(exporter))
-                trace.set_tracer_provider(provider)
-                await client.get_task("t1")
-            headers = [r.headers.get("traceparent") is not None for r in transport.requests]
-            print(json.dumps([[s.name for s in exporter.get_finished_spans()], headers]))
-
-        asyncio.run(main())
+        """,
         """
+        await client.get_task("t1")  # before: no provider, no span
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        await client.get_task("t1")
+        print(json.dumps([s.name for s in exporter.get_finished_spans()]))
+        """,
     )
-    assert json.loads(out) == [["tasks/get"], [False, True]]
+    assert out == ['["tasks/get"]', "[false, true]"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -123,25 +122,14 @@ def test_the_mcp_package_takes_the_mcp_specs() -> None:
 
 
 @pytest.fixture
-async def emulator() -> AsyncIterator[Emulator]:
-    config = EmulatorConfig(
-        tokens={"emu-token": "pro"}, rate_limits=None, today=lambda: dt.date(2026, 3, 19)
-    )
-    async with Emulator(config) as emu:
-        yield emu
-
-
-@pytest.fixture
-async def client(emulator: Emulator) -> AsyncIterator[m.AsyncMagisterium]:
-    async with m.AsyncMagisterium(
-        token=emulator.token, base_url=emulator.base_url, rate_limits=m.RateLimits.unlimited()
-    ) as c:
-        yield c
+def magisterium_emulator_config() -> EmulatorConfig:
+    return EmulatorConfig(rate_limits=None, today=lambda: dt.date(2026, 3, 19))
 
 
 async def test_call_tool_runs_all_ten_and_gives_json(
-    client: m.AsyncMagisterium, emulator: Emulator
+    magisterium_client: m.AsyncMagisterium, magisterium_emulator: Emulator
 ) -> None:
+    client, emulator = magisterium_client, magisterium_emulator
     results: dict[str, Any] = {}
     results["catholic_qa"] = await tools.call_tool(
         client, "catholic_qa", {"question": "What does Lumen Gentium teach about the Church?"}
@@ -182,8 +170,9 @@ async def test_call_tool_runs_all_ten_and_gives_json(
 
 
 async def test_call_tool_continues_a_conversation_and_reports_nothing_found(
-    client: m.AsyncMagisterium,
+    magisterium_client: m.AsyncMagisterium,
 ) -> None:
+    client = magisterium_client
     first = await tools.call_tool(client, "catholic_qa", {"question": "What is grace?"})
     follow = await tools.call_tool(
         client, "catholic_qa", {"question": "And sin?", "context_id": first["context_id"]}
@@ -193,9 +182,13 @@ async def test_call_tool_continues_a_conversation_and_reports_nothing_found(
     assert missing == {"found": False, "message": "Document not found."}
 
 
-async def test_a_failed_skill_raises_the_clients_error(client: m.AsyncMagisterium) -> None:
+async def test_a_failed_skill_raises_the_clients_error(
+    magisterium_client: m.AsyncMagisterium,
+) -> None:
     with pytest.raises(m.TaskFailedError, match="index offline"):
-        await tools.call_tool(client, "document_search", {"query": "__fail__: index offline"})
+        await tools.call_tool(
+            magisterium_client, "document_search", {"query": "__fail__: index offline"}
+        )
 
 
 @pytest.mark.parametrize(
