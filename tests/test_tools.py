@@ -97,8 +97,10 @@ def _typed_dict_takes(cls: Any, value: dict[str, Any]) -> None:
 def test_the_openai_package_takes_the_openai_specs() -> None:
     chat = pytest.importorskip("openai.types.chat")
     shared = pytest.importorskip("openai.types.shared_params")
+    # Before openai 1.99 the function tool was ChatCompletionToolParam itself.
+    function_tool = getattr(chat, "ChatCompletionFunctionToolParam", None)
     for spec in tools.tool_specs("openai"):
-        _typed_dict_takes(chat.ChatCompletionFunctionToolParam, spec)
+        _typed_dict_takes(function_tool or chat.ChatCompletionToolParam, spec)
         _typed_dict_takes(shared.FunctionDefinition, spec["function"])
 
 
