@@ -364,25 +364,21 @@ class AsyncMagisterium:
                 tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
             )
 
-        return await self._telemetry.traced(
+        observer = self._telemetry.observe(method, pool or "unmetered", params)
+        work = self._within_total(
             method,
-            pool or "unmetered",
-            params,
-            lambda observer: self._within_total(
-                method,
-                call_with_retries(
-                    send,
-                    pool=self._scheduler.pool(pool),
-                    policy=self.retry_policy,
-                    clock=self._clock,
-                    what=method,
-                    retry_timeouts=pool != "expensive"
-                    or self.retry_policy.retry_expensive_timeouts,
-                    deadline=self._deadline(),
-                    observer=observer,
-                ),
+            call_with_retries(
+                send,
+                pool=self._scheduler.pool(pool),
+                policy=self.retry_policy,
+                clock=self._clock,
+                what=method,
+                retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
+                deadline=self._deadline(),
+                observer=observer,
             ),
         )
+        return await observer.traced(work)
 
     def _deadline(self) -> float:
         """When a call starting now must end by ``total_timeout``, on the client's clock."""

@@ -7,12 +7,12 @@ the caller's current span, with the attributes of OpenTelemetry's A2A convention
 client's own (``magisterium.*``); every request carries its W3C trace context.
 
 Without the extra, or with no provider configured (OpenTelemetry's proxy or no-op one),
-:meth:`Telemetry.traced` hands the call its work untouched and the retry loop a no-op
-observer: nothing is made, nothing is emitted. A provider configured later is picked up
-by the next call.
+:meth:`Telemetry.observe` gives the call :data:`NO_OBSERVER`, which hears nothing and
+hands the call's work back untouched: nothing is made, nothing is emitted. A provider
+configured later is picked up by the next call.
 
 Nothing secret or typed by a user goes into a span: the method, ids (task, context,
-skill, JSON-RPC), states, pools, counts, waits and error classes, never a header, a
+skill), states, pools, counts, waits and error classes, never a header, a
 token, a query or an exception's message.
 """
 
@@ -102,6 +102,10 @@ class CallObserver:
     def retrying(self, attempt: int, reason: str) -> None:
         """The call is tried again: ``attempt`` is the retry's number, ``reason`` why."""
 
+    def traced(self, work: Awaitable[Task]) -> Awaitable[Task]:
+        """``work``, run inside the call's span; here, ``work`` itself, untouched."""
+        return work
+
 
 NO_OBSERVER = CallObserver()
 """The observer of a call nobody watches."""
@@ -184,6 +188,22 @@ class _CallRecord(CallObserver):
         if self.span is not None:
             self.span.add_event("magisterium.retry", {"attempt": attempt, "reason": reason})
 
+    async def traced(self, work: Awaitable[Task]) -> Task:
+        """``await work`` with the span current (so requests carry it), then end the span."""
+        scope = (
+            _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
+            if self.span is not None
+            else contextlib.nullcontext()
+        )
+        with scope:
+            try:
+                task = await work
+            except BaseException as error:
+                self.finish(None, error)
+                raise
+        self.finish(task, None)
+        return task
+
     def finish(self, task: Task | None, error: BaseException | None) -> None:
         if self.instruments is not None:
             self.instruments.quota_wait.record(self.waited, self._labels)
@@ -256,17 +276,9 @@ class Telemetry:
             self._instruments = (provider, instruments)
         return instruments
 
-    def traced(
-        self,
-        method: str,
-        pool: str,
-        params: Any,
-        work: Callable[[CallObserver], Awaitable[Task]],
-    ) -> Awaitable[Task]:
-        """``work(observer)``, inside the call's span when anyone is listening.
-
-        With nobody listening this is ``work(NO_OBSERVER)`` itself: no span, no wrapper.
-        """
+    def observe(self, method: str, pool: str, params: Any) -> CallObserver:
+        """The observer of one call starting now: its span is started here when anyone
+        listens; else :data:`NO_OBSERVER`, and nothing is made."""
         if _trace is None or (
             # The common case, in a few attribute reads: nothing configured anywhere.
             self._tracer_provider is None
@@ -275,22 +287,11 @@ class Telemetry:
             and getattr(_metrics_internal, "_METER_PROVIDER", _UNKNOWN) is None
             and not _ENVIRONMENT
         ):
-            return work(NO_OBSERVER)
+            return NO_OBSERVER
         tracer = self._current_tracer()
         instruments = self._current_instruments()
         if tracer is None and instruments is None:
-            return work(NO_OBSERVER)
-        return self._traced(tracer, instruments, method, pool, params, work)
-
-    async def _traced(
-        self,
-        tracer: Any,
-        instruments: _Instruments | None,
-        method: str,
-        pool: str,
-        params: Any,
-        work: Callable[[CallObserver], Awaitable[Task]],
-    ) -> Task:
+            return NO_OBSERVER
         span = None
         if tracer is not None:
             attributes = {
@@ -301,20 +302,7 @@ class Telemetry:
                 **_request_attributes(params),
             }
             span = tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attributes)
-        record = _CallRecord(span, instruments, pool)
-        scope = (
-            _trace.use_span(span, record_exception=False, set_status_on_exception=False)
-            if span is not None
-            else contextlib.nullcontext()
-        )
-        with scope:
-            try:
-                task = await work(record)
-            except BaseException as error:
-                record.finish(None, error)
-                raise
-        record.finish(task, None)
-        return task
+        return _CallRecord(span, instruments, pool)
 
 
 def _request_attributes(params: Any) -> dict[str, str]:
