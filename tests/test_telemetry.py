@@ -4,10 +4,12 @@ and nothing at all when no provider is configured."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -337,3 +339,19 @@ def test_the_global_provider_is_used_once_configured() -> None:
         """,
     )
     assert out == ['["tasks/get"]', "[false, true]"]
+
+
+# Logging: one tree, documented ---------------------------------------------------------
+
+
+def test_every_logger_is_in_the_tree_and_in_the_readme_table() -> None:
+    root = Path(m.__file__).parent
+    used = {
+        name
+        for path in root.rglob("*.py")
+        for name in re.findall(r'getLogger\("([^"]+)"\)', path.read_text(encoding="utf-8"))
+    }
+    readme = (root.parent / "README.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(magisterium_async[\w.]*)` \|", readme, re.M))
+    assert used and all(f"{n}.".startswith("magisterium_async.") for n in used)
+    assert used == documented
