@@ -19,6 +19,7 @@ token, a query or an exception's message.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -175,7 +176,10 @@ class _CallRecord(CallObserver):
         if isinstance(error, RateLimitError):
             outcome = "rate_limited"
             if self.span is not None:
-                attributes = {} if error.retry_after is None else {"retry_after": error.retry_after}
+                # The wait the service gave, in seconds; none when it gave none usable.
+                wait = error.retry_after
+                usable = wait is not None and math.isfinite(wait)
+                attributes = {"retry_after": wait} if usable else {}
                 self.span.add_event("magisterium.rate_limited", attributes)
             if self.instruments is not None:
                 self.instruments.rate_limited.add(1, self._labels)
