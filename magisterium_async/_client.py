@@ -525,6 +525,7 @@ class AsyncMagisterium:
             on_error=on_error,
             concurrency=concurrency,
             acknowledge=acknowledge,
+            clock=self._clock,
         )
 
     # Discovery ---------------------------------------------------------------------

@@ -31,6 +31,7 @@ from magisterium_async._batch import search_many
 from magisterium_async._errors import OutputFileError
 from magisterium_async._harvest import Harvest, HarvestedDocument, harvest
 from magisterium_async._jsonl import JsonlWriter
+from magisterium_async._ratelimit import PoolStats, SchedulerStats
 from magisterium_async._state import HarvestState
 from magisterium_async.testing import (
     Emulator,
@@ -456,6 +457,15 @@ class FakeClient:
         self.hang = hang
         self.crash = crash
         self.hanging = asyncio.Event()
+        self.rate_limited = 0
+
+    @property
+    def stats(self) -> SchedulerStats:
+        def pool(name: str, rate_limited: int = 0) -> PoolStats:
+            return PoolStats(name, 0, rate_limited, 0, 0.0, 0.0, 0.0, 0, 0)
+
+        default = pool("default", self.rate_limited)
+        return SchedulerStats(default, pool("expensive"), pool("unmetered"), 0, 1)
 
     async def search(self, query: str) -> list[SearchResult]:
         await asyncio.sleep(0)
@@ -699,26 +709,6 @@ async def test_resume_after_kill_9(emulator: Emulator, tmp_path: Path) -> None:
     assert set(requests(emulator, "document_search")) == {
         f"grace nature word{i}" for i in range(40)
     }
-
-
-async def test_backlog_wakes_every_waiter_when_room_frees() -> None:
-    from magisterium_async._harvest import _Backlog
-
-    backlog = _Backlog(2)
-    backlog.add(2)
-    woke: list[str] = []
-
-    async def wait(name: str) -> None:
-        await backlog.room()
-        woke.append(name)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(wait, "claim")
-        tg.start_soon(wait, "resume")
-        await anyio.wait_all_tasks_blocked()
-        backlog.take()
-        await anyio.wait_all_tasks_blocked()
-    assert sorted(woke) == ["claim", "resume"]
 
 
 async def test_resume_with_a_large_backlog_and_new_queries_completes(
