@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._config import check_count
+from ._checks import whole_number
 from ._errors import MagisteriumError
 from ._models import Document, SearchResult
 
@@ -116,12 +116,19 @@ async def for_each(
     source: Iterable[T] | AsyncIterable[T], handle: Callable[[T], Awaitable[Any]]
 ) -> None:
     """Await ``handle(item)`` for each item of ``source``, pulling the next only afterwards."""
+    async for item in items_of(source):
+        await handle(item)
+
+
+async def items_of(source: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
+    """The items of an iterable or an async iterable, as one async iterator, each pulled
+    from ``source`` only when asked for."""
     if isinstance(source, AsyncIterable):
         async for item in source:
-            await handle(item)
+            yield item
     else:
         for item in source:
-            await handle(item)
+            yield item
 
 
 def check_source(name: str, source: object) -> None:
@@ -136,7 +143,7 @@ def check_source(name: str, source: object) -> None:
 
 def check_concurrency(value: object) -> int:
     """``value`` if it is a positive int."""
-    return check_count("concurrency", value)
+    return whole_number("concurrency", value)
 
 
 Produce = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]

@@ -24,6 +24,7 @@ import msgspec
 from . import _batch, _harvest
 from ._auth import TokenCallable, TokenSource, authorized, resolve_token
 from ._batch import DEFAULT_CONCURRENCY, Batch
+from ._checks import whole_number
 from ._clock import Clock, LoopClock
 from ._config import (
     DEFAULT_BASE_URL,
@@ -37,7 +38,6 @@ from ._config import (
     RateLimits,
     RetryPolicy,
     Timeouts,
-    check_count,
 )
 from ._deadline import within
 from ._errors import (
@@ -172,9 +172,9 @@ class AsyncMagisterium:
         tracer_provider: Any = None,
         meter_provider: Any = None,
     ) -> None:
-        check_count("max_concurrency", max_concurrency)
+        whole_number("max_concurrency", max_concurrency)
         proxies = Proxies(proxy, trust_env=trust_env)
-        self._max_response_bytes = check_count("max_response_bytes", max_response_bytes)
+        self._max_response_bytes = whole_number("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         url = base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL
@@ -285,7 +285,7 @@ class AsyncMagisterium:
         if timeout is not None:
             view.timeouts = Timeouts.of(timeout)
         if max_retries is not None:
-            check_count("max_retries", max_retries, minimum=0)
+            whole_number("max_retries", max_retries, minimum=0)
             view.retry_policy = dataclasses.replace(self.retry_policy, max_retries=max_retries)
         view._options = self._options.replace(priority=priority, fairness_key=fairness_key)
         return view

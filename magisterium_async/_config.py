@@ -22,7 +22,6 @@ __all__ = [
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
-    "check_count",
 ]
 
 PoolName = Literal["default", "expensive"]
@@ -35,11 +34,6 @@ DEFAULT_MAX_CONCURRENCY = 32
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """The largest answer the client reads, decompressed: 64 MiB (the longest documents of the
 service are a few MiB)."""
-
-
-check_count = whole_number
-"""``value`` if it is an int of at least ``minimum``: :func:`._checks.whole_number`, under
-the name its importers know."""
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,15 @@ import asyncio
 import hashlib
 import os
 import socket
-import sqlite3
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._batch import items_of
 from ._errors import SharedStateError
 from ._models import Document, SearchResult
 from ._redis import connect, redis_errors
+from ._state import recorded_items
 
 if TYPE_CHECKING:
     from ._ratelimit import SchedulerStats
@@ -149,9 +150,9 @@ class Coordinator:
     async def hydrate(self, state: str | os.PathLike[str]) -> None:
         """Claim for this worker what its state file already holds (a resumed worker).
 
-        Read-only, straight from the state's tables (see :mod:`._state`).
+        Read-only (:func:`._state.recorded_items`).
         """
-        queries, ids = await asyncio.to_thread(_read_state, os.fspath(state))
+        queries, ids = await recorded_items(state)
         for start in range(0, len(queries), _BATCH):
             await self._call(self._queries, queries[start : start + _BATCH])
         await self.claim_ids(ids)
@@ -159,18 +160,6 @@ class Coordinator:
     async def aclose(self) -> None:
         """Close the connection."""
         await self._redis.aclose()
-
-
-def _read_state(path: str) -> tuple[list[str], list[str]]:
-    if not os.path.exists(path):
-        return [], []
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        queries = [row[0] for row in db.execute("SELECT query FROM queries")]
-        ids = [row[0] for row in db.execute("SELECT id FROM documents")]
-    finally:
-        db.close()
-    return queries, ids
 
 
 async def claimed_queries(
@@ -188,21 +177,14 @@ async def claimed_queries(
                 coordinator.skipped_queries += 1
         pending.clear()
 
-    if isinstance(queries, AsyncIterable):
-        async for query in queries:
-            pending.append(query)
-            if len(pending) >= batch:
-                async for mine in flush():
-                    yield mine
-    else:
-        for query in queries:
-            pending.append(query)
-            if len(pending) >= batch:
-                async for mine in flush():
-                    yield mine
+    async for query in items_of(queries):
+        pending.append(query)
+        if len(pending) >= batch:
+            async for claimed in flush():
+                yield claimed
     if pending:
-        async for mine in flush():
-            yield mine
+        async for claimed in flush():
+            yield claimed
 
 
 class CoordinatedClient:

@@ -61,6 +61,7 @@ __all__ = [
     "Held",
     "QueryClaim",
     "StateSummary",
+    "recorded_items",
 ]
 
 SCHEMA_VERSION = 2
@@ -342,6 +343,26 @@ def _state_errors(path: str) -> Iterator[None]:
     except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError) as exc:
         where = repr(path) if path else "(temporary)"
         raise StateError(f"harvest state {where}: {exc}", path=path) from exc
+
+
+def _read_items(path: str) -> tuple[list[str], list[str]]:
+    if not os.path.exists(path):
+        return [], []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        queries = [row[0] for row in db.execute("SELECT query FROM queries")]
+        ids = [row[0] for row in db.execute("SELECT id FROM documents")]
+    finally:
+        db.close()
+    return queries, ids
+
+
+async def recorded_items(path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
+    """Every query and every document id the state at ``path`` holds, whatever their
+    status (``[]`` and ``[]`` without a file); read-only, off the event loop, no run begun."""
+    where = os.fspath(path)
+    with _state_errors(where):
+        return await anyio.to_thread.run_sync(_read_items, where)
 
 
 class HarvestState:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._config import DEFAULT_RETRY_POLICY, DEFAULT_TIMEOUTS, check_count
+from magisterium_async._config import DEFAULT_RETRY_POLICY, DEFAULT_TIMEOUTS
 
 
 def test_the_plans_are_15_and_2_a_minute_with_no_cap_but_the_rate() -> None:
@@ -130,9 +130,3 @@ def test_bad_retry_policies_are_refused_by_name(
 def test_unbounded_budgets_and_deadlines_are_allowed() -> None:
     policy = m.RetryPolicy(rate_limit_budget=math.inf, total_timeout=math.inf, max_retries=0)
     assert policy.rate_limit_budget == policy.total_timeout == math.inf
-
-
-def test_check_count_names_the_argument() -> None:
-    assert check_count("concurrency", 4) == 4
-    with pytest.raises(ValueError, match="concurrency must be >= 1, got 0"):
-        check_count("concurrency", 0)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from magisterium_async import Document, MagisteriumError, StateError
-from magisterium_async._state import SCHEMA_VERSION, HarvestState
+from magisterium_async._state import SCHEMA_VERSION, HarvestState, recorded_items
 
 
 def doc(document_id: str) -> Document:
@@ -184,3 +184,20 @@ async def test_a_version_1_state_is_migrated_with_its_provenance(tmp_path: Path)
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     db.close()
+
+
+async def test_recorded_items_are_every_query_and_id_whatever_their_status(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    assert await recorded_items(path) == ([], [])  # no file: nothing, and none made
+    assert not path.exists()
+    state = await HarvestState.open(path)
+    try:
+        for query in ("a", "b"):
+            await state.claim_query(query)
+        await state.record_searches([("a", ["1", "2"], None), ("b", None, "boom")])
+    finally:
+        await state.aclose()
+    queries, ids = await recorded_items(path)
+    assert (sorted(queries), sorted(ids)) == (["a", "b"], ["1", "2"])
