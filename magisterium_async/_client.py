@@ -11,23 +11,21 @@ import dataclasses
 import datetime as dt
 import math
 import os
-import re
 import uuid
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
 
-from . import _batch, _harvest
+from . import _batch, _env, _harvest
+from ._agent_card import AgentCardCache, get_card
 from ._auth import TokenCallable, TokenSource, authorized, resolve_token
 from ._batch import DEFAULT_CONCURRENCY, Batch
 from ._checks import whole_number
 from ._clock import Clock, LoopClock
 from ._config import (
-    DEFAULT_BASE_URL,
     DEFAULT_CALL_OPTIONS,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -40,16 +38,10 @@ from ._config import (
     Timeouts,
 )
 from ._deadline import within
-from ._errors import (
-    APITimeoutError,
-    ClientClosedError,
-    MalformedResponseError,
-    SkillNotFoundError,
-    UnexpectedStatusError,
-    error_for_status,
-)
+from ._errors import APITimeoutError
 from ._harvest import Acknowledge, Harvest, OnError
 from ._http import HTTPTransport
+from ._lifetime import Lifetime
 from ._models import (
     AgentCard,
     Answer,
@@ -78,17 +70,11 @@ from ._skills import (
     require_text,
 )
 from ._telemetry import Telemetry
-from ._transport import CLOSED_MESSAGE, ClientState, Transport, body_snippet, check_base_url
+from ._transport import Transport, check_base_url
 
 __all__ = ["AsyncMagisterium"]
 
 T = TypeVar("T")
-
-_AGENT_CARD_DECODER = msgspec.json.Decoder(AgentCard)
-_MAX_AGE = re.compile(r"max-age=\s*\"?([0-9]+)")
-# RFC 9111 5.2.1: a delta-seconds too large to represent is taken as 2**31.
-_MAX_AGE_CAP = 2**31
-_CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json")
 
 
 class _SendParams(msgspec.Struct, omit_defaults=True):
@@ -177,8 +163,7 @@ class AsyncMagisterium:
         self._max_response_bytes = whole_number("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
-        url = base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL
-        self.base_url = check_base_url(url)
+        self.base_url = check_base_url(_env.base_url(base_url))
         self._clock = clock or LoopClock()
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock
@@ -211,6 +196,7 @@ class AsyncMagisterium:
         )
         self._options = DEFAULT_CALL_OPTIONS
         self._owner = True  # a view made by with_options() owns nothing
+        self._lifetime = Lifetime()  # shared with the views: closing this closes them
         self._transport = Transport(
             self.base_url,
             self._token,
@@ -223,8 +209,7 @@ class AsyncMagisterium:
             proxies=proxies,
         )
         self._proxy = None if proxy is None else redact(proxy)
-        self._agent_card: tuple[AgentCard, float] | None = None
-        self._agent_card_url: str | None = None
+        self._agent_card = AgentCardCache(self.base_url)
         # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
         self._telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
@@ -237,8 +222,7 @@ class AsyncMagisterium:
     # Lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> AsyncMagisterium:
-        if self._transport.state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
+        self._lifetime.check_not_closed()
         return self
 
     async def __aexit__(
@@ -256,6 +240,7 @@ class AsyncMagisterium:
         owns the connections."""
         if not self._owner:
             return
+        self._lifetime.close()
         await self._scheduler.aclose()
         await self._transport.aclose()
         if self._tokens is not None:
@@ -308,7 +293,7 @@ class AsyncMagisterium:
     @property
     def is_closed(self) -> bool:
         """Whether :meth:`aclose` has run."""
-        return self._transport.state is ClientState.CLOSED
+        return self._lifetime.is_closed
 
     @property
     def max_response_bytes(self) -> int:
@@ -402,12 +387,8 @@ class AsyncMagisterium:
             context_id=context_id,
             metadata={"skillId": skill_id} if skill_id is not None else None,
         )
-        try:
-            return await self._call("message/send", _SendParams(message), pool)
-        except SkillNotFoundError as exc:
-            if exc.skill_id is None:  # the service's data did not name it: we know it
-                exc.skill_id = skill_id or DEFAULT_SKILL_ID
-            raise
+        params = _SendParams(message)
+        return await self._call("message/send", params, pool, skill_id or DEFAULT_SKILL_ID)
 
     @property
     def token_source(self) -> TokenSource | None:
@@ -415,23 +396,26 @@ class AsyncMagisterium:
         ``None`` for a fixed token."""
         return self._tokens
 
-    async def _call(self, method: str, params: Any, pool: PoolName | None) -> Task:
-        self._transport.check_open()  # before the pool: a dead loop's client fails clearly
+    async def _call(
+        self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
+    ) -> Task:
+        self._lifetime.open()  # before the pool: a dead loop's client fails clearly
         timeout = self.timeouts.for_pool(pool)
         rpc = self._transport.rpc
         tokens = self._tokens
 
         def send() -> Awaitable[Task]:
             if tokens is None:
-                return rpc(method, params, timeout=timeout)
+                return rpc(method, params, timeout=timeout, skill_id=skill_id)
             return authorized(
-                tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
+                tokens,
+                lambda token: rpc(method, params, timeout=timeout, token=token, skill_id=skill_id),
             )
 
         observer = self._telemetry.observe(method, pool or "unmetered", params)
         work = self._within_total(
             method,
-            call_with_retries(
+            lambda deadline: call_with_retries(
                 send,
                 pool=self._scheduler.pool(pool),
                 priority=self._options.priority,
@@ -440,21 +424,19 @@ class AsyncMagisterium:
                 clock=self._clock,
                 what=method,
                 retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
-                deadline=self._deadline(),
+                deadline=deadline,
                 observer=observer,
             ),
         )
         return await observer.traced(work)
 
-    def _deadline(self) -> float:
-        """When a call starting now must end by ``total_timeout``, on the client's clock."""
-        total = self.retry_policy.total_timeout
-        return math.inf if total is None else self._clock.now() + total
-
-    async def _within_total(self, what: str, work: Awaitable[T]) -> T:
+    async def _within_total(self, what: str, work: Callable[[float], Awaitable[T]]) -> T:
+        """``work(deadline)``, ended at ``RetryPolicy.total_timeout``: the one reading of
+        it, so the retry loop's deadline (a time on the client's clock) and the cut-off
+        are the same moment."""
         total = self.retry_policy.total_timeout
         if total is None:
-            return await work
+            return await work(math.inf)
 
         def expired() -> APITimeoutError:
             return APITimeoutError(
@@ -462,7 +444,7 @@ class AsyncMagisterium:
                 "over every attempt and wait"
             )
 
-        return await within(self._clock, total, work, expired)
+        return await within(self._clock, total, work(self._clock.now() + total), expired)
 
     # Batch -------------------------------------------------------------------------
 
@@ -534,13 +516,7 @@ class AsyncMagisterium:
     def agent_card_url(self) -> str:
         """Where the agent card lives: the URL that answered, else ``/.well-known/agent.json``
         at the base URL's origin (``/.well-known/agent-card.json`` is tried after a 404)."""
-        return self._agent_card_url or self._card_urls()[0]
-
-    def _card_urls(self) -> list[str]:
-        if self._agent_card_url is not None:
-            return [self._agent_card_url]
-        parts = urlsplit(self.base_url)
-        return [f"{parts.scheme}://{parts.netloc}{path}" for path in _CARD_PATHS]
+        return self._agent_card.url
 
     async def agent_card(self) -> AgentCard:
         """The service's A2A agent card, decoded; spends no quota.
@@ -551,61 +527,24 @@ class AsyncMagisterium:
         ``Cache-Control`` when it gives one.
         """
         now = self._clock.now()
-        if self._agent_card is not None and now < self._agent_card[1]:
-            return self._agent_card[0]
-        urls = self._card_urls()
-        for i, url in enumerate(urls):
-            try:
-                status, headers, body = await self._within_total(f"GET {url}", self._get_card(url))
-            except UnexpectedStatusError as exc:
-                if exc.status == 404 and i + 1 < len(urls):
-                    continue
-                if exc.status == 404 and len(urls) > 1:
-                    exc.args = (f"{exc.args[0]} (also at {urls[0]})",)
-                raise
-            break
-        card = _decode_card(status, body)
-        self._agent_card_url = url
-        self._agent_card = (card, now + _max_age(headers.get("Cache-Control")))
-        self._telemetry.know_agent(card.name, card.version)
+        card = self._agent_card.cached(now)
+        if card is None:
+            card = await self._agent_card.discover(self._get_card, now)
+            self._telemetry.know_agent(card.name, card.version)
         return card
 
     async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
-        async def attempt() -> tuple[int, Any, bytes]:
-            status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
-            if status != 200:
-                what = f"HTTP {status}" if status == 429 else f"unexpected HTTP {status}"
-                raise error_for_status(
-                    status, f"GET {url}: {what}", headers=headers, body=body_snippet(body)
-                )
-            return status, headers, body
-
-        return await call_with_retries(
-            attempt,
-            pool=self._scheduler.pool(None),
-            policy=self.retry_policy,
-            clock=self._clock,
-            what=f"GET {url}",
-            deadline=self._deadline(),
+        self._lifetime.open()
+        what = f"GET {url}"
+        timeout = self.timeouts.default
+        return await self._within_total(
+            what,
+            lambda deadline: call_with_retries(
+                lambda: get_card(self._transport, url, timeout=timeout),
+                pool=self._scheduler.pool(None),
+                policy=self.retry_policy,
+                clock=self._clock,
+                what=what,
+                deadline=deadline,
+            ),
         )
-
-
-def _decode_card(status: int, body: bytes) -> AgentCard:
-    try:
-        return _AGENT_CARD_DECODER.decode(body)
-    except RecursionError:
-        why = "it is nested too deeply to decode"
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        why = str(exc)
-    raise MalformedResponseError(
-        f"agent card: not an A2A agent card: {why}", status=status, body=body_snippet(body)
-    )
-
-
-def _max_age(cache_control: str | None) -> float:
-    """Seconds the card may be cached: ``Cache-Control: max-age``, else for ever."""
-    match = _MAX_AGE.search(cache_control or "")
-    if match is None:
-        return float("inf")
-    digits = match.group(1)
-    return float(_MAX_AGE_CAP if len(digits) > 10 else min(int(digits), _MAX_AGE_CAP))

@@ -262,15 +262,20 @@ class SkillNotFoundError(JSONRPCError):
         skill_id: str | None = None,
     ) -> None:
         super().__init__(message, code=code, data=data, status=status)
-        if skill_id is None and isinstance(data, dict) and isinstance(data.get("skillId"), str):
-            skill_id = data["skillId"]
-        self.skill_id = skill_id
+        self.skill_id = skill_id if skill_id is not None else _skill_named(data)
         """The skill id the request named (``None`` when unknown, as for ``tasks/cancel``)."""
 
     def __str__(self) -> str:
         if self.skill_id is None:
             return super().__str__()
         return f"{self.message}: {self.skill_id!r} (JSON-RPC error {self.code}){self._answer_note}"
+
+
+def _skill_named(data: Any) -> str | None:
+    """The ``skillId`` an error's ``data`` names, if any."""
+    if isinstance(data, dict) and isinstance(data.get("skillId"), str):
+        return str(data["skillId"])
+    return None
 
 
 class TaskNotCancelableError(SkillNotFoundError):
@@ -449,7 +454,14 @@ def parse_seconds(value: object) -> float | None:
 
 
 def error_from_jsonrpc(
-    code: Any, message: Any, data: Any, *, status: int, method: str = "", headers: Any = None
+    code: Any,
+    message: Any,
+    data: Any,
+    *,
+    status: int,
+    method: str = "",
+    headers: Any = None,
+    skill_id: str | None = None,
 ) -> JSONRPCError:
     """Map one JSON-RPC error object (and its HTTP status) to the exception to raise.
 
@@ -462,7 +474,8 @@ def error_from_jsonrpc(
     A2A servers use the same codes with HTTP 200 for other things ("push notifications not
     supported", "unsupported operation", "content type not supported"), so with any other
     status those codes are a plain :class:`JSONRPCError`: never a pool-wide pause for an
-    answer that is no rate limit.
+    answer that is no rate limit. ``skill_id`` (the skill the request named) names the
+    skill of a :class:`SkillNotFoundError` whose ``data`` does not.
     """
     text = message if isinstance(message, str) and message else "JSON-RPC error"
     int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
@@ -474,6 +487,15 @@ def error_from_jsonrpc(
     final = int_code if int_code is not None else cls.code
     if cls is RateLimitError:
         return RateLimitError(text, code=final, data=data, status=status, headers=headers)
+    if cls is SkillNotFoundError:
+        named = _skill_named(data)
+        return SkillNotFoundError(
+            text,
+            code=final,
+            data=data,
+            status=status,
+            skill_id=named if named is not None else skill_id,
+        )
     return cls(text, code=final, data=data, status=status)
 
 

@@ -19,7 +19,6 @@ from typing import NamedTuple, Protocol
 
 import aiohttp
 
-from ._clock import Clock
 from ._errors import MalformedResponseError, ResponseTooLargeError
 from ._proxy import Proxies, request_arguments
 
@@ -62,13 +61,13 @@ class HTTPTransport(Protocol):
         headers: Mapping[str, str],
         body: bytes | None,
         timeout: float,
-        clock: Clock,
         limit: int,
         what: str,
     ) -> tuple[int, Mapping[str, str], bytes]:
         """Send one request; its status, headers and body, read by :func:`read_body`.
 
-        ``timeout`` bounds the whole exchange (on ``clock`` for in-memory transports);
+        ``timeout`` is the seconds the exchange may take: the real transport bounds its
+        sockets with it, while the client bounds any other transport on its own clock.
         ``limit`` and ``what`` go to :func:`read_body`. Network failures raise ``OSError``,
         ``TimeoutError`` or ``aiohttp.ClientError``. Redirects are never followed.
         """
@@ -106,9 +105,9 @@ class AiohttpTransport:
     def __repr__(self) -> str:
         return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
 
-    def in_another_loop(self) -> bool:
-        """Whether the session was opened in an event loop other than the running one (an
-        earlier ``asyncio.run()``): its connections ended with that loop."""
+    def _in_another_loop(self) -> bool:
+        # The session was opened in an event loop other than the running one (an earlier
+        # asyncio.run()): its connections ended with that loop.
         return self._session is not None and self._loop is not asyncio.get_running_loop()
 
     def _ensure_session(self) -> aiohttp.ClientSession:
@@ -146,12 +145,10 @@ class AiohttpTransport:
         headers: Mapping[str, str],
         body: bytes | None,
         timeout: float,
-        clock: Clock,
         limit: int,
         what: str,
     ) -> tuple[int, Mapping[str, str], bytes]:
-        """Send one request through the session (``clock`` is unused: sockets run in real
-        time)."""
+        """Send one request through the session, bounded by ``timeout`` on its sockets."""
         via = request_arguments(self._proxies.for_url(url), url, headers)
         async with self._ensure_session().request(
             method,
@@ -173,7 +170,7 @@ class AiohttpTransport:
 
     async def aclose(self) -> None:
         """Close the session."""
-        in_another_loop = self.in_another_loop()
+        in_another_loop = self._in_another_loop()
         session, self._session = self._session, None
         if session is not None and in_another_loop:
             session.detach()  # its loop is gone, and its connections with it

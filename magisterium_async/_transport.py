@@ -8,7 +8,6 @@ aiohttp, JSON or msgspec exception.
 from __future__ import annotations
 
 import asyncio
-import enum
 import ipaddress
 import itertools
 import logging
@@ -25,11 +24,11 @@ import msgspec
 from . import _version
 from ._clock import Clock, LoopClock
 from ._config import DEFAULT_MAX_RESPONSE_BYTES
+from ._deadline import within
 from ._errors import (
     APIConnectionError,
     APIResponseError,
     APITimeoutError,
-    ClientClosedError,
     JSONRPCError,
     MalformedResponseError,
     TLSError,
@@ -44,8 +43,6 @@ from ._proxy import Proxies
 from ._telemetry import with_trace_context
 
 __all__ = [
-    "CLOSED_MESSAGE",
-    "ClientState",
     "Transport",
     "body_snippet",
     "check_base_url",
@@ -59,20 +56,6 @@ _USER_AGENT = (
     f"python/{platform.python_version()} aiohttp/{aiohttp.__version__}"
 )
 _SNIPPET = 500
-CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
-OTHER_LOOP_MESSAGE = (
-    "the client was opened in another event loop, which has ended (an earlier "
-    "asyncio.run()?); its connections ended with it. Create the client in the loop that "
-    "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
-)
-
-
-class ClientState(enum.Enum):
-    """Where a client is in its life: a closed client cannot be reopened."""
-
-    UNOPENED = "unopened"
-    OPENED = "opened"
-    CLOSED = "closed"
 
 
 class _Request(msgspec.Struct):
@@ -243,7 +226,13 @@ def _id_problem(envelope: _Envelope | _RawEnvelope, request_id: int) -> str | No
 
 
 def decode_response(
-    method: str, request_id: int, status: int, payload: bytes, headers: Any = None
+    method: str,
+    request_id: int,
+    status: int,
+    payload: bytes,
+    headers: Any = None,
+    *,
+    skill_id: str | None = None,
 ) -> Task:
     """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means.
 
@@ -253,16 +242,19 @@ def decode_response(
     ``error``): its error object is raised, a non-200 status without one is an
     :class:`UnexpectedStatusError`, and a 200 that breaks the protocol is a
     :class:`MalformedResponseError`. Every error raised carries the answer (status,
-    headers, ``request_id``: see :func:`with_answer`).
+    headers, ``request_id``: see :func:`with_answer`). ``skill_id`` is the skill the
+    request named: a :class:`SkillNotFoundError` names it where the service did not.
     """
     try:
-        return _decode(method, request_id, status, payload, headers)
+        return _decode(method, request_id, status, payload, headers, skill_id)
     except (APIResponseError, JSONRPCError) as error:
         with_answer(error, status=status, headers=headers, jsonrpc_id=request_id)
         raise
 
 
-def _decode(method: str, request_id: int, status: int, payload: bytes, headers: Any) -> Task:
+def _decode(
+    method: str, request_id: int, status: int, payload: bytes, headers: Any, skill_id: str | None
+) -> Task:
     envelope, problem = _parse(method, payload)
     if (
         status == 200
@@ -279,7 +271,13 @@ def _decode(method: str, request_id: int, status: int, payload: bytes, headers: 
     usable = err is not None and _is_int(err.code)
     if err is not None and (usable if status in (401, 403, 429) else problem is None):
         raise error_from_jsonrpc(
-            err.code, err.message, err.data, status=status, method=method, headers=headers
+            err.code,
+            err.message,
+            err.data,
+            status=status,
+            method=method,
+            headers=headers,
+            skill_id=skill_id,
         )
     if status == 407:
         raise UnexpectedStatusError(
@@ -361,39 +359,32 @@ class Transport:
             trace_configs=trace_configs,
             proxies=proxies,
         )
+        # The real transport bounds each exchange on its sockets (aiohttp's timeout, in real
+        # time); any other (an in-memory one) is bounded here, on the client's clock, so a
+        # virtual-time test sees the same timeouts.
+        self._bound_here = not isinstance(self.http, AiohttpTransport)
         self._ids = itertools.count(1)
-        self.state = ClientState.UNOPENED
 
     def __repr__(self) -> str:
-        return f"<Transport {self._url} {self.state.value}>"
-
-    def check_open(self) -> None:
-        """:class:`ClientClosedError` if the client is closed, or was opened in an event
-        loop that has ended (it then counts as closed)."""
-        if self.state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
-        in_another_loop = getattr(self.http, "in_another_loop", None)
-        if in_another_loop is not None and in_another_loop():
-            self.state = ClientState.CLOSED
-            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+        return f"<Transport {self._url}>"
 
     async def _exchange(
         self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
     ) -> tuple[int, Any, bytes]:
-        self.check_open()
-        self.state = ClientState.OPENED
         failure: APIConnectionError | None = None
         try:
-            return await self.http.send(
+            exchange = self.http.send(
                 method,
                 url,
                 headers=headers,
                 body=body,
                 timeout=timeout,
-                clock=self._clock,
                 limit=self._max_response_bytes,
                 what=what,
             )
+            if self._bound_here:
+                return await within(self._clock, timeout, exchange, asyncio.TimeoutError)
+            return await exchange
         except _NETWORK_ERRORS as exc:
             failure = _network_error(what, timeout, exc)
         # Raised here, outside the except block, so the error has neither a __cause__ nor a
@@ -408,11 +399,18 @@ class Transport:
         return self._rpc_headers
 
     async def rpc(
-        self, method: str, params: Any, *, timeout: float, token: str | None = None
+        self,
+        method: str,
+        params: Any,
+        *,
+        timeout: float,
+        token: str | None = None,
+        skill_id: str | None = None,
     ) -> Task:
         """Send one JSON-RPC request and return the Task it answers, or raise.
 
-        ``token`` replaces the transport's own for this request and the next ones.
+        ``token`` replaces the transport's own for this request and the next ones;
+        ``skill_id`` (the skill a ``message/send`` names) goes into the errors it meets.
         """
         request_id = next(self._ids)
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
@@ -425,7 +423,7 @@ class Transport:
         except APIResponseError as error:  # the body could not be read (too large, corrupt)
             with_answer(error, jsonrpc_id=request_id)
             raise
-        return decode_response(method, request_id, status, payload, headers)
+        return decode_response(method, request_id, status, payload, headers, skill_id=skill_id)
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""
@@ -435,5 +433,4 @@ class Transport:
 
     async def aclose(self) -> None:
         """Close the HTTP transport; this one cannot be used afterwards."""
-        self.state = ClientState.CLOSED
         await self.http.aclose()

@@ -1,4 +1,4 @@
-"""AsyncMagisterium: construction, each skill end to end, retries, redaction, agent card."""
+"""AsyncMagisterium: construction, each skill end to end, retries, redaction, lifetime."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import sys
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 import magisterium_async as m
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
@@ -332,138 +331,6 @@ async def test_token_never_in_logs_or_errors(
     assert TOKEN not in caplog.text
 
 
-# Agent card --------------------------------------------------------------------------
-
-CARD = {
-    "name": "Magisterium AI",
-    "version": "1.0",
-    "protocolVersion": "0.3.0",
-    "url": "https://www.magisterium.com/api/v1/a2a",
-    "skills": [{"id": "catholic_qa", "name": "Q&A", "description": "Ask", "tags": []}],
-    "capabilities": {"streaming": False},
-}
-
-
-async def test_agent_card_is_decoded_cached_and_spends_no_quota(
-    client: m.AsyncMagisterium, server: ScriptedServer, clock: JumpClock
-) -> None:
-    hits: list[dict[str, str]] = []
-
-    async def serve(request: web.Request) -> web.StreamResponse:
-        hits.append(dict(request.headers))
-        return web.json_response(CARD, headers={"Cache-Control": "public, max-age=60"})
-
-    server.extra_routes["/.well-known/agent.json"] = serve
-    card = await client.agent_card()
-    assert (card.name, card.protocol_version, card.skills[0].id) == (
-        "Magisterium AI",
-        "0.3.0",
-        "catholic_qa",
-    )
-    await client.agent_card()
-    assert len(hits) == 1
-    assert "Authorization" not in hits[0]
-    clock.time += 61
-    await client.agent_card()
-    assert len(hits) == 2
-    assert server.requests == []
-
-
-async def test_agent_card_is_retried_on_a_5xx(
-    client: m.AsyncMagisterium, server: ScriptedServer
-) -> None:
-    answers = [web.Response(status=502, text="<html>bad gateway</html>"), web.json_response(CARD)]
-
-    async def serve(request: web.Request) -> web.StreamResponse:
-        return answers.pop(0)
-
-    server.extra_routes["/.well-known/agent.json"] = serve
-    assert (await client.agent_card()).name == "Magisterium AI"
-    assert answers == []
-
-
-async def test_agent_card_malformed(client: m.AsyncMagisterium, server: ScriptedServer) -> None:
-    async def serve(request: web.Request) -> web.StreamResponse:
-        return web.json_response({"skills": "none"})
-
-    server.extra_routes["/.well-known/agent.json"] = serve
-    with pytest.raises(m.MalformedResponseError, match="agent card"):
-        await client.agent_card()
-
-
-async def not_found(request: web.Request) -> web.StreamResponse:
-    return web.Response(status=404, text="Not Found")
-
-
-async def test_agent_card_falls_back_to_the_a2a_0_3_path_and_keeps_it(
-    client: m.AsyncMagisterium, server: ScriptedServer, clock: JumpClock
-) -> None:
-    hits: list[str] = []
-
-    async def serve(request: web.Request) -> web.StreamResponse:
-        hits.append(request.path)
-        if request.path == "/.well-known/agent.json":
-            return web.Response(status=404, text="Not Found")
-        return web.json_response(CARD, headers={"Cache-Control": "max-age=10"})
-
-    server.extra_routes["/.well-known/agent.json"] = serve
-    server.extra_routes["/.well-known/agent-card.json"] = serve
-    assert (await client.agent_card()).name == "Magisterium AI"
-    assert client.agent_card_url.endswith("/.well-known/agent-card.json")
-    clock.time += 11
-    await client.agent_card()
-    assert hits == [
-        "/.well-known/agent.json",
-        "/.well-known/agent-card.json",
-        "/.well-known/agent-card.json",
-    ]
-
-
-async def test_agent_card_missing_at_both_paths_names_both(
-    client: m.AsyncMagisterium, server: ScriptedServer
-) -> None:
-    server.extra_routes["/.well-known/agent.json"] = not_found
-    server.extra_routes["/.well-known/agent-card.json"] = not_found
-    with pytest.raises(m.UnexpectedStatusError, match=r"agent-card\.json.*also at.*agent\.json"):
-        await client.agent_card()
-
-
-@pytest.mark.parametrize(
-    ("cache_control", "fresh_after"),
-    [("max-age=" + "9" * 400, 10**6), ("public, max-age=0", 0.0), ("no-cache", 10**6)],
-)
-async def test_agent_card_max_age_of_any_size(
-    client: m.AsyncMagisterium,
-    server: ScriptedServer,
-    clock: JumpClock,
-    cache_control: str,
-    fresh_after: float,
-) -> None:
-    hits: list[int] = []
-
-    async def serve(request: web.Request) -> web.StreamResponse:
-        hits.append(1)
-        return web.json_response(CARD, headers={"Cache-Control": cache_control})
-
-    server.extra_routes["/.well-known/agent.json"] = serve
-    await client.agent_card()
-    clock.time += fresh_after
-    await client.agent_card()
-    assert len(hits) == (2 if fresh_after == 0 else 1)
-
-
-async def test_a_deeply_nested_agent_card_is_malformed(
-    client: m.AsyncMagisterium, server: ScriptedServer
-) -> None:
-    async def serve(request: web.Request) -> web.StreamResponse:
-        body = '{"name": "x", "extra": ' + "[" * 5000 + "]" * 5000 + "}"
-        return web.Response(text=body, content_type="application/json")
-
-    server.extra_routes["/.well-known/agent.json"] = serve
-    with pytest.raises(m.MalformedResponseError, match="nested too deeply"):
-        await client.agent_card()
-
-
 # An overall deadline per call ----------------------------------------------------------
 
 
@@ -699,3 +566,24 @@ async def test_each_retry_is_logged_at_info_with_its_reason_and_wait(
     message = retries[0].message
     assert message.startswith("message/send: unexpected HTTP 503")  # the method once
     assert "[HTTP 503, request 1]; retry 1 of 1 in" in message
+
+
+@pytest.mark.parametrize(
+    ("skill_id", "data", "named"),
+    [
+        ("document_search", None, "document_search"),  # the service did not say: we know
+        (None, None, "catholic_qa"),  # the service's default skill
+        ("document_search", {"skillId": "other"}, "other"),  # the service's word first
+    ],
+)
+async def test_skill_not_found_names_the_skill_the_call_asked_for(
+    client: m.AsyncMagisterium,
+    server: ScriptedServer,
+    skill_id: str | None,
+    data: Any,
+    named: str,
+) -> None:
+    server.default = server.error(-32002, "Skill not found", data=data)
+    with pytest.raises(m.SkillNotFoundError) as caught:
+        await client.send_message("x", skill_id=skill_id)
+    assert caught.value.skill_id == named

@@ -98,6 +98,13 @@ def test_skill_not_found_names_the_skill() -> None:
     assert str(bare) == "Skill not found (JSON-RPC error -32002)"
 
 
+def test_skill_not_found_names_the_skill_asked_for_where_the_service_does_not() -> None:
+    asked = error_from_jsonrpc(-32002, "Skill not found", None, status=200, skill_id="x")
+    assert isinstance(asked, m.SkillNotFoundError) and asked.skill_id == "x"
+    said = error_from_jsonrpc(-32002, "no", {"skillId": "y"}, status=200, skill_id="x")
+    assert isinstance(said, m.SkillNotFoundError) and said.skill_id == "y"
+
+
 # The tree, __all__ and the package's exports agree ---------------------------------------
 
 

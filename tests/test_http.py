@@ -17,7 +17,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import magisterium_async as m
-from magisterium_async._clock import LoopClock
 from magisterium_async._http import ACCEPT_ENCODING, AiohttpTransport, RawResponse, read_body
 
 
@@ -137,7 +136,7 @@ async def test_the_session_opens_on_first_use_and_closes_once() -> None:
     async with TestServer(app, host="127.0.0.1") as server:
         http = AiohttpTransport(max_concurrency=4, connect_timeout=5.0)
         assert repr(http) == "<AiohttpTransport idle>"
-        send = {"headers": {}, "body": None, "timeout": 5.0, "clock": LoopClock(), "limit": 100}
+        send = {"headers": {}, "body": None, "timeout": 5.0, "limit": 100}
         status, _, body = await http.send("GET", str(server.make_url("/hello")), what="x", **send)
         assert (status, body) == (200, b"hello")
         assert repr(http) == "<AiohttpTransport open>"
