@@ -9,20 +9,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
-import math
+import functools
 import os
-import uuid
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 import aiohttp
-import msgspec
 
 from . import _batch, _env, _harvest
 from ._agent_card import AgentCardCache, get_card
-from ._auth import TokenCallable, TokenSource, authorized, resolve_token
+from ._auth import TokenCallable, TokenSource, resolve_token
 from ._batch import DEFAULT_CONCURRENCY, Batch
+from ._calls import Calls
 from ._checks import whole_number
 from ._clock import Clock, LoopClock
 from ._config import (
@@ -37,26 +36,20 @@ from ._config import (
     RetryPolicy,
     Timeouts,
 )
-from ._deadline import within
-from ._errors import APITimeoutError
 from ._harvest import Acknowledge, Harvest, OnError
 from ._http import HTTPTransport
 from ._lifetime import Lifetime
+from ._message import parts_from, send_params
 from ._models import (
     AgentCard,
     Answer,
-    DataPart,
     Document,
-    FilePart,
-    Message,
     Part,
     SearchResult,
     Task,
-    TextPart,
 )
 from ._proxy import Proxies, redact
 from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedQuota
-from ._retry import call_with_retries
 from ._skills import (
     ASK,
     DEFAULT_SKILL_ID,
@@ -75,28 +68,6 @@ from ._transport import Transport, check_base_url
 __all__ = ["AsyncMagisterium"]
 
 T = TypeVar("T")
-
-
-class _SendParams(msgspec.Struct, omit_defaults=True):
-    message: Message
-
-
-def _parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
-    if isinstance(parts, (str, TextPart, DataPart, FilePart)):
-        parts = [parts]
-    if not isinstance(parts, Sequence):
-        raise TypeError(f"parts must be a str, a Part or a sequence of them, not {type(parts)}")
-    out: list[Part] = []
-    for i, part in enumerate(parts):
-        if isinstance(part, str):
-            out.append(TextPart(text=require_text(f"parts[{i}]", part)))
-        elif isinstance(part, (TextPart, DataPart, FilePart)):
-            out.append(part)
-        else:
-            raise TypeError(f"parts[{i}] must be a str or a Part, not {type(part).__name__}")
-    if not out:
-        raise ValueError("parts must hold at least one part")
-    return out
 
 
 class AsyncMagisterium:
@@ -213,6 +184,9 @@ class AsyncMagisterium:
         # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
         self._telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
+        self._calls = Calls(
+            self._transport, self._scheduler, self._clock, self._tokens, self._telemetry
         )
 
     def __repr__(self) -> str:
@@ -359,7 +333,7 @@ class AsyncMagisterium:
         """
         if skill_id is not None:
             require_text("skill_id", skill_id)
-        return await self._send(_parts_from(parts), skill_id, pool_for(skill_id), context_id)
+        return await self._send(parts_from(parts), skill_id, pool_for(skill_id), context_id)
 
     async def get_task(self, task_id: str) -> Task:
         """A task by id (kept by the service for 24 hours); spends no quota."""
@@ -378,16 +352,7 @@ class AsyncMagisterium:
     async def _send(
         self, parts: list[Part], skill_id: str | None, pool: PoolName, context_id: str | None
     ) -> Task:
-        if context_id is not None:
-            require_text("context_id", context_id)
-        message = Message(
-            role="user",
-            parts=parts,
-            message_id=str(uuid.uuid4()),
-            context_id=context_id,
-            metadata={"skillId": skill_id} if skill_id is not None else None,
-        )
-        params = _SendParams(message)
+        params = send_params(parts, skill_id, context_id)
         return await self._call("message/send", params, pool, skill_id or DEFAULT_SKILL_ID)
 
     @property
@@ -400,51 +365,15 @@ class AsyncMagisterium:
         self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
     ) -> Task:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
-        timeout = self.timeouts.for_pool(pool)
-        rpc = self._transport.rpc
-        tokens = self._tokens
-
-        def send() -> Awaitable[Task]:
-            if tokens is None:
-                return rpc(method, params, timeout=timeout, skill_id=skill_id)
-            return authorized(
-                tokens,
-                lambda token: rpc(method, params, timeout=timeout, token=token, skill_id=skill_id),
-            )
-
-        observer = self._telemetry.observe(method, pool or "unmetered", params)
-        work = self._within_total(
+        return await self._calls.rpc(
             method,
-            lambda deadline: call_with_retries(
-                send,
-                pool=self._scheduler.pool(pool),
-                priority=self._options.priority,
-                fairness_key=self._options.fairness_key,
-                policy=self.retry_policy,
-                clock=self._clock,
-                what=method,
-                retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
-                deadline=deadline,
-                observer=observer,
-            ),
+            params,
+            pool,
+            timeout=self.timeouts.for_pool(pool),
+            policy=self.retry_policy,
+            options=self._options,
+            skill_id=skill_id,
         )
-        return await observer.traced(work)
-
-    async def _within_total(self, what: str, work: Callable[[float], Awaitable[T]]) -> T:
-        """``work(deadline)``, ended at ``RetryPolicy.total_timeout``: the one reading of
-        it, so the retry loop's deadline (a time on the client's clock) and the cut-off
-        are the same moment."""
-        total = self.retry_policy.total_timeout
-        if total is None:
-            return await work(math.inf)
-
-        def expired() -> APITimeoutError:
-            return APITimeoutError(
-                f"{what}: no answer within RetryPolicy.total_timeout ({total:g} s), "
-                "over every attempt and wait"
-            )
-
-        return await within(self._clock, total, work(self._clock.now() + total), expired)
 
     # Batch -------------------------------------------------------------------------
 
@@ -535,16 +464,6 @@ class AsyncMagisterium:
 
     async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
         self._lifetime.open()
-        what = f"GET {url}"
-        timeout = self.timeouts.default
-        return await self._within_total(
-            what,
-            lambda deadline: call_with_retries(
-                lambda: get_card(self._transport, url, timeout=timeout),
-                pool=self._scheduler.pool(None),
-                policy=self.retry_policy,
-                clock=self._clock,
-                what=what,
-                deadline=deadline,
-            ),
-        )
+        transport, timeout = self._transport, self.timeouts.default
+        attempt = functools.partial(get_card, transport, url, timeout=timeout)
+        return await self._calls.unmetered(f"GET {url}", attempt, self.retry_policy)

@@ -25,6 +25,7 @@ from ._proxy import Proxies, request_arguments
 __all__ = [
     "ACCEPT_ENCODING",
     "AiohttpTransport",
+    "HTTPRequest",
     "HTTPTransport",
     "RawResponse",
     "read_body",
@@ -50,26 +51,30 @@ class RawResponse(NamedTuple):
     chunks: AsyncIterator[bytes]
 
 
+class HTTPRequest(NamedTuple):
+    """One request, as the client hands it to its :class:`HTTPTransport`."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes | None
+    timeout: float
+    """Seconds the exchange may take: the real transport bounds its sockets with it; the
+    client bounds any other transport on its own clock."""
+    limit: int
+    """The largest body to read, decompressed (``max_response_bytes``): for :func:`read_body`."""
+    what: str
+    """What the request is for (the JSON-RPC method, ``GET url``), to name it in errors."""
+
+
 class HTTPTransport(Protocol):
     """What the client needs of HTTP: send one request, stream its answer, close."""
 
-    async def send(
-        self,
-        method: str,
-        url: str,
-        *,
-        headers: Mapping[str, str],
-        body: bytes | None,
-        timeout: float,
-        limit: int,
-        what: str,
-    ) -> tuple[int, Mapping[str, str], bytes]:
-        """Send one request; its status, headers and body, read by :func:`read_body`.
+    async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
+        """Send ``request``; its status, headers and body, read by :func:`read_body`.
 
-        ``timeout`` is the seconds the exchange may take: the real transport bounds its
-        sockets with it, while the client bounds any other transport on its own clock.
-        ``limit`` and ``what`` go to :func:`read_body`. Network failures raise ``OSError``,
-        ``TimeoutError`` or ``aiohttp.ClientError``. Redirects are never followed.
+        Network failures raise ``OSError``, ``TimeoutError`` or ``aiohttp.ClientError``.
+        Redirects are never followed.
         """
         ...
 
@@ -137,26 +142,17 @@ class AiohttpTransport:
             self._timeouts[seconds] = timeout
         return timeout
 
-    async def send(
-        self,
-        method: str,
-        url: str,
-        *,
-        headers: Mapping[str, str],
-        body: bytes | None,
-        timeout: float,
-        limit: int,
-        what: str,
-    ) -> tuple[int, Mapping[str, str], bytes]:
-        """Send one request through the session, bounded by ``timeout`` on its sockets."""
-        via = request_arguments(self._proxies.for_url(url), url, headers)
+    async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
+        """Send one request through the session, bounded by its timeout on the sockets."""
+        url, limit = request.url, request.limit
+        via = request_arguments(self._proxies.for_url(url), url, request.headers)
         async with self._ensure_session().request(
-            method,
+            request.method,
             url,
-            data=body,
+            data=request.body,
             headers=via.headers,
             allow_redirects=False,
-            timeout=self.timeout(timeout),
+            timeout=self.timeout(request.timeout),
             proxy=via.proxy,
             proxy_headers=via.proxy_headers,
         ) as response:
@@ -166,7 +162,8 @@ class AiohttpTransport:
                 # limit, so one read is bounded.
                 return status, response_headers, await response.read()
             raw = RawResponse(status, response_headers, response.content.iter_chunked(_CHUNK))
-            return status, response_headers, await read_body(raw, limit=limit, what=what)
+            body = await read_body(raw, limit=limit, what=request.what)
+            return status, response_headers, body
 
     async def aclose(self) -> None:
         """Close the session."""

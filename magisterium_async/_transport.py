@@ -37,7 +37,7 @@ from ._errors import (
     error_from_jsonrpc,
     with_answer,
 )
-from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport
+from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPRequest, HTTPTransport
 from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
 from ._proxy import Proxies
 from ._telemetry import with_trace_context
@@ -373,15 +373,10 @@ class Transport:
     ) -> tuple[int, Any, bytes]:
         failure: APIConnectionError | None = None
         try:
-            exchange = self.http.send(
-                method,
-                url,
-                headers=headers,
-                body=body,
-                timeout=timeout,
-                limit=self._max_response_bytes,
-                what=what,
+            request = HTTPRequest(
+                method, url, headers, body, timeout, self._max_response_bytes, what
             )
+            exchange = self.http.send(request)
             if self._bound_here:
                 return await within(self._clock, timeout, exchange, asyncio.TimeoutError)
             return await exchange

@@ -17,7 +17,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import magisterium_async as m
-from magisterium_async._http import ACCEPT_ENCODING, AiohttpTransport, RawResponse, read_body
+from magisterium_async._http import (
+    ACCEPT_ENCODING,
+    AiohttpTransport,
+    HTTPRequest,
+    RawResponse,
+    read_body,
+)
 
 
 def answer(
@@ -136,13 +142,14 @@ async def test_the_session_opens_on_first_use_and_closes_once() -> None:
     async with TestServer(app, host="127.0.0.1") as server:
         http = AiohttpTransport(max_concurrency=4, connect_timeout=5.0)
         assert repr(http) == "<AiohttpTransport idle>"
-        send = {"headers": {}, "body": None, "timeout": 5.0, "limit": 100}
-        status, _, body = await http.send("GET", str(server.make_url("/hello")), what="x", **send)
+
+        def get(path: str) -> HTTPRequest:
+            return HTTPRequest("GET", str(server.make_url(path)), {}, None, 5.0, 100, "x")
+
+        status, _, body = await http.send(get("/hello"))
         assert (status, body) == (200, b"hello")
         assert repr(http) == "<AiohttpTransport open>"
-        status, headers, _ = await http.send(
-            "GET", str(server.make_url("/moved")), what="x", **send
-        )
+        status, headers, _ = await http.send(get("/moved"))
         assert (status, headers["Location"]) == (302, "/hello")  # not followed
         await http.aclose()
         await http.aclose()

@@ -20,7 +20,7 @@ from magisterium_async._ratelimit import PoolEvent, Scheduler
 from magisterium_async._retry import call_with_retries, rate_limit_wait
 
 from .conftest import TOKEN, ScriptedServer
-from .test_client import CARD
+from .test_agent_card import CARD
 
 DEFAULT = RetryPolicy()
 

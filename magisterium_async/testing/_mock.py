@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from .._http import RawResponse, read_body
+from .._http import HTTPRequest, RawResponse, read_body
 
 __all__ = ["MockRequest", "MockResponse", "MockTransport"]
 
@@ -118,26 +118,18 @@ class MockTransport:
     def __repr__(self) -> str:
         return f"MockTransport({len(self.requests)} requests)"
 
-    async def send(
-        self,
-        method: str,
-        url: str,
-        *,
-        headers: Mapping[str, str],
-        body: bytes | None,
-        timeout: float,
-        limit: int,
-        what: str,
-    ) -> tuple[int, Mapping[str, str], bytes]:
+    async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
         """Record the request and answer it from the handler; the body is read as the
         network's would be (size limit, decompression). The client cuts the exchange off
-        at ``timeout``, on its own clock."""
-        request = MockRequest(method, url, dict(headers), body or b"")
-        self.requests.append(request)
-        response = await self._answer(request)
+        at the request's timeout, on its own clock."""
+        recorded = MockRequest(
+            request.method, request.url, dict(request.headers), request.body or b""
+        )
+        self.requests.append(recorded)
+        response = await self._answer(recorded)
         raw_headers = CIMultiDictProxy(CIMultiDict(response.headers))
         raw = RawResponse(response.status, raw_headers, _chunks(response.body()))
-        return raw.status, raw_headers, await read_body(raw, limit=limit, what=what)
+        return raw.status, raw_headers, await read_body(raw, limit=request.limit, what=request.what)
 
     async def _answer(self, request: MockRequest) -> MockResponse:
         answer = self.handler(request)
