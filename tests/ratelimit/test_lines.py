@@ -17,7 +17,7 @@ def waiter(priority: Priority = "bulk", key: str | None = None) -> Waiter:
 
 def order(line: WaitingLine) -> list[Waiter]:
     """Every turn, in the order the line hands them out."""
-    out = []
+    out: list[Waiter] = []
     while line.head() is not None:
         out.append(line.pop())
     return out

@@ -42,9 +42,16 @@ class Starts:
             await self.clock.sleep(duration)
 
     def spawn(
-        self, n: int, pool: Pool, label: str, *args: object, **kw: float
-    ) -> list[asyncio.Task[None]]:  # noqa: E501
-        return [asyncio.create_task(self.call(pool, label, *args, **kw)) for _ in range(n)]  # type: ignore[arg-type]
+        self,
+        n: int,
+        pool: Pool,
+        label: str,
+        priority: Priority = "interactive",
+        key: str | None = None,
+        **kw: float,
+    ) -> list[asyncio.Task[None]]:
+        calls = (self.call(pool, label, priority, key, **kw) for _ in range(n))
+        return [asyncio.create_task(c) for c in calls]
 
     def times(self, label: str) -> list[float]:
         return [t for name, t in self.seen if name == label]

@@ -140,7 +140,7 @@ def test_a_refused_step_up_goes_back_and_the_next_waits_twice_as_long_up_to_4x()
     r, log, due = steps_up_from_six()
     base = math.ceil(STARTS_PER_STEP_UP / 6) * WINDOW
     now = due
-    waits = []
+    waits: list[float] = []
     for _ in range(MAX_STEP_UP_DOUBLINGS + 2):
         r.step_up(log, now)
         assert r.state.rate == 7 and r.stepping_up
@@ -200,7 +200,7 @@ def full_log_before(t: float, n: int = 10) -> tuple[StartLog, Start]:
 
 def test_a_cleared_429_at_a_windows_edge_with_a_full_log_widens_the_margin() -> None:
     r = rule(margin=1.0)
-    margins = []
+    margins: list[float] = []
     for _ in range(5):
         log, suspect = full_log_before(100.0)
         r.cleared(log, suspect, wait=1.0)
