@@ -265,7 +265,8 @@ async def test_one_process_at_a_time_steps_the_shared_rate_up(
     memory_redis: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Four processes with calls waiting when a step up falls due: one of them steps up
-    (one start more than the server allowed), not four."""
+    (one start more than the server allowed), not four; the others do not step up while
+    it is at it (its step up is held open for 5 s here), and keep to the rate meanwhile."""
     from fakeredis import FakeAsyncRedis
 
     clock = VirtualClock()
@@ -280,15 +281,21 @@ async def test_one_process_at_a_time_steps_the_shared_rate_up(
 
         async def step_up(pool: str, state: Any, i: int = i, original: Any = original) -> None:
             stepped.append((i, clock.now()))
+            await clock.sleep(5.0)  # a slow step up: the lease is held meanwhile
             await original(pool, state)
 
         monkeypatch.setattr(s, "_step_up", step_up)
     calls = Calls(clock)
     for i, sched in enumerate(scheds):
         calls.spawn(sched, f"p{i}", 10)
-    await clock.advance(150.0)
+    await clock.advance(99.0)
+    before = len(calls.starts)
+    await clock.advance(6.0)
     assert len(stepped) == 1, stepped
-    assert 100.0 - 1e-6 <= stepped[0][1] < 110.0  # when it fell due (µs in Redis)
+    assert 100.0 - 1e-6 <= stepped[0][1] < 101.0  # when it fell due (µs in Redis)
+    assert len(calls.starts) - before <= 1  # the rate of 6 kept while it steps up
+    await clock.advance(45.0)
+    assert len(stepped) == 1, stepped
     rule = await redis.hgetall(rule_key(shared[0]))
     assert (int(rule[b"rate"]), int(rule[b"allowed"])) == (7, 6)
     assert {s.stats.default.current_rate for s in scheds} == {7.0}
