@@ -176,6 +176,8 @@ async def test_closing_the_parent_wakes_a_views_waiting_call() -> None:
         ({"max_retries": -1}, ValueError, "max_retries"),
         ({"max_retries": "2"}, TypeError, "max_retries"),
         ({"max_retries": True}, TypeError, "max_retries"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"timeout": "30"}, TypeError, "timeout"),
     ],
 )
 async def test_bad_options_are_refused_naming_the_argument(

@@ -340,3 +340,22 @@ async def test_a_lowered_rate_survives_a_new_client_joining(memory_redis: object
     assert calls.times("new") == pytest.approx([70.0 + i * spacing for i in range(5)])
     await calls.close([sched, newcomer])
     await redis.aclose()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SharedPool.next_start always returns -inf (Redis decides in admit), so "
+    "Pool.wake_time and PoolStats.next_start_in say 0.0 while calls wait for the shared quota",
+)
+async def test_next_start_in_says_how_long_the_shared_quota_keeps_the_first_waiter(
+    memory_redis: object,
+) -> None:
+    clock = VirtualClock()
+    _, (sched,) = processes(memory_redis, clock, RateLimits.pro(), 1, 16)
+    calls = Calls(clock)
+    calls.spawn(sched, "x", 16, duration=0.1)
+    await clock.advance(1.0)
+    stats = sched.stats.default
+    assert stats.waiting == 1
+    assert stats.next_start_in == pytest.approx(60.0, abs=0.1)  # the window (+ margin) ends at 61
+    await calls.close([sched])
