@@ -201,21 +201,28 @@ def batch(client: m.AsyncMagisterium, kind: str, n: int, **kw: Any) -> AsyncIter
     return aiter(client.harvest(inputs, concurrency=n, **kw))
 
 
-@pytest.mark.parametrize("kind", ["search_many", "fetch_many"])
-async def test_batch_calls_are_bulk_and_a_single_call_goes_first(kind: str) -> None:
-    """At 15 a minute with a batch queued, a single call made later starts at the next
-    free start, ahead of every batch call still waiting."""
+async def batch_then_single(
+    kind: str, single: Callable[[m.AsyncMagisterium], Awaitable[Any]], **batch_kw: Any
+) -> Sent:
+    """At 15 a minute, a batch of 40 from t=0 and a single call at t=10: each query or id
+    (the single call's is ``"single"``) with when it was sent, in the order sent."""
     clock = VirtualClock()
     sent: Sent = []
     client, _ = client_for(clock, sent)
     async with client:
-        job = asyncio.ensure_future(drain(batch(client, kind, 40)))
-        person = asyncio.ensure_future(later(clock, 10.0, client.search("person")))
+        job = asyncio.ensure_future(drain(batch(client, kind, 40, **batch_kw)))
+        one = asyncio.ensure_future(later(clock, 10.0, single(client)))
         await clock.run_until_idle()
-        await asyncio.gather(job, person)
-    at = dict(sent)["person"]
-    assert at == pytest.approx(61.0)
-    assert next(what for what, t in sent if t == at) == "person"
+        await asyncio.gather(job, one)
+    return sent
+
+
+@pytest.mark.parametrize("kind", ["search_many", "fetch_many"])
+async def test_batch_calls_are_bulk_and_a_single_call_goes_first(kind: str) -> None:
+    """A single call made while a batch waits starts at the next free start, ahead of
+    every batch call still waiting (first of the 15 at t=61)."""
+    sent = await batch_then_single(kind, lambda client: client.search("single"))
+    assert sent[15] == ("single", pytest.approx(61.0))  # right after the first 15
 
 
 @pytest.mark.parametrize("kind", ["search_many", "fetch_many", "harvest"])
@@ -253,28 +260,17 @@ async def test_each_batch_asks_its_pool_for_bulk_turns_and_single_calls_for_inte
 
 
 async def test_a_batch_made_interactive_waits_its_turn_like_any_call() -> None:
-    clock = VirtualClock()
-    sent: Sent = []
-    client, _ = client_for(clock, sent)
-    async with client:
-        job = asyncio.ensure_future(drain(batch(client, "search_many", 40, priority="interactive")))
-        person = asyncio.ensure_future(later(clock, 10.0, client.search("person")))
-        await clock.run_until_idle()
-        await asyncio.gather(job, person)
-    assert dict(sent)["person"] == pytest.approx(2 * 61.0)  # behind the 25 that waited
+    sent = await batch_then_single(
+        "search_many", lambda client: client.search("single"), priority="interactive"
+    )
+    assert dict(sent)["single"] == pytest.approx(2 * 61.0)  # behind the 25 that waited
 
 
 async def test_a_bulk_views_single_calls_are_bulk() -> None:
-    clock = VirtualClock()
-    sent: Sent = []
-    client, _ = client_for(clock, sent)
-    bulk = client.with_options(priority="bulk")
-    async with client:
-        job = asyncio.ensure_future(drain(batch(client, "search_many", 40)))
-        late = asyncio.ensure_future(later(clock, 10.0, bulk.search("late")))
-        await clock.run_until_idle()
-        await asyncio.gather(job, late)
-    assert dict(sent)["late"] == pytest.approx(2 * 61.0)
+    sent = await batch_then_single(
+        "search_many", lambda client: client.with_options(priority="bulk").search("single")
+    )
+    assert dict(sent)["single"] == pytest.approx(2 * 61.0)  # behind the 25 that waited
 
 
 async def test_a_second_fairness_key_is_served_in_turn_not_after_the_first_keys_batch() -> None:

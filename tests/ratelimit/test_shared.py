@@ -195,26 +195,26 @@ class Calls:
             await sched.aclose()
 
 
-def crowd_and_latecomer(memory_redis: object) -> tuple[Calls, list[Scheduler]]:
+async def crowd_and_latecomer(memory_redis: object) -> tuple[Calls, float]:
     """Bulk calls in two processes at 15 a minute: one has 60 queued (four windows'
-    worth); the other's three arrive at 10 s."""
+    worth); the other's three arrive at 10 s. After 130 s: who started when, and the
+    first start free after 10 s."""
     clock = VirtualClock()
     _, scheds = processes(memory_redis, clock, RateLimits.pro(), 2, 16)
     calls = Calls(clock)
     calls.spawn(scheds[0], "crowd", 60)
     calls.spawn(scheds[1], "late", 3, at=10.0)
-    return calls, scheds
+    await clock.advance(130.0)
+    await calls.close(scheds)
+    return calls, min(t for t in calls.times("crowd") if t > 10.0)
 
 
 async def test_a_latecomer_processs_first_call_starts_at_the_next_free_start(
     memory_redis: object,
 ) -> None:
-    calls, scheds = crowd_and_latecomer(memory_redis)
-    await calls.clock.advance(130.0)
-    first_free = min(t for t in calls.times("crowd") if t > 10.0)
+    calls, first_free = await crowd_and_latecomer(memory_redis)
     assert first_free == pytest.approx(61.0, abs=0.1)
     assert calls.times("late")[0] == first_free  # not after the crowd's 45 left
-    await calls.close(scheds)
 
 
 @pytest.mark.xfail(
@@ -227,11 +227,8 @@ async def test_a_latecomer_processs_first_call_starts_at_the_next_free_start(
 async def test_a_latecomer_process_gets_turns_round_robin_in_the_next_window(
     memory_redis: object,
 ) -> None:
-    calls, scheds = crowd_and_latecomer(memory_redis)
-    await calls.clock.advance(130.0)
-    first_free = min(t for t in calls.times("crowd") if t > 10.0)
+    calls, first_free = await crowd_and_latecomer(memory_redis)
     assert calls.times("late") == [first_free] * 3  # 3 of the window's 15, not 1
-    await calls.close(scheds)
 
 
 async def test_a_process_gone_with_its_head_in_the_line_holds_others_back_a_grace_at_most(
