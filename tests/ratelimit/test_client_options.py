@@ -285,3 +285,12 @@ async def test_a_second_fairness_key_is_served_in_turn_not_after_the_first_keys_
         await asyncio.gather(first, second)
     at = [t for what, t in sent if what.startswith("fetch_many")]
     assert at == [pytest.approx(61.0)] * 3  # all in the next burst, taking turns with "a"
+
+
+@pytest.mark.parametrize("kind", ["search_many", "fetch_many", "harvest"])
+async def test_a_batch_with_a_bad_priority_is_refused_naming_it(kind: str) -> None:
+    client, transport = client_for(VirtualClock(), [])
+    with pytest.raises(ValueError, match="priority"):
+        batch(client, kind, 3, priority="urgent")
+    assert transport.requests == []
+    await client.aclose()
