@@ -313,7 +313,8 @@ class AsyncMagisterium:
         self, skill: Skill[Any, T], argument: Any, *, context_id: str | None = None
     ) -> T | None:
         parts = skill.build(argument)
-        task = await self._send(parts, skill.id, skill.pool, context_id)
+        params = send_params(parts, skill.id, context_id)
+        task = await self._call("message/send", params, skill.pool, skill.id)
         return read_result(skill, task)
 
     # Protocol level ----------------------------------------------------------------
@@ -333,7 +334,9 @@ class AsyncMagisterium:
         """
         if skill_id is not None:
             require_text("skill_id", skill_id)
-        return await self._send(parts_from(parts), skill_id, pool_for(skill_id), context_id)
+        params = send_params(parts_from(parts), skill_id, context_id)
+        pool, named = pool_for(skill_id), skill_id or DEFAULT_SKILL_ID
+        return await self._call("message/send", params, pool, named)
 
     async def get_task(self, task_id: str) -> Task:
         """A task by id (kept by the service for 24 hours); spends no quota."""
@@ -348,12 +351,6 @@ class AsyncMagisterium:
         """
         params = {"id": require_text("task_id", task_id)}
         return await self._call("tasks/cancel", params, None)
-
-    async def _send(
-        self, parts: list[Part], skill_id: str | None, pool: PoolName, context_id: str | None
-    ) -> Task:
-        params = send_params(parts, skill_id, context_id)
-        return await self._call("message/send", params, pool, skill_id or DEFAULT_SKILL_ID)
 
     @property
     def token_source(self) -> TokenSource | None:
