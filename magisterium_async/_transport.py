@@ -382,9 +382,15 @@ class Transport:
             return await exchange
         except _NETWORK_ERRORS as exc:
             failure = _network_error(what, timeout, exc)
-        # Raised here, outside the except block, so the error has neither a __cause__ nor a
-        # __context__: aiohttp's exceptions carry the request's headers, the token among them.
-        raise failure
+        # Raised with neither a __cause__ nor a __context__: aiohttp's exceptions carry the
+        # request's headers, the token among them. Outside the except block is not enough on
+        # Python 3.10, whose coroutines can leak an exception aiohttp handled into this
+        # frame: the context is cleared, and the bare raise does not chain again.
+        try:
+            raise failure
+        except APIConnectionError:
+            failure.__context__ = None
+            raise
 
     def _headers_for(self, token: str) -> dict[str, str]:
         # The token changes once an hour at most: rebuild the headers only then.
