@@ -147,6 +147,7 @@ async def _request(
     *,
     form: Mapping[str, str] | None = None,
     json: Any = None,
+    timeout: aiohttp.ClientTimeout = _TIMEOUT,
 ) -> tuple[int, bytes]:
     # The form may hold a code, a verifier or a token: no exception from here chains to an
     # aiohttp one (whose request_info would hold them), and none names the body.
@@ -161,7 +162,7 @@ async def _request(
     error: APIConnectionError | None = None
     try:
         async with session.request(
-            method, url, data=data, headers=headers, allow_redirects=False, timeout=_TIMEOUT
+            method, url, data=data, headers=headers, allow_redirects=False, timeout=timeout
         ) as response:
             return response.status, await _read(response)
     except asyncio.TimeoutError:
@@ -272,9 +273,13 @@ def authorization_url(
 
 
 async def _tokens(
-    session: aiohttp.ClientSession, token_endpoint: str, what: str, form: dict[str, str]
+    session: aiohttp.ClientSession,
+    token_endpoint: str,
+    what: str,
+    form: dict[str, str],
+    timeout: aiohttp.ClientTimeout = _TIMEOUT,
 ) -> TokenResponse:
-    status, body = await _request(session, "POST", token_endpoint, what, form=form)
+    status, body = await _request(session, "POST", token_endpoint, what, form=form, timeout=timeout)
     if status != 200:
         raise _refused(what, status, body)
     try:
@@ -311,11 +316,21 @@ async def exchange_code(
 
 
 async def refresh(
-    session: aiohttp.ClientSession, token_endpoint: str, *, client_id: str, refresh_token: str
+    session: aiohttp.ClientSession,
+    token_endpoint: str,
+    *,
+    client_id: str,
+    refresh_token: str,
+    timeout: float | None = None,
 ) -> TokenResponse:
-    """New tokens for a refresh token (RFC 6749 §6); the answer may rotate it."""
+    """New tokens for a refresh token (RFC 6749 §6); the answer may rotate it.
+
+    ``timeout`` (seconds, default 30) bounds the whole request: a refresh holding a lock
+    other processes wait on must end within the lock's lease.
+    """
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
-    return await _tokens(session, token_endpoint, "token refresh", form)
+    bound = _TIMEOUT if timeout is None else aiohttp.ClientTimeout(total=timeout)
+    return await _tokens(session, token_endpoint, "token refresh", form, bound)
 
 
 async def revoke(

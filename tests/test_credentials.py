@@ -10,7 +10,7 @@ import pytest
 import magisterium_async as m
 from magisterium_async._credentials import (
     Credentials,
-    credentials_path,
+    credentials_location,
     default_credentials_path,
     delete_credentials,
     load_credentials,
@@ -103,10 +103,10 @@ def test_where_the_file_lives(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert default_credentials_path() == tmp_path / "xdg" / "magisterium-async" / (
         "credentials.json"
     )
-    assert credentials_path() == default_credentials_path()
+    assert credentials_location() == default_credentials_path()
     monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", str(tmp_path / "env.json"))
-    assert credentials_path() == tmp_path / "env.json"
-    assert credentials_path(tmp_path / "arg.json") == tmp_path / "arg.json"
+    assert credentials_location() == tmp_path / "env.json"
+    assert credentials_location(tmp_path / "arg.json") == tmp_path / "arg.json"
 
 
 def test_a_refresh_keeps_what_it_was_not_told_anew() -> None:

@@ -6,10 +6,11 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from .._client import AsyncMagisterium
 from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
-from .._credentials import credentials_path
+from .._credentials import credentials_location
 from .._redis import SharedQuota
 from ._errors import CliError, ExitCode
 
@@ -49,8 +50,10 @@ def read_token(token_file: str | None, credentials: str | None = None) -> str | 
         token = os.environ.get("MAGISTERIUM_TOKEN", "").strip()
         if token:
             return token
-        if credentials is None and not credentials_path().exists():
-            raise CliError(NO_TOKEN, ExitCode.AUTH)
+        if credentials is None:
+            location = credentials_location()  # a Redis store is read at the first call
+            if isinstance(location, Path) and not location.exists():
+                raise CliError(NO_TOKEN, ExitCode.AUTH)
         return None
     try:
         with open(token_file, encoding="utf-8") as file:

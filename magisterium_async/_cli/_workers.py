@@ -98,7 +98,8 @@ async def run_workers(invocation: Invocation) -> int:
     if not options.emulator:
         read_token(options.token_file, options.credentials)  # one error now, not one a worker
         common += ["--token-file", options.token_file] if options.token_file else []
-        common += ["--credentials", options.credentials] if options.credentials else []
+        if options.credentials:  # in the environment: a Redis URL may hold a password
+            env["MAGISTERIUM_CREDENTIALS"] = options.credentials
         common += ["--base-url", options.base_url] if options.base_url else []
         common += ["--quota", _quota_text(options.quota)] if options.quota else []
     async with contextlib.AsyncExitStack() as stack:
