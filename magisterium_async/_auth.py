@@ -251,7 +251,8 @@ class StoredToken:
                 if not self._outage:
                     self._outage = True
                     logger.warning("%s; the token in hand is used while it lasts", exc)
-                if not forced and self._usable():
+                renewed = self._current_or_none() != seen  # refreshed, but not stored
+                if self._usable() and (renewed or not forced):
                     return
                 if loop.time() >= deadline:
                     raise
