@@ -24,11 +24,13 @@ from magisterium_async._redis import SharedQuota
 
 def client_for(base_url: str, quota: list[str]) -> AsyncMagisterium:
     if not quota:
-        return AsyncMagisterium(base_url=base_url, rate_limits=RateLimits.unlimited())
+        # 10 searches a second: enough to meet every token's expiry, not a CPU hog.
+        return AsyncMagisterium(base_url=base_url, rate_limits=RateLimits(10, 2, period=1.0))
     url, limit, period, workers = quota
     return AsyncMagisterium(
         base_url=base_url,
-        rate_limits=RateLimits(float(limit), 2, period=float(period)),
+        # A margin for the latency jitter of sixteen processes on two busy cores.
+        rate_limits=RateLimits(float(limit), 2, period=float(period), safety_margin=0.25),
         shared_quota=SharedQuota(url, workers=int(workers)),
     )
 
@@ -39,6 +41,9 @@ async def main(base_url: str, seconds: float, concurrency: int, quota: list[str]
     async with client_for(base_url, quota) as client:
         source = client.token_source
         assert isinstance(source, StoredToken)
+        # Warm, spending no quota: a connection to the service, and the sign-in read.
+        await client.agent_card()
+        await source.token()
         print("READY", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         end = time.monotonic() + seconds
