@@ -329,3 +329,28 @@ async def test_a_rediss_url_keeps_the_sign_in_over_tls(
     async with client_for(auth_server, plain, clock) as client:
         with pytest.raises(m.CredentialsError):
             await client.search("grace")
+
+
+async def test_no_token_or_password_in_reprs_errors_or_logs(
+    auth_server: FakeAuthServer,
+    url: str,
+    clock: JumpClock,
+    client: m.AsyncMagisterium,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="magisterium_async")
+    await client.search("grace")
+    clock.time += auth_server.lifetime
+    await client.search("grace")  # a refresh, logged at DEBUG
+    signed_in = await stored(url, auth_server.origin)
+    assert signed_in is not None and auth_server.refreshes == 1
+    auth_server.revoke_all()
+    clock.time += auth_server.lifetime
+    with pytest.raises(m.LoginRequiredError) as caught:
+        await client.search("grace")
+    source = source_of(client)
+    seen = [repr(client), repr(source), repr(source.store), repr(signed_in), caplog.text]
+    seen += [str(caught.value), repr(caught.value)]
+    for secret in (PASSWORD, signed_in.access_token, str(signed_in.refresh_token)):
+        for text in seen:
+            assert secret not in text
