@@ -20,12 +20,13 @@ import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeAlias
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import msgspec
 import platformdirs
 
 from ._errors import CredentialsError
+from ._redis import masked_url
 
 __all__ = [
     "APP_NAME",
@@ -159,16 +160,10 @@ def location_text(location: Location) -> str:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password (and any ``password=`` in its query) replaced by ``***``:
-    what a message may show of a Redis URL."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        netloc = f"{user}{':***' if colon else ''}@{hostport}"
-    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    """``url`` with its password, and any ``password=`` in its query (redis-py reads one
+    there too), replaced by ``***``: what a message may show of a Redis URL."""
+    base, sep, query = masked_url(url).partition("?")
+    return base + sep + re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", query)
 
 
 def lock_path(path: Path) -> Path:

@@ -17,9 +17,8 @@ import sys
 import time
 from typing import Any
 
-from magisterium_async import AsyncMagisterium, MagisteriumError, RateLimits
+from magisterium_async import AsyncMagisterium, MagisteriumError, RateLimits, SharedQuota
 from magisterium_async._auth import StoredToken
-from magisterium_async._redis import SharedQuota
 
 
 def client_for(base_url: str, quota: list[str]) -> AsyncMagisterium:

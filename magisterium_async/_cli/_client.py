@@ -11,7 +11,7 @@ from pathlib import Path
 from .._client import AsyncMagisterium
 from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
 from .._credentials import credentials_location
-from .._redis import SharedQuota
+from .._ratelimit import SharedQuota
 from ._errors import CliError, ExitCode
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
