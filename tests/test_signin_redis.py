@@ -160,7 +160,8 @@ async def test_a_soak_sixteen_processes_share_quota_and_sign_in_while_redis_rest
     assert sum(r["failed"] for r in reports) == 0, errors
     assert oauth.invalid_grants == 0 and oauth.refresh_reuses == 0
     assert oauth.refreshes <= run.elapsed / (0.9 * lifetime) + 3
-    assert sum(r["calls"] for r in reports) >= limit * (seconds / period) / 2
+    # Real work went on through both restarts (the shared pools pace it, adaptively).
+    assert sum(r["calls"] for r in reports) >= limit * (seconds / period) / 4
     # The quota through both restarts: the server never saw more starts in a window than
     # the shared log allows plus what the fallback documents (README "One quota, many
     # processes"): a client that lost Redis starts its local share, limit / workers per
