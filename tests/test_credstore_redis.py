@@ -276,23 +276,46 @@ async def test_status_and_logout_on_redis(auth_server: FakeAuthServer, url: str)
     assert await auth_status(url, auth_server.base_url) is None
 
 
-async def test_an_acl_user_limited_to_the_sign_in_keys_works(
-    auth_server: FakeAuthServer, redis_server: RedisServer, clock: JumpClock
+async def test_the_readme_acl_user_keeps_the_sign_in_and_the_quota(
+    auth_server: FakeAuthServer,
+    redis_server: RedisServer,
+    clock: JumpClock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     admin = connect(redis_server.url, 5.0)
     try:
         await admin.execute_command(
-            "ACL", "SETUSER", "signin", "on", f">{PASSWORD}", "~magisterium:signin:*",
-            "+@read", "+@write", "+@scripting", "+ping",
-        )  # fmt: skip
+            "ACL",
+            "SETUSER",
+            "magisterium",
+            "on",
+            f">{PASSWORD}",
+            "~magisterium:*",
+            "+@read",
+            "+@write",
+            "+@scripting",
+            "+ping",
+            "+time",
+        )  # fmt: skip  (README's)
     finally:
         await admin.aclose()
-    url = f"redis://signin:{PASSWORD}@127.0.0.1:{redis_server.port}/0"
+    url = f"redis://magisterium:{PASSWORD}@127.0.0.1:{redis_server.port}/0"
     await sign_in(auth_server, url)
     async with client_for(auth_server, url, clock) as client:
+        await client.search("grace")
         clock.time += auth_server.lifetime
         assert await client.search("grace") == []
     assert auth_server.refreshes == 1 and auth_server.invalid_grants == 0
+    caplog.set_level(logging.WARNING, logger="magisterium_async")
+    shared = m.AsyncMagisterium(
+        base_url=auth_server.base_url,
+        credentials=url,
+        rate_limits=m.RateLimits(10, 2, period=60.0),
+        shared_quota=url,
+    )
+    async with shared:
+        assert await shared.search("grace") == []
+    assert caplog.records == []  # Redis answered every call of the quota, as this user
 
 
 def _openssl(*args: str) -> None:
