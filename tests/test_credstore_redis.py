@@ -32,6 +32,8 @@ from .redis_server import RedisServer
 __all__ = ["auth_server"]
 
 PASSWORD = "s3cret-redis-pw"
+# README's user for the sign-in and the shared quota, after its name and password.
+README_ACL = ("on", "~magisterium:*", "+@read", "+@write", "+@scripting", "+ping", "+time")
 
 
 @pytest.fixture
@@ -284,38 +286,28 @@ async def test_the_readme_acl_user_keeps_the_sign_in_and_the_quota(
 ) -> None:
     admin = connect(redis_server.url, 5.0)
     try:
-        await admin.execute_command(
-            "ACL",
-            "SETUSER",
-            "magisterium",
-            "on",
-            f">{PASSWORD}",
-            "~magisterium:*",
-            "+@read",
-            "+@write",
-            "+@scripting",
-            "+ping",
-            "+time",
-        )  # fmt: skip  (README's)
+        await admin.execute_command("ACL", "SETUSER", "magisterium", f">{PASSWORD}", *README_ACL)
+        url = f"redis://magisterium:{PASSWORD}@127.0.0.1:{redis_server.port}/0"
+        await sign_in(auth_server, url)
+        async with client_for(auth_server, url, clock) as client:
+            await client.search("grace")
+            clock.time += auth_server.lifetime
+            assert await client.search("grace") == []
+        assert auth_server.refreshes == 1 and auth_server.invalid_grants == 0
+        caplog.set_level(logging.WARNING, logger="magisterium_async")
+        shared = m.AsyncMagisterium(
+            base_url=auth_server.base_url,
+            credentials=url,
+            rate_limits=m.RateLimits(10, 2, period=60.0),
+            shared_quota=url,  # on Redis's clock (TIME)
+        )
+        async with shared:
+            await asyncio.gather(*(shared.search(f"grace {i}") for i in range(5)))
+        # Redis admitted them, as this user: no fallback, and the log holds the starts.
+        assert [r.getMessage() for r in caplog.records] == []
+        assert await admin.keys("magisterium:{*}:default:log")
     finally:
         await admin.aclose()
-    url = f"redis://magisterium:{PASSWORD}@127.0.0.1:{redis_server.port}/0"
-    await sign_in(auth_server, url)
-    async with client_for(auth_server, url, clock) as client:
-        await client.search("grace")
-        clock.time += auth_server.lifetime
-        assert await client.search("grace") == []
-    assert auth_server.refreshes == 1 and auth_server.invalid_grants == 0
-    caplog.set_level(logging.WARNING, logger="magisterium_async")
-    shared = m.AsyncMagisterium(
-        base_url=auth_server.base_url,
-        credentials=url,
-        rate_limits=m.RateLimits(10, 2, period=60.0),
-        shared_quota=url,
-    )
-    async with shared:
-        assert await shared.search("grace") == []
-    assert caplog.records == []  # Redis answered every call of the quota, as this user
 
 
 def _openssl(*args: str) -> None:
