@@ -421,14 +421,14 @@ def resolve_token(
     stored = load_credentials(location)
     if stored is None:
         if credentials is None and not os.environ.get(CREDENTIALS_ENV):
-            raise MagisteriumError(NO_TOKEN)
+            raise LoginRequiredError(NO_TOKEN)
         source = "credentials=" if credentials is not None else f"${CREDENTIALS_ENV}"
-        raise MagisteriumError(
+        raise LoginRequiredError(
             f"no API token: no credentials file at {location} ({source}); sign in with "
             f"`magisterium-async login --credentials {location}`, or set {TOKEN_ENV}"
         )
     if stored.origin != origin:
-        raise MagisteriumError(
+        raise LoginRequiredError(
             f"the credentials in {location} are for {stored.origin}, not {origin}: "
             f"sign in there with `magisterium-async login --base-url {base_url}`"
         )

@@ -25,8 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 from aiohttp import web
 
-from . import _oauth
-from ._config import DEFAULT_BASE_URL
+from . import _env, _oauth
 from ._credentials import Credentials, Location, credentials_location, origin_of
 from ._credstore import CredentialStore, open_store
 from ._errors import MagisteriumError, OAuthError
@@ -207,7 +206,7 @@ async def _wait_for_code(
 
 
 def _base_url(base_url: str | None) -> str:
-    return check_base_url(base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL)
+    return check_base_url(_env.base_url(base_url))
 
 
 @contextlib.asynccontextmanager
