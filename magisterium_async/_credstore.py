@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -26,7 +25,6 @@ import filelock
 
 from ._credentials import (
     Credentials,
-    Location,
     delete_credentials,
     load_credentials,
     lock_path,
@@ -40,7 +38,6 @@ __all__ = [
     "FileStore",
     "StoreUnreachableError",
     "fence",
-    "open_store",
 ]
 
 LOCK_TIMEOUT = 120.0  # the longest a process waits for another's refresh of a file
@@ -143,15 +140,3 @@ class FileStore:
 
     async def aclose(self) -> None:
         return None
-
-
-def open_store(location: Location, origin: str) -> CredentialStore:
-    """The store at ``location`` (a path, or a Redis URL) for the service at ``origin``.
-
-    Opening sends nothing; a Redis URL is checked here (redis-py installed, the URL valid).
-    """
-    if isinstance(location, os.PathLike):
-        return FileStore(location)
-    from ._credstore_redis import RedisStore
-
-    return RedisStore(location, origin)

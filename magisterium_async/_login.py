@@ -27,7 +27,7 @@ from aiohttp import web
 
 from . import _env, _oauth
 from ._credentials import Credentials, Location, credentials_location, origin_of
-from ._credstore import CredentialStore, open_store
+from ._credstore import CredentialStore, FileStore
 from ._errors import MagisteriumError, OAuthError
 from ._transport import check_base_url
 
@@ -215,9 +215,13 @@ async def _opened(
 ) -> AsyncIterator[tuple[Location, CredentialStore]]:
     """The store at ``credentials`` (or the default places) for ``base_url``'s service."""
     location = credentials_location(credentials)
-    # A Redis store keeps a sign-in per service; a file holds one, whatever its service.
-    origin = "" if isinstance(location, Path) else origin_of(_base_url(base_url))
-    store = open_store(location, origin)
+    store: CredentialStore
+    if isinstance(location, Path):
+        store = FileStore(location)  # one sign-in, whatever its service
+    else:  # a sign-in per service: the URL and the issuer name the key
+        from ._credstore_redis import RedisStore
+
+        store = RedisStore(location, origin_of(_base_url(base_url)))
     try:
         yield location, store
     finally:

@@ -114,7 +114,7 @@ async def test_four_processes_on_four_homes_share_one_sign_in_through_redis(
     persistent_redis: RedisServer, tmp_path: Path
 ) -> None:
     lifetime = 2.0
-    config = EmulatorConfig(rate_limits=None, token_lifetime=lifetime, clock=time.monotonic)
+    config = EmulatorConfig(rate_limits=None, token_lifetime=lifetime)
     run = await run_workers(
         config, persistent_redis, tmp_path, workers=4, seconds=10.0, quota=[], restarts_at=[5.0]
     )
@@ -139,7 +139,6 @@ async def test_a_soak_sixteen_processes_share_quota_and_sign_in_while_redis_rest
     config = EmulatorConfig(
         rate_limits=RateLimitConfig(default=limit, expensive=2, period=period, algorithm="sliding"),
         token_lifetime=lifetime,
-        clock=time.monotonic,
     )
     quota = [persistent_redis.url, str(limit), str(period), str(workers)]
     run = await run_workers(
