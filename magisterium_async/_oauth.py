@@ -148,6 +148,7 @@ async def _request(
     *,
     form: Mapping[str, str] | None = None,
     json: Any = None,
+    timeout: aiohttp.ClientTimeout = _TIMEOUT,
 ) -> tuple[int, bytes]:
     # The form may hold a code, a verifier or a token: no exception from here chains to an
     # aiohttp one (whose request_info would hold them), and none names the body.
@@ -169,7 +170,7 @@ async def _request(
             data=data,
             headers=via.headers,
             allow_redirects=False,
-            timeout=_TIMEOUT,
+            timeout=timeout,
             proxy=via.proxy,
             proxy_headers=via.proxy_headers,
         ) as response:
@@ -282,9 +283,13 @@ def authorization_url(
 
 
 async def _tokens(
-    session: aiohttp.ClientSession, token_endpoint: str, what: str, form: dict[str, str]
+    session: aiohttp.ClientSession,
+    token_endpoint: str,
+    what: str,
+    form: dict[str, str],
+    timeout: aiohttp.ClientTimeout = _TIMEOUT,
 ) -> TokenResponse:
-    status, body = await _request(session, "POST", token_endpoint, what, form=form)
+    status, body = await _request(session, "POST", token_endpoint, what, form=form, timeout=timeout)
     if status != 200:
         raise _refused(what, status, body)
     try:
@@ -321,11 +326,21 @@ async def exchange_code(
 
 
 async def refresh(
-    session: aiohttp.ClientSession, token_endpoint: str, *, client_id: str, refresh_token: str
+    session: aiohttp.ClientSession,
+    token_endpoint: str,
+    *,
+    client_id: str,
+    refresh_token: str,
+    timeout: float | None = None,
 ) -> TokenResponse:
-    """New tokens for a refresh token (RFC 6749 §6); the answer may rotate it."""
+    """New tokens for a refresh token (RFC 6749 §6); the answer may rotate it.
+
+    ``timeout`` (seconds, default 30) bounds the whole request: a refresh holding a lock
+    other processes wait on must end within the lock's lease.
+    """
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
-    return await _tokens(session, token_endpoint, "token refresh", form)
+    bound = _TIMEOUT if timeout is None else aiohttp.ClientTimeout(total=timeout)
+    return await _tokens(session, token_endpoint, "token refresh", form, bound)
 
 
 async def revoke(
