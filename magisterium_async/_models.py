@@ -7,11 +7,14 @@ tagged union on ``kind``.
 
 from __future__ import annotations
 
+import itertools
+import re
 from typing import Any
 
 import msgspec
 
 __all__ = [
+    "MAX_ANSWER_DEPTH",
     "MAX_DEPTH",
     "AgentCapabilities",
     "AgentCard",
@@ -31,6 +34,7 @@ __all__ = [
     "TaskStatus",
     "TextPart",
     "deeper_than",
+    "json_deeper_than",
     "task_deeper_than",
 ]
 
@@ -39,6 +43,14 @@ MAX_DEPTH = 64
 
 The service's answers nest a few levels; deeper ones are refused as malformed, so no code
 that later walks a value (``repr``, encoding it again) can hit Python's recursion limit."""
+
+MAX_ANSWER_DEPTH = 256
+"""How deep any answer may nest, anywhere in it: fields the client ignores included.
+
+Checked on the bytes before decoding, so the bound is the same on every interpreter
+(3.12 changed how deep a C decoder may recurse) and far below what any of them follows.
+Far above the contract's own nesting too: a Task's free-form values start a few levels
+in and stop at :data:`MAX_DEPTH`."""
 
 
 class _Wire(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -281,3 +293,23 @@ def task_deeper_than(task: Task, limit: int) -> bool:
     for message in task.history:
         values.extend(_message_values(message))
     return _levels_deeper_than(values, limit)
+
+
+# A JSON string, escapes included; its brackets are text, not nesting.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# Each bracket's step in depth, indexed by its byte.
+_STEP = tuple(1 if b in b"[{" else -1 for b in range(256))
+
+
+def json_deeper_than(text: bytes, limit: int) -> bool:
+    """Whether the JSON ``text`` nests lists and objects more than ``limit`` levels anywhere.
+
+    Read from the bytes, without decoding: unknown fields count too, nothing recurses, and
+    the answer does not depend on the interpreter. Text that is not JSON may be judged
+    either way; decoding it fails anyway.
+    """
+    if text.count(b"[") + text.count(b"{") <= limit:
+        return False  # the usual answer: too few brackets to nest that deep
+    brackets = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit

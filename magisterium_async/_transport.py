@@ -33,7 +33,14 @@ from ._errors import (
     error_from_jsonrpc,
 )
 from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport
-from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
+from ._models import (
+    MAX_ANSWER_DEPTH,
+    MAX_DEPTH,
+    Task,
+    deeper_than,
+    json_deeper_than,
+    task_deeper_than,
+)
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -165,6 +172,10 @@ _COUNT_BRACKETS_BELOW = 16 * 1024
 def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
     """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
     envelope: _Envelope | _RawEnvelope
+    # Before decoding: how deep a decoder recurses, and so what it refuses, differs between
+    # interpreters, and it skips unknown fields unseen.
+    if json_deeper_than(payload, MAX_ANSWER_DEPTH):
+        return None, f"the response is nested more than {MAX_ANSWER_DEPTH} levels deep"
     try:
         envelope = _ENVELOPE_DECODER.decode(payload)
     except RecursionError:
@@ -359,9 +370,14 @@ class Transport:
             )
         except _NETWORK_ERRORS as exc:
             failure = _network_error(what, timeout, exc)
-        # Raised here, outside the except block, so the error has neither a __cause__ nor a
-        # __context__: aiohttp's exceptions carry the request's headers, the token among them.
-        raise failure
+        # Raised with neither a __cause__ nor a __context__: aiohttp's exceptions carry the
+        # request's headers, the token among them. Outside the except block is not enough: a
+        # pure-Python task on 3.10 (pytest-asyncio's, for one) runs this step inside its own
+        # handler of that aiohttp error, which the raise would still attach.
+        try:
+            raise failure from None
+        finally:
+            failure.__context__ = None
 
     def _headers_for(self, token: str) -> dict[str, str]:
         # The token changes once an hour at most: rebuild the headers only then.

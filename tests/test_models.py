@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from magisterium_async import DataPart, FilePart, Message, Task, TextPart
-from magisterium_async._models import MAX_DEPTH, deeper_than, task_deeper_than
+from magisterium_async._models import MAX_DEPTH, deeper_than, json_deeper_than, task_deeper_than
 
 
 def test_task_decodes_parts_by_kind_and_ignores_unknown_fields() -> None:
@@ -58,6 +58,15 @@ def test_deeper_than_counts_lists_and_objects_without_recursing() -> None:
     assert deeper_than(nest(6), 5)
     assert deeper_than(nest(100_000), MAX_DEPTH)  # iterative: no RecursionError
     assert not deeper_than([[1], {"a": [2]}, []], 3)
+
+
+def test_json_deeper_than_reads_the_bytes_strings_and_unknown_fields_included() -> None:
+    assert not json_deeper_than(b'{"a": [[1], {"b": []}]}', 4)
+    assert json_deeper_than(b'{"a": [[1], {"b": []}]}', 3)
+    assert json_deeper_than(b"[" * 100_000 + b"]" * 100_000, MAX_DEPTH)  # no recursion
+    # Brackets in strings, after escaped quotes and backslashes, are text.
+    assert not json_deeper_than(b'["[[[[", "\\"[[[[", "\\\\", "{{{{"]', 1)
+    assert json_deeper_than(b'["\\\\", [[]]]', 2)
 
 
 def test_task_deeper_than_looks_at_every_free_form_value() -> None:
