@@ -168,10 +168,16 @@ class Task(_Wire, tag_field="kind", tag="task"):
         return next((a for a in self.artifacts if a.name == name), None)
 
 
+# The skills' results are frozen structs: plain values, JSON-ready (``msgspec.json.encode``,
+# ``msgspec.to_builtins``) and hashable. ``extra`` holds the service's free-form JSON, which
+# cannot be hashed, so the hash leaves it out: equal results still hash equal.
+
+
 class Citation(msgspec.Struct, frozen=True, kw_only=True):
     """One source behind an :class:`Answer`, with the fields the service's chat API names.
 
     Every field may be missing; any other key the service sends is kept in ``extra``.
+    Hashable (``extra`` aside), so citations can be deduplicated in a set.
     """
 
     cited_text: str | None = None
@@ -184,9 +190,26 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
     source_url: str | None = None
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __hash__(self) -> int:
+        return hash(
+            (
+                self.cited_text,
+                self.cited_text_heading,
+                self.document_title,
+                self.document_index,
+                self.document_author,
+                self.document_year,
+                self.document_reference,
+                self.source_url,
+            )
+        )
+
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
-    """What :meth:`AsyncMagisterium.ask` returns."""
+    """What :meth:`AsyncMagisterium.ask` returns.
+
+    Not hashable: it holds the :class:`Task` it came from, which is mutable.
+    """
 
     text: str
     citations: list[Citation]
@@ -196,16 +219,25 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
-    """One hit of :meth:`AsyncMagisterium.search`; other keys the service sends are in ``extra``."""
+    """One hit of :meth:`AsyncMagisterium.search`; other keys the service sends are in ``extra``.
+
+    Hashable by its ``id``, so hits of several searches can be collected in a set.
+    """
 
     id: str
     url: str
     title: str
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __hash__(self) -> int:
+        return hash(self.id)
+
 
 class Document(msgspec.Struct, frozen=True, kw_only=True):
-    """A document's content and metadata, from :meth:`AsyncMagisterium.fetch`."""
+    """A document's content and metadata, from :meth:`AsyncMagisterium.fetch`.
+
+    Hashable by its ``id``.
+    """
 
     id: str
     title: str | None
@@ -213,6 +245,9 @@ class Document(msgspec.Struct, frozen=True, kw_only=True):
     ref: str | None
     text: str
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash(self.id)
 
 
 class AgentSkill(_Wire):
