@@ -211,7 +211,6 @@ def test_every_readme_example_passes_mypy_strict(tmp_path: Path) -> None:
         return f"README.md:{starts[match.group(1)] + int(match.group(2)) - 1}"
 
     lines = [
-        re.sub(r"^(readme_line\d+\.py):(\d+)", located, line)
-        for line in done.stdout.splitlines()
+        re.sub(r"^(readme_line\d+\.py):(\d+)", located, line) for line in done.stdout.splitlines()
     ]
     assert done.returncode == 0, "\n".join(lines) or done.stderr
