@@ -15,7 +15,7 @@ import logging
 import platform
 import reprlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -151,6 +151,20 @@ def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnecti
         return APITimeoutError(f"{what} timed out after {timeout:g} s")
     detail = _safe_str(exc)
     return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
+
+
+def raise_alone(error: BaseException) -> NoReturn:
+    """Raise ``error`` with neither a ``__cause__`` nor a ``__context__``.
+
+    For errors that replace aiohttp's, whose ``repr`` shows the request's headers (the
+    token among them). Raising outside the ``except`` block is not enough: on 3.10 a
+    pure-Python task (pytest-asyncio's, for one) runs the step inside its own handler of
+    that aiohttp error, and ``raise`` would attach it all the same.
+    """
+    try:
+        raise error from None
+    finally:
+        error.__context__ = None
 
 
 def _safe_str(exc: BaseException) -> str:
@@ -370,14 +384,8 @@ class Transport:
             )
         except _NETWORK_ERRORS as exc:
             failure = _network_error(what, timeout, exc)
-        # Raised with neither a __cause__ nor a __context__: aiohttp's exceptions carry the
-        # request's headers, the token among them. Outside the except block is not enough: a
-        # pure-Python task on 3.10 (pytest-asyncio's, for one) runs this step inside its own
-        # handler of that aiohttp error, which the raise would still attach.
-        try:
-            raise failure from None
-        finally:
-            failure.__context__ = None
+        # aiohttp's exceptions carry the request's headers, the token among them.
+        raise_alone(failure)
 
     def _headers_for(self, token: str) -> dict[str, str]:
         # The token changes once an hour at most: rebuild the headers only then.
