@@ -6,6 +6,7 @@ artifact) → scheduler pool → transport → decode.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import math
@@ -26,11 +27,13 @@ from ._batch import DEFAULT_CONCURRENCY, Batch
 from ._clock import Clock, LoopClock
 from ._config import (
     DEFAULT_BASE_URL,
+    DEFAULT_CALL_OPTIONS,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     PoolName,
+    Priority,
     RateLimits,
     RetryPolicy,
     Timeouts,
@@ -43,7 +46,7 @@ from ._errors import (
     MalformedResponseError,
     SkillNotFoundError,
     UnexpectedStatusError,
-    error_from_jsonrpc,
+    error_for_status,
 )
 from ._harvest import Acknowledge, Harvest, OnError
 from ._http import HTTPTransport
@@ -61,9 +64,9 @@ from ._models import (
     TextPart,
     json_deeper_than,
 )
-from ._redis import SharedQuota
+from ._proxy import Proxies, redact
+from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedQuota
 from ._retry import call_with_retries
-from ._scheduler import PoolEvent, Scheduler, SchedulerStats
 from ._skills import (
     ASK,
     DEFAULT_SKILL_ID,
@@ -76,6 +79,7 @@ from ._skills import (
     read_result,
     require_text,
 )
+from ._telemetry import Telemetry
 from ._transport import CLOSED_MESSAGE, ClientState, Transport, body_snippet, check_base_url
 
 __all__ = ["AsyncMagisterium"]
@@ -137,6 +141,15 @@ class AsyncMagisterium:
     larger one raises :class:`ResponseTooLargeError` as soon as it passes the cap, so a
     broken proxy or a gzip bomb cannot exhaust memory. ``transport`` replaces the network
     (``magisterium_async.testing.MockTransport`` answers from a function, for unit tests).
+
+    ``proxy`` (an ``http://`` or ``https://`` URL, credentials allowed) sends every request
+    through that proxy. Without it the environment's proxies are used, as requests and
+    httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``, in either case; read
+    when the client is made), unless ``trust_env=False``. A proxy's credentials are never
+    shown.
+    ``tracer_provider`` and ``meter_provider`` (OpenTelemetry's, with the ``[otel]`` extra;
+    default: the global ones) get a CLIENT span per protocol call and the client's metrics;
+    with neither configured nothing is recorded.
     """
 
     def __init__(
@@ -156,8 +169,13 @@ class AsyncMagisterium:
         credentials: str | os.PathLike[str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: HTTPTransport | None = None,
+        proxy: str | None = None,
+        trust_env: bool = True,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
+        proxies = Proxies(proxy, trust_env=trust_env)
         self._max_response_bytes = check_count("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
@@ -175,13 +193,15 @@ class AsyncMagisterium:
         self.retry_policy = policy
         self.max_concurrency = max_concurrency
         # With a shared quota the pools' rate is decided in Redis, with every process on
-        # this token (see _redis.py): its limiters take the local ones' place.
+        # this token (see _ratelimit/_shared.py): its limiters take the local ones' place.
         self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
         shared = None
         if self.shared_quota is not None:
             identity = self._token if self._tokens is None else self._tokens.identity
             assert identity is not None
-            shared = self.shared_quota.limiter(identity, self._rate_limits, self._clock)
+            shared = self.shared_quota.limiter(
+                identity, self._rate_limits, self._clock, first_round=max_concurrency
+            )
         self._shared = shared
         self._scheduler = Scheduler(
             self._rate_limits,
@@ -189,7 +209,10 @@ class AsyncMagisterium:
             clock=self._clock,
             on_event=on_event,
             limiters=shared.limiters if shared is not None else None,
+            gates=shared.gates if shared is not None else None,
         )
+        self._options = DEFAULT_CALL_OPTIONS
+        self._owner = True  # a view made by with_options() owns nothing
         self._transport = Transport(
             self.base_url,
             self._token,
@@ -199,12 +222,19 @@ class AsyncMagisterium:
             clock=self._clock,
             http=transport,
             trace_configs=trace_configs,
+            proxies=proxies,
         )
+        self._proxy = None if proxy is None else redact(proxy)
         self._agent_card: tuple[AgentCard, float] | None = None
         self._agent_card_url: str | None = None
+        # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
+        self._telemetry = Telemetry(
+            self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
 
     def __repr__(self) -> str:
-        return f"AsyncMagisterium(base_url={self.base_url!r}, token='***')"
+        proxy = f", proxy={self._proxy!r}" if self._proxy is not None else ""
+        return f"AsyncMagisterium(base_url={self.base_url!r}, token='***'{proxy})"
 
     # Lifecycle ---------------------------------------------------------------------
 
@@ -222,11 +252,55 @@ class AsyncMagisterium:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Wake every waiting call with an error and close the HTTP session. Idempotent."""
+        """Wake every waiting call with an error and close the HTTP session. Idempotent.
+
+        On a view made by :meth:`with_options` it does nothing: the client it came from
+        owns the connections."""
+        if not self._owner:
+            return
         await self._scheduler.aclose()
         await self._transport.aclose()
         if self._tokens is not None:
             await self._tokens.aclose()
+
+    def with_options(
+        self,
+        *,
+        timeout: float | Timeouts | None = None,
+        max_retries: int | None = None,
+        priority: Priority | None = None,
+        fairness_key: str | None = None,
+    ) -> AsyncMagisterium:
+        """A client sharing this one's connections, quota pools, credentials and lifetime,
+        with these options changed (the rest as here).
+
+        ``priority`` is ``"interactive"`` (the default of single calls: within a pool, a
+        waiting interactive call starts before every waiting bulk call) or ``"bulk"`` (the
+        default of ``search_many``, ``fetch_many`` and ``harvest``; bulk calls still get all
+        the quota interactive ones leave). ``fairness_key`` names whom the calls serve:
+        within one priority, waiting calls are served round-robin across keys, so one key's
+        thousand calls never hold another key's first call back. Closing this client closes
+        every view; ``aclose()`` on a view closes nothing.
+        """
+        view = copy.copy(self)
+        view._owner = False
+        if timeout is not None:
+            view.timeouts = Timeouts.of(timeout)
+        if max_retries is not None:
+            check_count("max_retries", max_retries, minimum=0)
+            view.retry_policy = dataclasses.replace(self.retry_policy, max_retries=max_retries)
+        view._options = self._options.replace(priority=priority, fairness_key=fairness_key)
+        return view
+
+    @property
+    def priority(self) -> Priority:
+        """The priority of this client's single calls (see :meth:`with_options`)."""
+        return self._options.priority
+
+    @property
+    def fairness_key(self) -> str | None:
+        """The fairness key of this client's calls (see :meth:`with_options`)."""
+        return self._options.fairness_key
 
     @property
     def rate_limits(self) -> RateLimits:
@@ -253,7 +327,7 @@ class AsyncMagisterium:
     async def ask(self, question: str, *, context_id: str | None = None) -> Answer:
         """Ask ``catholic_qa`` a question; the answer with its citations.
 
-        Draws on the expensive pool (one call at a time by default) and may take minutes.
+        Draws on the expensive pool and may take minutes.
         A call that times out is *not* retried unless ``RetryPolicy.retry_expensive_timeouts``
         is set: it may have run and spent the scarce expensive quota.
         """
@@ -344,6 +418,7 @@ class AsyncMagisterium:
         return self._tokens
 
     async def _call(self, method: str, params: Any, pool: PoolName | None) -> Task:
+        self._transport.check_open()  # before the pool: a dead loop's client fails clearly
         timeout = self.timeouts.for_pool(pool)
         rpc = self._transport.rpc
         tokens = self._tokens
@@ -355,18 +430,23 @@ class AsyncMagisterium:
                 tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
             )
 
-        return await self._within_total(
+        observer = self._telemetry.observe(method, pool or "unmetered", params)
+        work = self._within_total(
             method,
             call_with_retries(
                 send,
                 pool=self._scheduler.pool(pool),
+                priority=self._options.priority,
+                fairness_key=self._options.fairness_key,
                 policy=self.retry_policy,
                 clock=self._clock,
                 what=method,
                 retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
                 deadline=self._deadline(),
+                observer=observer,
             ),
         )
+        return await observer.traced(work)
 
     def _deadline(self) -> float:
         """When a call starting now must end by ``total_timeout``, on the client's clock."""
@@ -394,15 +474,18 @@ class AsyncMagisterium:
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         ordered: bool = False,
+        priority: Priority = "bulk",
     ) -> Batch[str, list[SearchResult]]:
         """Search every query; yield a :class:`BatchItem` per query as it completes.
 
         ``async for item in client.search_many(queries):`` — ``item.input``, ``item.result``
         (the ``list[SearchResult]``) and ``item.error`` (the exception, or ``None``). Inputs
         are read lazily, ``concurrency`` searches at most in flight; one failure never stops
-        the others; ``ordered=True`` yields in input order. The rate-limit pools pace it all.
+        the others; ``ordered=True`` yields in input order. The rate-limit pools pace it all;
+        its calls are ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
         """
-        return _batch.search_many(self, queries, concurrency=concurrency, ordered=ordered)
+        client = self.with_options(priority=priority)
+        return _batch.search_many(client, queries, concurrency=concurrency, ordered=ordered)
 
     def fetch_many(
         self,
@@ -410,10 +493,13 @@ class AsyncMagisterium:
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         ordered: bool = False,
+        priority: Priority = "bulk",
     ) -> Batch[str, Document | None]:
         """Fetch every id; yield a :class:`BatchItem` per id as it completes (as
-        :meth:`search_many`; ``item.result`` is ``None`` for a document not found)."""
-        return _batch.fetch_many(self, ids, concurrency=concurrency, ordered=ordered)
+        :meth:`search_many`, bulk by default; ``item.result`` is ``None`` for a document
+        not found)."""
+        client = self.with_options(priority=priority)
+        return _batch.fetch_many(client, ids, concurrency=concurrency, ordered=ordered)
 
     def harvest(
         self,
@@ -423,6 +509,7 @@ class AsyncMagisterium:
         on_error: OnError = "record",
         concurrency: int = DEFAULT_CONCURRENCY,
         acknowledge: Acknowledge = "auto",
+        priority: Priority = "bulk",
     ) -> Harvest:
         """Search every query and yield every document found, each fetched once.
 
@@ -430,10 +517,11 @@ class AsyncMagisterium:
         path resumes, sending no request whose answer was recorded. ``.stats`` counts
         queries, results, unique ids, fetched, ``not_found``, ``failed`` and 429s;
         ``.failures`` lists what failed after retries (``on_error="raise"`` raises the first
-        instead). See :class:`Harvest` for what a resumed harvest yields.
+        instead). See :class:`Harvest` for what a resumed harvest yields. Its calls are
+        ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
         """
         return _harvest.harvest(
-            self,
+            self.with_options(priority=priority),
             queries,
             state=state,
             on_error=on_error,
@@ -480,18 +568,16 @@ class AsyncMagisterium:
         card = _decode_card(status, body)
         self._agent_card_url = url
         self._agent_card = (card, now + _max_age(headers.get("Cache-Control")))
+        self._telemetry.know_agent(card.name, card.version)
         return card
 
     async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
         async def attempt() -> tuple[int, Any, bytes]:
             status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
-            if status == 429:
-                raise error_from_jsonrpc(
-                    None, f"GET {url}: HTTP 429", None, status=429, headers=headers
-                )
             if status != 200:
-                raise UnexpectedStatusError(
-                    f"GET {url}: unexpected HTTP {status}", status=status, body=body_snippet(body)
+                what = f"HTTP {status}" if status == 429 else f"unexpected HTTP {status}"
+                raise error_for_status(
+                    status, f"GET {url}: {what}", headers=headers, body=body_snippet(body)
                 )
             return status, headers, body
 

@@ -9,26 +9,30 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
 from ._clock import Clock
-from ._config import RetryPolicy
+from ._config import Priority, RetryPolicy
 from ._errors import (
     APIConnectionError,
     APITimeoutError,
     InternalServerError,
     MagisteriumError,
     RateLimitError,
+    TLSError,
     UnexpectedStatusError,
 )
-from ._scheduler import Pool
+from ._ratelimit import Pool
+from ._telemetry import NO_OBSERVER, CallObserver, error_type
 
 __all__ = ["RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
 
-logger = logging.getLogger("magisterium_async")
+logger = logging.getLogger("magisterium_async.retry")
 
 T = TypeVar("T")
 
 
 def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> bool:
     """Whether ``error`` may go away by itself: a dropped connection, a timeout, a 5xx."""
+    if isinstance(error, TLSError):
+        return False  # a refused certificate or handshake stays refused
     if isinstance(error, APITimeoutError):
         return retry_timeouts
     if isinstance(error, (APIConnectionError, InternalServerError)):
@@ -69,11 +73,17 @@ async def call_with_retries(
     policy: RetryPolicy,
     clock: Clock,
     what: str,
+    priority: Priority = "interactive",
+    fairness_key: str | None = None,
     retry_timeouts: bool = True,
     jitter: Callable[[], float] = random.random,
     deadline: float = math.inf,
+    observer: CallObserver = NO_OBSERVER,
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be retried.
+
+    ``priority`` and ``fairness_key`` place each try in the pool's line (see
+    ``_ratelimit/_lines.py``); a retry waits in line again, with them.
 
     A 429 is told to the pool (which decides whether everyone pauses) and the call waits
     :func:`rate_limit_wait` outside its slot; it costs no retry, until the waits of this
@@ -81,15 +91,19 @@ async def call_with_retries(
     (a time on ``clock``): then the :class:`RateLimitError` is raised at once, since
     sleeping to the deadline could only end in a timeout. Transient failures are retried
     ``policy.max_retries`` times with exponential backoff, outside the pool's slot.
+    ``observer`` hears of each slot, answer and retry (telemetry).
     """
     retries = 0
     limited = 0
     waited = 0.0
     while True:
-        async with pool.slot() as permit:
+        asked = clock.now()
+        async with pool.slot(priority, fairness_key) as permit:
+            observer.admitted(permit.started - asked)
             try:
-                return await attempt()
+                result = await attempt()
             except RateLimitError as exc:
+                observer.answered(exc)
                 window, delay = rate_limit_wait(exc, policy, limited)
                 limited += 1
                 waited += delay
@@ -97,8 +111,10 @@ async def call_with_retries(
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
                 permit.retried()
-                logger.debug("%s: rate limited, retrying after %.3g s", what, delay)
+                observer.retrying(retries + limited, "rate_limited")
+                logger.info("%s: rate limited (HTTP 429); retrying in %.3g s", what, delay)
             except MagisteriumError as exc:
+                observer.answered(exc)
                 if retries >= policy.max_retries or not is_transient(
                     exc, retry_timeouts=retry_timeouts
                 ):
@@ -106,5 +122,12 @@ async def call_with_retries(
                 permit.retried()
                 delay = policy.backoff(retries, jitter())
                 retries += 1
-                logger.debug("%s: %s; retry %d in %.3g s", what, exc, retries, delay)
+                observer.retrying(retries + limited, error_type(exc))
+                limit = policy.max_retries
+                # The error names the method already; the prefix is for those that do not.
+                text = str(exc) if str(exc).startswith(what) else f"{what}: {exc}"
+                logger.info("%s; retry %d of %d in %.3g s", text, retries, limit, delay)
+            else:
+                observer.answered(None)
+                return result
         await clock.sleep(delay)

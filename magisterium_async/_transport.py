@@ -14,6 +14,7 @@ import itertools
 import logging
 import platform
 import reprlib
+import ssl
 from collections.abc import Sequence
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -26,11 +27,16 @@ from ._clock import Clock, LoopClock
 from ._config import DEFAULT_MAX_RESPONSE_BYTES
 from ._errors import (
     APIConnectionError,
+    APIResponseError,
     APITimeoutError,
     ClientClosedError,
+    JSONRPCError,
     MalformedResponseError,
+    TLSError,
     UnexpectedStatusError,
+    error_for_status,
     error_from_jsonrpc,
+    with_answer,
 )
 from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport
 from ._models import (
@@ -41,6 +47,8 @@ from ._models import (
     json_deeper_than,
     task_deeper_than,
 )
+from ._proxy import Proxies
+from ._telemetry import with_trace_context
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -51,7 +59,7 @@ __all__ = [
     "decode_response",
 ]
 
-logger = logging.getLogger("magisterium_async")
+logger = logging.getLogger("magisterium_async.transport")
 
 _USER_AGENT = (
     f"magisterium-async/{_version.__version__} "
@@ -59,6 +67,11 @@ _USER_AGENT = (
 )
 _SNIPPET = 500
 CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
+OTHER_LOOP_MESSAGE = (
+    "the client was opened in another event loop, which has ended (an earlier "
+    "asyncio.run()?); its connections ended with it. Create the client in the loop that "
+    "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
+)
 
 
 class ClientState(enum.Enum):
@@ -119,7 +132,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_base_url(url: str) -> str:
-    """``url`` if it is safe to send the bearer token to, else ``ValueError``.
+    """``url`` (without a trailing slash) if it is safe to send the bearer token to, else
+    ``ValueError``.
 
     Only ``https://`` is accepted, but for loopback hosts (the emulator), where
     ``http://`` is fine: anywhere else the token would travel in clear.
@@ -136,6 +150,9 @@ def check_base_url(url: str) -> str:
             f"base_url {url!r} uses plain http:// to a non-loopback host; the bearer token "
             "would travel in clear. Use https://"
         )
+    if len(parts.path) > 1 and parts.path.endswith("/"):
+        # ".../api/v1/a2a/" is a 404 from the service: the endpoint has no trailing slash.
+        return parts._replace(path=parts.path.rstrip("/") or "/").geturl()
     return url
 
 
@@ -150,6 +167,8 @@ def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnecti
     if isinstance(exc, asyncio.TimeoutError):
         return APITimeoutError(f"{what} timed out after {timeout:g} s")
     detail = _safe_str(exc)
+    if isinstance(exc, _TLS_ERRORS):
+        return TLSError(f"{what} failed: TLS: {type(exc).__name__}: {detail}".rstrip(": "))
     return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
 
 
@@ -178,6 +197,7 @@ def _safe_str(exc: BaseException) -> str:
 
 
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
+_TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError)
 
 
 _COUNT_BRACKETS_BELOW = 16 * 1024
@@ -257,8 +277,17 @@ def decode_response(
     (``"jsonrpc": "2.0"``, the request's integer id, exactly one of ``result`` and
     ``error``): its error object is raised, a non-200 status without one is an
     :class:`UnexpectedStatusError`, and a 200 that breaks the protocol is a
-    :class:`MalformedResponseError`.
+    :class:`MalformedResponseError`. Every error raised carries the answer (status,
+    headers, ``request_id``: see :func:`with_answer`).
     """
+    try:
+        return _decode(method, request_id, status, payload, headers)
+    except (APIResponseError, JSONRPCError) as error:
+        with_answer(error, status=status, headers=headers, jsonrpc_id=request_id)
+        raise
+
+
+def _decode(method: str, request_id: int, status: int, payload: bytes, headers: Any) -> Task:
     envelope, problem = _parse(method, payload)
     if (
         status == 200
@@ -272,25 +301,22 @@ def decode_response(
     if problem is None and envelope is not None:
         problem = _id_problem(envelope, request_id)
     err = envelope.error if envelope is not None else None
-    if status in (401, 403, 429):
-        usable = err is not None and _is_int(err.code)
-        error = error_from_jsonrpc(
-            err.code if usable and err is not None else None,
-            err.message if usable and err is not None else f"HTTP {status}",
-            err.data if usable and err is not None else None,
-            status=status,
-            method=method,
-            headers=headers,
-        )
-        raise error
-    if problem is None and err is not None:
+    usable = err is not None and _is_int(err.code)
+    if err is not None and (usable if status in (401, 403, 429) else problem is None):
         raise error_from_jsonrpc(
             err.code, err.message, err.data, status=status, method=method, headers=headers
         )
-    if status != 200:
+    if status == 407:
         raise UnexpectedStatusError(
-            f"{method}: unexpected HTTP {status}", status=status, body=body_snippet(payload)
+            f"{method}: the proxy asks for credentials it was not given or refused "
+            "(HTTP 407 Proxy Authentication Required): put them in the proxy's URL",
+            status=status,
+            body=body_snippet(payload),
         )
+    if status != 200:
+        contract = status in (401, 403, 429)
+        what = f"HTTP {status}" if contract else f"{method}: unexpected HTTP {status}"
+        raise error_for_status(status, what, headers=headers, body=body_snippet(payload))
     if problem is not None or envelope is None:
         raise MalformedResponseError(
             f"{method}: {problem}", status=status, body=body_snippet(payload)
@@ -342,6 +368,7 @@ class Transport:
         clock: Clock | None = None,
         http: HTTPTransport | None = None,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        proxies: Proxies | None = None,
     ) -> None:
         self._url = base_url
         self._token = token
@@ -357,6 +384,7 @@ class Transport:
             max_concurrency=max_concurrency,
             connect_timeout=connect_timeout,
             trace_configs=trace_configs,
+            proxies=proxies,
         )
         self._ids = itertools.count(1)
         self.state = ClientState.UNOPENED
@@ -364,11 +392,20 @@ class Transport:
     def __repr__(self) -> str:
         return f"<Transport {self._url} {self.state.value}>"
 
+    def check_open(self) -> None:
+        """:class:`ClientClosedError` if the client is closed, or was opened in an event
+        loop that has ended (it then counts as closed)."""
+        if self.state is ClientState.CLOSED:
+            raise ClientClosedError(CLOSED_MESSAGE)
+        in_another_loop = getattr(self.http, "in_another_loop", None)
+        if in_another_loop is not None and in_another_loop():
+            self.state = ClientState.CLOSED
+            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+
     async def _exchange(
         self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
     ) -> tuple[int, Any, bytes]:
-        if self.state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
+        self.check_open()
         self.state = ClientState.OPENED
         failure: APIConnectionError | None = None
         try:
@@ -405,15 +442,20 @@ class Transport:
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
         rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
         logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
-        status, headers, payload = await self._exchange(
-            "POST", self._url, rpc_headers, body, timeout, method
-        )
+        try:
+            status, headers, payload = await self._exchange(
+                "POST", self._url, with_trace_context(rpc_headers), body, timeout, method
+            )
+        except APIResponseError as error:  # the body could not be read (too large, corrupt)
+            with_answer(error, jsonrpc_id=request_id)
+            raise
         return decode_response(method, request_id, status, payload, headers)
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""
         logger.debug("GET %s", url)
-        return await self._exchange("GET", url, self._get_headers, None, timeout, f"GET {url}")
+        headers = with_trace_context(self._get_headers)
+        return await self._exchange("GET", url, headers, None, timeout, f"GET {url}")
 
     async def aclose(self) -> None:
         """Close the HTTP transport; this one cannot be used afterwards."""

@@ -12,6 +12,7 @@ import pytest
 
 import magisterium_async
 import magisterium_async.testing
+import magisterium_async.tools
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
@@ -23,7 +24,9 @@ def _pages() -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "module", [magisterium_async, magisterium_async.testing], ids=lambda m: m.__name__
+    "module",
+    [magisterium_async, magisterium_async.testing, magisterium_async.tools],
+    ids=lambda m: m.__name__,
 )
 def test_every_public_name_is_in_the_api_reference(module: object) -> None:
     reference = "".join(text for page, text in _pages().items() if page.startswith("reference"))
