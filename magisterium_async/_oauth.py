@@ -24,7 +24,7 @@ from . import _version
 from ._credentials import origin_of
 from ._errors import APIConnectionError, APITimeoutError, OAuthError
 from ._proxy import environment_proxy, request_arguments
-from ._transport import check_base_url
+from ._transport import check_base_url, raise_alone
 
 __all__ = [
     "METADATA_PATH",
@@ -88,7 +88,8 @@ _METADATA = msgspec.json.Decoder(ServerMetadata)
 _TOKENS = msgspec.json.Decoder(TokenResponse)
 _REGISTRATION = msgspec.json.Decoder(_Registration)
 _ERROR = msgspec.json.Decoder(_ErrorBody)
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+# RecursionError: a body nested past what the decoder follows is no answer either.
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
 
@@ -179,7 +180,7 @@ async def _request(
         error = APITimeoutError(f"{what} timed out ({url})")
     except (aiohttp.ClientError, OSError) as exc:
         error = APIConnectionError(f"{what} failed: {type(exc).__name__} ({url})")
-    raise error
+    raise_alone(error)
 
 
 def _refused(what: str, status: int, body: bytes) -> OAuthError:
