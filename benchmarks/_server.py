@@ -17,7 +17,12 @@ the process that started it, whatever happens to that one -- or it gets SIGTERM.
   ``--jitter S`` (each request waits up to S seconds before the server counts it), or
   ``--spurious P`` (no quota: a 429 with ``retryAfter`` ``--spurious-wait`` for a share P
   of the requests, at random). A 429 is HTTP 429, -32003, with the exact seconds to the
-  window's end in ``retryAfter``. ``GET /_bench/stats``: ``{"ok", "rate_limited"}``.
+  window's end in ``retryAfter``. A ``document_fetch`` is answered with a canned
+  document Task, any other message with the search Task. ``GET /_bench/stats``:
+  ``{"ok", "rate_limited", "t0", "accepted"}``: ``t0`` is the last reset on the server's
+  monotonic clock (``time.monotonic()``, the same clock in every process of the
+  machine), ``accepted`` the seconds since ``t0`` at which each accepted request was
+  counted, in order (a benchmark's run is short: the list stays small).
 
 :class:`ServerProcess` starts one from the benchmarks and always stops it.
 """
@@ -277,6 +282,27 @@ _SEARCH_RESULT = msgspec.json.encode(
 )
 
 
+_DOCUMENT_RESULT = msgspec.json.encode(
+    {
+        "kind": "task",
+        "id": "task-2",
+        "contextId": "ctx-2",
+        "status": {"state": "completed"},
+        "artifacts": [
+            {
+                "artifactId": "a-2",
+                "name": "document",
+                "parts": [
+                    {"kind": "data", "data": {"id": "doc-1", "title": "Grace", "ref": "1"}},
+                    {"kind": "text", "text": "Grace perfects nature."},
+                ],
+            }
+        ],
+    }
+)
+_FETCH_SKILL = b'"document_fetch"'
+
+
 def _schedule(text: str) -> list[tuple[float, int]]:
     steps = [(float(at), int(limit)) for at, limit in (s.split(":") for s in text.split(","))]
     return sorted(steps)
@@ -292,10 +318,13 @@ async def _serve_window(args: argparse.Namespace) -> None:
     schedule = _schedule(args.schedule)
     period, jitter, spurious = args.period, args.jitter, args.spurious
     rng = random.Random(args.seed)
-    head, tail = b'{"jsonrpc":"2.0","id":', b',"result":' + _SEARCH_RESULT + b"}"
+    head = b'{"jsonrpc":"2.0","id":'
+    tail = b',"result":' + _SEARCH_RESULT + b"}"
+    fetch_tail = b',"result":' + _DOCUMENT_RESULT + b"}"
     encode = msgspec.json.encode
-    loop = asyncio.get_running_loop()
+    loop = asyncio.get_running_loop()  # its time() is time.monotonic(): stats report it
     state = {"t0": loop.time(), "window": -1, "count": 0, "ok": 0, "rate_limited": 0}
+    accepted: list[float] = []
 
     def limit_at(t: float) -> int:
         return next(limit for at, limit in reversed(schedule) if t >= at)
@@ -307,7 +336,8 @@ async def _serve_window(args: argparse.Namespace) -> None:
         return web.Response(status=429, body=encode(body), content_type="application/json")
 
     async def answer(request: web.Request) -> web.Response:
-        request_id = decoder.decode(await request.read()).id
+        raw = await request.read()
+        request_id = decoder.decode(raw).id
         if jitter:
             await asyncio.sleep(rng.uniform(0, jitter))
         if spurious:
@@ -322,15 +352,21 @@ async def _serve_window(args: argparse.Namespace) -> None:
                 return refused(request_id, round((window + 1) * period - t, 6))
             state["count"] += 1
         state["ok"] += 1
-        return web.Response(body=head + encode(request_id) + tail, content_type="application/json")
+        accepted.append(round(loop.time() - state["t0"], 6))
+        answer = fetch_tail if _FETCH_SKILL in raw else tail
+        return web.Response(
+            body=head + encode(request_id) + answer, content_type="application/json"
+        )
 
     async def reset(request: web.Request) -> web.Response:
         state.update(t0=loop.time(), window=-1, count=0, ok=0, rate_limited=0)
+        accepted.clear()
         rng.seed(args.seed)  # every client meets the same random 429s
         return web.json_response({"reset": True})
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response({"ok": state["ok"], "rate_limited": state["rate_limited"]})
+        counters = {"ok": state["ok"], "rate_limited": state["rate_limited"]}
+        return web.json_response({**counters, "t0": state["t0"], "accepted": accepted})
 
     app = web.Application()
     app.router.add_post(A2A_PATH, answer)
