@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only decode,client,quota,harvest]``: run, print one
+"""``python -m benchmarks [--quick] [--only decode,client,quota,...]``: run, print one
 table, write results.json, results.md and chart.png.
 
 The full run writes ``benchmarks/results/``; ``--quick`` (the CI smoke run: small N, the
@@ -22,12 +22,28 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import bench_client, bench_decode, bench_harvest, bench_quota, bench_shared_quota
+from . import (
+    bench_client,
+    bench_decode,
+    bench_harvest,
+    bench_priority,
+    bench_quota,
+    bench_shared_adaptive,
+    bench_shared_quota,
+)
 from ._envs import COMPETITORS, Resolved, resolve
 from ._fixtures import write_fixtures
 from ._report import Section, print_table, write_results
 
-BENCHMARKS = ("decode", "client", "quota", "harvest", "shared_quota")
+BENCHMARKS = (
+    "decode",
+    "client",
+    "quota",
+    "harvest",
+    "shared_quota",
+    "shared_adaptive",
+    "priority",
+)
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -112,6 +128,14 @@ def main(argv: list[str] | None = None) -> int:
             "shared_quota": (
                 "shared quota (Redis)",
                 lambda: bench_shared_quota.run(args.quick),
+            ),
+            "shared_adaptive": (
+                "adaptive across processes (Redis)",
+                lambda: bench_shared_adaptive.run(args.quick),
+            ),
+            "priority": (
+                "interactive calls beside a bulk job",
+                lambda: bench_priority.run(args.quick),
             ),
         }
         for key in BENCHMARKS:

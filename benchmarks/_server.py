@@ -24,7 +24,8 @@ the process that started it, whatever happens to that one -- or it gets SIGTERM.
   machine), ``accepted`` the seconds since ``t0`` at which each accepted request was
   counted, in order (a benchmark's run is short: the list stays small).
 
-:class:`ServerProcess` starts one from the benchmarks and always stops it.
+:class:`ServerProcess` starts one from the benchmarks and always stops it;
+:class:`RedisServer` starts a private ``redis-server`` for the shared-quota benchmarks.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,7 +49,7 @@ import msgspec
 if TYPE_CHECKING:  # imported inside the servers: the module loads without aiohttp
     from aiohttp import web
 
-__all__ = ["ServerProcess"]
+__all__ = ["RedisServer", "ServerProcess"]
 
 ROOT = Path(__file__).resolve().parent.parent
 A2A_PATH = "/api/v1/a2a"
@@ -136,6 +138,56 @@ class ServerProcess:
                 continue
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """A private ``redis-server`` on a free loopback port, nothing saved; ``stop()`` it."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        args += ["--appendonly", "no"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if b"Ready to accept connections" in line:
+                return
+        raise RuntimeError("redis-server did not start")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def flushall(self) -> None:
+        """Forget every key: each measured run starts from a Redis nothing has learnt in."""
+        import redis
+
+        with redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10) as connection:
+            connection.flushall()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> RedisServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 # The server side -----------------------------------------------------------------------

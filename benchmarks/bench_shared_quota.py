@@ -17,14 +17,13 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
 from ._report import Row, Section
-from ._server import ROOT, ServerProcess
+from ._server import ROOT, RedisServer, ServerProcess
 
 __all__ = ["run"]
 
@@ -32,38 +31,8 @@ LIMIT, PERIOD = 20, 2.0
 COUNTS = (1, 2, 4, 8)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class _Redis:
-    def __init__(self) -> None:
-        self.port = _free_port()
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-        args += ["--appendonly", "no"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if b"Ready to accept connections" in line:
-                return
-        raise RuntimeError("redis-server did not start")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 def _measure(workers: int, searches: int) -> dict[str, Any]:
-    redis = _Redis()
+    redis = RedisServer()
     try:
         with ServerProcess("emulator", "--default", str(LIMIT), "--period", str(PERIOD)) as server:
             env = {**os.environ, "MAGISTERIUM_TOKEN": server.token}
