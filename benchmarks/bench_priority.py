@@ -17,6 +17,12 @@ windows allow; and the bulk job's share of what the single searches left
 window (stretch: two quota intervals plus a round trip); the bulk job gets at least 0.85
 of the quota the single searches leave. ``--quick``: windows of 0.25 s, calls every
 0.125 s, the cross-process row with B = 16 only.
+
+Fairness (``client.with_options(fairness_key=...)``): one key has 1,000 searches queued
+(``asyncio.gather``); then, every half window, a new key makes its first search, five
+keys in turn. Goal (issue #19): each new key's first search is answered within two quota
+intervals plus a round trip. Reported as not measurable on a client without
+``with_options``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ COUNT = 20  # single searches, one every half window
 BULK = (16, 64)  # bulk calls in flight
 PROCESSES = 4  # across processes: one interactive, three bulk
 MAX_P95_WINDOWS, MIN_BULK_SHARE = 1.0, 0.85
+FAIR_QUEUED, FAIR_KEYS = 1000, 5  # one key's queued searches; new keys, one after another
+FAIR_LIMIT = 4  # windows a new key's first search is given before it counts as stuck
 
 
 def _job(server: ServerProcess, period: float, max_concurrency: int) -> dict[str, Any]:
@@ -62,6 +70,37 @@ async def _local(server: ServerProcess, period: float, bulk: int) -> dict[str, A
         finally:
             stop.set()
         return {**single, "bulk": await job}
+
+
+async def _fairness(server: ServerProcess, period: float) -> dict[str, Any]:
+    async with make_client(_job(server, period, 16)) as client:
+        with_options = getattr(client, "with_options", None)
+        if with_options is None:
+            return {"unavailable": "this client has no with_options (fairness_key)"}
+        crowd = with_options(fairness_key="user-crowd")
+        server.reset()
+
+        async def queued(index: int) -> None:
+            await crowd.search(f"crowd question {index}")
+
+        tasks = [asyncio.create_task(queued(i)) for i in range(FAIR_QUEUED)]
+        latencies = []
+        try:
+            for key in range(FAIR_KEYS):
+                await asyncio.sleep(period / 2)
+                started = time.monotonic()
+                view = with_options(fairness_key=f"user-{key}")
+                try:  # behind the crowd it would take 100 windows: stop at a few
+                    await asyncio.wait_for(view.search("a first question"), FAIR_LIMIT * period)
+                except asyncio.TimeoutError:
+                    latencies.append(math.inf)
+                    break
+                latencies.append(time.monotonic() - started)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return {"latencies": latencies}
 
 
 def _across(
@@ -169,6 +208,7 @@ def run(quick: bool) -> Section:
                     continue
                 data[case] = figures
                 _row(section, case, figures, period, stretch)
+            _fair(section, server, period, stretch, data)
         finally:
             if workers is not None:
                 workers.stop()
@@ -176,6 +216,42 @@ def run(quick: bool) -> Section:
                 redis.stop()
     section.data = {"cases": data, "period": period, "round_trip": rtt}
     return section
+
+
+def _fair(
+    section: Section, server: ServerProcess, period: float, bound: float, data: dict[str, Any]
+) -> None:
+    case = f"fairness: {FAIR_QUEUED:,} queued on one key, a new key's first search"
+    goal = (
+        f"fairness: each new key's first search answered within two quota intervals plus a "
+        f"round trip ({bound:.3f} s) while one key has {FAIR_QUEUED:,} queued"
+    )
+    try:
+        result = asyncio.run(_fairness(server, period))
+    except Exception as exc:
+        section.fail(f"fairness: {type(exc).__name__}: {exc}")
+        return
+    data["fairness"] = result
+    if "unavailable" in result:
+        section.rows.append(Row(case, "magisterium_async", "n/a", result["unavailable"]))
+        section.goal(goal, None, result["unavailable"])
+        return
+    latencies = result["latencies"]
+
+    def seconds(t: float) -> str:
+        return f"> {FAIR_LIMIT * period:g} s (stopped)" if math.isinf(t) else f"{t:.3f} s"
+
+    worst = seconds(max(latencies))
+    section.rows.append(
+        Row(
+            case,
+            "magisterium_async",
+            f"worst {worst}, first key {seconds(latencies[0])}",
+            f"{len(latencies)} of {FAIR_KEYS} keys in turn: "
+            + ", ".join(seconds(t) for t in latencies),
+        )
+    )
+    section.goal(goal, max(latencies) <= bound, f"worst {worst}")
 
 
 def _row(section: Section, case: str, f: dict[str, Any], period: float, stretch: float) -> None:
