@@ -85,7 +85,14 @@ async def interactive_calls(
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
-    return {"latencies": latencies, "ends": ends, "errors": errors, "unfinished": len(pending)}
+    unfinished = len(pending)
+    return {
+        "latencies": latencies,
+        "ends": ends,
+        "errors": errors,
+        "unfinished": unfinished,
+        "count": count,
+    }
 
 
 def _queries() -> Iterator[str]:

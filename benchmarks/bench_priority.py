@@ -16,7 +16,7 @@ windows allow; and the bulk job's share of what the single searches left
 (``(used - single) / (allowed - single)``). Goals (issue #19): p95 at most one quota
 window (stretch: two quota intervals plus a round trip); the bulk job gets at least 0.85
 of the quota the single searches leave. ``--quick``: windows of 0.25 s, calls every
-0.125 s, the cross-process row with B = 16 only.
+0.125 s, 12 of them, the cross-process row with B = 16 only.
 
 Fairness (``client.with_options(fairness_key=...)``): one key has 1,000 searches queued
 (``asyncio.gather``); then, every half window, a new key makes its first search, five
@@ -41,7 +41,7 @@ from ._server import ROOT, RedisServer, ServerProcess
 __all__ = ["run"]
 
 LIMIT, EXPENSIVE = 10, 2  # per window: the server's and the client's
-COUNT = 20  # single searches, one every half window
+COUNT, QUICK_COUNT = 20, 12  # single searches, one every half window
 BULK = (16, 64)  # bulk calls in flight
 PROCESSES = 4  # across processes: one interactive, three bulk
 MAX_P95_WINDOWS, MIN_BULK_SHARE = 1.0, 0.85
@@ -60,13 +60,13 @@ def _job(server: ServerProcess, period: float, max_concurrency: int) -> dict[str
     }
 
 
-async def _local(server: ServerProcess, period: float, bulk: int) -> dict[str, Any]:
+async def _local(server: ServerProcess, period: float, bulk: int, count: int) -> dict[str, Any]:
     async with make_client(_job(server, period, bulk)) as client:
         server.reset()
         stop = asyncio.Event()
         job = asyncio.create_task(bulk_calls(client, bulk, stop))
         try:
-            single = await interactive_calls(client, period / 2, COUNT, 30 * period)
+            single = await interactive_calls(client, period / 2, count, 30 * period)
         finally:
             stop.set()
         return {**single, "bulk": await job}
@@ -109,19 +109,20 @@ def _across(
     server: ServerProcess,
     period: float,
     bulk: int,
+    count: int,
 ) -> dict[str, Any]:
     redis.flushall()
     shares = [bulk // (PROCESSES - 1) + (i < bulk % (PROCESSES - 1)) for i in range(PROCESSES - 1)]
     shared = {"redis_url": redis.url, "workers": PROCESSES}
     jobs = {0: {"task": "interactive", **_job(server, period, 16), **shared}}
-    jobs[0].update(every=period / 2, count=COUNT, limit=30 * period)
+    jobs[0].update(every=period / 2, count=count, limit=30 * period)
     for i, share in enumerate(shares, start=1):
         jobs[i] = {"task": "bulk", "concurrency": share, **_job(server, period, share), **shared}
     workers.start(jobs)
     server.reset()
     workers.go(list(jobs))
     try:
-        single = workers.result(0, COUNT * period / 2 + 30 * period + 30)
+        single = workers.result(0, count * period / 2 + 30 * period + 30)
     finally:
         for i in range(1, PROCESSES):
             workers.send(i, "stop")
@@ -148,6 +149,7 @@ def _figures(single: dict[str, Any], stats: dict[str, Any], period: float) -> di
         "p95": p95,
         "max": latencies[-1] if latencies else math.nan,
         "answered": len(latencies),
+        "count": single["count"],
         "unfinished": single["unfinished"],
         "errors": single["errors"] + single["bulk"]["errors"],
         "bulk_done": single["bulk"]["done"],
@@ -170,6 +172,7 @@ def _round_trip(server: ServerProcess) -> float:
 
 def run(quick: bool) -> Section:
     period = 0.25 if quick else 1.0
+    count = QUICK_COUNT if quick else COUNT
     section = Section(
         "priority",
         "An interactive call while search_many runs (same quota, 10 per window)",
@@ -177,7 +180,7 @@ def run(quick: bool) -> Section:
             f"window server in its own process, {LIMIT} per window of {period:g} s; client "
             f"RateLimits({LIMIT}, {EXPENSIVE}, period={period:g}); search_many with B in "
             f"flight (max_concurrency=B) and a single search every {period / 2:g} s, "
-            f"{COUNT} of them; across processes: singles in one, search_many in three "
+            f"{count} of them; across processes: singles in one, search_many in three "
             "(B split), one private redis-server (flushed before each run); quota used "
             "over the whole windows before the last single search ended"
             + (" (--quick: every time scaled by 0.25)" if quick else "")
@@ -196,12 +199,12 @@ def run(quick: bool) -> Section:
                 case = f"{where}, {bulk} bulk in flight"
                 try:
                     if where == "one process":
-                        single = asyncio.run(_local(server, period, bulk))
+                        single = asyncio.run(_local(server, period, bulk, count))
                     elif redis is None or workers is None:
                         section.fail(f"{case}: redis-server is not installed")
                         continue
                     else:
-                        single = _across(workers, redis, server, period, bulk)
+                        single = _across(workers, redis, server, period, bulk, count)
                     figures = _figures(single, server.stats(), period)
                 except Exception as exc:
                     section.fail(f"{case}: {type(exc).__name__}: {exc}")
@@ -261,12 +264,12 @@ def _row(section: Section, case: str, f: dict[str, Any], period: float, stretch:
             "magisterium_async",
             f"single search p50 {f['p50']:.3f} s, p95 {f['p95']:.3f} s; bulk gets "
             f"{f['bulk_share']:.0%} of the quota left",
-            f"max {f['max']:.3f} s; {f['answered']} of {COUNT} answered; quota used "
+            f"max {f['max']:.3f} s; {f['answered']} of {f['count']} answered; quota used "
             f"{f['quota_used']:.0%} over {f['windows']} windows; {f['bulk_done']} bulk "
             f"searches; {f['rate_limited']} x 429",
         )
     )
-    if f["errors"] or f["unfinished"] or f["answered"] != COUNT:
+    if f["errors"] or f["unfinished"] or f["answered"] != f["count"]:
         section.fail(f"{case}: {f['errors']} errors, {f['unfinished']} single searches unfinished")
     p95_ok = f["p95"] <= MAX_P95_WINDOWS * period
     share_ok = f["bulk_share"] >= MIN_BULK_SHARE
