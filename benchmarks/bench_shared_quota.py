@@ -139,7 +139,7 @@ async def _worker(base_url: str, redis_url: str, searches: int, workers: int) ->
     import asyncio
 
     from magisterium_async import AsyncMagisterium, RateLimits
-    from magisterium_async._redis import SharedQuota
+    from magisterium_async._ratelimit import SharedQuota
 
     client = AsyncMagisterium(
         base_url=base_url,

@@ -70,8 +70,7 @@ from ._models import (
     TaskStatus,
     TextPart,
 )
-from ._redis import SharedQuota
-from ._scheduler import PoolEvent, PoolStats, SchedulerStats
+from ._ratelimit import PoolEvent, PoolStats, SchedulerStats, SharedQuota
 from ._version import __version__
 
 __all__ = [

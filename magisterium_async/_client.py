@@ -6,6 +6,7 @@ artifact) → scheduler pool → transport → decode.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import math
@@ -26,11 +27,13 @@ from ._batch import DEFAULT_CONCURRENCY, Batch
 from ._clock import Clock, LoopClock
 from ._config import (
     DEFAULT_BASE_URL,
+    DEFAULT_CALL_OPTIONS,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     PoolName,
+    Priority,
     RateLimits,
     RetryPolicy,
     Timeouts,
@@ -59,9 +62,8 @@ from ._models import (
     Task,
     TextPart,
 )
-from ._redis import SharedQuota
+from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedQuota
 from ._retry import call_with_retries
-from ._scheduler import PoolEvent, Scheduler, SchedulerStats
 from ._skills import (
     ASK,
     DEFAULT_SKILL_ID,
@@ -173,7 +175,7 @@ class AsyncMagisterium:
         self.retry_policy = policy
         self.max_concurrency = max_concurrency
         # With a shared quota the pools' rate is decided in Redis, with every process on
-        # this token (see _redis.py): its limiters take the local ones' place.
+        # this token (see _ratelimit/_shared.py): its limiters take the local ones' place.
         self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
         shared = None
         if self.shared_quota is not None:
@@ -187,7 +189,10 @@ class AsyncMagisterium:
             clock=self._clock,
             on_event=on_event,
             limiters=shared.limiters if shared is not None else None,
+            gates=shared.gates if shared is not None else None,
         )
+        self._options = DEFAULT_CALL_OPTIONS
+        self._owner = True  # a view made by with_options() owns nothing
         self._transport = Transport(
             self.base_url,
             self._token,
@@ -220,11 +225,55 @@ class AsyncMagisterium:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Wake every waiting call with an error and close the HTTP session. Idempotent."""
+        """Wake every waiting call with an error and close the HTTP session. Idempotent.
+
+        On a view made by :meth:`with_options` it does nothing: the client it came from
+        owns the connections."""
+        if not self._owner:
+            return
         await self._scheduler.aclose()
         await self._transport.aclose()
         if self._tokens is not None:
             await self._tokens.aclose()
+
+    def with_options(
+        self,
+        *,
+        timeout: float | Timeouts | None = None,
+        max_retries: int | None = None,
+        priority: Priority | None = None,
+        fairness_key: str | None = None,
+    ) -> AsyncMagisterium:
+        """A client sharing this one's connections, quota pools, credentials and lifetime,
+        with these options changed (the rest as here).
+
+        ``priority`` is ``"interactive"`` (the default of single calls: within a pool, a
+        waiting interactive call starts before every waiting bulk call) or ``"bulk"`` (the
+        default of ``search_many``, ``fetch_many`` and ``harvest``; bulk calls still get all
+        the quota interactive ones leave). ``fairness_key`` names whom the calls serve:
+        within one priority, waiting calls are served round-robin across keys, so one key's
+        thousand calls never hold another key's first call back. Closing this client closes
+        every view; ``aclose()`` on a view closes nothing.
+        """
+        view = copy.copy(self)
+        view._owner = False
+        if timeout is not None:
+            view.timeouts = Timeouts.of(timeout)
+        if max_retries is not None:
+            check_count("max_retries", max_retries, minimum=0)
+            view.retry_policy = dataclasses.replace(self.retry_policy, max_retries=max_retries)
+        view._options = self._options.replace(priority=priority, fairness_key=fairness_key)
+        return view
+
+    @property
+    def priority(self) -> Priority:
+        """The priority of this client's single calls (see :meth:`with_options`)."""
+        return self._options.priority
+
+    @property
+    def fairness_key(self) -> str | None:
+        """The fairness key of this client's calls (see :meth:`with_options`)."""
+        return self._options.fairness_key
 
     @property
     def rate_limits(self) -> RateLimits:
@@ -358,6 +407,8 @@ class AsyncMagisterium:
             call_with_retries(
                 send,
                 pool=self._scheduler.pool(pool),
+                priority=self._options.priority,
+                fairness_key=self._options.fairness_key,
                 policy=self.retry_policy,
                 clock=self._clock,
                 what=method,
@@ -392,15 +443,18 @@ class AsyncMagisterium:
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         ordered: bool = False,
+        priority: Priority = "bulk",
     ) -> Batch[str, list[SearchResult]]:
         """Search every query; yield a :class:`BatchItem` per query as it completes.
 
         ``async for item in client.search_many(queries):`` — ``item.input``, ``item.result``
         (the ``list[SearchResult]``) and ``item.error`` (the exception, or ``None``). Inputs
         are read lazily, ``concurrency`` searches at most in flight; one failure never stops
-        the others; ``ordered=True`` yields in input order. The rate-limit pools pace it all.
+        the others; ``ordered=True`` yields in input order. The rate-limit pools pace it all;
+        its calls are ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
         """
-        return _batch.search_many(self, queries, concurrency=concurrency, ordered=ordered)
+        client = self.with_options(priority=priority)
+        return _batch.search_many(client, queries, concurrency=concurrency, ordered=ordered)
 
     def fetch_many(
         self,
@@ -408,10 +462,13 @@ class AsyncMagisterium:
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         ordered: bool = False,
+        priority: Priority = "bulk",
     ) -> Batch[str, Document | None]:
         """Fetch every id; yield a :class:`BatchItem` per id as it completes (as
-        :meth:`search_many`; ``item.result`` is ``None`` for a document not found)."""
-        return _batch.fetch_many(self, ids, concurrency=concurrency, ordered=ordered)
+        :meth:`search_many`, bulk by default; ``item.result`` is ``None`` for a document
+        not found)."""
+        client = self.with_options(priority=priority)
+        return _batch.fetch_many(client, ids, concurrency=concurrency, ordered=ordered)
 
     def harvest(
         self,
@@ -421,6 +478,7 @@ class AsyncMagisterium:
         on_error: OnError = "record",
         concurrency: int = DEFAULT_CONCURRENCY,
         acknowledge: Acknowledge = "auto",
+        priority: Priority = "bulk",
     ) -> Harvest:
         """Search every query and yield every document found, each fetched once.
 
@@ -428,10 +486,11 @@ class AsyncMagisterium:
         path resumes, sending no request whose answer was recorded. ``.stats`` counts
         queries, results, unique ids, fetched, ``not_found``, ``failed`` and 429s;
         ``.failures`` lists what failed after retries (``on_error="raise"`` raises the first
-        instead). See :class:`Harvest` for what a resumed harvest yields.
+        instead). See :class:`Harvest` for what a resumed harvest yields. Its calls are
+        ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
         """
         return _harvest.harvest(
-            self,
+            self.with_options(priority=priority),
             queries,
             state=state,
             on_error=on_error,

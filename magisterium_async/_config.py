@@ -8,12 +8,15 @@ from typing import Literal
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DEFAULT_CALL_OPTIONS",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
+    "CallOptions",
     "PoolName",
+    "Priority",
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
@@ -257,3 +260,35 @@ class RetryPolicy:
 
 DEFAULT_TIMEOUTS = Timeouts()
 DEFAULT_RETRY_POLICY = RetryPolicy()
+
+
+Priority = Literal["interactive", "bulk"]
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """The per-call options a client view carries (see ``AsyncMagisterium.with_options``):
+    ``priority`` (``"interactive"`` or ``"bulk"``) and ``fairness_key`` (whom the calls
+    serve; ``None``: nobody in particular)."""
+
+    priority: Priority = "interactive"
+    fairness_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.priority not in ("interactive", "bulk"):
+            raise ValueError(f"priority must be 'interactive' or 'bulk', got {self.priority!r}")
+        if self.fairness_key is not None and not isinstance(self.fairness_key, str):
+            name = type(self.fairness_key).__name__
+            raise TypeError(f"fairness_key must be a str or None, not {name}")
+
+    def replace(
+        self, *, priority: Priority | None = None, fairness_key: str | None = None
+    ) -> CallOptions:
+        """These options with the given ones changed (``None``: kept)."""
+        return CallOptions(
+            self.priority if priority is None else priority,
+            self.fairness_key if fairness_key is None else fairness_key,
+        )
+
+
+DEFAULT_CALL_OPTIONS = CallOptions()

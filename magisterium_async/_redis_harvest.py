@@ -41,7 +41,7 @@ from ._models import Document, SearchResult
 from ._redis import connect, redis_errors
 
 if TYPE_CHECKING:
-    from ._scheduler import SchedulerStats
+    from ._ratelimit import SchedulerStats
 
 __all__ = [
     "CoordinatedClient",

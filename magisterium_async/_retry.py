@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
 from ._clock import Clock
-from ._config import RetryPolicy
+from ._config import Priority, RetryPolicy
 from ._errors import (
     APIConnectionError,
     APITimeoutError,
@@ -18,7 +18,7 @@ from ._errors import (
     RateLimitError,
     UnexpectedStatusError,
 )
-from ._scheduler import Pool
+from ._ratelimit import Pool
 
 __all__ = ["RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
 
@@ -69,11 +69,16 @@ async def call_with_retries(
     policy: RetryPolicy,
     clock: Clock,
     what: str,
+    priority: Priority = "interactive",
+    fairness_key: str | None = None,
     retry_timeouts: bool = True,
     jitter: Callable[[], float] = random.random,
     deadline: float = math.inf,
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be retried.
+
+    ``priority`` and ``fairness_key`` place each try in the pool's line (see
+    ``_ratelimit/_lines.py``); a retry waits in line again, with them.
 
     A 429 is told to the pool (which decides whether everyone pauses) and the call waits
     :func:`rate_limit_wait` outside its slot; it costs no retry, until the waits of this
@@ -86,7 +91,7 @@ async def call_with_retries(
     limited = 0
     waited = 0.0
     while True:
-        async with pool.slot() as permit:
+        async with pool.slot(priority, fairness_key) as permit:
             try:
                 return await attempt()
             except RateLimitError as exc:

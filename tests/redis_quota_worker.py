@@ -13,7 +13,7 @@ import sys
 import time
 
 from magisterium_async import AsyncMagisterium, RateLimits
-from magisterium_async._redis import SharedQuota
+from magisterium_async._ratelimit import SharedQuota
 
 
 async def main(

@@ -19,8 +19,9 @@ import pytest
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._clock import VirtualClock
-from magisterium_async._redis import SharedLimiter, SharedQuota, SharedQuotaError, token_key
-from magisterium_async._scheduler import PoolEvent, Scheduler
+from magisterium_async._errors import SharedQuotaError
+from magisterium_async._ratelimit import PoolEvent, Scheduler, SharedLimiter, SharedQuota
+from magisterium_async._redis import token_key
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -378,7 +379,9 @@ def shared_schedulers(
         for _ in range(processes)
     ]
     scheds = [
-        Scheduler(limits, max_concurrency=8, clock=clock, limiters=s.limiters) for s in shared
+        # 15 in flight: one process may take a whole window when the others have no work left
+        Scheduler(limits, max_concurrency=15, clock=clock, limiters=s.limiters, gates=s.gates)
+        for s in shared
     ]
     return shared, scheds
 

@@ -16,8 +16,8 @@ import magisterium_async as m
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits, RetryPolicy
 from magisterium_async._errors import RateLimitError
+from magisterium_async._ratelimit import PoolEvent, Scheduler
 from magisterium_async._retry import call_with_retries, rate_limit_wait
-from magisterium_async._scheduler import PoolEvent, Scheduler
 
 from .conftest import TOKEN, ScriptedServer
 from .test_client import CARD

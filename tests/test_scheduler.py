@@ -18,16 +18,15 @@ from hypothesis import strategies as st
 
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits, RetryPolicy
-from magisterium_async._errors import RateLimitError
-from magisterium_async._retry import call_with_retries
-from magisterium_async._scheduler import (
-    ClientClosedError,
+from magisterium_async._errors import ClientClosedError, RateLimitError
+from magisterium_async._ratelimit import (
     Pool,
     PoolEvent,
+    Priority,
     Scheduler,
     Start,
-    WindowLimiter,
 )
+from magisterium_async._retry import call_with_retries
 
 PRO = RateLimits.pro()  # 15 and 2 a minute; the safety margin is 1 s
 
@@ -553,7 +552,7 @@ async def test_a_proven_429_lowers_the_rate_to_what_the_server_took_in_its_windo
     assert all(b - a == pytest.approx(1.7) for a, b in itertools.pairwise(lowered))
     messages = [r.getMessage() for r in caplog.records]
     assert "pool default rate 10 -> 6 per 10 s (rate limited by the server)" in messages
-    assert "pool default rate 6 -> 7 per 10 s (probing up)" in messages
+    assert "pool default rate 6 -> 7 per 10 s (stepping up)" in messages
 
 
 async def test_without_adaptive_the_rate_stays() -> None:
@@ -737,34 +736,54 @@ async def test_a_first_round_that_waits_for_its_rate_is_woken_by_time() -> None:
     assert starts == [0.0] * 15 + [61.0]
 
 
-class HeldAdmission(WindowLimiter):
-    """A window whose remote admission never comes: the caller waits in ``admit``."""
+class HeldGate:
+    """A remote gate whose leave comes only when the test gives it."""
 
-    remote = True
+    def __init__(self) -> None:
+        self.leave = asyncio.Event()
+        self.asked: list[tuple[str, str | None]] = []
+        self.outcomes: list[str | None] = []
 
-    async def admit(self, start: Start) -> None:
-        await asyncio.Event().wait()
+    async def admit(self, priority: Priority, key: str | None, since: float, more: bool) -> str:
+        self.asked.append((priority, key))
+        await self.leave.wait()
+        self.leave.clear()
+        return f"ticket-{len(self.asked)}"
+
+    def answered(self, start: Start) -> None:
+        self.outcomes.append(start.ticket)
+
+    def give_back(self, ticket: str) -> None:
+        self.outcomes.append(f"unused {ticket}")
 
 
-async def test_a_call_cancelled_while_the_remote_limiter_admits_gives_its_slot_back() -> None:
+async def test_a_call_waiting_for_the_remote_gate_holds_no_slot_and_gives_its_turn_on() -> None:
     clock = VirtualClock()
+    gate = HeldGate()
     sched = Scheduler(
-        RateLimits(10, 1, period=1.0),
-        max_concurrency=1,
-        clock=clock,
-        limiters={"default": HeldAdmission("default", 10, 1.0, 0.0)},
+        RateLimits(10, 1, period=1.0), max_concurrency=1, clock=clock, gates={"default": gate}
     )
 
-    async def call() -> None:
-        async with sched.pool("default").slot():
+    async def call(priority: Priority = "interactive") -> None:
+        async with sched.pool("default").slot(priority):
             pass
 
-    first = asyncio.create_task(call())
+    first = asyncio.create_task(call("bulk"))
     await clock.advance(1)
-    assert sched.stats.in_flight == 1
+    # Waiting for the gate holds no slot: an unmetered call goes by.
+    assert sched.stats.in_flight == 0 and sched.stats.default.waiting == 1
+    async with sched.pool(None).slot():
+        pass
+    assert gate.asked == [("bulk", None)]
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
-    assert sched.stats.in_flight == 0 and sched.stats.default.in_flight == 0
+    second = asyncio.create_task(call())
+    await clock.advance(1)
+    gate.leave.set()
+    await second
+    # The admission asked for the cancelled call went to whoever was first when it came.
+    assert gate.outcomes == ["ticket-1"]
+    assert sched.stats.in_flight == 0 and sched.stats.default.sent == 1
     await sched.aclose()
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from .._client import AsyncMagisterium
 from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
 from .._credentials import credentials_path
-from .._redis import SharedQuota
+from .._ratelimit import SharedQuota
 from ._errors import CliError, ExitCode
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._config import RateLimits
 from .._harvest import Harvest
-from .._scheduler import PoolStats
+from .._ratelimit import PoolStats
 from .._state import StateSummary
 from ._errors import describe
 from ._output import Output

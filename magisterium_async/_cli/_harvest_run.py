@@ -28,7 +28,7 @@ from .._errors import (
 from .._harvest import Harvest, harvest
 from .._jsonl import JsonlWriter
 from .._models import Document, SearchResult
-from .._scheduler import SchedulerStats
+from .._ratelimit import SchedulerStats
 from .._state import HarvestState
 from ._client import open_client
 from ._command import Invocation

@@ -1,0 +1,76 @@
+"""The rate-limit engine: every call waits here for its quota, and learns from 429s.
+
+Terms, each defined before use:
+
+- **pool**: one quota of the service. ``default`` (every skill but ``catholic_qa``),
+  ``expensive`` (``catholic_qa``), and ``unmetered`` (``tasks/get``, ``tasks/cancel``, the
+  agent card): only the client's ``max_concurrency`` applies there.
+- **start**: the moment a request is let through. The **log** (``_log.py``) keeps each
+  pool's starts with their outcome; the **window** is the quota's period, the **span** the
+  window plus a safety **margin** against network jitter. The log never lets more than N
+  starts into one span.
+- **429** and its **wait** (``retryAfter``): ``now + wait`` is where the server says its
+  window ends, the **window end**.
+- **verdict**: what the **judge** (``_judge.py``, pure) makes of a 429: ``suspect`` (one
+  429 alone; the next start goes alone as the pool's **check**), ``proven`` (a window ran
+  out; the pool **pauses** to its end), ``step_up_refused``, ``cleared``, and a few more.
+- **rate**: the starts per window the **rule** (``_rule.py``, pure) allows now; it goes
+  down to what the server took when a window is proven, and **steps up** toward the
+  configured rate later. Its constants live in one table, ``_tuning.py``.
+- **limiter**: the seam between a pool and its quota (``_limiter.py``): the local
+  :class:`WindowLimiter` (log + rule), or a shared one. A **remote gate** is another
+  party's leave for each start; Redis is one (``_shared.py``, its keys and scripts in
+  ``_scripts.py``).
+- **line** (``_lines.py``): who waits, and whose turn is next: **interactive** calls before
+  **bulk** ones; round-robin over **fairness keys**; first come first served within a key.
+- **first round**: what a metered pool starts before its first answer comes back; the pool
+  holds further starts until that round is answered (``_pool.py``).
+
+The flow of one 429, in one direction::
+
+    transport -> 429 -> Permit.rate_limited(wait)
+              -> Pool.rate_limited  -> Judge.on_429 -> [Verdict, ...]
+              -> Pool._apply(verdict): pause the pool (proven, late, step up refused)
+              -> Limiter.learn(verdict) -> the rule: the rate, the margin, the next step up
+                 (shared: the same rule, applied to the log and state in Redis)
+
+and of one call: ``Pool.slot()`` -> the line -> ``Scheduler.pump`` (cap, pause, check,
+first round, ``Limiter.next_start``, the remote gate) -> ``Permit`` -> the request ->
+``Permit.release`` -> the judge and the gate hear the outcome -> ``pump`` again.
+"""
+
+from ._judge import Judge, Verdict, VerdictKind
+from ._limiter import Limiter, RemoteGate, WindowLimiter
+from ._lines import PRIORITIES, Priority, WaitingLine
+from ._log import Start, StartLog
+from ._pool import Permit, Pool
+from ._rule import RateRule, RuleState
+from ._scheduler import Scheduler
+from ._shared import SharedLimiter, SharedPool, SharedQuota
+from ._stats import EventKind, PoolEvent, PoolStats, SchedulerStats
+
+__all__ = [
+    "PRIORITIES",
+    "EventKind",
+    "Judge",
+    "Limiter",
+    "Permit",
+    "Pool",
+    "PoolEvent",
+    "PoolStats",
+    "Priority",
+    "RateRule",
+    "RemoteGate",
+    "RuleState",
+    "Scheduler",
+    "SchedulerStats",
+    "SharedLimiter",
+    "SharedPool",
+    "SharedQuota",
+    "Start",
+    "StartLog",
+    "Verdict",
+    "VerdictKind",
+    "WaitingLine",
+    "WindowLimiter",
+]

@@ -1,0 +1,141 @@
+"""The seams between a pool and its quota: :class:`Limiter` (when may the next start
+happen, and what to learn from the judge's verdicts) and :class:`RemoteGate` (another
+party's leave for each start: the Redis-shared quota). :class:`WindowLimiter` is the local
+limiter: a sliding log and the rate rule, on the client's clock.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ._judge import Verdict
+from ._lines import Priority
+from ._log import Start, StartLog
+from ._rule import RateRule
+
+__all__ = ["Limiter", "RemoteGate", "WindowLimiter"]
+
+
+class Limiter(Protocol):
+    """The rate limit of one metered pool, as the pool sees it.
+
+    The pool asks :meth:`next_start` while it has a waiter, records every start with
+    :meth:`start` (and takes back one that sent nothing with :meth:`forget`), and hands on
+    every verdict of its judge to :meth:`learn`.
+    """
+
+    @property
+    def rate(self) -> float:
+        """Requests per ``RateLimits.period`` now in force (``inf``: no limit here)."""
+        ...
+
+    @property
+    def stepping_up(self) -> bool:
+        """Whether the rate is above what the server allowed last (a 429 now answers that)."""
+        ...
+
+    def next_start(self, now: float) -> float:
+        """When the next start may happen: ``<= now`` lets it start now; else ask again
+        then (the answer may move when asked again)."""
+        ...
+
+    def start(self, start: Start) -> None:
+        """A request started (``next_start`` allowed it)."""
+        ...
+
+    def forget(self, start: Start) -> None:
+        """A recorded start was given back before anything was sent."""
+        ...
+
+    def learn(self, verdict: Verdict) -> None:
+        """What the judge decided about a 429 (or a suspect cleared)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the limiter holds (connections, tasks). Idempotent."""
+        ...
+
+
+class RemoteGate(Protocol):
+    """Another party's leave for each start, asked once the pool itself may start one.
+
+    The pool asks on behalf of its line: ``priority`` and ``key`` are those of the waiter
+    whose turn is next, ``since`` when it began waiting, ``more`` whether others wait
+    behind it. When :meth:`admit` returns, the pool starts whoever is first in line then,
+    its :class:`Start` carrying the ticket.
+    """
+
+    async def admit(self, priority: Priority, key: str | None, since: float, more: bool) -> str:
+        """Wait until one start is admitted; its ticket (its name on the remote side)."""
+        ...
+
+    def answered(self, start: Start) -> None:
+        """A start admitted here is over (its outcome is on ``start``)."""
+        ...
+
+    def give_back(self, ticket: str) -> None:
+        """An admission that was not used: nothing was sent."""
+        ...
+
+
+class WindowLimiter:
+    """The local limiter: a sliding log of starts, ``limit`` per ``window + margin``, and
+    (``adaptive``) the rate rule that learns from 429s."""
+
+    def __init__(
+        self,
+        name: str,
+        limit: int,
+        window: float,
+        margin: float,
+        *,
+        period: float | None = None,
+        adaptive: bool = True,
+    ) -> None:
+        self.name = name
+        self.rule = RateRule(name, limit, window, margin, period=period, adaptive=adaptive)
+        self.log = StartLog()
+
+    @property
+    def rate(self) -> float:
+        return self.rule.rate
+
+    @property
+    def margin(self) -> float:
+        """The safety margin in force, in seconds (it may have grown)."""
+        return self.rule.state.margin
+
+    @property
+    def stepping_up(self) -> bool:
+        return self.rule.stepping_up
+
+    def next_start(self, now: float) -> float:
+        return self.rule.next_start(self.log, now)
+
+    def start(self, start: Start) -> None:
+        self.log.add(start)
+
+    def forget(self, start: Start) -> None:
+        self.log.forget(start)
+
+    def learn(self, verdict: Verdict) -> None:
+        learn(self.rule, self.log, verdict)
+
+    async def aclose(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<WindowLimiter {self.name} {self.rule.state.rate}/{self.rule.window:g}s>"
+
+
+def learn(rule: RateRule, log: StartLog, verdict: Verdict) -> None:
+    """Apply one verdict to ``rule`` over ``log``: the one mapping of verdicts to rules."""
+    kind, start = verdict.kind, verdict.start
+    if kind == "suspect":
+        rule.suspect(start, verdict.at, verdict.window_end)
+    elif kind == "step_up_refused":
+        rule.step_up_refused(start, verdict.at, verdict.window_end)
+    elif kind in ("proven", "expired"):
+        rule.proven(log, start, verdict.at, verdict.window_end)
+    elif kind == "cleared":
+        rule.cleared(log, start, verdict.wait)

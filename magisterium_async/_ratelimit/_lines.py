@@ -1,0 +1,140 @@
+"""The waiting lines of one pool: who starts next when the pool may start one.
+
+A *waiter* is a call waiting for its turn. Its *priority* is ``"interactive"`` (a person is
+waiting: single calls, by default) or ``"bulk"`` (``search_many``, ``fetch_many``,
+``harvest``); its *fairness key* (``None`` unless the caller set one) names whom it serves.
+The line hands out turns in this order:
+
+1. every waiting interactive call before every waiting bulk call;
+2. within one priority, round-robin over fairness keys (one turn per key in rotation, so a
+   key with a thousand calls waiting never holds another key's first call back);
+3. within one key, first come first served.
+
+Cancelled waiters are dropped lazily, when they reach the front. Each operation costs
+O(1) but for :meth:`WaitingLine.requeue` and :meth:`WaitingLine.remove`, which are rare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING
+
+from .._config import Priority
+
+if TYPE_CHECKING:
+    from ._pool import Permit
+
+__all__ = ["PRIORITIES", "Priority", "Waiter", "WaitingLine"]
+
+PRIORITIES: tuple[Priority, ...] = ("interactive", "bulk")
+_RANK = {"interactive": 0, "bulk": 1}
+
+
+class Waiter:
+    """One call waiting for its turn: ``seq`` orders arrivals over every pool, ``since``
+    is when it began waiting (clock time)."""
+
+    __slots__ = ("future", "key", "rank", "seq", "since")
+
+    def __init__(self, seq: int, since: float, priority: Priority, key: str | None) -> None:
+        self.seq = seq
+        self.since = since
+        self.rank = _RANK[priority]
+        self.key = key
+        self.future: asyncio.Future[Permit] = asyncio.get_running_loop().create_future()
+
+    @property
+    def priority(self) -> Priority:
+        """``"interactive"`` or ``"bulk"``."""
+        return PRIORITIES[self.rank]
+
+
+class WaitingLine:
+    """The waiters of one pool, by priority, fairness key and arrival."""
+
+    __slots__ = ("_classes", "_count")
+
+    def __init__(self) -> None:
+        # One dict per priority: fairness key -> its waiters, oldest first. The dict's
+        # order is the rotation: the first key is served next, then moves to the back.
+        self._classes: tuple[dict[str | None, deque[Waiter]], ...] = ({}, {})
+        self._count = 0  # waiters held, cancelled ones not yet dropped included
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def waiting(self) -> int:
+        """How many calls wait (cancelled ones excluded)."""
+        return sum(
+            1 for keys in self._classes for line in keys.values() for w in line
+            if not w.future.done()
+        )  # fmt: skip
+
+    def push(self, waiter: Waiter) -> None:
+        """A new waiter joins at the back of its key's line."""
+        keys = self._classes[waiter.rank]
+        line = keys.get(waiter.key)
+        if line is None:
+            keys[waiter.key] = line = deque()
+        line.append(waiter)
+        self._count += 1
+
+    def head(self) -> Waiter | None:
+        """The waiter whose turn is next, or ``None``."""
+        if not self._count:
+            return None
+        for keys in self._classes:
+            while keys:
+                key = next(iter(keys))
+                line = keys[key]
+                while line and line[0].future.done():
+                    line.popleft()  # cancelled, its task not yet run to say so
+                    self._count -= 1
+                if line:
+                    return line[0]
+                del keys[key]
+        return None
+
+    def pop(self) -> Waiter:
+        """Take the head (call :meth:`head` first); its key goes to the back of the rotation."""
+        keys = next(k for k in self._classes if k)
+        key = next(iter(keys))
+        line = keys.pop(key)
+        waiter = line.popleft()
+        self._count -= 1
+        if line:
+            keys[key] = line  # back of the rotation
+        return waiter
+
+    def requeue(self, waiter: Waiter) -> None:
+        """A waiter let through too early comes back in its place: ahead of later arrivals
+        of its key, and its key first in the rotation."""
+        keys = self._classes[waiter.rank]
+        line = keys.pop(waiter.key, None) or deque()
+        at = 0
+        while at < len(line) and line[at].seq < waiter.seq:
+            at += 1
+        line.insert(at, waiter)
+        rest = list(keys.items())
+        keys.clear()
+        keys[waiter.key] = line
+        keys.update(rest)
+        self._count += 1
+
+    def remove(self, waiter: Waiter) -> None:
+        """Take out a waiter that is no longer waiting (cancelled)."""
+        line = self._classes[waiter.rank].get(waiter.key)
+        if line is not None and waiter in line:
+            line.remove(waiter)
+            self._count -= 1
+            if not line:
+                del self._classes[waiter.rank][waiter.key]
+
+    def drain(self) -> list[Waiter]:
+        """Take every waiter out (the scheduler is closing)."""
+        out = [w for keys in self._classes for line in keys.values() for w in line]
+        for keys in self._classes:
+            keys.clear()
+        self._count = 0
+        return out

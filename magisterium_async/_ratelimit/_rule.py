@@ -1,0 +1,225 @@
+"""The rate rule: what a pool's rate should be, from its starts and what the server said.
+
+Pure: starts and outcomes (a :class:`~._log.StartLog`) and times come in, a rate goes out.
+It has no clock, no I/O and no lock, so it runs the same in one process or, with its
+:class:`RuleState` kept in Redis, for every process on a token (``_redis/``).
+
+What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
+
+- *proven* (a window ran out): the rate goes down to what the server took of our starts in
+  that window (all of it, when nobody else spends the quota), and stays there for
+  :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts;
+- then it *steps up*: one start more than the server allowed, or, once one of the server's
+  windows took more than it allowed before (whoever shared the quota stopped), twice the
+  rate, back toward the configured one;
+- *step up refused* (a 429 while stepping up): back to what the server allowed, and the
+  next step up waits twice as long (up to :data:`~._tuning.MAX_STEP_UP_DOUBLINGS` times);
+- *cleared* (a 429 that a later success showed was no window running out): if it came at a
+  window's edge while the log was full, it came from timing (network jitter), and the
+  safety margin widens (doubling, up to :data:`~._tuning.MAX_MARGIN_SHARE` of the window).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from ._log import Start, StartLog
+from ._tuning import (
+    FIRST_MARGIN_SHARE,
+    KEEP_SPANS,
+    MAX_MARGIN_SHARE,
+    MAX_STEP_UP_DOUBLINGS,
+    RTT_CAP_SHARE,
+    STARTS_PER_STEP_UP,
+)
+
+__all__ = ["RateRule", "RuleState"]
+
+logger = logging.getLogger("magisterium_async.ratelimit")
+
+
+@dataclass
+class RuleState:
+    """What the rule has learned; small enough to keep in Redis.
+
+    ``rate``: starts per window now in force; ``allowed``: what the server took in its
+    window at the last 429; ``step_up_at``: when the next step up is due (``inf``: at the
+    configured rate); ``refused_tries``: step ups refused in a row; ``phase``: where the
+    server's windows end, modulo one window (``None``: unknown); ``rtt``: the round trip of
+    the last request refused; ``margin``: the safety margin in force, in seconds;
+    ``refused_step``: the start whose step up was refused (its 429 says nothing of timing).
+    """
+
+    rate: int
+    allowed: int
+    margin: float
+    step_up_at: float = math.inf
+    refused_tries: int = 0
+    phase: float | None = None
+    rtt: float = 0.0
+    refused_step: Start | None = None
+
+
+class RateRule:
+    """The rule for one pool of ``limit`` starts per ``window`` seconds (``period``: the
+    unit ``rate`` is reported in). ``adaptive=False``: the rate never moves."""
+
+    __slots__ = ("adaptive", "limit", "name", "period", "state", "window")
+
+    def __init__(
+        self,
+        name: str,
+        limit: int,
+        window: float,
+        margin: float,
+        *,
+        period: float | None = None,
+        adaptive: bool = True,
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        self.name = name
+        self.limit = limit
+        self.window = window
+        self.period = window if period is None else period
+        self.adaptive = adaptive
+        self.state = RuleState(rate=limit, allowed=limit, margin=margin)
+
+    # What the pool asks ----------------------------------------------------------------
+
+    @property
+    def rate(self) -> float:
+        """Requests per ``period`` now in force."""
+        return self.state.rate * self.period / self.window
+
+    @property
+    def span(self) -> float:
+        """The window plus the safety margin: the log's horizon."""
+        return self.window + self.state.margin
+
+    @property
+    def stepping_up(self) -> bool:
+        """Whether the rate is above what the server allowed last: a 429 now answers that
+        step up."""
+        return self.state.rate > self.state.allowed
+
+    def next_start(self, log: StartLog, now: float) -> float:
+        """When the next start may happen (``<= now``: now); steps up when one is due and
+        the log holds the pool back."""
+        log.prune(now - KEEP_SPANS * self.span)
+        state = self.state
+        allows = log.allows(self.limit, state.rate, self.span)
+        if state.rate < self.limit:
+            if state.step_up_at <= now < allows:
+                self.step_up(log, now)
+                allows = log.allows(self.limit, state.rate, self.span)
+            return min(allows, state.step_up_at)
+        return allows
+
+    # What the judge decided ------------------------------------------------------------
+
+    def suspect(self, start: Start, now: float, window_end: float) -> None:
+        """An isolated 429: nothing changes but where the server's window ends, and the
+        round trip that measures it."""
+        if self.adaptive:
+            self._locate(start, now, window_end)
+
+    def step_up_refused(self, start: Start, now: float, window_end: float) -> None:
+        """A 429 while stepping up: back to what the server allowed; wait longer next time."""
+        if not self.adaptive:
+            return
+        self._locate(start, now, window_end)
+        state = self.state
+        state.refused_step = start
+        state.refused_tries = min(state.refused_tries + 1, MAX_STEP_UP_DOUBLINGS)
+        state.step_up_at = now + self._cautious()
+        self._set(state.allowed, "a step up was refused")
+
+    def proven(self, log: StartLog, start: Start, now: float, window_end: float) -> None:
+        """A window ran out: the rate goes down to what the server took of ours in it."""
+        if not self.adaptive:
+            return
+        self._locate(start, now, window_end)
+        state = self.state
+        # The server's window began one window before it ends, give or take the request's
+        # round trip (it counts on arrival, and said where its window ends before the way
+        # back) and the margin.
+        slack = state.margin + state.rtt
+        accepted = log.accepted(window_end - self.window - slack, now)
+        state.refused_tries = 0
+        rate = max(1, min(accepted, state.rate - 1))
+        state.allowed = rate
+        state.step_up_at = max(now + self._cautious(), window_end)
+        if rate < state.rate:
+            self._set(rate, "rate limited by the server")
+
+    def cleared(self, log: StartLog, suspect: Start, wait: float) -> None:
+        """A later success cleared ``suspect`` (its 429 pointed ``wait`` seconds ahead): if
+        it came at a window's edge with the log full, widen the margin against jitter."""
+        state = self.state
+        if suspect is state.refused_step:
+            return  # that 429 answered a step up, not the timing
+        if not self.adaptive or state.margin >= MAX_MARGIN_SHARE * self.window:
+            return
+        if wait > 2 * state.margin:
+            return  # not at a window's edge: a fluke, not the jitter
+        began = suspect.time
+        if log.started(began - self.span, began) >= state.rate:
+            state.margin = min(
+                max(2 * state.margin, FIRST_MARGIN_SHARE * self.window),
+                MAX_MARGIN_SHARE * self.window,
+            )
+            logger.debug(
+                "pool %s safety margin -> %.3g s (a 429 from timing, not rate)",
+                self.name,
+                state.margin,
+            )
+
+    # Inside the rule -------------------------------------------------------------------
+
+    def step_up(self, log: StartLog, now: float) -> None:
+        """Try a higher rate: above what the server allowed only once one of its windows
+        took more than that; else one more than it allowed last."""
+        state, window = self.state, self.window
+        if state.rate > state.allowed:
+            # Passed only once one window of the server's (its phase known from the ends its
+            # 429s gave) took more than it allowed before: not by luck with the phase.
+            end = now if state.phase is None else now - (now - state.phase) % window
+            # The window's end as measured is late by the way back; starts reach the server
+            # late by the way there: a round trip (and the margin) before it, they surely
+            # fell in.
+            took = log.accepted(end - window, end - state.rtt - state.margin)
+            if took <= state.allowed:
+                state.step_up_at = end + window
+                return
+            state.allowed = took  # whoever shared the quota stopped, or it grew back
+            state.refused_tries = 0
+            new = 2 * state.rate
+        elif state.rate < state.allowed:
+            new = min(state.allowed, 2 * state.rate)
+        else:
+            new = state.rate + 1  # one more than the server allowed last time
+        state.step_up_at = now + window
+        self._set(min(new, self.limit), "stepping up")
+
+    def _locate(self, start: Start, now: float, window_end: float) -> None:
+        self.state.phase = window_end % self.window
+        self.state.rtt = min(now - start.time, RTT_CAP_SHARE * self.window)
+
+    def _cautious(self) -> float:
+        state = self.state
+        windows = math.ceil(STARTS_PER_STEP_UP / state.allowed) << state.refused_tries
+        return windows * self.window
+
+    def _set(self, rate: int, why: str) -> None:
+        state = self.state
+        old, state.rate = state.rate, rate
+        if rate >= self.limit:
+            state.allowed = self.limit
+            state.step_up_at = math.inf
+        logger.debug("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self.window, why)
+
+    def __repr__(self) -> str:
+        return f"<RateRule {self.name} {self.state.rate}/{self.window:g}s>"

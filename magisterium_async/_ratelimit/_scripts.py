@@ -1,0 +1,203 @@
+"""The Redis side of a shared quota: the key layout and the Lua scripts that run on it.
+
+Keys, for one token (``P`` = ``SharedQuota.prefix``, ``H`` = the first 16 hex digits of the
+token's SHA-256, never the token; the braces keep one token's keys in one cluster slot)
+and one pool (``POOL`` = ``default`` or ``expensive``)::
+
+    P:{H}:POOL:log       sorted set: one member (a ticket) per start, scored by its time (µs)
+    P:{H}:POOL:ok        sorted set: the tickets answered without a 429, by start time
+    P:{H}:POOL:limited   sorted set: the tickets that got a 429, by start time
+    P:{H}:POOL:pause     the time (µs) the pool is paused until, after a proven 429
+    P:{H}:POOL:rule      hash: what the rate rule learned (``RuleState``) and a version
+    P:{H}:POOL:stepper   the client stepping the rate up (a lease: one at a time)
+    P:{H}:POOL:line      sorted set: "rank|client|key" -> rank, the calls waiting at the
+                         head of each client's line (interactive first, then longest waiting)
+    P:{H}:POOL:line:exp  sorted set: the same members -> when they expire (µs)
+    P:{H}:epoch          a random id made when the state is created: a change means the
+                         state was lost (Redis restarted without persistence, flushed)
+    P:{H}:clients        sorted set: client id -> last time seen (sizes the fallback)
+
+Times are Redis's own clock (``TIME``) unless the client passes its own (a test's virtual
+clock, which every client sharing that Redis must then share).
+"""
+
+from __future__ import annotations
+
+__all__ = ["ACQUIRE", "OUTCOMES", "PAUSE", "POOL_KEYS", "WRITE_RULE"]
+
+# The per-pool keys, in the order the scripts take them.
+POOL_KEYS = ("log", "ok", "limited", "pause", "rule", "stepper", "line", "line:exp")
+
+_NOW = """
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+"""
+
+# KEYS: the pool's keys (POOL_KEYS), then epoch, clients.
+# ARGV: 1 now (µs; '': Redis's TIME), 2 limit, 3 window (µs), 4 margin (µs, until the rule
+#       learns one), 5 ticket, 6 known epoch ('' on first contact), 7 new epoch id,
+#       8 client id, 9 clients horizon (µs), 10 line member, 11 its rank (interactive before
+#       bulk, then by the later of when it began waiting and this client's last turn: so
+#       turns go round-robin over clients), 12-13 unused, 14 grace (µs a waiting head
+#       outlives its next ask), 15 poll (µs a call behind another client's head waits),
+#       16... the ages (µs) of starts to add (a rejoin after Redis came back).
+# Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
+#          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
+ACQUIRE = (
+    _NOW
+    + """
+local limit = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'margin', 'step_up_at', 'version')
+local rate = tonumber(rule[1]) or limit
+local allowed = tonumber(rule[2]) or limit
+local margin = tonumber(rule[3]) or tonumber(ARGV[4])
+local step_up_at = tonumber(rule[4]) or -1
+local version = tonumber(rule[5]) or 0
+local span = window + margin
+local keep = math.ceil(2 * span / 1000) + 1000
+local epoch = redis.call('GET', KEYS[9])
+local lost = false
+if not epoch then
+  epoch = ARGV[7]
+  redis.call('SET', KEYS[9], epoch)
+  lost = ARGV[6] ~= ''
+elseif ARGV[6] ~= '' and ARGV[6] ~= epoch then
+  lost = true
+end
+if lost then
+  if tonumber(redis.call('GET', KEYS[4]) or '0') < now + span then
+    redis.call('SET', KEYS[4], now + span, 'PX', math.ceil(span / 1000) + 1000)
+  end
+end
+redis.call('ZADD', KEYS[10], now, ARGV[8])
+redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now - tonumber(ARGV[9]))
+redis.call('PEXPIRE', KEYS[10], math.ceil(tonumber(ARGV[9]) / 1000))
+local clients = redis.call('ZCARD', KEYS[10])
+for i = 1, 3 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - 2 * span)
+end
+for i = 16, #ARGV do
+  local at = now - tonumber(ARGV[i])
+  if at > now - span then
+    redis.call('ZADD', KEYS[1], at, ARGV[5] .. ':b' .. i)
+  end
+end
+-- The line: every client's head of line, by rank; heads whose client went away dropped.
+local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now)
+for _, m in ipairs(gone) do
+  redis.call('ZREM', KEYS[7], m)
+  redis.call('ZREM', KEYS[8], m)
+end
+redis.call('ZADD', KEYS[7], ARGV[11], ARGV[10])
+redis.call('PEXPIRE', KEYS[7], keep)
+local function answer(wait)
+  -- A waiting head stays in the line until its next ask, and a grace after.
+  redis.call('ZADD', KEYS[8], now + math.max(wait, 0) + tonumber(ARGV[14]), ARGV[10])
+  redis.call('PEXPIRE', KEYS[8], keep)
+  return {wait, epoch, clients, rate, allowed, margin, version, now}
+end
+local pause = tonumber(redis.call('GET', KEYS[4]) or '0')
+if pause > now then
+  return answer(pause - now)
+end
+-- When the log allows the next start (StartLog.allows, over the shared log).
+local at = -1
+local count = redis.call('ZCARD', KEYS[1])
+if count >= limit then
+  local entry = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+  at = tonumber(entry[2]) + span
+end
+if rate < limit then
+  local taken = 0
+  local starts = redis.call('ZREVRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+  for i = 1, #starts, 2 do
+    if not redis.call('ZSCORE', KEYS[3], starts[i]) then
+      local t = tonumber(starts[i + 1])
+      if taken == 0 then at = math.max(at, t + span / rate) end
+      taken = taken + 1
+      if taken >= rate then
+        at = math.max(at, t + span)
+        break
+      end
+    end
+  end
+  if step_up_at >= 0 and step_up_at <= now and now < at then
+    if redis.call('SET', KEYS[6], ARGV[8], 'NX', 'PX', math.ceil(span / 1000)) then
+      return answer(-1)
+    end
+  end
+  if step_up_at >= 0 and step_up_at > now then at = math.min(at, step_up_at) end
+end
+if at > now then
+  return answer(math.max(at - now, 1))
+end
+-- Free: unless the calls ranked ahead of ours, in other clients, need every free start.
+local free = 1
+if rate >= limit then free = limit - redis.call('ZCOUNT', KEYS[1], '(' .. (now - span), '+inf') end
+local ahead = redis.call('ZCOUNT', KEYS[7], '-inf', '(' .. ARGV[11])
+if ahead > 0 and ahead >= free then
+  return answer(tonumber(ARGV[15]))
+end
+redis.call('ZADD', KEYS[1], now, ARGV[5])
+redis.call('PEXPIRE', KEYS[1], keep)
+-- Out of the line until its next ask, ranked then by this turn: round-robin.
+redis.call('ZREM', KEYS[7], ARGV[10])
+redis.call('ZREM', KEYS[8], ARGV[10])
+return {0, epoch, clients, rate, allowed, margin, version, now}
+"""
+)
+
+# KEYS: log, ok, limited. ARGV: then pairs of (kind, ticket), kind 'ok', '429' or 'forget'.
+# Records what became of starts: the rule counts what the server took from these.
+OUTCOMES = """
+for i = 1, #ARGV, 2 do
+  local kind, ticket = ARGV[i], ARGV[i + 1]
+  if kind == 'forget' then
+    redis.call('ZREM', KEYS[1], ticket)
+  else
+    local at = redis.call('ZSCORE', KEYS[1], ticket)
+    if at then
+      redis.call('ZADD', kind == 'ok' and KEYS[2] or KEYS[3], at, ticket)
+    end
+  end
+end
+for i = 2, 3 do
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return 1
+"""
+
+# KEYS: pause. ARGV: now (µs; '': Redis's TIME), µs to pause. Extends the pause to
+# now + ARGV[2], never shortens it; the key expires (in Redis's time) a second after.
+PAUSE = (
+    _NOW
+    + """
+local till = now + tonumber(ARGV[2])
+if tonumber(redis.call('GET', KEYS[1]) or '0') < till then
+  redis.call('SET', KEYS[1], till, 'PX', math.ceil(tonumber(ARGV[2]) / 1000) + 1000)
+end
+return 1
+"""
+)
+
+# KEYS: rule, stepper. ARGV: the version read, client id, then field/value pairs.
+# Writes the rule's state if nobody wrote since it was read (returns 1; else 0), and ends
+# this client's step-up lease.
+WRITE_RULE = """
+if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if version ~= tonumber(ARGV[1]) then return 0 end
+for i = 3, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('HSET', KEYS[1], 'version', version + 1)
+redis.call('PEXPIRE', KEYS[1], 86400000)
+return 1
+"""

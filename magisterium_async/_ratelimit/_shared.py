@@ -1,0 +1,575 @@
+"""Rate-limit pools shared by every process on one token, through Redis.
+
+``AsyncMagisterium(shared_quota=SharedQuota("redis://host:6379/0"))``: each metered pool
+(``default``, ``expensive``) keeps its sliding log, what its rate rule learned and its
+waiting line's heads in Redis (``_scripts.py`` has the key layout), so every client on that
+token draws on one quota and acts at once on what any of them learns:
+
+- **Admission.** One Lua script, run atomically on the server, admits a start only if the
+  shared log allows it (never more than N starts in a window, all processes together;
+  lowered, the learned rate evenly spaced), the pool is not paused, and no call ranked
+  ahead in another process waits (interactive before bulk, then the longest waiting:
+  round-robin over processes).
+- **Learning.** Each process's judge reads its own 429s; a verdict is applied by the same
+  pure rate rule as a local pool's, to the shared log and the shared rule state, and
+  written back only if nobody wrote meanwhile (a version). A proven window sets a pause
+  every process waits out, and is learned once, however many processes proved it.
+- **Stepping up** toward the configured rate is done by one process at a time: the
+  admission script hands a lease to the first that finds a step up due.
+
+Time: with the default clock the log is timed by Redis's own clock (``TIME``), the one
+every process on every host agrees on. With any other clock (``VirtualClock`` in tests)
+every client sharing one Redis must share that clock too.
+
+When Redis fails (every call is bounded by ``timeout``; connection refused, timeout, any
+Redis error) the client does not hang and does not stampede: it logs a WARNING and falls
+back to a local limit of ``limit / max(workers, clients seen lately)`` per period, starting
+only once a full window has passed since the failure (the starts others made through
+Redis just before may still be in the server's window); what it learned stays as it was.
+It tries Redis every ``retry_interval`` seconds and rejoins when it answers, adding the
+starts it made alone to the shared log. If the state was lost meanwhile (a new epoch), the
+first client to notice pauses the pool for one window, since the starts of the lost log
+are unknown. A few starts may still overrun the quota if new clients start on a restarted,
+empty Redis before any older client notices, or when a client is cut off from a Redis the
+others still reach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import uuid
+from collections import deque
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._clock import Clock, LoopClock
+from .._config import RateLimits
+from .._errors import ClientClosedError, SharedQuotaError
+from .._redis import REDIS_URL_ENV, connect, redis_errors, token_key
+from ._judge import Verdict
+from ._limiter import learn
+from ._lines import Priority
+from ._log import Start, StartLog
+from ._rule import RateRule, RuleState
+from ._scripts import ACQUIRE, OUTCOMES, PAUSE, POOL_KEYS, WRITE_RULE
+from ._tuning import LINE_GRACE, LINE_POLL
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["SharedLimiter", "SharedPool", "SharedQuota"]
+
+logger = logging.getLogger("magisterium_async.ratelimit")
+
+# Bulk ranks after every interactive call in the shared line (µs; ~30 years).
+_BULK_RANK = 1e15
+
+
+@dataclass(frozen=True)
+class SharedQuota:
+    """Share the client's rate limits with every process on the same token, through Redis.
+
+    ``url`` falls back to ``$MAGISTERIUM_REDIS_URL``. ``workers`` is how many processes you
+    expect to share the quota: if Redis goes away, each falls back to ``limit / workers``
+    per period on its own (or fewer, when Redis had seen more clients lately).
+    ``timeout`` bounds every Redis call; ``retry_interval`` is how often a client that
+    lost Redis tries it again. Needs ``pip install 'magisterium-async[redis]'``.
+    """
+
+    url: str | None = None
+    workers: int = 1
+    timeout: float = 0.5
+    retry_interval: float = 1.0
+    prefix: str = "magisterium"
+
+    def __post_init__(self) -> None:
+        url = self.url if self.url is not None else os.environ.get(REDIS_URL_ENV)
+        if not url:
+            raise SharedQuotaError(f"no Redis URL: pass url= or set ${REDIS_URL_ENV}")
+        object.__setattr__(self, "url", url)
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int):
+            raise TypeError("workers must be an int")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        for name in ("timeout", "retry_interval"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+    @classmethod
+    def of(cls, value: SharedQuota | str) -> SharedQuota:
+        """A ``SharedQuota`` from a user's ``shared_quota=``: a URL or the object itself."""
+        if isinstance(value, SharedQuota):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
+
+    def limiter(self, token: str, limits: RateLimits, clock: Clock | None = None) -> SharedLimiter:
+        """The limiter a client's scheduler draws on, on the client's ``clock`` (connects
+        lazily)."""
+        return SharedLimiter(self, token, limits, clock if clock is not None else LoopClock())
+
+
+class _PoolState:
+    """One pool's side of the shared limiter: its limits, what it last read of the shared
+    rule, its own recent starts (for the fallback), and outcomes not yet written."""
+
+    __slots__ = (
+        "allowed",
+        "keys",
+        "limit",
+        "margin",
+        "outcomes",
+        "period",
+        "rate",
+        "rejoin",
+        "starts",
+        "turn_at",
+        "window",
+    )  # fmt: skip
+
+    def __init__(self, limits: RateLimits, pool: str, base: str) -> None:
+        starts, window = limits.window_for(pool)  # the local pool's arithmetic, shared
+        self.limit = starts if starts else math.inf
+        self.window = window
+        self.period = limits.period
+        self.margin = limits.margin
+        self.rate = self.allowed = self.limit
+        self.keys = [f"{base}:{pool}:{name}" for name in POOL_KEYS]
+        self.starts: deque[float] = deque()  # this process's starts, on the client's clock
+        self.rejoin = False
+        self.turn_at = -math.inf  # when this process last had a turn (Redis time, s)
+        self.outcomes: list[str] = []
+
+    @property
+    def span(self) -> float:
+        return self.window + self.margin
+
+
+class SharedLimiter:
+    """The runtime side of a :class:`SharedQuota`: one Redis connection for every pool.
+
+    ``limiters`` are the scheduler's view of it, one :class:`SharedPool` per metered pool
+    (each both the pool's limiter and its remote gate).
+    """
+
+    def __init__(
+        self,
+        config: SharedQuota,
+        token: str,
+        limits: RateLimits,
+        clock: Clock,
+        *,
+        redis: Redis | None = None,
+    ) -> None:
+        assert config.url is not None
+        self.config = config
+        self._clock = clock
+        # The default clock differs between processes; Redis's TIME is the one they share.
+        self._own_time = not isinstance(clock, LoopClock)
+        self._offset = 0.0  # Redis time minus the client's clock, in seconds
+        # ``redis``: a client already made (tests pass an in-memory one).
+        self._redis = redis if redis is not None else connect(config.url, config.timeout)
+        self._errors = redis_errors()
+        self._acquire = self._redis.register_script(ACQUIRE)
+        self._outcomes = self._redis.register_script(OUTCOMES)
+        self._pause = self._redis.register_script(PAUSE)
+        self._write_rule = self._redis.register_script(WRITE_RULE)
+        self._base = f"{config.prefix}:{{{token_key(token)}}}"
+        self._id = uuid.uuid4().hex
+        self._seq = 0
+        self._epoch = ""
+        self._clients = 1
+        self._pools = {
+            name: _PoolState(limits, name, self._base) for name in ("default", "expensive")
+        }
+        self.limiters: dict[str, SharedPool] = {
+            name: SharedPool(self, name, limits) for name in self._pools
+        }
+        self._sleepers: set[asyncio.Task[None]] = set()
+        self._down_since: float | None = None
+        self._next_probe = 0.0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.fallbacks = 0
+        """How many times Redis was lost (for tests and metrics)."""
+
+    @property
+    def gates(self) -> dict[str, SharedPool]:
+        """The pools' remote gates (the same objects as :attr:`limiters`)."""
+        return self.limiters
+
+    @property
+    def available(self) -> bool:
+        """Whether Redis answered the last call (``False``: the local fallback decides)."""
+        return self._down_since is None
+
+    def keys(self, pool: str) -> tuple[str, str]:
+        """The pool's log and pause keys."""
+        keys = self._pools[pool].keys
+        return keys[0], keys[3]
+
+    def _now_us(self) -> str:
+        return str(round(self._clock.now() * 1e6)) if self._own_time else ""
+
+    def _bounded(self, call: Awaitable[Any]) -> Awaitable[Any]:
+        return asyncio.wait_for(call, self.config.timeout)
+
+    # Admission -------------------------------------------------------------------------
+
+    async def admit(
+        self, pool: str, priority: Priority, key: str | None, since: float, more: bool
+    ) -> str:
+        """Wait until ``pool`` may start one request (shared, or local when Redis is
+        down); the start's ticket."""
+        state = self._pools[pool]
+        while True:
+            if self._closed:
+                raise ClientClosedError("the client was closed while this call waited")
+            self._seq += 1
+            ticket = f"{self._id}:{self._seq}"
+            if math.isinf(state.limit):
+                return ticket
+            wait = await self._try(pool, state, ticket, priority, since, more)
+            if wait == 0:
+                now = self._clock.now()
+                state.starts.append(now)
+                while state.starts and state.starts[0] <= now - state.span:
+                    state.starts.popleft()
+                return ticket
+            if wait < 0:
+                await self._step_up(pool, state)
+                continue
+            await self._sleep(wait)
+
+    async def _try(
+        self, pool: str, state: _PoolState, ticket: str, priority: Priority, since: float,
+        more: bool,
+    ) -> float:  # fmt: skip
+        """Seconds to wait before trying again; ``0``: admitted; ``-1``: step up first."""
+        now = self._clock.now()
+        if self._down_since is None or now >= self._next_probe:
+            wait = await self._shared(pool, state, ticket, priority, since, more, now)
+            if wait is not None:
+                return wait
+        return self._local(state, self._clock.now())
+
+    async def _shared(
+        self, pool: str, state: _PoolState, ticket: str, priority: Priority, since: float,
+        more: bool, now: float,
+    ) -> float | None:  # fmt: skip
+        ages = []
+        if state.rejoin:
+            ages = [round((now - t) * 1e6) for t in state.starts if now - t < state.span]
+        offset = 0.0 if priority == "interactive" else _BULK_RANK
+        rank = offset + 1e6 * max(since + self._offset, state.turn_at)
+        args: list[Any] = [
+            self._now_us(),
+            int(state.limit),
+            round(state.window * 1e6),
+            round(state.margin * 1e6),
+            ticket,
+            self._epoch,
+            uuid.uuid4().hex,
+            self._id,
+            max(2 * round(state.span * 1e6), 10_000_000),
+            self._id,
+            rank,
+            "",
+            "",
+            round(LINE_GRACE * 1e6),
+            round(LINE_POLL * 1e6),
+            *ages,
+        ]
+        keys = [*state.keys, f"{self._base}:epoch", f"{self._base}:clients"]
+        try:
+            reply = await self._bounded(self._acquire(keys=keys, args=args))
+        except self._errors as exc:
+            self._lost(exc)
+            return None
+        wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
+        state.rate, state.allowed = float(reply[3]), float(reply[4])
+        state.margin = float(reply[5]) / 1e6
+        self._offset = 0.0 if self._own_time else float(reply[7]) / 1e6 - self._clock.now()
+        self._epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        self._clients = max(clients, 1)
+        state.rejoin = False
+        if wait_us == 0:
+            state.turn_at = float(reply[7]) / 1e6
+        if self._down_since is not None:
+            logger.warning("Redis is back: the shared quota decides again")
+            self._down_since = None
+            for other in self._pools.values():
+                if other is not state:
+                    other.rejoin = True
+        return wait_us / 1e6 if wait_us > 0 else wait_us
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` on the client's clock, or until :meth:`aclose`."""
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        self._sleepers.add(sleeper)
+        try:
+            await asyncio.wait((sleeper,))
+        finally:
+            sleeper.cancel()
+            self._sleepers.discard(sleeper)
+
+    def _lost(self, exc: BaseException) -> None:
+        now = self._clock.now()
+        self._next_probe = now + self.config.retry_interval
+        if self._down_since is not None:
+            return
+        self._down_since = now
+        self.fallbacks += 1
+        for state in self._pools.values():
+            state.rejoin = True
+        logger.warning(
+            "Redis unreachable (%s): each pool falls back to a local 1/%d of its limit, "
+            "after waiting out one window; retrying Redis every %g s",
+            type(exc).__name__ if not str(exc) else exc,
+            self._divisor(),
+            self.config.retry_interval,
+        )
+
+    def _divisor(self) -> int:
+        return max(self.config.workers, self._clients)
+
+    def _local(self, state: _PoolState, now: float) -> float:
+        """The fallback: ``limit / divisor`` per window, once a window passed since the loss."""
+        assert self._down_since is not None
+        at = self._down_since + state.span
+        share = state.limit / self._divisor()
+        if share >= 1:
+            rate, span = math.floor(share), state.span
+        else:  # more workers than the limit: one each, spread over several windows
+            rate, span = 1, state.span * math.ceil(1 / share)
+        recent = [t for t in state.starts if t > now - span]
+        if len(recent) >= rate:
+            at = max(at, recent[-rate] + span)
+        wait = at - now
+        return max(min(wait, self._next_probe - now), 1e-3) if wait > 0 else 0.0
+
+    # What the pools learn --------------------------------------------------------------
+
+    def outcome(self, pool: str, kind: str, ticket: str) -> None:
+        """What became of a start (``ok``, ``429``, ``forget``): written in the background."""
+        state = self._pools[pool]
+        if self._closed or math.isinf(state.limit):
+            return
+        first = not state.outcomes
+        state.outcomes += (kind, ticket)
+        if first:
+            self._spawn(self._write_outcomes(state))
+
+    async def _write_outcomes(self, state: _PoolState) -> None:
+        await asyncio.sleep(0)  # gather what this turn of the loop adds
+        pairs, state.outcomes = state.outcomes, []
+        if self._down_since is not None:
+            return  # the fallback decides alone meanwhile; the rule learns nothing
+        try:
+            await self._bounded(self._outcomes(keys=state.keys[:3], args=pairs))
+        except self._errors as exc:
+            self._lost(exc)
+
+    def learn(self, pool: str, verdict: Verdict) -> None:
+        """Apply a verdict of this process's judge to the shared rule (in the background)."""
+        if not self._closed:
+            self._spawn(self._learn(pool, verdict))
+
+    async def _learn(self, pool: str, verdict: Verdict) -> None:
+        state = self._pools[pool]
+        left = verdict.window_end - self._clock.now()
+        if verdict.kind == "proven" and left > 0:
+            await self._set_pause(state, left)
+        for _ in range(3):  # written only if nobody wrote meanwhile
+            try:
+                done = await self._apply(state, verdict)
+            except self._errors as exc:
+                self._lost(exc)
+                return
+            if done:
+                return
+
+    async def _step_up(self, pool: str, state: _PoolState) -> None:
+        """This process holds the step-up lease: let the rule step up on the shared log."""
+        try:
+            await self._apply(state, None)
+        except self._errors as exc:
+            self._lost(exc)
+
+    async def _apply(self, state: _PoolState, verdict: Verdict | None) -> bool:
+        """Read the shared rule and log, apply ``verdict`` (``None``: a step up), write the
+        rule back; ``False`` if another process wrote first."""
+        rule, version, proven_end, log = await self._snapshot(state)
+        offset = self._offset
+        fields: dict[str, Any] = {}
+        if verdict is None:
+            rule.step_up(log, self._redis_now())
+        else:
+            at, end = verdict.at + offset, verdict.window_end + offset
+            start = next((s for s in log if s.ticket == verdict.start.ticket), None)
+            if start is None:
+                start = Start(verdict.start.time + offset, verdict.start.ticket)
+            start.limited, start.done = verdict.start.limited, verdict.start.done
+            kind = verdict.kind
+            if kind in ("proven", "expired"):
+                if abs(end - proven_end) < 0.5 * rule.window:
+                    return True  # another process learned this window already
+                fields["proven_end"] = repr(end)
+            elif kind == "step_up_refused" and not rule.stepping_up:
+                return True  # another process answered that step up already
+            elif kind == "cleared" and rule.state.margin > state.margin:
+                return True  # another process widened the margin already
+            learn(rule, log, Verdict(kind, start, at, end, verdict.wait))
+        fields.update(_fields(rule.state))
+        args: list[Any] = [version, self._id]
+        for name, value in fields.items():
+            args += (name, value)
+        written = await self._bounded(self._write_rule(keys=state.keys[4:6], args=args))
+        if written:
+            state.rate, state.allowed = rule.state.rate, rule.state.allowed
+            state.margin = rule.state.margin
+        return bool(written)
+
+    def _redis_now(self) -> float:
+        return self._clock.now() + self._offset
+
+    async def _snapshot(self, state: _PoolState) -> tuple[RateRule, int, float, StartLog]:
+        """The shared rule (as a :class:`RateRule`), its version, the last proven window
+        end, and the shared log with every outcome known."""
+        log_key, ok_key, limited_key, _, rule_key = state.keys[:5]
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hgetall(rule_key)
+        pipe.zrange(log_key, 0, -1, withscores=True)
+        pipe.zrange(ok_key, 0, -1)
+        pipe.zrange(limited_key, 0, -1)
+        raw, starts, ok, limited = await self._bounded(pipe.execute())
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        ok_set = {_text(t) for t in ok}
+        limited_set = {_text(t) for t in limited}
+        log = StartLog()
+        for member, score in starts:
+            start = Start(score / 1e6, _text(member))
+            start.limited = start.ticket in limited_set
+            start.done = start.limited or start.ticket in ok_set
+            log.add(start)
+        limit = int(state.limit)
+        rule = RateRule("shared", limit, state.window, state.margin, period=state.period)
+        rule.state = _state(fields, limit, state.margin, log)
+        version = int(fields.get("version", "0"))
+        return rule, version, float(fields.get("proven_end", "-inf")), log
+
+    async def _set_pause(self, state: _PoolState, seconds: float) -> None:
+        us = max(math.ceil(seconds * 1e6), 1)
+        try:
+            await self._bounded(self._pause(keys=[state.keys[3]], args=[self._now_us(), us]))
+        except self._errors as exc:
+            self._lost(exc)
+
+    # Lifetime --------------------------------------------------------------------------
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aflush(self) -> None:
+        """Wait until everything this client learned has reached Redis (or failed to)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    async def aclose(self) -> None:
+        """Wait for pending writes, then close the connection. Idempotent."""
+        if self._closed:
+            return
+        await self.aflush()
+        self._closed = True
+        for sleeper in self._sleepers:
+            sleeper.cancel()
+        await self._redis.aclose()
+
+
+class SharedPool:
+    """One metered pool on a :class:`SharedLimiter`: the pool's limiter (the rate it reads
+    from Redis; what it learns goes there) and its remote gate (Redis admits each start)."""
+
+    def __init__(self, shared: SharedLimiter, pool: str, limits: RateLimits) -> None:
+        self.shared = shared
+        self.pool = pool
+        self._state = shared._pools[pool]
+
+    @property
+    def rate(self) -> float:
+        state = self._state
+        return state.rate * state.period / state.window if state.window else math.inf
+
+    @property
+    def stepping_up(self) -> bool:
+        return self._state.rate > self._state.allowed
+
+    def next_start(self, now: float) -> float:
+        return -math.inf  # Redis decides, in admit()
+
+    def start(self, start: Start) -> None:
+        return None  # the admission wrote it
+
+    def forget(self, start: Start) -> None:
+        if start.ticket is not None:
+            self.shared.outcome(self.pool, "forget", start.ticket)
+
+    def learn(self, verdict: Verdict) -> None:
+        self.shared.learn(self.pool, verdict)
+
+    async def admit(self, priority: Priority, key: str | None, since: float, more: bool) -> str:
+        return await self.shared.admit(self.pool, priority, key, since, more)
+
+    def give_back(self, ticket: str) -> None:
+        self.shared.outcome(self.pool, "forget", ticket)
+
+    def answered(self, start: Start) -> None:
+        if start.ticket is not None:
+            self.shared.outcome(self.pool, "429" if start.limited else "ok", start.ticket)
+
+    async def aclose(self) -> None:
+        await self.shared.aclose()
+
+
+# The rule's state in Redis: numbers as text; times in seconds of Redis's clock, but the
+# two the admission script reads (margin, step_up_at) in µs; -1 for "none".
+def _fields(state: RuleState) -> dict[str, Any]:
+    return {
+        "rate": state.rate,
+        "allowed": state.allowed,
+        "margin": round(state.margin * 1e6),
+        "step_up_at": -1 if math.isinf(state.step_up_at) else round(state.step_up_at * 1e6),
+        "refused_tries": state.refused_tries,
+        "phase": "" if state.phase is None else repr(state.phase),
+        "rtt": repr(state.rtt),
+        "refused_step": "" if state.refused_step is None else state.refused_step.ticket or "",
+    }
+
+
+def _state(fields: dict[str, str], limit: int, margin: float, log: StartLog) -> RuleState:
+    if "rate" not in fields:
+        return RuleState(rate=limit, allowed=limit, margin=margin)
+    step_up_at = float(fields["step_up_at"])
+    refused = fields.get("refused_step", "")
+    return RuleState(
+        rate=int(float(fields["rate"])),
+        allowed=int(float(fields["allowed"])),
+        margin=float(fields["margin"]) / 1e6,
+        step_up_at=math.inf if step_up_at < 0 else step_up_at / 1e6,
+        refused_tries=int(fields.get("refused_tries", "0")),
+        phase=float(fields["phase"]) if fields.get("phase") else None,
+        rtt=float(fields.get("rtt", "0")),
+        refused_step=next((s for s in log if refused and s.ticket == refused), None),
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

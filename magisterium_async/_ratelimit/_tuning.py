@@ -1,0 +1,65 @@
+"""Every tuning constant of the rate-limit engine, in one table, each with its reason.
+
+The rule (``_rule.py``), the judge (``_judge.py``) and the pool (``_pool.py``) read them
+from here by name; nothing else in the engine holds a bare number that tunes behaviour.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AGREE_SHARE",
+    "FIRST_MARGIN_SHARE",
+    "KEEP_SPANS",
+    "LINE_GRACE",
+    "LINE_POLL",
+    "MAX_MARGIN_SHARE",
+    "MAX_STEP_UP_DOUBLINGS",
+    "PROOF_429S",
+    "PROOF_429S_WHOLE_SECONDS",
+    "ROUND_HOLD_ROUND_TRIPS",
+    "RTT_CAP_SHARE",
+    "STARTS_PER_STEP_UP",
+    "WHOLE_SECOND_BLUR",
+]
+
+# | name | value | what it does, and why this value |
+# |---|---|---|
+# | STARTS_PER_STEP_UP | 10 | A lowered pool tries one start more than the server allowed after
+# |   |   | this many of the server's starts (one window at least): a refused try costs one 429
+# |   |   | in this many at most, and a limit that came back is found within a few windows. |
+STARTS_PER_STEP_UP = 10
+# | MAX_STEP_UP_DOUBLINGS | 2 | Each step up refused in a row waits twice as long, this many
+# |   |   | times at most (4x): a limit that stays put costs fewer 429s. |
+MAX_STEP_UP_DOUBLINGS = 2
+# | FIRST_MARGIN_SHARE | 0.01 | The safety margin's first widening, as a share of the window,
+# |   |   | when it starts at 0: below that, doubling would take too many 429s to matter. |
+FIRST_MARGIN_SHARE = 0.01
+# | MAX_MARGIN_SHARE | 0.125 | The widest a learned safety margin gets, as a share of the
+# |   |   | window: past an eighth, the margin costs more throughput than jitter costs 429s. |
+MAX_MARGIN_SHARE = 0.125
+# | RTT_CAP_SHARE | 0.1 | The round trip the rule allows for where a window began, as a
+# |   |   | share of the window: a stalled request must not shift the whole window. |
+RTT_CAP_SHARE = 0.1
+# | AGREE_SHARE | 0.5 | Two 429s point at one window end when their ends lie closer than
+# |   |   | this share of the time between them: random 429s with a fixed wait move with
+# |   |   | the clock, a real window's end stands still. |
+AGREE_SHARE = 0.5
+# | WHOLE_SECOND_BLUR | 1.0 | Waits in whole seconds (the service rounds up) blur where a
+# |   |   | window ends by up to one second. |
+WHOLE_SECOND_BLUR = 1.0
+# | PROOF_429S | 2 | 429s in a row pointing at one window end that prove it ran out. |
+PROOF_429S = 2
+# | PROOF_429S_WHOLE_SECONDS | 3 | The same, when the waits are whole seconds (blurred). |
+PROOF_429S_WHOLE_SECONDS = 3
+# | ROUND_HOLD_ROUND_TRIPS | 3 | How long the first round holds further starts back, in round
+# |   |   | trips of the request that answered first: one slow request must not stall a pool. |
+ROUND_HOLD_ROUND_TRIPS = 3
+# | KEEP_SPANS | 2 | How many spans of starts the log keeps: admission needs one, a step up
+# |   |   | looks one window further back. |
+KEEP_SPANS = 2
+# | LINE_GRACE | 0.5 s | How long a process's head of line stays in the shared line past its
+# |   |   | next ask: a process that went away holds the others back this long at most. |
+LINE_GRACE = 0.5
+# | LINE_POLL | 0.01 s | When a start is free but another process's call ranks first, how
+# |   |   | soon to ask again: that call is due to take it within a round trip to Redis. |
+LINE_POLL = 0.01
