@@ -181,7 +181,9 @@ class AsyncMagisterium:
         if self.shared_quota is not None:
             identity = self._token if self._tokens is None else self._tokens.identity
             assert identity is not None
-            shared = self.shared_quota.limiter(identity, self._rate_limits, self._clock)
+            shared = self.shared_quota.limiter(
+                identity, self._rate_limits, self._clock, first_round=max_concurrency
+            )
         self._shared = shared
         self._scheduler = Scheduler(
             self._rate_limits,

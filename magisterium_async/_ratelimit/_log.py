@@ -20,15 +20,16 @@ __all__ = ["Start", "StartLog"]
 
 class Start:
     """One request's start, as the log records it: ``time``, whether it got a 429
-    (``limited``) and whether it is over (``done``); ``ticket``: its name in a shared log
-    (``None`` for a local one)."""
+    (``limited``, with the 429's ``wait``) and whether it is over (``done``); ``ticket``:
+    its name in a shared log (``None`` for a local one)."""
 
-    __slots__ = ("done", "limited", "ticket", "time")
+    __slots__ = ("done", "limited", "ticket", "time", "wait")
 
     def __init__(self, time: float, ticket: str | None = None) -> None:
         self.time = time
         self.ticket = ticket
         self.limited = False
+        self.wait = 0.0
         self.done = False
 
     def __repr__(self) -> str:

@@ -344,7 +344,7 @@ class Pool:
         """A 429 to ``start``, its window ending ``wait`` seconds from now: ask the judge,
         apply its verdicts."""
         now = self._scheduler.clock.now()
-        start.limited = True
+        start.limited, start.wait = True, wait
         self._rate_limited += 1
         self._emit("rate_limited", wait, now)
         limiter = self._limiter

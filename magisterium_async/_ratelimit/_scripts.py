@@ -43,8 +43,10 @@ end
 #       learns one), 5 ticket, 6 known epoch ('' on first contact), 7 new epoch id,
 #       8 client id, 9 clients horizon (µs), 10 line member, 11 its rank (interactive before
 #       bulk, then by the later of when it began waiting and this client's last turn: so
-#       turns go round-robin over clients), 12-13 unused, 14 grace (µs a waiting head
-#       outlives its next ask), 15 poll (µs a call behind another client's head waits),
+#       turns go round-robin over clients), 12 the first round (the most starts before any
+#       is answered: one client's max_concurrency), 13 how long it holds at most (µs),
+#       14 grace (µs a waiting head outlives its next ask), 15 poll (µs a call behind
+#       another client's head waits; a call held by the check waits 5 polls at most),
 #       16... the ages (µs) of starts to add (a rejoin after Redis came back).
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
 #          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
@@ -53,7 +55,8 @@ ACQUIRE = (
     + """
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
-local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'margin', 'step_up_at', 'version')
+local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'margin', 'step_up_at',
+  'version', 'answered', 'suspect_until', 'check')
 local rate = tonumber(rule[1]) or limit
 local allowed = tonumber(rule[2]) or limit
 local margin = tonumber(rule[3]) or tonumber(ARGV[4])
@@ -137,6 +140,24 @@ end
 if at > now then
   return answer(math.max(at - now, 1))
 end
+-- The first round, shared: no more go out than one client would send until those are
+-- answered (told a rate above the server's, the rest would only collect 429s), for
+-- ARGV[13] µs at most (a slow request must not hold every client).
+local first_round = tonumber(ARGV[12])
+if (tonumber(rule[6]) or 0) < first_round and count >= first_round then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if oldest[2] and now < tonumber(oldest[2]) + tonumber(ARGV[13]) then
+    return answer(tonumber(ARGV[15]))
+  end
+end
+-- A 429 is suspect: one start goes alone, as the check, until it is answered.
+local check = false
+if (tonumber(rule[7]) or 0) > now then
+  if rule[8] and rule[8] ~= '' then
+    return answer(math.min(tonumber(rule[7]) - now, 5 * tonumber(ARGV[15])))
+  end
+  check = true
+end
 -- Free: unless the calls ranked ahead of ours, in other clients, need every free start.
 local free = 1
 if rate >= limit then free = limit - redis.call('ZCOUNT', KEYS[1], '(' .. (now - span), '+inf') end
@@ -146,6 +167,7 @@ if ahead > 0 and ahead >= free then
 end
 redis.call('ZADD', KEYS[1], now, ARGV[5])
 redis.call('PEXPIRE', KEYS[1], keep)
+if check then redis.call('HSET', KEYS[5], 'check', ARGV[5]) end
 -- Out of the line until its next ask, ranked then by this turn: round-robin.
 redis.call('ZREM', KEYS[7], ARGV[10])
 redis.call('ZREM', KEYS[8], ARGV[10])
@@ -153,26 +175,49 @@ return {0, epoch, clients, rate, allowed, margin, version, now}
 """
 )
 
-# KEYS: log, ok, limited. ARGV: then pairs of (kind, ticket), kind 'ok', '429' or 'forget'.
-# Records what became of starts: the rule counts what the server took from these.
-OUTCOMES = """
-for i = 1, #ARGV, 2 do
+# KEYS: log, ok, limited, rule. ARGV: now (µs; '': Redis's TIME), then triples (kind,
+# ticket, wait µs), kind 'ok', '429' or 'forget'. Records what became of starts (the rule
+# counts what the server took from these), counts the answers (the shared first round),
+# and keeps the shared suspect: a 429 while none stands makes one (until its window end;
+# one check at a time meanwhile), a success sent no earlier, or the check's, clears it.
+OUTCOMES = (
+    _NOW
+    + """
+local answered = 0
+local suspect = redis.call('HMGET', KEYS[4], 'suspect_until', 'suspect_at', 'check')
+local till = tonumber(suspect[1]) or 0
+local since = tonumber(suspect[2]) or 0
+for i = 2, #ARGV, 3 do
   local kind, ticket = ARGV[i], ARGV[i + 1]
   if kind == 'forget' then
     redis.call('ZREM', KEYS[1], ticket)
+    if suspect[3] == ticket then redis.call('HSET', KEYS[4], 'check', '') end
   else
+    answered = answered + 1
     local at = redis.call('ZSCORE', KEYS[1], ticket)
     if at then
+      at = tonumber(at)
       redis.call('ZADD', kind == 'ok' and KEYS[2] or KEYS[3], at, ticket)
+      if kind == '429' and till <= now then
+        till, since = now + tonumber(ARGV[i + 2]), at
+        redis.call('HSET', KEYS[4], 'suspect_until', till, 'suspect_at', at, 'check', '')
+      elseif kind == 'ok' and till > now and (suspect[3] == ticket or at >= since) then
+        till = 0
+        redis.call('HSET', KEYS[4], 'suspect_until', 0, 'check', '')
+      elseif kind == '429' and suspect[3] == ticket then
+        redis.call('HSET', KEYS[4], 'check', '')
+      end
     end
   end
 end
+redis.call('HINCRBY', KEYS[4], 'answered', answered)
 for i = 2, 3 do
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 return 1
 """
+)
 
 # KEYS: pause. ARGV: now (µs; '': Redis's TIME), µs to pause. Extends the pause to
 # now + ARGV[2], never shortens it; the key expires (in Redis's time) a second after.

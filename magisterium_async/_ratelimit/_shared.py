@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._clock import Clock, LoopClock
-from .._config import RateLimits
+from .._config import DEFAULT_MAX_CONCURRENCY, RateLimits
 from .._errors import ClientClosedError, SharedQuotaError
 from .._redis import REDIS_URL_ENV, connect, redis_errors, token_key
 from ._judge import Verdict
@@ -56,7 +56,7 @@ from ._lines import Priority
 from ._log import Start, StartLog
 from ._rule import RateRule, RuleState
 from ._scripts import ACQUIRE, OUTCOMES, PAUSE, POOL_KEYS, WRITE_RULE
-from ._tuning import LINE_GRACE, LINE_POLL
+from ._tuning import LINE_GRACE, LINE_POLL, SHARED_ROUND_HOLD
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -109,10 +109,18 @@ class SharedQuota:
             return cls(value)
         raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
 
-    def limiter(self, token: str, limits: RateLimits, clock: Clock | None = None) -> SharedLimiter:
+    def limiter(
+        self,
+        token: str,
+        limits: RateLimits,
+        clock: Clock | None = None,
+        *,
+        first_round: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> SharedLimiter:
         """The limiter a client's scheduler draws on, on the client's ``clock`` (connects
-        lazily)."""
-        return SharedLimiter(self, token, limits, clock if clock is not None else LoopClock())
+        lazily); ``first_round``: the client's ``max_concurrency``."""
+        clock = clock if clock is not None else LoopClock()
+        return SharedLimiter(self, token, limits, clock, first_round=first_round)
 
 
 class _PoolState:
@@ -121,6 +129,7 @@ class _PoolState:
 
     __slots__ = (
         "allowed",
+        "asked_at",
         "keys",
         "limit",
         "margin",
@@ -144,6 +153,7 @@ class _PoolState:
         self.starts: deque[float] = deque()  # this process's starts, on the client's clock
         self.rejoin = False
         self.turn_at = -math.inf  # when this process last had a turn (Redis time, s)
+        self.asked_at = 0.0  # when Redis last answered (Redis time, s)
         self.outcomes: list[str] = []
 
     @property
@@ -166,9 +176,12 @@ class SharedLimiter:
         clock: Clock,
         *,
         redis: Redis | None = None,
+        first_round: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
         assert config.url is not None
         self.config = config
+        # Before any start of a pool is answered, no more go out than one client would send.
+        self._first_round = first_round
         self._clock = clock
         # The default clock differs between processes; Redis's TIME is the one they share.
         self._own_time = not isinstance(clock, LoopClock)
@@ -280,8 +293,8 @@ class SharedLimiter:
             max(2 * round(state.span * 1e6), 10_000_000),
             self._id,
             rank,
-            "",
-            "",
+            self._first_round,
+            round(SHARED_ROUND_HOLD * 1e6),
             round(LINE_GRACE * 1e6),
             round(LINE_POLL * 1e6),
             *ages,
@@ -299,8 +312,9 @@ class SharedLimiter:
         self._epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
         self._clients = max(clients, 1)
         state.rejoin = False
+        state.asked_at = float(reply[7]) / 1e6
         if wait_us == 0:
-            state.turn_at = float(reply[7]) / 1e6
+            state.turn_at = state.asked_at
         if self._down_since is not None:
             logger.warning("Redis is back: the shared quota decides again")
             self._down_since = None
@@ -356,23 +370,26 @@ class SharedLimiter:
 
     # What the pools learn --------------------------------------------------------------
 
-    def outcome(self, pool: str, kind: str, ticket: str) -> None:
-        """What became of a start (``ok``, ``429``, ``forget``): written in the background."""
+    def outcome(self, pool: str, kind: str, ticket: str, wait: float = 0.0) -> None:
+        """What became of a start (``ok``, ``429`` with its ``wait``, ``forget``): written
+        in the background."""
         state = self._pools[pool]
         if self._closed or math.isinf(state.limit):
             return
         first = not state.outcomes
-        state.outcomes += (kind, ticket)
+        state.outcomes += (kind, ticket, str(round(wait * 1e6)))
         if first:
             self._spawn(self._write_outcomes(state))
 
     async def _write_outcomes(self, state: _PoolState) -> None:
         await asyncio.sleep(0)  # gather what this turn of the loop adds
-        pairs, state.outcomes = state.outcomes, []
+        triples, state.outcomes = state.outcomes, []
         if self._down_since is not None:
             return  # the fallback decides alone meanwhile; the rule learns nothing
         try:
-            await self._bounded(self._outcomes(keys=state.keys[:3], args=pairs))
+            keys = [*state.keys[:3], state.keys[4]]
+            args = [self._now_us(), *triples]
+            await self._bounded(self._outcomes(keys=keys, args=args))
         except self._errors as exc:
             self._lost(exc)
 
@@ -409,7 +426,7 @@ class SharedLimiter:
         offset = self._offset
         fields: dict[str, Any] = {}
         if verdict is None:
-            rule.step_up(log, self._redis_now())
+            rule.step_up(log, state.asked_at)  # when the script found it due
         else:
             at, end = verdict.at + offset, verdict.window_end + offset
             start = next((s for s in log if s.ticket == verdict.start.ticket), None)
@@ -533,7 +550,8 @@ class SharedPool:
 
     def answered(self, start: Start) -> None:
         if start.ticket is not None:
-            self.shared.outcome(self.pool, "429" if start.limited else "ok", start.ticket)
+            kind = "429" if start.limited else "ok"
+            self.shared.outcome(self.pool, kind, start.ticket, start.wait)
 
     async def aclose(self) -> None:
         await self.shared.aclose()
@@ -546,7 +564,8 @@ def _fields(state: RuleState) -> dict[str, Any]:
         "rate": state.rate,
         "allowed": state.allowed,
         "margin": round(state.margin * 1e6),
-        "step_up_at": -1 if math.isinf(state.step_up_at) else round(state.step_up_at * 1e6),
+        # Rounded up: the script must not find a step up due before the rule said.
+        "step_up_at": -1 if math.isinf(state.step_up_at) else math.ceil(state.step_up_at * 1e6),
         "refused_tries": state.refused_tries,
         "phase": "" if state.phase is None else repr(state.phase),
         "rtt": repr(state.rtt),

@@ -18,6 +18,7 @@ __all__ = [
     "PROOF_429S_WHOLE_SECONDS",
     "ROUND_HOLD_ROUND_TRIPS",
     "RTT_CAP_SHARE",
+    "SHARED_ROUND_HOLD",
     "STARTS_PER_STEP_UP",
     "WHOLE_SECOND_BLUR",
 ]
@@ -63,3 +64,6 @@ LINE_GRACE = 0.5
 # | LINE_POLL | 0.01 s | When a start is free but another process's call ranks first, how
 # |   |   | soon to ask again: that call is due to take it within a round trip to Redis. |
 LINE_POLL = 0.01
+# | SHARED_ROUND_HOLD | 2 s | With a shared quota, the longest the first round (one client's
+# |   |   | max_concurrency of starts) holds every other start while it is answered. |
+SHARED_ROUND_HOLD = 2.0
