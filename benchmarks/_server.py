@@ -307,45 +307,28 @@ async def _serve_canned(args: argparse.Namespace) -> None:
     await _serve(app)
 
 
-_SEARCH_RESULT = msgspec.json.encode(
-    {
-        "kind": "task",
-        "id": "task-1",
-        "contextId": "ctx-1",
-        "status": {"state": "completed"},
-        "artifacts": [
-            {
-                "artifactId": "a-1",
-                "name": "search_results",
-                "parts": [
-                    {
-                        "kind": "data",
-                        "data": {"results": [{"id": "doc-1", "url": "u", "title": "Grace"}]},
-                    }
-                ],
-            }
-        ],
-    }
-)
+def _task(number: int, artifact: str, parts: list[dict[str, Any]]) -> bytes:
+    """A completed Task with one artifact, encoded once."""
+    return msgspec.json.encode(
+        {
+            "kind": "task",
+            "id": f"task-{number}",
+            "contextId": f"ctx-{number}",
+            "status": {"state": "completed"},
+            "artifacts": [{"artifactId": f"a-{number}", "name": artifact, "parts": parts}],
+        }
+    )
 
 
-_DOCUMENT_RESULT = msgspec.json.encode(
-    {
-        "kind": "task",
-        "id": "task-2",
-        "contextId": "ctx-2",
-        "status": {"state": "completed"},
-        "artifacts": [
-            {
-                "artifactId": "a-2",
-                "name": "document",
-                "parts": [
-                    {"kind": "data", "data": {"id": "doc-1", "title": "Grace", "ref": "1"}},
-                    {"kind": "text", "text": "Grace perfects nature."},
-                ],
-            }
-        ],
-    }
+_HIT = {"id": "doc-1", "url": "u", "title": "Grace"}
+_SEARCH_RESULT = _task(1, "search_results", [{"kind": "data", "data": {"results": [_HIT]}}])
+_DOCUMENT_RESULT = _task(
+    2,
+    "document",
+    [
+        {"kind": "data", "data": {"id": "doc-1", "title": "Grace", "ref": "1"}},
+        {"kind": "text", "text": "Grace perfects nature."},
+    ],
 )
 _FETCH_SKILL = b'"document_fetch"'
 
