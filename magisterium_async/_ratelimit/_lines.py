@@ -98,13 +98,16 @@ class WaitingLine:
 
     def pop(self) -> Waiter:
         """Take the head (call :meth:`head` first); its key goes to the back of the rotation."""
-        keys = next(k for k in self._classes if k)
+        interactive, bulk = self._classes
+        keys = interactive if interactive else bulk
         key = next(iter(keys))
-        line = keys.pop(key)
+        line = keys[key]
         waiter = line.popleft()
         self._count -= 1
-        if line:
-            keys[key] = line  # back of the rotation
+        if not line:
+            del keys[key]
+        elif len(keys) > 1:
+            keys[key] = keys.pop(key)  # to the back of the rotation
         return waiter
 
     def requeue(self, waiter: Waiter) -> None:

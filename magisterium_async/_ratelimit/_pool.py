@@ -225,16 +225,16 @@ class Pool:
         """The waiter whose turn is next here, or ``None``."""
         return self.line.head()
 
-    def ready(self, now: float) -> bool:
-        """Whether the pool's head may start now."""
+    def ready(self, now: float) -> Waiter | None:
+        """The pool's head, if it may start now."""
         head = self.line.head()
         if head is None or not self._may_start(now):
-            return False
+            return None
         if self._gate is None or self._tickets:
-            return True
+            return head
         if self._asking is None:
             self._asking = asyncio.ensure_future(self._ask(head))
-        return False
+        return None
 
     async def _ask(self, head: Waiter) -> None:
         """Ask the remote gate for one start on behalf of the line, and use it at once.

@@ -126,15 +126,16 @@ class Scheduler:
         first; wake up for the rest."""
         if self.closed or (self._timer is None and self.idle()):
             return
+        if self.in_flight >= self.max_concurrency:
+            return  # nothing can start before a slot frees, and freeing one pumps again
         now = self.clock.now()
         pools = self._pools.values()
         while self.in_flight < self.max_concurrency:
             best: Pool | None = None
             best_order = (2, 0)
             for pool in pools:
-                if pool.ready(now):
-                    head = pool.head()
-                    assert head is not None
+                head = pool.ready(now)
+                if head is not None:
                     order = (head.rank, head.seq)
                     if order < best_order or best is None:
                         best, best_order = pool, order
