@@ -101,9 +101,18 @@ def _timed(key: str, title: str, step: Callable[[], Section]) -> Section:
     return section
 
 
+def _load() -> str:
+    """The machine's load average over 1/5/15 minutes (the benchmarks share it)."""
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:  # not on every platform
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     started = time.monotonic()
+    load_before = _load()
     out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     build = not (args.quick or args.no_build)
     log: list[str] = []
@@ -154,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}",
         "seconds": seconds,
+        "load": f"{load_before} before, {_load()} after",
         "versions": {
             p: _version(p) for p in ("magisterium-async", "aiohttp", "msgspec", "httpx", "anyio")
         },

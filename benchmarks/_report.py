@@ -127,7 +127,8 @@ def _markdown(sections: list[Section], meta: dict[str, Any]) -> str:
         "# Benchmark results",
         "",
         f"`{meta['command']}` on {meta['machine']} ({meta['date']}), "
-        f"{'quick run' if meta['quick'] else 'full run'}, {meta['seconds']:.0f} s. "
+        f"{'quick run' if meta['quick'] else 'full run'}, {meta['seconds']:.0f} s, load "
+        f"average {meta.get('load', 'unknown')}. "
         "Absolute numbers drift on shared machines; compare the ratios.",
         "",
         "| " + " | ".join(_HEADERS) + " |",

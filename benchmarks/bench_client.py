@@ -81,9 +81,10 @@ def run(quick: bool, canned_body: Path, envs: dict[str, Resolved]) -> Section:
             f"worker tasks; gather: asyncio.gather of {n_gather:,} searches, this SDK with "
             f"max_concurrency={concurrency}, raw aiohttp behind asyncio.Semaphore"
             f"({concurrency}); each after {warmup} warm-up requests, {rounds} interleaved "
-            "round(s), medians kept (ratios: median of same-round ratios); canned aiohttp "
-            "JSON-RPC server in its own process (real 10-hit search Task); CPU = "
-            "time.process_time() of the client process over the N requests / N"
+            "round(s) (every other one in reverse order), medians kept (ratios: median of "
+            "same-round ratios); canned aiohttp JSON-RPC server in its own process (real "
+            "10-hit search Task); CPU = time.process_time() of the client process over the "
+            "N requests / N"
         ),
     )
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in [*CLIENTS, *GATHER]}
@@ -97,8 +98,10 @@ def run(quick: bool, canned_body: Path, envs: dict[str, Resolved]) -> Section:
         for key, (worker, _) in GATHER.items()
     ]
     with ServerProcess("canned", "--body-file", str(canned_body)) as server:
-        for _ in range(rounds):
-            for key, name, env, extra in jobs:
+        for round_ in range(rounds):
+            # Every other round in reverse order, so that neither of a pair always runs
+            # first (the machine's load drifts; same-round ratios cancel what they share).
+            for key, name, env, extra in jobs if round_ % 2 == 0 else jobs[::-1]:
                 if key in unavailable:
                     continue
                 python = sys.executable if env is None else envs[env].python
