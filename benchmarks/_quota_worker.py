@@ -129,7 +129,8 @@ async def _line() -> str:
 
 async def _ready_go() -> None:
     print("READY", flush=True)
-    await _line()
+    if not await _line():  # the bench closed our stdin instead of saying go
+        raise EOFError("stopped before the start")
 
 
 async def _calls(job: dict[str, Any]) -> dict[str, Any]:
