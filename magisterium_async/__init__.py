@@ -36,6 +36,7 @@ from ._errors import (
     MalformedResponseError,
     MethodNotFoundError,
     OAuthError,
+    OutputFileError,
     ParseError,
     PlanRequiredError,
     RateLimitError,
@@ -47,10 +48,11 @@ from ._errors import (
     TaskFailedError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    TLSError,
     UnexpectedStatusError,
 )
 from ._harvest import Harvest, HarvestedDocument, HarvestFailure, HarvestStats
-from ._jsonl import JsonlWriter
+from ._jsonl import JsonlWriter, OutputMark
 from ._models import (
     AgentCapabilities,
     AgentCard,
@@ -113,6 +115,8 @@ __all__ = [
     "Message",
     "MethodNotFoundError",
     "OAuthError",
+    "OutputFileError",
+    "OutputMark",
     "ParseError",
     "Part",
     "PlanRequiredError",
@@ -130,6 +134,7 @@ __all__ = [
     "SharedStateError",
     "SkillNotFoundError",
     "StateError",
+    "TLSError",
     "Task",
     "TaskFailedError",
     "TaskNotCancelableError",

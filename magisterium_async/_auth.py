@@ -309,14 +309,14 @@ def resolve_token(
     stored = load_credentials(path)
     if stored is None:
         if credentials is None and not os.environ.get(CREDENTIALS_ENV):
-            raise MagisteriumError(NO_TOKEN)
+            raise LoginRequiredError(NO_TOKEN)
         source = "credentials=" if credentials is not None else f"${CREDENTIALS_ENV}"
-        raise MagisteriumError(
+        raise LoginRequiredError(
             f"no API token: no credentials file at {path} ({source}); sign in with "
             f"`magisterium-async login --credentials {path}`, or set {TOKEN_ENV}"
         )
     if stored.origin != origin_of(base_url):
-        raise MagisteriumError(
+        raise LoginRequiredError(
             f"the credentials in {path} are for {stored.origin}, not {origin_of(base_url)}: "
             f"sign in there with `magisterium-async login --base-url {base_url}`"
         )

@@ -62,6 +62,7 @@ from ._models import (
     Task,
     TextPart,
 )
+from ._proxy import Proxies, redact
 from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedQuota
 from ._retry import call_with_retries
 from ._skills import (
@@ -137,6 +138,12 @@ class AsyncMagisterium:
     larger one raises :class:`ResponseTooLargeError` as soon as it passes the cap, so a
     broken proxy or a gzip bomb cannot exhaust memory. ``transport`` replaces the network
     (``magisterium_async.testing.MockTransport`` answers from a function, for unit tests).
+
+    ``proxy`` (an ``http://`` or ``https://`` URL, credentials allowed) sends every request
+    through that proxy. Without it the environment's proxies are used, as requests and
+    httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``, in either case; read
+    when the client is made), unless ``trust_env=False``. A proxy's credentials are never
+    shown.
     """
 
     def __init__(
@@ -156,8 +163,11 @@ class AsyncMagisterium:
         credentials: str | os.PathLike[str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: HTTPTransport | None = None,
+        proxy: str | None = None,
+        trust_env: bool = True,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
+        proxies = Proxies(proxy, trust_env=trust_env)
         self._max_response_bytes = check_count("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
@@ -204,12 +214,15 @@ class AsyncMagisterium:
             clock=self._clock,
             http=transport,
             trace_configs=trace_configs,
+            proxies=proxies,
         )
+        self._proxy = None if proxy is None else redact(proxy)
         self._agent_card: tuple[AgentCard, float] | None = None
         self._agent_card_url: str | None = None
 
     def __repr__(self) -> str:
-        return f"AsyncMagisterium(base_url={self.base_url!r}, token='***')"
+        proxy = f", proxy={self._proxy!r}" if self._proxy is not None else ""
+        return f"AsyncMagisterium(base_url={self.base_url!r}, token='***'{proxy})"
 
     # Lifecycle ---------------------------------------------------------------------
 
@@ -302,7 +315,7 @@ class AsyncMagisterium:
     async def ask(self, question: str, *, context_id: str | None = None) -> Answer:
         """Ask ``catholic_qa`` a question; the answer with its citations.
 
-        Draws on the expensive pool (one call at a time by default) and may take minutes.
+        Draws on the expensive pool and may take minutes.
         A call that times out is *not* retried unless ``RetryPolicy.retry_expensive_timeouts``
         is set: it may have run and spent the scarce expensive quota.
         """
@@ -393,6 +406,7 @@ class AsyncMagisterium:
         return self._tokens
 
     async def _call(self, method: str, params: Any, pool: PoolName | None) -> Task:
+        self._transport.check_open()  # before the pool: a dead loop's client fails clearly
         timeout = self.timeouts.for_pool(pool)
         rpc = self._transport.rpc
         tokens = self._tokens

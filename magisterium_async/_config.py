@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from ._checks import non_negative_number, positive_number, whole_number
+
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_CALL_OPTIONS",
@@ -35,21 +37,9 @@ DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 service are a few MiB)."""
 
 
-def _check_positive(name: str, value: object, *, allow_inf: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    if math.isnan(value) or value <= 0 or (math.isinf(value) and not allow_inf):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def check_count(name: str, value: object, *, minimum: int = 1) -> int:
-    """``value`` if it is an int of at least ``minimum``; the error names ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    return value
+check_count = whole_number
+"""``value`` if it is an int of at least ``minimum``: :func:`._checks.whole_number`, under
+the name its importers know."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +52,11 @@ class RateLimits:
     configured to its plan's quota never trips it with its own traffic.
 
     ``default_concurrency`` / ``expensive_concurrency`` cap the requests in flight per pool
-    (``None``: only ``max_concurrency`` applies). The expensive pool runs one call at a time
-    by default, because parallel ``catholic_qa`` calls have been seen to fail on the live
-    service. ``adaptive`` lets a pool lower its rate to what the server allowed over its window
-    after a 429 (the quota is shared with the user's MCP calls, or the numbers are wrong),
-    probe back up once 429s stop, and widen its safety margin when 429s come from timing
-    rather than rate. ``safety_margin`` (seconds, default
+    (``None``, the default for both: only ``max_concurrency`` applies; the service documents
+    no cap on calls in flight, only the rate). ``adaptive`` lets a pool lower its rate to
+    what the server allowed over its window after a 429 (the quota is shared with the
+    user's MCP calls, or the numbers are wrong), probe back up once 429s stop, and widen its
+    safety margin when 429s come from timing rather than rate. ``safety_margin`` (seconds, default
     ``min(0.02 * period, 1)``) widens the window against network jitter between the client's
     clock and the server's.
 
@@ -79,7 +68,7 @@ class RateLimits:
     expensive: float
     period: float = 60.0
     default_concurrency: int | None = None
-    expensive_concurrency: int | None = 1
+    expensive_concurrency: int | None = None
     adaptive: bool = True
     safety_margin: float | None = None
 
@@ -90,29 +79,25 @@ class RateLimits:
         *,
         period: float = 60.0,
         default_concurrency: int | None = None,
-        expensive_concurrency: int | None = 1,
+        expensive_concurrency: int | None = None,
         adaptive: bool = True,
         safety_margin: float | None = None,
     ) -> None:
-        object.__setattr__(self, "default", _check_positive("default", default, allow_inf=True))
+        object.__setattr__(self, "default", positive_number("default", default, infinite=True))
         object.__setattr__(
-            self, "expensive", _check_positive("expensive", expensive, allow_inf=True)
+            self, "expensive", positive_number("expensive", expensive, infinite=True)
         )
-        object.__setattr__(self, "period", _check_positive("period", period))
+        object.__setattr__(self, "period", positive_number("period", period))
         for name, value in (
             ("default_concurrency", default_concurrency),
             ("expensive_concurrency", expensive_concurrency),
         ):
             if value is not None:
-                check_count(name, value)
+                whole_number(name, value)
             object.__setattr__(self, name, value)
         object.__setattr__(self, "adaptive", bool(adaptive))
         if safety_margin is not None:
-            if isinstance(safety_margin, bool) or not isinstance(safety_margin, (int, float)):
-                raise TypeError("safety_margin must be a number")
-            if not 0 <= safety_margin < math.inf:
-                raise ValueError(f"safety_margin must be >= 0 and finite, got {safety_margin!r}")
-            safety_margin = float(safety_margin)
+            safety_margin = non_negative_number("safety_margin", safety_margin)
         object.__setattr__(self, "safety_margin", safety_margin)
 
     @classmethod
@@ -183,14 +168,14 @@ class Timeouts:
 
     def __post_init__(self) -> None:
         for name in ("default", "expensive", "connect"):
-            object.__setattr__(self, name, _check_positive(name, getattr(self, name)))
+            object.__setattr__(self, name, positive_number(name, getattr(self, name)))
 
     @classmethod
     def of(cls, value: float | Timeouts) -> Timeouts:
         """A ``Timeouts`` from a user's ``timeout=``: one number applies to every call."""
         if isinstance(value, Timeouts):
             return value
-        seconds = _check_positive("timeout", value)
+        seconds = positive_number("timeout", value)
         return cls(default=seconds, expensive=seconds, connect=min(seconds, cls.connect))
 
     def for_pool(self, pool: str | None) -> float:
@@ -234,9 +219,9 @@ class RetryPolicy:
     total_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        check_count("max_retries", self.max_retries, minimum=0)
+        whole_number("max_retries", self.max_retries, minimum=0)
         if self.total_timeout is not None:
-            _check_positive("total_timeout", self.total_timeout, allow_inf=True)
+            positive_number("total_timeout", self.total_timeout, infinite=True)
         for name in (
             "initial_backoff",
             "max_backoff",
@@ -244,8 +229,8 @@ class RetryPolicy:
             "fallback_retry_after",
             "min_retry_after",
         ):
-            _check_positive(name, getattr(self, name))
-        _check_positive("rate_limit_budget", self.rate_limit_budget, allow_inf=True)
+            positive_number(name, getattr(self, name))
+        positive_number("rate_limit_budget", self.rate_limit_budget, infinite=True)
         if self.min_retry_after > self.max_retry_after:
             raise ValueError(
                 f"min_retry_after ({self.min_retry_after!r}) must not exceed "

@@ -89,6 +89,11 @@ class APITimeoutError(APIConnectionError):
     """The request took longer than its timeout."""
 
 
+class TLSError(APIConnectionError):
+    """The TLS handshake failed or the server's certificate was refused: not retried, as
+    it will not go away by itself (check the URL, the proxy, or the system's CA store)."""
+
+
 class APIResponseError(MagisteriumError):
     """The service (or something in front of it) answered outside the contract.
 
@@ -275,6 +280,15 @@ class TaskFailedError(MagisteriumError):
 
 class StateError(MagisteriumError):
     """A harvest's state database cannot be opened, read or written (``.path``)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class OutputFileError(MagisteriumError):
+    """An output file (``.path``) a harvest will not write to: it is not the file the
+    harvest wrote, or not as it left it. The file is left as it was."""
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)

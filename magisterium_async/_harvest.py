@@ -42,6 +42,7 @@ from ._batch import (
     for_each,
 )
 from ._errors import AuthenticationError, StateError
+from ._jsonl import OutputMark
 from ._models import Document
 from ._skills import require_text
 from ._state import FetchOutcome, HarvestState
@@ -179,6 +180,8 @@ class _Run:
         self.stats = HarvestStats()
         self.failures: list[HarvestFailure] = []
         self.delivered: list[str] = []
+        self.output: OutputMark | None = None
+        """Where the consumer's output file ends, to record with the next deliveries."""
         self.state: HarvestState | None = None
         self._delivery: anyio.Event | None = None
         self._delivering = True
@@ -209,8 +212,8 @@ class _Run:
                     await out.send(None)
             finally:
                 with anyio.CancelScope(shield=True):
-                    if self.delivered:
-                        await state.record_fetches((), self._take_delivered())
+                    if self.delivered or self.output is not None:
+                        await state.record_fetches((), *self.take_delivered())
                     self.state = None
                     await state.aclose()
         finally:
@@ -218,15 +221,19 @@ class _Run:
             self.stats.finished = time.monotonic()
         self.guard.check()
 
-    def deliver(self, document_ids: Iterable[str]) -> None:
-        """Note documents as delivered; committed promptly by :meth:`_commit_deliveries`."""
+    def deliver(self, document_ids: Iterable[str], output: OutputMark | None = None) -> None:
+        """Note documents as delivered (and where the output now ends); committed promptly
+        by :meth:`_commit_deliveries`."""
         self.delivered.extend(document_ids)
+        if output is not None:
+            self.output = output
         if self._delivery is not None:
             self._delivery.set()
 
-    def _take_delivered(self) -> list[str]:
+    def take_delivered(self) -> tuple[list[str], OutputMark | None]:
         delivered, self.delivered = self.delivered, []
-        return delivered
+        output, self.output = self.output, None
+        return delivered, output
 
     async def _pipeline(
         self, state: HarvestState, out: MemoryObjectSendStream[HarvestedDocument | None]
@@ -364,7 +371,7 @@ class _Run:
                 records: list[FetchOutcome] = [
                     (i, doc, None if exc is None else repr(exc)) for i, doc, exc in batch
                 ]
-                found = await state.record_fetches(records, self._take_delivered())
+                found = await state.record_fetches(records, *self.take_delivered())
                 self.update_rate_limited()
                 for document_id, document, exc in batch:
                     if document is not None:
@@ -413,9 +420,9 @@ class _Run:
         # stalls (a quota window) a kill must not lose what the consumer already has.
         while self._delivering:
             self._delivery = anyio.Event()
-            if self.delivered:
-                await state.record_fetches((), self._take_delivered())
-            if self._delivering and not self.delivered:
+            if self.delivered or self.output is not None:
+                await state.record_fetches((), *self.take_delivered())
+            if self._delivering and not self.delivered and self.output is None:
                 await self._delivery.wait()
 
 
@@ -469,13 +476,15 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         """``(kind, query or id, exception)`` for every search and fetch that failed."""
         return self._run.failures
 
-    def acknowledge(self, document_ids: Iterable[str]) -> None:
+    def acknowledge(self, document_ids: Iterable[str], *, output: OutputMark | None = None) -> None:
         """Mark documents as delivered: a resumed harvest will not yield them again.
 
         Committed to the state at once (in a transaction of its own, off the event loop),
         and at the latest by :meth:`aclose`. Needed only with ``acknowledge="manual"``.
+        ``output`` (a :attr:`JsonlWriter.mark`) is recorded with them: where the file
+        that holds them ends, so a resume can check it appends to that file.
         """
-        self._run.deliver(document_ids)
+        self._run.deliver(document_ids, output)
 
     async def found_by(self, document_id: str) -> tuple[str, ...]:
         """Every query whose recorded answer holds ``document_id``, over every run.
@@ -531,14 +540,15 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         """
         self._deliver_last()
         await super().aclose()
-        if self._run.delivered and self._run.path is not None:
+        run = self._run
+        if (run.delivered or run.output is not None) and run.path is not None:
             with anyio.CancelScope(shield=True):
-                state = await HarvestState.open(self._run.path, new_run=False)
+                state = await HarvestState.open(run.path, new_run=False)
                 try:
-                    await state.record_fetches((), self._run.delivered)
+                    await state.record_fetches((), *run.take_delivered())
                 finally:
                     await state.aclose()
-            self._run.delivered = []
+        run.delivered, run.output = [], None
 
 
 def harvest(

@@ -10,6 +10,7 @@ whatever aiohttp version is installed (the real one reads an uncompressed answer
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import zlib
@@ -20,6 +21,7 @@ import aiohttp
 
 from ._clock import Clock
 from ._errors import MalformedResponseError, ResponseTooLargeError
+from ._proxy import Proxies, request_arguments
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -81,7 +83,8 @@ class AiohttpTransport:
     """The real HTTP: one aiohttp session, opened lazily inside the running loop.
 
     Timeouts are exact: aiohttp rounds deadlines of 5 s or more up to the next whole
-    second unless told not to (``ceil_threshold``).
+    second unless told not to (``ceil_threshold``). Each request goes through the proxy
+    ``proxies`` names for its URL (default: the environment's).
     """
 
     def __init__(
@@ -90,18 +93,27 @@ class AiohttpTransport:
         max_concurrency: int,
         connect_timeout: float,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        proxies: Proxies | None = None,
     ) -> None:
         self._max_concurrency = max_concurrency
+        self._proxies = proxies if proxies is not None else Proxies()
         self._connect_timeout = connect_timeout
         self._trace_configs = list(trace_configs)
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
 
+    def in_another_loop(self) -> bool:
+        """Whether the session was opened in an event loop other than the running one (an
+        earlier ``asyncio.run()``): its connections ended with that loop."""
+        return self._session is not None and self._loop is not asyncio.get_running_loop()
+
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
+            self._loop = asyncio.get_running_loop()
             connector = aiohttp.TCPConnector(
                 limit=self._max_concurrency,
                 limit_per_host=self._max_concurrency,
@@ -140,13 +152,16 @@ class AiohttpTransport:
     ) -> tuple[int, Mapping[str, str], bytes]:
         """Send one request through the session (``clock`` is unused: sockets run in real
         time)."""
+        via = request_arguments(self._proxies.for_url(url), url, headers)
         async with self._ensure_session().request(
             method,
             url,
             data=body,
-            headers=headers,
+            headers=via.headers,
             allow_redirects=False,
             timeout=self.timeout(timeout),
+            proxy=via.proxy,
+            proxy_headers=via.proxy_headers,
         ) as response:
             status, response_headers = response.status, response.headers
             if _plain_within(response_headers, limit):
@@ -158,8 +173,11 @@ class AiohttpTransport:
 
     async def aclose(self) -> None:
         """Close the session."""
+        in_another_loop = self.in_another_loop()
         session, self._session = self._session, None
-        if session is not None:
+        if session is not None and in_another_loop:
+            session.detach()  # its loop is gone, and its connections with it
+        elif session is not None:
             await session.close()
 
 

@@ -26,8 +26,7 @@ import aiohttp
 import filelock
 from aiohttp import web
 
-from . import _oauth
-from ._config import DEFAULT_BASE_URL
+from . import _env, _oauth
 from ._credentials import (
     Credentials,
     credentials_path,
@@ -215,7 +214,7 @@ async def _wait_for_code(
 
 
 def _base_url(base_url: str | None) -> str:
-    return check_base_url(base_url or os.environ.get("MAGISTERIUM_BASE_URL") or DEFAULT_BASE_URL)
+    return check_base_url(_env.base_url(base_url))
 
 
 def _save_locked(path: Path, credentials: Credentials) -> None:

@@ -23,6 +23,7 @@ import msgspec
 from . import _version
 from ._credentials import origin_of
 from ._errors import APIConnectionError, APITimeoutError, OAuthError
+from ._proxy import environment_proxy, request_arguments
 from ._transport import check_base_url
 
 __all__ = [
@@ -159,9 +160,18 @@ async def _request(
         headers["Content-Type"] = "application/json"
         data = msgspec.json.encode(json)
     error: APIConnectionError | None = None
+    # The environment's proxies, as for the client's requests.
+    via = request_arguments(environment_proxy(url), url, headers)
     try:
         async with session.request(
-            method, url, data=data, headers=headers, allow_redirects=False, timeout=_TIMEOUT
+            method,
+            url,
+            data=data,
+            headers=via.headers,
+            allow_redirects=False,
+            timeout=_TIMEOUT,
+            proxy=via.proxy,
+            proxy_headers=via.proxy_headers,
         ) as response:
             return response.status, await _read(response)
     except asyncio.TimeoutError:

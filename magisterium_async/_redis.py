@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 from typing import TYPE_CHECKING
 
+from ._env import REDIS_URL_ENV
 from ._errors import SharedQuotaError
 
 if TYPE_CHECKING:
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
 
 __all__ = ["REDIS_URL_ENV", "connect", "masked_url", "redis_errors", "token_key"]
 
-REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
 _INSTALL_HINT = "the shared quota needs redis-py: pip install 'magisterium-async[redis]'"
 
 

@@ -16,6 +16,7 @@ from ._errors import (
     InternalServerError,
     MagisteriumError,
     RateLimitError,
+    TLSError,
     UnexpectedStatusError,
 )
 from ._ratelimit import Pool
@@ -29,6 +30,8 @@ T = TypeVar("T")
 
 def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> bool:
     """Whether ``error`` may go away by itself: a dropped connection, a timeout, a 5xx."""
+    if isinstance(error, TLSError):
+        return False  # a refused certificate or handshake stays refused
     if isinstance(error, APITimeoutError):
         return retry_timeouts
     if isinstance(error, (APIConnectionError, InternalServerError)):
@@ -102,7 +105,7 @@ async def call_with_retries(
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
                 permit.retried()
-                logger.debug("%s: rate limited, retrying after %.3g s", what, delay)
+                logger.info("%s: rate limited (HTTP 429); retrying in %.3g s", what, delay)
             except MagisteriumError as exc:
                 if retries >= policy.max_retries or not is_transient(
                     exc, retry_timeouts=retry_timeouts
@@ -111,5 +114,6 @@ async def call_with_retries(
                 permit.retried()
                 delay = policy.backoff(retries, jitter())
                 retries += 1
-                logger.debug("%s: %s; retry %d in %.3g s", what, exc, retries, delay)
+                limit = policy.max_retries
+                logger.info("%s: %s; retry %d of %d in %.3g s", what, exc, retries, limit, delay)
         await clock.sleep(delay)

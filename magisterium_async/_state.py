@@ -24,6 +24,11 @@ Documents (``documents``, ``seq`` in discovery order):
 run are handed over again from the state. ``found`` holds one row per (document, query)
 that found it: the provenance of every document, kept across runs.
 
+``meta`` holds ``runs`` (the number of the last run) and ``output``: where the harvest's
+output file was left (a JSON :class:`OutputMark`: device, inode, the offset of its last
+whole record and a fingerprint of the bytes before it), so a resume appends only to the
+file it wrote, as it left it.
+
 Version 1 (no ``found``, no ``fetched_run``, no query ids) is migrated in place on opening:
 its provenance is rebuilt from the ids each searched query recorded.
 """
@@ -45,6 +50,7 @@ import anyio.to_thread
 import msgspec
 
 from ._errors import StateError
+from ._jsonl import OutputMark
 from ._models import Document
 
 __all__ = [
@@ -113,6 +119,7 @@ Held = tuple[int, Document, tuple[str, ...]]
 T = TypeVar("T")
 
 _DOCUMENT = msgspec.json.Decoder(Document)
+_MARK = msgspec.json.Decoder(OutputMark)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -240,11 +247,29 @@ class _Store:
                     )
         return new
 
+    def output(self) -> OutputMark | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'output'").fetchone()
+        return None if row is None else _MARK.decode(row[0])
+
+    def _record_output(self, mark: OutputMark) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('output', ?)", (_ENCODER.encode(mark).decode(),)
+        )
+
+    def record_output(self, mark: OutputMark) -> None:
+        with _transaction(self.db):
+            self._record_output(mark)
+
     def record_fetches(
-        self, outcomes: Sequence[FetchOutcome], delivered: Sequence[str]
+        self,
+        outcomes: Sequence[FetchOutcome],
+        delivered: Sequence[str],
+        output: OutputMark | None = None,
     ) -> dict[str, tuple[str, ...]]:
         found: dict[str, tuple[str, ...]] = {}
         with _transaction(self.db):
+            if output is not None:
+                self._record_output(output)
             for document_id, document, error in outcomes:
                 if error is not None:
                     self.db.execute(
@@ -391,14 +416,26 @@ class HarvestState:
         return await self._call(partial(self._store.record_searches, outcomes))
 
     async def record_fetches(
-        self, outcomes: Sequence[FetchOutcome], delivered: Sequence[str] = ()
+        self,
+        outcomes: Sequence[FetchOutcome],
+        delivered: Sequence[str] = (),
+        output: OutputMark | None = None,
     ) -> dict[str, tuple[str, ...]]:
-        """Record fetch answers and mark ``delivered`` documents as handed over.
+        """Record fetch answers and mark ``delivered`` documents as handed over (and,
+        in the same transaction, where the output file now ends: ``output``).
 
         Returns, for each document fetched, the queries that have found it (see
         :meth:`found_by`).
         """
-        return await self._call(partial(self._store.record_fetches, outcomes, delivered))
+        return await self._call(partial(self._store.record_fetches, outcomes, delivered, output))
+
+    async def output(self) -> OutputMark | None:
+        """Where the harvest's output file was left, as last recorded (``None``: never)."""
+        return await self._call(self._store.output)
+
+    async def record_output(self, mark: OutputMark) -> None:
+        """Record where the harvest's output file now ends."""
+        await self._call(partial(self._store.record_output, mark))
 
     async def undelivered(self, after: int = 0, limit: int = 32) -> list[Held]:
         """Documents fetched by an earlier run but never delivered, by ``seq`` after ``after``,

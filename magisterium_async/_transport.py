@@ -14,6 +14,7 @@ import itertools
 import logging
 import platform
 import reprlib
+import ssl
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,11 +30,13 @@ from ._errors import (
     APITimeoutError,
     ClientClosedError,
     MalformedResponseError,
+    TLSError,
     UnexpectedStatusError,
     error_from_jsonrpc,
 )
 from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport
 from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
+from ._proxy import Proxies
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -52,6 +55,11 @@ _USER_AGENT = (
 )
 _SNIPPET = 500
 CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
+OTHER_LOOP_MESSAGE = (
+    "the client was opened in another event loop, which has ended (an earlier "
+    "asyncio.run()?); its connections ended with it. Create the client in the loop that "
+    "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
+)
 
 
 class ClientState(enum.Enum):
@@ -112,7 +120,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_base_url(url: str) -> str:
-    """``url`` if it is safe to send the bearer token to, else ``ValueError``.
+    """``url`` (without a trailing slash) if it is safe to send the bearer token to, else
+    ``ValueError``.
 
     Only ``https://`` is accepted, but for loopback hosts (the emulator), where
     ``http://`` is fine: anywhere else the token would travel in clear.
@@ -129,6 +138,9 @@ def check_base_url(url: str) -> str:
             f"base_url {url!r} uses plain http:// to a non-loopback host; the bearer token "
             "would travel in clear. Use https://"
         )
+    if len(parts.path) > 1 and parts.path.endswith("/"):
+        # ".../api/v1/a2a/" is a 404 from the service: the endpoint has no trailing slash.
+        return parts._replace(path=parts.path.rstrip("/") or "/").geturl()
     return url
 
 
@@ -143,6 +155,8 @@ def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnecti
     if isinstance(exc, asyncio.TimeoutError):
         return APITimeoutError(f"{what} timed out after {timeout:g} s")
     detail = _safe_str(exc)
+    if isinstance(exc, _TLS_ERRORS):
+        return TLSError(f"{what} failed: TLS: {type(exc).__name__}: {detail}".rstrip(": "))
     return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
 
 
@@ -157,6 +171,7 @@ def _safe_str(exc: BaseException) -> str:
 
 
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
+_TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError)
 
 
 _COUNT_BRACKETS_BELOW = 16 * 1024
@@ -262,6 +277,13 @@ def decode_response(
         raise error_from_jsonrpc(
             err.code, err.message, err.data, status=status, method=method, headers=headers
         )
+    if status == 407:
+        raise UnexpectedStatusError(
+            f"{method}: the proxy asks for credentials it was not given or refused "
+            "(HTTP 407 Proxy Authentication Required): put them in the proxy's URL",
+            status=status,
+            body=body_snippet(payload),
+        )
     if status != 200:
         raise UnexpectedStatusError(
             f"{method}: unexpected HTTP {status}", status=status, body=body_snippet(payload)
@@ -317,6 +339,7 @@ class Transport:
         clock: Clock | None = None,
         http: HTTPTransport | None = None,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        proxies: Proxies | None = None,
     ) -> None:
         self._url = base_url
         self._token = token
@@ -332,6 +355,7 @@ class Transport:
             max_concurrency=max_concurrency,
             connect_timeout=connect_timeout,
             trace_configs=trace_configs,
+            proxies=proxies,
         )
         self._ids = itertools.count(1)
         self.state = ClientState.UNOPENED
@@ -339,11 +363,20 @@ class Transport:
     def __repr__(self) -> str:
         return f"<Transport {self._url} {self.state.value}>"
 
+    def check_open(self) -> None:
+        """:class:`ClientClosedError` if the client is closed, or was opened in an event
+        loop that has ended (it then counts as closed)."""
+        if self.state is ClientState.CLOSED:
+            raise ClientClosedError(CLOSED_MESSAGE)
+        in_another_loop = getattr(self.http, "in_another_loop", None)
+        if in_another_loop is not None and in_another_loop():
+            self.state = ClientState.CLOSED
+            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+
     async def _exchange(
         self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
     ) -> tuple[int, Any, bytes]:
-        if self.state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
+        self.check_open()
         self.state = ClientState.OPENED
         failure: APIConnectionError | None = None
         try:

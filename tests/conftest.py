@@ -218,3 +218,18 @@ def _no_stored_sign_in(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -
     """No test reads the developer's own credentials: the config dir is an empty one."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     monkeypatch.delenv("MAGISTERIUM_CREDENTIALS", raising=False)
+
+
+PROXY_VARIABLES = tuple(
+    name
+    for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+    for name in (base, base.upper())
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests talk to loopback directly: a proxy set on the developer's machine or in CI
+    is not theirs (the proxy tests set their own)."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)

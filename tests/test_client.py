@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import logging
 import math
+import sys
 from typing import Any
 
 import pytest
@@ -576,3 +577,123 @@ def test_max_response_bytes_is_read_only() -> None:
     assert client.max_response_bytes == 1000
     with pytest.raises(AttributeError):
         client.max_response_bytes = 5  # type: ignore[misc]
+
+
+TWO_RUNS = """
+import asyncio, sys
+import magisterium_async as m
+client = m.AsyncMagisterium("t", sys.argv[1], max_retries=0)
+
+async def first():
+    try:
+        await client.search("grace")
+    except m.MagisteriumError:
+        pass  # the server's answer does not matter: the session now lives in this loop
+
+async def second():
+    try:
+        await client.search("grace")
+    except m.ClientClosedError as exc:
+        print("ClientClosedError:", exc)
+    await client.aclose()
+
+asyncio.run(first())
+asyncio.run(second())
+"""
+
+
+async def test_a_client_reused_in_a_second_asyncio_run_says_so(server: ScriptedServer) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-W",
+        "ignore::ResourceWarning",  # the first loop was left with the client open
+        "-c",
+        TWO_RUNS,
+        server.url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert "ClientClosedError: the client was opened in another event loop" in out.decode()
+    assert "Event loop is closed" not in err.decode()
+
+
+async def test_asks_run_at_once_when_only_the_rate_is_capped() -> None:
+    """No concurrency cap on catholic_qa by default: the service documents only a rate."""
+    clock = VirtualClock()
+    arrived = asyncio.Event()
+    seen: list[object] = []
+
+    async def answer(request: MockRequest) -> MockResponse:
+        seen.append(request)
+        if len(seen) == 3:
+            arrived.set()
+        await arrived.wait()  # answers only once all three are in flight
+        return MockResponse(
+            json={
+                "jsonrpc": "2.0",
+                "id": request.json["id"],
+                "error": {"code": -32603, "message": "done"},
+            }
+        )
+
+    limits = m.RateLimits(100, 100)
+    assert limits.expensive_concurrency is None and limits.default_concurrency is None
+    client, _ = mock_client(answer, clock, rate_limits=limits, max_retries=0)
+    async with client:
+        results = await asyncio.wait_for(
+            asyncio.gather(*(client.ask(f"q{i}") for i in range(3)), return_exceptions=True), 10
+        )
+    assert [type(r) for r in results] == [m.InternalServerError] * 3
+
+
+async def test_a_trailing_slash_on_the_base_url_is_dropped() -> None:
+    clock = VirtualClock()
+    client, transport = mock_client(lambda r: MockResponse(status=404), clock, max_retries=0)
+    assert client.base_url == "https://a2a.example/api"
+    slashed = m.AsyncMagisterium(TOKEN, "https://a2a.example/api/v1/a2a//", transport=transport)
+    assert slashed.base_url == "https://a2a.example/api/v1/a2a"
+    assert m.AsyncMagisterium(TOKEN, "https://a2a.example/").base_url == "https://a2a.example/"
+
+
+async def test_a_tls_handshake_failure_is_not_retried(caplog: pytest.LogCaptureFixture) -> None:
+    connections = 0
+
+    async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")  # not TLS
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(plain, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        async with m.AsyncMagisterium(TOKEN, f"https://127.0.0.1:{port}/a2a") as client:
+            with pytest.raises(m.TLSError, match="TLS") as raised:
+                await client.search("grace")
+    finally:
+        listener.close()
+        await listener.wait_closed()
+    assert connections == 1 and isinstance(raised.value, m.APIConnectionError)
+    assert not [r for r in caplog.records if "retry" in r.getMessage()]
+
+
+async def test_each_retry_is_logged_at_info_with_its_reason_and_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = VirtualClock()
+    answers = iter([MockResponse(status=503), MockResponse(status=503)])
+
+    def handler(request: MockRequest) -> MockResponse:
+        return next(answers, MockResponse(status=503))
+
+    client, _ = mock_client(handler, clock, max_retries=1)
+    caplog.set_level(logging.INFO, logger="magisterium_async")
+    async with client:
+        with pytest.raises(m.UnexpectedStatusError):
+            await run(clock, client.search("grace"))
+    retries = [r for r in caplog.records if r.levelno == logging.INFO and "retry" in r.message]
+    assert len(retries) == 1
+    assert "unexpected HTTP 503; retry 1 of 1 in" in retries[0].message

@@ -28,6 +28,7 @@ from magisterium_async import (
     TaskFailedError,
 )
 from magisterium_async._batch import search_many
+from magisterium_async._errors import OutputFileError
 from magisterium_async._harvest import Harvest, HarvestedDocument, harvest
 from magisterium_async._jsonl import JsonlWriter
 from magisterium_async._state import HarvestState
@@ -292,8 +293,10 @@ async def test_acknowledged_documents_are_committed_while_the_pipeline_stalls(
     committed = asyncio.Event()
     record = HarvestState.record_fetches
 
-    async def watched(self: HarvestState, outcomes: Any, delivered: Any = ()) -> Any:
-        found = await record(self, outcomes, delivered)
+    async def watched(
+        self: HarvestState, outcomes: Any, delivered: Any = (), output: Any = None
+    ) -> Any:
+        found = await record(self, outcomes, delivered, output)
         if "a/1" in delivered:
             committed.set()
         return found
@@ -561,11 +564,18 @@ def document(document_id: str) -> Document:
     return Document(id=document_id, title="T", author=None, ref=None, text="é\nx")
 
 
-async def test_jsonl_writer_repairs_a_torn_tail_and_skips_what_it_holds(tmp_path: Path) -> None:
+async def test_jsonl_writer_repairs_a_torn_tail_it_wrote_and_skips_what_it_holds(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "out.jsonl"
-    path.write_bytes(b'{"id": "a", "text": "x"}\n{"id": "b", "te')
+    async with JsonlWriter(path) as first:
+        await first.write(document("a"))
+    mark = first.mark
+    assert mark is not None and mark.offset == path.stat().st_size
+    with path.open("ab") as file:  # a crash in the middle of the next batch
+        file.write(b'{"id": "b", "te')
     durable: list[list[str]] = []
-    async with JsonlWriter(path, batch_size=2, on_durable=durable.append) as out:
+    async with JsonlWriter(path, batch_size=2, on_durable=durable.append, mark=mark) as out:
         assert not await out.write(document("a"))
         assert await out.write(document("b"))
         assert durable == [["a", "b"]]
@@ -575,6 +585,45 @@ async def test_jsonl_writer_repairs_a_torn_tail_and_skips_what_it_holds(tmp_path
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert [line["id"] for line in lines] == ["a", "b", "c"]
     assert lines[1]["text"] == "é\nx" and (out.written, out.skipped) == (2, 2)
+    assert out.mark is not None and out.mark.offset == path.stat().st_size
+
+
+async def test_jsonl_writer_alters_no_file_it_cannot_tell_it_wrote(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    text = b"my notes\nthe last line, no newline"
+    notes.write_bytes(text)
+    with pytest.raises(OutputFileError, match="incomplete line"):
+        await JsonlWriter(notes).open()
+    assert notes.read_bytes() == text
+    ours = tmp_path / "out.jsonl"
+    async with JsonlWriter(ours) as out:
+        await out.write(document("a"))
+    assert out.mark is not None
+    with pytest.raises(OutputFileError, match="another file"):
+        await JsonlWriter(notes, mark=out.mark).open()
+    ours.write_bytes(ours.read_bytes().replace(b'"a"', b'"z"'))  # edited in place
+    with pytest.raises(OutputFileError, match="are not those the harvest wrote"):
+        await JsonlWriter(ours, mark=out.mark).open()
+    ours.write_bytes(b"")
+    with pytest.raises(OutputFileError, match="less than"):
+        await JsonlWriter(ours, mark=out.mark).open()
+    assert notes.read_bytes() == text and ours.read_bytes() == b""
+    ours.unlink()  # gone: a resume makes it anew
+    async with JsonlWriter(ours, mark=out.mark) as anew:
+        await anew.write(document("b"))
+    assert [json.loads(line)["id"] for line in ours.read_text().splitlines()] == ["b"]
+
+
+async def test_jsonl_writer_reads_no_device_and_bounds_what_it_keeps_of_a_line(
+    tmp_path: Path,
+) -> None:
+    async with JsonlWriter("/dev/null") as out:  # a character device: never read
+        await out.write(document("a"))
+    assert out.mark is None and out.written == 1
+    long = tmp_path / "long.jsonl"
+    long.write_bytes(b'{"id": "x", "text": "' + b"y" * 3_000_000 + b'"}\n')
+    async with JsonlWriter(long) as out:
+        assert not await out.write(document("x"))
 
 
 async def test_the_command_line_record_names_the_queries(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ async def test_a_failed_timed_write_is_raised_by_the_next_call(
     attempts: list[bytes] = []
     tried = threading.Event()
 
-    def disk_full(file: object, data: bytes) -> None:
+    def disk_full(file: object, data: bytes, sync: bool) -> None:
         attempts.append(data)
         tried.set()
         raise OSError(28, "No space left on device")
@@ -110,6 +110,15 @@ async def test_a_failed_timed_write_is_raised_by_the_next_call(
 
 
 def test_max_delay_must_be_seconds(tmp_path: Path) -> None:
-    for bad in (-1, float("nan"), float("inf"), "1"):
+    for bad in (-1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="max_delay"):
-            JsonlWriter(tmp_path / "out.jsonl", max_delay=bad)  # type: ignore[arg-type]
+            JsonlWriter(tmp_path / "out.jsonl", max_delay=bad)
+    with pytest.raises(TypeError, match="max_delay must be a number, not str"):
+        JsonlWriter(tmp_path / "out.jsonl", max_delay="1")  # type: ignore[arg-type]
+
+
+def test_batch_size_must_be_a_whole_number(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        JsonlWriter(tmp_path / "out.jsonl", batch_size=0)
+    with pytest.raises(TypeError, match="batch_size must be an int, not float"):
+        JsonlWriter(tmp_path / "out.jsonl", batch_size=2.0)  # type: ignore[arg-type]

@@ -98,6 +98,8 @@ UNDOCUMENTED: dict[str, str] = {
     "Harvest": "what client.harvest returns (.stats, .failures, .acknowledge)",
     "HarvestFailure": "an item of Harvest.failures",
     "HarvestStats": "the type of Harvest.stats",
+    "OutputFileError": "raised by JsonlWriter for an output the harvest did not write",
+    "OutputMark": "the type of JsonlWriter.mark and its mark= (what a harvest records)",
     "Part": "the union TextPart | DataPart | FilePart",
     "PoolName": 'the literal "default" | "expensive" | "unmetered"',
     "PoolStats": "the type of client.stats.default and friends",

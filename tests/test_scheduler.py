@@ -100,7 +100,7 @@ async def test_a_backlog_drains_at_the_full_rate() -> None:
 
 
 async def test_the_expensive_pool_runs_one_call_at_a_time_at_its_own_rate() -> None:
-    sched, clock = scheduler()
+    sched, clock = scheduler(dataclasses.replace(PRO, expensive_concurrency=1))
     default: list[float] = []
     expensive: list[float] = []
     tasks = spawn(4, sched.pool("expensive"), clock, expensive, duration=20.0)
@@ -389,7 +389,8 @@ async def test_a_pool_waiting_for_its_rate_holds_no_shared_slot() -> None:
 
 async def test_two_429s_pointing_at_one_window_end_pause_the_whole_pool_and_only_it() -> None:
     events: list[PoolEvent] = []
-    sched, clock = scheduler(dataclasses.replace(PRO, adaptive=False), on_event=events.append)
+    limits = dataclasses.replace(PRO, adaptive=False, expensive_concurrency=1)
+    sched, clock = scheduler(limits, on_event=events.append)
     pool = sched.pool("default")
     default: list[float] = []
     expensive: list[float] = []

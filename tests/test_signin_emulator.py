@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -41,7 +40,7 @@ async def emulator(clock: JumpClock) -> AsyncIterator[Emulator]:
         rate_limits=None,
         corpus=SyntheticCorpus(5000, seed=3),
         token_lifetime=LIFETIME,
-        clock=clock.now,
+        clock=clock,
     )
     async with Emulator(config) as emu:
         yield emu
@@ -108,7 +107,7 @@ async def test_four_processes_on_one_file_never_reuse_a_rotated_refresh_token(
     tmp_path: Path,
 ) -> None:
     lifetime = 2.0
-    config = EmulatorConfig(rate_limits=None, token_lifetime=lifetime, clock=time.monotonic)
+    config = EmulatorConfig(rate_limits=None, token_lifetime=lifetime)
     async with Emulator(config) as emulator:
         path = tmp_path / "credentials.json"
         await sign_in(emulator, path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ from .._errors import MagisteriumError
 from ._command import Command, Invocation
 from ._errors import CliError, ExitCode, Interrupted, describe, exit_code_for
 from ._options import output
+from ._output import Output
 from ._parser import PROG, build_parser
 
 __all__ = ["main"]
@@ -26,8 +28,13 @@ __all__ = ["main"]
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
-def _error(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+def _error(message: str, output: Output | None = None, code: int = ExitCode.ERROR) -> None:
+    """The error on stderr: one line for people, or under ``--json`` one JSON object."""
+    if output is not None and output.json:
+        record = {"error": message, "exit_code": int(code)}
+        print(json.dumps(record), file=sys.stderr, flush=True)
+    else:
+        print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
 async def _run(command: Command, invocation: Invocation) -> int:
@@ -65,19 +72,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_run(args.command, invocation))
     except Interrupted as stopped:
         if not invocation.output.summarized:  # a summary already says it was interrupted
-            _error(str(stopped))
+            _error(str(stopped), invocation.output, stopped.code)
         return stopped.code
     except KeyboardInterrupt:  # before the handlers are in place, or where there are none
-        _error("interrupted")
+        _error("interrupted", invocation.output, ExitCode.INTERRUPTED)
         return ExitCode.INTERRUPTED
     except (CliError, MagisteriumError, ValueError) as exc:
-        _error(describe(exc))
-        return exit_code_for(exc)
+        code = exit_code_for(exc)
+        _error(describe(exc), invocation.output, code)
+        return code
     except BrokenPipeError:
         # The reader went away (``| head``): exit quietly, without a second error at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return ExitCode.OK
     except OSError as exc:
-        _error(describe(exc))
+        _error(describe(exc), invocation.output)
         return ExitCode.ERROR

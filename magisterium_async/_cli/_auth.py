@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 
 from .._credentials import credentials_path
+from .._env import TOKEN_ENV, token_from_env
 from .._login import AuthStatus, auth_status, login, logout, stdin_lines
 from ._command import Command, Group, Invocation
 from ._errors import CliError, ExitCode
@@ -127,10 +127,8 @@ async def _status(invocation: Invocation) -> int:
             ExitCode.AUTH,
         )
     _show(status, invocation.output)
-    if os.environ.get("MAGISTERIUM_TOKEN"):
-        invocation.output.note(
-            "note: MAGISTERIUM_TOKEN is set: commands use it, not these credentials"
-        )
+    if token_from_env():
+        invocation.output.note(f"note: {TOKEN_ENV} is set: commands use it, not these credentials")
     return ExitCode.OK
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -10,14 +9,16 @@ from dataclasses import dataclass
 from .._client import AsyncMagisterium
 from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
 from .._credentials import credentials_path
+from .._env import TOKEN_ENV, token_from_env
 from .._ratelimit import SharedQuota
 from ._errors import CliError, ExitCode
+from ._local_emulator import local_emulator
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
 NO_TOKEN = (
-    "no API token: sign in with `magisterium-async login`, or set MAGISTERIUM_TOKEN "
-    "(export MAGISTERIUM_TOKEN=<your token>) or pass --token-file PATH; add --emulator to "
+    f"no API token: sign in with `magisterium-async login`, or set {TOKEN_ENV} "
+    f"(export {TOKEN_ENV}=<your token>) or pass --token-file PATH; add --emulator to "
     "try everything offline"
 )
 
@@ -30,6 +31,8 @@ class ClientOptions:
     credentials: str | None = None
     """The sign-in file of ``login`` (``--credentials``)."""
     base_url: str | None = None
+    proxy: str | None = None
+    """``--proxy``; without it the environment's proxies, except for ``--emulator``."""
     quota: RateLimits | None = None
     timeout: float | None = None
     max_retries: int = 2
@@ -44,9 +47,10 @@ class ClientOptions:
 
 def read_token(token_file: str | None, credentials: str | None = None) -> str | None:
     """The token from ``token_file``, else ``$MAGISTERIUM_TOKEN``; ``None`` when the stored
-    sign-in is to be used; :class:`CliError` if there is none of the three."""
+    sign-in is to be used; :class:`CliError` if there is none of the three (the order of
+    :mod:`.._env`)."""
     if token_file is None:
-        token = os.environ.get("MAGISTERIUM_TOKEN", "").strip()
+        token = token_from_env()
         if token:
             return token
         if credentials is None and not credentials_path().exists():
@@ -101,6 +105,9 @@ def _client(
             max_retries=options.max_retries,
             shared_quota=shared,
             credentials=options.credentials if token is None else None,
+            proxy=options.proxy,
+            # The in-process emulator is this host: no environment proxy can reach it.
+            trust_env=not options.emulator,
         )
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
@@ -121,8 +128,6 @@ async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]
         ) as client:
             yield client
         return
-    from ._emulator import local_emulator
-
     emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
     quota = emulator_quota(options)
     async with emulator, _client(options, emulator.token, emulator.base_url, quota) as client:

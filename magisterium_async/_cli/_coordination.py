@@ -18,9 +18,9 @@ import tempfile
 import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import SharedQuotaError, SharedStateError
+from .._redis import masked_url
 from ._errors import CliError, ExitCode
 
 if TYPE_CHECKING:
@@ -32,7 +32,6 @@ __all__ = [
     "coordinate",
     "private_redis",
     "require_redis_py",
-    "safe_url",
     "shared_state_error",
     "wait_for_go",
 ]
@@ -40,16 +39,6 @@ __all__ = [
 INSTALL_HINT = "several workers need redis-py: pip install 'magisterium-async[redis]'"
 _TIMEOUT = 5.0
 _READY = "ready to accept connections"  # redis-server's line, in its versions' spellings
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def require_redis_py() -> None:
@@ -74,7 +63,7 @@ async def check_redis(url: str) -> None:
     except redis_errors() as exc:
         reason = str(exc) or type(exc).__name__
         raise CliError(
-            f"cannot reach Redis at {safe_url(url)}: {reason}", ExitCode.CONNECTION
+            f"cannot reach Redis at {masked_url(url)}: {reason}", ExitCode.CONNECTION
         ) from None
     finally:
         await client.aclose()
@@ -83,7 +72,7 @@ async def check_redis(url: str) -> None:
 def shared_state_error(exc: SharedStateError, url: str) -> CliError:
     """The harvest's Redis failed (exit 5) or lost its state (exit 1)."""
     code = ExitCode.CONNECTION if exc.__cause__ is not None else ExitCode.ERROR
-    return CliError(str(exc).replace(url, safe_url(url)), code)
+    return CliError(str(exc).replace(url, masked_url(url)), code)
 
 
 async def coordinate(url: str, job: str, state: str | None) -> Coordinator:

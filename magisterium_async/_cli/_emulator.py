@@ -1,7 +1,7 @@
-"""The ``emulator`` command, and the in-process emulator behind ``--emulator``.
+"""The ``emulator`` command: the offline emulator served until Ctrl-C.
 
-The emulator lives in :mod:`magisterium_async.testing`; it is imported only here, and only
-when a command asks for it.
+The emulator lives in :mod:`magisterium_async.testing`; it is imported only when the
+command runs. The in-process one behind ``--emulator`` is :mod:`._local_emulator`'s.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 from ._command import Command, Invocation
 from ._errors import CliError, ExitCode
+from ._local_emulator import corpus
 from ._options import positive
 from ._output import Output
 
 if TYPE_CHECKING:
-    from ..testing import Corpus, Emulator, EmulatorConfig
+    from ..testing import Emulator, EmulatorConfig
 
-__all__ = ["COMMAND", "local_emulator"]
+__all__ = ["COMMAND"]
 
 
 def _rate(text: str) -> float:
@@ -139,12 +140,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--seed", type=int, default=0, help="seed of faults and --synthetic")
 
 
-def _corpus(synthetic: int | None, seed: int) -> Corpus:
-    from ..testing import BundledCorpus, SyntheticCorpus
-
-    return SyntheticCorpus(synthetic, seed) if synthetic else BundledCorpus()
-
-
 def _config(args: argparse.Namespace) -> EmulatorConfig:
     from ..testing import EmulatorConfig, FaultConfig, RateLimitConfig
 
@@ -172,22 +167,11 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
             rate_limits=limits,
             faults=faults,
             qa_latency=args.qa_latency,
-            corpus=_corpus(args.synthetic, args.seed),
+            corpus=corpus(args.synthetic, args.seed),
             token_lifetime=args.token_lifetime,
         )
     except (ValueError, TypeError) as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
-
-
-def local_emulator(*, limits: bool, synthetic: int | None) -> Emulator:
-    """An emulator for ``--emulator`` on a free loopback port (limits lifted unless asked)."""
-    from ..testing import Emulator, EmulatorConfig, RateLimitConfig
-
-    config = EmulatorConfig(
-        rate_limits=RateLimitConfig.pro() if limits else None,
-        corpus=_corpus(synthetic, 0),
-    )
-    return Emulator(config, host="127.0.0.1", port=0)
 
 
 def _describe_limits(config: EmulatorConfig) -> str:

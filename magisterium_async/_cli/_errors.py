@@ -38,6 +38,7 @@ class ExitCode(enum.IntEnum):
     RATE_LIMITED = 4
     CONNECTION = 5
     NOT_FOUND = 6
+    PARTIAL = 7
     INTERRUPTED = 130
     TERMINATED = 143
 
@@ -53,6 +54,8 @@ exit codes:
   4    rate limit still exceeded after the client's waits (429)
   5    network failure or timeout
   6    not found: a document, a task, or readings / martyrology for that date
+  7    partial: a harvest ran to its end, but searches or fetches failed after
+       retries (the summary names the first; --resume tries them again)
   130  interrupted (Ctrl-C, SIGINT)
   143  terminated (SIGTERM: timeout, systemd, Kubernetes, CI); stops as Ctrl-C does"""
 

@@ -13,17 +13,19 @@ import contextlib
 import errno
 import os
 import re
+import shutil
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import IO
 
+from .._env import REDIS_URL_ENV, redis_url
 from ._errors import CliError, ExitCode
 
 __all__ = [
     "PRIVATE_JOB",
-    "REDIS_URL_ENV",
     "Plan",
     "Sharing",
     "WorkerPaths",
@@ -33,9 +35,9 @@ __all__ = [
     "query_of",
     "sharing",
     "unwritable",
+    "workers_sharing",
 ]
 
-REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
 PRIVATE_JOB = "local"
 _JOB = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
@@ -62,7 +64,7 @@ def check_job(job: str) -> None:
 
 def sharing(args: argparse.Namespace) -> Sharing:
     """The Redis and job of one harvest process (not a ``--workers`` parent)."""
-    url = args.redis or os.environ.get(REDIS_URL_ENV) or None
+    url = redis_url(args.redis)
     if args.job is not None:
         check_job(args.job)
         if url is None:
@@ -74,6 +76,27 @@ def sharing(args: argparse.Namespace) -> Sharing:
         raise CliError(
             "--redis shares a harvest between invocations: name it with --job NAME, "
             "the same on each",
+            ExitCode.USAGE,
+        )
+    return Sharing(url, args.job)
+
+
+def workers_sharing(args: argparse.Namespace) -> Sharing:
+    """The Redis and job of the parent of ``--workers``: ``url`` ``None`` means a private
+    Redis it starts itself (redis-server must be installed), whose job is ``None`` too."""
+    url = redis_url(args.redis)
+    if args.job is not None:
+        check_job(args.job)
+    if url is None:
+        if shutil.which("redis-server") is None:
+            raise CliError(
+                f"--workers {args.workers} needs Redis to coordinate: pass --redis URL (or set "
+                f"${REDIS_URL_ENV}), or install redis-server for a private one",
+                ExitCode.USAGE,
+            )
+    elif args.job is None:
+        raise CliError(
+            "--workers with a shared Redis needs --job NAME (the same on every host)",
             ExitCode.USAGE,
         )
     return Sharing(url, args.job)
@@ -175,6 +198,16 @@ def _check_writable(option: str, path: str) -> None:
         os.remove(path)
 
 
+def _special(path: str) -> bool:
+    """Whether ``path`` is not a regular file (``/dev/null``, a pipe): writing to it
+    replaces nothing, so it may exist already."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
     """``(option, path)`` pairs: usable for writing, and new unless ``resume``."""
     for option, path in files:
@@ -186,7 +219,7 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
                 f"{os.path.join(path, 'docs.jsonl' if option == '--out' else 'state.sqlite')}",
                 ExitCode.USAGE,
             )
-        if not resume and os.path.exists(path):
+        if not resume and os.path.exists(path) and not _special(path):
             raise CliError(
                 f"{path} already exists: add --resume to continue that harvest, "
                 "or choose another --out",
@@ -227,7 +260,8 @@ class Plan:
 def plan(args: argparse.Namespace) -> Plan:
     """The plan of one harvest process, its files opened; :class:`CliError` if unusable."""
     out = None if args.out in (None, "-") else args.out
-    state = args.state or (f"{out}.state.sqlite" if out else None)
+    # No state beside /dev/null or a pipe: as with stdout, only --state keeps one.
+    state = args.state or (f"{out}.state.sqlite" if out and not _special(out) else None)
     _check_queries_given(args)
     if args.resume and state is None:
         raise CliError(

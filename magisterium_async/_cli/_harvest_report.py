@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,6 +21,7 @@ from .._ratelimit import PoolStats
 from .._state import StateSummary
 from ._errors import describe
 from ._output import Output
+from ._status import duration, waiting_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -58,18 +60,6 @@ class Counted(Protocol):
 def seconds(elapsed: float) -> str:
     """An elapsed time: ``1.25s`` under 10 s, else as :func:`duration`."""
     return f"{elapsed:.2f}s" if elapsed < 10 else duration(elapsed)
-
-
-def duration(value: float) -> str:
-    """``42s``, ``3m07s``, ``2h05m``."""
-    whole = round(value)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, rest = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{rest:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 @dataclass(frozen=True)
@@ -158,9 +148,23 @@ class Tally:
 
     @property
     def per_minute(self) -> float:
-        """Documents written a minute, by this run."""
+        """Documents written a minute, by this run: over at least one quota period, so
+        the burst a fresh quota allows does not read as the pace (with the quota lifted,
+        over the time elapsed)."""
         elapsed = self.run.stats.elapsed
-        return self.sink.written * 60 / elapsed if elapsed > 0 else 0.0
+        if elapsed <= 0:
+            return 0.0
+        if math.isfinite(self.quota.default):
+            elapsed = max(elapsed, self.quota.period)
+        return self.sink.written * 60 / elapsed
+
+    def waiting_for_quota(self) -> float | None:
+        """Seconds until the quota lets the next request go, while requests wait for it
+        (``None``: none waits for quota)."""
+        if self._pool is None:
+            return None
+        pool = self._pool()
+        return pool.next_start_in if pool.waiting and pool.next_start_in > 0 else None
 
     def requests_left(self) -> float | None:
         """Searches and fetches still to send (``None``: cannot tell yet).
@@ -201,14 +205,19 @@ class Tally:
         return done / stats.elapsed if done and stats.elapsed > 0 else None
 
     def eta(self) -> float | None:
-        """Seconds left: the requests left at the pool's pace (``None``: cannot tell)."""
+        """Seconds left: the requests left at the pool's pace, after the wait for the
+        quota when requests wait for it (``None``: cannot tell)."""
         left = self.requests_left()
         if left is None:
             return None
         if left == 0:
             return 0.0
         pace = self.requests_per_second()
-        return left / pace if pace else None
+        if not pace:
+            return None
+        wait = self.waiting_for_quota()
+        # While waiting, the next request goes when the quota says; the rest follow it.
+        return left / pace if wait is None else wait + max(left - 1, 0) / pace
 
     def record(self) -> dict[str, Any]:
         """The figures for a JSON summary."""
@@ -232,10 +241,11 @@ def _both(figure: str, all_runs: int, this_run: int) -> str:
 
 class Status:
     """The live status line: queries and documents (all runs, this run), documents a
-    minute, 429s and the ETA."""
+    minute, 429s, the wait for the quota and the ETA."""
 
-    def __init__(self, tally: Tally) -> None:
+    def __init__(self, tally: Tally, wall: Callable[[], float] = time.time) -> None:
         self.tally = tally
+        self._wall = wall
         self._spinner: Spinner | None = None
 
     def line(self) -> str:
@@ -255,6 +265,9 @@ class Status:
         if stats.failed:
             parts.append(f"failed {stats.failed}")
         parts.append(f"429s {stats.rate_limited}")
+        wait = tally.waiting_for_quota()
+        if wait is not None:
+            parts.append(waiting_text(wait, self._wall))
         eta = tally.eta()
         parts.append(f"ETA {duration(eta) if eta is not None else '?'}")
         return " · ".join(parts)

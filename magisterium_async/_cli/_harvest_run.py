@@ -10,6 +10,8 @@ terminal, and a summary when the harvest ends.
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,20 +22,21 @@ import msgspec
 from .._errors import (
     AuthenticationError,
     MagisteriumError,
+    OutputFileError,
     PlanRequiredError,
     RateLimitError,
     SharedStateError,
     StateError,
 )
 from .._harvest import Harvest, harvest
-from .._jsonl import JsonlWriter
+from .._jsonl import JsonlWriter, OutputMark
 from .._models import Document, SearchResult
 from .._ratelimit import SchedulerStats
 from .._state import HarvestState
 from ._client import open_client
 from ._command import Invocation
 from ._coordination import check_redis, coordinate, shared_state_error, wait_for_go
-from ._errors import CliError, ExitCode, exit_code_for
+from ._errors import CliError, ExitCode
 from ._harvest_plan import Plan, plan, sharing, unwritable
 from ._harvest_report import Before, Status, Tally, live, summary
 from ._output import Output
@@ -122,7 +125,7 @@ async def run_harvest(invocation: Invocation) -> int:
     try:
         if shared.job is not None:
             coordinator = await coordinate(shared.url or "", shared.job, where.state)
-        before = await _before(where)
+        before, recorded = await _before(where)
         if args.worker_barrier:
             await wait_for_go()
         async with open_client(options) as client:
@@ -141,7 +144,7 @@ async def run_harvest(invocation: Invocation) -> int:
                 acknowledge="manual",
             )
             sink: _Sink = (
-                JsonlWriter(where.out, on_durable=run.acknowledge)
+                _file_sink(where.out, run, recorded)
                 if where.out is not None
                 else _StdoutSink(run.acknowledge)
             )
@@ -167,15 +170,66 @@ async def run_harvest(invocation: Invocation) -> int:
             await coordinator.aclose()
 
 
-async def _before(where: Plan) -> Before:
-    """What the state holds before this run (nothing for a new harvest)."""
-    if where.state is None or not where.resuming:
-        return Before()
-    opened = await HarvestState.open(where.state, new_run=False)
+async def _before(where: Plan) -> tuple[Before, OutputMark | None]:
+    """What the state holds before this run (nothing for a new harvest), and where it
+    records that the output was left; :class:`CliError` for an output it did not write."""
+    before, recorded = Before(), None
+    if where.state is not None and where.resuming:
+        opened = await HarvestState.open(where.state, new_run=False)
+        try:
+            before, recorded = Before.of(await opened.summary()), await opened.output()
+        finally:
+            await opened.aclose()
+    if recorded is None and where.out is not None and _regular(where.out):
+        # --resume to a file no state says this harvest wrote: a user's file, or the
+        # output of another harvest. Left alone.
+        why = (
+            f"its state {where.state} records no output"
+            if where.resuming
+            else f"there is no harvest state at {where.state}"
+        )
+        raise CliError(
+            f"{where.out} exists and this harvest did not write it ({why}); it was left as "
+            "it is. Give another --out to harvest into a new file (or --state, the state of "
+            "the harvest that wrote it)",
+            ExitCode.USAGE,
+        )
+    return before, recorded
+
+
+def _regular(path: str) -> bool:
     try:
-        return Before.of(await opened.summary())
-    finally:
-        await opened.aclose()
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _file_sink(path: str, run: Harvest, recorded: OutputMark | None) -> JsonlWriter:
+    """The writer of ``--out``: it appends only to the file the state says it wrote, as it
+    left it, and each batch it syncs is recorded with where the file then ends."""
+
+    def durable(document_ids: list[str]) -> None:
+        run.acknowledge(document_ids, output=writer.mark)
+
+    writer = JsonlWriter(path, on_durable=durable, mark=recorded)
+    return writer
+
+
+async def _open_output(sink: JsonlWriter, state: str | None) -> None:
+    """Open ``--out`` (checked against the state's record of it), and record it."""
+    try:
+        await sink.open()
+    except OutputFileError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+    except OSError as exc:
+        raise unwritable("--out", sink.path, exc) from None
+    if sink.mark is not None and state is not None:
+        # Before any document: a harvest killed in its first batch still owns its output.
+        opened = await HarvestState.open(state, new_run=False)
+        try:
+            await opened.record_output(sink.mark)
+        finally:
+            await opened.aclose()
 
 
 @dataclass(frozen=True)
@@ -194,17 +248,19 @@ async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _
     try:
         if display is not None:
             display.start()
+        if isinstance(sink, JsonlWriter):
+            await _open_output(sink, where.state)
         async with run:
-            if isinstance(sink, JsonlWriter):
-                try:
-                    await sink.open()
-                except OSError as exc:
-                    raise unwritable("--out", sink.path, exc) from None
             try:
                 async for document in run:
                     await sink.write(document)
+            except OSError as exc:
+                raise unwritable("--out", where.out or "-", exc) from None
             finally:
-                await sink.aclose()  # before the harvest closes: it records what is on disk
+                try:
+                    await sink.aclose()  # before the harvest closes: it records what is on disk
+                except OSError as exc:
+                    raise unwritable("--out", where.out or "-", exc) from None
         ending = "done"
     except _StopHarvest as stop:
         ending, fatal = "stopped", stop.error
@@ -226,4 +282,5 @@ async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _
             )
     if fatal is not None:
         raise fatal
-    return exit_code_for(run.failures[0].error) if run.failures else ExitCode.OK
+    # One code whatever failed first: the summary says what it was.
+    return ExitCode.PARTIAL if run.failures else ExitCode.OK

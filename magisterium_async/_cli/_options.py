@@ -96,6 +96,14 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         help="the A2A endpoint (default: $MAGISTERIUM_BASE_URL, then the service)",
     )
     group.add_argument(
+        "--proxy",
+        metavar="URL",
+        default=default(None),
+        help="send every request through this http(s):// proxy (default: $HTTPS_PROXY / "
+        "$HTTP_PROXY, except hosts in $NO_PROXY); put a proxy's password in those "
+        "variables rather than here, where other users can see it",
+    )
+    group.add_argument(
         "--quota",
         type=quota,
         metavar="D/E[/PERIOD]",
@@ -150,6 +158,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         token_file=args.token_file,
         credentials=args.credentials,
         base_url=args.base_url,
+        proxy=args.proxy,
         quota=args.quota,
         timeout=args.timeout,
         max_retries=args.max_retries,

@@ -2,8 +2,8 @@
 
 :class:`Output` is the one place that tells the two apart (``--json``); commands hand it a
 value and how to show it to a person. rich is an optional dependency (the ``[cli]``
-extra): it is imported only when a human output needs it, so ``--json`` and ``harvest``
-work without it.
+extra): it only adds colour, tables and live progress. Without it every command prints
+the same content as plain text, so nothing fails after a request has been spent.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._models import Answer, Citation, Document, SearchResult, Task
-from ._errors import CliError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
-    "NEEDS_RICH",
+    "Line",
     "Output",
-    "console",
     "print_json",
     "show_answer",
     "show_document",
@@ -34,18 +32,7 @@ __all__ = [
     "show_text",
 ]
 
-NEEDS_RICH = "this output needs rich: pip install 'magisterium-async[cli]' (or use --json)"
-
 _ENCODER = msgspec.json.Encoder()
-
-
-def console(*, stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr); :class:`CliError` when rich is not installed."""
-    try:
-        from rich.console import Console
-    except ImportError:
-        raise CliError(NEEDS_RICH) from None
-    return Console(stderr=stderr, highlight=False)
 
 
 def print_json(value: Any) -> None:
@@ -83,6 +70,37 @@ class Output:
             print(text, file=sys.stderr, flush=True)
 
 
+Line = tuple[str, str]
+"""One line for people: its text and its rich style (``""``: none, ``"rule"``: a rule)."""
+
+
+def _rich_console() -> Console | None:
+    """A rich console on stdout, or ``None`` when rich is not installed (plain text then)."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(highlight=False)
+
+
+def _print_lines(lines: Sequence[Line]) -> None:
+    """``lines`` through rich (styled, wrapped), or as plain text without it."""
+    out = _rich_console()
+    if out is None:
+        for text, style in lines:
+            print("─" * 40 if style == "rule" else text)
+        sys.stdout.flush()
+        return
+    from rich.rule import Rule
+    from rich.text import Text
+
+    for text, style in lines:
+        if style == "rule":
+            out.print(Rule(style="dim"))
+        else:
+            out.print(Text(text, style=style), overflow="fold")
+
+
 def _citation_line(number: int, citation: Citation) -> str:
     title = citation.document_title or "(untitled source)"
     details = [
@@ -95,41 +113,38 @@ def _citation_line(number: int, citation: Citation) -> str:
 
 def show_answer(answer: Answer) -> None:
     """The answer's text, wrapped, then its sources and related questions."""
-    out = console()
-    from rich.text import Text
-
-    out.print(Text(answer.text.strip()))
+    lines: list[Line] = [(answer.text.strip(), "")]
     if answer.citations:
-        out.print()
-        out.print(Text("Sources", style="bold"))
+        lines += [("", ""), ("Sources", "bold")]
         for number, citation in enumerate(answer.citations, 1):
-            out.print(Text(_citation_line(number, citation)))
+            lines.append((_citation_line(number, citation), ""))
             if citation.source_url:
-                out.print(Text("    " + citation.source_url, style="cyan"), overflow="fold")
+                lines.append(("    " + citation.source_url, "cyan"))
     if answer.related_questions:
-        out.print()
-        out.print(Text("Related questions", style="bold"))
-        for question in answer.related_questions:
-            out.print(Text(f"  • {question}"))
-    out.print()
-    out.print(
-        Text(
-            f"context {answer.context_id} (follow up with --context-id) · task {answer.task.id}",
-            style="dim",
-        )
-    )
+        lines += [("", ""), ("Related questions", "bold")]
+        lines += [(f"  • {question}", "") for question in answer.related_questions]
+    context = f"context {answer.context_id} (follow up with --context-id) · task {answer.task.id}"
+    lines += [("", ""), (context, "dim")]
+    _print_lines(lines)
 
 
 def show_results(query: str, results: list[SearchResult]) -> None:
-    """Search results as a table: rank, id, title, URL."""
-    out = console()
+    """Search results as a table: rank, id, title, URL (a list without rich)."""
+    if not results:
+        _print_lines([(f"No documents found for {query!r}.", "")])
+        return
+    title = f"{len(results)} documents for {query!r}"
+    out = _rich_console()
+    if out is None:
+        lines: list[Line] = [(title, "")]
+        for rank, result in enumerate(results, 1):
+            lines += [(f"{rank:>3}  {result.id}  {result.title}", ""), (f"     {result.url}", "")]
+        _print_lines(lines)
+        return
     from rich.table import Table
     from rich.text import Text
 
-    if not results:
-        out.print(Text(f"No documents found for {query!r}."))
-        return
-    table = Table(title=Text(f"{len(results)} documents for {query!r}"), title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     table.add_column("#", justify="right", style="dim")
     table.add_column("id", no_wrap=True)
     table.add_column("title", style="bold")
@@ -141,11 +156,6 @@ def show_results(query: str, results: list[SearchResult]) -> None:
 
 def show_document(document: Document) -> None:
     """A document: its title and metadata, then its text."""
-    out = console()
-    from rich.rule import Rule
-    from rich.text import Text
-
-    out.print(Text(document.title or f"Document {document.id}", style="bold"))
     url = document.extra.get("url")
     meta = [
         document.author,
@@ -153,35 +163,40 @@ def show_document(document: Document) -> None:
         f"id {document.id}",
         url if isinstance(url, str) else None,
     ]
-    out.print(Text(" · ".join(m for m in meta if m), style="dim"))
-    out.print(Rule(style="dim"))
-    out.print(Text(document.text.strip()))
+    _print_lines(
+        [
+            (document.title or f"Document {document.id}", "bold"),
+            (" · ".join(m for m in meta if m), "dim"),
+            ("", "rule"),
+            (document.text.strip(), ""),
+        ]
+    )
 
 
 def show_text(text: str) -> None:
     """Plain text (readings, martyrology), wrapped to the terminal."""
-    out = console()
-    from rich.text import Text
-
-    out.print(Text(text.strip()))
+    _print_lines([(text.strip(), "")])
 
 
 def show_task(task: Task) -> None:
     """A task's id, context, state, failure reason and artifacts."""
-    out = console()
+    rows = [("task", task.id), ("context", task.context_id), ("state", task.state)]
+    if task.status.message is not None and task.status.message.text:
+        rows.append(("message", task.status.message.text))
+    for artifact in task.artifacts:
+        kinds = ", ".join(type(part).__name__ for part in artifact.parts)
+        rows.append(("artifact", f"{artifact.name or artifact.artifact_id} ({kinds})"))
+    rows.append(("history", f"{len(task.history)} messages"))
+    out = _rich_console()
+    if out is None:
+        _print_lines([(f"{label:<10}{value}", "") for label, value in rows])
+        return
     from rich.table import Table
     from rich.text import Text
 
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("task", Text(task.id))
-    table.add_row("context", Text(task.context_id))
-    table.add_row("state", Text(task.state))
-    if task.status.message is not None and task.status.message.text:
-        table.add_row("message", Text(task.status.message.text))
-    for artifact in task.artifacts:
-        kinds = ", ".join(type(part).__name__ for part in artifact.parts)
-        table.add_row("artifact", Text(f"{artifact.name or artifact.artifact_id} ({kinds})"))
-    table.add_row("history", Text(f"{len(task.history)} messages"))
+    for label, value in rows:
+        table.add_row(label, Text(value))
     out.print(table)

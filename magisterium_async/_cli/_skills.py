@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
 from .._client import AsyncMagisterium
 from ._command import Command, Invocation, with_client
 from ._errors import CliError, ExitCode
 from ._output import show_answer, show_document, show_results, show_text
+from ._status import duration, status_line, waiting_text
 
 __all__ = ["COMMANDS"]
+
+
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _words(values: Sequence[str]) -> str:
@@ -27,9 +33,24 @@ def _ask_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context-id", help="continue the conversation of an earlier answer")
 
 
+def _asking(client: AsyncMagisterium, started: float) -> Callable[[], str]:
+    """What ``ask`` is waiting for: its quota (until when), or the answer (for how long)."""
+    loop = asyncio.get_running_loop()
+
+    def text() -> str:
+        pool = client.stats.expensive
+        if pool.waiting and pool.next_start_in > 0:
+            return waiting_text(pool.next_start_in)
+        return f"asking catholic_qa… {duration(loop.time() - started)}"
+
+    return text
+
+
 async def _ask(invocation: Invocation, client: AsyncMagisterium) -> int:
     args = invocation.args
-    answer = await client.ask(_words(args.question), context_id=args.context_id)
+    started = asyncio.get_running_loop().time()
+    async with status_line(_asking(client, started)):
+        answer = await client.ask(_words(args.question), context_id=args.context_id)
     invocation.output.result(answer, lambda: show_answer(answer))
     return ExitCode.OK
 
@@ -81,7 +102,9 @@ async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
     when = _when(invocation.args.when)
     try:
         day: str | dt.date = dt.date.fromisoformat(when)
-    except ValueError:
+    except ValueError as exc:
+        if _ISO_DATE.fullmatch(when):  # a date in form, not in fact: 2026-02-30
+            raise CliError(f"{when} is not a date: {exc}", ExitCode.USAGE) from None
         day = when
     text = await client.saints(day)
     if text is None:

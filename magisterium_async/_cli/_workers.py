@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -26,12 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._config import RateLimits
+from .._env import REDIS_URL_ENV, TOKEN_ENV
+from .._redis import masked_url
 from ._client import check_options, emulator_quota, read_token
 from ._command import Invocation
-from ._coordination import check_redis, private_redis, require_redis_py, safe_url
-from ._errors import CliError, ExitCode
-from ._harvest_plan import PRIVATE_JOB, REDIS_URL_ENV, WorkerPaths, check_job, plan_workers
+from ._coordination import check_redis, private_redis, require_redis_py
+from ._errors import ExitCode
+from ._harvest_plan import PRIVATE_JOB, WorkerPaths, plan_workers, workers_sharing
 from ._harvest_report import combined_summary
+from ._local_emulator import local_emulator
 
 __all__ = ["run_workers"]
 
@@ -75,22 +77,9 @@ async def run_workers(invocation: Invocation) -> int:
     args = invocation.args
     options = invocation.options
     workers = [_Worker(paths) for paths in plan_workers(args)]
-    url = args.redis or os.environ.get(REDIS_URL_ENV) or None
-    if args.job is not None:
-        check_job(args.job)
-    if url is None:
-        if shutil.which("redis-server") is None:
-            raise CliError(
-                f"--workers {args.workers} needs Redis to coordinate: pass --redis URL (or set "
-                f"${REDIS_URL_ENV}), or install redis-server for a private one",
-                ExitCode.USAGE,
-            )
-    elif args.job is None:
-        raise CliError(
-            "--workers with a shared Redis needs --job NAME (the same on every host)",
-            ExitCode.USAGE,
-        )
-    job = args.job or PRIVATE_JOB
+    shared = workers_sharing(args)
+    url = shared.url
+    job = shared.job or PRIVATE_JOB
     require_redis_py()
     check_options(options)
     env = dict(os.environ)
@@ -101,16 +90,20 @@ async def run_workers(invocation: Invocation) -> int:
         common += ["--credentials", options.credentials] if options.credentials else []
         common += ["--base-url", options.base_url] if options.base_url else []
         common += ["--quota", _quota_text(options.quota)] if options.quota else []
+        if options.proxy is not None:
+            # In the workers' environment, not their argv: the URL may hold a password.
+            for name in ("http_proxy", "https_proxy", "no_proxy"):
+                env.pop(name, None)
+                env.pop(name.upper(), None)
+            env["http_proxy"] = env["https_proxy"] = options.proxy
     async with contextlib.AsyncExitStack() as stack:
         if url is None:
             url = await stack.enter_async_context(private_redis())
         await check_redis(url)
         if options.emulator:
-            from ._emulator import local_emulator
-
             emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
             await stack.enter_async_context(emulator)
-            env["MAGISTERIUM_TOKEN"] = emulator.token
+            env[TOKEN_ENV] = emulator.token
             common += ["--base-url", emulator.base_url]
             common += ["--quota", _quota_text(emulator_quota(options))]
         started = time.monotonic()
@@ -123,7 +116,7 @@ async def run_workers(invocation: Invocation) -> int:
             interrupted = True
             raise
         finally:
-            where = "private" if args.redis is None and not os.environ.get(REDIS_URL_ENV) else url
+            where = "private" if shared.url is None else url
             combined_summary(
                 invocation.output,
                 ending=_ending(workers, interrupted),
@@ -131,7 +124,7 @@ async def run_workers(invocation: Invocation) -> int:
                 outs=[w.paths.out for w in workers],
                 states=[w.paths.state for w in workers],
                 job=job,
-                redis=safe_url(where),
+                redis=masked_url(where),
                 elapsed=time.monotonic() - started,
                 emulator=options.emulator,
             )
@@ -208,7 +201,11 @@ def _ending(workers: Sequence[_Worker], interrupted: bool) -> str:
 
 def _exit_code(workers: Sequence[_Worker]) -> int:
     codes = [w.proc.returncode if w.proc is not None else ExitCode.ERROR for w in workers]
-    failed = [c for c in codes if c not in (ExitCode.OK, ExitCode.INTERRUPTED)]
+    ended = (ExitCode.OK, ExitCode.INTERRUPTED, ExitCode.PARTIAL)
+    failed = [c for c in codes if c not in ended]
     if failed:  # a worker killed by a signal has a negative code
         return failed[0] if failed[0] is not None and failed[0] > 0 else ExitCode.ERROR
-    return ExitCode.INTERRUPTED if ExitCode.INTERRUPTED in codes else ExitCode.OK
+    for code in (ExitCode.INTERRUPTED, ExitCode.PARTIAL):
+        if code in codes:
+            return code
+    return ExitCode.OK

@@ -29,10 +29,12 @@ errors.
 from .._clock import VirtualClock
 from ._app import create_app
 from ._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
-from ._corpus import BundledCorpus, Corpus, Document, Listing, SearchHit
+from ._corpus import BundledCorpus, Corpus, CorpusDocument, Listing, SearchHit
 from ._faults import Fault, FaultKind
 from ._mock import MockRequest, MockResponse, MockTransport
-from ._oauth import OAuthClient, OAuthCounts, OAuthServer
+from ._oauth import OAuthServer
+from ._oauth_clients import OAuthClient
+from ._oauth_records import OAuthCounts
 from ._server import Emulator, run_emulator
 from ._skills import FAIL_PREFIX
 from ._stats import OUTCOMES, Arrival, Stats, max_in_window
@@ -45,7 +47,7 @@ __all__ = [
     "Arrival",
     "BundledCorpus",
     "Corpus",
-    "Document",
+    "CorpusDocument",
     "Emulator",
     "EmulatorConfig",
     "Fault",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+from .._checks import fraction, non_negative_number, positive_number, whole_number
+from .._clock import Clock, LoopClock
 
 if TYPE_CHECKING:
     from ._corpus import Corpus
@@ -26,20 +28,6 @@ Plan = Literal["free", "pro", "organization", "enterprise"]
 PAID_PLANS = frozenset({"pro", "organization", "enterprise"})
 _PLANS = PAID_PLANS | {"free"}
 _ALGORITHMS = frozenset({"fixed", "sliding", "token_bucket"})
-
-
-def _rate(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
-
-
-def _positive(name: str, value: float, *, zero: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    if math.isnan(value) or value < 0 or (value == 0 and not zero):
-        raise ValueError(f"{name} must be {'>= 0' if zero else '> 0'}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -76,12 +64,10 @@ class RateLimitConfig:
         for name in ("default", "expensive"):
             value = getattr(self, name)
             if value is not None:
-                _positive(name, value)
+                positive_number(name, value, infinite=True)
                 if self.algorithm != "token_bucket" and value < 1:
                     raise ValueError(f"{name} must be >= 1 for a {self.algorithm} window")
-        _positive("period", self.period)
-        if math.isinf(self.period):
-            raise ValueError("period must be finite")
+        positive_number("period", self.period)
         if self.algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm must be one of {sorted(_ALGORITHMS)}")
         if self.retry_after_rounding not in ("ceil", "exact"):
@@ -141,18 +127,18 @@ class FaultConfig:
     def __post_init__(self) -> None:
         rates = self.rates()
         for name, value in rates:
-            _rate(name, value)
+            fraction(name, value)
         if sum(value for _, value in rates) > 1.0 + 1e-9:
             raise ValueError("fault rates must add up to at most 1")
         if isinstance(self.latency, tuple):
             low, high = self.latency
-            _positive("latency", low, zero=True)
-            _positive("latency", high, zero=True)
+            non_negative_number("latency", low, infinite=True)
+            non_negative_number("latency", high, infinite=True)
             if high < low:
                 raise ValueError("latency range must be (low, high) with low <= high")
         else:
-            _positive("latency", self.latency, zero=True)
-        _positive("rate_limit_retry_after", self.rate_limit_retry_after, zero=True)
+            non_negative_number("latency", self.latency, infinite=True)
+        non_negative_number("rate_limit_retry_after", self.rate_limit_retry_after, infinite=True)
         for name in ("methods", "skills"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, frozenset):
@@ -191,7 +177,9 @@ class EmulatorConfig:
     - ``max_results``: the most results ``document_search`` returns.
     - ``task_ttl``: seconds a task stays retrievable by ``tasks/get``.
     - ``max_tasks``: the most tasks kept (oldest dropped first); ``None``: no cap.
-    - ``clock``: monotonic seconds, for rate limits, task expiry and arrival times.
+    - ``clock``: the :class:`~magisterium_async.Clock` whose ``now()`` times rate limits,
+      task expiry, OAuth lifetimes and arrivals (default :class:`LoopClock`); pass the
+      :class:`VirtualClock` the client uses to move both in one virtual time.
     - ``today``: the date ``today`` means to the calendar skills.
     - ``record_arrivals``: keep the list of arrivals (counters are always kept).
     - ``token_lifetime``: seconds an OAuth access token lives on ``clock`` (its
@@ -214,7 +202,7 @@ class EmulatorConfig:
     max_results: int = 10
     task_ttl: float = 86400.0
     max_tasks: int | None = None
-    clock: Callable[[], float] = time.monotonic
+    clock: Clock = field(default_factory=LoopClock)
     today: Callable[[], datetime.date] = datetime.date.today
     record_arrivals: bool = True
     token_lifetime: float = 3600.0
@@ -225,23 +213,23 @@ class EmulatorConfig:
     skill_pools: Mapping[str, Literal["default", "expensive"]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _positive("qa_latency", self.qa_latency, zero=True)
-        _positive("token_lifetime", self.token_lifetime)
-        if math.isinf(self.token_lifetime):
-            raise ValueError("token_lifetime must be finite")
+        non_negative_number("qa_latency", self.qa_latency, infinite=True)
+        positive_number("token_lifetime", self.token_lifetime)
         if self.refresh_token_lifetime is not None:
-            _positive("refresh_token_lifetime", self.refresh_token_lifetime)
+            positive_number("refresh_token_lifetime", self.refresh_token_lifetime, infinite=True)
         if self.oauth_plan not in _PLANS:
             raise ValueError(
                 f"unknown oauth_plan {self.oauth_plan!r}; expected one of {sorted(_PLANS)}"
             )
-        _positive("task_ttl", self.task_ttl)
-        if isinstance(self.max_results, bool) or not isinstance(self.max_results, int):
-            raise TypeError("max_results must be an int")
-        if self.max_results < 1:
-            raise ValueError("max_results must be >= 1")
-        if self.max_tasks is not None and self.max_tasks < 1:
-            raise ValueError("max_tasks must be >= 1 or None")
+        positive_number("task_ttl", self.task_ttl, infinite=True)
+        whole_number("max_results", self.max_results)
+        if self.max_tasks is not None:
+            whole_number("max_tasks", self.max_tasks)
+        if not callable(getattr(self.clock, "now", None)):
+            raise TypeError(
+                "clock must be a Clock (an object with now() and sleep(), such as "
+                f"VirtualClock() or LoopClock()), not {type(self.clock).__name__}"
+            )
         tokens = dict(self.tokens)
         for token, plan in tokens.items():
             if not isinstance(token, str) or not token:

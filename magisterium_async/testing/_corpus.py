@@ -14,7 +14,7 @@ from ._library import ENTRIES
 __all__ = [
     "BundledCorpus",
     "Corpus",
-    "Document",
+    "CorpusDocument",
     "Listing",
     "SearchHit",
     "document_url",
@@ -49,8 +49,11 @@ def document_url(document_id: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
-    """One document: what ``document_fetch`` returns and ``document_search`` lists."""
+class CorpusDocument:
+    """One document of the emulator's corpus: what ``document_fetch`` returns and
+    ``document_search`` lists, with the metadata the service keeps (``year``, ``url``, ...).
+
+    Not :class:`magisterium_async.Document`, the client's view of a fetched document."""
 
     id: str
     title: str
@@ -77,7 +80,7 @@ class Document:
 
 
 class Listing(Protocol):
-    """What a search result shows; a :class:`Document` is one, so is a :class:`SearchHit`."""
+    """What a search result shows; a :class:`CorpusDocument` is one, so is a :class:`SearchHit`."""
 
     @property
     def id(self) -> str:
@@ -107,7 +110,7 @@ class SearchHit(NamedTuple):
 class Corpus(Protocol):
     """What the document skills need from a corpus."""
 
-    def get(self, document_id: str) -> Document | None:
+    def get(self, document_id: str) -> CorpusDocument | None:
         """The document with this id, or ``None``."""
         ...
 
@@ -123,9 +126,9 @@ class Corpus(Protocol):
         ...
 
 
-def _bundled_documents() -> list[Document]:
+def _bundled_documents() -> list[CorpusDocument]:
     return [
-        Document(id_, title, author, year, ref, document_url(id_), excerpt, heading, kind)
+        CorpusDocument(id_, title, author, year, ref, document_url(id_), excerpt, heading, kind)
         for id_, title, kind, author, year, ref, heading, excerpt in ENTRIES
     ]
 
@@ -139,8 +142,8 @@ class BundledCorpus:
 
     _TITLE_WEIGHT = 3.0
 
-    def __init__(self, documents: Iterable[Document] | None = None) -> None:
-        self._documents: Sequence[Document] = (
+    def __init__(self, documents: Iterable[CorpusDocument] | None = None) -> None:
+        self._documents: Sequence[CorpusDocument] = (
             list(documents) if documents is not None else _bundled_documents()
         )
         self._by_id = {document.id: document for document in self._documents}
@@ -148,7 +151,7 @@ class BundledCorpus:
             raise ValueError("document ids must be unique")
         self._postings = self._index(self._documents)
 
-    def _index(self, documents: Sequence[Document]) -> dict[str, list[tuple[int, float]]]:
+    def _index(self, documents: Sequence[CorpusDocument]) -> dict[str, list[tuple[int, float]]]:
         counts: list[dict[str, float]] = []
         for document in documents:
             weights: dict[str, float] = {}
@@ -172,14 +175,14 @@ class BundledCorpus:
     def __len__(self) -> int:
         return len(self._documents)
 
-    def __iter__(self) -> Iterator[Document]:
+    def __iter__(self) -> Iterator[CorpusDocument]:
         return iter(self._documents)
 
-    def get(self, document_id: str) -> Document | None:
+    def get(self, document_id: str) -> CorpusDocument | None:
         """The document with this id, or ``None``."""
         return self._by_id.get(document_id)
 
-    def search(self, query: str, limit: int) -> list[Document]:
+    def search(self, query: str, limit: int) -> list[CorpusDocument]:
         """Documents sharing words with ``query``, by summed TF-IDF weight, best first."""
         scores: dict[int, float] = {}
         for token in set(tokenize(query)):

@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from .._clock import Clock
 from ._config import RateLimitConfig
 
 __all__ = ["RateLimiter", "pool_of"]
@@ -96,7 +97,7 @@ class RateLimiter:
 
     __slots__ = ("_clock", "_config", "_windows")
 
-    def __init__(self, config: RateLimitConfig | None, clock: Callable[[], float]) -> None:
+    def __init__(self, config: RateLimitConfig | None, clock: Clock) -> None:
         self._config = config
         self._clock = clock
         self._windows: dict[tuple[str, str], _Window] = {}
@@ -109,7 +110,7 @@ class RateLimiter:
         limit = config.limit_for(pool)
         if limit is None:
             return None
-        now = self._clock()
+        now = self._clock.now()
         window = self._windows.get((key, pool))
         if window is None:
             window = _WINDOWS[config.algorithm](limit, config.period, now)

@@ -22,250 +22,51 @@ What it implements, and how strictly:
 Access tokens are opaque, live ``token_lifetime`` seconds on the emulator's clock and are
 served with the plan ``oauth_plan``; every OAuth token is the same emulated user, so they
 share one quota. Tokens are never logged, counted by value or shown in a ``repr``.
+
+This module owns the server's state (the registry of clients, the live codes and tokens)
+and the grant rules above. The shapes of the exchange (errors, parameters, PKCE) are in
+:mod:`._oauth_wire`, client registration in :mod:`._oauth_clients`, the records and
+counters in :mod:`._oauth_records`, the HTTP endpoints in :mod:`._oauth_routes`.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import re
 import secrets
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
-from urllib.parse import urlencode, urlsplit
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ._config import EmulatorConfig, Plan
+from ._config import EmulatorConfig
+from ._oauth_clients import (
+    GRANT_TYPES,
+    OAuthClient,
+    client_from_metadata,
+    loopback_match,
+    scope_problem,
+)
+from ._oauth_records import (
+    QUOTA_SUBJECT,
+    Access,
+    AccessToken,
+    Code,
+    Grant,
+    OAuthCounts,
+    RefreshToken,
+)
+from ._oauth_wire import (
+    AuthorizationRedirect,
+    OAuthError,
+    pkce_matches,
+    repeated_parameter,
+    single,
+    valid_challenge,
+    valid_verifier,
+    with_query,
+)
 
-__all__ = [
-    "CODE_LIFETIME",
-    "QUOTA_SUBJECT",
-    "REALM",
-    "SCOPES",
-    "Access",
-    "AuthorizationRedirect",
-    "OAuthClient",
-    "OAuthCounts",
-    "OAuthError",
-    "OAuthServer",
-    "bearer_challenge",
-]
+__all__ = ["CODE_LIFETIME", "OAuthServer"]
 
 CODE_LIFETIME = 60.0
-REALM = "magisterium-emulator"
-SCOPES = ("a2a",)
-QUOTA_SUBJECT = "oauth-user"
-
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
-_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
-_VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")
-_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
-_DESCRIPTION_UNSAFE = re.compile(r"[^\x20-\x21\x23-\x5b\x5d-\x7e]")
-
-
-def bearer_challenge(error_description: str | None = None) -> str:
-    """The ``WWW-Authenticate`` value of a 401 (RFC 6750 §3): the realm alone when no token
-    was sent, ``error="invalid_token"`` with a description when one was refused."""
-    if error_description is None:
-        return f'Bearer realm="{REALM}"'
-    safe = _DESCRIPTION_UNSAFE.sub("", error_description)
-    return f'Bearer realm="{REALM}", error="invalid_token", error_description="{safe}"'
-
-
-class OAuthError(Exception):
-    """An OAuth error answer: ``error`` code, ``description``, HTTP ``status``."""
-
-    def __init__(self, error: str, description: str, status: int = 400) -> None:
-        self.error = error
-        self.description = description
-        self.status = status
-        super().__init__(f"{error}: {description}")
-
-    def body(self) -> dict[str, str]:
-        """The JSON error object of RFC 6749 §5.2 and RFC 7591 §3.2.2."""
-        return {"error": self.error, "error_description": self.description}
-
-
-@dataclass(frozen=True, slots=True)
-class AuthorizationRedirect:
-    """Where the authorization endpoint sends the browser: ``location`` (a code, or an
-    error the client is told about through its redirect URI)."""
-
-    location: str
-    error: str | None = None
-
-
-@dataclass(slots=True)
-class OAuthCounts:
-    """What the authorization server did, for tests to assert on.
-
-    ``registrations``: clients registered; ``authorizations``: codes issued;
-    ``tokens_issued``: access tokens issued (by a code exchange, a refresh or
-    :meth:`OAuthServer.issue`);
-    ``refreshes``: successful refresh-token grants; ``invalid_grants``: token requests
-    answered ``invalid_grant``; ``refresh_reuses``: spent refresh tokens presented again
-    (each revokes its grant); ``revocations``: answered revocation requests;
-    ``token_errors``: other token-endpoint errors; ``rejected_tokens``: A2A requests refused
-    because their OAuth access token had expired or was revoked; ``faults``: scripted
-    faults met at the OAuth endpoints.
-    """
-
-    registrations: int = 0
-    authorizations: int = 0
-    tokens_issued: int = 0
-    refreshes: int = 0
-    invalid_grants: int = 0
-    refresh_reuses: int = 0
-    revocations: int = 0
-    token_errors: int = 0
-    rejected_tokens: int = 0
-    faults: int = 0
-
-    def reset(self) -> None:
-        """Set every counter to zero."""
-        for name in self.__dataclass_fields__:
-            setattr(self, name, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class OAuthClient:
-    """A registered client, as RFC 7591 describes it."""
-
-    client_id: str
-    redirect_uris: tuple[str, ...]
-    grant_types: tuple[str, ...]
-    client_name: str | None
-    scope: str
-    issued_at: int
-
-    def metadata(self) -> dict[str, Any]:
-        """The registration response body (RFC 7591 §3.2.1)."""
-        body: dict[str, Any] = {
-            "client_id": self.client_id,
-            "client_id_issued_at": self.issued_at,
-            "redirect_uris": list(self.redirect_uris),
-            "token_endpoint_auth_method": "none",
-            "grant_types": list(self.grant_types),
-            "response_types": ["code"],
-            "scope": self.scope,
-        }
-        if self.client_name is not None:
-            body["client_name"] = self.client_name
-        return body
-
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    """An access token the A2A endpoint accepts: its plan, and the quota it draws on."""
-
-    plan: Plan
-    quota_key: str
-
-
-@dataclass(slots=True)
-class _Grant:
-    client_id: str
-    scope: str
-    revoked: bool = False
-
-
-@dataclass(slots=True)
-class _Code:
-    grant: _Grant
-    redirect_uri: str | None
-    challenge: str
-    expires_at: float
-    used: bool = False
-
-
-@dataclass(slots=True)
-class _AccessToken:
-    grant: _Grant
-    expires_at: float
-    revoked: bool = False
-
-
-@dataclass(slots=True)
-class _RefreshToken:
-    grant: _Grant
-    expires_at: float | None
-    state: Literal["active", "spent", "revoked"] = "active"
-
-
-def _uri_problem(uri: object) -> str | None:
-    if not isinstance(uri, str):
-        return "redirect_uris must be strings"
-    try:
-        parts = urlsplit(uri)
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        return f"{uri!r} is not a valid URI"
-    if parts.scheme != "http" or parts.hostname not in _LOOPBACK_HOSTS:
-        return (
-            f"{uri!r} is not a loopback redirect URI: use http://127.0.0.1, http://[::1] "
-            "or http://localhost (RFC 8252)"
-        )
-    if parts.fragment or "#" in uri:
-        return f"{uri!r} has a fragment"
-    if parts.username is not None or parts.password is not None:
-        return f"{uri!r} has user information"
-    return None
-
-
-def _loopback_match(registered: str, sent: str) -> bool:
-    """RFC 8252 §7.3: equal but for the port, which may be any."""
-    a, b = urlsplit(registered), urlsplit(sent)
-    try:
-        b.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        return False
-    return (
-        a.scheme == b.scheme
-        and a.hostname == b.hostname
-        and (a.path or "/") == (b.path or "/")
-        and a.query == b.query
-        and not b.fragment
-        and b.username is None
-        and b.password is None
-    )
-
-
-def _with_query(uri: str, params: Mapping[str, str]) -> str:
-    parts = urlsplit(uri)
-    query = urlencode(params)
-    joined = f"{parts.query}&{query}" if parts.query else query
-    return parts._replace(query=joined).geturl()
-
-
-def _s256(verifier: str) -> str:
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
-def _scope_problem(scope: str, allowed: Iterable[str]) -> str | None:
-    unknown = sorted(set(scope.split()) - set(allowed))
-    return f"unknown scope {' '.join(unknown)!r}" if unknown else None
-
-
-def _sent_twice(name: str) -> str:
-    return f"parameter {name} was sent more than once"
-
-
-def _single(params: Mapping[str, Sequence[str]], name: str) -> str | None:
-    """One parameter's value; an empty value counts as absent (RFC 6749 §3.1)."""
-    values = params.get(name, ())
-    if len(values) > 1:
-        raise OAuthError("invalid_request", _sent_twice(name))
-    return values[0] if values and values[0] != "" else None
-
-
-def _duplicated(params: Mapping[str, Sequence[str]]) -> str | None:
-    """What is wrong when a parameter was sent more than once (RFC 6749 §3.1), else None."""
-    names = sorted(name for name, values in params.items() if len(values) > 1)
-    return _sent_twice(names[0]) if names else None
 
 
 class OAuthServer:
@@ -280,12 +81,12 @@ class OAuthServer:
     def __init__(self, config: EmulatorConfig, counts: OAuthCounts | None = None) -> None:
         self.config = config
         self.counts = counts if counts is not None else OAuthCounts()
-        self._clock: Callable[[], float] = config.clock
+        self._clock = config.clock
         self._lock = threading.Lock()
         self._clients: dict[str, OAuthClient] = {}
-        self._codes: dict[str, _Code] = {}
-        self._access: dict[str, _AccessToken] = {}
-        self._refresh: dict[str, _RefreshToken] = {}
+        self._codes: dict[str, Code] = {}
+        self._access: dict[str, AccessToken] = {}
+        self._refresh: dict[str, RefreshToken] = {}
         self._denials = 0
 
     def __repr__(self) -> str:
@@ -306,57 +107,7 @@ class OAuthServer:
         """Register a public client from its metadata; raises :class:`OAuthError` with
         ``invalid_redirect_uri`` or ``invalid_client_metadata``. A ``null`` value counts as
         an omitted one."""
-        if not isinstance(metadata, dict):
-            raise OAuthError("invalid_client_metadata", "the body must be a JSON object")
-        metadata = {key: value for key, value in metadata.items() if value is not None}
-        uris = metadata.get("redirect_uris")
-        if not isinstance(uris, list) or not uris:
-            raise OAuthError("invalid_redirect_uri", "redirect_uris must be a non-empty list")
-        for uri in uris:
-            problem = _uri_problem(uri)
-            if problem is not None:
-                raise OAuthError("invalid_redirect_uri", problem)
-        method = metadata.get("token_endpoint_auth_method", "none")
-        if method != "none":
-            raise OAuthError(
-                "invalid_client_metadata",
-                f"token_endpoint_auth_method {method!r} is not supported: only public clients "
-                '("none") can register',
-            )
-        grant_types = metadata.get("grant_types", ["authorization_code"])
-        if (
-            not isinstance(grant_types, list)
-            or not grant_types
-            or not all(isinstance(g, str) for g in grant_types)
-        ):
-            raise OAuthError("invalid_client_metadata", "grant_types must be a list of strings")
-        unsupported = sorted(set(grant_types) - _GRANT_TYPES)
-        if unsupported:
-            raise OAuthError("invalid_client_metadata", f"unsupported grant_types {unsupported}")
-        if "authorization_code" not in grant_types:
-            raise OAuthError(
-                "invalid_client_metadata", "grant_types must include authorization_code"
-            )
-        response_types = metadata.get("response_types", ["code"])
-        if response_types != ["code"]:
-            raise OAuthError("invalid_client_metadata", 'response_types must be ["code"]')
-        scope = metadata.get("scope", " ".join(SCOPES))
-        if not isinstance(scope, str):
-            raise OAuthError("invalid_client_metadata", "scope must be a string")
-        problem = _scope_problem(scope, SCOPES)
-        if problem is not None:
-            raise OAuthError("invalid_client_metadata", problem)
-        name = metadata.get("client_name")
-        if name is not None and not isinstance(name, str):
-            raise OAuthError("invalid_client_metadata", "client_name must be a string")
-        client = OAuthClient(
-            client_id="emu-client-" + secrets.token_hex(8),
-            redirect_uris=tuple(uris),
-            grant_types=tuple(dict.fromkeys(grant_types)),
-            client_name=name,
-            scope=scope or " ".join(SCOPES),
-            issued_at=int(time.time()),
-        )
+        client = client_from_metadata(metadata)
         with self._lock:
             self._clients[client.client_id] = client
             self.counts.registrations += 1
@@ -371,20 +122,20 @@ class OAuthServer:
         caller shows an error page then (RFC 6749 §4.1.2.1). Every other problem comes back
         as a redirect carrying ``error``.
         """
-        client_id = _single(params, "client_id")
+        client_id = single(params, "client_id")
         with self._lock:
             client = self._clients.get(client_id) if client_id is not None else None
         if client is None:
             what = "client_id is required" if client_id is None else "unknown client_id"
             raise OAuthError("invalid_request", what)
-        sent_uri = _single(params, "redirect_uri")
+        sent_uri = single(params, "redirect_uri")
         if sent_uri is None:
             if len(client.redirect_uris) != 1:
                 raise OAuthError(
                     "invalid_request", "redirect_uri is required: the client registered several"
                 )
             target = client.redirect_uris[0]
-        elif any(_loopback_match(uri, sent_uri) for uri in client.redirect_uris):
+        elif any(loopback_match(uri, sent_uri) for uri in client.redirect_uris):
             target = sent_uri
         else:
             raise OAuthError(
@@ -396,31 +147,31 @@ class OAuthServer:
             if state:
                 answer["state"] = state
             answer["iss"] = issuer
-            return AuthorizationRedirect(_with_query(target, answer), error)
+            return AuthorizationRedirect(with_query(target, answer), error)
 
         def refuse(error: str, description: str) -> AuthorizationRedirect:
             return redirect({"error": error, "error_description": description}, error)
 
-        duplicated = _duplicated(params)
+        duplicated = repeated_parameter(params)
         if duplicated:
             return refuse("invalid_request", duplicated)
-        response_type = _single(params, "response_type")
+        response_type = single(params, "response_type")
         if response_type is None:
             return refuse("invalid_request", "response_type is required")
         if response_type != "code":
             return refuse("unsupported_response_type", 'response_type must be "code"')
-        challenge = _single(params, "code_challenge")
+        challenge = single(params, "code_challenge")
         if challenge is None:
             return refuse("invalid_request", "code_challenge is required (PKCE, RFC 7636)")
-        if _single(params, "code_challenge_method") != "S256":
+        if single(params, "code_challenge_method") != "S256":
             return refuse("invalid_request", "code_challenge_method must be S256")
-        if not _CHALLENGE.fullmatch(challenge):
+        if not valid_challenge(challenge):
             return refuse(
                 "invalid_request",
                 "code_challenge must be the 43-character base64url SHA-256 of the verifier",
             )
-        scope = _single(params, "scope") or client.scope
-        problem = _scope_problem(scope, client.scope.split())
+        scope = single(params, "scope") or client.scope
+        problem = scope_problem(scope, client.scope.split())
         if problem is not None:
             return refuse("invalid_scope", problem)
         code = secrets.token_urlsafe(32)
@@ -428,11 +179,11 @@ class OAuthServer:
             if self._denials:
                 self._denials -= 1
                 return refuse("access_denied", "the user declined to sign in")
-            self._codes[code] = _Code(
-                _Grant(client.client_id, scope),
+            self._codes[code] = Code(
+                Grant(client.client_id, scope),
                 sent_uri,
                 challenge,
-                self._clock() + CODE_LIFETIME,
+                self._clock.now() + CODE_LIFETIME,
             )
             self.counts.authorizations += 1
         return redirect({"code": code})
@@ -452,17 +203,17 @@ class OAuthServer:
                 raise
 
     def _token(self, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-        duplicated = _duplicated(form)
+        duplicated = repeated_parameter(form)
         if duplicated:
             raise OAuthError("invalid_request", duplicated)
-        grant_type = _single(form, "grant_type")
+        grant_type = single(form, "grant_type")
         if grant_type is None:
             raise OAuthError("invalid_request", "grant_type is required")
-        if grant_type not in _GRANT_TYPES:
+        if grant_type not in GRANT_TYPES:
             raise OAuthError(
                 "unsupported_grant_type", f"grant_type {grant_type!r} is not supported"
             )
-        client_id = _single(form, "client_id")
+        client_id = single(form, "client_id")
         if client_id is None:
             raise OAuthError("invalid_request", "client_id is required for public clients")
         client = self._clients.get(client_id)
@@ -477,13 +228,13 @@ class OAuthServer:
         return self._rotate(client, form)
 
     def _exchange(self, client: OAuthClient, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-        code_value = _single(form, "code")
+        code_value = single(form, "code")
         if code_value is None:
             raise OAuthError("invalid_request", "code is required")
-        verifier = _single(form, "code_verifier")
+        verifier = single(form, "code_verifier")
         if verifier is None:
             raise OAuthError("invalid_request", "code_verifier is required (PKCE, RFC 7636)")
-        if not _VERIFIER.fullmatch(verifier):
+        if not valid_verifier(verifier):
             raise OAuthError(
                 "invalid_request",
                 "code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~",
@@ -497,11 +248,11 @@ class OAuthServer:
                 "invalid_grant",
                 "the authorization code was already used; the tokens it gave are revoked",
             )
-        if self._clock() >= code.expires_at:
+        if self._clock.now() >= code.expires_at:
             raise OAuthError("invalid_grant", "the authorization code expired")
         if code.grant.client_id != client.client_id:
             raise OAuthError("invalid_grant", "the authorization code was issued to another client")
-        sent_uri = _single(form, "redirect_uri")
+        sent_uri = single(form, "redirect_uri")
         if code.redirect_uri is not None and sent_uri != code.redirect_uri:
             raise OAuthError(
                 "invalid_grant",
@@ -510,13 +261,13 @@ class OAuthServer:
         registered = client.redirect_uris
         if code.redirect_uri is None and sent_uri is not None and sent_uri not in registered:
             raise OAuthError("invalid_grant", "redirect_uri does not match the registered one")
-        if not hmac.compare_digest(_s256(verifier), code.challenge):
+        if not pkce_matches(verifier, code.challenge):
             raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
         code.used = True
         return self._issue(client, code.grant, code.grant.scope)
 
     def _rotate(self, client: OAuthClient, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-        value = _single(form, "refresh_token")
+        value = single(form, "refresh_token")
         if value is None:
             raise OAuthError("invalid_request", "refresh_token is required")
         record = self._refresh.get(value)
@@ -534,10 +285,10 @@ class OAuthServer:
             )
         if record.state == "revoked" or record.grant.revoked:
             raise OAuthError("invalid_grant", "the refresh token was revoked")
-        if record.expires_at is not None and self._clock() >= record.expires_at:
+        if record.expires_at is not None and self._clock.now() >= record.expires_at:
             raise OAuthError("invalid_grant", "the refresh token expired")
-        scope = _single(form, "scope") or record.grant.scope
-        problem = _scope_problem(scope, record.grant.scope.split())
+        scope = single(form, "scope") or record.grant.scope
+        problem = scope_problem(scope, record.grant.scope.split())
         if problem is not None:
             raise OAuthError("invalid_scope", f"{problem}: a refresh cannot widen the grant")
         self.counts.refreshes += 1
@@ -547,12 +298,12 @@ class OAuthServer:
         return self._issue(client, record.grant, scope)
 
     def _issue(
-        self, client: OAuthClient, grant: _Grant, scope: str, *, refresh: bool = True
+        self, client: OAuthClient, grant: Grant, scope: str, *, refresh: bool = True
     ) -> dict[str, Any]:
-        now = self._clock()
+        now = self._clock.now()
         lifetime = self.config.token_lifetime
         access = "emu-at-" + secrets.token_urlsafe(32)
-        self._access[access] = _AccessToken(grant, now + lifetime)
+        self._access[access] = AccessToken(grant, now + lifetime)
         self.counts.tokens_issued += 1
         answer: dict[str, Any] = {
             "access_token": access,
@@ -563,13 +314,13 @@ class OAuthServer:
         if refresh and "refresh_token" in client.grant_types:
             token = "emu-rt-" + secrets.token_urlsafe(32)
             horizon = self.config.refresh_token_lifetime
-            self._refresh[token] = _RefreshToken(
+            self._refresh[token] = RefreshToken(
                 grant, now + horizon if horizon is not None else None
             )
             answer["refresh_token"] = token
         return answer
 
-    def _revoke_grant(self, grant: _Grant) -> None:
+    def _revoke_grant(self, grant: Grant) -> None:
         grant.revoked = True
         for record in self._refresh.values():
             if record.grant is grant and record.state == "active":
@@ -581,10 +332,10 @@ class OAuthServer:
         """Revoke the token in a revocation request; unknown tokens are not an error."""
         with self._lock:
             try:
-                token = _single(form, "token")
+                token = single(form, "token")
                 if token is None:
                     raise OAuthError("invalid_request", "token is required")
-                client_id = _single(form, "client_id")
+                client_id = single(form, "client_id")
                 if client_id is not None and client_id not in self._clients:
                     raise OAuthError("invalid_client", "unknown client_id")
                 refresh = self._refresh.get(token)
@@ -615,7 +366,7 @@ class OAuthServer:
             if record.revoked or record.grant.revoked:
                 self.counts.rejected_tokens += 1
                 return "token revoked"
-            if self._clock() >= record.expires_at:
+            if self._clock.now() >= record.expires_at:
                 self.counts.rejected_tokens += 1
                 return "token expired"
         return Access(self.config.oauth_plan, QUOTA_SUBJECT)
@@ -646,11 +397,11 @@ class OAuthServer:
         if client is None:
             raise LookupError("unknown client_id")
         granted = scope if scope is not None else client.scope
-        problem = _scope_problem(granted, client.scope.split())
+        problem = scope_problem(granted, client.scope.split())
         if problem is not None:
             raise ValueError(problem)
         with self._lock:
-            return self._issue(client, _Grant(client.client_id, granted), granted)
+            return self._issue(client, Grant(client.client_id, granted), granted)
 
     def deny_consent(self, times: int = 1) -> None:
         """The next ``times`` otherwise valid authorization requests are declined, as by a
@@ -690,7 +441,7 @@ class OAuthServer:
         """Make every live access token (of ``client_id``, else of every client) expired
         now; refresh tokens stay valid. Returns how many were expired."""
         with self._lock:
-            now = self._clock()
+            now = self._clock.now()
             expired = 0
             for record in self._access.values():
                 if (

@@ -31,7 +31,9 @@ from urllib.parse import parse_qs
 from aiohttp import web
 
 from ._faults import Fault, FaultInjector
-from ._oauth import REALM, SCOPES, OAuthError, OAuthServer, bearer_challenge
+from ._oauth import OAuthServer
+from ._oauth_clients import SCOPES
+from ._oauth_wire import REALM, OAuthError, bearer_challenge
 from ._wire import encode
 
 __all__ = [

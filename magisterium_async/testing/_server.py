@@ -14,7 +14,8 @@ from aiohttp import web
 from ._app import A2A_PATH, CARD_PATHS, SERVICE, create_app
 from ._config import EmulatorConfig
 from ._faults import Fault
-from ._oauth import Access, OAuthServer
+from ._oauth import OAuthServer
+from ._oauth_records import Access
 from ._oauth_routes import METADATA_PATH, check_oauth_faults
 from ._stats import Arrival, Stats
 

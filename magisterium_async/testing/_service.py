@@ -36,7 +36,9 @@ from ._jsonrpc import (
     validate_task_id,
 )
 from ._limits import RateLimiter
-from ._oauth import Access, OAuthServer, bearer_challenge
+from ._oauth import OAuthServer
+from ._oauth_records import Access
+from ._oauth_wire import bearer_challenge
 from ._skills import SKILLS, Skill, SkillContext, SkillError, check_failure, skill_input
 from ._stats import Arrival, Stats
 from ._tasks import TERMINAL_STATES, TaskStore
@@ -100,7 +102,7 @@ class Service:
 
     def arrive(self) -> Arrival:
         """Note a request's arrival, now."""
-        arrival = Arrival(self.config.clock())
+        arrival = Arrival(self.config.clock.now())
         if self.config.record_arrivals:
             self.arrivals.append(arrival)
         return arrival

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._calendar import martyrology, mass_readings
-from ._corpus import Corpus, Document, tokenize
+from ._corpus import Corpus, CorpusDocument, tokenize
 from ._dates import in_range, parse_when
 from ._directory import (
     DIOCESES,
@@ -151,7 +151,7 @@ async def document_fetch(context: SkillContext, parts: list[Part]) -> SkillResul
     return [TextPart(document.content), DataPart(metadata)], document.title
 
 
-def _citation(index: int, document: Document) -> dict[str, Any]:
+def _citation(index: int, document: CorpusDocument) -> dict[str, Any]:
     return {
         "cited_text": document.excerpt,
         "cited_text_heading": document.heading,
@@ -169,7 +169,7 @@ def _first_sentence(text: str) -> str:
     return text if end < 0 else text[: end + 1]
 
 
-def _answer(question: str, sources: list[Document]) -> str:
+def _answer(question: str, sources: list[CorpusDocument]) -> str:
     titles = ", ".join(document.title for document in sources)
     lines = [f"The Church's teaching on this question is found in {titles}.", ""]
     for number, document in enumerate(sources, start=1):
@@ -181,7 +181,7 @@ def _answer(question: str, sources: list[Document]) -> str:
     return "\n".join(lines)
 
 
-def _related(question: str, sources: list[Document]) -> list[str]:
+def _related(question: str, sources: list[CorpusDocument]) -> list[str]:
     related = [f"What is the central teaching of {sources[0].title}?"]
     if len(sources) > 1:
         related.append(f"How does {sources[1].title} develop this teaching?")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-from ._corpus import Document, SearchHit, document_url, tokenize
+from ._corpus import CorpusDocument, SearchHit, document_url, tokenize
 
 __all__ = ["SyntheticCorpus"]
 
@@ -164,7 +164,7 @@ class SyntheticCorpus:
         number = int(document_id) - self.first_id
         return number if 0 <= number < self.size else None
 
-    def get(self, document_id: str) -> Document | None:
+    def get(self, document_id: str) -> CorpusDocument | None:
         """Document ``document_id``, computed from the seed; ``None`` outside the range."""
         number = self._number(document_id)
         return None if number is None else self._document(number)
@@ -173,7 +173,7 @@ class SyntheticCorpus:
     def _title(h: int) -> str:
         return f"{_FIRST[(h >> 20) % len(_FIRST)]} {_SECOND[(h >> 28) % len(_SECOND)]}"
 
-    def _document(self, number: int) -> Document:
+    def _document(self, number: int) -> CorpusDocument:
         h = _mix(self._documents_key ^ number)
         author, first, last = _AUTHORS[h % len(_AUTHORS)]
         year = first + (h >> 8) % (last - first + 1)
@@ -185,7 +185,7 @@ class SyntheticCorpus:
         picks = [_SENTENCES[(h >> shift) % len(_SENTENCES)] for shift in (3, 11, 19)]
         excerpt = " ".join(dict.fromkeys(picks)).format(topic=topic)
         document_id = str(self.first_id + number)
-        return Document(
+        return CorpusDocument(
             id=document_id,
             title=self._title(h),
             author=author,

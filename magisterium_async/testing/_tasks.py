@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+
+from .._clock import Clock
 
 __all__ = ["TERMINAL_STATES", "TaskStore"]
 
@@ -19,9 +20,7 @@ class TaskStore:
 
     __slots__ = ("_clock", "_entries", "_max_tasks", "_order", "_ttl")
 
-    def __init__(
-        self, ttl: float, clock: Callable[[], float], max_tasks: int | None = None
-    ) -> None:
+    def __init__(self, ttl: float, clock: Clock, max_tasks: int | None = None) -> None:
         self._ttl = ttl
         self._clock = clock
         self._max_tasks = max_tasks
@@ -33,7 +32,7 @@ class TaskStore:
 
     def put(self, task_id: str, state: str, body: bytes) -> None:
         """Keep a task (its encoded JSON) from now until ``ttl`` has passed."""
-        now = self._clock()
+        now = self._clock.now()
         self._purge(now)
         expires = now + self._ttl
         self._entries[task_id] = (expires, state, body)
@@ -48,7 +47,7 @@ class TaskStore:
         if entry is None:
             return None
         expires, state, body = entry
-        if self._clock() >= expires:
+        if self._clock.now() >= expires:
             del self._entries[task_id]
             return None
         return state, body

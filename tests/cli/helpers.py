@@ -25,7 +25,11 @@ class Run:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAGISTERIUM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MAGISTERIUM_") and not k.lower().endswith("_proxy")
+    }
     env.update(COLUMNS="200", PYTHONIOENCODING="utf-8", **extra)
     return env
 

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from magisterium_async._credentials import save_credentials
+from tests.test_credentials import credentials
+
 from .conftest import Served
 from .helpers import TIMEOUT, clean_env, cli
 
@@ -67,7 +70,9 @@ def test_the_console_script_runs_the_same_command_line() -> None:
     assert proc.stdout.startswith("magisterium-async ")
 
 
-def test_without_rich_human_output_says_how_to_install_it_and_json_still_works() -> None:
+def test_without_rich_every_command_prints_plain_text() -> None:
+    """Without the [cli] extra nothing fails after a request was spent: rich only adds
+    colour, tables and live progress."""
     code = (
         "import sys; sys.modules['rich'] = None; "
         "from magisterium_async._cli import main; sys.exit(main(sys.argv[1:]))"
@@ -79,8 +84,34 @@ def test_without_rich_human_output_says_how_to_install_it_and_json_still_works()
             command, capture_output=True, text=True, env=clean_env(), timeout=TIMEOUT
         )
 
-    human = run("search", "--emulator", "grace")
-    assert human.returncode == 1
-    assert "pip install 'magisterium-async[cli]'" in human.stderr
-    assert len(human.stderr.strip().splitlines()) == 1
+    found = run("search", "--emulator", "grace")
+    assert found.returncode == 0, found.stderr
+    assert "documents for 'grace'" in found.stdout and "  1  " in found.stdout
+    document_id = found.stdout.splitlines()[1].split()[1]
+    fetched = run("fetch", "--emulator", document_id)
+    assert fetched.returncode == 0, fetched.stderr
+    assert f"id {document_id}" in fetched.stdout and "─" in fetched.stdout
+    answered = run("ask", "--emulator", "what is grace?")
+    assert answered.returncode == 0, answered.stderr
+    assert "Sources" in answered.stdout and "context " in answered.stdout
     assert json.loads(run("search", "--emulator", "--json", "grace").stdout)
+
+
+def test_under_json_an_error_is_one_json_object_on_stderr() -> None:
+    run = cli("saints", "--emulator", "--json", "2026-02-30")
+    assert run.code == 2 and run.out == ""
+    record = json.loads(run.err)
+    assert record["exit_code"] == 2 and "2026-02-30 is not a date" in record["error"]
+    plain = cli("saints", "--emulator", "2026-02-30")
+    assert plain.code == 2 and plain.err.startswith("magisterium-async: error: 2026-02-30")
+
+
+def test_a_sign_in_for_another_server_exits_3(tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    save_credentials(path, credentials())  # for https://www.magisterium.com
+    args = ("search", "grace", "--credentials", str(path))
+    run = cli(*args, "--base-url", "https://elsewhere.example/a2a")
+    assert run.code == 3, run.err
+    assert "are for https://www.magisterium.com" in run.err
+    missing = cli("search", "grace", "--credentials", str(tmp_path / "none.json"))
+    assert missing.code == 3 and "no credentials file" in missing.err

@@ -4,6 +4,7 @@ a minute, an ETA from the quota and the work left, and summaries that say the sa
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,8 +118,30 @@ def test_the_status_line_counts_all_runs_and_this_run_in_documents_a_minute() ->
     tally = _tally(stats, 30, existing=11, in_file=True)
     line = Status(tally).line()
     assert line.startswith("queries 23/30 (12 this run) · docs 33 (22 this run) · 22.0 docs/min")
+    # Half a minute into a 15-a-minute quota: the rate is over the quota's minute, not the
+    # burst of its first seconds.
     fresh = _tally(HarvestStats(queries=2, searched=2, fetched=3, started=0.0, finished=30.0), 2)
-    assert Status(fresh).line().startswith("queries 2/2 · docs 3 · 6.0 docs/min")
+    assert Status(fresh).line().startswith("queries 2/2 · docs 3 · 3.0 docs/min")
+    burst = HarvestStats(queries=300, searched=10, fetched=300, started=0.0, finished=3.6)
+    assert _tally(burst, 300, RateLimits(300, 2)).per_minute == 300.0  # not 5000
+    lifted = _tally(burst, 300, RateLimits.unlimited())
+    assert lifted.per_minute == pytest.approx(5000.0)  # no quota: the pace kept
+
+
+def test_the_status_line_says_it_waits_for_quota_and_until_when() -> None:
+    stats = HarvestStats(queries=40, searched=15, unique_ids=15, fetched=0, started=0.0)
+    waiting = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 0, 4, next_start_in=42.0)
+    tally = _tally(stats, 40, pool=lambda: waiting)
+    noon = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
+    line = Status(tally, wall=lambda: noon).line()
+    assert "waiting for quota: next request in 42s (at 12:00:42)" in line
+    # 25 searches and 15 fetches + 25 to come: the first at the quota's word, the rest
+    # at 15 a minute; the ETA counts down while the wait lasts.
+    assert tally.eta() == pytest.approx(42 + 64 / 0.25)
+    later = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 0, 4, next_start_in=12.0)
+    assert _tally(stats, 40, pool=lambda: later).eta() == pytest.approx(12 + 64 / 0.25)
+    idle = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 2, 0)
+    assert "waiting" not in Status(_tally(stats, 40, pool=lambda: idle)).line()
 
 
 def test_before_reads_a_state_summary() -> None:

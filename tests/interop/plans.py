@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from magisterium_async.testing import Document
+from magisterium_async.testing import CorpusDocument
 
 __all__ = [
     "CLIENT_TIMEOUT",
@@ -52,7 +52,7 @@ def cancel(label: str, task_id: str | dict[str, str]) -> dict[str, Any]:
 
 
 def every_skill_and_task_method(
-    send: Callable[..., dict[str, Any]], document: Document
+    send: Callable[..., dict[str, Any]], document: CorpusDocument
 ) -> list[dict[str, Any]]:
     """Each of the contract's skills once (and each "not found"), a failed task, then
     ``tasks/get`` and ``tasks/cancel`` on tasks known and unknown, and an unknown skill.

@@ -10,15 +10,9 @@ import pytest
 
 from magisterium_async.testing import Emulator, EmulatorConfig
 
-from .helpers import VirtualClock, Wire
+from .helpers import Wire
 
 StartWire = Callable[..., Awaitable[Wire]]
-
-
-@pytest.fixture
-def vclock() -> VirtualClock:
-    """A virtual clock for rate limits and task expiry."""
-    return VirtualClock()
 
 
 @pytest.fixture

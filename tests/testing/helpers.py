@@ -1,4 +1,7 @@
-"""Helpers for the emulator's tests: a virtual clock and a thin JSON-RPC caller."""
+"""Helpers for the emulator's tests: a thin JSON-RPC caller.
+
+Time is set by hand with the ``clock`` fixture (a :class:`tests.conftest.JumpClock`).
+"""
 
 from __future__ import annotations
 
@@ -14,19 +17,6 @@ from magisterium_async.testing import Emulator
 _ids = itertools.count(1)
 
 DEFAULT = object()
-
-
-class VirtualClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def text(value: str) -> dict[str, Any]:

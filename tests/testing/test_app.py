@@ -14,8 +14,9 @@ from magisterium_async.testing import EmulatorConfig, Fault, RateLimitConfig
 from magisterium_async.testing._skills import SKILLS
 from magisterium_async.testing._tasks import TaskStore
 
+from ..conftest import JumpClock
 from .conftest import StartWire
-from .helpers import VirtualClock, Wire, data, message, text
+from .helpers import Wire, data, message, text
 
 
 def _iso(value: str) -> datetime.datetime:
@@ -79,30 +80,28 @@ async def test_context_id_is_kept_when_given_and_made_when_absent(wire: Wire) ->
 
 
 async def test_tasks_get_returns_the_same_task_until_the_ttl(
-    start_wire: StartWire, vclock: VirtualClock
+    start_wire: StartWire, clock: JumpClock
 ) -> None:
-    wire = await start_wire(clock=vclock, task_ttl=100.0)
+    wire = await start_wire(clock=clock, task_ttl=100.0)
     task = (await wire.send("document_search", text("hope"))).result
 
-    vclock.advance(99.0)
+    clock.time += 99.0
     found = await wire.call("tasks/get", {"id": task["id"]}, request_id=9)
     assert found.status == 200
     assert found.body["id"] == 9
     assert found.result == task
 
-    vclock.advance(1.0)
+    clock.time += 1.0
     expired = await wire.call("tasks/get", {"id": task["id"]})
     assert (expired.status, expired.error["code"]) == (200, -32001)
 
 
-async def test_tasks_are_kept_24_hours_by_default(
-    start_wire: StartWire, vclock: VirtualClock
-) -> None:
-    wire = await start_wire(clock=vclock)
+async def test_tasks_are_kept_24_hours_by_default(start_wire: StartWire, clock: JumpClock) -> None:
+    wire = await start_wire(clock=clock)
     task = (await wire.send("document_search", text("hope"))).result
-    vclock.advance(24 * 3600 - 1)
+    clock.time += 24 * 3600 - 1
     assert (await wire.call("tasks/get", {"id": task["id"]})).result["id"] == task["id"]
-    vclock.advance(1)
+    clock.time += 1
     assert (await wire.call("tasks/get", {"id": task["id"]})).error["code"] == -32001
 
 

@@ -10,7 +10,7 @@ import pytest
 from magisterium_async.testing import (
     BundledCorpus,
     Corpus,
-    Document,
+    CorpusDocument,
     SearchHit,
     SyntheticCorpus,
 )
@@ -52,7 +52,7 @@ def test_bundled_search_is_accent_and_case_blind() -> None:
 
 
 def test_custom_documents() -> None:
-    doc = Document("1", "Alpha", "A", 2000, "R", "https://x/1", "beta gamma")
+    doc = CorpusDocument("1", "Alpha", "A", 2000, "R", "https://x/1", "beta gamma")
     corpus = BundledCorpus([doc])
     assert corpus.search("gamma", 10) == [doc]
     with pytest.raises(ValueError, match="unique"):

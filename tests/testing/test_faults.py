@@ -12,8 +12,9 @@ import pytest
 from magisterium_async.testing import Fault, FaultConfig, RateLimitConfig
 from magisterium_async.testing._faults import FaultInjector
 
+from ..conftest import JumpClock
 from .conftest import StartWire
-from .helpers import VirtualClock, Wire, text
+from .helpers import Wire, text
 
 
 def _names(
@@ -206,9 +207,9 @@ async def test_scripted_latency_and_filters(wire: Wire) -> None:
 
 
 async def test_faults_in_front_of_the_service_spend_no_quota(
-    start_wire: StartWire, vclock: VirtualClock
+    start_wire: StartWire, clock: JumpClock
 ) -> None:
-    wire = await start_wire(clock=vclock, rate_limits=RateLimitConfig(default=1, expensive=1))
+    wire = await start_wire(clock=clock, rate_limits=RateLimitConfig(default=1, expensive=1))
     wire.emu.script(Fault.http_502(), Fault.drop(), Fault.rate_limit(), Fault.internal_error())
     for _ in range(4):
         with contextlib.suppress(aiohttp.ServerDisconnectedError):

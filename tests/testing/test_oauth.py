@@ -18,8 +18,9 @@ from yarl import URL
 
 from magisterium_async.testing import EmulatorConfig, Fault, RateLimitConfig
 
+from ..conftest import JumpClock
 from .conftest import StartWire
-from .helpers import VirtualClock, Wire, text
+from .helpers import Wire, text
 
 REDIRECT = "http://127.0.0.1/callback"
 OMIT = object()
@@ -147,8 +148,8 @@ class OAuth:
 
 
 @pytest.fixture
-async def oauth(start_wire: StartWire, vclock: VirtualClock) -> OAuth:
-    return OAuth.of(await start_wire(clock=vclock, token_lifetime=600))
+async def oauth(start_wire: StartWire, clock: JumpClock) -> OAuth:
+    return OAuth.of(await start_wire(clock=clock, token_lifetime=600))
 
 
 async def _search(wire: Wire, token: str | None) -> Any:
@@ -400,11 +401,11 @@ async def test_a_code_works_once_and_its_reuse_revokes_what_it_gave(oauth: OAuth
 
 
 async def test_a_code_expires_after_a_minute_on_the_emulators_clock(
-    oauth: OAuth, vclock: VirtualClock
+    oauth: OAuth, clock: JumpClock
 ) -> None:
     client_id = await oauth.client_id()
     code, verifier = await oauth.code(client_id)
-    vclock.advance(60)
+    clock.time += 60
 
     reply = await oauth.exchange(client_id, code, verifier)
 
@@ -556,10 +557,10 @@ async def test_a_client_without_the_refresh_grant_gets_no_refresh_token(oauth: O
     assert reply.body["error"] == "unauthorized_client"
 
 
-async def test_refresh_tokens_can_expire(start_wire: StartWire, vclock: VirtualClock) -> None:
-    oauth = OAuth.of(await start_wire(clock=vclock, token_lifetime=10, refresh_token_lifetime=100))
+async def test_refresh_tokens_can_expire(start_wire: StartWire, clock: JumpClock) -> None:
+    oauth = OAuth.of(await start_wire(clock=clock, token_lifetime=10, refresh_token_lifetime=100))
     client_id, tokens = await oauth.sign_in()
-    vclock.advance(100)
+    clock.time += 100
 
     reply = await oauth.refresh(client_id, tokens["refresh_token"])
 
@@ -614,12 +615,12 @@ async def test_revoking_an_unknown_token_succeeds_and_no_token_is_invalid_reques
 
 
 async def test_an_expired_token_is_401_minus_32004_with_an_invalid_token_challenge(
-    oauth: OAuth, vclock: VirtualClock
+    oauth: OAuth, clock: JumpClock
 ) -> None:
     client_id, tokens = await oauth.sign_in()
-    vclock.advance(599)
+    clock.time += 599
     assert (await _search(oauth.wire, tokens["access_token"])).status == 200
-    vclock.advance(1)
+    clock.time += 1
 
     answer = await _search(oauth.wire, tokens["access_token"])
 
@@ -637,11 +638,9 @@ async def test_an_expired_token_is_401_minus_32004_with_an_invalid_token_challen
     assert (await _search(oauth.wire, fresh.body["access_token"])).status == 200
 
 
-async def test_the_fixed_token_keeps_working_beside_oauth(
-    oauth: OAuth, vclock: VirtualClock
-) -> None:
+async def test_the_fixed_token_keeps_working_beside_oauth(oauth: OAuth, clock: JumpClock) -> None:
     await oauth.sign_in()
-    vclock.advance(10_000)
+    clock.time += 10_000
     oauth.wire.emu.oauth.revoke_tokens()
 
     answer = await _search(oauth.wire, oauth.wire.emu.token)
@@ -920,11 +919,11 @@ async def test_revocation_wants_a_form(oauth: OAuth) -> None:
 
 
 async def test_tasks_get_with_an_expired_token_is_refused_too(
-    oauth: OAuth, vclock: VirtualClock
+    oauth: OAuth, clock: JumpClock
 ) -> None:
     _, tokens = await oauth.sign_in()
     sent = await _search(oauth.wire, tokens["access_token"])
-    vclock.advance(600)
+    clock.time += 600
 
     answer = await oauth.wire.call(
         "tasks/get", {"id": sent.result["id"]}, token=tokens["access_token"]
@@ -961,13 +960,13 @@ async def test_a_server_without_revocation_does_not_name_it(start_wire: StartWir
 
 
 async def test_a_fractional_lifetime_is_sent_as_is_and_kept(
-    start_wire: StartWire, vclock: VirtualClock
+    start_wire: StartWire, clock: JumpClock
 ) -> None:
-    oauth = OAuth.of(await start_wire(clock=vclock, token_lifetime=2.5))
+    oauth = OAuth.of(await start_wire(clock=clock, token_lifetime=2.5))
     _, tokens = await oauth.sign_in()
     assert tokens["expires_in"] == 2.5
 
-    vclock.advance(2.25)
+    clock.time += 2.25
     assert (await _search(oauth.wire, tokens["access_token"])).status == 200
-    vclock.advance(0.25)
+    clock.time += 0.25
     assert (await _search(oauth.wire, tokens["access_token"])).status == 401

@@ -1,0 +1,116 @@
+"""How a command gets its client: the token (file, environment, stored sign-in), options
+that contradict each other, the quota against the emulator, and the client itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import magisterium_async as m
+from magisterium_async._cli._client import (
+    ClientOptions,
+    check_options,
+    emulator_quota,
+    open_client,
+    read_token,
+)
+from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._env import TOKEN_ENV
+
+
+@pytest.fixture(autouse=True)
+def _no_token_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    monkeypatch.delenv("MAGISTERIUM_BASE_URL", raising=False)
+
+
+def test_a_token_file_wins_and_is_read_stripped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, "sk-from-env")
+    token_file = tmp_path / "token"
+    token_file.write_text("  sk-from-file\n", encoding="utf-8")
+    assert read_token(str(token_file)) == "sk-from-file"
+
+
+def test_then_the_environment_then_the_stored_sign_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, " sk-from-env ")
+    assert read_token(None) == "sk-from-env"
+    monkeypatch.setenv(TOKEN_ENV, "   ")  # blank: no token
+    stored = tmp_path / "credentials.json"
+    assert read_token(None, str(stored)) is None  # the client reads the sign-in
+
+
+def test_no_token_at_all_says_every_way_to_give_one() -> None:
+    with pytest.raises(CliError) as caught:
+        read_token(None)
+    assert caught.value.code == ExitCode.AUTH
+    for way in ("magisterium-async login", TOKEN_ENV, "--token-file", "--emulator"):
+        assert way in str(caught.value)
+
+
+def test_an_unusable_token_file_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    with pytest.raises(CliError, match=f"cannot read the token file {missing}") as caught:
+        read_token(str(missing))
+    assert caught.value.code == ExitCode.AUTH
+    two_lines = tmp_path / "two"
+    two_lines.write_text("sk-one\nsk-two\n", encoding="utf-8")
+    with pytest.raises(CliError, match="must hold the token on one line") as caught:
+        read_token(str(two_lines))
+    assert "sk-one" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (ClientOptions(synthetic=10), "need --emulator"),
+        (ClientOptions(emulator_limits=True), "need --emulator"),
+        (ClientOptions(emulator=True, base_url="https://x.example"), "drop --base-url"),
+        (ClientOptions(emulator=True, token_file="t"), "drop --base-url and --token-file"),
+    ],
+)
+def test_contradicting_options_are_usage_errors(options: ClientOptions, message: str) -> None:
+    with pytest.raises(CliError, match=message) as caught:
+        check_options(options)
+    assert caught.value.code == ExitCode.USAGE
+
+
+def test_the_emulator_quota_is_lifted_unless_asked_for() -> None:
+    assert emulator_quota(ClientOptions(emulator=True)) == m.RateLimits.unlimited()
+    limited = ClientOptions(emulator=True, emulator_limits=True)
+    assert emulator_quota(limited) == m.RateLimits.pro()
+    given = m.RateLimits(5, 1)
+    assert emulator_quota(ClientOptions(emulator=True, quota=given)) is given
+
+
+async def test_the_service_gets_the_pro_quota_and_the_options(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("sk-test\n", encoding="utf-8")
+    options = ClientOptions(token_file=str(token_file), timeout=7.0, max_retries=5)
+    async with open_client(options) as client:
+        assert client.base_url == "https://www.magisterium.com/api/v1/a2a"
+        assert client.rate_limits == m.RateLimits.pro()
+        assert client.timeouts == m.Timeouts.of(7.0)
+        assert "sk-test" not in repr(client)
+
+
+async def test_a_base_url_the_token_must_not_travel_to_is_a_usage_error(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("sk-test\n", encoding="utf-8")
+    options = ClientOptions(token_file=str(token_file), base_url="http://example.com/a2a")
+    with pytest.raises(CliError) as caught:
+        async with open_client(options):
+            pass
+    assert caught.value.code == ExitCode.USAGE
+
+
+async def test_with_the_emulator_the_client_talks_to_one_of_its_own() -> None:
+    async with open_client(ClientOptions(emulator=True, synthetic=200)) as client:
+        assert client.base_url.startswith("http://127.0.0.1:")
+        assert client.rate_limits == m.RateLimits.unlimited()
+        results = await client.search("grace")
+        assert results and all(result.id for result in results)

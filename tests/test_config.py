@@ -1,0 +1,138 @@
+"""The configuration value objects: their presets, what they compute, and the errors a bad
+value gets (each naming the argument)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+
+import magisterium_async as m
+from magisterium_async._config import DEFAULT_RETRY_POLICY, DEFAULT_TIMEOUTS, check_count
+
+
+def test_the_plans_are_15_and_2_a_minute_with_no_cap_but_the_rate() -> None:
+    for limits in (m.RateLimits.pro(), m.RateLimits.organization()):
+        assert (limits.default, limits.expensive, limits.period) == (15.0, 2.0, 60.0)
+        # The service documents a rate, not a cap on calls in flight (issue 22).
+        assert (limits.concurrency_for("default"), limits.concurrency_for("expensive")) == (
+            None,
+            None,
+        )
+        assert limits.adaptive
+
+
+def test_unlimited_lifts_rates_and_optionally_caps_concurrency() -> None:
+    limits = m.RateLimits.unlimited()
+    assert limits.limit_for("default") == limits.limit_for("expensive") == math.inf
+    assert limits.window_for("expensive") == (0, 60.0)
+    assert limits.concurrency_for("expensive") is None and not limits.adaptive
+    assert m.RateLimits.unlimited(concurrency=3).concurrency_for("default") == 3
+
+
+def test_a_limit_becomes_whole_starts_per_window() -> None:
+    limits = m.RateLimits(15.5, 0.5, period=60)
+    assert limits.window_for("default") == (15, 60.0)
+    assert limits.window_for("expensive") == (1, 120.0)  # 0.5 a minute: 1 per 2 minutes
+
+
+def test_the_safety_margin_defaults_to_2_percent_of_the_period_up_to_1_s() -> None:
+    assert m.RateLimits(15, 2, period=10).margin == pytest.approx(0.2)
+    assert m.RateLimits(15, 2, period=3600).margin == 1.0
+    assert m.RateLimits(15, 2, safety_margin=0).margin == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"default": 0}, ValueError, "default must be a positive number, got 0"),
+        ({"expensive": math.nan}, ValueError, "expensive must be a positive number, got nan"),
+        ({"default": "15"}, TypeError, "default must be a number, not str"),
+        ({"default": True}, TypeError, "default must be a number, not bool"),
+        ({"period": math.inf}, ValueError, "period must be a positive number, got inf"),
+        ({"default_concurrency": 0}, ValueError, "default_concurrency must be >= 1, got 0"),
+        ({"expensive_concurrency": 1.5}, TypeError, "expensive_concurrency must be an int"),
+        ({"safety_margin": -1}, ValueError, "safety_margin must be a number >= 0 and finite"),
+        ({"safety_margin": math.inf}, ValueError, "safety_margin must be a number >= 0"),
+        ({"safety_margin": "1"}, TypeError, "safety_margin must be a number, not str"),
+    ],
+)
+def test_bad_rate_limits_are_refused_by_name(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    arguments: dict[str, Any] = {"default": 15, "expensive": 2, **kwargs}
+    with pytest.raises(error, match=message):
+        m.RateLimits(**arguments)
+
+
+def test_rate_limits_are_immutable_values() -> None:
+    limits = m.RateLimits(15, 2)
+    assert limits == m.RateLimits.pro() and hash(limits) == hash(m.RateLimits.pro())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        limits.default = 30  # type: ignore[misc]
+
+
+def test_one_timeout_number_applies_to_every_call() -> None:
+    assert m.Timeouts(default=30.0, expensive=300.0, connect=10.0) == DEFAULT_TIMEOUTS
+    assert m.Timeouts.of(5) == m.Timeouts(default=5.0, expensive=5.0, connect=5.0)
+    assert m.Timeouts.of(60).connect == 10.0  # connecting is bounded on its own
+    given = m.Timeouts(default=1.0)
+    assert m.Timeouts.of(given) is given
+    assert (given.for_pool("expensive"), given.for_pool("default"), given.for_pool(None)) == (
+        300.0,
+        1.0,
+        1.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: m.Timeouts.of(0), ValueError, "timeout must be a positive number, got 0"),
+        (lambda: m.Timeouts.of(math.inf), ValueError, "timeout must be a positive number"),
+        (lambda: m.Timeouts(connect=-1), ValueError, "connect must be a positive number"),
+        (lambda: m.Timeouts(expensive="5"), TypeError, "expensive must be a number, not str"),
+    ],
+)
+def test_bad_timeouts_are_refused_by_name(make: Any, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_backoff_doubles_up_to_its_cap_and_jitter_only_shortens_it() -> None:
+    policy = DEFAULT_RETRY_POLICY
+    assert [policy.backoff(n, 0.0) for n in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    assert policy.backoff(1, 0.999) == pytest.approx(0.75, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"max_retries": -1}, ValueError, "max_retries must be >= 0, got -1"),
+        ({"max_retries": 2.0}, TypeError, "max_retries must be an int, not float"),
+        ({"initial_backoff": 0}, ValueError, "initial_backoff must be a positive number"),
+        ({"max_backoff": math.inf}, ValueError, "max_backoff must be a positive number"),
+        ({"fallback_retry_after": None}, TypeError, "fallback_retry_after must be a number"),
+        ({"rate_limit_budget": -5}, ValueError, "rate_limit_budget must be a positive number"),
+        ({"total_timeout": 0}, ValueError, "total_timeout must be a positive number"),
+        ({"min_retry_after": 5, "max_retry_after": 1}, ValueError, "must not exceed"),
+    ],
+)
+def test_bad_retry_policies_are_refused_by_name(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        m.RetryPolicy(**kwargs)
+
+
+def test_unbounded_budgets_and_deadlines_are_allowed() -> None:
+    policy = m.RetryPolicy(rate_limit_budget=math.inf, total_timeout=math.inf, max_retries=0)
+    assert policy.rate_limit_budget == policy.total_timeout == math.inf
+
+
+def test_check_count_names_the_argument() -> None:
+    assert check_count("concurrency", 4) == 4
+    with pytest.raises(ValueError, match="concurrency must be >= 1, got 0"):
+        check_count("concurrency", 0)

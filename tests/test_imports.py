@@ -1,0 +1,142 @@
+"""Every module of the package imports, and no two modules import each other in a circle.
+
+The graph is read from the source (each module's ``import`` statements, wherever they are
+in the module, deferred ones included), so a circle hidden behind an import inside a
+function is found too. Only imports between the package's own modules count; a package's
+``__init__`` importing its submodules is an edge like any other, while the parent package
+Python imports first is not (every module would then be in a circle with its package).
+Imports under ``if TYPE_CHECKING:`` do not run, so they are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import magisterium_async
+
+ROOT = Path(magisterium_async.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    """The absolute name ``from <...> import`` names, seen from ``module``."""
+    if node.level == 0:
+        return node.module or ""
+    is_package = MODULES[module].name == "__init__.py"
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The package's modules one import statement of ``module`` loads."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in MODULES}
+    source = _resolve(module, node)
+    targets = set()
+    for alias in node.names:
+        submodule = f"{source}.{alias.name}"
+        if submodule in MODULES:  # from . import _oauth: the submodule itself
+            targets.add(submodule)
+        elif source in MODULES:
+            targets.add(source)
+    return targets - {module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (at run time)."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        graph[module] = set()
+        for node in _runtime_imports(tree):
+            graph[module] |= _targets(module, node)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of imports (its first module repeated at the end), or ``None``."""
+    done: set[str] = set()
+    path: list[str] = []
+    on_path: set[str] = set()
+
+    def visit(module: str) -> list[str] | None:
+        path.append(module)
+        on_path.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target in on_path:
+                return [*path[path.index(target) :], target]
+            if target not in done and (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        on_path.discard(module)
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        if module not in done and (cycle := visit(module)) is not None:
+            return cycle
+    return None
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_graph_sees_relative_deferred_and_submodule_imports() -> None:
+    graph = import_graph()
+    assert "magisterium_async._config" in graph["magisterium_async._client"]
+    assert "magisterium_async._oauth" in graph["magisterium_async._login"]  # from . import
+    assert "magisterium_async._client" in graph["magisterium_async._cli._client"]  # ..
+    # deferred, inside a function:
+    assert "magisterium_async.testing" in graph["magisterium_async._cli._local_emulator"]
+
+
+def test_a_circle_is_found_and_shown() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize(
+    "module", [name for name in sorted(MODULES) if not name.endswith(".__main__")]
+)
+def test_every_module_imports(module: str) -> None:
+    # __main__ is left out: importing it runs the command line.
+    assert importlib.import_module(module).__name__ == module
