@@ -43,7 +43,7 @@ from ._errors import (
     LoginRequiredError,
     MagisteriumError,
     OAuthError,
-    UnexpectedStatusError,
+    error_for_status,
 )
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
     "resolve_token",
 ]
 
-logger = logging.getLogger("magisterium_async")
+logger = logging.getLogger("magisterium_async.auth")
 
 T = TypeVar("T")
 
@@ -237,8 +237,8 @@ class StoredToken:
                     f"the sign-in in {self.path} cannot be renewed: {exc}; {LOGIN_AGAIN}"
                 ) from None
             if exc.status is not None and (exc.status >= 500 or exc.status == 429):
-                # The server's trouble, not the sign-in's: retried like any 5xx.
-                raise UnexpectedStatusError(str(exc), status=exc.status) from None
+                # The server's trouble, not the sign-in's: a 5xx is retried, a 429 waited out.
+                raise error_for_status(exc.status, str(exc)) from None
             raise
         expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
         fresh = stored.with_tokens(

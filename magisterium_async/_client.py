@@ -46,7 +46,7 @@ from ._errors import (
     MalformedResponseError,
     SkillNotFoundError,
     UnexpectedStatusError,
-    error_from_jsonrpc,
+    error_for_status,
 )
 from ._harvest import Acknowledge, Harvest, OnError
 from ._http import HTTPTransport
@@ -77,6 +77,7 @@ from ._skills import (
     read_result,
     require_text,
 )
+from ._telemetry import Telemetry
 from ._transport import CLOSED_MESSAGE, ClientState, Transport, body_snippet, check_base_url
 
 __all__ = ["AsyncMagisterium"]
@@ -144,6 +145,9 @@ class AsyncMagisterium:
     httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``, in either case; read
     when the client is made), unless ``trust_env=False``. A proxy's credentials are never
     shown.
+    ``tracer_provider`` and ``meter_provider`` (OpenTelemetry's, with the ``[otel]`` extra;
+    default: the global ones) get a CLIENT span per protocol call and the client's metrics;
+    with neither configured nothing is recorded.
     """
 
     def __init__(
@@ -165,6 +169,8 @@ class AsyncMagisterium:
         transport: HTTPTransport | None = None,
         proxy: str | None = None,
         trust_env: bool = True,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         check_count("max_concurrency", max_concurrency)
         proxies = Proxies(proxy, trust_env=trust_env)
@@ -219,6 +225,10 @@ class AsyncMagisterium:
         self._proxy = None if proxy is None else redact(proxy)
         self._agent_card: tuple[AgentCard, float] | None = None
         self._agent_card_url: str | None = None
+        # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
+        self._telemetry = Telemetry(
+            self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
 
     def __repr__(self) -> str:
         proxy = f", proxy={self._proxy!r}" if self._proxy is not None else ""
@@ -418,7 +428,8 @@ class AsyncMagisterium:
                 tokens, lambda token: rpc(method, params, timeout=timeout, token=token)
             )
 
-        return await self._within_total(
+        observer = self._telemetry.observe(method, pool or "unmetered", params)
+        work = self._within_total(
             method,
             call_with_retries(
                 send,
@@ -430,8 +441,10 @@ class AsyncMagisterium:
                 what=method,
                 retry_timeouts=pool != "expensive" or self.retry_policy.retry_expensive_timeouts,
                 deadline=self._deadline(),
+                observer=observer,
             ),
         )
+        return await observer.traced(work)
 
     def _deadline(self) -> float:
         """When a call starting now must end by ``total_timeout``, on the client's clock."""
@@ -553,18 +566,16 @@ class AsyncMagisterium:
         card = _decode_card(status, body)
         self._agent_card_url = url
         self._agent_card = (card, now + _max_age(headers.get("Cache-Control")))
+        self._telemetry.know_agent(card.name, card.version)
         return card
 
     async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
         async def attempt() -> tuple[int, Any, bytes]:
             status, headers, body = await self._transport.get(url, timeout=self.timeouts.default)
-            if status == 429:
-                raise error_from_jsonrpc(
-                    None, f"GET {url}: HTTP 429", None, status=429, headers=headers
-                )
             if status != 200:
-                raise UnexpectedStatusError(
-                    f"GET {url}: unexpected HTTP {status}", status=status, body=body_snippet(body)
+                what = f"HTTP {status}" if status == 429 else f"unexpected HTTP {status}"
+                raise error_for_status(
+                    status, f"GET {url}: {what}", headers=headers, body=body_snippet(body)
                 )
             return status, headers, body
 

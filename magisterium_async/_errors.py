@@ -5,7 +5,8 @@ The tree, in one glance::
     MagisteriumError                  root; catch this to catch everything below
     ├── ClientClosedError             the client was closed while the call waited; nothing sent
     ├── APIConnectionError            the request never got an answer (DNS, refused, reset)
-    │   └── APITimeoutError           ... because it took longer than the timeout
+    │   ├── APITimeoutError           ... because it took longer than the timeout
+    │   └── TLSError                  ... because the TLS handshake or certificate failed
     ├── APIResponseError              an answer arrived that is not the contract's
     │   ├── MalformedResponseError    not JSON, not strict JSON-RPC 2.0, wrong shape, too deep
     │   ├── ResponseTooLargeError     the body (decompressed) passed ``max_response_bytes``
@@ -17,13 +18,15 @@ The tree, in one glance::
     │   ├── InvalidParamsError        -32602
     │   ├── InternalServerError       -32603
     │   ├── TaskNotFoundError         -32001
-    │   ├── SkillNotFoundError        -32002
+    │   ├── SkillNotFoundError        -32002 (``.skill_id``)
+    │   │   └── TaskNotCancelableError  -32002 answered to ``tasks/cancel`` (generic A2A)
     │   ├── RateLimitError            -32003 / HTTP 429  (``.retry_after``)
     │   ├── AuthenticationError       -32004 / HTTP 401
     │   │   └── LoginRequiredError    the stored sign-in cannot be refreshed: log in again
     │   └── PlanRequiredError         -32005 / HTTP 403
     ├── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
     ├── StateError                    a harvest's state database cannot be read or written
+    ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
     ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
     ├── SharedStateError              a multi-worker harvest's Redis state is unreachable or lost
     ├── CredentialsError              the credentials file is missing, unsafe or unreadable
@@ -31,15 +34,36 @@ The tree, in one glance::
 
 ``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
 cannot be right.
+
+Every error made from an HTTP answer says which one: ``.status_code`` (the HTTP status),
+``.request_id`` (the JSON-RPC id we sent, then `` / `` and the server's request-id header
+when it sent one; also apart as ``.jsonrpc_id`` and ``.server_request_id``) and
+``.headers`` (the answer's headers, case-insensitive, with authorization and cookies
+redacted); ``str()`` ends with them in brackets. Errors that had no answer leave them
+``None`` (``.headers`` empty).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from multidict import CIMultiDict, CIMultiDictProxy
 
 if TYPE_CHECKING:
     from ._models import Task
+
+E = TypeVar("E", bound="MagisteriumError")
+
+REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
+"""Where a server names its own id for a request, in the order they are looked for."""
+
+_REDACTED_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "set-cookie2"}
+)
+_REDACTED = "<redacted>"
+_NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
 
 __all__ = [
     "APIConnectionError",
@@ -57,6 +81,7 @@ __all__ = [
     "MalformedResponseError",
     "MethodNotFoundError",
     "OAuthError",
+    "OutputFileError",
     "ParseError",
     "PlanRequiredError",
     "RateLimitError",
@@ -65,16 +90,50 @@ __all__ = [
     "SharedStateError",
     "SkillNotFoundError",
     "StateError",
+    "TLSError",
     "TaskFailedError",
+    "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnexpectedStatusError",
+    "error_for_status",
     "error_from_jsonrpc",
     "parse_seconds",
+    "with_answer",
 ]
 
 
 class MagisteriumError(Exception):
-    """Root of every error the library raises on purpose."""
+    """Root of every error the library raises on purpose.
+
+    An error made from an HTTP answer names it (see :func:`with_answer`); the others leave
+    these ``None`` and ``headers`` empty.
+    """
+
+    status_code: int | None = None
+    """The HTTP status of the answer, or ``None`` when there was none."""
+    request_id: str | None = None
+    """The JSON-RPC id we sent, then ``" / "`` and :attr:`server_request_id` when the
+    server sent one (just the latter for a GET): what a support ticket or a log query
+    needs."""
+    jsonrpc_id: int | None = None
+    """The JSON-RPC ``id`` of the request that got this answer."""
+    server_request_id: str | None = None
+    """The server's own id for the request (``X-Request-Id`` and the like), if it sent one."""
+    headers: Mapping[str, str] = _NO_HEADERS
+    """The answer's headers (case-insensitive), authorization and cookies redacted."""
+    _answer_note = ""
+
+    @property
+    def status(self) -> int | None:
+        """The HTTP status; the older name of :attr:`status_code`."""
+        return self.status_code
+
+    @status.setter
+    def status(self, value: int | None) -> None:
+        self.status_code = value
+
+    def __str__(self) -> str:
+        return super().__str__() + self._answer_note
 
 
 class ClientClosedError(MagisteriumError):
@@ -142,7 +201,7 @@ class JSONRPCError(MagisteriumError):
         self.status = status
 
     def __str__(self) -> str:
-        return f"{self.message} (JSON-RPC error {self.code})"
+        return f"{self.message} (JSON-RPC error {self.code}){self._answer_note}"
 
 
 class ParseError(JSONRPCError):
@@ -211,7 +270,7 @@ class SkillNotFoundError(JSONRPCError):
     def __str__(self) -> str:
         if self.skill_id is None:
             return super().__str__()
-        return f"{self.message}: {self.skill_id!r} (JSON-RPC error {self.code})"
+        return f"{self.message}: {self.skill_id!r} (JSON-RPC error {self.code}){self._answer_note}"
 
 
 class TaskNotCancelableError(SkillNotFoundError):
@@ -416,3 +475,76 @@ def error_from_jsonrpc(
     if cls is RateLimitError:
         return RateLimitError(text, code=final, data=data, status=status, headers=headers)
     return cls(text, code=final, data=data, status=status)
+
+
+def error_for_status(
+    status: int,
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: str = "",
+    jsonrpc_id: int | None = None,
+) -> MagisteriumError:
+    """The one mapping of an HTTP status (with no JSON-RPC error to say more) to its error.
+
+    401 is an :class:`AuthenticationError`, 403 a :class:`PlanRequiredError`, 429 a
+    :class:`RateLimitError` (its wait read from ``Retry-After``), and anything else an
+    :class:`UnexpectedStatusError` keeping the first characters of ``body``. The answer's
+    details are attached by :func:`with_answer`.
+    """
+    cls = _BY_STATUS.get(status)
+    error: MagisteriumError
+    if cls is RateLimitError:
+        error = RateLimitError(message, status=status, headers=headers)
+    elif cls is not None:
+        error = cls(message, status=status)
+    else:
+        error = UnexpectedStatusError(message, status=status, body=body)
+    return with_answer(error, status=status, headers=headers, jsonrpc_id=jsonrpc_id)
+
+
+def with_answer(
+    error: E,
+    *,
+    status: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    jsonrpc_id: int | None = None,
+) -> E:
+    """``error``, told the HTTP answer it came from: status, headers (redacted), ids.
+
+    What is not given is left as it was, so the transport can add the JSON-RPC id to an
+    error the HTTP layer made. ``str(error)`` then ends with ``[HTTP 429, request 7 / abc]``.
+    """
+    if status is not None:
+        error.status_code = status
+    if headers is not None:
+        error.headers = _redact(headers)
+        error.server_request_id = _server_request_id(error.headers)
+    if jsonrpc_id is not None:
+        error.jsonrpc_id = jsonrpc_id
+    ids = [str(i) for i in (error.jsonrpc_id, error.server_request_id) if i is not None]
+    error.request_id = " / ".join(ids) or None
+    note = [f"HTTP {error.status_code}"] if error.status_code is not None else []
+    if error.request_id is not None:
+        note.append(f"request {error.request_id}")
+    error._answer_note = f" [{', '.join(note)}]" if note else ""
+    return error
+
+
+def _redact(headers: Mapping[str, str]) -> Mapping[str, str]:
+    copy: CIMultiDict[str] = CIMultiDict()
+    try:
+        items = headers.items()
+        for name, value in items:
+            copy.add(name, _REDACTED if name.lower() in _REDACTED_HEADERS else value)
+    except Exception:  # a headers object that cannot be read is headers not given
+        pass
+    return CIMultiDictProxy(copy)
+
+
+def _server_request_id(headers: Mapping[str, str]) -> str | None:
+    for name in REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:200]
+    return None

@@ -20,10 +20,11 @@ from ._errors import (
     UnexpectedStatusError,
 )
 from ._ratelimit import Pool
+from ._telemetry import NO_OBSERVER, CallObserver, error_type
 
 __all__ = ["RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
 
-logger = logging.getLogger("magisterium_async")
+logger = logging.getLogger("magisterium_async.retry")
 
 T = TypeVar("T")
 
@@ -77,6 +78,7 @@ async def call_with_retries(
     retry_timeouts: bool = True,
     jitter: Callable[[], float] = random.random,
     deadline: float = math.inf,
+    observer: CallObserver = NO_OBSERVER,
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be retried.
 
@@ -89,15 +91,19 @@ async def call_with_retries(
     (a time on ``clock``): then the :class:`RateLimitError` is raised at once, since
     sleeping to the deadline could only end in a timeout. Transient failures are retried
     ``policy.max_retries`` times with exponential backoff, outside the pool's slot.
+    ``observer`` hears of each slot, answer and retry (telemetry).
     """
     retries = 0
     limited = 0
     waited = 0.0
     while True:
+        asked = clock.now()
         async with pool.slot(priority, fairness_key) as permit:
+            observer.admitted(permit.started - asked)
             try:
-                return await attempt()
+                result = await attempt()
             except RateLimitError as exc:
+                observer.answered(exc)
                 window, delay = rate_limit_wait(exc, policy, limited)
                 limited += 1
                 waited += delay
@@ -105,8 +111,10 @@ async def call_with_retries(
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
                 permit.retried()
+                observer.retrying(retries + limited, "rate_limited")
                 logger.info("%s: rate limited (HTTP 429); retrying in %.3g s", what, delay)
             except MagisteriumError as exc:
+                observer.answered(exc)
                 if retries >= policy.max_retries or not is_transient(
                     exc, retry_timeouts=retry_timeouts
                 ):
@@ -114,6 +122,12 @@ async def call_with_retries(
                 permit.retried()
                 delay = policy.backoff(retries, jitter())
                 retries += 1
+                observer.retrying(retries + limited, error_type(exc))
                 limit = policy.max_retries
-                logger.info("%s: %s; retry %d of %d in %.3g s", what, exc, retries, limit, delay)
+                # The error names the method already; the prefix is for those that do not.
+                text = str(exc) if str(exc).startswith(what) else f"{what}: {exc}"
+                logger.info("%s; retry %d of %d in %.3g s", text, retries, limit, delay)
+            else:
+                observer.answered(None)
+                return result
         await clock.sleep(delay)

@@ -2,7 +2,9 @@
 
 A client method is one row of this table: ``build`` turns the user's argument into message
 parts (raising ``ValueError``/``TypeError`` before anything is sent), ``parse`` turns the
-completed task's artifact into the result type.
+completed task's artifact into the result type. Each row also says what the skill does for
+a model (``description``) and takes its arguments as a typed struct (``arguments``): the
+tools for LLM frameworks (:mod:`magisterium_async.tools`) are made from this table alone.
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ._arguments import (
+    Arguments,
+    DayArguments,
+    DocumentArguments,
+    LookupArguments,
+    QueryArguments,
+    QuestionArguments,
+    SaintsDayArguments,
+)
 from ._config import PoolName
 from ._errors import MalformedResponseError, TaskFailedError
 from ._models import (
@@ -34,10 +45,12 @@ __all__ = [
     "ASK",
     "DEFAULT_SKILL_ID",
     "FETCH",
+    "LOOKUPS",
     "MASS_READINGS",
     "SAINTS",
     "SEARCH",
     "SKILLS",
+    "Arguments",
     "Skill",
     "pool_for",
     "read_result",
@@ -56,14 +69,20 @@ Out = TypeVar("Out")
 
 @dataclass(frozen=True)
 class Skill(Generic[In, Out]):
-    """One skill: its id, the quota pool it draws on, its artifact and how to read it."""
+    """One skill: its id, the quota pool it draws on, its artifact and how to read it.
+
+    ``artifact`` ``None`` means any (the service does not state the lookups' names).
+    """
 
     id: str
     pool: PoolName
-    artifact: str
+    artifact: str | None
     build: Callable[[In], list[Part]]
     parse: Callable[[Task, Artifact], Out]
     not_found: str | None = None
+    description: str = ""
+    """What the skill does and when to use it, written for a model choosing a tool."""
+    arguments: type[Arguments[In]] | None = None
 
 
 def require_text(name: str, value: object) -> str:
@@ -278,11 +297,42 @@ def _build_saints(when: str | dt.date) -> list[Part]:
     return [TextPart(text=require_text("when", when))]
 
 
+# Lookups ------------------------------------------------------------------------------
+
+
+def _parse_lookup(task: Task, artifact: Artifact) -> dict[str, Any]:
+    """Every artifact's text and data: the service states neither their names nor shapes."""
+    parts = [p for a in task.artifacts for p in a.parts]
+    return {
+        "text": "\n".join(p.text for p in parts if isinstance(p, TextPart)),
+        "data": [p.data for p in parts if isinstance(p, DataPart)],
+    }
+
+
+# The table ----------------------------------------------------------------------------
+
 ASK: Skill[str, Answer] = Skill(
-    "catholic_qa", "expensive", "catholic_qa_response", _text_only("question"), _parse_answer
+    "catholic_qa",
+    "expensive",
+    "catholic_qa_response",
+    _text_only("question"),
+    _parse_answer,
+    description="Answer a question about Catholic teaching, doctrine, morals, history or "
+    "practice from the Church's documents, with citations of the sources used. Slow "
+    "(seconds to minutes) and on a small quota: use it for questions that need a reasoned "
+    "answer, and document_search to find documents.",
+    arguments=QuestionArguments,
 )
 SEARCH: Skill[str, list[SearchResult]] = Skill(
-    "document_search", "default", "search_results", _text_only("query"), _parse_search
+    "document_search",
+    "default",
+    "search_results",
+    _text_only("query"),
+    _parse_search,
+    description="Semantic search over Church documents (encyclicals, councils, the "
+    "Catechism, the Fathers, canon law, ...). Returns hits with id, title and url; pass an "
+    "id to document_fetch for the text.",
+    arguments=QueryArguments,
 )
 FETCH: Skill[str, Document] = Skill(
     "document_fetch",
@@ -291,6 +341,9 @@ FETCH: Skill[str, Document] = Skill(
     _build_fetch,
     _parse_document,
     not_found="Document not found.",
+    description="The full text and metadata (title, author, reference) of one document, "
+    "by the id document_search gave.",
+    arguments=DocumentArguments,
 )
 MASS_READINGS: Skill[str, str] = Skill(
     "liturgical_readings",
@@ -299,6 +352,9 @@ MASS_READINGS: Skill[str, str] = Skill(
     _text_only("when"),
     _parse_text,
     not_found="No mass readings found.",
+    description="The readings of the Catholic Mass for a day (first reading, psalm, "
+    "second reading, gospel).",
+    arguments=DayArguments,
 )
 SAINTS: Skill[str | dt.date, str] = Skill(
     "saints_of_the_day",
@@ -307,19 +363,60 @@ SAINTS: Skill[str | dt.date, str] = Skill(
     _build_saints,
     _parse_text,
     not_found="No martyrology data found.",
+    description="The Roman Martyrology entry for a day: the saints and blessed commemorated on it.",
+    arguments=SaintsDayArguments,
 )
 
-SKILLS: Mapping[str, Skill[Any, Any]] = {
-    s.id: s for s in (ASK, SEARCH, FETCH, MASS_READINGS, SAINTS)
-}
-"""The typed skills by id. ``send_message`` accepts any other id too."""
+
+def _lookup(skill_id: str, description: str) -> Skill[str, dict[str, Any]]:
+    # Their artifacts and pool are not stated by the service: any artifact, the default pool.
+    return Skill(
+        skill_id,
+        "default",
+        None,
+        _text_only("query"),
+        _parse_lookup,
+        description=description,
+        arguments=LookupArguments,
+    )
+
+
+LOOKUPS: tuple[Skill[str, dict[str, Any]], ...] = (
+    _lookup(
+        "saint_lookup",
+        "A saint, blessed, venerable or servant of God, by name or canonical id: their "
+        "record (status, feast day, life dates, ...).",
+    ),
+    _lookup(
+        "person_lookup",
+        "A Catholic clergy figure (bishop, cardinal, archbishop, ...) by name or canonical "
+        "id: their record (rank, see, dates, ...).",
+    ),
+    _lookup("pope_lookup", "A pope by name or canonical id: reign, birth name, dates."),
+    _lookup(
+        "diocese_lookup",
+        "An ecclesiastical jurisdiction (diocese, archdiocese, eparchy) by name or canonical "
+        "id: directory metadata, headline statistics and latest financials.",
+    ),
+    _lookup(
+        "diocese_statistics_lookup",
+        "A diocese's full yearly statistics by name or canonical id: a time series of 19 "
+        "metrics, one row per year.",
+    ),
+)
+"""The five skills the service lists beyond its contract's table (no typed client method:
+``send_message`` and the tools reach them)."""
+
+_TABLE: tuple[Skill[Any, Any], ...] = (ASK, SEARCH, FETCH, MASS_READINGS, SAINTS, *LOOKUPS)
+SKILLS: Mapping[str, Skill[Any, Any]] = {s.id: s for s in _TABLE}
+"""Every skill of the service by id. ``send_message`` accepts any other id too."""
 
 
 def pool_for(skill_id: str | None) -> PoolName:
     """The quota pool a message to ``skill_id`` draws on (no id means ``catholic_qa``).
 
-    Skills this table does not know (the service lists more, such as ``saint_lookup``) draw
-    on the default pool, as every skill but ``catholic_qa`` does.
+    Skills this table does not know draw on the default pool, as every skill but
+    ``catholic_qa`` does (the lookups' pool is not stated by the service: default too).
     """
     skill = SKILLS.get(skill_id or DEFAULT_SKILL_ID)
     return skill.pool if skill is not None else "default"
@@ -345,11 +442,15 @@ def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
         raise TaskFailedError(task, task.failure_reason)
     if task.state != TaskState.COMPLETED:
         raise _malformed(task, f"{skill.id} answered a task in state {_brief(task.state)}")
-    artifact = task.artifact(skill.artifact)
+    if skill.artifact is None:
+        artifact = task.artifacts[0] if task.artifacts else None
+    else:
+        artifact = task.artifact(skill.artifact)
     candidates = [artifact] if artifact is not None else task.artifacts
     if any(is_not_found(skill, a) for a in candidates):
         return None
     if artifact is None:
         names = [a.name for a in task.artifacts]
-        raise _malformed(task, f"no {skill.artifact!r} artifact (artifacts: {_brief(names)})")
+        wanted = "artifact" if skill.artifact is None else f"{skill.artifact!r} artifact"
+        raise _malformed(task, f"no {wanted} (artifacts: {_brief(names)})")
     return skill.parse(task, artifact)

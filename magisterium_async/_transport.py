@@ -27,16 +27,21 @@ from ._clock import Clock, LoopClock
 from ._config import DEFAULT_MAX_RESPONSE_BYTES
 from ._errors import (
     APIConnectionError,
+    APIResponseError,
     APITimeoutError,
     ClientClosedError,
+    JSONRPCError,
     MalformedResponseError,
     TLSError,
     UnexpectedStatusError,
+    error_for_status,
     error_from_jsonrpc,
+    with_answer,
 )
 from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPTransport
 from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
 from ._proxy import Proxies
+from ._telemetry import with_trace_context
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -47,7 +52,7 @@ __all__ = [
     "decode_response",
 ]
 
-logger = logging.getLogger("magisterium_async")
+logger = logging.getLogger("magisterium_async.transport")
 
 _USER_AGENT = (
     f"magisterium-async/{_version.__version__} "
@@ -247,8 +252,17 @@ def decode_response(
     (``"jsonrpc": "2.0"``, the request's integer id, exactly one of ``result`` and
     ``error``): its error object is raised, a non-200 status without one is an
     :class:`UnexpectedStatusError`, and a 200 that breaks the protocol is a
-    :class:`MalformedResponseError`.
+    :class:`MalformedResponseError`. Every error raised carries the answer (status,
+    headers, ``request_id``: see :func:`with_answer`).
     """
+    try:
+        return _decode(method, request_id, status, payload, headers)
+    except (APIResponseError, JSONRPCError) as error:
+        with_answer(error, status=status, headers=headers, jsonrpc_id=request_id)
+        raise
+
+
+def _decode(method: str, request_id: int, status: int, payload: bytes, headers: Any) -> Task:
     envelope, problem = _parse(method, payload)
     if (
         status == 200
@@ -262,18 +276,8 @@ def decode_response(
     if problem is None and envelope is not None:
         problem = _id_problem(envelope, request_id)
     err = envelope.error if envelope is not None else None
-    if status in (401, 403, 429):
-        usable = err is not None and _is_int(err.code)
-        error = error_from_jsonrpc(
-            err.code if usable and err is not None else None,
-            err.message if usable and err is not None else f"HTTP {status}",
-            err.data if usable and err is not None else None,
-            status=status,
-            method=method,
-            headers=headers,
-        )
-        raise error
-    if problem is None and err is not None:
+    usable = err is not None and _is_int(err.code)
+    if err is not None and (usable if status in (401, 403, 429) else problem is None):
         raise error_from_jsonrpc(
             err.code, err.message, err.data, status=status, method=method, headers=headers
         )
@@ -285,9 +289,9 @@ def decode_response(
             body=body_snippet(payload),
         )
     if status != 200:
-        raise UnexpectedStatusError(
-            f"{method}: unexpected HTTP {status}", status=status, body=body_snippet(payload)
-        )
+        contract = status in (401, 403, 429)
+        what = f"HTTP {status}" if contract else f"{method}: unexpected HTTP {status}"
+        raise error_for_status(status, what, headers=headers, body=body_snippet(payload))
     if problem is not None or envelope is None:
         raise MalformedResponseError(
             f"{method}: {problem}", status=status, body=body_snippet(payload)
@@ -414,15 +418,20 @@ class Transport:
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
         rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
         logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
-        status, headers, payload = await self._exchange(
-            "POST", self._url, rpc_headers, body, timeout, method
-        )
+        try:
+            status, headers, payload = await self._exchange(
+                "POST", self._url, with_trace_context(rpc_headers), body, timeout, method
+            )
+        except APIResponseError as error:  # the body could not be read (too large, corrupt)
+            with_answer(error, jsonrpc_id=request_id)
+            raise
         return decode_response(method, request_id, status, payload, headers)
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""
         logger.debug("GET %s", url)
-        return await self._exchange("GET", url, self._get_headers, None, timeout, f"GET {url}")
+        headers = with_trace_context(self._get_headers)
+        return await self._exchange("GET", url, headers, None, timeout, f"GET {url}")
 
     async def aclose(self) -> None:
         """Close the HTTP transport; this one cannot be used afterwards."""

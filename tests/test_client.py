@@ -696,4 +696,6 @@ async def test_each_retry_is_logged_at_info_with_its_reason_and_wait(
             await run(clock, client.search("grace"))
     retries = [r for r in caplog.records if r.levelno == logging.INFO and "retry" in r.message]
     assert len(retries) == 1
-    assert "unexpected HTTP 503; retry 1 of 1 in" in retries[0].message
+    message = retries[0].message
+    assert message.startswith("message/send: unexpected HTTP 503")  # the method once
+    assert "[HTTP 503, request 1]; retry 1 of 1 in" in message

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import magisterium_async as m
-from magisterium_async._errors import error_from_jsonrpc
+from magisterium_async._errors import error_for_status, error_from_jsonrpc
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 
 
 @pytest.mark.parametrize(
@@ -93,3 +96,164 @@ def test_skill_not_found_names_the_skill() -> None:
     bare = error_from_jsonrpc(-32002, "Skill not found", None, status=404)
     assert isinstance(bare, m.SkillNotFoundError) and bare.skill_id is None
     assert str(bare) == "Skill not found (JSON-RPC error -32002)"
+
+
+# The tree, __all__ and the package's exports agree ---------------------------------------
+
+
+def _tree_names() -> set[str]:
+    from magisterium_async import _errors
+
+    doc = _errors.__doc__ or ""
+    return set(re.findall(r"[├└]── (\w+)", doc)) | {"MagisteriumError"}
+
+
+def test_the_docstring_tree_all_and_exports_agree() -> None:
+    from magisterium_async import _errors
+
+    classes = {
+        name
+        for name, value in vars(_errors).items()
+        if isinstance(value, type) and issubclass(value, m.MagisteriumError)
+    }
+    exported = {name for name in _errors.__all__ if name in classes}
+    assert _tree_names() == classes == exported
+    assert exported <= set(m.__all__)
+    assert all(getattr(m, name) is getattr(_errors, name) for name in exported)
+
+
+def test_the_docstring_tree_draws_each_class_under_its_parent() -> None:
+    from magisterium_async import _errors
+
+    doc = _errors.__doc__ or ""
+    stack: list[tuple[int, str]] = []
+    for line in doc.splitlines():
+        drawn = re.search(r"[├└]── (\w+)", line)
+        if drawn is None:
+            if line.strip().startswith("MagisteriumError"):
+                stack = [(0, "MagisteriumError")]
+            continue
+        depth = drawn.start()
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        assert stack, line
+        cls = getattr(_errors, drawn.group(1))
+        assert cls.__bases__[0] is getattr(_errors, stack[-1][1]), line
+        stack.append((depth, drawn.group(1)))
+
+
+# Errors from an HTTP answer say which answer ---------------------------------------------
+
+TOKEN = "secret-token-do-not-show"
+ANSWER_HEADERS = {
+    "X-Request-Id": "req-abc123",
+    "Set-Cookie": "session=s3cr3t",
+    "Authorization": "Bearer leaked",
+    "X-RateLimit-Remaining": "0",
+}
+
+
+async def _error_from(answer: Callable[[MockRequest], MockResponse]) -> m.MagisteriumError:
+    transport = MockTransport(answer)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url="http://127.0.0.1:9/a2a",
+        transport=transport,
+        rate_limits=m.RateLimits.unlimited(),
+        retry_policy=m.RetryPolicy(max_retries=0, rate_limit_budget=0.001),
+    )
+    async with client:
+        with pytest.raises(m.MagisteriumError) as info:
+            await client.search("grace")
+    sent = transport.requests[-1].json["id"]
+    assert info.value.jsonrpc_id == sent
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("answer", "cls", "status"),
+    [
+        (lambda r: MockResponse(401, ANSWER_HEADERS, "no"), m.AuthenticationError, 401),
+        (
+            lambda r: MockResponse.error(
+                r,
+                -32003,
+                "Rate limit exceeded",
+                {"retryAfter": 0},
+                status=429,
+                headers=ANSWER_HEADERS,
+            ),
+            m.RateLimitError,
+            429,
+        ),
+        (
+            lambda r: MockResponse(503, ANSWER_HEADERS, "<html>busy</html>"),
+            m.UnexpectedStatusError,
+            503,
+        ),
+        (
+            lambda r: MockResponse.error(r, -32603, "boom", headers=ANSWER_HEADERS),
+            m.InternalServerError,
+            200,
+        ),
+    ],
+    ids=["401", "429", "5xx", "jsonrpc"],
+)
+async def test_errors_carry_status_request_id_and_redacted_headers(
+    answer: Callable[[MockRequest], MockResponse], cls: type[m.MagisteriumError], status: int
+) -> None:
+    error = await _error_from(answer)
+    assert type(error) is cls
+    assert error.status_code == status == error.status
+    assert error.server_request_id == "req-abc123"
+    assert error.request_id == f"{error.jsonrpc_id} / req-abc123"
+    assert error.headers["x-ratelimit-remaining"] == "0"  # case-insensitive
+    assert error.headers["set-cookie"] == error.headers["authorization"] == "<redacted>"
+    text = str(error)
+    assert text.endswith(f"[HTTP {status}, request {error.jsonrpc_id} / req-abc123]")
+    assert TOKEN not in text and "s3cr3t" not in text and "leaked" not in repr(error.headers)
+
+
+async def test_request_id_without_a_server_header_is_the_jsonrpc_id() -> None:
+    error = await _error_from(lambda r: MockResponse.error(r, -32602, "bad"))
+    assert error.server_request_id is None
+    assert error.request_id == str(error.jsonrpc_id)
+    assert str(error) == f"bad (JSON-RPC error -32602) [HTTP 200, request {error.jsonrpc_id}]"
+
+
+async def test_a_body_too_large_still_names_the_request() -> None:
+    transport = MockTransport(lambda r: MockResponse(200, {}, b"x" * 2048))
+    async with m.AsyncMagisterium(
+        token=TOKEN,
+        base_url="http://127.0.0.1:9/a2a",
+        transport=transport,
+        max_response_bytes=1024,
+    ) as client:
+        with pytest.raises(m.ResponseTooLargeError) as info:
+            await client.search("grace")
+    assert info.value.jsonrpc_id == transport.requests[0].json["id"]
+    assert info.value.status_code == 200
+
+
+def test_errors_without_an_answer_name_none() -> None:
+    error = m.APIConnectionError("refused")
+    assert (error.status_code, error.request_id, dict(error.headers)) == (None, None, {})
+    assert str(error) == "refused"
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (401, m.AuthenticationError),
+        (403, m.PlanRequiredError),
+        (429, m.RateLimitError),
+        (404, m.UnexpectedStatusError),
+        (502, m.UnexpectedStatusError),
+    ],
+)
+def test_one_function_maps_a_status_to_its_error(status: int, cls: type) -> None:
+    error = error_for_status(status, "GET x", headers={"Retry-After": "3", "Request-Id": "r1"})
+    assert type(error) is cls
+    assert error.status_code == status and error.request_id == "r1"
+    if isinstance(error, m.RateLimitError):
+        assert error.retry_after == 3.0

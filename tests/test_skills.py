@@ -40,6 +40,12 @@ def test_table_holds_every_skill_with_its_pool_and_artifact() -> None:
         "document_fetch": ("default", "document"),
         "liturgical_readings": ("default", "mass_readings"),
         "saints_of_the_day": ("default", "martyrology"),
+        # The service states neither the lookups' artifacts nor their pool.
+        "saint_lookup": ("default", None),
+        "person_lookup": ("default", None),
+        "pope_lookup": ("default", None),
+        "diocese_lookup": ("default", None),
+        "diocese_statistics_lookup": ("default", None),
     }
 
 

@@ -1,0 +1,296 @@
+"""``client.with_options(...)`` and the priorities the client gives its calls, in virtual
+time through ``MockTransport`` (the client's part of the engine; ``_client.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import magisterium_async as m
+from magisterium_async._ratelimit import Permit, Pool, Priority
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
+from tests.conftest import TOKEN, artifact, data, task_json, text
+
+Sent = list[tuple[str, float]]
+
+
+def service(clock: VirtualClock, sent: Sent) -> Callable[[MockRequest], MockResponse]:
+    """Searches find one document per query (``d-<query>``); every fetch finds nothing.
+    Each request's query or id goes into ``sent`` with the time it arrived."""
+
+    def answer(request: MockRequest) -> MockResponse:
+        message = request.json["params"]["message"]
+        part = message["parts"][0]
+        what = part["text"] if part["kind"] == "text" else part["data"]["id"]
+        sent.append((what, clock.now()))
+        if message["metadata"]["skillId"] == "document_search":
+            found = data({"results": [{"id": f"d-{what}", "url": "u", "title": what}]})
+            results = artifact("search_results", found)
+            return MockResponse.result(request, task_json(artifacts=[results]))
+        missing = artifact("document", text("Document not found."))
+        return MockResponse.result(request, task_json(artifacts=[missing]))
+
+    return answer
+
+
+def client_for(
+    clock: VirtualClock, sent: Sent, **kwargs: Any
+) -> tuple[m.AsyncMagisterium, MockTransport]:
+    transport = MockTransport(service(clock, sent))
+    kwargs.setdefault("rate_limits", m.RateLimits.pro())  # 15 a minute, a 1 s margin
+    client = m.AsyncMagisterium(
+        token=TOKEN, base_url="https://a2a.example/api", clock=clock, transport=transport, **kwargs
+    )
+    return client, transport
+
+
+async def later(clock: VirtualClock, at: float, call: Awaitable[Any]) -> Any:
+    await clock.sleep(at)
+    return await call
+
+
+async def drain(items: AsyncIterator[Any]) -> int:
+    return sum([1 async for _ in items])
+
+
+# Views share everything but their options ------------------------------------------------
+
+
+async def test_a_view_shares_the_quota_pools_and_stats_with_its_parent() -> None:
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent, rate_limits=m.RateLimits(1, 1, period=60.0))
+    view = client.with_options(priority="bulk", fairness_key="user-1")
+    async with client:
+        await client.search("parent")
+        second = asyncio.ensure_future(view.search("view"))
+        await clock.run_until_idle()
+        await second
+        assert sent == [("parent", 0.0), ("view", pytest.approx(61.0))]  # one quota
+        assert client.stats.default.sent == 2 and view.stats == client.stats
+
+
+async def test_a_views_options_are_its_own() -> None:
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent)
+    view = client.with_options(priority="bulk", fairness_key="user-1", max_retries=0)
+    assert (view.priority, view.fairness_key, view.retry_policy.max_retries) == (
+        "bulk",
+        "user-1",
+        0,
+    )
+    assert (client.priority, client.fairness_key) == ("interactive", None)
+    assert client.retry_policy.max_retries == 2
+    nested = view.with_options(priority="interactive")
+    assert (nested.priority, nested.fairness_key) == ("interactive", "user-1")
+    await client.aclose()
+
+
+async def test_a_views_max_retries_and_timeout_apply_to_its_calls_only() -> None:
+    clock = VirtualClock()
+
+    async def unwell(request: MockRequest) -> MockResponse:
+        if request.json["params"]["message"]["parts"][0]["text"] == "hang":
+            await clock.sleep(math.inf)
+        return MockResponse(status=503, content="down for maintenance")
+
+    transport = MockTransport(unwell)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url="https://a2a.example/api",
+        clock=clock,
+        transport=transport,
+        rate_limits=m.RateLimits.unlimited(),
+    )
+    view = client.with_options(max_retries=0, timeout=2.0)
+    async with client:
+        for who, requests in ((view, 1), (client, 3)):  # the parent keeps its 2 retries
+            before = len(transport.requests)
+            call = asyncio.ensure_future(who.search("q"))
+            await clock.run_until_idle()
+            with pytest.raises(m.MagisteriumError):
+                await call
+            assert len(transport.requests) - before == requests
+        hangs = asyncio.ensure_future(view.search("hang"))
+        await clock.run_until_idle()
+        with pytest.raises(m.APITimeoutError, match="after 2 s"):
+            await hangs
+        assert client.timeouts != view.timeouts
+
+
+async def test_aclose_on_a_view_closes_nothing() -> None:
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent)
+    view = client.with_options(priority="bulk")
+    async with view:
+        await view.search("a")
+    await view.aclose()
+    assert not client.is_closed and not view.is_closed
+    await client.search("b")
+    await view.search("c")
+    assert [what for what, _ in sent] == ["a", "b", "c"]
+    await client.aclose()
+
+
+async def test_closing_the_parent_closes_every_view() -> None:
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent)
+    view = client.with_options(fairness_key="k")
+    await client.aclose()
+    assert view.is_closed
+    with pytest.raises(m.ClientClosedError):
+        await view.search("x")
+    with pytest.raises(m.ClientClosedError):
+        await client.with_options(priority="bulk").search("y")
+    assert sent == []
+
+
+async def test_closing_the_parent_wakes_a_views_waiting_call() -> None:
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent, rate_limits=m.RateLimits(1, 1, period=60.0))
+    view = client.with_options(priority="bulk")
+    await client.search("first")
+    waiting = asyncio.ensure_future(view.search("waits"))
+    await clock.advance(1.0)
+    await client.aclose()
+    with pytest.raises(m.ClientClosedError):
+        await waiting
+    assert [what for what, _ in sent] == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [
+        ({"priority": "urgent"}, ValueError, "priority"),
+        ({"priority": 1}, ValueError, "priority"),
+        ({"fairness_key": 42}, TypeError, "fairness_key"),
+        ({"fairness_key": b"user"}, TypeError, "fairness_key"),
+        ({"max_retries": -1}, ValueError, "max_retries"),
+        ({"max_retries": "2"}, TypeError, "max_retries"),
+        ({"max_retries": True}, TypeError, "max_retries"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"timeout": "30"}, TypeError, "timeout"),
+    ],
+)
+async def test_bad_options_are_refused_naming_the_argument(
+    options: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    client, _ = client_for(VirtualClock(), [])
+    with pytest.raises(error, match=named):
+        client.with_options(**options)
+    await client.aclose()
+
+
+# Priorities the client gives its calls ------------------------------------------------------
+
+
+def batch(client: m.AsyncMagisterium, kind: str, n: int, **kw: Any) -> AsyncIterator[Any]:
+    inputs = [f"{kind}-{i}" for i in range(n)]
+    if kind == "search_many":
+        return aiter(client.search_many(inputs, concurrency=n, **kw))
+    if kind == "fetch_many":
+        return aiter(client.fetch_many(inputs, concurrency=n, **kw))
+    return aiter(client.harvest(inputs, concurrency=n, **kw))
+
+
+async def batch_then_single(
+    kind: str, single: Callable[[m.AsyncMagisterium], Awaitable[Any]], **batch_kw: Any
+) -> Sent:
+    """At 15 a minute, a batch of 40 from t=0 and a single call at t=10: each query or id
+    (the single call's is ``"single"``) with when it was sent, in the order sent."""
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent)
+    async with client:
+        job = asyncio.ensure_future(drain(batch(client, kind, 40, **batch_kw)))
+        one = asyncio.ensure_future(later(clock, 10.0, single(client)))
+        await clock.run_until_idle()
+        await asyncio.gather(job, one)
+    return sent
+
+
+@pytest.mark.parametrize("kind", ["search_many", "fetch_many"])
+async def test_batch_calls_are_bulk_and_a_single_call_goes_first(kind: str) -> None:
+    """A single call made while a batch waits starts at the next free start, ahead of
+    every batch call still waiting (first of the 15 at t=61)."""
+    sent = await batch_then_single(kind, lambda client: client.search("single"))
+    assert sent[15] == ("single", pytest.approx(61.0))  # right after the first 15
+
+
+@pytest.mark.parametrize("kind", ["search_many", "fetch_many", "harvest"])
+async def test_each_batch_asks_its_pool_for_bulk_turns_and_single_calls_for_interactive(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What each call asks the pool for (harvest keeps a database in a worker thread, so
+    this runs on the real clock with no quota, watching the pool's door)."""
+    asked: list[tuple[str, str | None]] = []
+    acquire = Pool.acquire
+
+    async def watched(self: Pool, priority: Priority, key: str | None) -> Permit:
+        asked.append((priority, key))
+        return await acquire(self, priority, key)
+
+    monkeypatch.setattr(Pool, "acquire", watched)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url="https://a2a.example/api",
+        transport=MockTransport(service(VirtualClock(), [])),
+        rate_limits=m.RateLimits.unlimited(),
+    )
+    async with client:
+        view = client.with_options(fairness_key="user-1")
+        await drain(batch(view, kind, 3))
+        assert set(asked) == {("bulk", "user-1")}
+        assert len(asked) >= 3
+        asked.clear()
+        await drain(batch(view, kind, 2, priority="interactive"))
+        assert set(asked) == {("interactive", "user-1")}
+        asked.clear()
+        await view.search("one")
+        await client.fetch("d-one")
+        assert asked == [("interactive", "user-1"), ("interactive", None)]
+
+
+async def test_a_batch_made_interactive_waits_its_turn_like_any_call() -> None:
+    sent = await batch_then_single(
+        "search_many", lambda client: client.search("single"), priority="interactive"
+    )
+    assert dict(sent)["single"] == pytest.approx(2 * 61.0)  # behind the 25 that waited
+
+
+async def test_a_bulk_views_single_calls_are_bulk() -> None:
+    sent = await batch_then_single(
+        "search_many", lambda client: client.with_options(priority="bulk").search("single")
+    )
+    assert dict(sent)["single"] == pytest.approx(2 * 61.0)  # behind the 25 that waited
+
+
+async def test_a_second_fairness_key_is_served_in_turn_not_after_the_first_keys_batch() -> None:
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent)
+    a, b = client.with_options(fairness_key="a"), client.with_options(fairness_key="b")
+    async with client:
+        first = asyncio.ensure_future(drain(batch(a, "search_many", 100)))
+        second = asyncio.ensure_future(later(clock, 10.0, drain(batch(b, "fetch_many", 3))))
+        await clock.run_until_idle()
+        await asyncio.gather(first, second)
+    at = [t for what, t in sent if what.startswith("fetch_many")]
+    assert at == [pytest.approx(61.0)] * 3  # all in the next burst, taking turns with "a"
+
+
+@pytest.mark.parametrize("kind", ["search_many", "fetch_many", "harvest"])
+async def test_a_batch_with_a_bad_priority_is_refused_naming_it(kind: str) -> None:
+    client, transport = client_for(VirtualClock(), [])
+    with pytest.raises(ValueError, match="priority"):
+        batch(client, kind, 3, priority="urgent")
+    assert transport.requests == []
+    await client.aclose()
