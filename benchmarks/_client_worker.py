@@ -1,8 +1,9 @@
 """Send N ``document_search`` requests at concurrency C with one client; run as a script.
 
 Usage: ``python _client_worker.py '{"client", "url", "token", "n", "concurrency",
-"warmup", "pattern"}'``. Prints one JSON object: ``{"rps", "cpu_us", "wall", "cpu", "n"}``
-or ``{"error": ...}``.
+"warmup", "pattern"}'``. Prints one JSON object: ``{"rps", "cpu_us", "wall", "cpu", "n",
+"gc"}`` (``gc``: the cyclic GC's collections per generation over the ``n``) or
+``{"error": ...}``.
 
 Two patterns, as users write them (``pattern``, default ``"workers"``):
 
@@ -21,6 +22,7 @@ around those ``n`` only. Every answer is checked to hold the 10 hits of the cann
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
 import time
@@ -239,11 +241,23 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
 
     async with CLIENTS[spec["client"]](spec) as call:
         await drive(call, spec["warmup"])
+        collections = [generation["collections"] for generation in gc.get_stats()]
         wall0, cpu0 = time.perf_counter(), time.process_time()
         await drive(call, spec["n"])
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        # The cyclic GC's runs (generations 0, 1, 2) over the n requests: the objects a
+        # client keeps alive per queued call show here when thousands queue at once.
+        after = gc.get_stats()
+        collections = [g["collections"] - c for g, c in zip(after, collections, strict=True)]
     n = spec["n"]
-    return {"rps": n / wall, "cpu_us": cpu / n * 1e6, "wall": wall, "cpu": cpu, "n": n}
+    return {
+        "rps": n / wall,
+        "cpu_us": cpu / n * 1e6,
+        "wall": wall,
+        "cpu": cpu,
+        "n": n,
+        "gc": collections,
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -70,6 +70,17 @@ def _paired(samples: dict[str, list[dict[str, Any]]], a: str, b: str, key: str) 
     return statistics.median(ratios) if ratios else None
 
 
+def _gc_runs(runs: list[dict[str, Any]]) -> str:
+    """``"; GC runs a/b/c"``: the cyclic GC's collections per generation over the measured
+    requests (median per generation over the rounds); ``""`` if not reported."""
+    counts = [r["gc"] for r in runs if "gc" in r]
+    if not counts:
+        return ""
+    return "; GC runs " + "/".join(
+        str(statistics.median_low(c[g] for c in counts)) for g in range(3)
+    )
+
+
 def run(quick: bool, canned_body: Path, envs: dict[str, Resolved]) -> Section:
     n, concurrency, warmup, rounds = (200, 8, 50, 1) if quick else (3000, 16, 300, 7)
     n_gather = GATHER_N // 2 if quick else GATHER_N  # the crowd is the point: still 2,000
@@ -144,6 +155,8 @@ def run(quick: bool, canned_body: Path, envs: dict[str, Resolved]) -> Section:
         rps_ratio = _paired(samples, "magisterium", name, "rps")
         if ours and name != "magisterium" and rps_ratio is not None:
             parts.append(f"ours at {rps_ratio:.2f}x its req/s")
+        if name in ("magisterium", "aiohttp"):
+            parts.append(_gc_runs(samples[name]).lstrip("; "))
         section.rows.append(
             Row(
                 "search x N",
@@ -160,6 +173,7 @@ def run(quick: bool, canned_body: Path, envs: dict[str, Resolved]) -> Section:
         m = medians[key]
         cpu_ratio = _paired(samples, key, "gather:aiohttp", "cpu_us")
         detail = f"CPU {cpu_ratio:.2f}x the floor" if cpu_ratio is not None else ""
+        detail += _gc_runs(samples[key])
         section.rows.append(
             Row(case, label, f"{m['rps']:,.0f} req/s, {m['cpu_us']:,.0f} us CPU/req", detail)
         )
