@@ -51,6 +51,7 @@ from ._errors import (
 from ._harvest import Acknowledge, Harvest, OnError
 from ._http import HTTPTransport
 from ._models import (
+    MAX_ANSWER_DEPTH,
     AgentCard,
     Answer,
     DataPart,
@@ -61,6 +62,7 @@ from ._models import (
     SearchResult,
     Task,
     TextPart,
+    json_deeper_than,
 )
 from ._proxy import Proxies, redact
 from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedQuota
@@ -590,10 +592,12 @@ class AsyncMagisterium:
 
 
 def _decode_card(status: int, body: bytes) -> AgentCard:
+    why = f"it is nested too deeply (more than {MAX_ANSWER_DEPTH} levels)"
     try:
-        return _AGENT_CARD_DECODER.decode(body)
+        if not json_deeper_than(body, MAX_ANSWER_DEPTH):
+            return _AGENT_CARD_DECODER.decode(body)
     except RecursionError:
-        why = "it is nested too deeply to decode"
+        pass  # a recursion limit set lower than the bound: the same answer
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         why = str(exc)
     raise MalformedResponseError(

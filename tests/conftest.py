@@ -159,20 +159,31 @@ async def server() -> AsyncIterator[ScriptedServer]:
         await test_server.close()
 
 
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    """A private ``redis-server``; the test skips without one (and fails when ``CI=true``)."""
+def _running(server: RedisServer) -> Iterator[RedisServer]:
     reason = redis_unavailable()
     if reason is not None:
         if ci():
             pytest.fail(f"CI=true but {reason}")
         pytest.skip(reason)
-    server = RedisServer()
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A private ``redis-server``; the test skips without one (and fails when ``CI=true``)."""
+    yield from _running(RedisServer())
+
+
+@pytest.fixture
+def persistent_redis(tmp_path_factory: Any) -> Iterator[RedisServer]:
+    """A private ``redis-server`` with ``appendonly yes``: it keeps its data through a
+    restart."""
+    directory = str(tmp_path_factory.mktemp("aof"))
+    yield from _running(RedisServer(("--appendonly", "yes", "--dir", directory)))
 
 
 class JumpClock:
