@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only decode,client,quota,harvest]``: run, print one
+"""``python -m benchmarks [--quick] [--only decode,client,quota,...]``: run, print one
 table, write results.json, results.md and chart.png.
 
 The full run writes ``benchmarks/results/``; ``--quick`` (the CI smoke run: small N, the
@@ -22,12 +22,28 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import bench_client, bench_decode, bench_harvest, bench_quota, bench_shared_quota
+from . import (
+    bench_client,
+    bench_decode,
+    bench_harvest,
+    bench_priority,
+    bench_quota,
+    bench_shared_adaptive,
+    bench_shared_quota,
+)
 from ._envs import COMPETITORS, Resolved, resolve
 from ._fixtures import write_fixtures
 from ._report import Section, print_table, write_results
 
-BENCHMARKS = ("decode", "client", "quota", "harvest", "shared_quota")
+BENCHMARKS = (
+    "decode",
+    "client",
+    "quota",
+    "harvest",
+    "shared_quota",
+    "shared_adaptive",
+    "priority",
+)
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -85,9 +101,18 @@ def _timed(key: str, title: str, step: Callable[[], Section]) -> Section:
     return section
 
 
+def _load() -> str:
+    """The machine's load average over 1/5/15 minutes (the benchmarks share it)."""
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:  # not on every platform
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     started = time.monotonic()
+    load_before = _load()
     out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     build = not (args.quick or args.no_build)
     log: list[str] = []
@@ -113,6 +138,14 @@ def main(argv: list[str] | None = None) -> int:
                 "shared quota (Redis)",
                 lambda: bench_shared_quota.run(args.quick),
             ),
+            "shared_adaptive": (
+                "adaptive across processes (Redis)",
+                lambda: bench_shared_adaptive.run(args.quick),
+            ),
+            "priority": (
+                "interactive calls beside a bulk job",
+                lambda: bench_priority.run(args.quick),
+            ),
         }
         for key in BENCHMARKS:
             if key in args.only:
@@ -130,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}",
         "seconds": seconds,
+        "load": f"{load_before} before, {_load()} after",
         "versions": {
             p: _version(p) for p in ("magisterium-async", "aiohttp", "msgspec", "httpx", "anyio")
         },

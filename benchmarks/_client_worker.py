@@ -1,8 +1,16 @@
 """Send N ``document_search`` requests at concurrency C with one client; run as a script.
 
 Usage: ``python _client_worker.py '{"client", "url", "token", "n", "concurrency",
-"warmup"}'``. Prints one JSON object: ``{"rps", "cpu_us", "wall", "cpu", "n"}`` or
+"warmup", "pattern"}'``. Prints one JSON object: ``{"rps", "cpu_us", "wall", "cpu", "n",
+"gc"}`` (``gc``: the cyclic GC's collections per generation over the ``n``) or
 ``{"error": ...}``.
+
+Two patterns, as users write them (``pattern``, default ``"workers"``):
+
+- ``workers``: ``concurrency`` worker tasks, each awaiting one call after another;
+- ``gather``: ``asyncio.gather`` of all ``n`` calls at once. This SDK is given them all
+  (its ``max_concurrency`` holds the rest back); the other clients each take an
+  ``asyncio.Semaphore(concurrency)`` around the call, as their users must.
 
 Standalone (stdlib at the top, each client's imports inside it) so that the same file runs
 in our environment and in a2a-sdk 0.3's. After ``warmup`` requests (connections opened,
@@ -14,6 +22,7 @@ around those ``n`` only. Every answer is checked to hold the 10 hits of the cann
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
 import time
@@ -201,14 +210,54 @@ async def _drive(call: Call, n: int, concurrency: int) -> None:
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
+async def _gather(call: Call, n: int, concurrency: int | None) -> None:
+    """All ``n`` calls at once; behind a semaphore of ``concurrency`` unless ``None``."""
+    gate = asyncio.Semaphore(concurrency) if concurrency is not None else None
+
+    async def one() -> None:
+        if gate is None:
+            hits = await call()
+        else:
+            async with gate:
+                hits = await call()
+        if hits != HITS:
+            raise RuntimeError(f"expected {HITS} hits, got {hits}")
+
+    await asyncio.gather(*(one() for _ in range(n)))
+
+
 async def run(spec: dict[str, Any]) -> dict[str, Any]:
+    concurrency = spec["concurrency"]
+    if spec.get("pattern", "workers") == "gather":
+        gate = None if spec["client"] == "magisterium" else concurrency
+
+        async def drive(call: Call, n: int) -> None:
+            await _gather(call, n, gate)
+
+    else:
+
+        async def drive(call: Call, n: int) -> None:
+            await _drive(call, n, concurrency)
+
     async with CLIENTS[spec["client"]](spec) as call:
-        await _drive(call, spec["warmup"], spec["concurrency"])
+        await drive(call, spec["warmup"])
+        collections = [generation["collections"] for generation in gc.get_stats()]
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        await _drive(call, spec["n"], spec["concurrency"])
+        await drive(call, spec["n"])
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        # The cyclic GC's runs (generations 0, 1, 2) over the n requests: the objects a
+        # client keeps alive per queued call show here when thousands queue at once.
+        after = gc.get_stats()
+        collections = [g["collections"] - c for g, c in zip(after, collections, strict=True)]
     n = spec["n"]
-    return {"rps": n / wall, "cpu_us": cpu / n * 1e6, "wall": wall, "cpu": cpu, "n": n}
+    return {
+        "rps": n / wall,
+        "cpu_us": cpu / n * 1e6,
+        "wall": wall,
+        "cpu": cpu,
+        "n": n,
+        "gc": collections,
+    }
 
 
 def main(argv: list[str]) -> int:

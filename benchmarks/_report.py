@@ -127,7 +127,8 @@ def _markdown(sections: list[Section], meta: dict[str, Any]) -> str:
         "# Benchmark results",
         "",
         f"`{meta['command']}` on {meta['machine']} ({meta['date']}), "
-        f"{'quick run' if meta['quick'] else 'full run'}, {meta['seconds']:.0f} s. "
+        f"{'quick run' if meta['quick'] else 'full run'}, {meta['seconds']:.0f} s, load "
+        f"average {meta.get('load', 'unknown')}. "
         "Absolute numbers drift on shared machines; compare the ratios.",
         "",
         "| " + " | ".join(_HEADERS) + " |",
@@ -177,11 +178,13 @@ def _chart(sections: list[Section], path: Path) -> str | None:
     except ImportError:
         return "matplotlib is not installed (pip install -e '.[bench]'): chart.png skipped"
     by_key = {s.key: s.data for s in sections if s.data}
-    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
+    fig, axes = plt.subplots(3, 2, figsize=(14, 13))
     _plot_decode(axes[0][0], by_key.get("decode"))
     _plot_client(axes[0][1], by_key.get("client"))
     _plot_quota(axes[1][0], by_key.get("quota"))
     _plot_harvest(axes[1][1], by_key.get("harvest"))
+    _plot_shared_adaptive(axes[2][0], by_key.get("shared_adaptive"))
+    _plot_priority(axes[2][1], by_key.get("priority"))
     fig.suptitle("magisterium_async benchmarks (ratios matter, absolute numbers drift)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -224,13 +227,18 @@ def _plot_client(ax: Any, data: dict[str, Any] | None) -> None:
     title = "Per-request client cost: CPU microseconds per request (lower is better)"
     if not data or not data.get("clients"):
         return _empty(ax, title)
-    clients = [c for c, v in data["clients"].items() if v]
+    measured = {c: v for c, v in data["clients"].items() if v}
+    gather = {f"gather:\n{c.split(' (')[0]}": v for c, v in data.get("gather", {}).items() if v}
+    measured.update(gather)
+    clients = list(measured)
     labels = [c.replace(" + ", "\n+ ").replace(" client", "\nclient") for c in clients]
-    ax.bar(labels, [data["clients"][c]["cpu_us"] for c in clients], color="tab:blue")
+    colors = ["tab:orange" if c.startswith("gather") else "tab:blue" for c in clients]
+    ax.bar(labels, [measured[c]["cpu_us"] for c in clients], color=colors)
+    ax.tick_params(axis="x", labelsize=7)
     for i, c in enumerate(clients):
         ax.annotate(
-            f"{data['clients'][c]['rps']:,.0f} req/s",
-            (i, data["clients"][c]["cpu_us"]),
+            f"{measured[c]['rps']:,.0f} req/s",
+            (i, measured[c]["cpu_us"]),
             ha="center",
             va="bottom",
             fontsize=8,
@@ -261,6 +269,38 @@ def _plot_quota(ax: Any, data: dict[str, Any] | None) -> None:
         per = [scenarios[n].get(c, {}).get("per_success", math.nan) for c in clients]
         text = "429s/ok " + " / ".join("n/a" if math.isnan(p) else f"{p:.2f}" for p in per)
         ax.annotate(text, (i, 0.05), ha="center", fontsize=7)
+    ax.set_title(title)
+
+
+def _plot_shared_adaptive(ax: Any, data: dict[str, Any] | None) -> None:
+    title = "Four processes over one Redis: 429s per success (lower is better)"
+    if not data or not data.get("scenarios"):
+        return _empty(ax, title)
+    scenarios = data["scenarios"]
+    names = list(scenarios)
+    clients = ("magisterium", "botocore", "naive")
+    series = {
+        client: [scenarios[n].get(client, {}).get("per_success", math.nan) for n in names]
+        for client in clients
+    }
+    _bars(ax, names, series)
+    for i, n in enumerate(names):
+        span = scenarios[n].get("magisterium", {}).get("x_ideal", math.nan)
+        ax.annotate(f"ours: span {span:.2f}x ideal", (i, 0), ha="center", fontsize=7)
+    ax.set_title(title)
+
+
+def _plot_priority(ax: Any, data: dict[str, Any] | None) -> None:
+    title = "A single search beside search_many: latency in quota windows (lower is better)"
+    cases = {k: v for k, v in (data or {}).get("cases", {}).items() if "p95" in v}
+    if not cases:
+        return _empty(ax, title)
+    period = data["period"] if data else 1.0
+    names = list(cases)
+    series = {q: [cases[n][q] / period for n in names] for q in ("p50", "p95")}
+    _bars(ax, [n.replace(", ", ",\n") for n in names], series)
+    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    ax.tick_params(axis="x", labelsize=7)
     ax.set_title(title)
 
 

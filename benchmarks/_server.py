@@ -17,9 +17,15 @@ the process that started it, whatever happens to that one -- or it gets SIGTERM.
   ``--jitter S`` (each request waits up to S seconds before the server counts it), or
   ``--spurious P`` (no quota: a 429 with ``retryAfter`` ``--spurious-wait`` for a share P
   of the requests, at random). A 429 is HTTP 429, -32003, with the exact seconds to the
-  window's end in ``retryAfter``. ``GET /_bench/stats``: ``{"ok", "rate_limited"}``.
+  window's end in ``retryAfter``. A ``document_fetch`` is answered with a canned
+  document Task, any other message with the search Task. ``GET /_bench/stats``:
+  ``{"ok", "rate_limited", "t0", "accepted"}``: ``t0`` is the last reset on the server's
+  monotonic clock (``time.monotonic()``, the same clock in every process of the
+  machine), ``accepted`` the seconds since ``t0`` at which each accepted request was
+  counted, in order (a benchmark's run is short: the list stays small).
 
-:class:`ServerProcess` starts one from the benchmarks and always stops it.
+:class:`ServerProcess` starts one from the benchmarks and always stops it;
+:class:`RedisServer` starts a private ``redis-server`` for the shared-quota benchmarks.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,7 +49,7 @@ import msgspec
 if TYPE_CHECKING:  # imported inside the servers: the module loads without aiohttp
     from aiohttp import web
 
-__all__ = ["ServerProcess"]
+__all__ = ["RedisServer", "ServerProcess"]
 
 ROOT = Path(__file__).resolve().parent.parent
 A2A_PATH = "/api/v1/a2a"
@@ -131,6 +138,51 @@ class ServerProcess:
                 continue
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """A private ``redis-server`` on a free loopback port, nothing saved; ``stop()`` it."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        args += ["--appendonly", "no"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if b"Ready to accept connections" in line:
+                return
+        raise RuntimeError("redis-server did not start")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def flushall(self) -> None:
+        """Forget every key: each measured run starts from a Redis nothing has learnt in."""
+        import redis
+
+        with redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10) as connection:
+            connection.flushall()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> RedisServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 # The server side -----------------------------------------------------------------------
@@ -255,26 +307,30 @@ async def _serve_canned(args: argparse.Namespace) -> None:
     await _serve(app)
 
 
-_SEARCH_RESULT = msgspec.json.encode(
-    {
-        "kind": "task",
-        "id": "task-1",
-        "contextId": "ctx-1",
-        "status": {"state": "completed"},
-        "artifacts": [
-            {
-                "artifactId": "a-1",
-                "name": "search_results",
-                "parts": [
-                    {
-                        "kind": "data",
-                        "data": {"results": [{"id": "doc-1", "url": "u", "title": "Grace"}]},
-                    }
-                ],
-            }
-        ],
-    }
+def _task(number: int, artifact: str, parts: list[dict[str, Any]]) -> bytes:
+    """A completed Task with one artifact, encoded once."""
+    return msgspec.json.encode(
+        {
+            "kind": "task",
+            "id": f"task-{number}",
+            "contextId": f"ctx-{number}",
+            "status": {"state": "completed"},
+            "artifacts": [{"artifactId": f"a-{number}", "name": artifact, "parts": parts}],
+        }
+    )
+
+
+_HIT = {"id": "doc-1", "url": "u", "title": "Grace"}
+_SEARCH_RESULT = _task(1, "search_results", [{"kind": "data", "data": {"results": [_HIT]}}])
+_DOCUMENT_RESULT = _task(
+    2,
+    "document",
+    [
+        {"kind": "data", "data": {"id": "doc-1", "title": "Grace", "ref": "1"}},
+        {"kind": "text", "text": "Grace perfects nature."},
+    ],
 )
+_FETCH_SKILL = b'"document_fetch"'
 
 
 def _schedule(text: str) -> list[tuple[float, int]]:
@@ -292,10 +348,13 @@ async def _serve_window(args: argparse.Namespace) -> None:
     schedule = _schedule(args.schedule)
     period, jitter, spurious = args.period, args.jitter, args.spurious
     rng = random.Random(args.seed)
-    head, tail = b'{"jsonrpc":"2.0","id":', b',"result":' + _SEARCH_RESULT + b"}"
+    head = b'{"jsonrpc":"2.0","id":'
+    tail = b',"result":' + _SEARCH_RESULT + b"}"
+    fetch_tail = b',"result":' + _DOCUMENT_RESULT + b"}"
     encode = msgspec.json.encode
-    loop = asyncio.get_running_loop()
+    loop = asyncio.get_running_loop()  # its time() is time.monotonic(): stats report it
     state = {"t0": loop.time(), "window": -1, "count": 0, "ok": 0, "rate_limited": 0}
+    accepted: list[float] = []
 
     def limit_at(t: float) -> int:
         return next(limit for at, limit in reversed(schedule) if t >= at)
@@ -307,7 +366,8 @@ async def _serve_window(args: argparse.Namespace) -> None:
         return web.Response(status=429, body=encode(body), content_type="application/json")
 
     async def answer(request: web.Request) -> web.Response:
-        request_id = decoder.decode(await request.read()).id
+        raw = await request.read()
+        request_id = decoder.decode(raw).id
         if jitter:
             await asyncio.sleep(rng.uniform(0, jitter))
         if spurious:
@@ -322,15 +382,21 @@ async def _serve_window(args: argparse.Namespace) -> None:
                 return refused(request_id, round((window + 1) * period - t, 6))
             state["count"] += 1
         state["ok"] += 1
-        return web.Response(body=head + encode(request_id) + tail, content_type="application/json")
+        accepted.append(round(loop.time() - state["t0"], 6))
+        answer = fetch_tail if _FETCH_SKILL in raw else tail
+        return web.Response(
+            body=head + encode(request_id) + answer, content_type="application/json"
+        )
 
     async def reset(request: web.Request) -> web.Response:
         state.update(t0=loop.time(), window=-1, count=0, ok=0, rate_limited=0)
+        accepted.clear()
         rng.seed(args.seed)  # every client meets the same random 429s
         return web.json_response({"reset": True})
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response({"ok": state["ok"], "rate_limited": state["rate_limited"]})
+        counters = {"ok": state["ok"], "rate_limited": state["rate_limited"]}
+        return web.json_response({**counters, "t0": state["t0"], "accepted": accepted})
 
     app = web.Application()
     app.router.add_post(A2A_PATH, answer)

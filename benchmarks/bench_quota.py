@@ -46,7 +46,15 @@ from typing import Any
 from ._report import Row, Section
 from ._server import ServerProcess
 
-__all__ = ["SCENARIOS", "Scenario", "run"]
+__all__ = [
+    "SCENARIOS",
+    "BotocoreAdaptive",
+    "Scenario",
+    "botocore_delay",
+    "drive_loop",
+    "message_body",
+    "run",
+]
 
 OURS = "magisterium_async"
 BOTOCORE = "botocore"
@@ -114,13 +122,18 @@ SCENARIOS = (
 )  # fmt: skip
 
 
-def _body(index: int) -> bytes:
+def message_body(index: int, skill: str = "search") -> bytes:
+    """A ``message/send`` for a ``document_search`` (``skill="search"``) or a
+    ``document_fetch`` (``"fetch"``), as the hand-written clients send it."""
+    part: dict[str, Any] = {"kind": "text", "text": f"grace {index}"}
+    if skill == "fetch":
+        part = {"kind": "data", "data": {"id": str(index)}}
     message = {
         "role": "user",
         "kind": "message",
         "messageId": f"bench-{index}-{time.monotonic_ns()}",
-        "parts": [{"kind": "text", "text": f"grace {index}"}],
-        "metadata": {"skillId": "document_search"},
+        "parts": [part],
+        "metadata": {"skillId": f"document_{skill}"},
     }
     params = {"message": message}
     return json.dumps(
@@ -173,7 +186,7 @@ class _Clock:
         raise AssertionError("the adaptive driver never blocks")
 
 
-class _BotocoreAdaptive:
+class BotocoreAdaptive:
     """botocore's adaptive-mode pieces, driven as its ``ClientRateLimiter`` drives them,
     but awaiting the token bucket instead of blocking a thread on it."""
 
@@ -220,20 +233,46 @@ async def _loop(
     after: Callable[[bool], None] | None,
     delay: Callable[[int, float], float],
 ) -> int:
+    return await drive_loop(
+        server.base_url,
+        server.token,
+        n,
+        before=before,
+        after=after,
+        delay=delay,
+        started=lambda: _reset(server),
+    )
+
+
+async def drive_loop(
+    base_url: str,
+    token: str,
+    n: int,
+    *,
+    before: Callable[[], Awaitable[None]] | None,
+    after: Callable[[bool], None] | None,
+    delay: Callable[[int, float], float],
+    started: Callable[[], Awaitable[None]],
+    skill: str = "search",
+) -> int:
+    """Send ``n`` requests, ``CONCURRENCY`` in flight, each retried until it succeeds:
+    ``before`` each attempt, ``after(throttled)`` each answer, ``delay(attempt,
+    retry_after)`` after a 429. ``started`` is awaited once the session is open (the
+    server's reset, or the cue that every process starts together). Returns the errors."""
     import aiohttp
 
-    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     gate = asyncio.Semaphore(CONCURRENCY)
     errors = 0
 
     async def one(session: aiohttp.ClientSession, index: int) -> None:
         nonlocal errors
-        body = _body(index)
+        body = message_body(index, skill)
         async with gate:
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 if before is not None:
                     await before()
-                async with session.post(server.base_url, data=body) as response:
+                async with session.post(base_url, data=body) as response:
                     answer = json.loads(await response.read())
                 throttled = response.status == 429
                 if after is not None:
@@ -247,21 +286,30 @@ async def _loop(
 
     connector = aiohttp.TCPConnector(limit=CONCURRENCY)
     async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
-        await _reset(server)
+        await started()
         await asyncio.gather(*(one(session, i) for i in range(n)))
     return errors
 
 
-async def _botocore(server: ServerProcess, scenario: Scenario, n: int, scale: float) -> int:
-    adaptive = _BotocoreAdaptive()
-    rng = random.Random(7)
+def botocore_delay(seed: int = 7) -> Callable[[int, float], float]:
+    """botocore's standard retry delay, raised to the server's wait (up to 5 s more)."""
+    rng = random.Random(seed)
 
     def delay(attempt: int, retry_after: float) -> float:
         backoff = rng.random() * min(2.0 ** (attempt - 1), 20.0)
         return max(backoff, min(retry_after, backoff + 5.0))
 
+    return delay
+
+
+async def _botocore(server: ServerProcess, scenario: Scenario, n: int, scale: float) -> int:
+    adaptive = BotocoreAdaptive()
     return await _loop(
-        server, n, before=adaptive.before_send, after=adaptive.after_response, delay=delay
+        server,
+        n,
+        before=adaptive.before_send,
+        after=adaptive.after_response,
+        delay=botocore_delay(),
     )
 
 

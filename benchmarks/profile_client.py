@@ -1,9 +1,12 @@
-"""Where this SDK's per-request time goes: ``python -m benchmarks.profile_client [N]``.
+"""Where this SDK's per-request time goes:
+``python -m benchmarks.profile_client [N] [--gather]``.
 
 Runs N ``client.search`` calls (default 3000, concurrency 16, limits lifted) against the
 canned server of ``bench_client`` under cProfile, and prints the functions with the most
 time of their own, then the ones with the most time in all they call, limited to the
-``magisterium_async`` package and to aiohttp's client request path.
+``magisterium_async`` package and to aiohttp's client request path. By 16 worker tasks,
+or with ``--gather`` all N at once through ``asyncio.gather`` (``max_concurrency=16``
+holding the rest back), as ``bench_client``'s gather pattern does.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from ._server import ServerProcess
 CONCURRENCY = 16
 
 
-async def _run(base_url: str, token: str, n: int, profile: cProfile.Profile) -> None:
+async def _run(base_url: str, token: str, n: int, profile: cProfile.Profile, gather: bool) -> None:
     from magisterium_async import AsyncMagisterium, RateLimits
 
     client = AsyncMagisterium(
@@ -41,21 +44,27 @@ async def _run(base_url: str, token: str, n: int, profile: cProfile.Profile) -> 
                 await client.search("grace and nature")
 
         profile.enable()
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        if gather:
+            await asyncio.gather(*(client.search("grace and nature") for _ in range(n)))
+        else:
+            await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         profile.disable()
 
 
 def main(argv: list[str]) -> int:
-    n = int(argv[1]) if len(argv) > 1 else 3000
+    gather = "--gather" in argv
+    numbers = [a for a in argv[1:] if a != "--gather"]
+    n = int(numbers[0]) if numbers else 3000
     with tempfile.TemporaryDirectory(prefix="magisterium-profile-") as tmp:
         body = Path(tmp) / "search_10.json"
         body.write_bytes(build_fixtures()["search_10"])
         with ServerProcess("canned", "--body-file", str(body)) as server:
             profile = cProfile.Profile()
-            asyncio.run(_run(server.base_url, server.token, n, profile))
+            asyncio.run(_run(server.base_url, server.token, n, profile, gather))
     stats = pstats.Stats(profile)
     total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
-    print(f"{n} requests, {total / n * 1e6:.0f} us of profiled time per request\n")
+    pattern = "gathered at once" if gather else f"by {CONCURRENCY} workers"
+    print(f"{n} requests {pattern}, {total / n * 1e6:.0f} us of profiled time per request\n")
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats("magisterium_async", 25)
     return 0

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from ._errors import MalformedResponseError, UnexpectedStatusError, error_for_status
-from ._models import AgentCard
+from ._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
 from ._transport import Transport, body_snippet
 
 __all__ = ["AgentCardCache", "get_card"]
@@ -82,10 +82,12 @@ class AgentCardCache:
 
 
 def _decode(status: int, body: bytes) -> AgentCard:
+    why = f"it is nested too deeply (more than {MAX_ANSWER_DEPTH} levels)"
     try:
-        return _DECODER.decode(body)
+        if not json_deeper_than(body, MAX_ANSWER_DEPTH):
+            return _DECODER.decode(body)
     except RecursionError:
-        why = "it is nested too deeply to decode"
+        pass  # a recursion limit set lower than the bound: the same answer
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         why = str(exc)
     raise MalformedResponseError(

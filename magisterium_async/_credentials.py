@@ -1,36 +1,48 @@
-"""The credentials file: where it lives, and reading and writing it safely.
+"""The credentials: where they live, their format, and the file that holds them.
 
-One JSON file holds what ``magisterium-async login`` obtained: the authorization server's
-endpoints, the client registered there, and the current tokens. It is created with mode
-0600 in a directory created 0700, replaced atomically (a temporary file in the same
-directory, fsynced, then renamed over it), and refused when group or others may read or
-write it, before anything is sent.
+A location is a file path or a ``redis://`` / ``rediss://`` URL
+(:func:`credentials_location`; any other URL scheme is refused, never taken for a file
+name). One JSON document holds what ``magisterium-async login`` obtained: the
+authorization server's endpoints, the client registered there, and the current tokens. As
+a file it is created with mode 0600 in a directory created 0700, replaced atomically (a
+temporary file in the same directory, fsynced, then renamed over it), and refused when
+group or others may read or write it, before anything is sent. The Redis store is
+:mod:`._credstore_redis`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeAlias
 from urllib.parse import urlsplit
 
 import msgspec
 import platformdirs
 
 from ._errors import CredentialsError
+from ._redis import masked_url
 
 __all__ = [
     "APP_NAME",
     "CREDENTIALS_ENV",
+    "REDIS_SCHEMES",
     "Credentials",
-    "credentials_path",
+    "Location",
+    "credentials_location",
+    "decode_credentials",
     "default_credentials_path",
     "delete_credentials",
+    "encode_credentials",
     "load_credentials",
+    "location_text",
     "lock_path",
+    "mask_url",
     "origin_of",
     "save_credentials",
 ]
@@ -39,6 +51,12 @@ APP_NAME = "magisterium-async"
 CREDENTIALS_ENV = "MAGISTERIUM_CREDENTIALS"
 _VERSION = 1
 _MAX_SIZE = 1 << 20  # a credentials file is a few hundred bytes
+REDIS_SCHEMES = ("redis", "rediss")
+# A URL scheme: two characters at least, so that C:/ (a Windows drive) stays a path.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
+
+Location: TypeAlias = "Path | str"
+"""Where credentials live: a file, or a Redis URL (a ``str``)."""
 
 
 @dataclass(frozen=True)
@@ -107,17 +125,45 @@ def default_credentials_path() -> Path:
     return platformdirs.user_config_path(APP_NAME) / "credentials.json"
 
 
-def credentials_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """Where the credentials live: ``path``, else ``$MAGISTERIUM_CREDENTIALS``, else the
-    user's configuration directory."""
-    if path is not None:
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"credentials must be a path, not {type(path).__name__}")
-        return Path(path).expanduser()
-    env = os.environ.get(CREDENTIALS_ENV)
-    if env:
-        return Path(env).expanduser()
-    return default_credentials_path()
+def credentials_location(location: str | os.PathLike[str] | None = None) -> Location:
+    """Where the credentials live: ``location``, else ``$MAGISTERIUM_CREDENTIALS``, else
+    the user's configuration directory; a :class:`Path`, or a ``redis://`` or
+    ``rediss://`` URL as given.
+
+    Any other URL scheme (``http://``, ``file:/``, a typo) raises :class:`ValueError`
+    naming it: it is never taken for a file name.
+    """
+    if location is not None:
+        if not isinstance(location, (str, os.PathLike)):
+            raise TypeError(
+                f"credentials must be a path or a Redis URL, not {type(location).__name__}"
+            )
+        raw, source = os.fspath(location), "credentials"
+    else:
+        raw, source = os.environ.get(CREDENTIALS_ENV, ""), f"${CREDENTIALS_ENV}"
+        if not raw:
+            return default_credentials_path()
+    match = _SCHEME.match(raw)
+    if match is None:
+        return Path(raw).expanduser()
+    if match.group(1).lower() in REDIS_SCHEMES and raw[match.end() :].startswith("/"):
+        return raw
+    raise ValueError(
+        f"{source}: unsupported location {mask_url(raw)!r}: give a file path, or a "
+        "redis:// or rediss:// URL"
+    )
+
+
+def location_text(location: Location) -> str:
+    """``location`` for a message: the path, or the URL with its password masked."""
+    return str(location) if isinstance(location, Path) else mask_url(location)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password, and any ``password=`` in its query (redis-py reads one
+    there too), replaced by ``***``: what a message may show of a Redis URL."""
+    base, sep, query = masked_url(url).partition("?")
+    return base + sep + re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", query)
 
 
 def lock_path(path: Path) -> Path:
@@ -134,6 +180,34 @@ def _check_private(path: Path, mode: int) -> None:
             f"(mode {stat.S_IMODE(mode):04o}); make it private with: chmod 600 {path}",
             path=str(path),
         )
+
+
+def encode_credentials(credentials: Credentials) -> bytes:
+    """The stored form of ``credentials``: indented JSON (it holds the tokens)."""
+    return msgspec.json.format(_ENCODER.encode(credentials), indent=2) + b"\n"
+
+
+def decode_credentials(data: bytes, where: str) -> Credentials:
+    """Credentials from their stored form; :class:`CredentialsError` naming ``where`` when
+    ``data`` is not a credentials document of this version."""
+    if len(data) > _MAX_SIZE:
+        raise CredentialsError(f"{where} is too large to be a credentials file", path=where)
+    try:
+        credentials = _DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        # The decoder's message names a field, never a value: no token leaks through it.
+        raise CredentialsError(
+            f"{where} is not a magisterium-async credentials file ({exc}); "
+            "run `magisterium-async login` again",
+            path=where,
+        ) from None
+    if credentials.version != _VERSION:
+        raise CredentialsError(
+            f"{where} was written by another version (format {credentials.version}); "
+            "run `magisterium-async login` again",
+            path=where,
+        )
+    return credentials
 
 
 def load_credentials(path: Path) -> Credentials | None:
@@ -158,24 +232,7 @@ def load_credentials(path: Path) -> Credentials | None:
             )
         _check_private(path, info.st_mode)
         data = file.read(_MAX_SIZE + 1)
-    if len(data) > _MAX_SIZE:
-        raise CredentialsError(f"{path} is too large to be a credentials file", path=str(path))
-    try:
-        credentials = _DECODER.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        # The decoder's message names a field, never a value: no token leaks through it.
-        raise CredentialsError(
-            f"{path} is not a magisterium-async credentials file ({exc}); "
-            "run `magisterium-async login` again",
-            path=str(path),
-        ) from None
-    if credentials.version != _VERSION:
-        raise CredentialsError(
-            f"{path} was written by another version (format {credentials.version}); "
-            "run `magisterium-async login` again",
-            path=str(path),
-        )
-    return credentials
+    return decode_credentials(data, str(path))
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -206,8 +263,7 @@ def save_credentials(path: Path, credentials: Credentials) -> None:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(msgspec.json.format(_ENCODER.encode(credentials), indent=2))
-                file.write(b"\n")
+                file.write(encode_credentials(credentials))
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temp, path)

@@ -29,7 +29,7 @@ The tree, in one glance::
     ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
     ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
     ├── SharedStateError              a multi-worker harvest's Redis state is unreachable or lost
-    ├── CredentialsError              the credentials file is missing, unsafe or unreadable
+    ├── CredentialsError              the credentials file, or Redis store, is unsafe or unreadable
     └── OAuthError                    the authorization server refused or answered off-spec
 
 ``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
@@ -369,8 +369,9 @@ class SharedStateError(MagisteriumError):
 
 
 class CredentialsError(MagisteriumError):
-    """The credentials file (``.path``) cannot be used: group or others can read it, it
-    cannot be read or written, or it is not a credentials file. Nothing was sent."""
+    """The credentials store (``.path``: the file, or the Redis URL with its password
+    masked) cannot be used: group or others can read the file, it cannot be read or
+    written, it is not a credentials file, or Redis does not answer. Nothing was sent."""
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)

@@ -23,19 +23,11 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
-import filelock
 from aiohttp import web
 
 from . import _env, _oauth
-from ._credentials import (
-    Credentials,
-    credentials_path,
-    delete_credentials,
-    load_credentials,
-    lock_path,
-    origin_of,
-    save_credentials,
-)
+from ._credentials import Credentials, Location, credentials_location, origin_of
+from ._credstore import CredentialStore, FileStore
 from ._errors import MagisteriumError, OAuthError
 from ._transport import check_base_url
 
@@ -217,11 +209,23 @@ def _base_url(base_url: str | None) -> str:
     return check_base_url(_env.base_url(base_url))
 
 
-def _save_locked(path: Path, credentials: Credentials) -> None:
-    # Under the refresh lock: a process refreshing the old sign-in must not write over this.
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with filelock.FileLock(str(lock_path(path)), timeout=120, mode=0o600):
-        save_credentials(path, credentials)
+@contextlib.asynccontextmanager
+async def _opened(
+    credentials: str | os.PathLike[str] | None, base_url: str | None
+) -> AsyncIterator[tuple[Location, CredentialStore]]:
+    """The store at ``credentials`` (or the default places) for ``base_url``'s service."""
+    location = credentials_location(credentials)
+    store: CredentialStore
+    if isinstance(location, Path):
+        store = FileStore(location)  # one sign-in, whatever its service
+    else:  # a sign-in per service: the URL and the issuer name the key
+        from ._credstore_redis import RedisStore
+
+        store = RedisStore(location, origin_of(_base_url(base_url)))
+    try:
+        yield location, store
+    finally:
+        await store.aclose()
 
 
 async def login(
@@ -234,7 +238,7 @@ async def login(
     show_url: Callable[[str], None] | None = None,
     scope: str | None = None,
     timeout: float = DEFAULT_LOGIN_TIMEOUT,
-) -> tuple[Path, Credentials]:
+) -> tuple[Location, Credentials]:
     """Sign in to the service at ``base_url`` and store the credentials; where, and what.
 
     Discovers the authorization server (RFC 8414) at ``base_url``'s origin, registers a
@@ -243,11 +247,38 @@ async def login(
     default: alone on one line of stderr), then to a browser unless ``open_browser`` is
     false. The redirect is awaited on a listener on 127.0.0.1 and, at the same time, among
     the ``pasted`` lines (the URL the browser was sent to, for headless hosts).
+
+    ``credentials`` is a path or a ``redis://`` / ``rediss://`` URL (see
+    :func:`credentials_location`); the store is read first, so an unsafe file or an
+    unreachable Redis is refused before anything is sent.
     """
+    async with _opened(credentials, base_url) as (location, store):
+        return location, await _login(
+            base_url,
+            store,
+            open_browser=open_browser,
+            pasted=pasted,
+            say=say,
+            show_url=show_url,
+            scope=scope,
+            timeout=timeout,
+        )
+
+
+async def _login(
+    base_url: str | None,
+    store: CredentialStore,
+    *,
+    open_browser: bool,
+    pasted: AsyncIterable[str] | None,
+    say: Callable[[str], None],
+    show_url: Callable[[str], None] | None,
+    scope: str | None,
+    timeout: float,
+) -> Credentials:
     url = _base_url(base_url)
     origin = origin_of(url)
-    path = credentials_path(credentials)
-    existing = load_credentials(path)  # an unsafe file is refused before anything is sent
+    existing = await store.load()
     arrived: asyncio.Queue[_Redirect] = asyncio.Queue()
     state = _oauth.new_state()
     pkce = _oauth.new_pkce()
@@ -304,28 +335,36 @@ async def login(
         lifetime=tokens.expires_in,
         scope=tokens.scope,
     )
-    await asyncio.get_running_loop().run_in_executor(None, _save_locked, path, stored)
-    return path, stored
+    await store.save(stored)
+    return stored
 
 
 @dataclass(frozen=True)
 class LogoutResult:
-    """What ``logout`` did: the file removed, and whether the server revoked the tokens
-    (``None``: it offers no revocation; ``revoke_error`` says why revoking failed)."""
+    """What ``logout`` did: the sign-in removed, and whether the server revoked the tokens
+    (``None``: it offers no revocation; ``revoke_error`` says why revoking failed).
+    ``where`` names the store (a Redis URL with its password masked)."""
 
-    path: Path
+    where: str
     removed: bool
     revoked: bool | None
     revoke_error: str | None = None
 
 
-async def logout(credentials: str | os.PathLike[str] | None = None) -> LogoutResult:
+async def logout(
+    credentials: str | os.PathLike[str] | None = None, base_url: str | None = None
+) -> LogoutResult:
     """Revoke the stored tokens where the server offers revocation (RFC 7009), then delete
-    the credentials file, whether or not revoking worked (:attr:`LogoutResult.revoke_error`)."""
-    path = credentials_path(credentials)
-    stored = load_credentials(path)
+    the sign-in (the file, or the Redis key), whether or not revoking worked
+    (:attr:`LogoutResult.revoke_error`)."""
+    async with _opened(credentials, base_url) as (_, store):
+        return await _logout(store)
+
+
+async def _logout(store: CredentialStore) -> LogoutResult:
+    stored = await store.load()
     if stored is None:
-        return LogoutResult(path, removed=False, revoked=None)
+        return LogoutResult(store.where, removed=False, revoked=None)
     revoked: bool | None = None
     error: str | None = None
     if stored.revocation_endpoint is not None:
@@ -345,15 +384,16 @@ async def logout(credentials: str | os.PathLike[str] | None = None) -> LogoutRes
             revoked = True
         except MagisteriumError as exc:
             revoked, error = False, str(exc)
-    removed = delete_credentials(path)
-    return LogoutResult(path, removed=removed, revoked=revoked, revoke_error=error)
+    removed = await store.delete()
+    return LogoutResult(store.where, removed=removed, revoked=revoked, revoke_error=error)
 
 
 @dataclass(frozen=True)
 class AuthStatus:
-    """What the stored sign-in is (never a token): ``expires_at`` is an aware UTC time."""
+    """What the stored sign-in is (never a token): ``expires_at`` is an aware UTC time;
+    ``where`` names the store (a Redis URL with its password masked)."""
 
-    path: Path
+    where: str
     origin: str
     issuer: str
     client_id: str
@@ -369,7 +409,7 @@ class AuthStatus:
     def as_json(self) -> dict[str, object]:
         """The status as JSON-ready values."""
         return {
-            "path": str(self.path),
+            "path": self.where,
             "origin": self.origin,
             "issuer": self.issuer,
             "client_id": self.client_id,
@@ -380,17 +420,21 @@ class AuthStatus:
         }
 
 
-def auth_status(credentials: str | os.PathLike[str] | None = None) -> AuthStatus | None:
-    """The stored sign-in, or ``None`` when there is none; sends nothing."""
-    path = credentials_path(credentials)
-    stored = load_credentials(path)
+async def auth_status(
+    credentials: str | os.PathLike[str] | None = None, base_url: str | None = None
+) -> AuthStatus | None:
+    """The stored sign-in, or ``None`` when there is none; sends nothing to the service
+    (a Redis store is read)."""
+    async with _opened(credentials, base_url) as (_, store):
+        stored = await store.load()
+        where = store.where
     if stored is None:
         return None
     expires = None
     if stored.expires_at is not None:
         expires = dt.datetime.fromtimestamp(stored.expires_at, dt.timezone.utc)
     return AuthStatus(
-        path=path,
+        where=where,
         origin=stored.origin,
         issuer=stored.issuer,
         client_id=stored.client_id,

@@ -7,11 +7,14 @@ tagged union on ``kind``.
 
 from __future__ import annotations
 
+import itertools
+import re
 from typing import Any
 
 import msgspec
 
 __all__ = [
+    "MAX_ANSWER_DEPTH",
     "MAX_DEPTH",
     "AgentCapabilities",
     "AgentCard",
@@ -31,6 +34,7 @@ __all__ = [
     "TaskStatus",
     "TextPart",
     "deeper_than",
+    "json_deeper_than",
     "task_deeper_than",
 ]
 
@@ -39,6 +43,14 @@ MAX_DEPTH = 64
 
 The service's answers nest a few levels; deeper ones are refused as malformed, so no code
 that later walks a value (``repr``, encoding it again) can hit Python's recursion limit."""
+
+MAX_ANSWER_DEPTH = 256
+"""How deep any answer may nest, anywhere in it: fields the client ignores included.
+
+Checked on the bytes before decoding, so the bound is the same on every interpreter
+(3.12 changed how deep a C decoder may recurse) and far below what any of them follows.
+Far above the contract's own nesting too: a Task's free-form values start a few levels
+in and stop at :data:`MAX_DEPTH`."""
 
 
 class _Wire(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -156,10 +168,16 @@ class Task(_Wire, tag_field="kind", tag="task"):
         return next((a for a in self.artifacts if a.name == name), None)
 
 
+# The skills' results are frozen structs: plain values, JSON-ready (``msgspec.json.encode``,
+# ``msgspec.to_builtins``) and hashable. ``extra`` holds the service's free-form JSON, which
+# cannot be hashed, so the hash leaves it out: equal results still hash equal.
+
+
 class Citation(msgspec.Struct, frozen=True, kw_only=True):
     """One source behind an :class:`Answer`, with the fields the service's chat API names.
 
     Every field may be missing; any other key the service sends is kept in ``extra``.
+    Hashable (``extra`` aside), so citations can be deduplicated in a set.
     """
 
     cited_text: str | None = None
@@ -172,9 +190,26 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
     source_url: str | None = None
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __hash__(self) -> int:
+        return hash(
+            (
+                self.cited_text,
+                self.cited_text_heading,
+                self.document_title,
+                self.document_index,
+                self.document_author,
+                self.document_year,
+                self.document_reference,
+                self.source_url,
+            )
+        )
+
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
-    """What :meth:`AsyncMagisterium.ask` returns."""
+    """What :meth:`AsyncMagisterium.ask` returns.
+
+    Not hashable: it holds the :class:`Task` it came from, which is mutable.
+    """
 
     text: str
     citations: list[Citation]
@@ -184,16 +219,25 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
-    """One hit of :meth:`AsyncMagisterium.search`; other keys the service sends are in ``extra``."""
+    """One hit of :meth:`AsyncMagisterium.search`; other keys the service sends are in ``extra``.
+
+    Hashable by its ``id``, so hits of several searches can be collected in a set.
+    """
 
     id: str
     url: str
     title: str
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __hash__(self) -> int:
+        return hash(self.id)
+
 
 class Document(msgspec.Struct, frozen=True, kw_only=True):
-    """A document's content and metadata, from :meth:`AsyncMagisterium.fetch`."""
+    """A document's content and metadata, from :meth:`AsyncMagisterium.fetch`.
+
+    Hashable by its ``id``.
+    """
 
     id: str
     title: str | None
@@ -201,6 +245,9 @@ class Document(msgspec.Struct, frozen=True, kw_only=True):
     ref: str | None
     text: str
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash(self.id)
 
 
 class AgentSkill(_Wire):
@@ -281,3 +328,23 @@ def task_deeper_than(task: Task, limit: int) -> bool:
     for message in task.history:
         values.extend(_message_values(message))
     return _levels_deeper_than(values, limit)
+
+
+# A JSON string, escapes included; its brackets are text, not nesting.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# Each bracket's step in depth, indexed by its byte.
+_STEP = tuple(1 if b in b"[{" else -1 for b in range(256))
+
+
+def json_deeper_than(text: bytes, limit: int) -> bool:
+    """Whether the JSON ``text`` nests lists and objects more than ``limit`` levels anywhere.
+
+    Read from the bytes, without decoding: unknown fields count too, nothing recurses, and
+    the answer does not depend on the interpreter. Text that is not JSON may be judged
+    either way; decoding it fails anyway.
+    """
+    if text.count(b"[") + text.count(b"{") <= limit:
+        return False  # the usual answer: too few brackets to nest that deep
+    brackets = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit

@@ -24,7 +24,7 @@ from . import _version
 from ._credentials import origin_of
 from ._errors import APIConnectionError, APITimeoutError, OAuthError
 from ._proxy import environment_proxy, request_arguments
-from ._transport import check_base_url
+from ._transport import check_base_url, raise_alone
 
 __all__ = [
     "METADATA_PATH",
@@ -88,7 +88,8 @@ _METADATA = msgspec.json.Decoder(ServerMetadata)
 _TOKENS = msgspec.json.Decoder(TokenResponse)
 _REGISTRATION = msgspec.json.Decoder(_Registration)
 _ERROR = msgspec.json.Decoder(_ErrorBody)
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+# RecursionError: a body nested past what the decoder follows is no answer either.
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
 
@@ -148,6 +149,7 @@ async def _request(
     *,
     form: Mapping[str, str] | None = None,
     json: Any = None,
+    timeout: aiohttp.ClientTimeout = _TIMEOUT,
 ) -> tuple[int, bytes]:
     # The form may hold a code, a verifier or a token: no exception from here chains to an
     # aiohttp one (whose request_info would hold them), and none names the body.
@@ -169,7 +171,7 @@ async def _request(
             data=data,
             headers=via.headers,
             allow_redirects=False,
-            timeout=_TIMEOUT,
+            timeout=timeout,
             proxy=via.proxy,
             proxy_headers=via.proxy_headers,
         ) as response:
@@ -178,7 +180,7 @@ async def _request(
         error = APITimeoutError(f"{what} timed out ({url})")
     except (aiohttp.ClientError, OSError) as exc:
         error = APIConnectionError(f"{what} failed: {type(exc).__name__} ({url})")
-    raise error
+    raise_alone(error)
 
 
 def _refused(what: str, status: int, body: bytes) -> OAuthError:
@@ -282,9 +284,13 @@ def authorization_url(
 
 
 async def _tokens(
-    session: aiohttp.ClientSession, token_endpoint: str, what: str, form: dict[str, str]
+    session: aiohttp.ClientSession,
+    token_endpoint: str,
+    what: str,
+    form: dict[str, str],
+    timeout: aiohttp.ClientTimeout = _TIMEOUT,
 ) -> TokenResponse:
-    status, body = await _request(session, "POST", token_endpoint, what, form=form)
+    status, body = await _request(session, "POST", token_endpoint, what, form=form, timeout=timeout)
     if status != 200:
         raise _refused(what, status, body)
     try:
@@ -321,11 +327,21 @@ async def exchange_code(
 
 
 async def refresh(
-    session: aiohttp.ClientSession, token_endpoint: str, *, client_id: str, refresh_token: str
+    session: aiohttp.ClientSession,
+    token_endpoint: str,
+    *,
+    client_id: str,
+    refresh_token: str,
+    timeout: float | None = None,
 ) -> TokenResponse:
-    """New tokens for a refresh token (RFC 6749 §6); the answer may rotate it."""
+    """New tokens for a refresh token (RFC 6749 §6); the answer may rotate it.
+
+    ``timeout`` (seconds, default 30) bounds the whole request: a refresh holding a lock
+    other processes wait on must end within the lock's lease.
+    """
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
-    return await _tokens(session, token_endpoint, "token refresh", form)
+    bound = _TIMEOUT if timeout is None else aiohttp.ClientTimeout(total=timeout)
+    return await _tokens(session, token_endpoint, "token refresh", form, bound)
 
 
 async def revoke(

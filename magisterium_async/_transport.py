@@ -15,7 +15,7 @@ import platform
 import reprlib
 import ssl
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -38,7 +38,14 @@ from ._errors import (
     with_answer,
 )
 from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPRequest, HTTPTransport
-from ._models import MAX_DEPTH, Task, deeper_than, task_deeper_than
+from ._models import (
+    MAX_ANSWER_DEPTH,
+    MAX_DEPTH,
+    Task,
+    deeper_than,
+    json_deeper_than,
+    task_deeper_than,
+)
 from ._proxy import Proxies
 from ._telemetry import with_trace_context
 
@@ -148,6 +155,20 @@ def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnecti
     return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
 
 
+def raise_alone(error: BaseException) -> NoReturn:
+    """Raise ``error`` with neither a ``__cause__`` nor a ``__context__``.
+
+    For errors that replace aiohttp's, whose ``repr`` shows the request's headers (the
+    token among them). Raising outside the ``except`` block is not enough: on 3.10 a
+    pure-Python task (pytest-asyncio's, for one) runs the step inside its own handler of
+    that aiohttp error, and ``raise`` would attach it all the same.
+    """
+    try:
+        raise error from None
+    finally:
+        error.__context__ = None
+
+
 def _safe_str(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientResponseError):
         # Built from the status and message alone: never from request_info.
@@ -168,6 +189,10 @@ _COUNT_BRACKETS_BELOW = 16 * 1024
 def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
     """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
     envelope: _Envelope | _RawEnvelope
+    # Before decoding: how deep a decoder recurses, and so what it refuses, differs between
+    # interpreters, and it skips unknown fields unseen.
+    if json_deeper_than(payload, MAX_ANSWER_DEPTH):
+        return None, f"the response is nested more than {MAX_ANSWER_DEPTH} levels deep"
     try:
         envelope = _ENVELOPE_DECODER.decode(payload)
     except RecursionError:
@@ -382,15 +407,8 @@ class Transport:
             return await exchange
         except _NETWORK_ERRORS as exc:
             failure = _network_error(what, timeout, exc)
-        # Raised with neither a __cause__ nor a __context__: aiohttp's exceptions carry the
-        # request's headers, the token among them. Outside the except block is not enough on
-        # Python 3.10, whose coroutines can leak an exception aiohttp handled into this
-        # frame: the context is cleared, and the bare raise does not chain again.
-        try:
-            raise failure
-        except APIConnectionError:
-            failure.__context__ = None
-            raise
+        # aiohttp's exceptions carry the request's headers, the token among them.
+        raise_alone(failure)
 
     def _headers_for(self, token: str) -> dict[str, str]:
         # The token changes once an hour at most: rebuild the headers only then.

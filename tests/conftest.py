@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,20 +160,31 @@ async def server() -> AsyncIterator[ScriptedServer]:
         await test_server.close()
 
 
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    """A private ``redis-server``; the test skips without one (and fails when ``CI=true``)."""
+def _running(server: RedisServer) -> Iterator[RedisServer]:
     reason = redis_unavailable()
     if reason is not None:
         if ci():
             pytest.fail(f"CI=true but {reason}")
         pytest.skip(reason)
-    server = RedisServer()
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A private ``redis-server``; the test skips without one (and fails when ``CI=true``)."""
+    yield from _running(RedisServer())
+
+
+@pytest.fixture
+def persistent_redis(tmp_path_factory: Any) -> Iterator[RedisServer]:
+    """A private ``redis-server`` with ``appendonly yes``: it keeps its data through a
+    restart."""
+    directory = str(tmp_path_factory.mktemp("aof"))
+    yield from _running(RedisServer(("--appendonly", "yes", "--dir", directory)))
 
 
 class JumpClock:
@@ -233,3 +245,14 @@ def _no_proxy_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     is not theirs (the proxy tests set their own)."""
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Soak tests (a minute of load each) run only when asked: ``MAGISTERIUM_SOAK=1``. CI's
+    main run sets it; the README's test command on a laptop or another Python skips them."""
+    if os.environ.get("MAGISTERIUM_SOAK") == "1":
+        return
+    skip = pytest.mark.skip(reason="a soak test: set MAGISTERIUM_SOAK=1 to run it")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)

@@ -243,7 +243,7 @@ async def browser_follows(url: str) -> int:
         return response.status
 
 
-async def sign_in(server: FakeAuthServer | Emulator, path: Path) -> None:
+async def sign_in(server: FakeAuthServer | Emulator, path: Path | str) -> None:
     """Log in through the library flow, the browser step done by an HTTP client."""
     visits: list[asyncio.Task[int]] = []
     await login(

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 
 __all__ = ["RedisServer", "redis_unavailable"]
 
@@ -30,11 +31,17 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """``redis-server --port P --bind 127.0.0.1 --save '' --appendonly no``; restartable."""
+    """``redis-server --port P --bind 127.0.0.1 --save '' --appendonly no``; restartable.
 
-    def __init__(self) -> None:
+    ``options`` are added after those, and win: ``("--appendonly", "yes", "--dir", D)``
+    keeps what it acknowledged through :meth:`restart`; ``("--port", "0", "--tls-port",
+    str(server.port), ...)`` serves TLS alone.
+    """
+
+    def __init__(self, options: Sequence[str] = ()) -> None:
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.options = list(options)
 
     @property
     def url(self) -> str:
@@ -53,6 +60,7 @@ class RedisServer:
             "no",
             "--loglevel",
             "notice",
+            *self.options,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert self.proc.stdout is not None
@@ -78,7 +86,8 @@ class RedisServer:
             proc.stdout.close()
 
     def restart(self) -> None:
-        """Kill it (losing everything: no persistence) and start it again on the same port."""
+        """Kill it (losing everything, unless told to append to a file) and start it again
+        on the same port."""
         self.stop()
         self.start()
 

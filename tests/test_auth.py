@@ -81,7 +81,7 @@ def test_credentials_from_the_environment_variable(
     monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", str(signed_in))
     client = m.AsyncMagisterium(base_url=auth_server.base_url)
     assert isinstance(client.token_source, StoredToken)
-    assert client.token_source.path == signed_in
+    assert client.token_source.store.where == str(signed_in)
 
 
 def test_credentials_from_the_config_dir(
@@ -94,7 +94,7 @@ def test_credentials_from_the_config_dir(
     target.chmod(0o600)
     client = m.AsyncMagisterium(base_url=auth_server.base_url)
     assert isinstance(client.token_source, StoredToken)
-    assert client.token_source.path == target
+    assert client.token_source.store.where == str(target)
 
 
 def test_no_token_anywhere_names_the_variable_and_login(

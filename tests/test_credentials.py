@@ -10,10 +10,11 @@ import pytest
 import magisterium_async as m
 from magisterium_async._credentials import (
     Credentials,
-    credentials_path,
+    credentials_location,
     default_credentials_path,
     delete_credentials,
     load_credentials,
+    mask_url,
     save_credentials,
 )
 
@@ -103,10 +104,10 @@ def test_where_the_file_lives(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert default_credentials_path() == tmp_path / "xdg" / "magisterium-async" / (
         "credentials.json"
     )
-    assert credentials_path() == default_credentials_path()
+    assert credentials_location() == default_credentials_path()
     monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", str(tmp_path / "env.json"))
-    assert credentials_path() == tmp_path / "env.json"
-    assert credentials_path(tmp_path / "arg.json") == tmp_path / "arg.json"
+    assert credentials_location() == tmp_path / "env.json"
+    assert credentials_location(tmp_path / "arg.json") == tmp_path / "arg.json"
 
 
 def test_a_refresh_keeps_what_it_was_not_told_anew() -> None:
@@ -122,3 +123,43 @@ def test_delete(tmp_path: Path) -> None:
     assert delete_credentials(path) is True
     assert not path.exists()
     assert delete_credentials(path) is False
+
+
+def test_a_redis_url_is_a_location_as_given() -> None:
+    for url in ("redis://127.0.0.1:6379/0", "rediss://user:pw@cache.internal:6380/2"):
+        assert credentials_location(url) == url
+    assert credentials_location("C:/Users/me/credentials.json") == Path(
+        "C:/Users/me/credentials.json"
+    )
+
+
+@pytest.mark.parametrize(
+    "location", ["xyz://127.0.0.1:1/0", "http://example.com/c.json", "redis:/127.0.0.1:6379/0"]
+)
+def test_another_url_scheme_is_refused_never_taken_for_a_file(
+    location: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MAGISTERIUM_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=r"unsupported location .*redis:// or rediss://"):
+        credentials_location(location)
+    with pytest.raises(ValueError, match="credentials"):
+        m.AsyncMagisterium(credentials=location)
+    monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", location)
+    with pytest.raises(ValueError, match=r"\$MAGISTERIUM_CREDENTIALS"):
+        m.AsyncMagisterium()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_url_does_not_show_its_password() -> None:
+    with pytest.raises(ValueError) as caught:
+        credentials_location("memcached://admin:hunter2@cache:11211/0")
+    assert "hunter2" not in str(caught.value) and "admin:***@cache" in str(caught.value)
+
+
+def test_masked_urls_keep_everything_but_the_password() -> None:
+    assert mask_url("redis://:pw@h:6379/0") == "redis://:***@h:6379/0"
+    assert mask_url("rediss://user:pw@h/1") == "rediss://user:***@h/1"
+    assert mask_url("redis://user@h/1") == "redis://user@h/1"
+    assert mask_url("redis://h/0?password=pw&db=1") == "redis://h/0?password=***&db=1"
+    assert mask_url("redis://h:6379/0") == "redis://h:6379/0"

@@ -202,9 +202,9 @@ async def test_status_tells_issuer_expiry_and_scopes_never_a_token(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    assert auth_status(path) is None
+    assert await auth_status(path) is None
     await sign_in(auth_server, path)
-    status = auth_status(path)
+    status = await auth_status(path)
     stored = load_credentials(path)
     assert status is not None and stored is not None
     assert status.issuer == auth_server.origin and status.scopes == ["a2a"]

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-import msgspec
+import json
 
-from magisterium_async import DataPart, FilePart, Message, Task, TextPart
-from magisterium_async._models import MAX_DEPTH, deeper_than, task_deeper_than
+import msgspec
+import pytest
+
+from magisterium_async import (
+    Citation,
+    DataPart,
+    Document,
+    FilePart,
+    HarvestedDocument,
+    Message,
+    SearchResult,
+    Task,
+    TextPart,
+)
+from magisterium_async._models import MAX_DEPTH, deeper_than, json_deeper_than, task_deeper_than
 
 
 def test_task_decodes_parts_by_kind_and_ignores_unknown_fields() -> None:
@@ -60,6 +73,15 @@ def test_deeper_than_counts_lists_and_objects_without_recursing() -> None:
     assert not deeper_than([[1], {"a": [2]}, []], 3)
 
 
+def test_json_deeper_than_reads_the_bytes_strings_and_unknown_fields_included() -> None:
+    assert not json_deeper_than(b'{"a": [[1], {"b": []}]}', 4)
+    assert json_deeper_than(b'{"a": [[1], {"b": []}]}', 3)
+    assert json_deeper_than(b"[" * 100_000 + b"]" * 100_000, MAX_DEPTH)  # no recursion
+    # Brackets in strings, after escaped quotes and backslashes, are text.
+    assert not json_deeper_than(b'["[[[[", "\\"[[[[", "\\\\", "{{{{"]', 1)
+    assert json_deeper_than(b'["\\\\", [[]]]', 2)
+
+
 def test_task_deeper_than_looks_at_every_free_form_value() -> None:
     deep = nest(MAX_DEPTH + 1)
     part = {"kind": "text", "text": "x"}
@@ -80,3 +102,44 @@ def test_task_deeper_than_looks_at_every_free_form_value() -> None:
     assert not task_deeper_than(msgspec.convert(base, Task), MAX_DEPTH)
     for place in places:
         assert task_deeper_than(msgspec.convert({**base, **place}, Task), MAX_DEPTH), place
+
+
+# Results as JSON, and in sets ------------------------------------------------------------
+
+
+def _results() -> tuple[SearchResult, Document, Citation]:
+    hit = SearchResult(id="7", url="https://x/7", title="Lumen gentium", extra={"year": [1964]})
+    document = Document(id="7", title="LG", author=None, ref="AAS 57", text="…", extra={"n": 1})
+    citation = Citation(document_title="LG", document_index=3, extra={"page": {"n": 5}})
+    return hit, document, citation
+
+
+def test_results_encode_to_json_and_back_as_the_docs_say() -> None:
+    hit, document, citation = _results()
+    harvested = HarvestedDocument(**msgspec.structs.asdict(document), queries=("grace",))
+    # json.dumps alone raises TypeError on them; the docs give these two ways.
+    with pytest.raises(TypeError):
+        json.dumps([hit])
+    text = json.dumps([hit, document, citation, harvested], default=msgspec.to_builtins)
+    assert json.loads(text)[0] == {
+        "id": "7",
+        "url": "https://x/7",
+        "title": "Lumen gentium",
+        "extra": {"year": [1964]},
+    }
+    assert json.loads(text)[3]["queries"] == ["grace"]
+    assert msgspec.json.decode(msgspec.json.encode([hit]), type=list[SearchResult]) == [hit]
+    assert msgspec.json.decode(msgspec.json.encode(citation), type=Citation) == citation
+    assert msgspec.to_builtins(document)["ref"] == "AAS 57"
+
+
+def test_results_are_hashable_and_equal_ones_hash_equal() -> None:
+    hit, document, citation = _results()
+    harvested = HarvestedDocument(**msgspec.structs.asdict(document), queries=("grace",))
+    for value in (hit, document, citation, harvested):
+        twin = msgspec.json.decode(msgspec.json.encode(value), type=type(value))
+        assert twin == value and twin is not value and hash(twin) == hash(value)
+        assert len({value, twin}) == 1
+    # Hits of several searches collected in a set: one per distinct hit.
+    other = SearchResult(id="8", url="https://x/8", title="Dei verbum")
+    assert {hit, other, msgspec.structs.replace(hit)} == {hit, other}

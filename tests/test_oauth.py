@@ -9,12 +9,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 import magisterium_async as m
 from magisterium_async import _oauth
 
 from .conftest import Reply, ScriptedServer
 from .oauth_fake import FakeAuthServer, auth_server
+from .test_transport import RawServer, chain
 
 __all__ = ["auth_server"]
 
@@ -132,6 +134,29 @@ async def test_an_unreachable_server_is_a_connection_error(
 ) -> None:
     with pytest.raises(m.APIConnectionError, match="discovery failed"):
         await _oauth.discover(session, "http://127.0.0.1:1/a2a")
+
+
+async def test_a_broken_answer_is_a_connection_error_with_nothing_chained(
+    session: aiohttp.ClientSession,
+) -> None:
+    # aiohttp's exceptions show the request in their repr: none may ride along in the
+    # chain, whatever the task running the call (3.10's pure-Python ones included).
+    async with RawServer(b"NOT-HTTP garbage\r\n\r\n") as url:
+        with pytest.raises(m.APIConnectionError, match="discovery failed") as caught:
+            await _oauth.discover(session, url)
+    assert chain(caught.value) == [caught.value]
+
+
+async def test_deeply_nested_metadata_is_refused_as_an_oauth_error(
+    server: ScriptedServer, session: aiohttp.ClientSession
+) -> None:
+    async def metadata(request: web.Request) -> web.StreamResponse:
+        body = '{"issuer": "x", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        return web.Response(text=body, content_type="application/json")
+
+    server.extra_routes["/.well-known/oauth-authorization-server"] = metadata
+    with pytest.raises(m.OAuthError):
+        await _oauth.discover(session, server.url)
 
 
 async def test_a_refused_refresh_names_the_oauth_error_never_the_token(

@@ -7,6 +7,10 @@ reader reads it, after the Usage section: it may use top-level ``await`` / ``asy
 the package's public names, and a ``client`` opened for it. A block defining
 ``async def test_...`` is a test for the pytest plugin: it runs under pytest with the
 README's own ``pyproject.toml`` snippet.
+
+Every block also passes ``mypy --strict`` as written (those in ``UNTYPED`` aside), checked
+the same way: a script as it is, any other block as the body of an ``async def`` given the
+public names, the ``client`` and the user's own objects the examples name.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
 import sys
+import textwrap
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +33,11 @@ README = Path(__file__).parent.parent / "README.md"
 
 SKIP: dict[str, str] = {}
 """A snippet of a block's code → why that block cannot run here. Empty: every block runs."""
+
+UNTYPED: dict[str, str] = {
+    "from openai import": "it needs the openai SDK and its types, which the tests do not install",
+}
+"""A snippet of a block's code → why mypy cannot check that block here."""
 
 _RUNNER = """
 import ast, asyncio, sys
@@ -139,3 +150,79 @@ async def check_plugin_example(block: Block, tmp_path: Path, env: dict[str, str]
     (tmp_path / "pyproject.toml").write_text(toml, encoding="utf-8")
     code, out = await run(*argv, cwd=tmp_path, env=env)
     assert code == 0 and "1 passed" in out, out
+
+
+# What a reader's block may use besides the public names, typed: the user's own objects
+# the examples name, and the ``client`` the runner opens.
+_TYPED_PRELUDE = """
+from __future__ import annotations
+
+import logging
+
+from magisterium_async import *  # noqa: F403
+from magisterium_async import AsyncMagisterium, Document
+
+log = logging.getLogger("app")
+
+
+class _Vault:
+    def current_token(self) -> str:
+        return "t"
+
+
+my_vault = _Vault()
+
+
+async def my_code_that_fetches(client: AsyncMagisterium) -> Document | None:
+    return await client.fetch("10234")
+
+
+async def _readme_example(client: AsyncMagisterium) -> None:
+"""
+
+
+def typed_module(block: Block) -> tuple[str, int]:
+    """The block as mypy sees it, and the number of lines put before it.
+
+    A script as it is; a test after the prelude; any other block inside its function.
+    """
+    if "asyncio.run(" in block.code:
+        return block.code, 0
+    if "async def test_" in block.code:
+        prelude = _TYPED_PRELUDE + "    pass\n\n\n"
+        return prelude + block.code, prelude.count("\n")
+    return _TYPED_PRELUDE + textwrap.indent(block.code, "    "), _TYPED_PRELUDE.count("\n")
+
+
+@pytest.mark.slow
+def test_every_readme_example_passes_mypy_strict(tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="mypy comes with the [dev] extra")
+    files = []
+    starts: dict[str, int] = {}  # module → the README line of its first line
+    assert not [snippet for snippet in UNTYPED if not any(snippet in b.code for b in PYTHON)]
+    for block in PYTHON:
+        if any(snippet in block.code for snippet in UNTYPED):
+            continue
+        path = tmp_path / f"readme_line{block.line}.py"
+        code, before = typed_module(block)
+        path.write_text(code, encoding="utf-8")
+        files.append(path.name)
+        starts[path.name] = block.line + 1 - before
+    # One run over all the blocks, each its own module; its own cache, so that parallel
+    # runs never share one.
+    argv = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache")]
+    done = subprocess.run(
+        [*argv, "--no-error-summary", *files],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    def located(match: re.Match[str]) -> str:
+        return f"README.md:{starts[match.group(1)] + int(match.group(2)) - 1}"
+
+    lines = [
+        re.sub(r"^(readme_line\d+\.py):(\d+)", located, line) for line in done.stdout.splitlines()
+    ]
+    assert done.returncode == 0, "\n".join(lines) or done.stderr

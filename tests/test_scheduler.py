@@ -742,11 +742,11 @@ class HeldGate:
 
     def __init__(self) -> None:
         self.leave = asyncio.Event()
-        self.asked: list[tuple[str, str | None]] = []
+        self.asked: list[tuple[str, int]] = []
         self.outcomes: list[str | None] = []
 
-    async def admit(self, priority: Priority, key: str | None, since: float, more: bool) -> str:
-        self.asked.append((priority, key))
+    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+        self.asked.append(line())
         await self.leave.wait()
         self.leave.clear()
         return f"ticket-{len(self.asked)}"
@@ -775,7 +775,7 @@ async def test_a_call_waiting_for_the_remote_gate_holds_no_slot_and_gives_its_tu
     assert sched.stats.in_flight == 0 and sched.stats.default.waiting == 1
     async with sched.pool(None).slot():
         pass
-    assert gate.asked == [("bulk", None)]
+    assert gate.asked == [("bulk", 1)]
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
     second = asyncio.create_task(call())

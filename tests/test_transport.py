@@ -15,7 +15,7 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async._http import AiohttpTransport
-from magisterium_async._models import MAX_DEPTH
+from magisterium_async._models import MAX_ANSWER_DEPTH, MAX_DEPTH
 from magisterium_async._transport import check_base_url, decode_response
 from tests.conftest import TOKEN, Reply, ScriptedServer, task_json
 
@@ -332,7 +332,23 @@ def test_nesting_within_the_bound_is_kept_and_unknown_fields_ignored() -> None:
     task = decode_response("tasks/get", 7, 200, answer_with("data part", nested(MAX_DEPTH - 1)))
     part = task.artifacts[0].parts[0]
     assert isinstance(part, m.DataPart) and isinstance(part.data["v"], list)
-    decode_response("tasks/get", 7, 200, answer_with("unknown field", nested(500)))
+    # The envelope is one level: an unknown field may nest one less than the bound.
+    decode_response("tasks/get", 7, 200, answer_with("unknown field", nested(MAX_ANSWER_DEPTH - 1)))
+
+
+@pytest.mark.parametrize("where", ["unknown field", "error.data", "data part"])
+def test_the_answer_depth_bound_is_exact_and_the_same_on_every_interpreter(where: str) -> None:
+    # Read from the bytes before decoding: one level past the bound is refused whether or
+    # not the decoder (whose recursion limit moved in 3.12) would have followed it.
+    with pytest.raises(m.MalformedResponseError, match=f"more than {MAX_ANSWER_DEPTH} levels"):
+        decode_response("tasks/get", 7, 200, answer_with(where, nested(MAX_ANSWER_DEPTH)))
+
+
+def test_brackets_inside_strings_are_text_not_nesting() -> None:
+    text = '"' + "[{" * 5000 + '\\" ]] \\\\ [' + '"'  # an escaped quote and backslash
+    task = decode_response("tasks/get", 7, 200, answer_with("data part", text))
+    part = task.artifacts[0].parts[0]
+    assert isinstance(part, m.DataPart) and part.data["v"].startswith("[{[{")
 
 
 @pytest.mark.parametrize(

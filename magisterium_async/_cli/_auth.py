@@ -1,7 +1,8 @@
 """``login``, ``logout`` and ``auth status``: signing in with the user's account.
 
 The flows are the library's (:mod:`.._login`); these commands only parse and print. What
-they say goes to stderr, the status to stdout; none prints a token.
+they say goes to stderr, the status to stdout; none prints a token, nor the password of a
+Redis URL given as ``--credentials``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import datetime as dt
 import sys
 
-from .._credentials import credentials_path
+from .._credentials import credentials_location, location_text
 from .._env import TOKEN_ENV, token_from_env
 from .._login import AuthStatus, auth_status, login, logout, stdin_lines
 from ._command import Command, Group, Invocation
@@ -51,7 +52,7 @@ def _show(status: AuthStatus, output: Output) -> None:
             ("scopes", " ".join(status.scopes) or "(none named)"),
             ("refresh", "yes" if status.refreshable else "no: sign in again when it expires"),
             ("client", status.client_id),
-            ("file", str(status.path)),
+            ("stored", status.where),
         ]
         print(f"signed in to {status.origin}")
         for name, value in rows:
@@ -67,14 +68,18 @@ def _stdin_fd() -> int | None:
         return None
 
 
-def _login_arguments(parser: argparse.ArgumentParser) -> None:
+def _base_url_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--base-url",
         metavar="URL",
         default=argparse.SUPPRESS,
-        help="the A2A endpoint; its origin serves the sign-in (default: "
-        "$MAGISTERIUM_BASE_URL, then the service)",
+        help="the A2A endpoint; its origin serves the sign-in, and names it in a Redis "
+        "store (default: $MAGISTERIUM_BASE_URL, then the service)",
     )
+
+
+def _login_arguments(parser: argparse.ArgumentParser) -> None:
+    _base_url_argument(parser)
     parser.add_argument(
         "--no-browser",
         action="store_true",
@@ -86,44 +91,46 @@ def _login_arguments(parser: argparse.ArgumentParser) -> None:
 async def _login(invocation: Invocation) -> int:
     args = invocation.args
     fd = _stdin_fd()
-    path, _ = await login(
+    location, _ = await login(
         args.base_url,
         args.credentials,
         open_browser=not args.no_browser,
         pasted=stdin_lines(fd) if fd is not None else None,
         say=_say,
     )
-    status = auth_status(path)
+    status = await auth_status(location, args.base_url)
     assert status is not None
-    _say(f"Signed in to {status.issuer}; the credentials are in {path}")
+    _say(f"Signed in to {status.issuer}; the credentials are in {status.where}")
     if invocation.output.json:
         _show(status, invocation.output)
     return ExitCode.OK
 
 
 async def _logout(invocation: Invocation) -> int:
-    result = await logout(invocation.args.credentials)
+    args = invocation.args
+    result = await logout(args.credentials, args.base_url)
     if not result.removed:
-        _say(f"not signed in (no credentials at {result.path})")
+        _say(f"not signed in (no credentials at {result.where})")
         return ExitCode.OK
     if result.revoked is False:
         raise CliError(
-            f"deleted {result.path}, but the server could not revoke the tokens: "
+            f"deleted {result.where}, but the server could not revoke the tokens: "
             f"{result.revoke_error}",
             ExitCode.ERROR,
         )
     how = "the tokens were revoked" if result.revoked else "the server offers no revocation"
-    _say(f"Signed out: {how}; deleted {result.path}")
+    _say(f"Signed out: {how}; deleted {result.where}")
     return ExitCode.OK
 
 
 async def _status(invocation: Invocation) -> int:
-    credentials = invocation.args.credentials
-    status = auth_status(credentials)
+    args = invocation.args
+    status = await auth_status(args.credentials, args.base_url)
     if status is None:
+        where = location_text(credentials_location(args.credentials))
+        again = f" --credentials {where}" if args.credentials is not None else ""
         raise CliError(
-            f"not signed in: no credentials at {credentials_path(credentials)}; "
-            "run `magisterium-async login`",
+            f"not signed in: no credentials at {where}; run `magisterium-async login{again}`",
             ExitCode.AUTH,
         )
     _show(status, invocation.output)
@@ -140,12 +147,19 @@ COMMANDS = (
         _login_arguments,
         connects=False,
     ),
-    Command("logout", "revoke the stored sign-in and delete it", _logout, connects=False),
+    Command(
+        "logout",
+        "revoke the stored sign-in and delete it",
+        _logout,
+        _base_url_argument,
+        connects=False,
+    ),
     Group("auth", "the stored sign-in"),
     Command(
         "auth status",
         "issuer, expiry and scopes of the stored sign-in (never a token); sends nothing",
         _status,
+        _base_url_argument,
         connects=False,
     ),
 )

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from .._client import AsyncMagisterium
 from .._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
-from .._credentials import credentials_path
+from .._credentials import credentials_location
 from .._env import TOKEN_ENV, token_from_env
 from .._ratelimit import SharedQuota
 from ._errors import CliError, ExitCode
@@ -53,8 +54,10 @@ def read_token(token_file: str | None, credentials: str | None = None) -> str | 
         token = token_from_env()
         if token:
             return token
-        if credentials is None and not credentials_path().exists():
-            raise CliError(NO_TOKEN, ExitCode.AUTH)
+        if credentials is None:
+            location = credentials_location()  # a Redis store is read at the first call
+            if isinstance(location, Path) and not location.exists():
+                raise CliError(NO_TOKEN, ExitCode.AUTH)
         return None
     try:
         with open(token_file, encoding="utf-8") as file:

@@ -72,10 +72,10 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
     )
     parser.add_argument(
         "--credentials",
-        metavar="PATH",
+        metavar="PATH|URL",
         default=default(None),
-        help="the sign-in file of `login` (default: $MAGISTERIUM_CREDENTIALS, then the user "
-        "config dir)",
+        help="where `login` keeps the sign-in: a file, or a redis:// or rediss:// URL shared "
+        "by many hosts (default: $MAGISTERIUM_CREDENTIALS, then the user config dir)",
     )
 
 

@@ -29,7 +29,7 @@ COMMANDS: tuple[Command | Group, ...] = (
 _EPILOG = f"""\
 environment:
   MAGISTERIUM_TOKEN     the API token (or --token-file PATH; else the sign-in of login)
-  MAGISTERIUM_CREDENTIALS  where login keeps the sign-in (or --credentials PATH)
+  MAGISTERIUM_CREDENTIALS  where login keeps the sign-in (or --credentials PATH|URL)
   MAGISTERIUM_BASE_URL  the endpoint (or --base-url URL)
 
 examples:

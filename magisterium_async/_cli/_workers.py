@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._config import RateLimits
-from .._env import REDIS_URL_ENV, TOKEN_ENV
+from .._env import CREDENTIALS_ENV, REDIS_URL_ENV, TOKEN_ENV
 from .._redis import masked_url
 from ._client import check_options, emulator_quota, read_token
 from ._command import Invocation
@@ -87,7 +87,8 @@ async def run_workers(invocation: Invocation) -> int:
     if not options.emulator:
         read_token(options.token_file, options.credentials)  # one error now, not one a worker
         common += ["--token-file", options.token_file] if options.token_file else []
-        common += ["--credentials", options.credentials] if options.credentials else []
+        if options.credentials:  # in the environment: a Redis URL may hold a password
+            env[CREDENTIALS_ENV] = options.credentials
         common += ["--base-url", options.base_url] if options.base_url else []
         common += ["--quota", _quota_text(options.quota)] if options.quota else []
         if options.proxy is not None:

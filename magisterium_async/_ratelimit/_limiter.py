@@ -6,6 +6,7 @@ limiter: a sliding log and the rate rule, on the client's clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ._judge import Verdict
@@ -59,13 +60,13 @@ class Limiter(Protocol):
 class RemoteGate(Protocol):
     """Another party's leave for each start, asked once the pool itself may start one.
 
-    The pool asks on behalf of its line: ``priority`` and ``key`` are those of the waiter
-    whose turn is next, ``since`` when it began waiting, ``more`` whether others wait
-    behind it. When :meth:`admit` returns, the pool starts whoever is first in line then,
-    its :class:`Start` carrying the ticket.
+    The pool asks on behalf of its line: ``line()`` says, whenever the gate asks again,
+    the priority of the waiter whose turn is next and how many calls wait in the pool.
+    When :meth:`admit` returns, the pool starts whoever is first in line then, its
+    :class:`Start` carrying the ticket.
     """
 
-    async def admit(self, priority: Priority, key: str | None, since: float, more: bool) -> str:
+    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
         """Wait until one start is admitted; its ticket (its name on the remote side)."""
         ...
 

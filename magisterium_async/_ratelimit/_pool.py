@@ -245,9 +245,13 @@ class Pool:
         """
         gate = self._gate
         assert gate is not None
+
+        def line() -> tuple[Priority, int]:
+            first = self.line.head()
+            return (first or head).priority, self.line.waiting()
+
         try:
-            more = self.line.waiting() > 1
-            ticket = await gate.admit(head.priority, head.key, head.since, more)
+            ticket = await gate.admit(line)
         except ClientClosedError:
             return  # closing: every waiter is told
         finally:

@@ -163,7 +163,8 @@ class RateRule:
             return  # that 429 answered a step up, not the timing
         if not self.adaptive or state.margin >= MAX_MARGIN_SHARE * self.window:
             return
-        if wait > 2 * state.margin:
+        edge = 2 * max(state.margin, FIRST_MARGIN_SHARE * self.window)
+        if wait > edge:
             return  # not at a window's edge: a fluke, not the jitter
         began = suspect.time
         if log.started(began - self.span, began) >= state.rate:

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 
+from .._checks import non_negative_number, whole_number
 from .._clock import Clock, LoopClock
 from .._config import PoolName, RateLimits
 from ._limiter import Limiter, RemoteGate, WindowLimiter
@@ -45,11 +46,9 @@ class Scheduler:
         limiters: Mapping[str, Limiter] | None = None,
         gates: Mapping[str, RemoteGate] | None = None,
     ) -> None:
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        whole_number("max_concurrency", max_concurrency)
         margin = rate_limits.margin if safety_margin is None else safety_margin
-        if not margin >= 0 or math.isinf(margin):
-            raise ValueError(f"safety_margin must be a finite number >= 0, got {margin!r}")
+        non_negative_number("safety_margin", margin)
         self.clock: Clock = clock if clock is not None else LoopClock()
         self.on_event = on_event
         self.max_concurrency = max_concurrency

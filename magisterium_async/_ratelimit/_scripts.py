@@ -10,9 +10,11 @@ and one pool (``POOL`` = ``default`` or ``expensive``)::
     P:{H}:POOL:pause     the time (µs) the pool is paused until, after a proven 429
     P:{H}:POOL:rule      hash: what the rate rule learned (``RuleState``) and a version
     P:{H}:POOL:stepper   the client stepping the rate up (a lease: one at a time)
-    P:{H}:POOL:line      sorted set: "rank|client|key" -> rank, the calls waiting at the
-                         head of each client's line (interactive first, then longest waiting)
+    P:{H}:POOL:line      sorted set: client id -> its rank, for each client with calls
+                         waiting (interactive first, then by turn: round-robin)
     P:{H}:POOL:line:exp  sorted set: the same members -> when they expire (µs)
+    P:{H}:POOL:line:info hash: "<client>:t" -> its turn number, "<client>:n" -> its calls
+                         waiting
     P:{H}:epoch          a random id made when the state is created: a change means the
                          state was lost (Redis restarted without persistence, flushed)
     P:{H}:clients        sorted set: client id -> last time seen (sizes the fallback)
@@ -26,7 +28,7 @@ from __future__ import annotations
 __all__ = ["ACQUIRE", "OUTCOMES", "PAUSE", "POOL_KEYS", "WRITE_RULE"]
 
 # The per-pool keys, in the order the scripts take them.
-POOL_KEYS = ("log", "ok", "limited", "pause", "rule", "stepper", "line", "line:exp")
+POOL_KEYS = ("log", "ok", "limited", "pause", "rule", "stepper", "line", "line:exp", "line:info")
 
 _NOW = """
 local now
@@ -41,13 +43,16 @@ end
 # KEYS: the pool's keys (POOL_KEYS), then epoch, clients.
 # ARGV: 1 now (µs; '': Redis's TIME), 2 limit, 3 window (µs), 4 margin (µs, until the rule
 #       learns one), 5 ticket, 6 known epoch ('' on first contact), 7 new epoch id,
-#       8 client id, 9 clients horizon (µs), 10 line member, 11 its rank (interactive before
-#       bulk, then by the later of when it began waiting and this client's last turn: so
-#       turns go round-robin over clients), 12 the first round (the most starts before any
-#       is answered: one client's max_concurrency), 13 how long it holds at most (µs),
-#       14 grace (µs a waiting head outlives its next ask), 15 poll (µs a call behind
-#       another client's head waits; a call held by the check waits 5 polls at most),
-#       16... the ages (µs) of starts to add (a rejoin after Redis came back).
+#       8 client id, 9 clients horizon (µs), 10 unused, 11 the priority's rank offset (0
+#       interactive, more for bulk: every interactive call ranks first), 12 the first round
+#       (the most starts before any is answered: one client's max_concurrency), 13 how long
+#       it holds at most (µs), 14 grace (µs a waiting client outlives its next ask), 15 poll
+#       (µs a call ranked behind others waits; a call held by the check waits 5 polls at
+#       most), 16 how many calls this client has waiting (this one included),
+#       17... the ages (µs) of starts to add (a rejoin after Redis came back).
+# The line: a client's rank is its priority's offset plus its turn number, the pool's turn
+# counter when it last had a turn (or joined): turns go round-robin over clients. A call
+# is admitted only if the free starts outnumber the calls waiting in clients ranked ahead.
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
 #          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
 ACQUIRE = (
@@ -56,7 +61,7 @@ ACQUIRE = (
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'margin', 'step_up_at',
-  'version', 'answered', 'suspect_until', 'check')
+  'version', 'answered', 'suspect_until', 'check', 'turns')
 local rate = tonumber(rule[1]) or limit
 local allowed = tonumber(rule[2]) or limit
 local margin = tonumber(rule[3]) or tonumber(ARGV[4])
@@ -64,11 +69,11 @@ local step_up_at = tonumber(rule[4]) or -1
 local version = tonumber(rule[5]) or 0
 local span = window + margin
 local keep = math.ceil(2 * span / 1000) + 1000
-local epoch = redis.call('GET', KEYS[9])
+local epoch = redis.call('GET', KEYS[10])
 local lost = false
 if not epoch then
   epoch = ARGV[7]
-  redis.call('SET', KEYS[9], epoch)
+  redis.call('SET', KEYS[10], epoch)
   lost = ARGV[6] ~= ''
 elseif ARGV[6] ~= '' and ARGV[6] ~= epoch then
   lost = true
@@ -78,31 +83,36 @@ if lost then
     redis.call('SET', KEYS[4], now + span, 'PX', math.ceil(span / 1000) + 1000)
   end
 end
-redis.call('ZADD', KEYS[10], now, ARGV[8])
-redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now - tonumber(ARGV[9]))
-redis.call('PEXPIRE', KEYS[10], math.ceil(tonumber(ARGV[9]) / 1000))
-local clients = redis.call('ZCARD', KEYS[10])
+redis.call('ZADD', KEYS[11], now, ARGV[8])
+redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', now - tonumber(ARGV[9]))
+redis.call('PEXPIRE', KEYS[11], math.ceil(tonumber(ARGV[9]) / 1000))
+local clients = redis.call('ZCARD', KEYS[11])
 for i = 1, 3 do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - 2 * span)
 end
-for i = 16, #ARGV do
+for i = 17, #ARGV do
   local at = now - tonumber(ARGV[i])
   if at > now - span then
     redis.call('ZADD', KEYS[1], at, ARGV[5] .. ':b' .. i)
   end
 end
--- The line: every client's head of line, by rank; heads whose client went away dropped.
+-- The line: clients whose calls wait, by rank; those that went away dropped.
+local me = ARGV[8]
 local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now)
 for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[7], m)
   redis.call('ZREM', KEYS[8], m)
+  redis.call('HDEL', KEYS[9], m .. ':t', m .. ':n')
 end
-redis.call('ZADD', KEYS[7], ARGV[11], ARGV[10])
-redis.call('PEXPIRE', KEYS[7], keep)
+local turns = tonumber(rule[9]) or 0
+local turn = tonumber(redis.call('HGET', KEYS[9], me .. ':t') or turns)
+local rank = tonumber(ARGV[11]) + turn
+redis.call('HSET', KEYS[9], me .. ':t', turn, me .. ':n', ARGV[16])
+redis.call('ZADD', KEYS[7], rank, me)
+for i = 7, 9 do redis.call('PEXPIRE', KEYS[i], keep) end
 local function answer(wait)
-  -- A waiting head stays in the line until its next ask, and a grace after.
-  redis.call('ZADD', KEYS[8], now + math.max(wait, 0) + tonumber(ARGV[14]), ARGV[10])
-  redis.call('PEXPIRE', KEYS[8], keep)
+  -- A waiting client stays in the line until its next ask, and a grace after.
+  redis.call('ZADD', KEYS[8], now + math.max(wait, 0) + tonumber(ARGV[14]), me)
   return {wait, epoch, clients, rate, allowed, margin, version, now}
 end
 local pause = tonumber(redis.call('GET', KEYS[4]) or '0')
@@ -161,16 +171,29 @@ end
 -- Free: unless the calls ranked ahead of ours, in other clients, need every free start.
 local free = 1
 if rate >= limit then free = limit - redis.call('ZCOUNT', KEYS[1], '(' .. (now - span), '+inf') end
-local ahead = redis.call('ZCOUNT', KEYS[7], '-inf', '(' .. ARGV[11])
+local ahead = 0
+-- (Formatted in full: Lua writes a large number with 14 digits, which would round it.)
+local below = '(' .. string.format('%.0f', rank)
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', below)) do
+  if m ~= me then ahead = ahead + tonumber(redis.call('HGET', KEYS[9], m .. ':n') or '1') end
+end
 if ahead > 0 and ahead >= free then
   return answer(tonumber(ARGV[15]))
 end
 redis.call('ZADD', KEYS[1], now, ARGV[5])
 redis.call('PEXPIRE', KEYS[1], keep)
 if check then redis.call('HSET', KEYS[5], 'check', ARGV[5]) end
--- Out of the line until its next ask, ranked then by this turn: round-robin.
-redis.call('ZREM', KEYS[7], ARGV[10])
-redis.call('ZREM', KEYS[8], ARGV[10])
+-- This client had its turn: behind every client waiting now, if it has more waiting.
+turns = redis.call('HINCRBY', KEYS[5], 'turns', 1)
+local waiting = tonumber(ARGV[16]) - 1
+if waiting > 0 then
+  redis.call('HSET', KEYS[9], me .. ':t', turns, me .. ':n', waiting)
+  redis.call('ZADD', KEYS[7], tonumber(ARGV[11]) + turns, me)
+  return answer(0)
+end
+redis.call('ZREM', KEYS[7], me)
+redis.call('ZREM', KEYS[8], me)
+redis.call('HDEL', KEYS[9], me .. ':t', me .. ':n')
 return {0, epoch, clients, rate, allowed, margin, version, now}
 """
 )

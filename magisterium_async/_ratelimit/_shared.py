@@ -39,17 +39,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import uuid
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._checks import positive_number, whole_number
 from .._clock import Clock, LoopClock
 from .._config import DEFAULT_MAX_CONCURRENCY, RateLimits
+from .._env import REDIS_URL_ENV, redis_url
 from .._errors import ClientClosedError, SharedQuotaError
-from .._redis import REDIS_URL_ENV, connect, redis_errors, token_key
+from .._redis import connect, redis_errors, token_key
 from ._judge import Verdict
 from ._limiter import learn
 from ._lines import Priority
@@ -65,8 +66,8 @@ __all__ = ["SharedLimiter", "SharedPool", "SharedQuota"]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
 
-# Bulk ranks after every interactive call in the shared line (µs; ~30 years).
-_BULK_RANK = 1e15
+# Bulk ranks after every interactive call in the shared line (turn numbers stay far below).
+_BULK_RANK = 10**15
 
 
 @dataclass(frozen=True)
@@ -87,18 +88,13 @@ class SharedQuota:
     prefix: str = "magisterium"
 
     def __post_init__(self) -> None:
-        url = self.url if self.url is not None else os.environ.get(REDIS_URL_ENV)
+        url = redis_url(self.url)
         if not url:
             raise SharedQuotaError(f"no Redis URL: pass url= or set ${REDIS_URL_ENV}")
         object.__setattr__(self, "url", url)
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int):
-            raise TypeError("workers must be an int")
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
-        for name in ("timeout", "retry_interval"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        whole_number("workers", self.workers)
+        positive_number("timeout", self.timeout)
+        positive_number("retry_interval", self.retry_interval)
 
     @classmethod
     def of(cls, value: SharedQuota | str) -> SharedQuota:
@@ -133,12 +129,12 @@ class _PoolState:
         "keys",
         "limit",
         "margin",
+        "next_at",
         "outcomes",
         "period",
         "rate",
         "rejoin",
         "starts",
-        "turn_at",
         "window",
     )  # fmt: skip
 
@@ -152,8 +148,8 @@ class _PoolState:
         self.keys = [f"{base}:{pool}:{name}" for name in POOL_KEYS]
         self.starts: deque[float] = deque()  # this process's starts, on the client's clock
         self.rejoin = False
-        self.turn_at = -math.inf  # when this process last had a turn (Redis time, s)
         self.asked_at = 0.0  # when Redis last answered (Redis time, s)
+        self.next_at = -math.inf  # when Redis said to ask again (the client's clock)
         self.outcomes: list[str] = []
 
     @property
@@ -235,9 +231,7 @@ class SharedLimiter:
 
     # Admission -------------------------------------------------------------------------
 
-    async def admit(
-        self, pool: str, priority: Priority, key: str | None, since: float, more: bool
-    ) -> str:
+    async def admit(self, pool: str, line: Callable[[], tuple[Priority, int]]) -> str:
         """Wait until ``pool`` may start one request (shared, or local when Redis is
         down); the start's ticket."""
         state = self._pools[pool]
@@ -248,8 +242,10 @@ class SharedLimiter:
             ticket = f"{self._id}:{self._seq}"
             if math.isinf(state.limit):
                 return ticket
-            wait = await self._try(pool, state, ticket, priority, since, more)
+            priority, waiting = line()
+            wait = await self._try(pool, state, ticket, priority, waiting)
             if wait == 0:
+                state.next_at = -math.inf
                 now = self._clock.now()
                 state.starts.append(now)
                 while state.starts and state.starts[0] <= now - state.span:
@@ -258,29 +254,26 @@ class SharedLimiter:
             if wait < 0:
                 await self._step_up(pool, state)
                 continue
+            state.next_at = self._clock.now() + wait
             await self._sleep(wait)
 
     async def _try(
-        self, pool: str, state: _PoolState, ticket: str, priority: Priority, since: float,
-        more: bool,
-    ) -> float:  # fmt: skip
+        self, pool: str, state: _PoolState, ticket: str, priority: Priority, waiting: int
+    ) -> float:
         """Seconds to wait before trying again; ``0``: admitted; ``-1``: step up first."""
         now = self._clock.now()
         if self._down_since is None or now >= self._next_probe:
-            wait = await self._shared(pool, state, ticket, priority, since, more, now)
+            wait = await self._shared(state, ticket, priority, waiting, now)
             if wait is not None:
                 return wait
         return self._local(state, self._clock.now())
 
     async def _shared(
-        self, pool: str, state: _PoolState, ticket: str, priority: Priority, since: float,
-        more: bool, now: float,
-    ) -> float | None:  # fmt: skip
+        self, state: _PoolState, ticket: str, priority: Priority, waiting: int, now: float
+    ) -> float | None:
         ages = []
         if state.rejoin:
             ages = [round((now - t) * 1e6) for t in state.starts if now - t < state.span]
-        offset = 0.0 if priority == "interactive" else _BULK_RANK
-        rank = offset + 1e6 * max(since + self._offset, state.turn_at)
         args: list[Any] = [
             self._now_us(),
             int(state.limit),
@@ -291,12 +284,13 @@ class SharedLimiter:
             uuid.uuid4().hex,
             self._id,
             max(2 * round(state.span * 1e6), 10_000_000),
-            self._id,
-            rank,
+            "",
+            0 if priority == "interactive" else _BULK_RANK,
             self._first_round,
             round(SHARED_ROUND_HOLD * 1e6),
             round(LINE_GRACE * 1e6),
             round(LINE_POLL * 1e6),
+            max(waiting, 1),
             *ages,
         ]
         keys = [*state.keys, f"{self._base}:epoch", f"{self._base}:clients"]
@@ -313,8 +307,6 @@ class SharedLimiter:
         self._clients = max(clients, 1)
         state.rejoin = False
         state.asked_at = float(reply[7]) / 1e6
-        if wait_us == 0:
-            state.turn_at = state.asked_at
         if self._down_since is not None:
             logger.warning("Redis is back: the shared quota decides again")
             self._down_since = None
@@ -530,7 +522,8 @@ class SharedPool:
         return self._state.rate > self._state.allowed
 
     def next_start(self, now: float) -> float:
-        return -math.inf  # Redis decides, in admit()
+        # Redis decides, in admit(); this is only when it said to ask again (for stats).
+        return self._state.next_at
 
     def start(self, start: Start) -> None:
         return None  # the admission wrote it
@@ -542,8 +535,8 @@ class SharedPool:
     def learn(self, verdict: Verdict) -> None:
         self.shared.learn(self.pool, verdict)
 
-    async def admit(self, priority: Priority, key: str | None, since: float, more: bool) -> str:
-        return await self.shared.admit(self.pool, priority, key, since, more)
+    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+        return await self.shared.admit(self.pool, line)
 
     def give_back(self, ticket: str) -> None:
         self.shared.outcome(self.pool, "forget", ticket)

@@ -11,9 +11,13 @@ from pathlib import Path
 import aiohttp
 
 from magisterium_async._credentials import load_credentials
+from magisterium_async._redis import connect
 
-from ..oauth_fake import FakeAuthServer, auth_server, redirect_location
+from ..oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
+from ..redis_server import RedisServer
+from ..test_credstore_redis import PASSWORD, require_password
 from .helpers import TIMEOUT, LoginRun, Run, clean_env
+from .helpers import cli as sync_cli
 
 __all__ = ["auth_server"]
 
@@ -138,3 +142,59 @@ async def test_no_sign_in_anywhere_exits_3_naming_login(tmp_path: Path) -> None:
     run = await cli("search", "grace", XDG_CONFIG_HOME=str(tmp_path))
     assert run.code == 3
     assert "MAGISTERIUM_TOKEN" in run.err and "magisterium-async login" in run.err
+
+
+# A sign-in kept in Redis ----------------------------------------------------------------
+
+
+async def test_login_status_search_and_logout_on_redis_never_show_its_password(
+    auth_server: FakeAuthServer, redis_server: RedisServer
+) -> None:
+    url = await require_password(redis_server)
+    masked = url.replace(PASSWORD, "***")
+    login = await LoginRun.start(auth_server.base_url, url)  # type: ignore[arg-type]
+    async with aiohttp.ClientSession() as session, session.get(await login.url()):
+        pass
+    runs = [await login.finish()]
+    assert runs[0].code == 0, runs[0].err
+    assert f"the credentials are in {masked}" in runs[0].err
+    base = ["--base-url", auth_server.base_url]
+    runs.append(await cli("auth", "status", "--credentials", url, *base))
+    assert runs[-1].code == 0 and auth_server.origin in runs[-1].out and masked in runs[-1].out
+    runs.append(await cli("search", "grace", *base, "--json", MAGISTERIUM_CREDENTIALS=url))
+    assert runs[-1].code == 0, runs[-1].err
+    runs.append(await cli("logout", "--credentials", url, *base))
+    assert runs[-1].code == 0 and "revoked" in runs[-1].err, runs[-1].err
+    runs.append(await cli("auth", "status", "--credentials", url, *base))
+    assert runs[-1].code == 3 and f"login --credentials {masked}" in runs[-1].err
+    assert auth_server.refresh_tokens == {}
+    for run in runs:
+        assert PASSWORD not in run.out + run.err
+    assert not list(Path.cwd().glob("redis:*"))
+
+
+async def test_a_sign_in_lost_from_redis_exits_3_naming_the_login_command(
+    auth_server: FakeAuthServer, redis_server: RedisServer
+) -> None:
+    url = await require_password(redis_server)
+    await sign_in(auth_server, url)
+    redis = connect(url, 5.0)
+    try:
+        await redis.flushall()  # a restart without persistence
+    finally:
+        await redis.aclose()
+    run = await cli("search", "grace", "--base-url", auth_server.base_url, "--credentials", url)
+    assert run.code == 3, run.err
+    masked = url.replace(PASSWORD, "***")
+    assert f"magisterium-async login --credentials {masked}" in run.err
+    assert PASSWORD not in run.err + run.out
+
+
+def test_an_unsupported_location_exits_2_and_writes_no_file(tmp_path: Path) -> None:
+    for location in ("xyz://127.0.0.1:1/0", "http://127.0.0.1:1/credentials"):
+        run = sync_cli("login", "--no-browser", "--credentials", location, cwd=tmp_path)
+        assert run.code == 2, run.err
+        assert "redis:// or rediss://" in run.err
+        run = sync_cli("search", "grace", cwd=tmp_path, env={"MAGISTERIUM_CREDENTIALS": location})
+        assert run.code == 2 and "MAGISTERIUM_CREDENTIALS" in run.err, run.err
+    assert list(tmp_path.iterdir()) == []

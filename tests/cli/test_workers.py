@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from magisterium_async._cli import build_parser
+from magisterium_async._cli import _workers, build_parser
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._harvest_plan import WorkerPaths
 from magisterium_async._cli._options import output
@@ -159,3 +160,23 @@ def test_a_workers_argv_does_not_hold_the_redis_url(tmp_path: Path) -> None:
     argv = _argv(Invocation(args, output(args)), worker, "j")
     assert not any("s3cret" in word for word in argv)
     assert argv[argv.index("--job") + 1] == "j"
+
+
+async def test_workers_get_a_credentials_url_in_their_environment_not_argv(
+    tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: dict[str, Any] = {}
+
+    async def supervise(workers: object, argvs: list[list[str]], env: dict[str, str]) -> None:
+        started.update(argvs=argvs, env=env)  # what the workers would be started with
+
+    monkeypatch.setattr(_workers, "_supervise", supervise)
+    credentials = "redis://:s3cret@127.0.0.1:1/0"
+    out = str(tmp_path / "d.jsonl")
+    words = ["harvest", "-q", "grace", "--out", out, "--workers", "2", "--job", "j"]
+    words += ["--redis", redis_server.url, "--credentials", credentials]
+    args = build_parser().parse_args(words)
+    await _workers.run_workers(Invocation(args, output(args)))
+    assert started["env"]["MAGISTERIUM_CREDENTIALS"] == credentials
+    assert len(started["argvs"]) == 2
+    assert not any("s3cret" in word for argv in started["argvs"] for word in argv)

@@ -217,11 +217,6 @@ def test_a_margin_of_zero_widens_by_the_first_share() -> None:
     assert r.state.margin == FIRST_MARGIN_SHARE * WINDOW
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RateRule.cleared: with margin 0 the edge test `wait > 2 * margin` rejects every "
-    "positive wait, so the FIRST_MARGIN_SHARE widening is unreachable for a real 429",
-)
 def test_a_margin_of_zero_widens_after_a_jitter_429_a_moment_before_the_window_end() -> None:
     r = rule(margin=0.0)
     log, suspect = full_log_before(100.0)
