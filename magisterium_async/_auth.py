@@ -31,15 +31,14 @@ import aiohttp
 from . import _oauth
 from ._clock import Clock
 from ._credentials import (
-    CREDENTIALS_ENV,
     Credentials,
     credentials_location,
     load_credentials,
     origin_of,
 )
 from ._credstore import CredentialStore, FileStore, StoreUnreachableError
+from ._env import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
 from ._errors import (
-    AuthenticationError,
     LoginRequiredError,
     MagisteriumError,
     OAuthError,
@@ -52,7 +51,6 @@ __all__ = [
     "StoredToken",
     "TokenCallable",
     "TokenSource",
-    "authorized",
     "check_token",
     "resolve_token",
 ]
@@ -61,7 +59,6 @@ logger = logging.getLogger("magisterium_async.auth")
 
 T = TypeVar("T")
 
-TOKEN_ENV = "MAGISTERIUM_TOKEN"
 TokenCallable = Callable[[], str | Awaitable[str]]
 """``token=`` as a function: returns (or resolves to) the token to send now."""
 
@@ -371,21 +368,6 @@ def _retrieve(flight: asyncio.Future[None]) -> None:
         flight.exception()
 
 
-async def authorized(source: TokenSource, send: Callable[[str], Awaitable[T]]) -> T:
-    """``send(token)``; on :class:`AuthenticationError`, once more with a renewed token.
-
-    The second attempt is not a retry of ``max_retries``: it answers a refused token, not a
-    transient failure.
-    """
-    token = await source.token()
-    try:
-        return await send(token)
-    except AuthenticationError:
-        if not await source.rejected(token):
-            raise
-    return await send(await source.token())
-
-
 def resolve_token(
     token: str | TokenCallable | None,
     credentials: str | os.PathLike[str] | None,
@@ -407,8 +389,8 @@ def resolve_token(
         if callable(token):
             return None, CallableToken(token)
         raise TypeError(f"token must be a str or a callable, not {type(token).__name__}")
-    env = os.environ.get(TOKEN_ENV)
-    if env:
+    env = token_from_env()
+    if env is not None:
         return check_token(env), None
     location = credentials_location(credentials)
     origin = origin_of(base_url)

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import msgspec
 import platformdirs
 
+from ._env import CREDENTIALS_ENV
 from ._errors import CredentialsError
 from ._redis import masked_url
 
@@ -48,7 +49,6 @@ __all__ = [
 ]
 
 APP_NAME = "magisterium-async"
-CREDENTIALS_ENV = "MAGISTERIUM_CREDENTIALS"
 _VERSION = 1
 _MAX_SIZE = 1 << 20  # a credentials file is a few hundred bytes
 REDIS_SCHEMES = ("redis", "rediss")
