@@ -49,7 +49,7 @@ from ._models import (
     Task,
 )
 from ._proxy import Proxies, redact
-from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedQuota
+from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedLimiter, SharedQuota
 from ._skills import (
     ASK,
     DEFAULT_SKILL_ID,
@@ -153,8 +153,12 @@ class AsyncMagisterium:
         if self.shared_quota is not None:
             identity = self._token if self._tokens is None else self._tokens.identity
             assert identity is not None
-            shared = self.shared_quota.limiter(
-                identity, self._rate_limits, self._clock, first_round=max_concurrency
+            shared = SharedLimiter(
+                self.shared_quota,
+                identity,
+                self._rate_limits,
+                self._clock,
+                first_round=max_concurrency,
             )
         self._shared = shared
         self._scheduler = Scheduler(

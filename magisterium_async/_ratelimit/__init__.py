@@ -44,9 +44,11 @@ from ._limiter import Limiter, RemoteGate, WindowLimiter
 from ._lines import PRIORITIES, Priority, WaitingLine
 from ._log import Start, StartLog
 from ._pool import Permit, Pool
+from ._quota import SharedQuota
 from ._rule import RateRule, RuleState
 from ._scheduler import Scheduler
-from ._shared import SharedLimiter, SharedPool, SharedQuota
+from ._shared import SharedLimiter
+from ._shared_pool import SharedPool
 from ._stats import EventKind, PoolEvent, PoolStats, SchedulerStats
 
 __all__ = [

@@ -24,7 +24,22 @@ clock, which every client sharing that Redis must then share).
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE", "OUTCOMES", "PAUSE", "POOL_KEYS", "WRITE_RULE"]
+import math
+from typing import Any
+
+from ._log import StartLog
+from ._rule import RuleState
+
+__all__ = [
+    "ACQUIRE",
+    "OUTCOMES",
+    "PAUSE",
+    "POOL_KEYS",
+    "WRITE_RULE",
+    "rule_fields",
+    "rule_state",
+    "text",
+]
 
 # The per-pool keys, in the order the scripts take them.
 POOL_KEYS = ("log", "ok", "limited", "pause", "rule", "stepper", "line", "line:exp", "line:info")
@@ -271,3 +286,40 @@ redis.call('HSET', KEYS[1], 'version', version + 1)
 redis.call('PEXPIRE', KEYS[1], 86400000)
 return 1
 """
+
+
+# The rule's state in Redis: numbers as text; times in seconds of Redis's clock, but the
+# two the admission script reads (margin, step_up_at) in µs; -1 for "none".
+def rule_fields(state: RuleState) -> dict[str, Any]:
+    return {
+        "rate": state.rate,
+        "allowed": state.allowed,
+        "margin": round(state.margin * 1e6),
+        # Rounded up: the script must not find a step up due before the rule said.
+        "step_up_at": -1 if math.isinf(state.step_up_at) else math.ceil(state.step_up_at * 1e6),
+        "refused_tries": state.refused_tries,
+        "phase": "" if state.phase is None else repr(state.phase),
+        "rtt": repr(state.rtt),
+        "refused_step": "" if state.refused_step is None else state.refused_step.ticket or "",
+    }
+
+
+def rule_state(fields: dict[str, str], limit: int, margin: float, log: StartLog) -> RuleState:
+    if "rate" not in fields:
+        return RuleState(rate=limit, allowed=limit, margin=margin)
+    step_up_at = float(fields["step_up_at"])
+    refused = fields.get("refused_step", "")
+    return RuleState(
+        rate=int(float(fields["rate"])),
+        allowed=int(float(fields["allowed"])),
+        margin=float(fields["margin"]) / 1e6,
+        step_up_at=math.inf if step_up_at < 0 else step_up_at / 1e6,
+        refused_tries=int(fields.get("refused_tries", "0")),
+        phase=float(fields["phase"]) if fields.get("phase") else None,
+        rtt=float(fields.get("rtt", "0")),
+        refused_step=next((s for s in log if refused and s.ticket == refused), None),
+    )
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -40,121 +40,32 @@ import asyncio
 import logging
 import math
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._checks import positive_number, whole_number
 from .._clock import Clock, LoopClock
 from .._config import DEFAULT_MAX_CONCURRENCY, RateLimits
-from .._env import REDIS_URL_ENV, redis_url
-from .._errors import ClientClosedError, SharedQuotaError
+from .._errors import ClientClosedError
 from .._redis import connect, redis_errors, token_key
 from ._judge import Verdict
 from ._limiter import learn
 from ._lines import Priority
 from ._log import Start, StartLog
-from ._rule import RateRule, RuleState
-from ._scripts import ACQUIRE, OUTCOMES, PAUSE, POOL_KEYS, WRITE_RULE
+from ._quota import SharedQuota
+from ._rule import RateRule
+from ._scripts import ACQUIRE, OUTCOMES, PAUSE, WRITE_RULE, rule_fields, rule_state, text
+from ._shared_pool import PoolState, SharedPool
 from ._tuning import LINE_GRACE, LINE_POLL, SHARED_ROUND_HOLD
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["SharedLimiter", "SharedPool", "SharedQuota"]
+__all__ = ["SharedLimiter"]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
 
 # Bulk ranks after every interactive call in the shared line (turn numbers stay far below).
 _BULK_RANK = 10**15
-
-
-@dataclass(frozen=True)
-class SharedQuota:
-    """Share the client's rate limits with every process on the same token, through Redis.
-
-    ``url`` falls back to ``$MAGISTERIUM_REDIS_URL``. ``workers`` is how many processes you
-    expect to share the quota: if Redis goes away, each falls back to ``limit / workers``
-    per period on its own (or fewer, when Redis had seen more clients lately).
-    ``timeout`` bounds every Redis call; ``retry_interval`` is how often a client that
-    lost Redis tries it again. Needs ``pip install 'magisterium-async[redis]'``.
-    """
-
-    url: str | None = None
-    workers: int = 1
-    timeout: float = 0.5
-    retry_interval: float = 1.0
-    prefix: str = "magisterium"
-
-    def __post_init__(self) -> None:
-        url = redis_url(self.url)
-        if not url:
-            raise SharedQuotaError(f"no Redis URL: pass url= or set ${REDIS_URL_ENV}")
-        object.__setattr__(self, "url", url)
-        whole_number("workers", self.workers)
-        positive_number("timeout", self.timeout)
-        positive_number("retry_interval", self.retry_interval)
-
-    @classmethod
-    def of(cls, value: SharedQuota | str) -> SharedQuota:
-        """A ``SharedQuota`` from a user's ``shared_quota=``: a URL or the object itself."""
-        if isinstance(value, SharedQuota):
-            return value
-        if isinstance(value, str):
-            return cls(value)
-        raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
-
-    def limiter(
-        self,
-        token: str,
-        limits: RateLimits,
-        clock: Clock | None = None,
-        *,
-        first_round: int = DEFAULT_MAX_CONCURRENCY,
-    ) -> SharedLimiter:
-        """The limiter a client's scheduler draws on, on the client's ``clock`` (connects
-        lazily); ``first_round``: the client's ``max_concurrency``."""
-        clock = clock if clock is not None else LoopClock()
-        return SharedLimiter(self, token, limits, clock, first_round=first_round)
-
-
-class _PoolState:
-    """One pool's side of the shared limiter: its limits, what it last read of the shared
-    rule, its own recent starts (for the fallback), and outcomes not yet written."""
-
-    __slots__ = (
-        "allowed",
-        "asked_at",
-        "keys",
-        "limit",
-        "margin",
-        "next_at",
-        "outcomes",
-        "period",
-        "rate",
-        "rejoin",
-        "starts",
-        "window",
-    )  # fmt: skip
-
-    def __init__(self, limits: RateLimits, pool: str, base: str) -> None:
-        starts, window = limits.window_for(pool)  # the local pool's arithmetic, shared
-        self.limit = starts if starts else math.inf
-        self.window = window
-        self.period = limits.period
-        self.margin = limits.margin
-        self.rate = self.allowed = self.limit
-        self.keys = [f"{base}:{pool}:{name}" for name in POOL_KEYS]
-        self.starts: deque[float] = deque()  # this process's starts, on the client's clock
-        self.rejoin = False
-        self.asked_at = 0.0  # when Redis last answered (Redis time, s)
-        self.next_at = -math.inf  # when Redis said to ask again (the client's clock)
-        self.outcomes: list[str] = []
-
-    @property
-    def span(self) -> float:
-        return self.window + self.margin
 
 
 class SharedLimiter:
@@ -195,7 +106,7 @@ class SharedLimiter:
         self._epoch = ""
         self._clients = 1
         self._pools = {
-            name: _PoolState(limits, name, self._base) for name in ("default", "expensive")
+            name: PoolState(limits, name, self._base) for name in ("default", "expensive")
         }
         self.limiters: dict[str, SharedPool] = {
             name: SharedPool(self, name, limits) for name in self._pools
@@ -258,7 +169,7 @@ class SharedLimiter:
             await self._sleep(wait)
 
     async def _try(
-        self, pool: str, state: _PoolState, ticket: str, priority: Priority, waiting: int
+        self, pool: str, state: PoolState, ticket: str, priority: Priority, waiting: int
     ) -> float:
         """Seconds to wait before trying again; ``0``: admitted; ``-1``: step up first."""
         now = self._clock.now()
@@ -269,7 +180,7 @@ class SharedLimiter:
         return self._local(state, self._clock.now())
 
     async def _shared(
-        self, state: _PoolState, ticket: str, priority: Priority, waiting: int, now: float
+        self, state: PoolState, ticket: str, priority: Priority, waiting: int, now: float
     ) -> float | None:
         ages = []
         if state.rejoin:
@@ -345,7 +256,7 @@ class SharedLimiter:
     def _divisor(self) -> int:
         return max(self.config.workers, self._clients)
 
-    def _local(self, state: _PoolState, now: float) -> float:
+    def _local(self, state: PoolState, now: float) -> float:
         """The fallback: ``limit / divisor`` per window, once a window passed since the loss."""
         assert self._down_since is not None
         at = self._down_since + state.span
@@ -373,7 +284,7 @@ class SharedLimiter:
         if first:
             self._spawn(self._write_outcomes(state))
 
-    async def _write_outcomes(self, state: _PoolState) -> None:
+    async def _write_outcomes(self, state: PoolState) -> None:
         await asyncio.sleep(0)  # gather what this turn of the loop adds
         triples, state.outcomes = state.outcomes, []
         if self._down_since is not None:
@@ -404,14 +315,14 @@ class SharedLimiter:
             if done:
                 return
 
-    async def _step_up(self, pool: str, state: _PoolState) -> None:
+    async def _step_up(self, pool: str, state: PoolState) -> None:
         """This process holds the step-up lease: let the rule step up on the shared log."""
         try:
             await self._apply(state, None)
         except self._errors as exc:
             self._lost(exc)
 
-    async def _apply(self, state: _PoolState, verdict: Verdict | None) -> bool:
+    async def _apply(self, state: PoolState, verdict: Verdict | None) -> bool:
         """Read the shared rule and log, apply ``verdict`` (``None``: a step up), write the
         rule back; ``False`` if another process wrote first."""
         rule, version, proven_end, log = await self._snapshot(state)
@@ -435,7 +346,7 @@ class SharedLimiter:
             elif kind == "cleared" and rule.state.margin > state.margin:
                 return True  # another process widened the margin already
             learn(rule, log, Verdict(kind, start, at, end, verdict.wait))
-        fields.update(_fields(rule.state))
+        fields.update(rule_fields(rule.state))
         args: list[Any] = [version, self._id]
         for name, value in fields.items():
             args += (name, value)
@@ -448,7 +359,7 @@ class SharedLimiter:
     def _redis_now(self) -> float:
         return self._clock.now() + self._offset
 
-    async def _snapshot(self, state: _PoolState) -> tuple[RateRule, int, float, StartLog]:
+    async def _snapshot(self, state: PoolState) -> tuple[RateRule, int, float, StartLog]:
         """The shared rule (as a :class:`RateRule`), its version, the last proven window
         end, and the shared log with every outcome known."""
         log_key, ok_key, limited_key, _, rule_key = state.keys[:5]
@@ -458,22 +369,22 @@ class SharedLimiter:
         pipe.zrange(ok_key, 0, -1)
         pipe.zrange(limited_key, 0, -1)
         raw, starts, ok, limited = await self._bounded(pipe.execute())
-        fields = {_text(k): _text(v) for k, v in raw.items()}
-        ok_set = {_text(t) for t in ok}
-        limited_set = {_text(t) for t in limited}
+        fields = {text(k): text(v) for k, v in raw.items()}
+        ok_set = {text(t) for t in ok}
+        limited_set = {text(t) for t in limited}
         log = StartLog()
         for member, score in starts:
-            start = Start(score / 1e6, _text(member))
+            start = Start(score / 1e6, text(member))
             start.limited = start.ticket in limited_set
             start.done = start.limited or start.ticket in ok_set
             log.add(start)
         limit = int(state.limit)
         rule = RateRule("shared", limit, state.window, state.margin, period=state.period)
-        rule.state = _state(fields, limit, state.margin, log)
+        rule.state = rule_state(fields, limit, state.margin, log)
         version = int(fields.get("version", "0"))
         return rule, version, float(fields.get("proven_end", "-inf")), log
 
-    async def _set_pause(self, state: _PoolState, seconds: float) -> None:
+    async def _set_pause(self, state: PoolState, seconds: float) -> None:
         us = max(math.ceil(seconds * 1e6), 1)
         try:
             await self._bounded(self._pause(keys=[state.keys[3]], args=[self._now_us(), us]))
@@ -501,87 +412,3 @@ class SharedLimiter:
         for sleeper in self._sleepers:
             sleeper.cancel()
         await self._redis.aclose()
-
-
-class SharedPool:
-    """One metered pool on a :class:`SharedLimiter`: the pool's limiter (the rate it reads
-    from Redis; what it learns goes there) and its remote gate (Redis admits each start)."""
-
-    def __init__(self, shared: SharedLimiter, pool: str, limits: RateLimits) -> None:
-        self.shared = shared
-        self.pool = pool
-        self._state = shared._pools[pool]
-
-    @property
-    def rate(self) -> float:
-        state = self._state
-        return state.rate * state.period / state.window if state.window else math.inf
-
-    @property
-    def stepping_up(self) -> bool:
-        return self._state.rate > self._state.allowed
-
-    def next_start(self, now: float) -> float:
-        # Redis decides, in admit(); this is only when it said to ask again (for stats).
-        return self._state.next_at
-
-    def start(self, start: Start) -> None:
-        return None  # the admission wrote it
-
-    def forget(self, start: Start) -> None:
-        if start.ticket is not None:
-            self.shared.outcome(self.pool, "forget", start.ticket)
-
-    def learn(self, verdict: Verdict) -> None:
-        self.shared.learn(self.pool, verdict)
-
-    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
-        return await self.shared.admit(self.pool, line)
-
-    def give_back(self, ticket: str) -> None:
-        self.shared.outcome(self.pool, "forget", ticket)
-
-    def answered(self, start: Start) -> None:
-        if start.ticket is not None:
-            kind = "429" if start.limited else "ok"
-            self.shared.outcome(self.pool, kind, start.ticket, start.wait)
-
-    async def aclose(self) -> None:
-        await self.shared.aclose()
-
-
-# The rule's state in Redis: numbers as text; times in seconds of Redis's clock, but the
-# two the admission script reads (margin, step_up_at) in µs; -1 for "none".
-def _fields(state: RuleState) -> dict[str, Any]:
-    return {
-        "rate": state.rate,
-        "allowed": state.allowed,
-        "margin": round(state.margin * 1e6),
-        # Rounded up: the script must not find a step up due before the rule said.
-        "step_up_at": -1 if math.isinf(state.step_up_at) else math.ceil(state.step_up_at * 1e6),
-        "refused_tries": state.refused_tries,
-        "phase": "" if state.phase is None else repr(state.phase),
-        "rtt": repr(state.rtt),
-        "refused_step": "" if state.refused_step is None else state.refused_step.ticket or "",
-    }
-
-
-def _state(fields: dict[str, str], limit: int, margin: float, log: StartLog) -> RuleState:
-    if "rate" not in fields:
-        return RuleState(rate=limit, allowed=limit, margin=margin)
-    step_up_at = float(fields["step_up_at"])
-    refused = fields.get("refused_step", "")
-    return RuleState(
-        rate=int(float(fields["rate"])),
-        allowed=int(float(fields["allowed"])),
-        margin=float(fields["margin"]) / 1e6,
-        step_up_at=math.inf if step_up_at < 0 else step_up_at / 1e6,
-        refused_tries=int(fields.get("refused_tries", "0")),
-        phase=float(fields["phase"]) if fields.get("phase") else None,
-        rtt=float(fields.get("rtt", "0")),
-        refused_step=next((s for s in log if refused and s.ticket == refused), None),
-    )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

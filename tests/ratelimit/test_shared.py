@@ -15,7 +15,7 @@ from magisterium_async._config import Priority, RateLimits, RetryPolicy
 from magisterium_async._errors import RateLimitError
 from magisterium_async._ratelimit import RuleState, Scheduler, SharedLimiter, SharedQuota
 from magisterium_async._ratelimit._scripts import POOL_KEYS
-from magisterium_async._ratelimit._shared import _fields
+from magisterium_async._ratelimit._scripts import rule_fields as _fields
 from magisterium_async._ratelimit._tuning import LINE_GRACE, LINE_POLL
 from magisterium_async._retry import call_with_retries
 
