@@ -256,3 +256,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "soak" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def memory_redis() -> object:
+    """An in-memory Redis server (fakeredis, running the same Lua) for virtual-time tests."""
+    fakeredis = pytest.importorskip("fakeredis", reason="needs fakeredis[lua]")
+    pytest.importorskip("lupa", reason="needs fakeredis[lua]")
+    return fakeredis.FakeServer()

@@ -361,13 +361,6 @@ async def test_harvest_resumes_after_redis_lost_its_state(
 # The same limiter in virtual time, on an in-memory Redis (the same Lua) -------------------
 
 
-@pytest.fixture
-def memory_redis() -> object:
-    fakeredis = pytest.importorskip("fakeredis", reason="needs fakeredis[lua]")
-    pytest.importorskip("lupa", reason="needs fakeredis[lua]")
-    return fakeredis.FakeServer()
-
-
 def shared_schedulers(
     memory_redis: object, clock: VirtualClock, limits: RateLimits, processes: int
 ) -> tuple[list[SharedLimiter], list[Scheduler]]:

@@ -9,7 +9,7 @@ import logging
 import math
 import random
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -903,8 +903,32 @@ class Quota:
     accepted: int = 0
     refused: int = 0
 
+    window: int = -1
+    count: int = 0
+
     def limit_at(self, t: float) -> int:
         return next(limit for at, limit in reversed(self.schedule) if t >= at)
+
+    async def attempt(self, clock: VirtualClock, rng: random.Random) -> None:
+        """One request: on its way (and the jitter), counted, answered 50 ms later; a 429
+        carries whole seconds of ``retryAfter``, as the service sends them."""
+        await clock.sleep(0.05 + rng.uniform(0, self.jitter))
+        now = clock.now()
+        wait: float | None = None
+        if self.spurious and rng.random() < self.spurious:
+            wait = self.spurious_wait
+        else:
+            if math.floor(now / self.period) != self.window:
+                self.window, self.count = math.floor(now / self.period), 0
+            if self.count < self.limit_at(self.window * self.period):
+                self.count += 1
+            else:
+                wait = (self.window + 1) * self.period - now
+        await clock.sleep(0.05)
+        if wait is not None:
+            self.refused += 1
+            raise RateLimitError("Rate limit exceeded", data={"retryAfter": math.ceil(wait)})
+        self.accepted += 1
 
     def ideal(self, requests: int) -> float:
         """When the window that admits the last request opens (plus the jitter)."""
@@ -923,27 +947,9 @@ async def scenario(
     limits = RateLimits(told, told, period=quota.period)
     sched = Scheduler(limits, max_concurrency=16, clock=clock)
     rng = random.Random(seed)
-    window, count = -1, 0
 
-    async def attempt() -> None:
-        nonlocal window, count
-        await clock.sleep(0.05 + rng.uniform(0, quota.jitter))
-        now = clock.now()
-        wait: float | None = None
-        if quota.spurious and rng.random() < quota.spurious:
-            wait = quota.spurious_wait
-        else:
-            if math.floor(now / quota.period) != window:
-                window, count = math.floor(now / quota.period), 0
-            if count < quota.limit_at(window * quota.period):
-                count += 1
-            else:
-                wait = (window + 1) * quota.period - now
-        await clock.sleep(0.05)
-        if wait is not None:
-            quota.refused += 1
-            raise RateLimitError("Rate limit exceeded", data={"retryAfter": math.ceil(wait)})
-        quota.accepted += 1
+    def attempt() -> Awaitable[None]:
+        return quota.attempt(clock, rng)
 
     tasks = [
         asyncio.create_task(

@@ -4,15 +4,14 @@ process learns, every process acts on; interactive calls go first across process
 from __future__ import annotations
 
 import asyncio
-import math
 import random
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import Priority, RateLimits, RetryPolicy
-from magisterium_async._errors import RateLimitError
 from magisterium_async._ratelimit import RuleState, Scheduler, SharedLimiter, SharedQuota
 from magisterium_async._ratelimit._scripts import POOL_KEYS
 from magisterium_async._ratelimit._scripts import rule_fields as _fields
@@ -20,13 +19,6 @@ from magisterium_async._ratelimit._tuning import LINE_GRACE, LINE_POLL
 from magisterium_async._retry import call_with_retries
 
 from ..test_scheduler import PRO_SCENARIOS, Quota
-
-
-@pytest.fixture
-def memory_redis() -> object:
-    fakeredis = pytest.importorskip("fakeredis", reason="needs fakeredis[lua]")
-    pytest.importorskip("lupa", reason="needs fakeredis[lua]")
-    return fakeredis.FakeServer()
 
 
 def processes(
@@ -64,24 +56,9 @@ async def shared_scenario(
     limits = RateLimits(told, told, period=quota.period)
     _, scheds = processes(memory_redis, clock, limits, count, 16)
     rng = random.Random(1)
-    window, seen = -1, 0
 
-    async def attempt() -> None:
-        nonlocal window, seen
-        await clock.sleep(0.05 + rng.uniform(0, quota.jitter))
-        now = clock.now()
-        wait: float | None = None
-        if math.floor(now / quota.period) != window:
-            window, seen = math.floor(now / quota.period), 0
-        if seen < quota.limit_at(window * quota.period):
-            seen += 1
-        else:
-            wait = (window + 1) * quota.period - now
-        await clock.sleep(0.05)
-        if wait is not None:
-            quota.refused += 1
-            raise RateLimitError("Rate limit exceeded", data={"retryAfter": math.ceil(wait)})
-        quota.accepted += 1
+    def attempt() -> Awaitable[None]:
+        return quota.attempt(clock, rng)
 
     tasks = [
         asyncio.create_task(
