@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LEASE", "LOCK_WAIT", "PREFIX", "TIMEOUT", "RedisStore", "signin_key"]
 
-logger = logging.getLogger("magisterium_async")
+logger = logging.getLogger("magisterium_async.auth")
 
 T = TypeVar("T")
 

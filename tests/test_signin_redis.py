@@ -131,6 +131,7 @@ async def test_four_processes_on_four_homes_share_one_sign_in_through_redis(
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.timeout(300)  # 60 s of load, sixteen interpreters starting on two cores, the tail
 async def test_a_soak_sixteen_processes_share_quota_and_sign_in_while_redis_restarts(
     persistent_redis: RedisServer, tmp_path: Path

@@ -13,8 +13,7 @@ and one pool (``POOL`` = ``default`` or ``expensive``)::
     P:{H}:POOL:line      sorted set: client id -> its rank, for each client with calls
                          waiting (interactive first, then by turn: round-robin)
     P:{H}:POOL:line:exp  sorted set: the same members -> when they expire (µs)
-    P:{H}:POOL:line:info hash: "<client>:t" -> its turn number, "<client>:n" -> its calls
-                         waiting
+    P:{H}:POOL:line:info hash: "<client>:t" -> its turn number
     P:{H}:epoch          a random id made when the state is created: a change means the
                          state was lost (Redis restarted without persistence, flushed)
     P:{H}:clients        sorted set: client id -> last time seen (sizes the fallback)
@@ -48,11 +47,12 @@ end
 #       (the most starts before any is answered: one client's max_concurrency), 13 how long
 #       it holds at most (µs), 14 grace (µs a waiting client outlives its next ask), 15 poll
 #       (µs a call ranked behind others waits; a call held by the check waits 5 polls at
-#       most), 16 how many calls this client has waiting (this one included),
+#       most), 16 how many calls this client has waiting (this one included: with more,
+#       it stays in the line after its turn),
 #       17... the ages (µs) of starts to add (a rejoin after Redis came back).
 # The line: a client's rank is its priority's offset plus its turn number, the pool's turn
 # counter when it last had a turn (or joined): turns go round-robin over clients. A call
-# is admitted only if the free starts outnumber the calls waiting in clients ranked ahead.
+# is admitted only if the free starts outnumber the clients ranked ahead (one each).
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
 #          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
 ACQUIRE = (
@@ -102,12 +102,12 @@ local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now)
 for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[7], m)
   redis.call('ZREM', KEYS[8], m)
-  redis.call('HDEL', KEYS[9], m .. ':t', m .. ':n')
+  redis.call('HDEL', KEYS[9], m .. ':t')
 end
 local turns = tonumber(rule[9]) or 0
 local turn = tonumber(redis.call('HGET', KEYS[9], me .. ':t') or turns)
 local rank = tonumber(ARGV[11]) + turn
-redis.call('HSET', KEYS[9], me .. ':t', turn, me .. ':n', ARGV[16])
+redis.call('HSET', KEYS[9], me .. ':t', turn)
 redis.call('ZADD', KEYS[7], rank, me)
 for i = 7, 9 do redis.call('PEXPIRE', KEYS[i], keep) end
 local function answer(wait)
@@ -175,7 +175,9 @@ local ahead = 0
 -- (Formatted in full: Lua writes a large number with 14 digits, which would round it.)
 local below = '(' .. string.format('%.0f', rank)
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', below)) do
-  if m ~= me then ahead = ahead + tonumber(redis.call('HGET', KEYS[9], m .. ':n') or '1') end
+  -- One start each is held for them, not one per call waiting: holding back a burst for
+  -- every call waiting elsewhere would spread each window's burst over many polls.
+  if m ~= me then ahead = ahead + 1 end
 end
 if ahead > 0 and ahead >= free then
   return answer(tonumber(ARGV[15]))
@@ -187,13 +189,13 @@ if check then redis.call('HSET', KEYS[5], 'check', ARGV[5]) end
 turns = redis.call('HINCRBY', KEYS[5], 'turns', 1)
 local waiting = tonumber(ARGV[16]) - 1
 if waiting > 0 then
-  redis.call('HSET', KEYS[9], me .. ':t', turns, me .. ':n', waiting)
+  redis.call('HSET', KEYS[9], me .. ':t', turns)
   redis.call('ZADD', KEYS[7], tonumber(ARGV[11]) + turns, me)
   return answer(0)
 end
 redis.call('ZREM', KEYS[7], me)
 redis.call('ZREM', KEYS[8], me)
-redis.call('HDEL', KEYS[9], me .. ':t', me .. ':n')
+redis.call('HDEL', KEYS[9], me .. ':t')
 return {0, epoch, clients, rate, allowed, margin, version, now}
 """
 )
