@@ -356,9 +356,6 @@ class SharedLimiter:
             state.margin = rule.state.margin
         return bool(written)
 
-    def _redis_now(self) -> float:
-        return self._clock.now() + self._offset
-
     async def _snapshot(self, state: PoolState) -> tuple[RateRule, int, float, StartLog]:
         """The shared rule (as a :class:`RateRule`), its version, the last proven window
         end, and the shared log with every outcome known."""
