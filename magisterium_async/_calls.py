@@ -22,7 +22,7 @@ from ._errors import APITimeoutError, AuthenticationError
 from ._models import Task
 from ._ratelimit import Scheduler
 from ._retry import call_with_retries
-from ._telemetry import Telemetry
+from ._telemetry import CallObserver, Telemetry
 from ._transport import Transport
 
 __all__ = ["Calls"]
@@ -48,7 +48,7 @@ class Calls:
         self.tokens = tokens
         self.telemetry = telemetry
 
-    async def rpc(
+    def rpc(
         self,
         method: str,
         params: Any,
@@ -58,58 +58,25 @@ class Calls:
         policy: RetryPolicy,
         options: CallOptions,
         skill_id: str | None = None,
-    ) -> Task:
-        """One JSON-RPC call: retried in its pool's slots, within the total deadline."""
-        rpc = self.transport.rpc
-        tokens = self.tokens
-        renewal = _Renewal()
+    ) -> Awaitable[Task]:
+        """One JSON-RPC call: retried in its pool's slots, within the total deadline.
 
-        async def send() -> Task:
-            if tokens is None:
-                return await rpc(method, params, timeout=timeout, skill_id=skill_id)
-            token = await tokens.token()
-            try:
-                return await rpc(method, params, timeout=timeout, token=token, skill_id=skill_id)
-            except AuthenticationError:
-                if not renewal.resending and await tokens.rejected(token):
-                    renewal.due = True  # a new token is ready: resend once, with it
-                raise
-
+        A plain function returning the call's awaitable: of the thousands of calls an
+        ``asyncio.gather`` leaves waiting for their turn, each holds one small object and
+        a few frames, which is what the cyclic GC walks while they wait.
+        """
         observer = self.telemetry.observe(method, pool or "unmetered", params)
+        call = _Call(self, method, params, pool, timeout, policy, options, skill_id, observer)
+        # A fixed token is never renewed: its tries need no renewal around them.
+        work = call.tries if self.tokens is None else call.run
+        return observer.traced(self.within_total(method, policy, work))
 
-        def tries(deadline: float) -> Awaitable[Task]:
-            return call_with_retries(
-                send,
-                pool=self.scheduler.pool(pool),
-                priority=options.priority,
-                fairness_key=options.fairness_key,
-                policy=policy,
-                clock=self.clock,
-                what=method,
-                retry_timeouts=pool != "expensive" or policy.retry_expensive_timeouts,
-                deadline=deadline,
-                observer=observer,
-            )
-
-        async def renewing(deadline: float) -> Task:
-            try:
-                return await tries(deadline)
-            except AuthenticationError:
-                if not renewal.due:
-                    raise
-            # The resend is a request like any other: it waits for a slot of the pool
-            # (which counts it), not a retry of max_retries: it answers a refused token.
-            renewal.resending = True
-            return await tries(deadline)
-
-        return await observer.traced(self.within_total(method, policy, renewing))
-
-    async def unmetered(
+    def unmetered(
         self, what: str, attempt: Callable[[], Awaitable[T]], policy: RetryPolicy
-    ) -> T:
+    ) -> Awaitable[T]:
         """``attempt`` (a request outside the quota: the agent card), retried in the
         unmetered pool's slots, within the total deadline."""
-        return await self.within_total(
+        return self.within_total(
             what,
             policy,
             lambda deadline: call_with_retries(
@@ -122,14 +89,14 @@ class Calls:
             ),
         )
 
-    async def within_total(
+    def within_total(
         self, what: str, policy: RetryPolicy, work: Callable[[float], Awaitable[T]]
-    ) -> T:
+    ) -> Awaitable[T]:
         """``work(deadline)``, ended at ``policy.total_timeout``: the one reading of it, so
         the retry loop's deadline (a time on the clock) and the cut-off are one moment."""
         total = policy.total_timeout
         if total is None:
-            return await work(math.inf)
+            return work(math.inf)
 
         def expired() -> APITimeoutError:
             return APITimeoutError(
@@ -137,15 +104,97 @@ class Calls:
                 "over every attempt and wait"
             )
 
-        return await within(self.clock, total, work(self.clock.now() + total), expired)
+        return within(self.clock, total, work(self.clock.now() + total), expired)
 
 
-class _Renewal:
-    """Where one call is with its token: ``due`` once the source has a new token after a
-    refusal; ``resending`` for the one resend with it (a refusal then is final)."""
+class _Call:
+    """One protocol call on its way: what it sends, and where it is with its token.
 
-    __slots__ = ("due", "resending")
+    ``due`` once the token source has a new token after a refusal; ``resending`` for the
+    one resend with it (a refusal then is final).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "calls",
+        "due",
+        "method",
+        "observer",
+        "options",
+        "params",
+        "policy",
+        "pool",
+        "resending",
+        "skill_id",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        calls: Calls,
+        method: str,
+        params: Any,
+        pool: PoolName | None,
+        timeout: float,
+        policy: RetryPolicy,
+        options: CallOptions,
+        skill_id: str | None,
+        observer: CallObserver,
+    ) -> None:
+        self.calls = calls
+        self.method = method
+        self.params = params
+        self.pool = pool
+        self.timeout = timeout
+        self.policy = policy
+        self.options = options
+        self.skill_id = skill_id
+        self.observer = observer
         self.due = False
         self.resending = False
+
+    async def run(self, deadline: float) -> Task:
+        """The tries; once more, in a slot of its own, if the token was refused and
+        renewed (the resend answers a refused token: it is not one of ``max_retries``)."""
+        try:
+            return await self.tries(deadline)
+        except AuthenticationError:
+            if not self.due:
+                raise
+        self.resending = True
+        return await self.tries(deadline)
+
+    def tries(self, deadline: float) -> Awaitable[Task]:
+        """The retry loop of this call, in its pool's slots."""
+        calls, policy, options = self.calls, self.policy, self.options
+        return call_with_retries(
+            self.send,
+            pool=calls.scheduler.pool(self.pool),
+            priority=options.priority,
+            fairness_key=options.fairness_key,
+            policy=policy,
+            clock=calls.clock,
+            what=self.method,
+            retry_timeouts=self.pool != "expensive" or policy.retry_expensive_timeouts,
+            deadline=deadline,
+            observer=self.observer,
+        )
+
+    def send(self) -> Awaitable[Task]:
+        """One try: the request with the current token."""
+        if self.calls.tokens is None:  # a fixed token: the request as it is, no frame more
+            rpc = self.calls.transport.rpc
+            return rpc(self.method, self.params, timeout=self.timeout, skill_id=self.skill_id)
+        return self._send_with_token()
+
+    async def _send_with_token(self) -> Task:
+        rpc, tokens = self.calls.transport.rpc, self.calls.tokens
+        assert tokens is not None
+        token = await tokens.token()
+        try:
+            return await rpc(
+                self.method, self.params, timeout=self.timeout, token=token, skill_id=self.skill_id
+            )
+        except AuthenticationError:
+            if not self.resending and await tokens.rejected(token):
+                self.due = True  # a new token is ready: resend once, with it
+            raise

@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import functools
 import os
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -362,11 +362,11 @@ class AsyncMagisterium:
         ``None`` for a fixed token."""
         return self._tokens
 
-    async def _call(
+    def _call(
         self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
-    ) -> Task:
+    ) -> Awaitable[Task]:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
-        return await self._calls.rpc(
+        return self._calls.rpc(
             method,
             params,
             pool,

@@ -35,6 +35,7 @@ __all__ = [
     "TextPart",
     "deeper_than",
     "json_deeper_than",
+    "opening_brackets",
     "task_deeper_than",
 ]
 
@@ -337,14 +338,22 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = tuple(1 if b in b"[{" else -1 for b in range(256))
 
 
-def json_deeper_than(text: bytes, limit: int) -> bool:
+def opening_brackets(text: bytes) -> int:
+    """How many ``[`` and ``{`` bytes ``text`` holds: no value nests deeper than that."""
+    return text.count(b"[") + text.count(b"{")
+
+
+def json_deeper_than(text: bytes, limit: int, brackets: int | None = None) -> bool:
     """Whether the JSON ``text`` nests lists and objects more than ``limit`` levels anywhere.
 
     Read from the bytes, without decoding: unknown fields count too, nothing recurses, and
     the answer does not depend on the interpreter. Text that is not JSON may be judged
-    either way; decoding it fails anyway.
+    either way; decoding it fails anyway. ``brackets``: :func:`opening_brackets` of
+    ``text``, when the caller counted them already.
     """
-    if text.count(b"[") + text.count(b"{") <= limit:
+    if brackets is None:
+        brackets = opening_brackets(text)
+    if brackets <= limit:
         return False  # the usual answer: too few brackets to nest that deep
-    brackets = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
-    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+    only = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_STEP.__getitem__, only)), default=0) > limit

@@ -98,7 +98,10 @@ async def call_with_retries(
     waited = 0.0
     while True:
         asked = clock.now()
-        async with pool.slot(priority, fairness_key) as permit:
+        # acquire/release, not ``async with pool.slot()``: one object and one frame fewer
+        # for each of the thousands of calls a gather leaves waiting here.
+        permit = await pool.acquire(priority, fairness_key)
+        try:
             observer.admitted(permit.started - asked)
             try:
                 result = await attempt()
@@ -130,4 +133,6 @@ async def call_with_retries(
             else:
                 observer.answered(None)
                 return result
+        finally:
+            permit.release()
         await clock.sleep(delay)

@@ -44,6 +44,7 @@ from ._models import (
     Task,
     deeper_than,
     json_deeper_than,
+    opening_brackets,
     task_deeper_than,
 )
 from ._proxy import Proxies
@@ -183,15 +184,13 @@ _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 _TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError)
 
 
-_COUNT_BRACKETS_BELOW = 16 * 1024
-
-
 def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
     """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
     envelope: _Envelope | _RawEnvelope
     # Before decoding: how deep a decoder recurses, and so what it refuses, differs between
     # interpreters, and it skips unknown fields unseen.
-    if json_deeper_than(payload, MAX_ANSWER_DEPTH):
+    brackets = opening_brackets(payload)
+    if json_deeper_than(payload, MAX_ANSWER_DEPTH, brackets):
         return None, f"the response is nested more than {MAX_ANSWER_DEPTH} levels deep"
     try:
         envelope = _ENVELOPE_DECODER.decode(payload)
@@ -205,12 +204,9 @@ def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None
             return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
         except _DECODE_ERRORS:
             return None, "the response is not a JSON-RPC object"
-    # No value can nest deeper than the body has brackets, so small answers with few skip
-    # the walk. Counting costs per byte and the walk per container, so large (mostly text)
-    # answers go straight to the walk.
-    if len(payload) > _COUNT_BRACKETS_BELOW or (
-        payload.count(b"[") + payload.count(b"{") > MAX_DEPTH
-    ):
+    # No value can nest deeper than the body has brackets, so answers with few skip the
+    # walk (the count is made once, above, for both checks).
+    if brackets > MAX_DEPTH:
         error = envelope.error
         if error is not None and deeper_than(error.data, MAX_DEPTH):
             return None, f"error.data is nested more than {MAX_DEPTH} levels deep"
