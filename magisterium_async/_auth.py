@@ -38,12 +38,8 @@ from ._credentials import (
 )
 from ._credstore import CredentialStore, FileStore, StoreUnreachableError
 from ._env import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
-from ._errors import (
-    LoginRequiredError,
-    MagisteriumError,
-    OAuthError,
-    error_for_status,
-)
+from ._error_mapping import error_for_status
+from ._errors import LoginRequiredError, MagisteriumError, OAuthError
 
 __all__ = [
     "TOKEN_ENV",
