@@ -96,8 +96,9 @@ __all__ = [
 class MagisteriumError(Exception):
     """Root of every error the library raises on purpose.
 
-    An error made from an HTTP answer names it (see :func:`._error_mapping.with_answer`); the others leave
-    these ``None`` and ``headers`` empty.
+    An error made from an HTTP answer names it (see
+    :func:`._error_mapping.with_answer`); the others leave these ``None`` and ``headers``
+    empty.
     """
 
     status_code: int | None = None
