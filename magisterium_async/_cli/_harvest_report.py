@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._config import RateLimits
 from .._harvest import Harvest
 from .._ratelimit import PoolStats
-from .._state import StateSummary
+from .._state_store import StateSummary
 from ._errors import describe
 from ._output import Output
 from ._status import duration, waiting_text

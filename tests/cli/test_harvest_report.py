@@ -21,7 +21,7 @@ from magisterium_async._cli._harvest_report import (
 from magisterium_async._cli._output import Output
 from magisterium_async._harvest import HarvestFailure, HarvestStats
 from magisterium_async._ratelimit import PoolStats
-from magisterium_async._state import StateSummary
+from magisterium_async._state_store import StateSummary
 
 PRO = RateLimits(15, 2)
 
