@@ -24,7 +24,7 @@ from tests.conftest import JumpClock
 
 from .cli.helpers import TIMEOUT, LoginRun, clean_env
 from .oauth_fake import redirect_location, sign_in
-from .refresh_log import counted_refreshes
+from .refresh_log import RefreshLog
 
 WORKER = Path(__file__).with_name("auth_worker.py")
 LIFETIME = 100.0
@@ -73,33 +73,33 @@ async def test_cli_login_by_the_pasted_url(emulator: Emulator, tmp_path: Path) -
 
 
 async def test_a_harvest_across_six_token_lifetimes(
-    emulator: Emulator, clock: JumpClock, tmp_path: Path
+    emulator: Emulator, clock: JumpClock, tmp_path: Path, refreshes: RefreshLog
 ) -> None:
     path = tmp_path / "credentials.json"
     await sign_in(emulator, path)
     queries = [f"topic{i}" for i in range(95)]
     step = LIFETIME / 100  # virtual seconds per document received
-    with counted_refreshes() as sent:
-        async with m.AsyncMagisterium(
-            base_url=emulator.base_url,
-            credentials=path,
-            rate_limits=m.RateLimits.unlimited(),
-            clock=clock,
-        ) as client:
-            assert isinstance(client.token_source, StoredToken)
-            h = client.harvest(queries, state=tmp_path / "state.db", concurrency=2)
-            started = clock.now()
-            async with h:
-                async for _ in h:
-                    clock.time += step
-            lifetimes = (clock.now() - started) / LIFETIME
+    async with m.AsyncMagisterium(
+        base_url=emulator.base_url,
+        credentials=path,
+        rate_limits=m.RateLimits.unlimited(),
+        clock=clock,
+    ) as client:
+        source = client.token_source
+        assert isinstance(source, StoredToken)
+        h = client.harvest(queries, state=tmp_path / "state.db", concurrency=2)
+        started = clock.now()
+        async with h:
+            async for _ in h:
+                clock.time += step
+        lifetimes = (clock.now() - started) / LIFETIME
     assert lifetimes >= 6, f"only {lifetimes:.1f} lifetimes: too few documents"
     assert h.stats.failed == 0 and h.failures == []
     assert h.stats.yielded == h.stats.unique_ids
     oauth = emulator.stats.oauth
     # About one refresh per lifetime: each a little before expiry, none after a refusal.
-    assert int(lifetimes) <= sent.count <= int(lifetimes) + 1
-    assert oauth.refreshes == sent.count
+    assert int(lifetimes) <= refreshes.count <= int(lifetimes) + 1
+    assert oauth.refreshes == refreshes.count
     assert oauth.rejected_tokens == 0 and oauth.invalid_grants == 0
 
 
