@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ._errors import MalformedResponseError, UnexpectedStatusError, error_for_status
+from ._error_mapping import error_for_status
+from ._errors import MalformedResponseError, UnexpectedStatusError
 from ._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
 from ._transport import Transport, body_snippet
 

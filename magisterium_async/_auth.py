@@ -29,6 +29,7 @@ from typing import Protocol, TypeVar
 import aiohttp
 
 from . import _oauth
+from ._checks import non_negative_number
 from ._clock import Clock
 from ._credentials import (
     Credentials,
@@ -38,12 +39,8 @@ from ._credentials import (
 )
 from ._credstore import CredentialStore, FileStore, StoreUnreachableError
 from ._env import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
-from ._errors import (
-    LoginRequiredError,
-    MagisteriumError,
-    OAuthError,
-    error_for_status,
-)
+from ._error_mapping import error_for_status
+from ._errors import LoginRequiredError, MagisteriumError, OAuthError
 
 __all__ = [
     "TOKEN_ENV",
@@ -70,7 +67,7 @@ NO_TOKEN = (
 _MAX_MARGIN = 60.0  # refresh this long before expiry at most ...
 _MARGIN_SHARE = 0.1  # ... or this share of the token's lifetime, if less
 REFRESH_TIMEOUT = 15.0  # bounds one token request (a shared store's lock outlasts it)
-STORE_WAIT = 5.0  # how long a call with no usable token waits for a store to answer
+STORE_WAIT = 5.0  # by default, how long a call with no usable token waits for a store
 STORE_RETRY = 0.25  # seconds between tries of a store that did not answer
 # The OAuth errors that mean this refresh token will never work again.
 _REFUSED = ("invalid_grant", "invalid_client", "unauthorized_client")
@@ -138,9 +135,10 @@ class StoredToken:
 
     ``clock`` decides when a refresh is due (the stored epoch expiry is converted to it),
     so a :class:`VirtualClock` runs token lifetimes in virtual time; waits for a store
-    that does not answer are real time. ``credentials`` is the sign-in already read, or
-    ``None`` to read it at the first call. ``refreshes`` counts the refreshes this process
-    sent to the authorization server.
+    that does not answer are real time: a call with no usable token tries the store for
+    ``store_wait`` seconds before :class:`CredentialsError`. ``credentials`` is the sign-in
+    already read, or ``None`` to read it at the first call. Each refresh sent to the
+    authorization server is logged (DEBUG, logger ``magisterium_async.auth``).
     """
 
     def __init__(
@@ -150,10 +148,11 @@ class StoredToken:
         *,
         clock: Clock,
         identity: str,
+        store_wait: float = STORE_WAIT,
     ) -> None:
         self.store = store
         self.identity = identity
-        self.refreshes = 0
+        self._store_wait = non_negative_number("store_wait", store_wait)
         self._clock = clock
         self._flight: asyncio.Future[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -236,9 +235,9 @@ class StoredToken:
     async def _renew(self, seen: str | None, *, forced: bool) -> None:
         """Refresh (or first read) through the store, riding out a store that does not
         answer: the token in hand is used while it lasts, then the store is tried again
-        for :data:`STORE_WAIT` seconds before :class:`CredentialsError`."""
+        for ``store_wait`` seconds before :class:`CredentialsError`."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + STORE_WAIT
+        deadline = loop.time() + self._store_wait
         while True:
             try:
                 await self._renew_once(seen, forced=forced)
@@ -304,7 +303,6 @@ class StoredToken:
             )
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        self.refreshes += 1
         logger.debug("refreshing the access token at %s", stored.token_endpoint)
         try:
             tokens = await _oauth.refresh(

@@ -43,7 +43,8 @@ from ._harvest_report import (
 )
 from ._models import Document
 from ._skills import require_text
-from ._state import FetchOutcome, HarvestState
+from ._state import HarvestState
+from ._state_store import FetchOutcome
 
 __all__ = ["HarvestRun", "OnError"]
 

@@ -5,14 +5,15 @@ parts (raising ``ValueError``/``TypeError`` before anything is sent), ``parse`` 
 completed task's artifact into the result type. Each row also says what the skill does for
 a model (``description``) and takes its arguments as a typed struct (``arguments``): the
 tools for LLM frameworks (:mod:`magisterium_async.tools`) are made from this table alone.
+
+This module owns the table, the builders and :func:`read_result` (a task's state and
+its "nothing found" answer); the readers each row names as ``parse`` are in
+:mod:`._artifacts`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
-import re
-import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -26,12 +27,21 @@ from ._arguments import (
     QuestionArguments,
     SaintsDayArguments,
 )
+from ._artifacts import (
+    brief,
+    malformed,
+    parse_answer,
+    parse_document,
+    parse_lookup,
+    parse_search,
+    parse_text,
+    text_parts,
+)
 from ._config import PoolName
-from ._errors import MalformedResponseError, TaskFailedError
+from ._errors import TaskFailedError
 from ._models import (
     Answer,
     Artifact,
-    Citation,
     DataPart,
     Document,
     Part,
@@ -58,10 +68,6 @@ __all__ = [
 ]
 
 DEFAULT_SKILL_ID = "catholic_qa"
-
-_INT_TEXT = re.compile(r"\s*-?[0-9]{1,18}\s*")
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 60, 60, 40
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -94,64 +100,7 @@ def require_text(name: str, value: object) -> str:
     return value
 
 
-def _malformed(task: Task, what: str) -> MalformedResponseError:
-    return MalformedResponseError(f"task {task.id}: {what}")
-
-
-def _texts(artifact: Artifact) -> list[str]:
-    return [p.text for p in artifact.parts if isinstance(p, TextPart)]
-
-
-def _data_with(artifact: Artifact, key: str) -> dict[str, Any] | None:
-    return next((p.data for p in artifact.parts if isinstance(p, DataPart) and key in p.data), None)
-
-
-def _as_id(value: object) -> str | None:
-    """Ids are strings; some A2A servers turn numeric ones into ints or floats."""
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return str(int(value))
-    return None
-
-
-def _opt_str(value: object) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return _as_id(value) or str(value)
-    return None
-
-
-def _opt_int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and _INT_TEXT.fullmatch(value):
-        # ASCII digits, and few of them: int() refuses over 4,300 digits (and "²").
-        return int(value)
-    return None
-
-
-def _brief(value: object) -> str:
-    """A short repr of a value the service sent, however large or deep it is."""
-    return _REPR.repr(value)
-
-
-def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
-    """The keys of ``raw`` not in ``known``: most objects have none, so skip the copy."""
-    if len(raw) <= len(known) and known.issuperset(raw):
-        return {}
-    return {k: v for k, v in raw.items() if k not in known}
+# Builders -----------------------------------------------------------------------------
 
 
 def _text_only(name: str) -> Callable[[str], list[Part]]:
@@ -161,130 +110,10 @@ def _text_only(name: str) -> Callable[[str], list[Part]]:
     return build
 
 
-# Answer -------------------------------------------------------------------------------
-
-
-_CITATION_TEXT_FIELDS = (
-    "cited_text",
-    "cited_text_heading",
-    "document_title",
-    "document_author",
-    "document_reference",
-    "source_url",
-)
-_CITATION_KEYS = frozenset({*_CITATION_TEXT_FIELDS, "document_index", "document_year"})
-_STR_OR_NONE = (str, type(None))
-_INT_OR_NONE = (int, type(None))
-
-
-def _citation(raw: object) -> Citation:
-    if not isinstance(raw, dict):
-        return Citation(extra={"value": raw})
-    if (
-        _CITATION_KEYS.issuperset(raw)
-        and type(raw.get("document_index")) in _INT_OR_NONE
-        and type(raw.get("document_year")) in _INT_OR_NONE
-        and all(type(raw.get(name)) in _STR_OR_NONE for name in _CITATION_TEXT_FIELDS)
-    ):
-        # The service's own shape, every value already of its field's type.
-        return Citation(**raw)
-    year = raw.get("document_year")
-    return Citation(
-        **{name: _opt_str(raw.get(name)) for name in _CITATION_TEXT_FIELDS},
-        document_index=_opt_int(raw.get("document_index")),
-        document_year=_opt_int(year) if _opt_int(year) is not None else _opt_str(year),
-        extra=_extra(raw, _CITATION_KEYS),
-    )
-
-
-def _parse_answer(task: Task, artifact: Artifact) -> Answer:
-    texts = _texts(artifact)
-    if not texts:
-        raise _malformed(task, "the catholic_qa_response artifact has no text part")
-    citations = (_data_with(artifact, "citations") or {}).get("citations") or []
-    related = (_data_with(artifact, "related_questions") or {}).get("related_questions") or []
-    if not isinstance(citations, list) or not isinstance(related, list):
-        raise _malformed(task, "citations and related_questions must be lists")
-    return Answer(
-        text="\n".join(texts),
-        citations=[_citation(c) for c in citations],
-        related_questions=[q for q in related if isinstance(q, str)],
-        context_id=task.context_id,
-        task=task,
-    )
-
-
-# Search -------------------------------------------------------------------------------
-
-
-_HIT_KEYS = frozenset({"id", "url", "title"})
-
-
-def _search_result(task: Task, raw: object) -> SearchResult:
-    if type(raw) is dict and len(raw) == 3:
-        # The service's own shape, checked first and cheaply: a search has up to 50 hits.
-        ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
-        if type(ident) is str and ident and type(url) is str and type(title) is str:
-            return SearchResult(id=ident, url=url, title=title)
-    if not isinstance(raw, dict):
-        raise _malformed(task, f"a search result is not an object: {_brief(raw)}")
-    ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
-    if type(ident) is not str or not ident:
-        ident = _as_id(ident)
-        if ident is None:
-            raise _malformed(task, f"a search result has no usable id: {_brief(raw)}")
-    if type(url) is not str:
-        url = _opt_str(url) or ""
-    if type(title) is not str:
-        title = _opt_str(title) or ""
-    return SearchResult(id=ident, url=url, title=title, extra=_extra(raw, _HIT_KEYS))
-
-
-def _parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
-    data = _data_with(artifact, "results")
-    if data is None:
-        raise _malformed(task, "the search_results artifact has no data part with 'results'")
-    results = data["results"]
-    if not isinstance(results, list):
-        raise _malformed(task, "'results' is not a list")
-    return [_search_result(task, r) for r in results]
-
-
-# Fetch --------------------------------------------------------------------------------
-
-
 def _build_fetch(document_id: str) -> list[Part]:
     if isinstance(document_id, int) and not isinstance(document_id, bool):
         document_id = str(document_id)
     return [DataPart(data={"id": require_text("document_id", document_id)})]
-
-
-_DOCUMENT_KEYS = frozenset({"id", "title", "author", "ref"})
-
-
-def _parse_document(task: Task, artifact: Artifact) -> Document:
-    meta = _data_with(artifact, "id") or {}
-    ident = _as_id(meta.get("id"))
-    if ident is None:
-        raise _malformed(task, "the document artifact has no data part with an 'id'")
-    return Document(
-        id=ident,
-        title=_opt_str(meta.get("title")),
-        author=_opt_str(meta.get("author")),
-        ref=_opt_str(meta.get("ref")),
-        text="\n".join(_texts(artifact)),
-        extra=_extra(meta, _DOCUMENT_KEYS),
-    )
-
-
-# Readings and saints ------------------------------------------------------------------
-
-
-def _parse_text(task: Task, artifact: Artifact) -> str:
-    texts = _texts(artifact)
-    if not texts:
-        raise _malformed(task, f"the {artifact.name} artifact has no text part")
-    return "\n".join(texts)
 
 
 def _build_saints(when: str | dt.date) -> list[Part]:
@@ -297,18 +126,6 @@ def _build_saints(when: str | dt.date) -> list[Part]:
     return [TextPart(text=require_text("when", when))]
 
 
-# Lookups ------------------------------------------------------------------------------
-
-
-def _parse_lookup(task: Task, artifact: Artifact) -> dict[str, Any]:
-    """Every artifact's text and data: the service states neither their names nor shapes."""
-    parts = [p for a in task.artifacts for p in a.parts]
-    return {
-        "text": "\n".join(p.text for p in parts if isinstance(p, TextPart)),
-        "data": [p.data for p in parts if isinstance(p, DataPart)],
-    }
-
-
 # The table ----------------------------------------------------------------------------
 
 ASK: Skill[str, Answer] = Skill(
@@ -316,7 +133,7 @@ ASK: Skill[str, Answer] = Skill(
     "expensive",
     "catholic_qa_response",
     _text_only("question"),
-    _parse_answer,
+    parse_answer,
     description="Answer a question about Catholic teaching, doctrine, morals, history or "
     "practice from the Church's documents, with citations of the sources used. Slow "
     "(seconds to minutes) and on a small quota: use it for questions that need a reasoned "
@@ -328,7 +145,7 @@ SEARCH: Skill[str, list[SearchResult]] = Skill(
     "default",
     "search_results",
     _text_only("query"),
-    _parse_search,
+    parse_search,
     description="Semantic search over Church documents (encyclicals, councils, the "
     "Catechism, the Fathers, canon law, ...). Returns hits with id, title and url; pass an "
     "id to document_fetch for the text.",
@@ -339,7 +156,7 @@ FETCH: Skill[str, Document] = Skill(
     "default",
     "document",
     _build_fetch,
-    _parse_document,
+    parse_document,
     not_found="Document not found.",
     description="The full text and metadata (title, author, reference) of one document, "
     "by the id document_search gave.",
@@ -350,7 +167,7 @@ MASS_READINGS: Skill[str, str] = Skill(
     "default",
     "mass_readings",
     _text_only("when"),
-    _parse_text,
+    parse_text,
     not_found="No mass readings found.",
     description="The readings of the Catholic Mass for a day (first reading, psalm, "
     "second reading, gospel).",
@@ -361,7 +178,7 @@ SAINTS: Skill[str | dt.date, str] = Skill(
     "default",
     "martyrology",
     _build_saints,
-    _parse_text,
+    parse_text,
     not_found="No martyrology data found.",
     description="The Roman Martyrology entry for a day: the saints and blessed commemorated on it.",
     arguments=SaintsDayArguments,
@@ -375,7 +192,7 @@ def _lookup(skill_id: str, description: str) -> Skill[str, dict[str, Any]]:
         "default",
         None,
         _text_only("query"),
-        _parse_lookup,
+        parse_lookup,
         description=description,
         arguments=LookupArguments,
     )
@@ -426,7 +243,7 @@ def is_not_found(skill: Skill[Any, Any], artifact: Artifact) -> bool:
     """Whether ``artifact`` is the skill's "nothing found" answer (a lone text part)."""
     if skill.not_found is None:
         return False
-    texts = _texts(artifact)
+    texts = text_parts(artifact)
     has_data = any(isinstance(p, DataPart) for p in artifact.parts)
     return not has_data and len(texts) == 1 and texts[0].strip() == skill.not_found
 
@@ -441,7 +258,7 @@ def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
     if task.state == TaskState.FAILED:
         raise TaskFailedError(task, task.failure_reason)
     if task.state != TaskState.COMPLETED:
-        raise _malformed(task, f"{skill.id} answered a task in state {_brief(task.state)}")
+        raise malformed(task, f"{skill.id} answered a task in state {brief(task.state)}")
     if skill.artifact is None:
         artifact = task.artifacts[0] if task.artifacts else None
     else:
@@ -452,5 +269,5 @@ def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
     if artifact is None:
         names = [a.name for a in task.artifacts]
         wanted = "artifact" if skill.artifact is None else f"{skill.artifact!r} artifact"
-        raise _malformed(task, f"no {wanted} (artifacts: {_brief(names)})")
+        raise malformed(task, f"no {wanted} (artifacts: {brief(names)})")
     return skill.parse(task, artifact)

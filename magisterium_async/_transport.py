@@ -25,6 +25,7 @@ from . import _version
 from ._clock import Clock, LoopClock
 from ._config import DEFAULT_MAX_RESPONSE_BYTES
 from ._deadline import within
+from ._error_mapping import error_for_status, error_from_jsonrpc, with_answer
 from ._errors import (
     APIConnectionError,
     APIResponseError,
@@ -33,9 +34,6 @@ from ._errors import (
     MalformedResponseError,
     TLSError,
     UnexpectedStatusError,
-    error_for_status,
-    error_from_jsonrpc,
-    with_answer,
 )
 from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPRequest, HTTPTransport
 from ._models import (

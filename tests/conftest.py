@@ -13,6 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from .redis_server import RedisServer, ci, redis_unavailable
+from .refresh_log import RefreshLog, counted_refreshes
 
 TOKEN = "sk-test-0123456789abcdef"
 
@@ -264,3 +265,10 @@ def memory_redis() -> object:
     fakeredis = pytest.importorskip("fakeredis", reason="needs fakeredis[lua]")
     pytest.importorskip("lupa", reason="needs fakeredis[lua]")
     return fakeredis.FakeServer()
+
+
+@pytest.fixture
+def refreshes() -> Iterator[RefreshLog]:
+    """The refreshes this process sends during the test, counted from the library's log."""
+    with counted_refreshes() as log:
+        yield log

@@ -6,7 +6,8 @@ of an orchestrator. With a quota URL the client also shares the quota through Re
 (``SharedQuota``), the default pool allowing LIMIT searches per PERIOD seconds. Says
 ``READY``, waits for a line on stdin (so every worker starts together), then searches with
 CONCURRENCY calls at a time for SECONDS. Prints one JSON line: the calls made, those that
-failed (each one's type and message: never a token), the refreshes this process sent.
+failed (each one's type and message: never a token), the refreshes this process sent
+(counted from the library's log).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import json
 import sys
 import time
 from typing import Any
+
+from refresh_log import counted_refreshes
 
 from magisterium_async import AsyncMagisterium, MagisteriumError, RateLimits, SharedQuota
 from magisterium_async._auth import StoredToken
@@ -37,33 +40,34 @@ def client_for(base_url: str, quota: list[str]) -> AsyncMagisterium:
 async def main(base_url: str, seconds: float, concurrency: int, quota: list[str]) -> None:
     calls = 0
     errors: list[dict[str, Any]] = []
-    async with client_for(base_url, quota) as client:
-        source = client.token_source
-        assert isinstance(source, StoredToken)
-        # Warm, spending no quota: a connection to the service, and the sign-in read.
-        await client.agent_card()
-        await source.token()
-        print("READY", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-        end = time.monotonic() + seconds
+    with counted_refreshes() as sent:
+        async with client_for(base_url, quota) as client:
+            source = client.token_source
+            assert isinstance(source, StoredToken)
+            # Warm, spending no quota: a connection to the service, and the sign-in read.
+            await client.agent_card()
+            await source.token()
+            print("READY", flush=True)
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+            end = time.monotonic() + seconds
 
-        async def searches(lane: int) -> None:
-            nonlocal calls
-            while time.monotonic() < end:
-                calls += 1
-                try:
-                    await client.search(f"grace {lane} {calls}")
-                except Exception as exc:
-                    errors.append(
-                        {
-                            "type": type(exc).__name__,
-                            "magisterium": isinstance(exc, MagisteriumError),
-                            "message": str(exc),
-                        }
-                    )
+            async def searches(lane: int) -> None:
+                nonlocal calls
+                while time.monotonic() < end:
+                    calls += 1
+                    try:
+                        await client.search(f"grace {lane} {calls}")
+                    except Exception as exc:
+                        errors.append(
+                            {
+                                "type": type(exc).__name__,
+                                "magisterium": isinstance(exc, MagisteriumError),
+                                "message": str(exc),
+                            }
+                        )
 
-        await asyncio.gather(*(searches(lane) for lane in range(concurrency)))
-        refreshes = source.refreshes
+            await asyncio.gather(*(searches(lane) for lane in range(concurrency)))
+    refreshes = sent.count
     report = {"calls": calls, "failed": len(errors), "errors": errors[:20], "refreshes": refreshes}
     print(json.dumps(report), flush=True)
 

@@ -16,6 +16,7 @@ import pytest
 import magisterium_async as m
 from magisterium_async._auth import StoredToken
 from magisterium_async._credentials import load_credentials, save_credentials
+from magisterium_async._credstore import FileStore
 from tests.conftest import JumpClock
 
 from .oauth_fake import FakeAuthServer, auth_server, sign_in
@@ -397,3 +398,15 @@ def test_the_stored_file_is_what_the_spec_says(
     assert data["expires_at"] > 0 and data["scope"] == "a2a"
     assert os.stat(signed_in).st_mode & 0o777 == 0o600
     assert os.stat(signed_in.parent).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    ("store_wait", "error"),
+    [(-1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError), ("5", TypeError)],
+)
+def test_a_bad_store_wait_is_refused_naming_it(
+    tmp_path: Path, store_wait: Any, error: type[Exception]
+) -> None:
+    store = FileStore(tmp_path / "credentials.json")
+    with pytest.raises(error, match="store_wait"):
+        StoredToken(store, None, clock=JumpClock(), identity="test", store_wait=store_wait)

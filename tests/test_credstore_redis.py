@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async import _auth
 from magisterium_async._auth import StoredToken
 from magisterium_async._credentials import Credentials
 from magisterium_async._credstore_redis import RedisStore, signin_key
@@ -28,6 +27,7 @@ from tests.conftest import JumpClock, _running
 
 from .oauth_fake import FakeAuthServer, auth_server, sign_in
 from .redis_server import RedisServer
+from .refresh_log import RefreshLog
 
 __all__ = ["auth_server"]
 
@@ -46,7 +46,6 @@ def clock(auth_server: FakeAuthServer) -> JumpClock:
 @pytest.fixture(autouse=True)
 def _no_env_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MAGISTERIUM_TOKEN", raising=False)
-    monkeypatch.setattr(_auth, "STORE_WAIT", 0.5)  # a dead Redis fails the call sooner
 
 
 async def require_password(redis: RedisServer) -> str:
@@ -122,7 +121,7 @@ async def test_the_sign_in_is_one_key_named_from_the_issuer_never_a_token(
 
 
 async def test_clients_sharing_the_store_refresh_once(
-    auth_server: FakeAuthServer, url: str, clock: JumpClock
+    auth_server: FakeAuthServer, url: str, clock: JumpClock, refreshes: RefreshLog
 ) -> None:
     async with (
         client_for(auth_server, url, clock) as first,
@@ -134,7 +133,7 @@ async def test_clients_sharing_the_store_refresh_once(
         await first.search("grace")
         # ``second`` holds spent tokens: it reads the store again and uses first's.
         await second.search("grace")
-        assert source_of(first).refreshes + source_of(second).refreshes == 1
+        assert refreshes.count == 1
     assert auth_server.refreshes == 1 and auth_server.invalid_grants == 0
     assert auth_server.rpc_refused == 0
 
@@ -261,6 +260,22 @@ async def test_an_unreachable_store_fails_within_its_bounds(
     async with client_for(auth_server, nowhere.url, clock) as client:
         with pytest.raises(m.CredentialsError, match="cannot reach the credentials store"):
             await asyncio.wait_for(client.search("grace"), 10)
+
+
+async def test_a_call_tries_a_store_that_does_not_answer_for_store_wait_seconds(
+    auth_server: FakeAuthServer, clock: JumpClock
+) -> None:
+    nowhere = RedisServer()  # never started: connection refused
+    store = RedisStore(nowhere.url, auth_server.origin)
+    source = StoredToken(store, None, clock=clock, identity="test", store_wait=0.5)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        with pytest.raises(m.CredentialsError, match="cannot reach the credentials store"):
+            await asyncio.wait_for(source.token(), 10)
+    finally:
+        await source.aclose()
+    assert 0.5 <= loop.time() - started < 5  # the default would wait 5 s
 
 
 # Signing in and out --------------------------------------------------------------------

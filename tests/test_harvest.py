@@ -263,7 +263,7 @@ async def test_cancelled_while_the_state_opens_closes_the_database(
 
     entered, release, closed = threading.Event(), threading.Event(), threading.Event()
 
-    class SlowStore(_state._Store):
+    class SlowStore(_state.Store):
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
             entered.set()
@@ -273,7 +273,7 @@ async def test_cancelled_while_the_state_opens_closes_the_database(
             super().close()
             closed.set()
 
-    monkeypatch.setattr(_state, "_Store", SlowStore)
+    monkeypatch.setattr(_state, "Store", SlowStore)
     h = harvest(FakeClient(), ["a"], state=tmp_path / "s.db")
     consumer = asyncio.create_task(anext(h))
     await anyio.to_thread.run_sync(entered.wait)

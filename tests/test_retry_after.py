@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import magisterium_async as m
-from magisterium_async._errors import error_from_jsonrpc, parse_seconds
+from magisterium_async._error_mapping import error_from_jsonrpc
+from magisterium_async._retry_after import parse_seconds
 from magisterium_async._transport import decode_response
 
 
@@ -102,3 +103,23 @@ def test_a_400_digit_retry_after_in_the_body_is_capped_not_an_overflow() -> None
     with pytest.raises(m.RateLimitError) as info:
         decode_response("message/send", 1, 429, body)
     assert info.value.retry_after == math.inf
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"retryAfter": 7}, 7.0),
+        ({"retryAfter": 2.5}, 2.5),
+        ({"retryAfter": "3"}, 3.0),
+        ({"retryAfter": "soon"}, None),
+        ({"retryAfter": -1}, None),
+        ({"retryAfter": True}, None),
+        ({}, None),
+        (None, None),
+        ("text", None),
+    ],
+)
+def test_retry_after_from_data_even_when_malformed(data: Any, expected: float | None) -> None:
+    error = error_from_jsonrpc(-32003, "Rate limit exceeded", data, status=429)
+    assert isinstance(error, m.RateLimitError)
+    assert error.retry_after == expected

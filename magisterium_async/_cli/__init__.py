@@ -10,8 +10,9 @@ The package, by concern: :mod:`._app` runs a command and maps errors to exit cod
 :mod:`._options` declares the shared options; :mod:`._output` prints for people or, with
 ``--json``, for programs; :mod:`._client` opens the client. The commands:
 :mod:`._skills`, :mod:`._tasks`, :mod:`._emulator`, and :mod:`._harvest` with its
-checks (:mod:`._harvest_plan`), reports (:mod:`._harvest_report`), one process
-(:mod:`._harvest_run`), ``--workers`` (:mod:`._workers`) and Redis (:mod:`._coordination`).
+checks (:mod:`._harvest_plan`), figures (:mod:`._harvest_tally`), reports
+(:mod:`._harvest_report`), one process (:mod:`._harvest_run`), ``--workers``
+(:mod:`._workers`) and Redis (:mod:`._coordination`).
 """
 
 from ._app import main

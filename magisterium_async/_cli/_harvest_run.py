@@ -38,7 +38,8 @@ from ._command import Invocation
 from ._coordination import check_redis, coordinate, shared_state_error, wait_for_go
 from ._errors import CliError, ExitCode
 from ._harvest_plan import Plan, plan, sharing, unwritable
-from ._harvest_report import Before, Status, Tally, live, summary
+from ._harvest_report import Status, live, summary
+from ._harvest_tally import Before, Tally
 from ._output import Output
 
 if TYPE_CHECKING:

@@ -23,10 +23,11 @@ Access tokens are opaque, live ``token_lifetime`` seconds on the emulator's cloc
 served with the plan ``oauth_plan``; every OAuth token is the same emulated user, so they
 share one quota. Tokens are never logged, counted by value or shown in a ``repr``.
 
-This module owns the server's state (the registry of clients, the live codes and tokens)
-and the grant rules above. The shapes of the exchange (errors, parameters, PKCE) are in
-:mod:`._oauth_wire`, client registration in :mod:`._oauth_clients`, the records and
-counters in :mod:`._oauth_records`, the HTTP endpoints in :mod:`._oauth_routes`.
+This module owns the server's state (the registry of clients, the live codes, the ledger
+of tokens) and the grant rules above. The shapes of the exchange (errors, parameters,
+PKCE) are in :mod:`._oauth_wire`, client registration in :mod:`._oauth_clients`, the
+records and counters in :mod:`._oauth_records`, the live tokens (issued, checked,
+revoked, expired) in :mod:`._oauth_tokens`, the HTTP endpoints in :mod:`._oauth_routes`.
 """
 
 from __future__ import annotations
@@ -45,14 +46,12 @@ from ._oauth_clients import (
     scope_problem,
 )
 from ._oauth_records import (
-    QUOTA_SUBJECT,
     Access,
-    AccessToken,
     Code,
     Grant,
     OAuthCounts,
-    RefreshToken,
 )
+from ._oauth_tokens import TokenLedger
 from ._oauth_wire import (
     AuthorizationRedirect,
     OAuthError,
@@ -85,14 +84,13 @@ class OAuthServer:
         self._lock = threading.Lock()
         self._clients: dict[str, OAuthClient] = {}
         self._codes: dict[str, Code] = {}
-        self._access: dict[str, AccessToken] = {}
-        self._refresh: dict[str, RefreshToken] = {}
+        self._tokens = TokenLedger(config, self.counts)
         self._denials = 0
 
     def __repr__(self) -> str:
         return (
-            f"<OAuthServer clients={len(self._clients)} access_tokens={len(self._access)} "
-            f"refresh_tokens={len(self._refresh)}>"
+            f"<OAuthServer clients={len(self._clients)} access_tokens={len(self._tokens.access)} "
+            f"refresh_tokens={len(self._tokens.refresh)}>"
         )
 
     @property
@@ -243,7 +241,7 @@ class OAuthServer:
         if code is None:
             raise OAuthError("invalid_grant", "unknown authorization code")
         if code.used:
-            self._revoke_grant(code.grant)
+            self._tokens.revoke_grant(code.grant)
             raise OAuthError(
                 "invalid_grant",
                 "the authorization code was already used; the tokens it gave are revoked",
@@ -264,20 +262,20 @@ class OAuthServer:
         if not pkce_matches(verifier, code.challenge):
             raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
         code.used = True
-        return self._issue(client, code.grant, code.grant.scope)
+        return self._tokens.issue(client, code.grant, code.grant.scope)
 
     def _rotate(self, client: OAuthClient, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
         value = single(form, "refresh_token")
         if value is None:
             raise OAuthError("invalid_request", "refresh_token is required")
-        record = self._refresh.get(value)
+        record = self._tokens.refresh.get(value)
         if record is None:
             raise OAuthError("invalid_grant", "unknown refresh token")
         if record.grant.client_id != client.client_id:
             raise OAuthError("invalid_grant", "the refresh token was issued to another client")
         if record.state == "spent":
             self.counts.refresh_reuses += 1
-            self._revoke_grant(record.grant)
+            self._tokens.revoke_grant(record.grant)
             raise OAuthError(
                 "invalid_grant",
                 "the refresh token was already used (it rotates on every refresh); "
@@ -293,38 +291,9 @@ class OAuthServer:
             raise OAuthError("invalid_scope", f"{problem}: a refresh cannot widen the grant")
         self.counts.refreshes += 1
         if not self.config.rotate_refresh_tokens:
-            return self._issue(client, record.grant, scope, refresh=False)
+            return self._tokens.issue(client, record.grant, scope, refresh=False)
         record.state = "spent"
-        return self._issue(client, record.grant, scope)
-
-    def _issue(
-        self, client: OAuthClient, grant: Grant, scope: str, *, refresh: bool = True
-    ) -> dict[str, Any]:
-        now = self._clock.now()
-        lifetime = self.config.token_lifetime
-        access = "emu-at-" + secrets.token_urlsafe(32)
-        self._access[access] = AccessToken(grant, now + lifetime)
-        self.counts.tokens_issued += 1
-        answer: dict[str, Any] = {
-            "access_token": access,
-            "token_type": "Bearer",
-            "expires_in": int(lifetime) if float(lifetime).is_integer() else lifetime,
-            "scope": scope,
-        }
-        if refresh and "refresh_token" in client.grant_types:
-            token = "emu-rt-" + secrets.token_urlsafe(32)
-            horizon = self.config.refresh_token_lifetime
-            self._refresh[token] = RefreshToken(
-                grant, now + horizon if horizon is not None else None
-            )
-            answer["refresh_token"] = token
-        return answer
-
-    def _revoke_grant(self, grant: Grant) -> None:
-        grant.revoked = True
-        for record in self._refresh.values():
-            if record.grant is grant and record.state == "active":
-                record.state = "revoked"
+        return self._tokens.issue(client, record.grant, scope)
 
     # -- revocation (RFC 7009) ----------------------------------------------------------
 
@@ -338,8 +307,8 @@ class OAuthServer:
                 client_id = single(form, "client_id")
                 if client_id is not None and client_id not in self._clients:
                     raise OAuthError("invalid_client", "unknown client_id")
-                refresh = self._refresh.get(token)
-                access = self._access.get(token)
+                refresh = self._tokens.refresh.get(token)
+                access = self._tokens.access.get(token)
                 grant = refresh.grant if refresh is not None else access.grant if access else None
                 if grant is not None and client_id is not None and grant.client_id != client_id:
                     raise OAuthError(
@@ -349,7 +318,7 @@ class OAuthServer:
                 self.counts.token_errors += 1
                 raise
             if refresh is not None:
-                self._revoke_grant(refresh.grant)
+                self._tokens.revoke_grant(refresh.grant)
             elif access is not None:
                 access.revoked = True
             self.counts.revocations += 1
@@ -360,16 +329,7 @@ class OAuthServer:
         """What the A2A endpoint makes of an access token: :class:`Access`, or the reason
         it is refused (``"invalid token"``, ``"token expired"``, ``"token revoked"``)."""
         with self._lock:
-            record = self._access.get(token)
-            if record is None:
-                return "invalid token"
-            if record.revoked or record.grant.revoked:
-                self.counts.rejected_tokens += 1
-                return "token revoked"
-            if self._clock.now() >= record.expires_at:
-                self.counts.rejected_tokens += 1
-                return "token expired"
-        return Access(self.config.oauth_plan, QUOTA_SUBJECT)
+            return self._tokens.check(token)
 
     # -- for tests ----------------------------------------------------------------------
 
@@ -401,7 +361,7 @@ class OAuthServer:
         if problem is not None:
             raise ValueError(problem)
         with self._lock:
-            return self._issue(client, Grant(client.client_id, granted), granted)
+            return self._tokens.issue(client, Grant(client.client_id, granted), granted)
 
     def deny_consent(self, times: int = 1) -> None:
         """The next ``times`` otherwise valid authorization requests are declined, as by a
@@ -415,40 +375,16 @@ class OAuthServer:
         """Revoke every live refresh token (of ``client_id``, else of every client); the
         access tokens keep working until they expire. Returns how many were revoked."""
         with self._lock:
-            revoked = 0
-            for record in self._refresh.values():
-                if record.state == "active" and client_id in (None, record.grant.client_id):
-                    record.state = "revoked"
-                    revoked += 1
-            return revoked
+            return self._tokens.revoke_refresh_tokens(client_id)
 
     def revoke_tokens(self, client_id: str | None = None) -> int:
         """Revoke every grant (of ``client_id``, else of every client): access and refresh
         tokens alike stop working. Returns how many grants were revoked."""
         with self._lock:
-            every = [r.grant for r in self._access.values()]
-            every += [r.grant for r in self._refresh.values()]
-            grants = {
-                id(grant): grant
-                for grant in every
-                if not grant.revoked and client_id in (None, grant.client_id)
-            }
-            for grant in grants.values():
-                self._revoke_grant(grant)
-            return len(grants)
+            return self._tokens.revoke_grants(client_id)
 
     def expire_access_tokens(self, client_id: str | None = None) -> int:
         """Make every live access token (of ``client_id``, else of every client) expired
         now; refresh tokens stay valid. Returns how many were expired."""
         with self._lock:
-            now = self._clock.now()
-            expired = 0
-            for record in self._access.values():
-                if (
-                    record.expires_at > now
-                    and not record.revoked
-                    and client_id in (None, record.grant.client_id)
-                ):
-                    record.expires_at = now
-                    expired += 1
-            return expired
+            return self._tokens.expire_access_tokens(client_id)

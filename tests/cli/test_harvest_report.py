@@ -1,113 +1,22 @@
-"""What a harvest tells its user: figures that add up (this run and all runs), documents
-a minute, an ETA from the quota and the work left, and summaries that say the same."""
+"""What a harvest tells its user: a status line and summaries that say the figures (this
+run and all runs, documents a minute, the wait for quota) the same way."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from magisterium_async import APIConnectionError, RateLimits
-from magisterium_async._cli._harvest_report import (
-    Before,
-    Status,
-    Tally,
-    combined_summary,
-    summary,
-)
+from magisterium_async._cli._harvest_report import Status, combined_summary, summary
+from magisterium_async._cli._harvest_tally import Tally
 from magisterium_async._cli._output import Output
 from magisterium_async._harvest import HarvestFailure, HarvestStats
 from magisterium_async._ratelimit import PoolStats
-from magisterium_async._state import StateSummary
-
-PRO = RateLimits(15, 2)
-
-
-@dataclass
-class _Run:
-    stats: HarvestStats
-    failures: list[HarvestFailure] = field(default_factory=list)
-
-
-@dataclass
-class _Sink:
-    written: int = 0
-    skipped: int = 0
-    existing: int = 0
-
-
-def _tally(
-    stats: HarvestStats,
-    total: int | None,
-    quota: RateLimits = PRO,
-    *,
-    written: int | None = None,
-    **extra: Any,
-) -> Tally:
-    run: Any = _Run(stats, extra.pop("failures", []))
-    sink: Any = _Sink(written=stats.fetched if written is None else written)
-    sink.existing = extra.pop("existing", 0)
-    return Tally(run, sink, total=total, quota=quota, **extra)
-
-
-def _pool(current_rate: float) -> PoolStats:
-    return PoolStats("default", 0, 0, 0, 0.0, current_rate, 15.0, 0, 0)
-
-
-def test_the_eta_divides_the_requests_left_by_the_quota() -> None:
-    # 10 of 100 queries searched, 40 ids found, 20 fetched: 90 searches left, 20 fetches
-    # pending and 90 * 4 to come; 470 requests at 15 a minute.
-    stats = HarvestStats(queries=100, searched=10, unique_ids=40, fetched=20)
-    tally = _tally(stats, 100)
-    assert tally.requests_left() == 470
-    assert tally.eta() == pytest.approx(470 / 0.25)
-    assert "queries 10/100" in Status(tally).line() and "ETA 31m20s" in Status(tally).line()
-
-
-def test_the_eta_counts_the_fetches_an_earlier_run_left() -> None:
-    # Resumed: every query was searched before, 10 ids are still to fetch and 4 of them
-    # are done. The ETA is the 6 fetches left at 15 a minute, not 0.
-    before = Before(queries_searched=30, documents_found=26, documents_to_fetch=10)
-    stats = HarvestStats(queries=30, skipped_queries=30, fetched=4)
-    tally = _tally(stats, 30, before=before)
-    assert tally.requests_left() == 6
-    assert tally.eta() == pytest.approx(24.0)
-    # With searches left and none made by this run, the state's ids per search stand in.
-    stats = HarvestStats(queries=30, skipped_queries=20)
-    before = Before(queries_searched=20, documents_found=40)
-    assert _tally(stats, 30, before=before).requests_left() == 10 + 10 * 2
-
-
-def test_the_eta_follows_the_pace_the_pool_keeps_after_a_429() -> None:
-    stats = HarvestStats(queries=10, searched=5, unique_ids=5, fetched=5)
-    assert _tally(stats, 10).eta() == pytest.approx(10 / 0.25)
-    slowed = _tally(stats, 10, pool=lambda: _pool(7.5))  # halved by the adaptive limiter
-    assert slowed.eta() == pytest.approx(10 / 0.125)
-
-
-def test_the_eta_is_zero_when_nothing_is_left_and_unknown_without_a_total() -> None:
-    done = HarvestStats(queries=3, searched=3, unique_ids=2, fetched=2)
-    assert _tally(done, 3).eta() == 0.0
-    assert _tally(HarvestStats(searched=3), None).eta() is None
-    assert _tally(HarvestStats(), 10).eta() is None  # no search yet: how many ids to come?
-    assert "ETA ?" in Status(_tally(HarvestStats(), 10)).line()
-
-
-def test_a_failed_search_is_not_done_and_not_left_for_this_run() -> None:
-    failure = HarvestFailure("search", "grace", APIConnectionError("down"))
-    stats = HarvestStats(queries=2, searched=1, unique_ids=1, fetched=1, failed=1)
-    tally = _tally(stats, 2, failures=[failure])
-    assert tally.queries_done == 1 and tally.requests_left() == 0
-    assert "queries 1/2 · docs 1 ·" in Status(tally).line()
-
-
-def test_the_eta_uses_the_observed_pace_when_the_quota_is_lifted() -> None:
-    stats = HarvestStats(searched=10, unique_ids=10, fetched=10, started=0.0, finished=10.0)
-    # 2 requests a second so far; 10 searches and 10 fetches left.
-    assert _tally(stats, 20, RateLimits.unlimited()).eta() == pytest.approx(10.0)
+from tests.cli.tally_fakes import tally_of
 
 
 def test_the_status_line_counts_all_runs_and_this_run_in_documents_a_minute() -> None:
@@ -115,23 +24,23 @@ def test_the_status_line_counts_all_runs_and_this_run_in_documents_a_minute() ->
         queries=30, searched=12, skipped_queries=11, unique_ids=30, fetched=22, started=0.0
     )
     stats.finished = 60.0
-    tally = _tally(stats, 30, existing=11, in_file=True)
+    tally = tally_of(stats, 30, existing=11, in_file=True)
     line = Status(tally).line()
     assert line.startswith("queries 23/30 (12 this run) · docs 33 (22 this run) · 22.0 docs/min")
     # Half a minute into a 15-a-minute quota: the rate is over the quota's minute, not the
     # burst of its first seconds.
-    fresh = _tally(HarvestStats(queries=2, searched=2, fetched=3, started=0.0, finished=30.0), 2)
+    fresh = tally_of(HarvestStats(queries=2, searched=2, fetched=3, started=0.0, finished=30.0), 2)
     assert Status(fresh).line().startswith("queries 2/2 · docs 3 · 3.0 docs/min")
     burst = HarvestStats(queries=300, searched=10, fetched=300, started=0.0, finished=3.6)
-    assert _tally(burst, 300, RateLimits(300, 2)).per_minute == 300.0  # not 5000
-    lifted = _tally(burst, 300, RateLimits.unlimited())
+    assert tally_of(burst, 300, RateLimits(300, 2)).per_minute == 300.0  # not 5000
+    lifted = tally_of(burst, 300, RateLimits.unlimited())
     assert lifted.per_minute == pytest.approx(5000.0)  # no quota: the pace kept
 
 
 def test_the_status_line_says_it_waits_for_quota_and_until_when() -> None:
     stats = HarvestStats(queries=40, searched=15, unique_ids=15, fetched=0, started=0.0)
     waiting = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 0, 4, next_start_in=42.0)
-    tally = _tally(stats, 40, pool=lambda: waiting)
+    tally = tally_of(stats, 40, pool=lambda: waiting)
     noon = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
     line = Status(tally, wall=lambda: noon).line()
     assert "waiting for quota: next request in 42s (at 12:00:42)" in line
@@ -139,20 +48,9 @@ def test_the_status_line_says_it_waits_for_quota_and_until_when() -> None:
     # at 15 a minute; the ETA counts down while the wait lasts.
     assert tally.eta() == pytest.approx(42 + 64 / 0.25)
     later = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 0, 4, next_start_in=12.0)
-    assert _tally(stats, 40, pool=lambda: later).eta() == pytest.approx(12 + 64 / 0.25)
+    assert tally_of(stats, 40, pool=lambda: later).eta() == pytest.approx(12 + 64 / 0.25)
     idle = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 2, 0)
-    assert "waiting" not in Status(_tally(stats, 40, pool=lambda: idle)).line()
-
-
-def test_before_reads_a_state_summary() -> None:
-    state = StateSummary(
-        queries={"searched": 20, "failed": 1},
-        documents={"delivered": 30, "pending": 4, "failed": 1, "not_found": 2, "fetched": 3},
-        runs=2,
-    )
-    assert Before.of(state) == Before(
-        queries_searched=20, documents_found=40, documents_delivered=30, documents_to_fetch=5
-    )
+    assert "waiting" not in Status(tally_of(stats, 40, pool=lambda: idle)).line()
 
 
 def _summary_lines(tally: Tally, ending: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -168,7 +66,7 @@ def test_the_summary_names_the_queries_searched_and_both_counts(
     # 30 queries read, 23 searched, 22 documents written: the numbers the summary gives.
     stats = HarvestStats(queries=30, searched=23, unique_ids=40, fetched=22, results=80)
     stats.started, stats.finished = 0.0, 60.0
-    lines = _summary_lines(_tally(stats, 30), "interrupted", capsys)
+    lines = _summary_lines(tally_of(stats, 30), "interrupted", capsys)
     assert lines[0] == "Interrupted after 22 documents from 23 queries in 1m00s → docs.jsonl"
     assert lines[1].startswith("  this run: searched 23 · results 80 · new documents 40")
     assert lines[1].endswith("· 22.0 documents/min")
@@ -176,7 +74,7 @@ def test_the_summary_names_the_queries_searched_and_both_counts(
     assert "--resume" in lines[-1]
 
     resumed = HarvestStats(queries=30, skipped_queries=30, fetched=5, started=0.0, finished=6.0)
-    tally = _tally(resumed, 30, existing=20, in_file=True)
+    tally = tally_of(resumed, 30, existing=20, in_file=True)
     lines = _summary_lines(tally, "done", capsys)
     assert lines[0].startswith("Harvested 5 documents, from earlier searches in")
     assert lines[2] == "  all runs: 30 of 30 queries done · 25 documents in docs.jsonl"
@@ -185,7 +83,7 @@ def test_the_summary_names_the_queries_searched_and_both_counts(
 def test_the_json_summary_has_the_same_figures(capsys: pytest.CaptureFixture[str]) -> None:
     stats = HarvestStats(queries=3, searched=2, skipped_queries=1, fetched=4)
     stats.started, stats.finished = 0.0, 120.0
-    tally = _tally(stats, 3, existing=6, in_file=True)
+    tally = tally_of(stats, 3, existing=6, in_file=True)
     summary(Output(json=True), tally, ending="done", out="d", state="s", emulator=False, job=None)
     record = json.loads(capsys.readouterr().err)
     assert record["queries_total"] == 3 and record["queries_done"] == 3
@@ -229,7 +127,7 @@ class _Coordinator:
 def test_queries_other_workers_took_are_neither_done_here_nor_left() -> None:
     stats = HarvestStats(queries=10, searched=10, unique_ids=10, fetched=5)
     coordinator: Any = _Coordinator(skipped_queries=20)
-    tally = _tally(stats, 30, coordinator=coordinator)
+    tally = tally_of(stats, 30, coordinator=coordinator)
     assert tally.queries_done == 10 and tally.requests_left() == 5
     assert "queries 10/30 · docs 5 · 0.0 docs/min · 20 queries to other workers" in (
         Status(tally).line()
@@ -241,10 +139,10 @@ def test_a_finished_harvest_with_failures_says_resume_retries_them(
 ) -> None:
     failure = HarvestFailure("fetch", "10234", APIConnectionError("down"))
     stats = HarvestStats(queries=2, searched=2, unique_ids=3, fetched=2, failed=1)
-    lines = _summary_lines(_tally(stats, 2, failures=[failure]), "done", capsys)
+    lines = _summary_lines(tally_of(stats, 2, failures=[failure]), "done", capsys)
     assert lines[-2].startswith("  first failure (fetch '10234'):")
     assert lines[-1] == "  run the same command with --resume to continue (state: s.sqlite)"
     clean = HarvestStats(queries=2, searched=2, unique_ids=2, fetched=2)
     assert not [
-        line for line in _summary_lines(_tally(clean, 2), "done", capsys) if "--resume" in line
+        line for line in _summary_lines(tally_of(clean, 2), "done", capsys) if "--resume" in line
     ]
