@@ -88,7 +88,9 @@ class AiohttpTransport:
 
     Timeouts are exact: aiohttp rounds deadlines of 5 s or more up to the next whole
     second unless told not to (``ceil_threshold``). Each request goes through the proxy
-    ``proxies`` names for its URL (default: the environment's).
+    ``proxies`` names for its URL (default: the environment's). ``common_headers`` are
+    headers every request sent through this transport carries with these values: the
+    session sends them by default, so aiohttp does not rebuild them for each request.
     """
 
     def __init__(
@@ -98,8 +100,13 @@ class AiohttpTransport:
         connect_timeout: float,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
         proxies: Proxies | None = None,
+        common_headers: Mapping[str, str] | None = None,
     ) -> None:
         self._max_concurrency = max_concurrency
+        self._common = dict(common_headers or {})
+        # The headers of the last request and what of them the session does not send by
+        # default: a client sends the same headers object again and again.
+        self._last: tuple[Mapping[str, str] | None, Mapping[str, str]] = (None, {})
         self._proxies = proxies if proxies is not None else Proxies()
         self._connect_timeout = connect_timeout
         self._trace_configs = list(trace_configs)
@@ -119,12 +126,12 @@ class AiohttpTransport:
         if self._session is None:
             self._loop = asyncio.get_running_loop()
             connector = aiohttp.TCPConnector(
-                limit=self._max_concurrency,
-                limit_per_host=self._max_concurrency,
+                limit=self._max_concurrency,  # one host: no cap per host to keep as well
                 timeout_ceil_threshold=math.inf,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
+                headers=self._common,
                 trace_configs=self._trace_configs or None,
                 auto_decompress=False,  # read_body inflates, within max_response_bytes
             )
@@ -150,7 +157,7 @@ class AiohttpTransport:
             request.method,
             url,
             data=request.body,
-            headers=via.headers,
+            headers=self._beyond_common(via.headers),
             allow_redirects=False,
             timeout=self.timeout(request.timeout),
             proxy=via.proxy,
@@ -164,6 +171,15 @@ class AiohttpTransport:
             raw = RawResponse(status, response_headers, response.content.iter_chunked(_CHUNK))
             body = await read_body(raw, limit=limit, what=request.what)
             return status, response_headers, body
+
+    def _beyond_common(self, headers: Mapping[str, str]) -> Mapping[str, str]:
+        """The headers of a request that the session does not send by default."""
+        last, beyond = self._last
+        if headers is not last:
+            common = self._common
+            beyond = {k: v for k, v in headers.items() if common.get(k) != v}
+            self._last = (headers, beyond)
+        return beyond
 
     async def aclose(self) -> None:
         """Close the session."""

@@ -334,13 +334,17 @@ def _decode(
     return task
 
 
-def _rpc_headers(token: str | None) -> dict[str, str]:
-    headers = {
-        "Content-Type": "application/json",
+def _common_headers() -> dict[str, str]:
+    """The headers of every request (the GET of the agent card's are just these)."""
+    return {
         "Accept": "application/json",
         "Accept-Encoding": ACCEPT_ENCODING,
         "User-Agent": _USER_AGENT,
     }
+
+
+def _rpc_headers(token: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", **_common_headers()}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     return headers
@@ -365,11 +369,7 @@ class Transport:
         self._url = base_url
         self._token = token
         self._rpc_headers = _rpc_headers(token)
-        self._get_headers = {
-            "Accept": "application/json",
-            "Accept-Encoding": ACCEPT_ENCODING,
-            "User-Agent": _USER_AGENT,
-        }
+        self._get_headers = _common_headers()
         self._max_response_bytes = max_response_bytes
         self._clock: Clock = clock or LoopClock()
         self.http: HTTPTransport = http or AiohttpTransport(
@@ -377,6 +377,7 @@ class Transport:
             connect_timeout=connect_timeout,
             trace_configs=trace_configs,
             proxies=proxies,
+            common_headers=self._get_headers,
         )
         # The real transport bounds each exchange on its sockets (aiohttp's timeout, in real
         # time); any other (an in-memory one) is bounded here, on the client's clock, so a

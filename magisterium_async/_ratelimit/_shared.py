@@ -116,8 +116,6 @@ class SharedLimiter:
         self._next_probe = 0.0
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.fallbacks = 0
-        """How many times Redis was lost (for tests and metrics)."""
 
     @property
     def gates(self) -> dict[str, SharedPool]:
@@ -242,7 +240,6 @@ class SharedLimiter:
         if self._down_since is not None:
             return
         self._down_since = now
-        self.fallbacks += 1
         for state in self._pools.values():
             state.rejoin = True
         logger.warning(
