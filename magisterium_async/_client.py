@@ -49,7 +49,7 @@ from ._models import (
     Task,
 )
 from ._proxy import Proxies, redact
-from ._ratelimit import PoolEvent, Scheduler, SchedulerStats, SharedLimiter, SharedQuota
+from ._ratelimit import PoolEvent, SchedulerStats, SharedQuota, client_scheduler
 from ._skills import (
     ASK,
     DEFAULT_SKILL_ID,
@@ -146,28 +146,15 @@ class AsyncMagisterium:
             policy = dataclasses.replace(policy, max_retries=max_retries)
         self.retry_policy = policy
         self.max_concurrency = max_concurrency
-        # With a shared quota the pools' rate is decided in Redis, with every process on
-        # this token (see _ratelimit/_shared.py): its limiters take the local ones' place.
         self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
-        shared = None
-        if self.shared_quota is not None:
-            identity = self._token if self._tokens is None else self._tokens.identity
-            assert identity is not None
-            shared = SharedLimiter(
-                self.shared_quota,
-                identity,
-                self._rate_limits,
-                self._clock,
-                first_round=max_concurrency,
-            )
-        self._shared = shared
-        self._scheduler = Scheduler(
+        identity = self._token if self._tokens is None else self._tokens.identity
+        self._scheduler, self._shared = client_scheduler(
             self._rate_limits,
             max_concurrency=max_concurrency,
             clock=self._clock,
             on_event=on_event,
-            limiters=shared.limiters if shared is not None else None,
-            gates=shared.gates if shared is not None else None,
+            shared_quota=self.shared_quota,
+            identity=identity,
         )
         self._options = DEFAULT_CALL_OPTIONS
         self._owner = True  # a view made by with_options() owns nothing

@@ -39,6 +39,7 @@ first round, ``Limiter.next_start``, the remote gate) -> ``Permit`` -> the reque
 ``Permit.release`` -> the judge and the gate hear the outcome -> ``pump`` again.
 """
 
+from ._for_client import client_scheduler
 from ._judge import Judge, Verdict, VerdictKind
 from ._limiter import Limiter, RemoteGate, WindowLimiter
 from ._lines import PRIORITIES, Priority, WaitingLine
@@ -75,4 +76,5 @@ __all__ = [
     "VerdictKind",
     "WaitingLine",
     "WindowLimiter",
+    "client_scheduler",
 ]
