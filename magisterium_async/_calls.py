@@ -10,6 +10,7 @@ the transport sends it. Nothing here calls back up.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -107,6 +108,7 @@ class Calls:
         return within(self.clock, total, work(self.clock.now() + total), expired)
 
 
+@dataclasses.dataclass(slots=True)
 class _Call:
     """One protocol call on its way: what it sends, and where it is with its token.
 
@@ -114,43 +116,17 @@ class _Call:
     one resend with it (a refusal then is final).
     """
 
-    __slots__ = (
-        "calls",
-        "due",
-        "method",
-        "observer",
-        "options",
-        "params",
-        "policy",
-        "pool",
-        "resending",
-        "skill_id",
-        "timeout",
-    )
-
-    def __init__(
-        self,
-        calls: Calls,
-        method: str,
-        params: Any,
-        pool: PoolName | None,
-        timeout: float,
-        policy: RetryPolicy,
-        options: CallOptions,
-        skill_id: str | None,
-        observer: CallObserver,
-    ) -> None:
-        self.calls = calls
-        self.method = method
-        self.params = params
-        self.pool = pool
-        self.timeout = timeout
-        self.policy = policy
-        self.options = options
-        self.skill_id = skill_id
-        self.observer = observer
-        self.due = False
-        self.resending = False
+    calls: Calls
+    method: str
+    params: Any
+    pool: PoolName | None
+    timeout: float
+    policy: RetryPolicy
+    options: CallOptions
+    skill_id: str | None
+    observer: CallObserver
+    due: bool = False
+    resending: bool = False
 
     async def run(self, deadline: float) -> Task:
         """The tries; once more, in a slot of its own, if the token was refused and
