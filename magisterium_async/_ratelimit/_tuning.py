@@ -14,6 +14,7 @@ __all__ = [
     "LINE_POLL",
     "MAX_MARGIN_SHARE",
     "MAX_STEP_UP_DOUBLINGS",
+    "PACE_INTERVALS",
     "PROOF_429S",
     "PROOF_429S_WHOLE_SECONDS",
     "ROUND_HOLD_ROUND_TRIPS",
@@ -58,6 +59,11 @@ ROUND_HOLD_ROUND_TRIPS = 3
 # | KEEP_SPANS | 2 | How many spans of starts the log keeps: admission needs one, a step up
 # |   |   | looks one window further back. |
 KEEP_SPANS = 2
+# | PACE_INTERVALS | 1 | While fairness keys wait in a backlog, consecutive starts are at
+# |   |   | least this many quota intervals (window / rate) apart (``_pacing.py``): one keeps
+# |   |   | the full rate (N starts a window still go), and a newcomer's first call waits one
+# |   |   | gap at most; less lets bursts back, more wastes quota. |
+PACE_INTERVALS = 1.0
 # | LINE_GRACE | 0.5 s | How long a process's head of line stays in the shared line past its
 # |   |   | next ask: a process that went away holds the others back this long at most. |
 LINE_GRACE = 0.5
