@@ -253,8 +253,11 @@ class Pool:
         assert gate is not None
 
         def line() -> tuple[Priority, int]:
-            first = self.line.head()
-            return (first or head).priority, self.line.waiting()
+            # The calls that could start now: the caps bound what this process would take.
+            first, scheduler = self.line.head(), self._scheduler
+            room = min(self._cap - self._in_flight, scheduler.max_concurrency - scheduler.in_flight)
+            waiting = self.line.waiting()
+            return (first or head).priority, max(1, int(room) if room < waiting else waiting)
 
         try:
             ticket = await gate.admit(line)

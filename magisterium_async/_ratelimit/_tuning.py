@@ -12,6 +12,7 @@ __all__ = [
     "KEEP_SPANS",
     "LINE_GRACE",
     "LINE_POLL",
+    "LINE_RECOUNT",
     "MAX_MARGIN_SHARE",
     "MAX_STEP_UP_DOUBLINGS",
     "PACE_INTERVALS",
@@ -70,6 +71,11 @@ LINE_GRACE = 0.5
 # | LINE_POLL | 0.01 s | When a start is free but another process's call ranks first, how
 # |   |   | soon to ask again: that call is due to take it within a round trip to Redis. |
 LINE_POLL = 0.01
+# | LINE_RECOUNT | 0.5 s | With a shared quota, how often a process waiting for its next
+# |   |   | start counts its calls waiting, to tell Redis when more came: the others hold
+# |   |   | its round-robin turns only for the calls it told (a local check; Redis is asked
+# |   |   | only when the count grew). |
+LINE_RECOUNT = 0.5
 # | SHARED_ROUND_HOLD | 2 s | With a shared quota, the longest the first round (one client's
 # |   |   | max_concurrency of starts) holds every other start while it is answered. |
 SHARED_ROUND_HOLD = 2.0
