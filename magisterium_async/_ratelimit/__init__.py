@@ -22,7 +22,13 @@ Terms, each defined before use:
   party's leave for each start; Redis is one (``_shared.py``, its keys and scripts in
   ``_scripts.py``).
 - **line** (``_lines.py``): who waits, and whose turn is next: **interactive** calls before
-  **bulk** ones; round-robin over **fairness keys**; first come first served within a key.
+  **bulk** ones; round-robin over **fairness keys** (a key that arrives goes ahead of the
+  key that had the last turn); first come first served within a key.
+- **pacing** (``_pacing.py``, pure): while the line holds calls with a fairness key and
+  more calls wait than the log has free starts, consecutive starts are at least one
+  **quota interval** (the window over the rate) apart instead of a window's burst, so a
+  newcomer's first call waits one interval or so, not a window. Without fairness keys,
+  starts burst as the log allows.
 - **first round**: what a metered pool starts before its first answer comes back; the pool
   holds further starts until that round is answered (``_pool.py``).
 
@@ -35,7 +41,7 @@ The flow of one 429, in one direction::
                  (shared: the same rule, applied to the log and state in Redis)
 
 and of one call: ``Pool.slot()`` -> the line -> ``Scheduler.pump`` (cap, pause, check,
-first round, ``Limiter.next_start``, the remote gate) -> ``Permit`` -> the request ->
+first round, ``Limiter.next_start``, pacing, the remote gate) -> ``Permit`` -> the request ->
 ``Permit.release`` -> the judge and the gate hear the outcome -> ``pump`` again.
 """
 

@@ -12,6 +12,7 @@ from typing import Protocol
 from ._judge import Verdict
 from ._lines import Priority
 from ._log import Start, StartLog
+from ._pacing import paced_start
 from ._rule import RateRule
 
 __all__ = ["Limiter", "RemoteGate", "WindowLimiter"]
@@ -38,6 +39,11 @@ class Limiter(Protocol):
     def next_start(self, now: float) -> float:
         """When the next start may happen: ``<= now`` lets it start now; else ask again
         then (the answer may move when asked again)."""
+        ...
+
+    def paced_start(self, now: float, waiting: int) -> float:
+        """When pacing (``_pacing.py``) lets the next start happen, ``waiting`` calls with
+        a fairness key among them in line (``-inf``: not paced now)."""
         ...
 
     def start(self, start: Start) -> None:
@@ -112,6 +118,12 @@ class WindowLimiter:
 
     def next_start(self, now: float) -> float:
         return self.rule.next_start(self.log, now)
+
+    def paced_start(self, now: float, waiting: int) -> float:
+        rule = self.rule
+        return paced_start(
+            self.log, now, waiting=waiting, rate=rule.state.rate, window=rule.window, span=rule.span
+        )
 
     def start(self, start: Start) -> None:
         self.log.add(start)

@@ -7,7 +7,9 @@ The line hands out turns in this order:
 
 1. every waiting interactive call before every waiting bulk call;
 2. within one priority, round-robin over fairness keys (one turn per key in rotation, so a
-   key with a thousand calls waiting never holds another key's first call back);
+   key with a thousand calls waiting never holds another key's first call back); a key
+   that arrives goes ahead of the key that just had its turn, so a newcomer's first call
+   takes the next start even behind a key that waits alone;
 3. within one key, first come first served.
 
 Cancelled waiters are dropped lazily, when they reach the front. Each operation costs
@@ -53,13 +55,17 @@ class Waiter:
 class WaitingLine:
     """The waiters of one pool, by priority, fairness key and arrival."""
 
-    __slots__ = ("_classes", "_count")
+    __slots__ = ("_classes", "_count", "_served")
 
     def __init__(self) -> None:
         # One dict per priority: fairness key -> its waiters, oldest first. The dict's
         # order is the rotation: the first key is served next, then moves to the back.
         self._classes: tuple[dict[str | None, deque[Waiter]], ...] = ({}, {})
         self._count = 0  # waiters held, cancelled ones not yet dropped included
+        # Per priority: the key that had the last turn (None: none yet, or a newcomer
+        # already went ahead of it); while it is last in the rotation, a key that arrives
+        # goes ahead of it.
+        self._served: list[tuple[str | None] | None] = [None, None]
 
     def __bool__(self) -> bool:
         return self._count > 0
@@ -71,12 +77,31 @@ class WaitingLine:
             if not w.future.done()
         )  # fmt: skip
 
+    def held(self) -> int:
+        """How many calls wait, cancelled ones not yet dropped included (O(1))."""
+        return self._count
+
+    def keyed(self) -> bool:
+        """Whether a call with a fairness key waits (cancelled ones not yet dropped may
+        count; O(1))."""
+        return any(len(keys) > 1 or (bool(keys) and None not in keys) for keys in self._classes)
+
     def push(self, waiter: Waiter) -> None:
         """A new waiter joins at the back of its key's line."""
-        keys = self._classes[waiter.rank]
-        line = keys.get(waiter.key)
+        rank, key = waiter.rank, waiter.key
+        keys = self._classes[rank]
+        line = keys.get(key)
         if line is None:
-            keys[waiter.key] = line = deque()
+            line = deque()
+            served = self._served[rank]
+            if served is not None and keys and next(reversed(keys)) == served[0]:
+                # A newcomer goes ahead of the key that just had its turn (once).
+                back = keys.pop(served[0])
+                keys[key] = line
+                keys[served[0]] = back
+                self._served[rank] = None
+            else:
+                keys[key] = line
         line.append(waiter)
         self._count += 1
 
@@ -99,6 +124,7 @@ class WaitingLine:
     def pop(self) -> Waiter:
         """Take the head (call :meth:`head` first); its key goes to the back of the rotation."""
         interactive, bulk = self._classes
+        rank = 0 if interactive else 1
         keys = interactive if interactive else bulk
         key = next(iter(keys))
         line = keys[key]
@@ -108,6 +134,7 @@ class WaitingLine:
             del keys[key]
         elif len(keys) > 1:
             keys[key] = keys.pop(key)  # to the back of the rotation
+        self._served[rank] = (key,)
         return waiter
 
     def requeue(self, waiter: Waiter) -> None:
@@ -140,4 +167,5 @@ class WaitingLine:
         for keys in self._classes:
             keys.clear()
         self._count = 0
+        self._served = [None, None]
         return out

@@ -124,6 +124,7 @@ class Pool:
         # A remote gate's admission: asked for the line while it waits, used by its head.
         self._asking: asyncio.Task[None] | None = None
         self._tickets: deque[str] = deque()
+        self._pump_due = False  # a pump is scheduled for the end of this turn of the loop
 
     def slot(
         self, priority: Priority = "interactive", key: str | None = None
@@ -144,8 +145,10 @@ class Pool:
         if scheduler.closed:
             raise ClientClosedError("the client is closed")
         now = scheduler.clock.now()
+        paced = key is not None and self._limiter is not None
         if (
-            self._gate is None
+            not paced
+            and self._gate is None
             and scheduler.idle()
             and scheduler.in_flight < scheduler.max_concurrency
             and self._may_start(now)
@@ -154,7 +157,10 @@ class Pool:
             return self._sent_now(self._start_now(now), now)
         waiter = Waiter(scheduler.next_seq(), now, priority, key)
         self.line.push(waiter)
-        scheduler.pump()
+        if paced:
+            self._pump_soon()  # calls that arrive together are in line when pacing counts
+        else:
+            scheduler.pump()
         while True:
             try:
                 permit = await waiter.future
@@ -247,8 +253,11 @@ class Pool:
         assert gate is not None
 
         def line() -> tuple[Priority, int]:
-            first = self.line.head()
-            return (first or head).priority, self.line.waiting()
+            # The calls that could start now: the caps bound what this process would take.
+            first, scheduler = self.line.head(), self._scheduler
+            room = min(self._cap - self._in_flight, scheduler.max_concurrency - scheduler.in_flight)
+            waiting = self.line.waiting()
+            return (first or head).priority, max(1, int(room) if room < waiting else waiting)
 
         try:
             ticket = await gate.admit(line)
@@ -285,16 +294,33 @@ class Pool:
             return True
         at = limiter.next_start(now)
         self._check_rate()
-        return at <= now
+        return at <= now and (not self.line.keyed() or self._paced_start(now) <= now)
 
     def wake_time(self, now: float) -> float:
         """When time alone next lets this pool's first waiter through (``now``: it does)."""
         at = self._limiter.next_start(now) if self._limiter is not None else now
+        if self._limiter is not None and self.line.keyed():
+            at = max(at, self._paced_start(now))
         if self.judge.check is not None:
             at = max(at, self.judge.suspect_until)
         if self._round is not None and self._round_ends != math.inf:
             at = max(at, self._round_ends)  # held: until the round is in, at the latest
         return max(at, self._pause_until, now)
+
+    def _paced_start(self, now: float) -> float:
+        """When pacing (``_pacing.py``) lets the next start happen, fairness keys waiting."""
+        assert self._limiter is not None
+        return self._limiter.paced_start(now, self.line.held())
+
+    def _pump_soon(self) -> None:
+        """Pump once at the end of this turn of the event loop."""
+        if not self._pump_due:
+            self._pump_due = True
+            asyncio.get_running_loop().call_soon(self._pump_now)
+
+    def _pump_now(self) -> None:
+        self._pump_due = False
+        self._scheduler.pump()
 
     def grant(self, now: float) -> None:
         """Start the head now (:meth:`ready` said it may)."""

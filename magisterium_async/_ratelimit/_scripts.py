@@ -13,7 +13,8 @@ and one pool (``POOL`` = ``default`` or ``expensive``)::
     P:{H}:POOL:line      sorted set: client id -> its rank, for each client with calls
                          waiting (interactive first, then by turn: round-robin)
     P:{H}:POOL:line:exp  sorted set: the same members -> when they expire (µs)
-    P:{H}:POOL:line:info hash: "<client>:t" -> its turn number
+    P:{H}:POOL:line:info hash: "<client>:t" -> its turn number, "<client>:w" -> how many
+                         calls it had waiting when it last asked
     P:{H}:epoch          a random id made when the state is created: a change means the
                          state was lost (Redis restarted without persistence, flushed)
     P:{H}:clients        sorted set: client id -> last time seen (sizes the fallback)
@@ -57,8 +58,9 @@ end
 # KEYS: the pool's keys (POOL_KEYS), then epoch, clients.
 # ARGV: 1 now (µs; '': Redis's TIME), 2 limit, 3 window (µs), 4 margin (µs, until the rule
 #       learns one), 5 ticket, 6 known epoch ('' on first contact), 7 new epoch id,
-#       8 client id, 9 clients horizon (µs), 10 unused, 11 the priority's rank offset (0
-#       interactive, more for bulk: every interactive call ranks first), 12 the first round
+#       8 client id, 9 clients horizon (µs), 10 the bulk rank offset (a rank at or above it
+#       is bulk), 11 the priority's rank offset (0 interactive, ARGV 10 for bulk: every
+#       interactive call ranks first), 12 the first round
 #       (the most starts before any is answered: one client's max_concurrency), 13 how long
 #       it holds at most (µs), 14 grace (µs a waiting client outlives its next ask), 15 poll
 #       (µs a call ranked behind others waits; a call held by the check waits 5 polls at
@@ -67,7 +69,9 @@ end
 #       17... the ages (µs) of starts to add (a rejoin after Redis came back).
 # The line: a client's rank is its priority's offset plus its turn number, the pool's turn
 # counter when it last had a turn (or joined): turns go round-robin over clients. A call
-# is admitted only if the free starts outnumber the clients ranked ahead (one each).
+# is admitted only if the free starts outnumber those held for other clients: one for
+# each interactive client ahead of a bulk one, and among the clients of one priority,
+# the rest of each one's round-robin share of the span's starts (see below).
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
 #          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
 ACQUIRE = (
@@ -117,12 +121,13 @@ local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now)
 for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[7], m)
   redis.call('ZREM', KEYS[8], m)
-  redis.call('HDEL', KEYS[9], m .. ':t')
+  redis.call('HDEL', KEYS[9], m .. ':t', m .. ':w')
 end
 local turns = tonumber(rule[9]) or 0
+local BULK = tonumber(ARGV[10])
 local turn = tonumber(redis.call('HGET', KEYS[9], me .. ':t') or turns)
 local rank = tonumber(ARGV[11]) + turn
-redis.call('HSET', KEYS[9], me .. ':t', turn)
+redis.call('HSET', KEYS[9], me .. ':t', turn, me .. ':w', ARGV[16])
 redis.call('ZADD', KEYS[7], rank, me)
 for i = 7, 9 do redis.call('PEXPIRE', KEYS[i], keep) end
 local function answer(wait)
@@ -183,18 +188,70 @@ if (tonumber(rule[7]) or 0) > now then
   end
   check = true
 end
--- Free: unless the calls ranked ahead of ours, in other clients, need every free start.
+-- Free: unless the calls of other clients need the free starts.
 local free = 1
 if rate >= limit then free = limit - redis.call('ZCOUNT', KEYS[1], '(' .. (now - span), '+inf') end
-local ahead = 0
--- (Formatted in full: Lua writes a large number with 14 digits, which would round it.)
-local below = '(' .. string.format('%.0f', rank)
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', below)) do
-  -- One start each is held for them, not one per call waiting: holding back a burst for
-  -- every call waiting elsewhere would spread each window's burst over many polls.
-  if m ~= me then ahead = ahead + 1 end
+local held = 0
+local offset = tonumber(ARGV[11])
+local peers = {}
+local line = redis.call('ZRANGE', KEYS[7], 0, -1, 'WITHSCORES')
+for i = 1, #line, 2 do
+  local m, r = line[i], tonumber(line[i + 1])
+  if m ~= me then
+    if (r >= BULK) == (offset >= BULK) then
+      peers[#peers + 1] = {id = m, rank = r}
+    elseif r < rank then
+      held = held + 1  -- an interactive client ahead of a bulk one: one start each
+    end
+  end
 end
-if ahead > 0 and ahead >= free then
+if #peers > 0 and rate < limit then
+  -- Lowered, starts are spaced: one each for the clients of this priority ranked ahead.
+  for _, p in ipairs(peers) do
+    if p.rank < rank then held = held + 1 end
+  end
+elseif #peers > 0 then
+  -- Round-robin over clients, per call waiting: this span's starts are shared out among
+  -- the clients of this priority as turns in rotation would (each up to the calls it
+  -- has waiting, the rest evenly), and each other client's share not yet used is held
+  -- for it until it asks. Per call waiting, not one start per client ranked ahead: a
+  -- client that asks less often than another still gets its turns in the window.
+  local used = {}
+  for _, t in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - span), '+inf')) do
+    local c = string.match(t, '^[^:]+')
+    used[c] = (used[c] or 0) + 1
+  end
+  local all = {{id = me, rank = rank, waiting = tonumber(ARGV[16])}}
+  for _, p in ipairs(peers) do
+    p.waiting = tonumber(redis.call('HGET', KEYS[9], p.id .. ':w') or '1')
+    all[#all + 1] = p
+  end
+  -- Water-filling from what each used: the free starts go one at a time to the client
+  -- with the fewest of this span's starts that wants more. Ties go to this client first
+  -- (what does not divide evenly goes to whoever asks now, not held for a client that
+  -- may ask only at its next poll), then to those ranked ahead.
+  for _, c in ipairs(all) do
+    c.used = used[c.id] or 0
+    c.share = c.used
+    c.wants = c.used + c.waiting
+  end
+  for _ = 1, free do
+    local best = nil
+    for _, c in ipairs(all) do
+      if c.share < c.wants and (best == nil or c.share < best.share
+          or (c.share == best.share and best.id ~= me and (c.id == me or c.rank < best.rank)))
+      then
+        best = c
+      end
+    end
+    if best == nil then break end
+    best.share = best.share + 1
+  end
+  for _, c in ipairs(all) do
+    if c.id ~= me and c.share > c.used then held = held + c.share - c.used end
+  end
+end
+if held > 0 and held >= free then
   return answer(tonumber(ARGV[15]))
 end
 redis.call('ZADD', KEYS[1], now, ARGV[5])
@@ -204,13 +261,13 @@ if check then redis.call('HSET', KEYS[5], 'check', ARGV[5]) end
 turns = redis.call('HINCRBY', KEYS[5], 'turns', 1)
 local waiting = tonumber(ARGV[16]) - 1
 if waiting > 0 then
-  redis.call('HSET', KEYS[9], me .. ':t', turns)
+  redis.call('HSET', KEYS[9], me .. ':t', turns, me .. ':w', waiting)
   redis.call('ZADD', KEYS[7], tonumber(ARGV[11]) + turns, me)
   return answer(0)
 end
 redis.call('ZREM', KEYS[7], me)
 redis.call('ZREM', KEYS[8], me)
-redis.call('HDEL', KEYS[9], me .. ':t')
+redis.call('HDEL', KEYS[9], me .. ':t', me .. ':w')
 return {0, epoch, clients, rate, allowed, margin, version, now}
 """
 )

@@ -7,9 +7,10 @@ token draws on one quota and acts at once on what any of them learns:
 
 - **Admission.** One Lua script, run atomically on the server, admits a start only if the
   shared log allows it (never more than N starts in a window, all processes together;
-  lowered, the learned rate evenly spaced), the pool is not paused, and no call ranked
-  ahead in another process waits (interactive before bulk, then the longest waiting:
-  round-robin over processes).
+  lowered, the learned rate evenly spaced), the pool is not paused, and the free starts
+  are not held for calls in other processes: interactive calls before bulk ones, and
+  within a priority round-robin over processes per call waiting (each process's share of
+  the span's starts, up to the calls it has waiting, is held for it until it asks).
 - **Learning.** Each process's judge reads its own 429s; a verdict is applied by the same
   pure rate rule as a local pool's, to the shared log and the shared rule state, and
   written back only if nobody wrote meanwhile (a version). A proven window sets a pause
@@ -55,7 +56,7 @@ from ._quota import SharedQuota
 from ._rule import RateRule
 from ._scripts import ACQUIRE, OUTCOMES, PAUSE, WRITE_RULE, rule_fields, rule_state, text
 from ._shared_pool import PoolState, SharedPool
-from ._tuning import LINE_GRACE, LINE_POLL, SHARED_ROUND_HOLD
+from ._tuning import LINE_GRACE, LINE_POLL, LINE_RECOUNT, SHARED_ROUND_HOLD
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -164,7 +165,7 @@ class SharedLimiter:
                 await self._step_up(pool, state)
                 continue
             state.next_at = self._clock.now() + wait
-            await self._sleep(wait)
+            await self._wait(wait, line, max(waiting, 1))
 
     async def _try(
         self, pool: str, state: PoolState, ticket: str, priority: Priority, waiting: int
@@ -193,7 +194,7 @@ class SharedLimiter:
             uuid.uuid4().hex,
             self._id,
             max(2 * round(state.span * 1e6), 10_000_000),
-            "",
+            _BULK_RANK,
             0 if priority == "interactive" else _BULK_RANK,
             self._first_round,
             round(SHARED_ROUND_HOLD * 1e6),
@@ -223,6 +224,17 @@ class SharedLimiter:
                 if other is not state:
                     other.rejoin = True
         return wait_us / 1e6 if wait_us > 0 else wait_us
+
+    async def _wait(
+        self, seconds: float, line: Callable[[], tuple[Priority, int]], told: int
+    ) -> None:
+        """Wait ``seconds`` to ask again, or less: once more calls wait here than Redis was
+        ``told``, ask at once (others hold this client's turns only for what it told)."""
+        end = self._clock.now() + seconds
+        while (left := end - self._clock.now()) > 0 and not self._closed:
+            await self._sleep(min(left, LINE_RECOUNT))
+            if line()[1] > told:
+                return
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` on the client's clock, or until :meth:`aclose`."""

@@ -79,6 +79,9 @@ class SharedPool:
         # Redis decides, in admit(); this is only when it said to ask again (for stats).
         return self._state.next_at
 
+    def paced_start(self, now: float, waiting: int) -> float:
+        return -math.inf  # Redis admits each start: the shared line takes the turns
+
     def start(self, start: Start) -> None:
         return None  # the admission wrote it
 

@@ -12,8 +12,10 @@ __all__ = [
     "KEEP_SPANS",
     "LINE_GRACE",
     "LINE_POLL",
+    "LINE_RECOUNT",
     "MAX_MARGIN_SHARE",
     "MAX_STEP_UP_DOUBLINGS",
+    "PACE_INTERVALS",
     "PROOF_429S",
     "PROOF_429S_WHOLE_SECONDS",
     "ROUND_HOLD_ROUND_TRIPS",
@@ -58,12 +60,22 @@ ROUND_HOLD_ROUND_TRIPS = 3
 # | KEEP_SPANS | 2 | How many spans of starts the log keeps: admission needs one, a step up
 # |   |   | looks one window further back. |
 KEEP_SPANS = 2
+# | PACE_INTERVALS | 1 | While fairness keys wait in a backlog, consecutive starts are at
+# |   |   | least this many quota intervals (window / rate) apart (``_pacing.py``): one keeps
+# |   |   | the full rate (N starts a window still go), and a newcomer's first call waits one
+# |   |   | gap at most; less lets bursts back, more wastes quota. |
+PACE_INTERVALS = 1.0
 # | LINE_GRACE | 0.5 s | How long a process's head of line stays in the shared line past its
 # |   |   | next ask: a process that went away holds the others back this long at most. |
 LINE_GRACE = 0.5
 # | LINE_POLL | 0.01 s | When a start is free but another process's call ranks first, how
 # |   |   | soon to ask again: that call is due to take it within a round trip to Redis. |
 LINE_POLL = 0.01
+# | LINE_RECOUNT | 0.5 s | With a shared quota, how often a process waiting for its next
+# |   |   | start counts its calls waiting, to tell Redis when more came: the others hold
+# |   |   | its round-robin turns only for the calls it told (a local check; Redis is asked
+# |   |   | only when the count grew). |
+LINE_RECOUNT = 0.5
 # | SHARED_ROUND_HOLD | 2 s | With a shared quota, the longest the first round (one client's
 # |   |   | max_concurrency of starts) holds every other start while it is answered. |
 SHARED_ROUND_HOLD = 2.0

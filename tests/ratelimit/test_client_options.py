@@ -284,7 +284,9 @@ async def test_a_second_fairness_key_is_served_in_turn_not_after_the_first_keys_
         await clock.run_until_idle()
         await asyncio.gather(first, second)
     at = [t for what, t in sent if what.startswith("fetch_many")]
-    assert at == [pytest.approx(61.0)] * 3  # all in the next burst, taking turns with "a"
+    # The batch fed "a"'s calls one at a time, each fitting the free starts: they took the
+    # first window's 15. Then "b" goes first (newcomer) and every other paced start after.
+    assert at == [pytest.approx(61.0), pytest.approx(69.0), pytest.approx(77.0)]
 
 
 @pytest.mark.parametrize("kind", ["search_many", "fetch_many", "harvest"])

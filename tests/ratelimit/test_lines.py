@@ -52,8 +52,31 @@ async def test_a_key_with_many_waiting_never_holds_a_new_keys_first_call_back() 
     line.pop()  # the crowd's first turn
     newcomer = waiter(key="newcomer")
     line.push(newcomer)
-    assert line.pop() is crowd[1]  # the rotation: the crowd was next already
-    assert line.pop() is newcomer
+    assert line.pop() is newcomer  # ahead of the crowd, which just had its turn
+    assert line.pop() is crowd[1]
+
+
+async def test_only_one_newcomer_goes_ahead_of_the_key_that_had_the_last_turn() -> None:
+    line = WaitingLine()
+    crowd = [waiter(key="crowd") for _ in range(10)]
+    for w in crowd:
+        line.push(w)
+    line.pop()
+    first, second = waiter(key="first"), waiter(key="second")
+    line.push(first)
+    line.push(second)  # behind the crowd: it had its turn before "first" went ahead
+    assert order(line)[:4] == [first, crowd[1], second, crowd[2]]
+
+
+async def test_a_key_that_had_the_last_turn_and_comes_back_stays_behind_a_newcomer() -> None:
+    line = WaitingLine()
+    a1 = waiter(key="a")
+    line.push(a1)
+    assert line.pop() is a1  # "a" leaves the rotation, nothing of it waiting
+    a2, b1 = waiter(key="a"), waiter(key="b")
+    line.push(a2)  # a batch feeds its calls one at a time
+    line.push(b1)
+    assert order(line) == [b1, a2]
 
 
 async def test_first_come_first_served_within_a_key() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+
+import pytest
 
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits
@@ -143,21 +146,83 @@ async def test_a_second_keys_first_call_starts_within_two_quota_intervals() -> N
     await sched.aclose()
 
 
-async def test_a_second_key_gets_the_next_free_starts_in_turn_with_a_bursting_crowd() -> None:
-    """Bursts of 15 a window: a newcomer key's calls take every other start of the next
-    burst, not the starts after the crowd's thousand."""
+async def test_a_second_keys_calls_take_every_other_paced_start_of_a_crowd() -> None:
+    """A crowd's backlog is paced, a start every quota interval (4 s), not a burst of 15 a
+    window: a newcomer key's calls take the next start and every other one after it."""
     sched, clock = scheduler()
     pool = sched.pool("default")
     seen = Starts(clock)
     tasks = seen.spawn(1000, pool, "crowd", "bulk", "crowd")
     tasks += seen.spawn(3, pool, "other", "bulk", "other", at=10.0)
-    await clock.advance(62.0)
-    burst = [name for name, t in seen.seen if t == 61.0]
-    assert burst[:6] == ["crowd", "other"] * 3 or burst[:6] == ["other", "crowd"] * 3
+    await clock.advance(30.0)
+    assert seen.times("other") == [12.0, 20.0, 28.0]
+    assert seen.times("crowd") == [0.0, 4.0, 8.0, 16.0, 24.0]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await sched.aclose()
+
+
+TEN = RateLimits(10, 2, period=1.0)  # 10 a second: a quota interval of 0.1 s; margin 20 ms
+
+
+async def first_start_of_a_newcomer(arrives: float) -> float:
+    """A key with 1,000 calls queued at 10 a second; another key's first call arrives at
+    ``arrives``: how long it waits to start."""
+    sched, clock = scheduler(TEN, max_concurrency=16)
+    pool = sched.pool("default")
+    seen = Starts(clock)
+    tasks = seen.spawn(1000, pool, "crowd", "interactive", "crowd", duration=0.01)
+    tasks += seen.spawn(1, pool, "new", "interactive", "new", at=arrives, duration=0.01)
+    await clock.advance(arrives + 1.0)
+    (started,) = seen.times("new")
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await sched.aclose()
+    return started - arrives
+
+
+@pytest.mark.parametrize("window", [0, 1, 4])
+@pytest.mark.parametrize("phase", [0.0, 0.01, 0.05, 0.1, 0.33, 0.5, 0.9, 0.91, 0.99, 1.0, 1.01])
+async def test_a_new_keys_first_call_starts_within_two_quota_intervals_at_any_phase(
+    window: int, phase: float
+) -> None:
+    """The issue's done-when, in virtual time: paced starts (the log alone would let the
+    crowd take a window's 10 starts in one burst as each window opens)."""
+    waited = await first_start_of_a_newcomer(window * 1.02 + phase)
+    assert waited <= 2 * 0.1
+
+
+async def test_a_paced_backlog_still_gets_the_whole_quota() -> None:
+    sched, clock = scheduler(TEN, max_concurrency=16)
+    pool = sched.pool("default")
+    seen = Starts(clock)
+    tasks = seen.spawn(1000, pool, "crowd", "bulk", "crowd", duration=0.01)
+    await clock.advance(10.2)
+    starts = [t for t in seen.times("crowd") if t < 10 * 1.02 - 0.05]
+    assert len(starts) == 10 * 10  # 10 a window of 1.02 s (the span), as without pacing
+    assert all(b - a >= 0.1 - 1e-9 for a, b in itertools.pairwise(starts))  # never a burst
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await sched.aclose()
+
+
+async def test_without_fairness_keys_a_gather_bursts_as_the_log_allows() -> None:
+    sched, clock = scheduler(TEN)
+    seen = Starts(clock)
+    tasks = seen.spawn(20, sched.pool("default"), "job", duration=0.01)
+    await finish(clock, sched, tasks)
+    assert seen.times("job") == [0.0] * 10 + [pytest.approx(1.02)] * 10
+
+
+async def test_keyed_calls_that_fit_in_the_free_starts_go_at_once() -> None:
+    sched, clock = scheduler(TEN)
+    seen = Starts(clock)
+    tasks = seen.spawn(10, sched.pool("default"), "user", "interactive", "user", duration=0.01)
+    await finish(clock, sched, tasks)
+    assert seen.times("user") == [0.0] * 10
 
 
 async def test_calls_without_a_key_share_one_turn() -> None:

@@ -194,12 +194,6 @@ async def test_a_latecomer_processs_first_call_starts_at_the_next_free_start(
     assert calls.times("late")[0] == first_free  # not after the crowd's 45 left
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (issue 19): across processes a latecomer's first call starts at the "
-    "next free start, but its later calls of the same window lose the race to a process "
-    "that asks Redis more often; turns are round-robin per ask, not per call waiting",
-)
 async def test_a_latecomer_process_gets_turns_round_robin_in_the_next_window(
     memory_redis: object,
 ) -> None:
