@@ -23,8 +23,8 @@ from ._judge import Judge, Verdict
 from ._limiter import Limiter, RemoteGate
 from ._lines import Priority, Waiter, WaitingLine
 from ._log import Start
+from ._round import FirstRound
 from ._stats import EventKind, PoolEvent, PoolStats
-from ._tuning import ROUND_HOLD_ROUND_TRIPS
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
@@ -118,9 +118,8 @@ class Pool:
         self._paused_total = 0.0
         self._rate = limiter.rate if limiter is not None else math.inf
         # The first round: what a metered pool starts before its first answer. Once that
-        # answer is in, the next starts wait for the rest of the round (see _round_held).
-        self._round: list[Start] | None = [] if limiter is not None else None
-        self._round_ends = math.inf  # the most they wait: set by the first answer
+        # answer is in, the next starts wait for the rest of the round (see _round.py).
+        self._round: FirstRound | None = FirstRound() if limiter is not None else None
         # A remote gate's admission: asked for the line while it waits, used by its head.
         self._asking: asyncio.Task[None] | None = None
         self._tickets: deque[str] = deque()
@@ -198,8 +197,10 @@ class Pool:
             verdict = self.judge.on_answer(start)
             if verdict is not None:
                 self._apply(verdict)
-        if self._round is not None:
-            self._round_answered(start.time)
+        if self._round is not None and self._round.answered(
+            start.time, self._scheduler.clock.now()
+        ):
+            self._round = None
         if self._gate is not None:
             self._gate.answered(start)
         self._scheduler.release_slot()
@@ -287,7 +288,7 @@ class Pool:
             self._apply(expired)
         if held:
             return False  # the check goes alone
-        if self._round is not None and self._round_held(now):
+        if self._round is not None and self._round_holds(now):
             return False
         limiter = self._limiter
         if limiter is None:
@@ -303,8 +304,8 @@ class Pool:
             at = max(at, self._paced_start(now))
         if self.judge.check is not None:
             at = max(at, self.judge.suspect_until)
-        if self._round is not None and self._round_ends != math.inf:
-            at = max(at, self._round_ends)  # held: until the round is in, at the latest
+        if self._round is not None:
+            at = max(at, self._round.held_until())  # until the round is in, at the latest
         return max(at, self._pause_until, now)
 
     def _paced_start(self, now: float) -> float:
@@ -334,39 +335,21 @@ class Pool:
             self._limiter.start(start)
         self.judge.started(start)
         if self._round is not None:  # only open here: _may_start ends a held round first
-            self._round.append(start)
+            self._round.started(start)
         self._in_flight += 1
         self._scheduler.in_flight += 1
         return Permit(self, start)
 
     # The first round -------------------------------------------------------------------
 
-    def _round_held(self, now: float) -> bool:
-        """Whether starts wait for the first round's answers.
-
-        Told a rate above the server's, a pool would refill the slots its first successes
-        free before the 429s of the same burst come back, and each refill is one more 429
-        (the first burst against a hidden 10/s: 16 instead of 6). So once the first answer
-        is in, the next starts wait until every request of the first round is answered, or
-        :data:`~._tuning.ROUND_HOLD_ROUND_TRIPS` of that first round trip at most (one slow
-        request must not hold the pool): by then the answers say what the server allows.
-        """
-        starts = self._round
-        if starts is None or self._round_ends == math.inf:
-            return False  # over, or no answer yet: still the first round
-        if now < self._round_ends and not all(s.done for s in starts):
-            return True
-        self._round = None
-        return False
-
-    def _round_answered(self, started: float) -> None:
-        """A request sent at ``started`` is over while the first round is open or held."""
+    def _round_holds(self, now: float) -> bool:
+        """Whether starts wait for the first round's answers (see ``_round.py``)."""
         assert self._round is not None
-        if self._round_ends == math.inf:
-            now = self._scheduler.clock.now()
-            self._round_ends = now + ROUND_HOLD_ROUND_TRIPS * (now - started)
-        if all(s.done for s in self._round):
+        holds = self._round.holds(now)
+        if holds is None:
             self._round = None
+            return False
+        return holds
 
     # 429s ------------------------------------------------------------------------------
 
