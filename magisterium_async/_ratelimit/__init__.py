@@ -20,7 +20,8 @@ Terms, each defined before use:
 - **limiter**: the seam between a pool and its quota (``_limiter.py``): the local
   :class:`WindowLimiter` (log + rule), or a shared one. A **remote gate** is another
   party's leave for each start; Redis is one (``_shared.py``, its keys and scripts in
-  ``_scripts.py``).
+  ``_scripts.py``). A pool asks its gate for **admissions** on behalf of its line, one at a
+  time (``_admissions.py``).
 - **line** (``_lines.py``): who waits, and whose turn is next: **interactive** calls before
   **bulk** ones; round-robin over **fairness keys** (a key that arrives goes ahead of the
   key that had the last turn); first come first served within a key.
@@ -30,7 +31,9 @@ Terms, each defined before use:
   newcomer's first call waits one interval or so, not a window. Without fairness keys,
   starts burst as the log allows.
 - **first round**: what a metered pool starts before its first answer comes back; the pool
-  holds further starts until that round is answered (``_pool.py``).
+  holds further starts until that round is answered (``_round.py``).
+
+``_for_client.py`` assembles a client's scheduler: local limiters, or a shared quota's.
 
 The flow of one 429, in one direction::
 
@@ -40,9 +43,9 @@ The flow of one 429, in one direction::
               -> Limiter.learn(verdict) -> the rule: the rate, the margin, the next step up
                  (shared: the same rule, applied to the log and state in Redis)
 
-and of one call: ``Pool.slot()`` -> the line -> ``Scheduler.pump`` (cap, pause, check,
+and of one call: ``Pool.acquire()`` -> the line -> ``Scheduler.pump`` (cap, pause, check,
 first round, ``Limiter.next_start``, pacing, the remote gate) -> ``Permit`` -> the request ->
-``Permit.release`` -> the judge and the gate hear the outcome -> ``pump`` again.
+``Permit.release()`` -> the judge and the gate hear the outcome -> ``pump`` again.
 """
 
 from ._for_client import client_scheduler

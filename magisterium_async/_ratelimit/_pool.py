@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import deque
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .._errors import ClientClosedError
+from ._admissions import Admissions
 from ._judge import Judge, Verdict
 from ._limiter import Limiter, RemoteGate
 from ._lines import Priority, Waiter, WaitingLine
@@ -106,7 +106,7 @@ class Pool:
         self.name = name
         self._scheduler = scheduler
         self._limiter = limiter
-        self._gate = gate
+        self._admissions = Admissions(gate) if gate is not None else None
         self._configured = configured
         self._cap = concurrency if concurrency is not None else math.inf
         self.line = WaitingLine()
@@ -120,9 +120,6 @@ class Pool:
         # The first round: what a metered pool starts before its first answer. Once that
         # answer is in, the next starts wait for the rest of the round (see _round.py).
         self._round: FirstRound | None = FirstRound() if limiter is not None else None
-        # A remote gate's admission: asked for the line while it waits, used by its head.
-        self._asking: asyncio.Task[None] | None = None
-        self._tickets: deque[str] = deque()
         self._pump_due = False  # a pump is scheduled for the end of this turn of the loop
 
     def slot(
@@ -147,7 +144,7 @@ class Pool:
         paced = key is not None and self._limiter is not None
         if (
             not paced
-            and self._gate is None
+            and self._admissions is None
             and scheduler.idle()
             and scheduler.in_flight < scheduler.max_concurrency
             and self._may_start(now)
@@ -201,8 +198,8 @@ class Pool:
             start.time, self._scheduler.clock.now()
         ):
             self._round = None
-        if self._gate is not None:
-            self._gate.answered(start)
+        if self._admissions is not None:
+            self._admissions.answered(start)
         self._scheduler.release_slot()
 
     def _give_back(self, permit: Permit) -> None:
@@ -237,40 +234,20 @@ class Pool:
         head = self.line.head()
         if head is None or not self._may_start(now):
             return None
-        if self._gate is None or self._tickets:
+        admissions = self._admissions
+        if admissions is None or admissions.ready(
+            lambda: self._gate_line(head), self._scheduler.pump
+        ):
             return head
-        if self._asking is None:
-            self._asking = asyncio.ensure_future(self._ask(head))
         return None
 
-    async def _ask(self, head: Waiter) -> None:
-        """Ask the remote gate for one start on behalf of the line, and use it at once.
-
-        An admission not used in the same turn of the loop (the cap filled meanwhile, the
-        first round came to hold the pool, every waiter left) is given back: the gate
-        logged its start now, and a request sent later would not be where the log says.
-        """
-        gate = self._gate
-        assert gate is not None
-
-        def line() -> tuple[Priority, int]:
-            # The calls that could start now: the caps bound what this process would take.
-            first, scheduler = self.line.head(), self._scheduler
-            room = min(self._cap - self._in_flight, scheduler.max_concurrency - scheduler.in_flight)
-            waiting = self.line.waiting()
-            return (first or head).priority, max(1, int(room) if room < waiting else waiting)
-
-        try:
-            ticket = await gate.admit(line)
-        except ClientClosedError:
-            return  # closing: every waiter is told
-        finally:
-            self._asking = None
-        self._tickets.append(ticket)
-        self._scheduler.pump()
-        if ticket in self._tickets:
-            self._tickets.remove(ticket)
-            gate.give_back(ticket)
+    def _gate_line(self, head: Waiter) -> tuple[Priority, int]:
+        """What the gate is told of the line: its first priority, and how many calls
+        could start now (the caps bound what this process would take)."""
+        first, scheduler = self.line.head(), self._scheduler
+        room = min(self._cap - self._in_flight, scheduler.max_concurrency - scheduler.in_flight)
+        waiting = self.line.waiting()
+        return (first or head).priority, max(1, int(room) if room < waiting else waiting)
 
     def _may_start(self, now: float) -> bool:
         """Whether a request may start now (waiters aside): cap, pause, check, round,
@@ -325,7 +302,7 @@ class Pool:
 
     def grant(self, now: float) -> None:
         """Start the head now (:meth:`ready` said it may)."""
-        ticket = self._tickets.popleft() if self._gate is not None else None
+        ticket = self._admissions.take() if self._admissions is not None else None
         waiter = self.line.pop()
         waiter.future.set_result(self._start_now(now, ticket))
 
@@ -439,10 +416,8 @@ class Pool:
                 waiter.future.set_exception(
                     ClientClosedError("the client was closed while this call waited")
                 )
-        asking, self._asking = self._asking, None
-        if asking is not None:
-            asking.cancel()
-            await asyncio.wait((asking,))
+        if self._admissions is not None:
+            await self._admissions.aclose()
         if self._limiter is not None:
             await self._limiter.aclose()
 
