@@ -21,7 +21,6 @@ from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._clock import VirtualClock
 from magisterium_async._errors import SharedQuotaError
 from magisterium_async._ratelimit import PoolEvent, Scheduler, SharedLimiter, SharedQuota
-from magisterium_async._redis import token_key
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -137,21 +136,6 @@ async def test_a_proven_429_seen_by_one_pauses_all(redis_server: RedisServer) ->
     assert min(later) >= max(refused) + PERIOD - 0.1
 
 
-async def test_keys_name_a_hash_of_the_token(emulator: Emulator, redis_server: RedisServer) -> None:
-    from redis.asyncio import Redis
-
-    async with client_for(emulator, redis_server) as client:
-        await client.search("grace")
-    r = Redis.from_url(redis_server.url)
-    try:
-        keys = sorted(k.decode() for k in await r.keys("*"))
-    finally:
-        await r.aclose()
-    digest = token_key(emulator.token)
-    assert keys and all(f"{{{digest}}}" in k and emulator.token not in k for k in keys)
-    assert f"magisterium:{{{digest}}}:default:log" in keys
-
-
 async def test_redis_restarted_mid_run_loses_nothing(
     emulator: Emulator, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -219,14 +203,6 @@ def test_a_missing_redis_package_names_the_extra(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "redis.asyncio", None)
     with pytest.raises(SharedQuotaError, match=r"pip install 'magisterium-async\[redis\]'"):
         AsyncMagisterium(token="t", shared_quota="redis://127.0.0.1:1/0")
-
-
-def test_shared_quota_needs_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MAGISTERIUM_REDIS_URL", raising=False)
-    with pytest.raises(SharedQuotaError, match="MAGISTERIUM_REDIS_URL"):
-        SharedQuota()
-    with pytest.raises(ValueError):
-        SharedQuota("redis://x", workers=0)
 
 
 # The harvest over several workers --------------------------------------------------------
