@@ -849,27 +849,6 @@ async def test_a_limit_below_one_per_period_spreads_over_longer_windows() -> Non
     assert sched.stats.expensive.current_rate == 0.5
 
 
-async def test_stats_are_frozen_snapshots() -> None:
-    sched, _ = scheduler()
-    stats = sched.stats
-    assert (stats.default.configured_rate, stats.expensive.configured_rate) == (15, 2)
-    assert stats.max_concurrency == 32
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        stats.default.sent = 3  # type: ignore[misc]
-    async with sched.pool("default").slot() as permit:
-        permit.retried()
-        assert sched.stats.default.in_flight == 1
-    assert stats.default.sent == 0
-    assert (sched.stats.default.sent, sched.stats.default.retries) == (1, 1)
-
-
-async def test_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="max_concurrency"):
-        Scheduler(PRO, max_concurrency=0)
-    with pytest.raises(ValueError, match="safety_margin"):
-        Scheduler(PRO, max_concurrency=1, safety_margin=-1)
-
-
 async def test_the_default_clock_is_the_loop() -> None:
     sched = Scheduler(
         RateLimits(2, 1, period=0.02, adaptive=False), max_concurrency=4, safety_margin=0.0

@@ -13,11 +13,13 @@ from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits
 from magisterium_async._ratelimit import PoolEvent, PoolStats, Scheduler
 
+from ..test_scheduler import scheduler
+
 # 2 a minute in the default pool, 1 in the expensive one; the safety margin is 1 s.
 LIMITS = RateLimits(2, 1, period=60.0, adaptive=False)
 
 
-def scheduler(limits: RateLimits = LIMITS) -> tuple[Scheduler, VirtualClock, list[PoolEvent]]:
+def with_events(limits: RateLimits = LIMITS) -> tuple[Scheduler, VirtualClock, list[PoolEvent]]:
     clock = VirtualClock()
     events: list[PoolEvent] = []
     sched = Scheduler(limits, max_concurrency=4, clock=clock, on_event=events.append)
@@ -25,7 +27,7 @@ def scheduler(limits: RateLimits = LIMITS) -> tuple[Scheduler, VirtualClock, lis
 
 
 async def test_a_burst_shows_what_went_what_waits_and_for_how_long() -> None:
-    sched, clock, events = scheduler()
+    sched, clock, events = with_events()
 
     async def call() -> None:
         async with sched.pool("default").slot():
@@ -59,7 +61,7 @@ async def test_a_burst_shows_what_went_what_waits_and_for_how_long() -> None:
 
 
 async def test_a_proven_429_is_counted_and_its_pause_adds_up_as_it_passes() -> None:
-    sched, clock, events = scheduler(RateLimits(15, 2, period=60.0, adaptive=False))
+    sched, clock, events = with_events(RateLimits(15, 2, period=60.0, adaptive=False))
     pool = sched.pool("default")
     async with pool.slot() as permit:
         permit.rate_limited(30.5)  # a suspect: the window ends at 30.5
@@ -84,17 +86,18 @@ async def test_a_proven_429_is_counted_and_its_pause_adds_up_as_it_passes() -> N
     await sched.aclose()
 
 
-async def test_a_snapshot_stays_as_it_was_taken() -> None:
-    sched, _, _ = scheduler()
-    before = sched.stats
-    async with sched.pool("default").slot():
-        pass
-    assert before.default.sent == 0 and sched.stats.default.sent == 1
+async def test_stats_are_frozen_snapshots() -> None:
+    sched, _ = scheduler()
+    stats = sched.stats
+    assert (stats.default.configured_rate, stats.expensive.configured_rate) == (15, 2)
+    assert stats.max_concurrency == 32
     with pytest.raises(dataclasses.FrozenInstanceError):
-        before.default.sent = 5  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        before.in_flight = 5  # type: ignore[misc]
-    await sched.aclose()
+        stats.default.sent = 3  # type: ignore[misc]
+    async with sched.pool("default").slot() as permit:
+        permit.retried()
+        assert sched.stats.default.in_flight == 1
+    assert stats.default.sent == 0
+    assert (sched.stats.default.sent, sched.stats.default.retries) == (1, 1)
 
 
 def test_next_start_in_is_zero_unless_said_otherwise() -> None:
