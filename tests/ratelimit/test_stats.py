@@ -62,22 +62,22 @@ async def test_a_burst_shows_what_went_what_waits_and_for_how_long() -> None:
 
 async def test_a_proven_429_is_counted_and_its_pause_adds_up_as_it_passes() -> None:
     sched, clock, events = with_events(RateLimits(15, 2, period=60.0, adaptive=False))
-    pool = sched.pool("default")
-    async with pool.slot() as permit:
-        permit.rate_limited(30.5)  # a suspect: the window ends at 30.5
-    await clock.advance(1.0)
-    async with pool.slot() as permit:
-        permit.rate_limited(29.5)  # the same window end: proven, the pool pauses to 30.5
-        permit.retried()
+    # Two 429s naming the same window end (30.5): proven, the pool pauses until then.
+    for at, wait in ((0.0, 30.5), (1.0, 29.5)):
+        await clock.advance(at - clock.now())
+        async with sched.pool("default").slot() as permit:
+            permit.rate_limited(wait)
+            permit.retried()  # as the client does when it will try again
     await clock.advance(10.0)
     stats = sched.stats.default
-    assert (stats.sent, stats.rate_limited, stats.retries) == (2, 2, 1)
+    assert (stats.sent, stats.rate_limited, stats.retries) == (2, 2, 2)
     assert stats.paused_seconds == 10.0  # so far, not the whole pause
     await clock.advance(30.0)
     assert sched.stats.default.paused_seconds == 29.5
     assert [(e.kind, e.time, e.value) for e in events] == [
         ("sent", 0.0, 0.0),
         ("rate_limited", 0.0, 30.5),
+        ("retried", 0.0, 1.0),
         ("sent", 1.0, 0.0),
         ("rate_limited", 1.0, 29.5),
         ("paused", 1.0, 29.5),  # seconds until the pool resumes
