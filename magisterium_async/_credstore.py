@@ -23,6 +23,7 @@ from typing import Protocol
 import anyio
 import filelock
 
+from ._checks import non_negative_number
 from ._credentials import (
     Credentials,
     delete_credentials,
@@ -91,12 +92,17 @@ def fence(credentials: Credentials) -> str:
 
 
 class FileStore:
-    """The credentials file: atomic writes, mode 0600, a file lock beside it."""
+    """The credentials file: atomic writes, mode 0600, a file lock beside it.
 
-    def __init__(self, path: Path) -> None:
+    ``lock_timeout``: how long a refresh or a save waits for another process's refresh
+    before :class:`StoreUnreachableError`.
+    """
+
+    def __init__(self, path: Path, *, lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = path
         self.where = str(path)
-        self._lock = filelock.AsyncFileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT, mode=0o600)
+        self._lock_timeout = non_negative_number("lock_timeout", lock_timeout)
+        self._lock = filelock.AsyncFileLock(str(lock_path(path)), timeout=lock_timeout, mode=0o600)
 
     def __repr__(self) -> str:
         return f"FileStore({self.where!r})"
@@ -113,8 +119,15 @@ class FileStore:
     def _save_locked(self, credentials: Credentials) -> None:
         # Under the refresh lock: a process refreshing the old sign-in must not write over it.
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with filelock.FileLock(str(lock_path(self.path)), timeout=LOCK_TIMEOUT, mode=0o600):
+        lock = filelock.FileLock(str(lock_path(self.path)), timeout=self._lock_timeout, mode=0o600)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise self._held() from None
+        try:
             save_credentials(self.path, credentials)
+        finally:
+            lock.release()
 
     async def delete(self) -> bool:
         return await anyio.to_thread.run_sync(delete_credentials, self.path)
@@ -124,14 +137,17 @@ class FileStore:
         try:
             await self._lock.acquire()
         except filelock.Timeout:
-            raise StoreUnreachableError(
-                f"another process has held the lock on {self.where} for {LOCK_TIMEOUT:g} s",
-                path=self.where,
-            ) from None
+            raise self._held() from None
         try:
             yield
         finally:
             await self._lock.release()
+
+    def _held(self) -> StoreUnreachableError:
+        return StoreUnreachableError(
+            f"another process has held the lock on {self.where} for {self._lock_timeout:g} s",
+            path=self.where,
+        )
 
     async def replace(self, old: Credentials, new: Credentials) -> bool:
         # Only ever called inside refreshing(): the file lock already excludes other writers.

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import magisterium_async as m
-from magisterium_async import _credstore
 from magisterium_async._credstore import FileStore, StoreUnreachableError, fence
 
 from .test_credentials import SECRET_ACCESS, SECRET_REFRESH, credentials
@@ -53,12 +52,11 @@ def test_the_store_says_where_it_is_and_how_to_sign_in_again(tmp_path: Path) -> 
 
 
 async def test_a_refresh_lock_held_elsewhere_is_a_store_unreachable_error_naming_the_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     path = tmp_path / "credentials.json"
     holder = FileStore(path)
-    monkeypatch.setattr(_credstore, "LOCK_TIMEOUT", 0)  # one try, no waiting
-    other = FileStore(path)
+    other = FileStore(path, lock_timeout=0)  # one try, no waiting
     async with holder.refreshing():
         with pytest.raises(StoreUnreachableError, match="another process has held") as caught:
             async with other.refreshing():
@@ -78,3 +76,26 @@ def test_the_fence_is_a_digest_of_both_tokens_and_shows_neither() -> None:
     assert fence(credentials(refresh_token="rt-other")) != digest
     assert fence(credentials(refresh_token=None)) != digest
     assert SECRET_ACCESS not in digest and SECRET_REFRESH not in digest
+
+
+async def test_a_save_while_another_process_refreshes_is_a_store_unreachable_error(
+    tmp_path: Path,
+) -> None:
+    """``login`` writes under the refresh lock: a lock held past the wait is a
+    ``MagisteriumError`` naming the file, never filelock's own ``Timeout``; nothing is
+    written."""
+    path = tmp_path / "credentials.json"
+    holder = FileStore(path)
+    other = FileStore(path, lock_timeout=0)
+    async with holder.refreshing():
+        with pytest.raises(StoreUnreachableError, match="another process has held") as caught:
+            await other.save(credentials())
+    assert caught.value.path == str(path)
+    assert await other.load() is None
+    await other.save(credentials())  # released: the save goes through
+    assert await other.load() == credentials()
+
+
+def test_a_bad_lock_timeout_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="lock_timeout"):
+        FileStore(tmp_path / "credentials.json", lock_timeout=-1)
