@@ -1,8 +1,9 @@
 """One process of a shared quota, for test_redis and the shared-quota benchmark.
 
-Usage: ``python redis_quota_worker.py BASE_URL REDIS_URL SEARCHES DEFAULT PERIOD WORKERS``
-with the token in ``$MAGISTERIUM_TOKEN``. Waits for a line on stdin (so every worker
-starts together), fires its searches at once, prints one JSON line with its counters.
+Usage: ``python redis_quota_worker.py BASE_URL REDIS_URL SEARCHES DEFAULT PERIOD WORKERS
+MARGIN`` with the token in ``$MAGISTERIUM_TOKEN`` (``MARGIN``: the safety margin, seconds).
+Waits for a line on stdin (so every worker starts together), fires its searches at once,
+prints one JSON line with its counters.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ from magisterium_async._ratelimit import SharedQuota
 
 
 async def main(
-    base_url: str, redis_url: str, searches: int, limit: float, period: float, workers: int
+    base_url: str,
+    redis_url: str,
+    searches: int,
+    limit: float,
+    period: float,
+    workers: int,
+    margin: float,
 ) -> None:
     client = AsyncMagisterium(
         base_url=base_url,
-        rate_limits=RateLimits(limit, 2, period=period),
+        rate_limits=RateLimits(limit, 2, period=period, safety_margin=margin),
         shared_quota=SharedQuota(redis_url, workers=workers),
     )
     errors = 0
@@ -49,5 +56,6 @@ async def main(
 
 
 if __name__ == "__main__":
-    url, redis_url, searches, limit, period, workers = sys.argv[1:7]
-    asyncio.run(main(url, redis_url, int(searches), float(limit), float(period), int(workers)))
+    url, redis_url, searches, limit, period, workers, margin = sys.argv[1:8]
+    numbers = int(searches), float(limit), float(period), int(workers), float(margin)
+    asyncio.run(main(url, redis_url, *numbers))
