@@ -183,6 +183,23 @@ def _fails_with(error: BaseException) -> Any:
     return attempt
 
 
+async def assert_the_next_call_gets_through(sched: Scheduler, clock: VirtualClock) -> None:
+    """Nothing is in flight, and a call starts (with a leaked slot of ``max_concurrency=1``
+    it would wait forever)."""
+    assert sched.stats.in_flight == 0
+
+    async def ok() -> str:
+        return "ok"
+
+    pool = sched.pool("default")
+    after = asyncio.create_task(
+        call_with_retries(ok, pool=pool, policy=DEFAULT, clock=clock, what="next")
+    )
+    await clock.run_until_idle()
+    assert after.done() and after.result() == "ok"
+    await sched.aclose()
+
+
 @pytest.mark.parametrize(
     "error",
     [
@@ -205,18 +222,8 @@ async def test_a_call_that_fails_frees_its_slot_for_the_next(error: BaseExceptio
     await clock.run_until_idle()
     with pytest.raises(type(error)):
         await failing
-    assert sched.stats.in_flight == 0 and pool.stats(clock.now()).in_flight == 0
-
-    async def ok() -> str:
-        return "ok"
-
-    # With a leaked slot (max_concurrency=1) this call would wait forever.
-    after = asyncio.create_task(
-        call_with_retries(ok, pool=pool, policy=policy, clock=clock, what="y")
-    )
-    await clock.run_until_idle()
-    assert after.done() and after.result() == "ok"
-    await sched.aclose()
+    assert pool.stats(clock.now()).in_flight == 0
+    await assert_the_next_call_gets_through(sched, clock)
 
 
 async def test_a_call_cancelled_while_sending_or_waiting_frees_its_place() -> None:
@@ -241,14 +248,5 @@ async def test_a_call_cancelled_while_sending_or_waiting_frees_its_place() -> No
         call.cancel()
     await asyncio.gather(*calls, return_exceptions=True)
     assert all(c.cancelled() for c in calls)
-    assert sched.stats.in_flight == 0 and pool.stats(clock.now()).waiting == 0
-
-    async def ok() -> str:
-        return "ok"
-
-    after = asyncio.create_task(
-        call_with_retries(ok, pool=pool, policy=DEFAULT, clock=clock, what="z")
-    )
-    await clock.run_until_idle()
-    assert after.done() and after.result() == "ok"
-    await sched.aclose()
+    assert pool.stats(clock.now()).waiting == 0
+    await assert_the_next_call_gets_through(sched, clock)
