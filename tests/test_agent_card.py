@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import platform
+
+import aiohttp
 import pytest
 from aiohttp import web
 
 import magisterium_async as m
 from magisterium_async._agent_card import max_age
-from tests.conftest import JumpClock, ScriptedServer
+from magisterium_async._http import ACCEPT_ENCODING
+from tests.conftest import TOKEN, JumpClock, ScriptedServer, task_json
 
 CARD = {
     "name": "Magisterium AI",
@@ -151,3 +155,28 @@ async def test_a_deeply_nested_agent_card_is_malformed(
 )
 def test_max_age_reads_cache_control(cache_control: str | None, seconds: float) -> None:
     assert max_age(cache_control) == seconds
+
+
+async def test_the_agent_card_get_and_a_call_send_exactly_their_headers(
+    client: m.AsyncMagisterium, server: ScriptedServer
+) -> None:
+    hits: list[dict[str, str]] = []
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        hits.append(dict(request.headers))
+        return web.json_response(CARD)
+
+    server.extra_routes["/.well-known/agent.json"] = serve
+    await client.agent_card()
+    server.default = server.result(task_json())
+    await client.get_task("task-1")
+    common = {
+        "Accept": "application/json",
+        "Accept-Encoding": ACCEPT_ENCODING,
+        "User-Agent": f"magisterium-async/{m.__version__} "
+        f"python/{platform.python_version()} aiohttp/{aiohttp.__version__}",
+    }
+    get = {k: v for k, v in hits[0].items() if k != "Host"}
+    assert get == common  # no token, no Content-Type: the public GET
+    rpc = {k: v for k, v in server.headers[0].items() if k not in ("Host", "Content-Length")}
+    assert rpc == {**common, "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}

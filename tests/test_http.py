@@ -154,3 +154,34 @@ async def test_the_session_opens_on_first_use_and_closes_once() -> None:
         await http.aclose()
         await http.aclose()
         assert repr(http) == "<AiohttpTransport idle>"
+
+
+async def test_common_headers_go_by_default_and_a_request_s_own_value_wins() -> None:
+    seen: list[dict[str, str]] = []
+
+    async def echo(request: web.Request) -> web.Response:
+        seen.append(dict(request.headers))
+        return web.Response(body=b"ok")
+
+    app = web.Application()
+    app.router.add_get("/", echo)
+    common = {"Accept": "application/json", "User-Agent": "ours/1"}
+    async with TestServer(app, host="127.0.0.1") as server:
+        http = AiohttpTransport(max_concurrency=4, connect_timeout=5.0, common_headers=common)
+
+        def get(headers: Mapping[str, str]) -> HTTPRequest:
+            return HTTPRequest("GET", str(server.make_url("/")), headers, None, 5.0, 100, "x")
+
+        plain = dict(common)
+        other = {**common, "Accept": "text/plain", "X-Extra": "1"}
+        for headers in (plain, other, plain, other):  # each mapping twice, interleaved
+            await http.send(get(headers))
+        await http.aclose()
+    picked = [(h["Accept"], h["User-Agent"], h.get("X-Extra")) for h in seen]
+    assert picked == [
+        ("application/json", "ours/1", None),
+        ("text/plain", "ours/1", "1"),  # the request's value, not the session's
+        ("application/json", "ours/1", None),
+        ("text/plain", "ours/1", "1"),
+    ]
+    assert all(list(h).count("Accept") == 1 for h in seen)  # overridden, not doubled

@@ -171,3 +171,82 @@ async def test_agent_card_429_honours_retry_after_like_rpc_calls(server: Scripte
     async with m.AsyncMagisterium(token=TOKEN, base_url=server.url, clock=Clock()) as client:
         assert (await client.agent_card()).name == "Magisterium AI"
     assert sleeps == [3.0]  # the header's wait, read where every 429 is read
+
+
+# Every way out of a try frees its slot -----------------------------------------------------
+
+
+def _fails_with(error: BaseException) -> Any:
+    async def attempt() -> object:
+        raise error
+
+    return attempt
+
+
+async def assert_the_next_call_gets_through(sched: Scheduler, clock: VirtualClock) -> None:
+    """Nothing is in flight, and a call starts (with a leaked slot of ``max_concurrency=1``
+    it would wait forever)."""
+    assert sched.stats.in_flight == 0
+
+    async def ok() -> str:
+        return "ok"
+
+    pool = sched.pool("default")
+    after = asyncio.create_task(
+        call_with_retries(ok, pool=pool, policy=DEFAULT, clock=clock, what="next")
+    )
+    await clock.run_until_idle()
+    assert after.done() and after.result() == "ok"
+    await sched.aclose()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        m.InvalidParamsError("bad params"),  # final at once
+        m.AuthenticationError("Unauthorized"),  # final at once (the renewal is above this)
+        m.InternalServerError("boom"),  # transient: every retry fails too
+        limited(1000),  # a 429 past the budget
+        RuntimeError("a bug in the attempt"),  # not ours: passes through, slot freed
+    ],
+    ids=lambda e: type(e).__name__,
+)
+async def test_a_call_that_fails_frees_its_slot_for_the_next(error: BaseException) -> None:
+    clock = VirtualClock()
+    sched = Scheduler(RateLimits.pro(), max_concurrency=1, clock=clock)
+    pool = sched.pool("default")
+    policy = RetryPolicy(max_retries=2, rate_limit_budget=10)
+    failing = asyncio.create_task(
+        call_with_retries(_fails_with(error), pool=pool, policy=policy, clock=clock, what="x")
+    )
+    await clock.run_until_idle()
+    with pytest.raises(type(error)):
+        await failing
+    assert pool.stats(clock.now()).in_flight == 0
+    await assert_the_next_call_gets_through(sched, clock)
+
+
+async def test_a_call_cancelled_while_sending_or_waiting_frees_its_place() -> None:
+    clock = VirtualClock()
+    sched = Scheduler(RateLimits.pro(), max_concurrency=1, clock=clock)
+    pool = sched.pool("default")
+    sending = asyncio.Event()
+
+    async def slow() -> object:
+        sending.set()
+        await clock.sleep(3600)
+        return "late"
+
+    calls = [
+        asyncio.create_task(
+            call_with_retries(slow, pool=pool, policy=DEFAULT, clock=clock, what=str(n))
+        )
+        for n in range(2)
+    ]
+    await sending.wait()  # the first sends; the second waits in line for the one slot
+    for call in calls:
+        call.cancel()
+    await asyncio.gather(*calls, return_exceptions=True)
+    assert all(c.cancelled() for c in calls)
+    assert pool.stats(clock.now()).waiting == 0
+    await assert_the_next_call_gets_through(sched, clock)

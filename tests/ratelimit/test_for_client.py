@@ -29,5 +29,8 @@ async def test_with_a_shared_quota_the_pools_take_the_shared_limiters() -> None:
     for name in ("default", "expensive"):
         limiter = scheduler.pool(name)._limiter
         assert isinstance(limiter, SharedPool) and limiter is shared.limiters[name]
+        # Redis admits each start: without its gate a pool would start on its own count.
+        admissions = scheduler.pool(name)._admissions
+        assert admissions is not None and admissions.gate is shared.gates[name]
     assert scheduler.pool(None)._limiter is None  # the unmetered pool stays unmetered
     await scheduler.aclose()
