@@ -321,3 +321,131 @@ async def test_next_start_in_says_how_long_the_shared_quota_keeps_the_first_wait
     assert stats.waiting == 1
     assert stats.next_start_in == pytest.approx(60.0, abs=0.1)  # the window (+ margin) ends at 61
     await calls.close([sched])
+
+
+# Round-robin per call waiting, when one process asks Redis far more often than another ----
+
+# A process farther from Redis: each of its asks reaches Redis this long after it is made,
+# while a process next to Redis asks again and again meanwhile (in virtual time, in none).
+_FAR = 0.05
+
+
+def far_from_redis(
+    shared: SharedLimiter, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of ``shared``'s asks reaches Redis ``_FAR`` seconds after it is made."""
+    ask = shared._shared
+
+    async def late(*args: Any) -> Any:
+        await clock.sleep(_FAR)
+        return await ask(*args)
+
+    monkeypatch.setattr(shared, "_shared", late)
+
+
+def in_window(calls: Calls, label: str, start: float, span: float) -> list[float]:
+    """``label``'s starts in the window from ``start`` (within float rounding)."""
+    return [t for t in calls.times(label) if start - 1e-6 <= t < start + span - 1e-6]
+
+
+# 10 starts per 10 s, no margin: each window's starts are free at once at 10, 20, ...
+_TEN = RateLimits(10, 2, period=10.0, safety_margin=0.0)
+
+
+async def test_a_process_asking_more_often_does_not_take_another_process_share(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both processes have calls waiting when a window's 10 starts come free; the one next
+    to Redis asks ten times before the far one's ask arrives, yet takes only its 5: the
+    far one's 5 are held for it until it asks."""
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
+    far_from_redis(shared[1], clock, monkeypatch)
+    calls = Calls(clock)
+    calls.spawn(scheds[0], "near", 30, duration=0.1)
+    calls.spawn(scheds[1], "far", 30, at=1.0, duration=0.1)  # asks while the window is full
+    await clock.advance(25.0)
+    assert len(in_window(calls, "near", 0.0, 10.0)) == 10  # alone in the first window
+    for window in (10.0, 20.0):
+        assert in_window(calls, "near", window, 10.0) == pytest.approx([window] * 5)
+        far = in_window(calls, "far", window, 10.0)
+        assert len(far) == 5 and max(far) < window + 1.0, far
+    await calls.close(scheds)
+
+
+async def test_what_does_not_divide_evenly_goes_to_the_process_asking(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """5 starts a window over two processes with calls waiting: the one asking when they
+    come free gets 3, not the one ranked ahead of it (that one may ask only at its next
+    poll); the other's 2 are held for it."""
+    clock = VirtualClock()
+    limits = RateLimits(5, 2, period=10.0, safety_margin=0.0)
+    shared, scheds = processes(memory_redis, clock, limits, 2, 16)
+    far_from_redis(shared[1], clock, monkeypatch)
+    calls = Calls(clock)
+    calls.spawn(scheds[0], "near", 30, duration=0.1)
+    calls.spawn(scheds[1], "far", 30, at=1.0, duration=0.1)
+    await clock.advance(35.0)
+    for window in (10.0, 20.0, 30.0):
+        assert in_window(calls, "near", window, 10.0) == pytest.approx([window] * 3)
+        assert len(in_window(calls, "far", window, 10.0)) == 2
+    await calls.close(scheds)
+
+
+async def test_a_process_with_fewer_calls_than_its_share_gets_them_and_the_rest_goes_on(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The far process has 2 calls waiting (less than half of the window's 10): Redis
+    holds exactly 2 for it, and the near process starts the other 8 at once."""
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
+    far_from_redis(shared[1], clock, monkeypatch)
+    calls = Calls(clock)
+    calls.spawn(scheds[0], "near", 30, duration=0.1)
+    calls.spawn(scheds[1], "far", 2, at=1.0, duration=0.1)
+    await clock.advance(15.0)
+    assert in_window(calls, "near", 10.0, 10.0) == pytest.approx([10.0] * 8)
+    assert calls.times("far") == pytest.approx([10.0 + _FAR, 10.0 + 2 * _FAR])
+    await calls.close(scheds)
+
+
+async def test_a_process_whose_calls_grow_while_it_waits_gets_the_larger_share(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The far process told Redis of 1 call waiting; 4 more arrive while it waits for the
+    window to end. It recounts within ``LINE_RECOUNT`` and tells Redis, so the next window
+    holds 5 for it, not 1."""
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
+    far_from_redis(shared[1], clock, monkeypatch)
+    calls = Calls(clock)
+    calls.spawn(scheds[0], "near", 40, duration=0.1)
+    calls.spawn(scheds[1], "far", 1, at=1.0, duration=0.1)  # its first round: 1, at 10.05
+    calls.spawn(scheds[1], "far", 1, at=11.0, duration=0.1)  # told Redis at 11: 1 waiting
+    calls.spawn(scheds[1], "far", 4, at=13.0, duration=0.1)  # 7 s before the window ends
+    await clock.advance(25.0)
+    assert len(in_window(calls, "far", 20.0, 10.0)) == 5
+    assert in_window(calls, "near", 20.0, 10.0) == pytest.approx([20.0] * 5)
+    await calls.close(scheds)
+
+
+async def test_a_process_capped_at_one_call_reserves_no_more_than_it_can_start(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The far process runs one call at a time (``max_concurrency=1``) with 5 waiting: it
+    tells Redis 1 could start, so the next window holds 1 for it and the near process
+    starts the other 9 at once, none held back for calls the far one cannot start."""
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
+    scheds[1] = Scheduler(  # the same process, running one call at a time
+        _TEN, max_concurrency=1, clock=clock, limiters=shared[1].limiters, gates=shared[1].gates
+    )
+    far_from_redis(shared[1], clock, monkeypatch)
+    calls = Calls(clock)
+    calls.spawn(scheds[0], "near", 30, duration=0.1)
+    calls.spawn(scheds[1], "far", 5, at=1.0, duration=1.0)
+    await clock.advance(15.0)
+    assert in_window(calls, "near", 10.0, 10.0) == pytest.approx([10.0] * 9)
+    assert in_window(calls, "far", 10.0, 10.0) == pytest.approx([10.0 + _FAR])
+    await calls.close(scheds)
