@@ -449,3 +449,28 @@ async def test_a_process_capped_at_one_call_reserves_no_more_than_it_can_start(
     assert in_window(calls, "near", 10.0, 10.0) == pytest.approx([10.0] * 9)
     assert in_window(calls, "far", 10.0, 10.0) == pytest.approx([10.0 + _FAR])
     await calls.close(scheds)
+
+
+async def test_a_lowered_rate_takes_turns_with_a_process_that_asks_late(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lowered to 4 starts a window, evenly spaced: each start is held for the process
+    ranked ahead (the one that had no turn last), so the processes alternate though the
+    near one asks first at every start."""
+    from fakeredis import FakeAsyncRedis
+
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
+    far_from_redis(shared[1], clock, monkeypatch)
+    redis = FakeAsyncRedis(server=memory_redis)
+    learned = RuleState(rate=4, allowed=4, margin=0.0)
+    await redis.hset(rule_key(shared[0]), mapping={**_fields(learned), "version": 1})
+    calls = Calls(clock)
+    calls.spawn(scheds[0], "near", 10, duration=0.1)
+    calls.spawn(scheds[1], "far", 10, duration=0.1)
+    await clock.advance(20.0)
+    # The far process joins the line at its first ask (0.05), level with the near one.
+    labels = [label for label, _ in calls.starts[2:8]]
+    assert labels == ["far", "near"] * 3, calls.starts
+    await calls.close(scheds)
+    await redis.aclose()
