@@ -352,16 +352,24 @@ def in_window(calls: Calls, label: str, start: float, span: float) -> list[float
 _TEN = RateLimits(10, 2, period=10.0, safety_margin=0.0)
 
 
+def near_and_far(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch, limits: RateLimits = _TEN
+) -> tuple[VirtualClock, list[SharedLimiter], list[Scheduler], Calls]:
+    """Two processes sharing ``limits`` (16 calls in flight each): the second one's asks
+    reach Redis ``_FAR`` seconds late, so the first asks more often."""
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, limits, 2, 16)
+    far_from_redis(shared[1], clock, monkeypatch)
+    return clock, shared, scheds, Calls(clock)
+
+
 async def test_a_process_asking_more_often_does_not_take_another_process_share(
     memory_redis: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both processes have calls waiting when a window's 10 starts come free; the one next
     to Redis asks ten times before the far one's ask arrives, yet takes only its 5: the
     far one's 5 are held for it until it asks."""
-    clock = VirtualClock()
-    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
-    far_from_redis(shared[1], clock, monkeypatch)
-    calls = Calls(clock)
+    clock, _, scheds, calls = near_and_far(memory_redis, monkeypatch)
     calls.spawn(scheds[0], "near", 30, duration=0.1)
     calls.spawn(scheds[1], "far", 30, at=1.0, duration=0.1)  # asks while the window is full
     await clock.advance(25.0)
@@ -379,11 +387,8 @@ async def test_what_does_not_divide_evenly_goes_to_the_process_asking(
     """5 starts a window over two processes with calls waiting: the one asking when they
     come free gets 3, not the one ranked ahead of it (that one may ask only at its next
     poll); the other's 2 are held for it."""
-    clock = VirtualClock()
     limits = RateLimits(5, 2, period=10.0, safety_margin=0.0)
-    shared, scheds = processes(memory_redis, clock, limits, 2, 16)
-    far_from_redis(shared[1], clock, monkeypatch)
-    calls = Calls(clock)
+    clock, _, scheds, calls = near_and_far(memory_redis, monkeypatch, limits)
     calls.spawn(scheds[0], "near", 30, duration=0.1)
     calls.spawn(scheds[1], "far", 30, at=1.0, duration=0.1)
     await clock.advance(35.0)
@@ -398,10 +403,7 @@ async def test_a_process_with_fewer_calls_than_its_share_gets_them_and_the_rest_
 ) -> None:
     """The far process has 2 calls waiting (less than half of the window's 10): Redis
     holds exactly 2 for it, and the near process starts the other 8 at once."""
-    clock = VirtualClock()
-    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
-    far_from_redis(shared[1], clock, monkeypatch)
-    calls = Calls(clock)
+    clock, _, scheds, calls = near_and_far(memory_redis, monkeypatch)
     calls.spawn(scheds[0], "near", 30, duration=0.1)
     calls.spawn(scheds[1], "far", 2, at=1.0, duration=0.1)
     await clock.advance(15.0)
@@ -416,10 +418,7 @@ async def test_a_process_whose_calls_grow_while_it_waits_gets_the_larger_share(
     """The far process told Redis of 1 call waiting; 4 more arrive while it waits for the
     window to end. It recounts within ``LINE_RECOUNT`` and tells Redis, so the next window
     holds 5 for it, not 1."""
-    clock = VirtualClock()
-    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
-    far_from_redis(shared[1], clock, monkeypatch)
-    calls = Calls(clock)
+    clock, _, scheds, calls = near_and_far(memory_redis, monkeypatch)
     calls.spawn(scheds[0], "near", 40, duration=0.1)
     calls.spawn(scheds[1], "far", 1, at=1.0, duration=0.1)  # its first round: 1, at 10.05
     calls.spawn(scheds[1], "far", 1, at=11.0, duration=0.1)  # told Redis at 11: 1 waiting
@@ -436,13 +435,10 @@ async def test_a_process_capped_at_one_call_reserves_no_more_than_it_can_start(
     """The far process runs one call at a time (``max_concurrency=1``) with 5 waiting: it
     tells Redis 1 could start, so the next window holds 1 for it and the near process
     starts the other 9 at once, none held back for calls the far one cannot start."""
-    clock = VirtualClock()
-    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
+    clock, shared, scheds, calls = near_and_far(memory_redis, monkeypatch)
     scheds[1] = Scheduler(  # the same process, running one call at a time
         _TEN, max_concurrency=1, clock=clock, limiters=shared[1].limiters, gates=shared[1].gates
     )
-    far_from_redis(shared[1], clock, monkeypatch)
-    calls = Calls(clock)
     calls.spawn(scheds[0], "near", 30, duration=0.1)
     calls.spawn(scheds[1], "far", 5, at=1.0, duration=1.0)
     await clock.advance(15.0)
@@ -459,13 +455,10 @@ async def test_a_lowered_rate_takes_turns_with_a_process_that_asks_late(
     near one asks first at every start."""
     from fakeredis import FakeAsyncRedis
 
-    clock = VirtualClock()
-    shared, scheds = processes(memory_redis, clock, _TEN, 2, 16)
-    far_from_redis(shared[1], clock, monkeypatch)
+    clock, shared, scheds, calls = near_and_far(memory_redis, monkeypatch)
     redis = FakeAsyncRedis(server=memory_redis)
     learned = RuleState(rate=4, allowed=4, margin=0.0)
     await redis.hset(rule_key(shared[0]), mapping={**_fields(learned), "version": 1})
-    calls = Calls(clock)
     calls.spawn(scheds[0], "near", 10, duration=0.1)
     calls.spawn(scheds[1], "far", 10, duration=0.1)
     await clock.advance(20.0)
