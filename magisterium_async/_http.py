@@ -21,6 +21,7 @@ import aiohttp
 
 from ._errors import MalformedResponseError, ResponseTooLargeError
 from ._proxy import Proxies, request_arguments
+from ._shared_timer import SharedTimer
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -86,8 +87,10 @@ class HTTPTransport(Protocol):
 class AiohttpTransport:
     """The real HTTP: one aiohttp session, opened lazily inside the running loop.
 
-    Timeouts are exact: aiohttp rounds deadlines of 5 s or more up to the next whole
-    second unless told not to (``ceil_threshold``). Each request goes through the proxy
+    Timeouts are exact. Each request's is kept by one :class:`SharedTimer` for the whole
+    session rather than by aiohttp (which arms a loop timer per request, and rounds deadlines
+    of 5 s or more up to the next whole second unless told not to); aiohttp bounds only
+    connecting, with ``sock_connect``. Each request goes through the proxy
     ``proxies`` names for its URL (default: the environment's). ``common_headers`` are
     headers every request sent through this transport carries with these values: the
     session sends them by default, so aiohttp does not rebuild them for each request.
@@ -113,6 +116,7 @@ class AiohttpTransport:
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: SharedTimer | None = None
 
     def __repr__(self) -> str:
         return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
@@ -125,6 +129,7 @@ class AiohttpTransport:
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._loop = asyncio.get_running_loop()
+            self._timer = SharedTimer(self._loop)
             connector = aiohttp.TCPConnector(
                 limit=self._max_concurrency,  # one host: no cap per host to keep as well
                 timeout_ceil_threshold=math.inf,
@@ -138,11 +143,12 @@ class AiohttpTransport:
         return self._session
 
     def timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        """The aiohttp timeout for ``seconds``, exact; built once per value."""
+        """The aiohttp timeout of a request given ``seconds``: connecting only (the whole
+        exchange is the shared timer's), exact; built once per value."""
         timeout = self._timeouts.get(seconds)
         if timeout is None:
             timeout = aiohttp.ClientTimeout(
-                total=seconds,
+                total=None,
                 sock_connect=min(seconds, self._connect_timeout),
                 ceil_threshold=math.inf,
             )
@@ -150,27 +156,42 @@ class AiohttpTransport:
         return timeout
 
     async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
-        """Send one request through the session, bounded by its timeout on the sockets."""
-        url, limit = request.url, request.limit
+        """Send one request through the session, within its timeout."""
+        url, limit, seconds = request.url, request.limit, request.timeout
         via = request_arguments(self._proxies.for_url(url), url, request.headers)
-        async with self._ensure_session().request(
-            request.method,
-            url,
-            data=request.body,
-            headers=self._beyond_common(via.headers),
-            allow_redirects=False,
-            timeout=self.timeout(request.timeout),
-            proxy=via.proxy,
-            proxy_headers=via.proxy_headers,
-        ) as response:
-            status, response_headers = response.status, response.headers
-            if _plain_within(response_headers, limit):
-                # The usual answer: aiohttp's parser stops at a Content-Length within the
-                # limit, so one read is bounded.
-                return status, response_headers, await response.read()
-            raw = RawResponse(status, response_headers, response.content.iter_chunked(_CHUNK))
-            body = await read_body(raw, limit=limit, what=request.what)
-            return status, response_headers, body
+        session = self._ensure_session()
+        timer = self._timer
+        assert timer is not None  # made with the session
+        entry = timer.join(seconds) if seconds != math.inf else None
+        try:
+            async with session.request(
+                request.method,
+                url,
+                data=request.body,
+                headers=self._beyond_common(via.headers),
+                allow_redirects=False,
+                timeout=self.timeout(seconds),
+                proxy=via.proxy,
+                proxy_headers=via.proxy_headers,
+            ) as response:
+                status, response_headers = response.status, response.headers
+                if _plain_within(response_headers, limit):
+                    # The usual answer: aiohttp's parser stops at a Content-Length within
+                    # the limit, so one read is bounded.
+                    return status, response_headers, await response.read()
+                raw = RawResponse(status, response_headers, response.content.iter_chunked(_CHUNK))
+                body = await read_body(raw, limit=limit, what=request.what)
+                return status, response_headers, body
+        except asyncio.CancelledError:
+            if entry is None:
+                raise
+            timer.leave(entry, seconds)
+            if not timer.timed_out(entry):
+                raise
+            raise asyncio.TimeoutError from None
+        finally:
+            if entry is not None:
+                timer.leave(entry, seconds)
 
     def _beyond_common(self, headers: Mapping[str, str]) -> Mapping[str, str]:
         """The headers of a request that the session does not send by default."""

@@ -7,6 +7,7 @@ End-to-end reads through the client are in tests/test_transport.py.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import math
 import zlib
@@ -120,12 +121,42 @@ async def test_a_cut_or_corrupt_compressed_body_is_malformed() -> None:
 # -- the real transport ---------------------------------------------------------------------
 
 
-def test_timeouts_are_exact_and_bound_connecting_too() -> None:
+def test_aiohttp_bounds_only_connecting_exactly() -> None:
     http = AiohttpTransport(max_concurrency=4, connect_timeout=10.0)
     timeout = http.timeout(5.5)
-    assert (timeout.total, timeout.sock_connect, timeout.ceil_threshold) == (5.5, 5.5, math.inf)
+    # The whole exchange is the shared timer's: aiohttp arms no timer of its own per request.
+    assert (timeout.total, timeout.sock_connect, timeout.ceil_threshold) == (None, 5.5, math.inf)
     assert http.timeout(30.0).sock_connect == 10.0
     assert http.timeout(5.5) is timeout  # built once per value
+
+
+async def test_a_request_past_its_timeout_is_cut_and_the_next_goes_through() -> None:
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response(body=b"late")
+
+    async def quick(request: web.Request) -> web.Response:
+        return web.Response(body=b"ok")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    app.router.add_get("/quick", quick)
+    async with TestServer(app, host="127.0.0.1") as server:
+        http = AiohttpTransport(max_concurrency=4, connect_timeout=5.0)
+
+        def get(path: str, timeout: float) -> HTTPRequest:
+            return HTTPRequest("GET", str(server.make_url(path)), {}, None, timeout, 100, "x")
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(asyncio.TimeoutError):
+            await http.send(get("/slow", 0.1))
+        assert loop.time() - started >= 0.1
+        assert (await http.send(get("/quick", 5.0)))[2] == b"ok"
+        release.set()
+        await http.aclose()
 
 
 async def test_the_session_opens_on_first_use_and_closes_once() -> None:
