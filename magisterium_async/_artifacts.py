@@ -164,11 +164,7 @@ _HIT_KEYS = frozenset({"id", "url", "title"})
 
 
 def _search_result(task: Task, raw: object) -> SearchResult:
-    if type(raw) is dict and len(raw) == 3:
-        # The service's own shape, checked first and cheaply: a search has up to 50 hits.
-        ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
-        if type(ident) is str and ident and type(url) is str and type(title) is str:
-            return SearchResult(id=ident, url=url, title=title)
+    """A hit in any other shape than the service's own: converted, or refused."""
     if not isinstance(raw, dict):
         raise malformed(task, f"a search result is not an object: {brief(raw)}")
     ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
@@ -190,7 +186,17 @@ def parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
     results = data["results"]
     if not isinstance(results, list):
         raise malformed(task, "'results' is not a list")
-    return [_search_result(task, r) for r in results]
+    hits = []
+    for raw in results:
+        # The service's own shape, checked first and inline: a search has up to 50 hits,
+        # and these checks are a good part of what a search costs the client.
+        if type(raw) is dict and len(raw) == 3:
+            ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
+            if type(ident) is str and ident and type(url) is str and type(title) is str:
+                hits.append(SearchResult(id=ident, url=url, title=title))
+                continue
+        hits.append(_search_result(task, raw))
+    return hits
 
 
 # Fetch --------------------------------------------------------------------------------
