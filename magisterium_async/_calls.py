@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._auth import TokenSource
 from ._clock import Clock
@@ -23,12 +23,13 @@ from ._errors import APITimeoutError, AuthenticationError
 from ._models import Task
 from ._ratelimit import Scheduler
 from ._retry import call_with_retries
-from ._telemetry import CallObserver, Telemetry
+from ._telemetry import Answered, CallObserver, Telemetry
 from ._transport import Transport
 
 __all__ = ["Calls"]
 
 T = TypeVar("T")
+U = TypeVar("U", bound=Answered)
 
 
 class Calls:
@@ -59,15 +60,20 @@ class Calls:
         policy: RetryPolicy,
         options: CallOptions,
         skill_id: str | None = None,
-    ) -> Awaitable[Task]:
+        usual: type[U] | None = None,
+    ) -> Awaitable[Task | U]:
         """One JSON-RPC call: retried in its pool's slots, within the total deadline.
 
-        A plain function returning the call's awaitable: of the thousands of calls an
-        ``asyncio.gather`` leaves waiting for their turn, each holds one small object and
-        a few frames, which is what the cyclic GC walks while they wait.
+        ``usual``: the skill's usual answer (see :mod:`._usual`), returned as it when the
+        service answers in that shape. A plain function returning the call's awaitable: of
+        the thousands of calls an ``asyncio.gather`` leaves waiting for their turn, each
+        holds one small object and a few frames, which is what the cyclic GC walks while
+        they wait.
         """
         observer = self.telemetry.observe(method, pool or "unmetered", params)
-        call = _Call(self, method, params, pool, timeout, policy, options, skill_id, observer)
+        call: _Call[U] = _Call(
+            self, method, params, pool, timeout, policy, options, skill_id, observer, usual
+        )
         # A fixed token is never renewed: its tries need no renewal around them.
         work = call.tries if self.tokens is None else call.run
         return observer.traced(self.within_total(method, policy, work))
@@ -109,7 +115,7 @@ class Calls:
 
 
 @dataclasses.dataclass(slots=True)
-class _Call:
+class _Call(Generic[U]):
     """One protocol call on its way: what it sends, and where it is with its token.
 
     ``due`` once the token source has a new token after a refusal; ``resending`` for the
@@ -125,10 +131,11 @@ class _Call:
     options: CallOptions
     skill_id: str | None
     observer: CallObserver
+    usual: type[U] | None
     due: bool = False
     resending: bool = False
 
-    async def run(self, deadline: float) -> Task:
+    async def run(self, deadline: float) -> Task | U:
         """The tries; once more, in a slot of its own, if the token was refused and
         renewed (the resend answers a refused token: it is not one of ``max_retries``)."""
         try:
@@ -139,7 +146,7 @@ class _Call:
         self.resending = True
         return await self.tries(deadline)
 
-    def tries(self, deadline: float) -> Awaitable[Task]:
+    def tries(self, deadline: float) -> Awaitable[Task | U]:
         """The retry loop of this call, in its pool's slots."""
         calls, policy, options = self.calls, self.policy, self.options
         return call_with_retries(
@@ -155,20 +162,30 @@ class _Call:
             observer=self.observer,
         )
 
-    def send(self) -> Awaitable[Task]:
+    def send(self) -> Awaitable[Task | U]:
         """One try: the request with the current token."""
         if self.calls.tokens is None:  # a fixed token: the request as it is, no frame more
-            rpc = self.calls.transport.rpc
-            return rpc(self.method, self.params, timeout=self.timeout, skill_id=self.skill_id)
+            return self.calls.transport.rpc(
+                self.method,
+                self.params,
+                timeout=self.timeout,
+                skill_id=self.skill_id,
+                usual=self.usual,
+            )
         return self._send_with_token()
 
-    async def _send_with_token(self) -> Task:
+    async def _send_with_token(self) -> Task | U:
         rpc, tokens = self.calls.transport.rpc, self.calls.tokens
         assert tokens is not None
         token = await tokens.token()
         try:
             return await rpc(
-                self.method, self.params, timeout=self.timeout, token=token, skill_id=self.skill_id
+                self.method,
+                self.params,
+                timeout=self.timeout,
+                token=token,
+                skill_id=self.skill_id,
+                usual=self.usual,
             )
         except AuthenticationError:
             if not self.resending and await tokens.rejected(token):

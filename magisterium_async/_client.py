@@ -62,12 +62,13 @@ from ._skills import (
     read_result,
     require_text,
 )
-from ._telemetry import Telemetry
+from ._telemetry import Answered, Telemetry
 from ._transport import Transport, check_base_url
 
 __all__ = ["AsyncMagisterium"]
 
 T = TypeVar("T")
+U = TypeVar("U", bound=Answered)
 
 
 class AsyncMagisterium:
@@ -305,8 +306,9 @@ class AsyncMagisterium:
     ) -> T | None:
         parts = skill.build(argument)
         params = send_params(parts, skill.id, context_id)
-        task = await self._call("message/send", params, skill.pool, skill.id)
-        return read_result(skill, task)
+        answer = await self._call("message/send", params, skill.pool, skill.id, skill.usual)
+        # A Task is read the long way; the skill's usual answer was read as it was decoded.
+        return read_result(skill, answer) if isinstance(answer, Task) else answer.result()
 
     # Protocol level ----------------------------------------------------------------
 
@@ -350,8 +352,13 @@ class AsyncMagisterium:
         return self._tokens
 
     def _call(
-        self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
-    ) -> Awaitable[Task]:
+        self,
+        method: str,
+        params: Any,
+        pool: PoolName | None,
+        skill_id: str | None = None,
+        usual: type[U] | None = None,
+    ) -> Awaitable[Task | U]:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
         return self._calls.rpc(
             method,
@@ -361,6 +368,7 @@ class AsyncMagisterium:
             policy=self.retry_policy,
             options=self._options,
             skill_id=skill_id,
+            usual=usual,
         )
 
     # Batch -------------------------------------------------------------------------

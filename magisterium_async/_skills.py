@@ -50,6 +50,7 @@ from ._models import (
     TaskState,
     TextPart,
 )
+from ._usual import SearchAnswer, Usual
 
 __all__ = [
     "ASK",
@@ -89,6 +90,8 @@ class Skill(Generic[In, Out]):
     description: str = ""
     """What the skill does and when to use it, written for a model choosing a tool."""
     arguments: type[Arguments[In]] | None = None
+    usual: type[Usual[Out]] | None = None
+    """The struct of the skill's usual answer, read in one pass (see :mod:`._usual`)."""
 
 
 def require_text(name: str, value: object) -> str:
@@ -150,6 +153,7 @@ SEARCH: Skill[str, list[SearchResult]] = Skill(
     "Catechism, the Fathers, canon law, ...). Returns hits with id, title and url; pass an "
     "id to document_fetch for the text.",
     arguments=QueryArguments,
+    usual=SearchAnswer,
 )
 FETCH: Skill[str, Document] = Skill(
     "document_fetch",

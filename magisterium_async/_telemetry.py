@@ -22,12 +22,12 @@ import contextlib
 import math
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from . import _version
 from ._errors import JSONRPCError, RateLimitError
-from ._models import Message, Task, TaskState
+from ._models import Message, TaskState
 
 try:
     from opentelemetry import metrics as _metrics
@@ -89,6 +89,22 @@ def _global_meter_provider() -> Any:
     )
 
 
+class Answered(Protocol):
+    """What a span records of the task that answered a call (a Task, or a usual answer)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def context_id(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+
+A = TypeVar("A", bound=Answered)
+
+
 class CallObserver:
     """What the retry loop tells about one call; this base hears it and does nothing."""
 
@@ -103,7 +119,7 @@ class CallObserver:
     def retrying(self, attempt: int, reason: str) -> None:
         """The call is tried again: ``attempt`` is the retry's number, ``reason`` why."""
 
-    def traced(self, work: Awaitable[Task]) -> Awaitable[Task]:
+    def traced(self, work: Awaitable[A]) -> Awaitable[A]:
         """``work``, run inside the call's span; here, ``work`` itself, untouched."""
         return work
 
@@ -192,7 +208,7 @@ class _CallRecord(CallObserver):
         if self.span is not None:
             self.span.add_event("magisterium.retry", {"attempt": attempt, "reason": reason})
 
-    async def traced(self, work: Awaitable[Task]) -> Task:
+    async def traced(self, work: Awaitable[A]) -> A:
         """``await work`` with the span current (so requests carry it), then end the span."""
         scope = (
             _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
@@ -208,7 +224,7 @@ class _CallRecord(CallObserver):
         self.finish(task, None)
         return task
 
-    def finish(self, task: Task | None, error: BaseException | None) -> None:
+    def finish(self, task: Answered | None, error: BaseException | None) -> None:
         if self.instruments is not None:
             self.instruments.quota_wait.record(self.waited, self._labels)
         span = self.span

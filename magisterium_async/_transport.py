@@ -15,7 +15,7 @@ import platform
 import reprlib
 import ssl
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -47,6 +47,7 @@ from ._models import (
 )
 from ._proxy import Proxies
 from ._telemetry import with_trace_context
+from ._usual import decode_usual
 
 __all__ = [
     "Transport",
@@ -56,6 +57,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("magisterium_async.transport")
+
+U = TypeVar("U")
 
 _USER_AGENT = (
     f"magisterium-async/{_version.__version__} "
@@ -420,11 +423,14 @@ class Transport:
         timeout: float,
         token: str | None = None,
         skill_id: str | None = None,
-    ) -> Task:
+        usual: type[U] | None = None,
+    ) -> Task | U:
         """Send one JSON-RPC request and return the Task it answers, or raise.
 
         ``token`` replaces the transport's own for this request and the next ones;
         ``skill_id`` (the skill a ``message/send`` names) goes into the errors it meets.
+        ``usual`` is the skill's usual answer (see :mod:`._usual`): an answer in that shape
+        is returned as it, decoded in one pass; any other answer as a Task, or raised.
         """
         request_id = next(self._ids)
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
@@ -437,6 +443,10 @@ class Transport:
         except APIResponseError as error:  # the body could not be read (too large, corrupt)
             with_answer(error, jsonrpc_id=request_id)
             raise
+        if usual is not None and status == 200:
+            answer = decode_usual(usual, request_id, payload)
+            if answer is not None:
+                return answer
         return decode_response(method, request_id, status, payload, headers, skill_id=skill_id)
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
