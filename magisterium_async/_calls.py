@@ -24,7 +24,7 @@ from ._models import Task
 from ._ratelimit import Scheduler
 from ._retry import call_with_retries
 from ._telemetry import Answered, CallObserver, Telemetry
-from ._transport import Transport
+from ._transport import Transport, encode_params
 
 __all__ = ["Calls"]
 
@@ -71,6 +71,9 @@ class Calls:
         they wait.
         """
         observer = self.telemetry.observe(method, pool or "unmetered", params)
+        # Encoded once, now: a waiting call holds bytes, not a tree of objects for the
+        # cyclic GC to walk, and every try sends the same bytes.
+        params = encode_params(params)
         call: _Call[U] = _Call(
             self, method, params, pool, timeout, policy, options, skill_id, observer, usual
         )

@@ -304,9 +304,15 @@ class AsyncMagisterium:
     async def _run(
         self, skill: Skill[Any, T], argument: Any, *, context_id: str | None = None
     ) -> T | None:
-        parts = skill.build(argument)
-        params = send_params(parts, skill.id, context_id)
-        answer = await self._call("message/send", params, skill.pool, skill.id, skill.usual)
+        # The params are no local of this frame: while the call waits for its turn, only
+        # their encoded bytes are kept (by the call).
+        answer = await self._call(
+            "message/send",
+            send_params(skill.build(argument), skill.id, context_id),
+            skill.pool,
+            skill.id,
+            skill.usual,
+        )
         # A Task is read the long way; the skill's usual answer was read as it was decoded.
         return read_result(skill, answer) if isinstance(answer, Task) else answer.result()
 

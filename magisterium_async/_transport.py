@@ -54,6 +54,7 @@ __all__ = [
     "body_snippet",
     "check_base_url",
     "decode_response",
+    "encode_params",
 ]
 
 logger = logging.getLogger("magisterium_async.transport")
@@ -114,6 +115,11 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def encode_params(params: Any) -> msgspec.Raw:
+    """A request's params as JSON, ready to be sent in any request's envelope."""
+    return msgspec.Raw(_ENCODER.encode(params))
 
 
 def check_base_url(url: str) -> str:

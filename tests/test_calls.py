@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import json
+from collections.abc import Awaitable
+
 import pytest
 
 import magisterium_async as m
 from magisterium_async._calls import Calls
 from magisterium_async._config import DEFAULT_CALL_OPTIONS, DEFAULT_RETRY_POLICY
+from magisterium_async._message import SendParams
 from magisterium_async._ratelimit import Scheduler
 from magisterium_async._telemetry import Telemetry
 from magisterium_async._transport import Transport
@@ -92,3 +98,45 @@ async def test_no_resend_when_the_source_has_no_new_token() -> None:
     with pytest.raises(m.AuthenticationError):
         await call(calls)
     assert len(http.requests) == 1 and scheduler.stats.default.sent == 1
+
+
+async def test_a_waiting_call_keeps_its_params_encoded_and_every_try_sends_the_same() -> None:
+    gate = asyncio.Event()
+    answers = iter([503, 200])
+
+    async def answer(request: MockRequest) -> MockResponse:
+        await gate.wait()
+        status = next(answers, 200)
+        if status != 200:
+            return MockResponse(status=status, content=b"busy")
+        return MockResponse.result(request, task_json())
+
+    http = MockTransport(answer)
+    clock = VirtualClock()
+    scheduler = Scheduler(m.RateLimits.unlimited(), max_concurrency=1, clock=clock)
+    transport = Transport(URL, None, max_concurrency=1, connect_timeout=5.0, clock=clock, http=http)
+    calls = Calls(transport, scheduler, clock, None, Telemetry(URL))
+
+    def send(text: str) -> Awaitable[m.Task]:
+        message = m.Message(role="user", parts=[m.TextPart(text=text)], message_id=text)
+        return calls.rpc(
+            "message/send",
+            SendParams(message),
+            "default",
+            timeout=5.0,
+            policy=m.RetryPolicy(max_retries=1),
+            options=DEFAULT_CALL_OPTIONS,
+        )
+
+    pending = [asyncio.ensure_future(send(f"m-{i}")) for i in range(50)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # Fifty calls made, one in flight and the rest waiting: no message object is kept.
+    assert not [o for o in gc.get_objects() if isinstance(o, m.Message)]
+    gate.set()
+    await clock.run_until_idle()  # the 503's backoff, in virtual time
+    await asyncio.gather(*pending)
+    tries = [r.content for r in http.requests if r.json["params"]["message"]["messageId"] == "m-0"]
+    assert len(tries) == 2  # the 503, then its retry
+    first, retried = (json.loads(t) for t in tries)
+    assert first["params"] == retried["params"] and first["id"] != retried["id"]
