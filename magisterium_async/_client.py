@@ -59,11 +59,12 @@ from ._skills import (
     SEARCH,
     Skill,
     pool_for,
-    read_result,
+    read_answer,
     require_text,
 )
 from ._telemetry import Answered, Telemetry
 from ._transport import Transport, check_base_url
+from ._usual import Usual
 
 __all__ = ["AsyncMagisterium"]
 
@@ -280,41 +281,34 @@ class AsyncMagisterium:
         A call that times out is *not* retried unless ``RetryPolicy.retry_expensive_timeouts``
         is set: it may have run and spent the scarce expensive quota.
         """
-        answer = await self._run(ASK, question, context_id=context_id)
+        answer = read_answer(ASK, await self._send(ASK, question, context_id))
         assert answer is not None  # catholic_qa has no "nothing found" answer
         return answer
 
     async def search(self, query: str) -> list[SearchResult]:
         """Semantic search over the documents; ``[]`` when nothing matches."""
-        results = await self._run(SEARCH, query)
+        results = read_answer(SEARCH, await self._send(SEARCH, query))
         return results if results is not None else []
 
     async def fetch(self, document_id: str) -> Document | None:
         """One document's content and metadata; ``None`` when it is not found."""
-        return await self._run(FETCH, document_id)
+        return read_answer(FETCH, await self._send(FETCH, document_id))
 
     async def mass_readings(self, when: str = "today") -> str | None:
         """The Mass readings for ``when`` (``"today"``, ``"next Sunday"``, ...), or ``None``."""
-        return await self._run(MASS_READINGS, when)
+        return read_answer(MASS_READINGS, await self._send(MASS_READINGS, when))
 
     async def saints(self, when: str | dt.date = "today") -> str | None:
         """The Roman Martyrology entry for ``when`` (a date, or a text query), or ``None``."""
-        return await self._run(SAINTS, when)
+        return read_answer(SAINTS, await self._send(SAINTS, when))
 
-    async def _run(
-        self, skill: Skill[Any, T], argument: Any, *, context_id: str | None = None
-    ) -> T | None:
-        # The params are no local of this frame: while the call waits for its turn, only
-        # their encoded bytes are kept (by the call).
-        answer = await self._call(
-            "message/send",
-            send_params(skill.build(argument), skill.id, context_id),
-            skill.pool,
-            skill.id,
-            skill.usual,
-        )
-        # A Task is read the long way; the skill's usual answer was read as it was decoded.
-        return read_result(skill, answer) if isinstance(answer, Task) else answer.result()
+    def _send(
+        self, skill: Skill[Any, T], argument: Any, context_id: str | None = None
+    ) -> Awaitable[Task | Usual[T]]:
+        # A plain function: the skill's method is the call's only frame here, and it holds
+        # no params while the call waits for its turn (the call keeps them encoded).
+        params = send_params(skill.build(argument), skill.id, context_id)
+        return self._call("message/send", params, skill.pool, skill.id, skill.usual)
 
     # Protocol level ----------------------------------------------------------------
 

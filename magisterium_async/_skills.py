@@ -64,6 +64,7 @@ __all__ = [
     "Arguments",
     "Skill",
     "pool_for",
+    "read_answer",
     "read_result",
     "require_text",
 ]
@@ -250,6 +251,12 @@ def is_not_found(skill: Skill[Any, Any], artifact: Artifact) -> bool:
     texts = text_parts(artifact)
     has_data = any(isinstance(p, DataPart) for p in artifact.parts)
     return not has_data and len(texts) == 1 and texts[0].strip() == skill.not_found
+
+
+def read_answer(skill: Skill[Any, Out], answer: Task | Usual[Out]) -> Out | None:
+    """The skill's result from a Task (:func:`read_result`), or from the skill's usual
+    answer (see :mod:`._usual`), which was read as it was decoded."""
+    return read_result(skill, answer) if isinstance(answer, Task) else answer.result()
 
 
 def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
