@@ -4,16 +4,26 @@ cancellation from outside passes; ended requests are forgotten."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from magisterium_async._shared_timer import SharedTimer
+from magisterium_async._shared_timer import Entry, SharedTimer
 
 
-async def bounded(timer: SharedTimer, seconds: float, work: Any) -> Any:
-    """A request as the transport makes one: joined, awaited, left."""
+async def bounded(
+    timer: SharedTimer,
+    seconds: float,
+    work: Any,
+    joined: Callable[[Entry], object] | None = None,
+) -> Any:
+    """A request as the transport makes one: joined, awaited, left (``joined`` hears the
+    request's entry)."""
     entry = timer.join(seconds)
+    if joined is not None:
+        joined(entry)
     try:
         return await work
     except asyncio.CancelledError:
@@ -113,3 +123,62 @@ async def test_ended_requests_behind_a_slow_one_do_not_pile_up() -> None:
     slow.set_result(None)
     await stuck
     assert (timer.waiting, timer.held) == (0, 0)
+
+
+async def test_a_request_that_ended_in_time_is_never_cut_later() -> None:
+    loop = asyncio.get_running_loop()
+    timer = SharedTimer(loop)
+    head = asyncio.ensure_future(bounded(timer, 0.05, loop.create_future()))
+    await asyncio.sleep(0)  # joined first: the line's head
+    release = loop.create_future()
+
+    async def answer_then_go_on() -> str:
+        await bounded(timer, 0.05, asyncio.sleep(0))
+        return await release  # the task's own business: no deadline of the timer's
+
+    behind = asyncio.ensure_future(answer_then_go_on())
+    with pytest.raises(asyncio.TimeoutError):
+        await head
+    # Past the deadline the ended request had too: the timer has fired for it.
+    with pytest.raises(asyncio.TimeoutError):
+        await bounded(timer, 0.1, loop.create_future())
+    release.set_result("untouched")
+    assert await behind == "untouched"
+
+
+async def test_after_a_cut_the_next_earliest_deadline_of_any_line_is_kept() -> None:
+    loop = asyncio.get_running_loop()
+    timer = SharedTimer(loop)
+    slow = loop.create_future()
+    long_one = asyncio.ensure_future(bounded(timer, 30.0, slow))  # the first line
+    await asyncio.sleep(0)
+    started = loop.time()
+    cuts = [asyncio.ensure_future(bounded(timer, s, loop.create_future())) for s in (0.05, 0.1)]
+    done, _ = await asyncio.wait(cuts)
+    assert all(isinstance(t.exception(), asyncio.TimeoutError) for t in done)
+    assert loop.time() - started < 5.0  # the 0.1 s one at its own deadline, not at 30 s
+    slow.set_result(None)
+    await long_one
+
+
+async def test_lines_of_timeouts_no_longer_in_use_are_forgotten() -> None:
+    loop = asyncio.get_running_loop()
+    timer = SharedTimer(loop)
+    # Each call with a timeout of its own: a line each, while they are in flight.
+    await asyncio.gather(*(bounded(timer, 0.01 + i / 1000, asyncio.sleep(0)) for i in range(100)))
+    assert timer.lines == 100
+    with pytest.raises(asyncio.TimeoutError):
+        await bounded(timer, 0.2, loop.create_future())
+    assert timer.lines <= 1
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10 has no Task.uncancel()")
+async def test_a_cancellation_from_outside_at_the_deadline_passes_too() -> None:
+    loop = asyncio.get_running_loop()
+    timer = SharedTimer(loop)
+    never = loop.create_future()
+    # The caller cancels the task in the same turn of the loop as the timer cuts it.
+    request = bounded(timer, 0.05, never, lambda e: loop.call_at(e.deadline, e.task.cancel))
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.ensure_future(request)
+    assert timer.waiting == 0
