@@ -77,6 +77,11 @@ class SharedTimer:
         """Records held in the lines: ended ones wait there behind a slower request."""
         return sum(len(line.entries) for line in self._lines.values())
 
+    @property
+    def lines(self) -> int:
+        """Lines kept: one per timeout value in use, forgotten when the timer next fires."""
+        return len(self._lines)
+
     def join(self, seconds: float) -> Entry:
         """Bound the current task's request to ``seconds`` from now."""
         task = asyncio.current_task(self._loop)

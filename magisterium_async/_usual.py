@@ -66,7 +66,10 @@ class _Hits(msgspec.Struct):
     results: list[_Hit]
 
 
-class _HitsPart(_Wire, tag_field="kind", tag="data"):
+class _HitsPart(_Wire):
+    # A field, not a tag: msgspec lets a lone tagged struct's tag be missing, and the long
+    # way's union of parts refuses a part without its kind.
+    kind: Literal["data"]
     data: _Hits
     metadata: dict[str, Any] | None = None
 

@@ -65,6 +65,14 @@ def test_a_forked_child_draws_ids_of_its_own() -> None:
     assert len({new_message_id() for _ in range(100)}) == 100
 
 
+def test_ids_stay_uuid_shaped_when_the_counter_wraps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "urandom", lambda n: b"\xff" * n)
+    ids = type(new_message_id)()  # counting from the last 48-bit value
+    last, wrapped = ids(), ids()
+    assert (last[-12:], wrapped[-12:]) == ("f" * 12, "0" * 12)
+    assert str(uuid.UUID(wrapped)) == wrapped
+
+
 _FORK = """
 import os
 from magisterium_async._message import new_message_id

@@ -4,16 +4,26 @@ cancellation from outside passes; ended requests are forgotten."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from magisterium_async._shared_timer import SharedTimer
+from magisterium_async._shared_timer import Entry, SharedTimer
 
 
-async def bounded(timer: SharedTimer, seconds: float, work: Any) -> Any:
-    """A request as the transport makes one: joined, awaited, left."""
+async def bounded(
+    timer: SharedTimer,
+    seconds: float,
+    work: Any,
+    joined: Callable[[Entry], object] | None = None,
+) -> Any:
+    """A request as the transport makes one: joined, awaited, left (``joined`` hears the
+    request's entry)."""
     entry = timer.join(seconds)
+    if joined is not None:
+        joined(entry)
     try:
         return await work
     except asyncio.CancelledError:
@@ -60,9 +70,15 @@ async def test_a_short_timeout_behind_long_ones_is_cut_at_its_own_deadline() -> 
     long_one = asyncio.ensure_future(bounded(timer, 30.0, slow))
     await asyncio.sleep(0)
     started = loop.time()
+    short = asyncio.ensure_future(bounded(timer, 0.05, loop.create_future()))
+    shorter_than_long = asyncio.ensure_future(bounded(timer, 0.1, loop.create_future()))
     with pytest.raises(asyncio.TimeoutError):
-        await bounded(timer, 0.05, loop.create_future())
+        await short
     assert 0.05 <= loop.time() - started < 5.0
+    # After that cut, the earliest deadline left in any line is the one the timer keeps.
+    with pytest.raises(asyncio.TimeoutError):
+        await shorter_than_long
+    assert loop.time() - started < 5.0
     assert not long_one.done()  # its own deadline is far off
     slow.set_result("late but in time")
     assert await long_one == "late but in time"
@@ -113,3 +129,47 @@ async def test_ended_requests_behind_a_slow_one_do_not_pile_up() -> None:
     slow.set_result(None)
     await stuck
     assert (timer.waiting, timer.held) == (0, 0)
+
+
+async def test_a_request_that_ended_in_time_is_never_cut_later() -> None:
+    loop = asyncio.get_running_loop()
+    timer = SharedTimer(loop)
+    head = asyncio.ensure_future(bounded(timer, 0.05, loop.create_future()))
+    await asyncio.sleep(0)  # joined first: the line's head
+    release = loop.create_future()
+
+    async def answer_then_go_on() -> str:
+        await bounded(timer, 0.05, asyncio.sleep(0))
+        return await release  # the task's own business: no deadline of the timer's
+
+    behind = asyncio.ensure_future(answer_then_go_on())
+    with pytest.raises(asyncio.TimeoutError):
+        await head
+    # Past the deadline the ended request had too: the timer has fired for it.
+    with pytest.raises(asyncio.TimeoutError):
+        await bounded(timer, 0.1, loop.create_future())
+    release.set_result("untouched")
+    assert await behind == "untouched"
+
+
+async def test_lines_of_timeouts_no_longer_in_use_are_forgotten() -> None:
+    loop = asyncio.get_running_loop()
+    timer = SharedTimer(loop)
+    # Each call with a timeout of its own: a line each, while they are in flight.
+    await asyncio.gather(*(bounded(timer, 0.01 + i / 1000, asyncio.sleep(0)) for i in range(100)))
+    assert timer.lines == 100
+    with pytest.raises(asyncio.TimeoutError):
+        await bounded(timer, 0.2, loop.create_future())
+    assert timer.lines <= 1
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10 has no Task.uncancel()")
+async def test_a_cancellation_from_outside_at_the_deadline_passes_too() -> None:
+    loop = asyncio.get_running_loop()
+    timer = SharedTimer(loop)
+    never = loop.create_future()
+    # The caller cancels the task in the same turn of the loop as the timer cuts it.
+    request = bounded(timer, 0.05, never, lambda e: loop.call_at(e.deadline, e.task.cancel))
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.ensure_future(request)
+    assert timer.waiting == 0

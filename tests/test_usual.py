@@ -61,6 +61,12 @@ def test_the_service_s_usual_answer_goes_the_short_way() -> None:
             answer_body(task_json(artifacts=[artifact("search_results", text("x"))])),
         ),
         ("no search artifact", answer_body(task_json(artifacts=[]))),
+        (
+            "a part without its kind",
+            answer_body(
+                task_json(artifacts=[artifact("search_results", {"data": {"results": []}})])
+            ),
+        ),
         ("an error beside the result", answer_body(search_task(HITS), error=None)),
         (
             "another id",
@@ -79,6 +85,17 @@ def test_the_service_s_usual_answer_goes_the_short_way() -> None:
 )
 def test_anything_else_goes_the_long_way(why: str, body: bytes) -> None:
     assert decode_usual(SearchAnswer, REQUEST_ID, body) is None, why
+
+
+def test_of_two_search_artifacts_the_first_holds_the_hits() -> None:
+    first, second = data({"results": HITS[:2]}), data({"results": HITS[2:]})
+    body = answer_body(
+        task_json(artifacts=[artifact("search_results", first), artifact("search_results", second)])
+    )
+    answer = decode_usual(SearchAnswer, REQUEST_ID, body)
+    assert answer is not None
+    assert answer.result() == long_way(body)
+    assert [hit.id for hit in answer.result()] == ["0", "1"]
 
 
 def test_a_value_nested_past_the_bound_goes_the_long_way_and_is_refused_there() -> None:
