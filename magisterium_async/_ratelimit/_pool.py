@@ -144,9 +144,9 @@ class Pool:
         paced = key is not None and self._limiter is not None
         if (
             not paced
+            and scheduler.in_flight < scheduler.max_concurrency
             and self._admissions is None
             and scheduler.idle()
-            and scheduler.in_flight < scheduler.max_concurrency
             and self._may_start(now)
         ):
             # Nobody waits and the pool may start now: no place in line to keep.

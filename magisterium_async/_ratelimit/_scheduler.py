@@ -123,10 +123,10 @@ class Scheduler:
     def pump(self) -> None:
         """Let through every waiter that may start now, interactive before bulk, then oldest
         first; wake up for the rest."""
-        if self.closed or (self._timer is None and self.idle()):
-            return
         if self.in_flight >= self.max_concurrency:
             return  # nothing can start before a slot frees, and freeing one pumps again
+        if self.closed or (self._timer is None and self.idle()):
+            return
         now = self.clock.now()
         pools = self._pools.values()
         while self.in_flight < self.max_concurrency:
@@ -141,6 +141,8 @@ class Scheduler:
             if best is None:
                 break
             best.grant(now)
+        if self.in_flight >= self.max_concurrency:
+            return  # the next start waits for a slot, whose release pumps: no wake-up needed
         wake = math.inf
         waiting = False
         for pool in pools:
