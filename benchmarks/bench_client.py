@@ -82,7 +82,7 @@ def _gc_runs(runs: list[dict[str, Any]]) -> str:
 
 
 def run(quick: bool, canned_body: Path, envs: dict[str, Resolved]) -> Section:
-    n, concurrency, warmup, rounds = (200, 8, 50, 1) if quick else (3000, 16, 300, 7)
+    n, concurrency, warmup, rounds = (200, 8, 50, 1) if quick else (3000, 16, 300, 11)
     n_gather = GATHER_N // 2 if quick else GATHER_N  # the crowd is the point: still 2,000
     section = Section(
         "client",
