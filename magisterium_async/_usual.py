@@ -30,6 +30,7 @@ from ._models import (
     json_deeper_than,
     opening_brackets,
 )
+from ._telemetry import Answered
 
 __all__ = ["SearchAnswer", "Usual", "decode_usual"]
 
@@ -37,17 +38,8 @@ Out = TypeVar("Out", covariant=True)
 U = TypeVar("U")
 
 
-class Usual(Protocol[Out]):
+class Usual(Answered, Protocol[Out]):
     """A task in a skill's usual shape: what a span records of it, and the result."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def context_id(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
 
     def result(self) -> Out:
         """The skill's result, as :func:`~._skills.read_result` would have read it."""
