@@ -183,10 +183,7 @@ class AiohttpTransport:
                 body = await read_body(raw, limit=limit, what=request.what)
                 return status, response_headers, body
         except asyncio.CancelledError:
-            if entry is None:
-                raise
-            timer.leave(entry, seconds)
-            if not timer.timed_out(entry):
+            if entry is None or not timer.timed_out(entry):
                 raise
             raise asyncio.TimeoutError from None
         finally:

@@ -99,9 +99,9 @@ class SharedTimer:
     def leave(self, entry: Entry, seconds: float) -> None:
         """The request of ``entry`` (joined with ``seconds``) has ended: forget it.
 
-        Called from the request's ``finally``. If the timer cancelled its task, call it
-        from ``except CancelledError`` first (it is idempotent) and raise ``TimeoutError``
-        when :meth:`timed_out` says so.
+        Called from the request's ``finally`` (a second call does nothing). A
+        ``CancelledError`` the request meets is raised as ``TimeoutError`` when
+        :meth:`timed_out` says the deadline alone caused it.
         """
         if entry.ended:
             return

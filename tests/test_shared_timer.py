@@ -27,7 +27,6 @@ async def bounded(
     try:
         return await work
     except asyncio.CancelledError:
-        timer.leave(entry, seconds)
         if not timer.timed_out(entry):
             raise
         raise asyncio.TimeoutError from None
