@@ -7,10 +7,10 @@
 Everything users need is importable from here; the private modules may change.
 """
 
-from ._batch import Batch, BatchItem
-from ._client import AsyncMagisterium
-from ._clock import Clock
-from ._config import (
+from magisterium_async._batch import Batch, BatchItem
+from magisterium_async._client import AsyncMagisterium
+from magisterium_async._clock import Clock
+from magisterium_async._config import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
@@ -20,7 +20,7 @@ from ._config import (
     RetryPolicy,
     Timeouts,
 )
-from ._errors import (
+from magisterium_async._errors import (
     APIConnectionError,
     APIResponseError,
     APITimeoutError,
@@ -51,9 +51,9 @@ from ._errors import (
     TLSError,
     UnexpectedStatusError,
 )
-from ._harvest import Harvest, HarvestedDocument, HarvestFailure, HarvestStats
-from ._jsonl import JsonlWriter, OutputMark
-from ._models import (
+from magisterium_async._harvest import Harvest, HarvestedDocument, HarvestFailure, HarvestStats
+from magisterium_async._jsonl import JsonlWriter, OutputMark
+from magisterium_async._models import (
     AgentCapabilities,
     AgentCard,
     AgentSkill,
@@ -72,8 +72,8 @@ from ._models import (
     TaskStatus,
     TextPart,
 )
-from ._ratelimit import PoolEvent, PoolStats, SchedulerStats, SharedQuota
-from ._version import __version__
+from magisterium_async._ratelimit import PoolEvent, PoolStats, SchedulerStats, SharedQuota
+from magisterium_async._version import __version__
 
 __all__ = [
     "DEFAULT_BASE_URL",

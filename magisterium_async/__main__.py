@@ -1,5 +1,5 @@
 """``python -m magisterium_async``: the same command line as ``magisterium-async``."""
 
-from ._cli import main
+from magisterium_async._cli import main
 
 raise SystemExit(main())

@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ._error_mapping import error_for_status
-from ._errors import MalformedResponseError, UnexpectedStatusError
-from ._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
-from ._transport import Transport, body_snippet
+from magisterium_async._error_mapping import error_for_status
+from magisterium_async._errors import MalformedResponseError, UnexpectedStatusError
+from magisterium_async._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
+from magisterium_async._transport import Transport, body_snippet
 
 __all__ = ["AgentCardCache", "get_card"]
 

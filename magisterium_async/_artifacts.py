@@ -14,8 +14,8 @@ import re
 import reprlib
 from typing import Any
 
-from ._errors import MalformedResponseError
-from ._models import (
+from magisterium_async._errors import MalformedResponseError
+from magisterium_async._models import (
     Answer,
     Artifact,
     Citation,

@@ -28,19 +28,19 @@ from typing import Protocol, TypeVar
 
 import aiohttp
 
-from . import _oauth
-from ._checks import non_negative_number
-from ._clock import Clock
-from ._credentials import (
+from magisterium_async import _oauth
+from magisterium_async._checks import non_negative_number
+from magisterium_async._clock import Clock
+from magisterium_async._credentials import (
     Credentials,
     credentials_location,
     load_credentials,
     origin_of,
 )
-from ._credstore import CredentialStore, FileStore, StoreUnreachableError
-from ._env import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
-from ._error_mapping import error_for_status
-from ._errors import LoginRequiredError, MagisteriumError, OAuthError
+from magisterium_async._credstore import CredentialStore, FileStore, StoreUnreachableError
+from magisterium_async._env import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
+from magisterium_async._error_mapping import error_for_status
+from magisterium_async._errors import LoginRequiredError, MagisteriumError, OAuthError
 
 __all__ = [
     "TOKEN_ENV",
@@ -393,7 +393,7 @@ def resolve_token(
     location = credentials_location(credentials)
     origin = origin_of(base_url)
     if not isinstance(location, Path):
-        from ._credstore_redis import RedisStore
+        from magisterium_async._credstore_redis import RedisStore
 
         store = RedisStore(location, origin)
         identity = f"oauth:{origin} {store.key}"

@@ -19,9 +19,9 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._checks import whole_number
-from ._errors import MagisteriumError
-from ._models import Document, SearchResult
+from magisterium_async._checks import whole_number
+from magisterium_async._errors import MagisteriumError
+from magisterium_async._models import Document, SearchResult
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

@@ -17,14 +17,14 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from . import _batch, _env, _harvest
-from ._agent_card import AgentCardCache, get_card
-from ._auth import TokenCallable, TokenSource, resolve_token
-from ._batch import DEFAULT_CONCURRENCY, Batch
-from ._calls import Calls
-from ._checks import whole_number
-from ._clock import Clock, LoopClock
-from ._config import (
+from magisterium_async import _batch, _env, _harvest
+from magisterium_async._agent_card import AgentCardCache, get_card
+from magisterium_async._auth import TokenCallable, TokenSource, resolve_token
+from magisterium_async._batch import DEFAULT_CONCURRENCY, Batch
+from magisterium_async._calls import Calls
+from magisterium_async._checks import whole_number
+from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._config import (
     DEFAULT_CALL_OPTIONS,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -36,11 +36,11 @@ from ._config import (
     RetryPolicy,
     Timeouts,
 )
-from ._harvest import Acknowledge, Harvest, OnError
-from ._http import HTTPTransport
-from ._lifetime import Lifetime
-from ._message import parts_from, send_params
-from ._models import (
+from magisterium_async._harvest import Acknowledge, Harvest, OnError
+from magisterium_async._http import HTTPTransport
+from magisterium_async._lifetime import Lifetime
+from magisterium_async._message import parts_from, send_params
+from magisterium_async._models import (
     AgentCard,
     Answer,
     Document,
@@ -48,9 +48,9 @@ from ._models import (
     SearchResult,
     Task,
 )
-from ._proxy import Proxies, redact
-from ._ratelimit import PoolEvent, SchedulerStats, SharedQuota, client_scheduler
-from ._skills import (
+from magisterium_async._proxy import Proxies, redact
+from magisterium_async._ratelimit import PoolEvent, SchedulerStats, SharedQuota, client_scheduler
+from magisterium_async._skills import (
     ASK,
     DEFAULT_SKILL_ID,
     FETCH,
@@ -62,9 +62,9 @@ from ._skills import (
     read_answer,
     require_text,
 )
-from ._telemetry import Answered, Telemetry
-from ._transport import Transport, check_base_url
-from ._usual import Usual
+from magisterium_async._telemetry import Answered, Telemetry
+from magisterium_async._transport import Transport, check_base_url
+from magisterium_async._usual import Usual
 
 __all__ = ["AsyncMagisterium"]
 

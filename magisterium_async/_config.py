@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from ._checks import non_negative_number, positive_number, whole_number
+from magisterium_async._checks import non_negative_number, positive_number, whole_number
 
 __all__ = [
     "DEFAULT_BASE_URL",

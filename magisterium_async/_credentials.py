@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 import msgspec
 import platformdirs
 
-from ._env import CREDENTIALS_ENV
-from ._errors import CredentialsError
-from ._redis import masked_url
+from magisterium_async._env import CREDENTIALS_ENV
+from magisterium_async._errors import CredentialsError
+from magisterium_async._redis import masked_url
 
 __all__ = [
     "APP_NAME",

@@ -23,15 +23,15 @@ from typing import Protocol
 import anyio
 import filelock
 
-from ._checks import non_negative_number
-from ._credentials import (
+from magisterium_async._checks import non_negative_number
+from magisterium_async._credentials import (
     Credentials,
     delete_credentials,
     load_credentials,
     lock_path,
     save_credentials,
 )
-from ._errors import CredentialsError
+from magisterium_async._errors import CredentialsError
 
 __all__ = [
     "LOCK_TIMEOUT",

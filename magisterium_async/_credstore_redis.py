@@ -28,10 +28,10 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from ._credentials import Credentials, decode_credentials, encode_credentials, mask_url
-from ._credstore import StoreUnreachableError, fence
-from ._errors import CredentialsError, SharedQuotaError
-from ._oauth import CLIENT_NAME
+from magisterium_async._credentials import Credentials, decode_credentials, encode_credentials, mask_url
+from magisterium_async._credstore import StoreUnreachableError, fence
+from magisterium_async._errors import CredentialsError, SharedQuotaError
+from magisterium_async._oauth import CLIENT_NAME
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -89,7 +89,7 @@ class RedisStore:
 
     def _redis(self) -> Redis:
         if self._client is None:
-            from ._redis import connect
+            from magisterium_async._redis import connect
 
             try:
                 self._client = connect(self._url, TIMEOUT)
@@ -109,7 +109,7 @@ class RedisStore:
 
     async def _step(self, step: Awaitable[T]) -> T:
         """``step``, bounded by :data:`TIMEOUT`; a Redis failure is unreachability."""
-        from ._redis import redis_errors
+        from magisterium_async._redis import redis_errors
 
         try:
             return await asyncio.wait_for(step, TIMEOUT)
@@ -135,7 +135,7 @@ class RedisStore:
 
     @contextlib.asynccontextmanager
     async def refreshing(self) -> AsyncIterator[None]:
-        from ._redis import redis_errors
+        from magisterium_async._redis import redis_errors
 
         lock = self._redis().lock(
             f"{self.key}:lock",

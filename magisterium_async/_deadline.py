@@ -7,7 +7,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from ._clock import Clock
+from magisterium_async._clock import Clock
 
 __all__ = ["within"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from ._config import DEFAULT_BASE_URL
+from magisterium_async._config import DEFAULT_BASE_URL
 
 __all__ = [
     "BASE_URL_ENV",

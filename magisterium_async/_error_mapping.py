@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from ._errors import (
+from magisterium_async._errors import (
     AuthenticationError,
     InternalServerError,
     InvalidParamsError,

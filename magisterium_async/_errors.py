@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING, Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from ._retry_after import retry_after_from
+from magisterium_async._retry_after import retry_after_from
 
 if TYPE_CHECKING:
-    from ._models import Task
+    from magisterium_async._models import Task
 
 _NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
 

@@ -13,18 +13,18 @@ from collections.abc import AsyncIterable, Iterable
 from types import TracebackType
 from typing import Literal
 
-from ._batch import DEFAULT_CONCURRENCY, BackgroundIterator, check_concurrency, check_source
-from ._clock import Clock, LoopClock
-from ._errors import StateError
-from ._harvest_pipeline import HarvestRun, OnError
-from ._harvest_report import (
+from magisterium_async._batch import DEFAULT_CONCURRENCY, BackgroundIterator, check_concurrency, check_source
+from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._errors import StateError
+from magisterium_async._harvest_pipeline import HarvestRun, OnError
+from magisterium_async._harvest_report import (
     HarvestClient,
     HarvestedDocument,
     HarvestFailure,
     HarvestStats,
 )
-from ._jsonl import OutputMark
-from ._state import HarvestState
+from magisterium_async._jsonl import OutputMark
+from magisterium_async._state import HarvestState
 
 __all__ = [
     "Acknowledge",

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 import anyio
 
-from ._jsonl import OutputMark
-from ._state import HarvestState
+from magisterium_async._jsonl import OutputMark
+from magisterium_async._state import HarvestState
 
 __all__ = ["Deliveries"]
 

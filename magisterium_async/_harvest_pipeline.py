@@ -29,11 +29,11 @@ from typing import Literal, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._batch import ITEM_ERRORS, Guard, for_each
-from ._clock import Clock
-from ._errors import AuthenticationError
-from ._harvest_delivery import Deliveries
-from ._harvest_report import (
+from magisterium_async._batch import ITEM_ERRORS, Guard, for_each
+from magisterium_async._clock import Clock
+from magisterium_async._errors import AuthenticationError
+from magisterium_async._harvest_delivery import Deliveries
+from magisterium_async._harvest_report import (
     HarvestClient,
     HarvestedDocument,
     HarvestFailure,
@@ -41,10 +41,10 @@ from ._harvest_report import (
     harvested,
     rate_limited,
 )
-from ._models import Document
-from ._skills import require_text
-from ._state import HarvestState
-from ._state_store import FetchOutcome
+from magisterium_async._models import Document
+from magisterium_async._skills import require_text
+from magisterium_async._state import HarvestState
+from magisterium_async._state_store import FetchOutcome
 
 __all__ = ["HarvestRun", "OnError"]
 

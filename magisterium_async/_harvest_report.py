@@ -11,10 +11,10 @@ from typing import Literal, NamedTuple, Protocol
 
 import msgspec
 
-from ._batch import SearchFetchClient
-from ._clock import Clock, LoopClock
-from ._models import Document
-from ._ratelimit import SchedulerStats
+from magisterium_async._batch import SearchFetchClient
+from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._models import Document
+from magisterium_async._ratelimit import SchedulerStats
 
 __all__ = [
     "HarvestClient",

@@ -19,9 +19,9 @@ from typing import NamedTuple, Protocol
 
 import aiohttp
 
-from ._errors import MalformedResponseError, ResponseTooLargeError
-from ._proxy import Proxies, request_arguments
-from ._shared_timer import SharedTimer
+from magisterium_async._errors import MalformedResponseError, ResponseTooLargeError
+from magisterium_async._proxy import Proxies, request_arguments
+from magisterium_async._shared_timer import SharedTimer
 
 __all__ = [
     "ACCEPT_ENCODING",

@@ -22,10 +22,10 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ._checks import non_negative_number, whole_number
-from ._clock import Clock, LoopClock
-from ._errors import OutputFileError
-from ._models import Document
+from magisterium_async._checks import non_negative_number, whole_number
+from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._errors import OutputFileError
+from magisterium_async._models import Document
 
 __all__ = ["JsonlWriter", "OutputMark"]
 

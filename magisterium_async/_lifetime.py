@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 
-from ._errors import ClientClosedError
+from magisterium_async._errors import ClientClosedError
 
 __all__ = ["CLOSED_MESSAGE", "OTHER_LOOP_MESSAGE", "ClientState", "Lifetime"]
 

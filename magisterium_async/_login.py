@@ -25,11 +25,11 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 from aiohttp import web
 
-from . import _env, _oauth
-from ._credentials import Credentials, Location, credentials_location, origin_of
-from ._credstore import CredentialStore, FileStore
-from ._errors import MagisteriumError, OAuthError
-from ._transport import check_base_url
+from magisterium_async import _env, _oauth
+from magisterium_async._credentials import Credentials, Location, credentials_location, origin_of
+from magisterium_async._credstore import CredentialStore, FileStore
+from magisterium_async._errors import MagisteriumError, OAuthError
+from magisterium_async._transport import check_base_url
 
 __all__ = [
     "DEFAULT_LOGIN_TIMEOUT",
@@ -219,7 +219,7 @@ async def _opened(
     if isinstance(location, Path):
         store = FileStore(location)  # one sign-in, whatever its service
     else:  # a sign-in per service: the URL and the issuer name the key
-        from ._credstore_redis import RedisStore
+        from magisterium_async._credstore_redis import RedisStore
 
         store = RedisStore(location, origin_of(_base_url(base_url)))
     try:

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 
 import msgspec
 
-from ._models import DataPart, FilePart, Message, Part, TextPart
-from ._skills import require_text
+from magisterium_async._models import DataPart, FilePart, Message, Part, TextPart
+from magisterium_async._skills import require_text
 
 __all__ = ["SendParams", "new_message_id", "parts_from", "send_params"]
 

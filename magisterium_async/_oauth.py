@@ -20,11 +20,11 @@ from urllib.parse import urlencode, urlsplit
 import aiohttp
 import msgspec
 
-from . import _version
-from ._credentials import origin_of
-from ._errors import APIConnectionError, APITimeoutError, OAuthError
-from ._proxy import environment_proxy, request_arguments
-from ._transport import check_base_url, raise_alone
+from magisterium_async import _version
+from magisterium_async._credentials import origin_of
+from magisterium_async._errors import APIConnectionError, APITimeoutError, OAuthError
+from magisterium_async._proxy import environment_proxy, request_arguments
+from magisterium_async._transport import check_base_url, raise_alone
 
 __all__ = [
     "METADATA_PATH",

@@ -7,8 +7,8 @@ import asyncio
 import hashlib
 from typing import TYPE_CHECKING
 
-from ._env import REDIS_URL_ENV
-from ._errors import SharedQuotaError
+from magisterium_async._env import REDIS_URL_ENV
+from magisterium_async._errors import SharedQuotaError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

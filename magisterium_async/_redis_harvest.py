@@ -35,14 +35,14 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._batch import items_of
-from ._errors import SharedStateError
-from ._models import Document, SearchResult
-from ._redis import connect, redis_errors
-from ._state import recorded_items
+from magisterium_async._batch import items_of
+from magisterium_async._errors import SharedStateError
+from magisterium_async._models import Document, SearchResult
+from magisterium_async._redis import connect, redis_errors
+from magisterium_async._state import recorded_items
 
 if TYPE_CHECKING:
-    from ._ratelimit import SchedulerStats
+    from magisterium_async._ratelimit import SchedulerStats
 
 __all__ = [
     "CoordinatedClient",

@@ -8,9 +8,9 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
-from ._clock import Clock
-from ._config import Priority, RetryPolicy
-from ._errors import (
+from magisterium_async._clock import Clock
+from magisterium_async._config import Priority, RetryPolicy
+from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
     InternalServerError,
@@ -19,8 +19,8 @@ from ._errors import (
     TLSError,
     UnexpectedStatusError,
 )
-from ._ratelimit import Pool
-from ._telemetry import NO_OBSERVER, CallObserver, error_type
+from magisterium_async._ratelimit import Pool
+from magisterium_async._telemetry import NO_OBSERVER, CallObserver, error_type
 
 __all__ = ["RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ._arguments import (
+from magisterium_async._arguments import (
     Arguments,
     DayArguments,
     DocumentArguments,
@@ -27,7 +27,7 @@ from ._arguments import (
     QuestionArguments,
     SaintsDayArguments,
 )
-from ._artifacts import (
+from magisterium_async._artifacts import (
     brief,
     malformed,
     parse_answer,
@@ -37,9 +37,9 @@ from ._artifacts import (
     parse_text,
     text_parts,
 )
-from ._config import PoolName
-from ._errors import TaskFailedError
-from ._models import (
+from magisterium_async._config import PoolName
+from magisterium_async._errors import TaskFailedError
+from magisterium_async._models import (
     Answer,
     Artifact,
     DataPart,
@@ -50,7 +50,7 @@ from ._models import (
     TaskState,
     TextPart,
 )
-from ._usual import SearchAnswer, Usual
+from magisterium_async._usual import SearchAnswer, Usual
 
 __all__ = [
     "ASK",

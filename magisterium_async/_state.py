@@ -21,9 +21,9 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ._errors import StateError
-from ._jsonl import OutputMark
-from ._state_store import FetchOutcome, Held, QueryClaim, StateSummary, Store, read_items
+from magisterium_async._errors import StateError
+from magisterium_async._jsonl import OutputMark
+from magisterium_async._state_store import FetchOutcome, Held, QueryClaim, StateSummary, Store, read_items
 
 __all__ = ["HarvestState", "recorded_items"]
 

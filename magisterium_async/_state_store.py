@@ -46,9 +46,9 @@ from typing import Literal
 
 import msgspec
 
-from ._errors import StateError
-from ._jsonl import OutputMark
-from ._models import Document
+from magisterium_async._errors import StateError
+from magisterium_async._jsonl import OutputMark
+from magisterium_async._models import Document
 
 __all__ = [
     "SCHEMA",

@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from . import _version
-from ._errors import JSONRPCError, RateLimitError
-from ._models import Message, TaskState
+from magisterium_async import _version
+from magisterium_async._errors import JSONRPCError, RateLimitError
+from magisterium_async._models import Message, TaskState
 
 try:
     from opentelemetry import metrics as _metrics

@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 import aiohttp
 import msgspec
 
-from . import _version
-from ._clock import Clock, LoopClock
-from ._config import DEFAULT_MAX_RESPONSE_BYTES
-from ._deadline import within
-from ._error_mapping import error_for_status, error_from_jsonrpc, with_answer
-from ._errors import (
+from magisterium_async import _version
+from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._config import DEFAULT_MAX_RESPONSE_BYTES
+from magisterium_async._deadline import within
+from magisterium_async._error_mapping import error_for_status, error_from_jsonrpc, with_answer
+from magisterium_async._errors import (
     APIConnectionError,
     APIResponseError,
     APITimeoutError,
@@ -35,8 +35,8 @@ from ._errors import (
     TLSError,
     UnexpectedStatusError,
 )
-from ._http import ACCEPT_ENCODING, AiohttpTransport, HTTPRequest, HTTPTransport
-from ._models import (
+from magisterium_async._http import ACCEPT_ENCODING, AiohttpTransport, HTTPRequest, HTTPTransport
+from magisterium_async._models import (
     MAX_ANSWER_DEPTH,
     MAX_DEPTH,
     Task,
@@ -45,9 +45,9 @@ from ._models import (
     opening_brackets,
     task_deeper_than,
 )
-from ._proxy import Proxies
-from ._telemetry import with_trace_context
-from ._usual import decode_usual
+from magisterium_async._proxy import Proxies
+from magisterium_async._telemetry import with_trace_context
+from magisterium_async._usual import decode_usual
 
 __all__ = [
     "Transport",

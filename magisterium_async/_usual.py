@@ -20,7 +20,7 @@ from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 import msgspec
 
-from ._models import (
+from magisterium_async._models import (
     MAX_DEPTH,
     Message,
     SearchResult,
@@ -30,7 +30,7 @@ from ._models import (
     json_deeper_than,
     opening_brackets,
 )
-from ._telemetry import Answered
+from magisterium_async._telemetry import Answered
 
 __all__ = ["SearchAnswer", "Usual", "decode_usual"]
 

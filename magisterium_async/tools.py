@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from ._arguments import Arguments
-from ._models import Answer, Document, SearchResult
-from ._skills import SKILLS, Skill, read_result
+from magisterium_async._arguments import Arguments
+from magisterium_async._models import Answer, Document, SearchResult
+from magisterium_async._skills import SKILLS, Skill, read_result
 
 if TYPE_CHECKING:
-    from ._client import AsyncMagisterium
+    from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["ToolStyle", "call_tool", "tool_specs"]
 

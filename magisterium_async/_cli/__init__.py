@@ -15,7 +15,7 @@ checks (:mod:`._harvest_plan`), figures (:mod:`._harvest_tally`), reports
 (:mod:`._workers`) and Redis (:mod:`._coordination`).
 """
 
-from ._app import main
-from ._parser import build_parser
+from magisterium_async._cli._app import main
+from magisterium_async._cli._parser import build_parser
 
 __all__ = ["build_parser", "main"]

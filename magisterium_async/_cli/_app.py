@@ -16,12 +16,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from .._errors import MagisteriumError
-from ._command import Command, Invocation
-from ._errors import CliError, ExitCode, Interrupted, describe, exit_code_for
-from ._options import output
-from ._output import Output
-from ._parser import PROG, build_parser
+from magisterium_async._errors import MagisteriumError
+from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli._errors import CliError, ExitCode, Interrupted, describe, exit_code_for
+from magisterium_async._cli._options import output
+from magisterium_async._cli._output import Output
+from magisterium_async._cli._parser import PROG, build_parser
 
 __all__ = ["main"]
 

@@ -19,12 +19,12 @@ import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from .._errors import SharedQuotaError, SharedStateError
-from .._redis import masked_url
-from ._errors import CliError, ExitCode
+from magisterium_async._errors import SharedQuotaError, SharedStateError
+from magisterium_async._redis import masked_url
+from magisterium_async._cli._errors import CliError, ExitCode
 
 if TYPE_CHECKING:
-    from .._redis_harvest import Coordinator
+    from magisterium_async._redis_harvest import Coordinator
 
 __all__ = [
     "INSTALL_HINT",
@@ -52,7 +52,7 @@ def require_redis_py() -> None:
 async def check_redis(url: str) -> None:
     """A clear error now if redis-py is missing, ``url`` is invalid or Redis is unreachable."""
     require_redis_py()
-    from .._redis import connect, redis_errors
+    from magisterium_async._redis import connect, redis_errors
 
     try:
         client = connect(url, _TIMEOUT)
@@ -77,7 +77,7 @@ def shared_state_error(exc: SharedStateError, url: str) -> CliError:
 
 async def coordinate(url: str, job: str, state: str | None) -> Coordinator:
     """This worker's claims in ``job``, with what its state already holds claimed first."""
-    from .._redis_harvest import Coordinator, worker_identity
+    from magisterium_async._redis_harvest import Coordinator, worker_identity
 
     coordinator = Coordinator(url, job, worker_identity(state))
     try:

@@ -13,14 +13,14 @@ import math
 import signal
 from typing import TYPE_CHECKING
 
-from ._command import Command, Invocation
-from ._errors import CliError, ExitCode
-from ._local_emulator import corpus
-from ._options import positive
-from ._output import Output
+from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._local_emulator import corpus
+from magisterium_async._cli._options import positive
+from magisterium_async._cli._output import Output
 
 if TYPE_CHECKING:
-    from ..testing import Emulator, EmulatorConfig
+    from magisterium_async.testing import Emulator, EmulatorConfig
 
 __all__ = ["COMMAND"]
 
@@ -141,7 +141,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> EmulatorConfig:
-    from ..testing import EmulatorConfig, FaultConfig, RateLimitConfig
+    from magisterium_async.testing import EmulatorConfig, FaultConfig, RateLimitConfig
 
     try:
         limits = None
@@ -190,7 +190,7 @@ def _announce(emulator: Emulator, output: Output) -> None:
 
 
 def _instructions(emulator: Emulator) -> None:
-    from ..testing import SyntheticCorpus
+    from magisterium_async.testing import SyntheticCorpus
 
     config = emulator.config
     corpus = config.corpus
@@ -209,7 +209,7 @@ def _instructions(emulator: Emulator) -> None:
 
 async def _serve(invocation: Invocation) -> int:
     """Run the emulator until Ctrl-C or SIGTERM; exits 0 then."""
-    from ..testing import Emulator
+    from magisterium_async.testing import Emulator
 
     args = invocation.args
     config = _config(args)

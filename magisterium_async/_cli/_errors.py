@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import signal
 
-from .._errors import (
+from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,

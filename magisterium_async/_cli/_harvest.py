@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from .._batch import DEFAULT_CONCURRENCY
-from ._command import Command, Invocation
-from ._options import positive
+from magisterium_async._batch import DEFAULT_CONCURRENCY
+from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli._options import positive
 
 __all__ = ["COMMAND"]
 
@@ -96,10 +96,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 async def _run(invocation: Invocation) -> int:
     args = invocation.args
     if args.workers > 1 and not args.worker_barrier:
-        from ._workers import run_workers
+        from magisterium_async._cli._workers import run_workers
 
         return await run_workers(invocation)
-    from ._harvest_run import run_harvest
+    from magisterium_async._cli._harvest_run import run_harvest
 
     return await run_harvest(invocation)
 

@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import IO
 
-from .._env import REDIS_URL_ENV, redis_url
-from ._errors import CliError, ExitCode
+from magisterium_async._env import REDIS_URL_ENV, redis_url
+from magisterium_async._cli._errors import CliError, ExitCode
 
 __all__ = [
     "PRIVATE_JOB",

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._errors import describe
-from ._harvest_tally import Tally
-from ._output import Output
-from ._status import duration, waiting_text
+from magisterium_async._cli._errors import describe
+from magisterium_async._cli._harvest_tally import Tally
+from magisterium_async._cli._output import Output
+from magisterium_async._cli._status import duration, waiting_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

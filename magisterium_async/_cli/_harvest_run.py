@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from .._errors import (
+from magisterium_async._errors import (
     AuthenticationError,
     MagisteriumError,
     OutputFileError,
@@ -28,23 +28,23 @@ from .._errors import (
     SharedStateError,
     StateError,
 )
-from .._harvest import Harvest, harvest
-from .._jsonl import JsonlWriter, OutputMark
-from .._models import Document, SearchResult
-from .._ratelimit import SchedulerStats
-from .._state import HarvestState
-from ._client import open_client
-from ._command import Invocation
-from ._coordination import check_redis, coordinate, shared_state_error, wait_for_go
-from ._errors import CliError, ExitCode
-from ._harvest_plan import Plan, plan, sharing, unwritable
-from ._harvest_report import Status, live, summary
-from ._harvest_tally import Before, Tally
-from ._output import Output
+from magisterium_async._harvest import Harvest, harvest
+from magisterium_async._jsonl import JsonlWriter, OutputMark
+from magisterium_async._models import Document, SearchResult
+from magisterium_async._ratelimit import SchedulerStats
+from magisterium_async._state import HarvestState
+from magisterium_async._cli._client import open_client
+from magisterium_async._cli._command import Invocation
+from magisterium_async._cli._coordination import check_redis, coordinate, shared_state_error, wait_for_go
+from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._harvest_plan import Plan, plan, sharing, unwritable
+from magisterium_async._cli._harvest_report import Status, live, summary
+from magisterium_async._cli._harvest_tally import Before, Tally
+from magisterium_async._cli._output import Output
 
 if TYPE_CHECKING:
-    from .._client import AsyncMagisterium
-    from .._redis_harvest import CoordinatedClient, Coordinator
+    from magisterium_async._client import AsyncMagisterium
+    from magisterium_async._redis_harvest import CoordinatedClient, Coordinator
 
 __all__ = ["run_harvest"]
 
@@ -133,7 +133,7 @@ async def run_harvest(invocation: Invocation) -> int:
             queries: AsyncIterator[str] = where.lines()
             searcher: AsyncMagisterium | CoordinatedClient = client
             if coordinator is not None:
-                from .._redis_harvest import CoordinatedClient, claimed_queries
+                from magisterium_async._redis_harvest import CoordinatedClient, claimed_queries
 
                 queries = claimed_queries(queries, coordinator)
                 searcher = CoordinatedClient(client, coordinator)

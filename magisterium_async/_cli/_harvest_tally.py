@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._config import RateLimits
-from .._harvest import Harvest
-from .._ratelimit import PoolStats
-from .._state_store import StateSummary
+from magisterium_async._config import RateLimits
+from magisterium_async._harvest import Harvest
+from magisterium_async._ratelimit import PoolStats
+from magisterium_async._state_store import StateSummary
 
 if TYPE_CHECKING:
-    from .._redis_harvest import Coordinator
+    from magisterium_async._redis_harvest import Coordinator
 
 __all__ = ["Before", "Counted", "Tally"]
 

@@ -11,21 +11,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..testing import Corpus, Emulator
+    from magisterium_async.testing import Corpus, Emulator
 
 __all__ = ["corpus", "local_emulator"]
 
 
 def corpus(synthetic: int | None, seed: int) -> Corpus:
     """``synthetic`` generated documents (under ``seed``), else the bundled corpus."""
-    from ..testing import BundledCorpus, SyntheticCorpus
+    from magisterium_async.testing import BundledCorpus, SyntheticCorpus
 
     return SyntheticCorpus(synthetic, seed) if synthetic else BundledCorpus()
 
 
 def local_emulator(*, limits: bool, synthetic: int | None) -> Emulator:
     """An emulator for ``--emulator`` on a free loopback port (limits lifted unless asked)."""
-    from ..testing import Emulator, EmulatorConfig, RateLimitConfig
+    from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
 
     config = EmulatorConfig(
         rate_limits=RateLimitConfig.pro() if limits else None,

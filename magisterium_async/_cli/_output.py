@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .._models import Answer, Citation, Document, SearchResult, Task
+from magisterium_async._models import Answer, Citation, Document, SearchResult, Task
 
 if TYPE_CHECKING:
     from rich.console import Console

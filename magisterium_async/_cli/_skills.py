@@ -8,11 +8,11 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 
-from .._client import AsyncMagisterium
-from ._command import Command, Invocation, with_client
-from ._errors import CliError, ExitCode
-from ._output import show_answer, show_document, show_results, show_text
-from ._status import duration, status_line, waiting_text
+from magisterium_async._client import AsyncMagisterium
+from magisterium_async._cli._command import Command, Invocation, with_client
+from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._output import show_answer, show_document, show_results, show_text
+from magisterium_async._cli._status import duration, status_line, waiting_text
 
 __all__ = ["COMMANDS"]
 

@@ -24,16 +24,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._config import RateLimits
-from .._env import CREDENTIALS_ENV, REDIS_URL_ENV, TOKEN_ENV
-from .._redis import masked_url
-from ._client import check_options, emulator_quota, read_token
-from ._command import Invocation
-from ._coordination import check_redis, private_redis, require_redis_py
-from ._errors import ExitCode
-from ._harvest_plan import PRIVATE_JOB, WorkerPaths, plan_workers, workers_sharing
-from ._harvest_report import combined_summary
-from ._local_emulator import local_emulator
+from magisterium_async._config import RateLimits
+from magisterium_async._env import CREDENTIALS_ENV, REDIS_URL_ENV, TOKEN_ENV
+from magisterium_async._redis import masked_url
+from magisterium_async._cli._client import check_options, emulator_quota, read_token
+from magisterium_async._cli._command import Invocation
+from magisterium_async._cli._coordination import check_redis, private_redis, require_redis_py
+from magisterium_async._cli._errors import ExitCode
+from magisterium_async._cli._harvest_plan import PRIVATE_JOB, WorkerPaths, plan_workers, workers_sharing
+from magisterium_async._cli._harvest_report import combined_summary
+from magisterium_async._cli._local_emulator import local_emulator
 
 __all__ = ["run_workers"]
 

@@ -48,18 +48,18 @@ first round, ``Limiter.next_start``, pacing, the remote gate) -> ``Permit`` -> t
 ``Permit.release()`` -> the judge and the gate hear the outcome -> ``pump`` again.
 """
 
-from ._for_client import client_scheduler
-from ._judge import Judge, Verdict, VerdictKind
-from ._limiter import Limiter, RemoteGate, WindowLimiter
-from ._lines import PRIORITIES, Priority, WaitingLine
-from ._log import Start, StartLog
-from ._pool import Permit, Pool
-from ._quota import SharedQuota
-from ._rule import RateRule, RuleState
-from ._scheduler import Scheduler
-from ._shared import SharedLimiter
-from ._shared_pool import SharedPool
-from ._stats import EventKind, PoolEvent, PoolStats, SchedulerStats
+from magisterium_async._ratelimit._for_client import client_scheduler
+from magisterium_async._ratelimit._judge import Judge, Verdict, VerdictKind
+from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
+from magisterium_async._ratelimit._lines import PRIORITIES, Priority, WaitingLine
+from magisterium_async._ratelimit._log import Start, StartLog
+from magisterium_async._ratelimit._pool import Permit, Pool
+from magisterium_async._ratelimit._quota import SharedQuota
+from magisterium_async._ratelimit._rule import RateRule, RuleState
+from magisterium_async._ratelimit._scheduler import Scheduler
+from magisterium_async._ratelimit._shared import SharedLimiter
+from magisterium_async._ratelimit._shared_pool import SharedPool
+from magisterium_async._ratelimit._stats import EventKind, PoolEvent, PoolStats, SchedulerStats
 
 __all__ = [
     "PRIORITIES",

@@ -12,10 +12,10 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from .._errors import ClientClosedError
-from ._limiter import RemoteGate
-from ._lines import Priority
-from ._log import Start
+from magisterium_async._errors import ClientClosedError
+from magisterium_async._ratelimit._limiter import RemoteGate
+from magisterium_async._ratelimit._lines import Priority
+from magisterium_async._ratelimit._log import Start
 
 __all__ = ["Admissions"]
 

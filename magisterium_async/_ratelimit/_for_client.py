@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._clock import Clock
-from .._config import RateLimits
-from ._quota import SharedQuota
-from ._scheduler import Scheduler
-from ._shared import SharedLimiter
-from ._stats import PoolEvent
+from magisterium_async._clock import Clock
+from magisterium_async._config import RateLimits
+from magisterium_async._ratelimit._quota import SharedQuota
+from magisterium_async._ratelimit._scheduler import Scheduler
+from magisterium_async._ratelimit._shared import SharedLimiter
+from magisterium_async._ratelimit._stats import PoolEvent
 
 __all__ = ["client_scheduler"]
 

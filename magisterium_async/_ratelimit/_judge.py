@@ -26,8 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from ._log import Start
-from ._tuning import AGREE_SHARE, PROOF_429S, PROOF_429S_WHOLE_SECONDS, WHOLE_SECOND_BLUR
+from magisterium_async._ratelimit._log import Start
+from magisterium_async._ratelimit._tuning import AGREE_SHARE, PROOF_429S, PROOF_429S_WHOLE_SECONDS, WHOLE_SECOND_BLUR
 
 __all__ = ["Judge", "Verdict", "VerdictKind"]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from ._judge import Verdict
-from ._lines import Priority
-from ._log import Start, StartLog
-from ._pacing import paced_start
-from ._rule import RateRule
+from magisterium_async._ratelimit._judge import Verdict
+from magisterium_async._ratelimit._lines import Priority
+from magisterium_async._ratelimit._log import Start, StartLog
+from magisterium_async._ratelimit._pacing import paced_start
+from magisterium_async._ratelimit._rule import RateRule
 
 __all__ = ["Limiter", "RemoteGate", "WindowLimiter"]
 

@@ -22,10 +22,10 @@ import asyncio
 from collections import deque
 from typing import TYPE_CHECKING
 
-from .._config import Priority
+from magisterium_async._config import Priority
 
 if TYPE_CHECKING:
-    from ._pool import Permit
+    from magisterium_async._ratelimit._pool import Permit
 
 __all__ = ["PRIORITIES", "Priority", "Waiter", "WaitingLine"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from ._log import StartLog
-from ._tuning import PACE_INTERVALS
+from magisterium_async._ratelimit._log import StartLog
+from magisterium_async._ratelimit._tuning import PACE_INTERVALS
 
 __all__ = ["paced_start", "paces"]
 

@@ -17,17 +17,17 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .._errors import ClientClosedError
-from ._admissions import Admissions
-from ._judge import Judge, Verdict
-from ._limiter import Limiter, RemoteGate
-from ._lines import Priority, Waiter, WaitingLine
-from ._log import Start
-from ._round import FirstRound
-from ._stats import EventKind, PoolEvent, PoolStats
+from magisterium_async._errors import ClientClosedError
+from magisterium_async._ratelimit._admissions import Admissions
+from magisterium_async._ratelimit._judge import Judge, Verdict
+from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
+from magisterium_async._ratelimit._lines import Priority, Waiter, WaitingLine
+from magisterium_async._ratelimit._log import Start
+from magisterium_async._ratelimit._round import FirstRound
+from magisterium_async._ratelimit._stats import EventKind, PoolEvent, PoolStats
 
 if TYPE_CHECKING:
-    from ._scheduler import Scheduler
+    from magisterium_async._ratelimit._scheduler import Scheduler
 
 __all__ = ["Permit", "Pool"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._checks import positive_number, whole_number
-from .._env import REDIS_URL_ENV, redis_url
-from .._errors import SharedQuotaError
+from magisterium_async._checks import positive_number, whole_number
+from magisterium_async._env import REDIS_URL_ENV, redis_url
+from magisterium_async._errors import SharedQuotaError
 
 __all__ = ["SharedQuota"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from ._log import Start
-from ._tuning import ROUND_HOLD_ROUND_TRIPS
+from magisterium_async._ratelimit._log import Start
+from magisterium_async._ratelimit._tuning import ROUND_HOLD_ROUND_TRIPS
 
 __all__ = ["FirstRound"]
 

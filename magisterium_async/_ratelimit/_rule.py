@@ -25,8 +25,8 @@ import logging
 import math
 from dataclasses import dataclass
 
-from ._log import Start, StartLog
-from ._tuning import (
+from magisterium_async._ratelimit._log import Start, StartLog
+from magisterium_async._ratelimit._tuning import (
     FIRST_MARGIN_SHARE,
     KEEP_SPANS,
     MAX_MARGIN_SHARE,

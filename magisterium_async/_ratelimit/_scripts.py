@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._log import StartLog
-from ._rule import RuleState
+from magisterium_async._ratelimit._log import StartLog
+from magisterium_async._ratelimit._rule import RuleState
 
 __all__ = [
     "ACQUIRE",

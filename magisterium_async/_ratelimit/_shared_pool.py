@@ -8,13 +8,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._config import Priority, RateLimits
-from ._judge import Verdict
-from ._log import Start
-from ._scripts import POOL_KEYS
+from magisterium_async._config import Priority, RateLimits
+from magisterium_async._ratelimit._judge import Verdict
+from magisterium_async._ratelimit._log import Start
+from magisterium_async._ratelimit._scripts import POOL_KEYS
 
 if TYPE_CHECKING:
-    from ._shared import SharedLimiter
+    from magisterium_async._ratelimit._shared import SharedLimiter
 
 __all__ = ["PoolState", "SharedPool"]
 

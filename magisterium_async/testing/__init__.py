@@ -26,19 +26,19 @@ A skill fails on purpose (its task ends ``failed``) when the first text part sta
 errors.
 """
 
-from .._clock import VirtualClock
-from ._app import create_app
-from ._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
-from ._corpus import BundledCorpus, Corpus, CorpusDocument, Listing, SearchHit
-from ._faults import Fault, FaultKind
-from ._mock import MockRequest, MockResponse, MockTransport
-from ._oauth import OAuthServer
-from ._oauth_clients import OAuthClient
-from ._oauth_records import OAuthCounts
-from ._server import Emulator, run_emulator
-from ._skills import FAIL_PREFIX
-from ._stats import OUTCOMES, Arrival, Stats, max_in_window
-from ._synthetic import SyntheticCorpus
+from magisterium_async._clock import VirtualClock
+from magisterium_async.testing._app import create_app
+from magisterium_async.testing._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
+from magisterium_async.testing._corpus import BundledCorpus, Corpus, CorpusDocument, Listing, SearchHit
+from magisterium_async.testing._faults import Fault, FaultKind
+from magisterium_async.testing._mock import MockRequest, MockResponse, MockTransport
+from magisterium_async.testing._oauth import OAuthServer
+from magisterium_async.testing._oauth_clients import OAuthClient
+from magisterium_async.testing._oauth_records import OAuthCounts
+from magisterium_async.testing._server import Emulator, run_emulator
+from magisterium_async.testing._skills import FAIL_PREFIX
+from magisterium_async.testing._stats import OUTCOMES, Arrival, Stats, max_in_window
+from magisterium_async.testing._synthetic import SyntheticCorpus
 
 __all__ = [
     "FAIL_PREFIX",

@@ -6,13 +6,13 @@ import asyncio
 
 from aiohttp import web
 
-from ._card import agent_card
-from ._config import EmulatorConfig
-from ._faults import Fault
-from ._jsonrpc import INTERNAL_ERROR, Call, RPCError, parse_call
-from ._oauth_routes import add_oauth_routes
-from ._service import Reply, Service
-from ._wire import encode, error_body
+from magisterium_async.testing._card import agent_card
+from magisterium_async.testing._config import EmulatorConfig
+from magisterium_async.testing._faults import Fault
+from magisterium_async.testing._jsonrpc import INTERNAL_ERROR, Call, RPCError, parse_call
+from magisterium_async.testing._oauth_routes import add_oauth_routes
+from magisterium_async.testing._service import Reply, Service
+from magisterium_async.testing._wire import encode, error_body
 
 __all__ = ["A2A_PATH", "CARD_PATHS", "SERVICE", "create_app"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 
-from ._dates import easter, in_range
+from magisterium_async.testing._dates import easter, in_range
 
 __all__ = ["martyrology", "mass_readings"]
 

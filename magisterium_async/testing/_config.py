@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .._checks import fraction, non_negative_number, positive_number, whole_number
-from .._clock import Clock, LoopClock
+from magisterium_async._checks import fraction, non_negative_number, positive_number, whole_number
+from magisterium_async._clock import Clock, LoopClock
 
 if TYPE_CHECKING:
-    from ._corpus import Corpus
+    from magisterium_async.testing._corpus import Corpus
 
 __all__ = [
     "PAID_PLANS",

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from ._library import ENTRIES
+from magisterium_async.testing._library import ENTRIES
 
 __all__ = [
     "BundledCorpus",

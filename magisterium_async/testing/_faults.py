@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
-from ._config import FaultConfig
+from magisterium_async.testing._config import FaultConfig
 
 __all__ = ["Fault", "FaultInjector", "FaultKind"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from ._wire import DataPart, FilePart, Part, TextPart, decode
+from magisterium_async.testing._wire import DataPart, FilePart, Part, TextPart, decode
 
 __all__ = [
     "HTTP_STATUS",

@@ -7,8 +7,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from .._clock import Clock
-from ._config import RateLimitConfig
+from magisterium_async._clock import Clock
+from magisterium_async.testing._config import RateLimitConfig
 
 __all__ = ["RateLimiter", "pool_of"]
 

@@ -37,22 +37,22 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._config import EmulatorConfig
-from ._oauth_clients import (
+from magisterium_async.testing._config import EmulatorConfig
+from magisterium_async.testing._oauth_clients import (
     GRANT_TYPES,
     OAuthClient,
     client_from_metadata,
     loopback_match,
     scope_problem,
 )
-from ._oauth_records import (
+from magisterium_async.testing._oauth_records import (
     Access,
     Code,
     Grant,
     OAuthCounts,
 )
-from ._oauth_tokens import TokenLedger
-from ._oauth_wire import (
+from magisterium_async.testing._oauth_tokens import TokenLedger
+from magisterium_async.testing._oauth_wire import (
     AuthorizationRedirect,
     OAuthError,
     pkce_matches,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._oauth_wire import OAuthError
+from magisterium_async.testing._oauth_wire import OAuthError
 
 __all__ = [
     "GRANT_TYPES",

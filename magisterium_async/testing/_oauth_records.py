@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._config import Plan
+from magisterium_async.testing._config import Plan
 
 __all__ = [
     "QUOTA_SUBJECT",

@@ -30,11 +30,11 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
-from ._faults import Fault, FaultInjector
-from ._oauth import OAuthServer
-from ._oauth_clients import SCOPES
-from ._oauth_wire import REALM, OAuthError, bearer_challenge
-from ._wire import encode
+from magisterium_async.testing._faults import Fault, FaultInjector
+from magisterium_async.testing._oauth import OAuthServer
+from magisterium_async.testing._oauth_clients import SCOPES
+from magisterium_async.testing._oauth_wire import REALM, OAuthError, bearer_challenge
+from magisterium_async.testing._wire import encode
 
 __all__ = [
     "AUTHORIZE_PATH",

@@ -12,9 +12,9 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from ._config import EmulatorConfig
-from ._oauth_clients import OAuthClient
-from ._oauth_records import QUOTA_SUBJECT, Access, AccessToken, Grant, OAuthCounts, RefreshToken
+from magisterium_async.testing._config import EmulatorConfig
+from magisterium_async.testing._oauth_clients import OAuthClient
+from magisterium_async.testing._oauth_records import QUOTA_SUBJECT, Access, AccessToken, Grant, OAuthCounts, RefreshToken
 
 __all__ = ["TokenLedger"]
 

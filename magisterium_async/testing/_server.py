@@ -11,13 +11,13 @@ from types import TracebackType
 
 from aiohttp import web
 
-from ._app import A2A_PATH, CARD_PATHS, SERVICE, create_app
-from ._config import EmulatorConfig
-from ._faults import Fault
-from ._oauth import OAuthServer
-from ._oauth_records import Access
-from ._oauth_routes import METADATA_PATH, check_oauth_faults
-from ._stats import Arrival, Stats
+from magisterium_async.testing._app import A2A_PATH, CARD_PATHS, SERVICE, create_app
+from magisterium_async.testing._config import EmulatorConfig
+from magisterium_async.testing._faults import Fault
+from magisterium_async.testing._oauth import OAuthServer
+from magisterium_async.testing._oauth_records import Access
+from magisterium_async.testing._oauth_routes import METADATA_PATH, check_oauth_faults
+from magisterium_async.testing._stats import Arrival, Stats
 
 __all__ = ["Emulator", "run_emulator"]
 

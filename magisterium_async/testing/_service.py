@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from msgspec import UNSET
 
-from ._config import PAID_PLANS, EmulatorConfig
-from ._corpus import BundledCorpus
-from ._faults import FaultInjector
-from ._jsonrpc import (
+from magisterium_async.testing._config import PAID_PLANS, EmulatorConfig
+from magisterium_async.testing._corpus import BundledCorpus
+from magisterium_async.testing._faults import FaultInjector
+from magisterium_async.testing._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -35,14 +35,14 @@ from ._jsonrpc import (
     validate_send,
     validate_task_id,
 )
-from ._limits import RateLimiter
-from ._oauth import OAuthServer
-from ._oauth_records import Access
-from ._oauth_wire import bearer_challenge
-from ._skills import SKILLS, Skill, SkillContext, SkillError, check_failure, skill_input
-from ._stats import Arrival, Stats
-from ._tasks import TERMINAL_STATES, TaskStore
-from ._wire import (
+from magisterium_async.testing._limits import RateLimiter
+from magisterium_async.testing._oauth import OAuthServer
+from magisterium_async.testing._oauth_records import Access
+from magisterium_async.testing._oauth_wire import bearer_challenge
+from magisterium_async.testing._skills import SKILLS, Skill, SkillContext, SkillError, check_failure, skill_input
+from magisterium_async.testing._stats import Arrival, Stats
+from magisterium_async.testing._tasks import TERMINAL_STATES, TaskStore
+from magisterium_async.testing._wire import (
     Artifact,
     Message,
     Part,

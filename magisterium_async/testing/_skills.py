@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._calendar import martyrology, mass_readings
-from ._corpus import Corpus, CorpusDocument, tokenize
-from ._dates import in_range, parse_when
-from ._directory import (
+from magisterium_async.testing._calendar import martyrology, mass_readings
+from magisterium_async.testing._corpus import Corpus, CorpusDocument, tokenize
+from magisterium_async.testing._dates import in_range, parse_when
+from magisterium_async.testing._directory import (
     DIOCESES,
     PERSONS,
     POPES,
@@ -35,7 +35,7 @@ from ._directory import (
     find,
     headline,
 )
-from ._wire import DataPart, Part, TextPart
+from magisterium_async.testing._wire import DataPart, Part, TextPart
 
 __all__ = [
     "FAIL_PREFIX",

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._oauth_records import OAuthCounts
+from magisterium_async.testing._oauth_records import OAuthCounts
 
 __all__ = ["OUTCOMES", "Arrival", "Stats", "max_in_window"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-from ._corpus import CorpusDocument, SearchHit, document_url, tokenize
+from magisterium_async.testing._corpus import CorpusDocument, SearchHit, document_url, tokenize
 
 __all__ = ["SyntheticCorpus"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from .._clock import Clock
+from magisterium_async._clock import Clock
 
 __all__ = ["TERMINAL_STATES", "TaskStore"]
 

@@ -8,10 +8,10 @@ works (:mod:`._reference`); this package owns their order, which is the corpus's
 
 from __future__ import annotations
 
-from ._councils import COUNCILS
-from ._entry import Entry
-from ._papal import PAPAL
-from ._reference import REFERENCE
+from magisterium_async.testing._library._councils import COUNCILS
+from magisterium_async.testing._library._entry import Entry
+from magisterium_async.testing._library._papal import PAPAL
+from magisterium_async.testing._library._reference import REFERENCE
 
 __all__ = ["ENTRIES", "Entry"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._entry import Entry
+from magisterium_async.testing._library._entry import Entry
 
 __all__ = ["COUNCILS"]
 

@@ -4,7 +4,7 @@ constitutions and exhortations.
 
 from __future__ import annotations
 
-from ._entry import Entry
+from magisterium_async.testing._library._entry import Entry
 
 __all__ = ["PAPAL"]
 

@@ -4,7 +4,7 @@ and a canon of the Code of Canon Law.
 
 from __future__ import annotations
 
-from ._entry import Entry
+from magisterium_async.testing._library._entry import Entry
 
 __all__ = ["REFERENCE"]
 
