@@ -25,8 +25,8 @@ Decoder = Callable[[str, bytes], Any]
 
 def _magisterium() -> Decoder:
     """This SDK: ``decode_response`` (msgspec, straight to the Task) + ``read_result``."""
+    from magisterium_async._http._jsonrpc import decode_response
     from magisterium_async._skills import ASK, FETCH, SEARCH, read_result
-    from magisterium_async._transport import decode_response
 
     skills: dict[str, Any] = {"search": SEARCH, "document": FETCH, "answer": ASK}
 
@@ -39,7 +39,7 @@ def _magisterium() -> Decoder:
 
 def _magisterium_decode_only() -> Decoder:
     """This SDK's ``decode_response`` alone (envelope and Task), to split the cost."""
-    from magisterium_async._transport import decode_response
+    from magisterium_async._http._jsonrpc import decode_response
 
     def decode(skill: str, body: bytes) -> Any:
         return decode_response("message/send", 1, 200, body)

@@ -64,10 +64,10 @@ async def _harvest(base_url: str, token: str, documents: int, state: str) -> dic
         h = harvest(queries, state=state, concurrency=CONCURRENCY)
         api = "client.harvest"
     else:  # the method is being added; the function has the same shape
-        from magisterium_async._harvest import harvest as harvest_function
+        from magisterium_async._harvest._harvest import harvest as harvest_function
 
         h = harvest_function(client, queries, state=state, concurrency=CONCURRENCY)
-        api = "magisterium_async._harvest.harvest"
+        api = "magisterium_async._harvest._harvest.harvest"
     baseline, start_now = _rss_mib(), _current_mib()
     sampled = start_now
     count = 0

@@ -7,7 +7,6 @@
 Everything users need is importable from here; the private modules may change.
 """
 
-from magisterium_async._batch import Batch, BatchItem
 from magisterium_async._client import AsyncMagisterium
 from magisterium_async._clock import Clock
 from magisterium_async._config import (
@@ -51,8 +50,14 @@ from magisterium_async._errors import (
     TLSError,
     UnexpectedStatusError,
 )
-from magisterium_async._harvest import Harvest, HarvestedDocument, HarvestFailure, HarvestStats
-from magisterium_async._jsonl import JsonlWriter, OutputMark
+from magisterium_async._harvest._batch import Batch, BatchItem
+from magisterium_async._harvest._harvest import (
+    Harvest,
+    HarvestedDocument,
+    HarvestFailure,
+    HarvestStats,
+)
+from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
 from magisterium_async._models import (
     AgentCapabilities,
     AgentCard,

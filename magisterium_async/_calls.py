@@ -15,16 +15,16 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from magisterium_async._auth import TokenSource
+from magisterium_async._auth._tokens import TokenSource
 from magisterium_async._clock import Clock
 from magisterium_async._config import CallOptions, PoolName, RetryPolicy
 from magisterium_async._deadline import within
 from magisterium_async._errors import APITimeoutError, AuthenticationError
+from magisterium_async._http._jsonrpc import Transport, encode_params
 from magisterium_async._models import Task
 from magisterium_async._ratelimit import Scheduler
 from magisterium_async._retry import call_with_retries
 from magisterium_async._telemetry import Answered, CallObserver, Telemetry
-from magisterium_async._transport import Transport, encode_params
 
 __all__ = ["Calls"]
 

@@ -17,10 +17,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from magisterium_async import _batch, _env, _harvest
-from magisterium_async._agent_card import AgentCardCache, get_card
-from magisterium_async._auth import TokenCallable, TokenSource, resolve_token
-from magisterium_async._batch import DEFAULT_CONCURRENCY, Batch
+from magisterium_async import _env
+from magisterium_async._auth._tokens import TokenCallable, TokenSource, resolve_token
 from magisterium_async._calls import Calls
 from magisterium_async._checks import whole_number
 from magisterium_async._clock import Clock, LoopClock
@@ -36,8 +34,13 @@ from magisterium_async._config import (
     RetryPolicy,
     Timeouts,
 )
-from magisterium_async._harvest import Acknowledge, Harvest, OnError
-from magisterium_async._http import HTTPTransport
+from magisterium_async._harvest import _batch, _harvest
+from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
+from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
+from magisterium_async._http._base import HTTPTransport
+from magisterium_async._http._card import AgentCardCache, get_card
+from magisterium_async._http._jsonrpc import Transport, check_base_url
+from magisterium_async._http._proxy import Proxies, redact
 from magisterium_async._lifetime import Lifetime
 from magisterium_async._message import parts_from, send_params
 from magisterium_async._models import (
@@ -48,7 +51,6 @@ from magisterium_async._models import (
     SearchResult,
     Task,
 )
-from magisterium_async._proxy import Proxies, redact
 from magisterium_async._ratelimit import PoolEvent, SchedulerStats, SharedQuota, client_scheduler
 from magisterium_async._skills import (
     ASK,
@@ -63,7 +65,6 @@ from magisterium_async._skills import (
     require_text,
 )
 from magisterium_async._telemetry import Answered, Telemetry
-from magisterium_async._transport import Transport, check_base_url
 from magisterium_async._usual import Usual
 
 __all__ = ["AsyncMagisterium"]

@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from .redis_server import RedisServer, ci, redis_unavailable
-from .refresh_log import RefreshLog, counted_refreshes
+from tests.helpers.redis_server import RedisServer, ci, redis_unavailable
+from tests.helpers.refresh_log import RefreshLog, counted_refreshes
 
 TOKEN = "sk-test-0123456789abcdef"
 

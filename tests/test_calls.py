@@ -12,10 +12,10 @@ import pytest
 import magisterium_async as m
 from magisterium_async._calls import Calls
 from magisterium_async._config import DEFAULT_CALL_OPTIONS, DEFAULT_RETRY_POLICY
+from magisterium_async._http._jsonrpc import Transport
 from magisterium_async._message import SendParams
 from magisterium_async._ratelimit import Scheduler
 from magisterium_async._telemetry import Telemetry
-from magisterium_async._transport import Transport
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
 from tests.conftest import task_json
 

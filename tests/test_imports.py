@@ -122,7 +122,7 @@ def test_no_module_imports_itself_through_others() -> None:
 def test_the_graph_sees_relative_deferred_and_submodule_imports() -> None:
     graph = import_graph()
     assert "magisterium_async._config" in graph["magisterium_async._client"]
-    assert "magisterium_async._oauth" in graph["magisterium_async._login"]  # from . import
+    assert "magisterium_async._auth._oauth" in graph["magisterium_async._auth._login"]
     assert "magisterium_async._client" in graph["magisterium_async._cli._client"]  # ..
     # deferred, inside a function:
     assert "magisterium_async.testing" in graph["magisterium_async._cli._local_emulator"]

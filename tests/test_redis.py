@@ -27,11 +27,10 @@ from magisterium_async.testing import (
     RateLimitConfig,
     max_in_window,
 )
-
-from .redis_server import RedisServer
+from tests.helpers.redis_server import RedisServer
 
 HERE = Path(__file__).parent
-WORKER = HERE / "redis_quota_worker.py"
+WORKER = HERE / "workers" / "redis_quota_worker.py"
 LIMIT, PERIOD = 10, 2.0
 
 
@@ -213,7 +212,7 @@ def test_a_missing_redis_package_names_the_extra(monkeypatch: pytest.MonkeyPatch
 
 # The harvest over several workers --------------------------------------------------------
 
-HARVEST_WORKER = HERE / "redis_harvest_worker.py"
+HARVEST_WORKER = HERE / "workers" / "redis_harvest_worker.py"
 HARVEST_QUERIES = 30
 
 

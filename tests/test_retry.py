@@ -18,9 +18,9 @@ from magisterium_async._config import RateLimits, RetryPolicy
 from magisterium_async._errors import RateLimitError
 from magisterium_async._ratelimit import PoolEvent, Scheduler
 from magisterium_async._retry import call_with_retries, rate_limit_wait
+from tests.http.test_card import CARD
 
 from .conftest import TOKEN, ScriptedServer
-from .test_agent_card import CARD
 
 DEFAULT = RetryPolicy()
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import magisterium_async as m
 from magisterium_async._error_mapping import error_from_jsonrpc
+from magisterium_async._http._jsonrpc import decode_response
 from magisterium_async._retry_after import parse_seconds
-from magisterium_async._transport import decode_response
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import magisterium_async as m
+from magisterium_async._http._jsonrpc import decode_response
 from magisterium_async._models import MAX_DEPTH
 from magisterium_async._skills import SEARCH, read_result
-from magisterium_async._transport import decode_response
 from magisterium_async._usual import SearchAnswer, decode_usual
 from tests.conftest import artifact, data, task_json, text
 from tests.test_fuzz import FUZZ, SKILL_TASKS, envelopes, render

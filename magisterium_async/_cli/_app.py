@@ -16,12 +16,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from magisterium_async._errors import MagisteriumError
 from magisterium_async._cli._command import Command, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode, Interrupted, describe, exit_code_for
 from magisterium_async._cli._options import output
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._parser import PROG, build_parser
+from magisterium_async._errors import MagisteriumError
 
 __all__ = ["main"]
 

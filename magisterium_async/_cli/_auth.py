@@ -11,12 +11,12 @@ import argparse
 import datetime as dt
 import sys
 
-from magisterium_async._credentials import credentials_location, location_text
-from magisterium_async._env import TOKEN_ENV, token_from_env
-from magisterium_async._login import AuthStatus, auth_status, login, logout, stdin_lines
+from magisterium_async._auth._credentials import credentials_location, location_text
+from magisterium_async._auth._login import AuthStatus, auth_status, login, logout, stdin_lines
 from magisterium_async._cli._command import Command, Group, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
+from magisterium_async._env import TOKEN_ENV, token_from_env
 
 __all__ = ["COMMANDS"]
 

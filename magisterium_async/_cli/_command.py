@@ -14,10 +14,14 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from magisterium_async._client import AsyncMagisterium
 from magisterium_async._cli._client import ClientOptions, open_client
-from magisterium_async._cli._options import add_common_options, add_connection_options, client_options
+from magisterium_async._cli._options import (
+    add_common_options,
+    add_connection_options,
+    client_options,
+)
 from magisterium_async._cli._output import Output
+from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["Command", "Group", "Invocation", "Run", "add_commands", "with_client"]
 

@@ -12,9 +12,9 @@ import argparse
 import math
 from collections.abc import Callable
 
-from magisterium_async._config import RateLimits
 from magisterium_async._cli._client import ClientOptions
 from magisterium_async._cli._output import Output
+from magisterium_async._config import RateLimits
 
 __all__ = [
     "add_common_options",

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from magisterium_async._version import __version__
-from magisterium_async._cli import _auth, _emulator, _harvest, _skills, _tasks
+from magisterium_async._cli import _auth, _emulator, _skills, _tasks
 from magisterium_async._cli._command import Command, Group, add_commands
 from magisterium_async._cli._errors import EXIT_CODES_HELP
 from magisterium_async._cli._options import add_common_options, add_connection_options
+from magisterium_async._cli.harvest import _command as _harvest
+from magisterium_async._version import __version__
 
 __all__ = ["COMMANDS", "PROG", "build_parser"]
 

@@ -8,11 +8,11 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 
-from magisterium_async._client import AsyncMagisterium
 from magisterium_async._cli._command import Command, Invocation, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import show_answer, show_document, show_results, show_text
 from magisterium_async._cli._status import duration, status_line, waiting_text
+from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["COMMANDS"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-from magisterium_async._client import AsyncMagisterium
 from magisterium_async._cli._command import Command, Group, Invocation, Run, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import show_task
+from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["COMMANDS"]
 

@@ -27,7 +27,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from magisterium_async._ratelimit._log import Start
-from magisterium_async._ratelimit._tuning import AGREE_SHARE, PROOF_429S, PROOF_429S_WHOLE_SECONDS, WHOLE_SECOND_BLUR
+from magisterium_async._ratelimit._tuning import (
+    AGREE_SHARE,
+    PROOF_429S,
+    PROOF_429S_WHOLE_SECONDS,
+    WHOLE_SECOND_BLUR,
+)
 
 __all__ = ["Judge", "Verdict", "VerdictKind"]
 

@@ -47,16 +47,29 @@ from typing import TYPE_CHECKING, Any
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import DEFAULT_MAX_CONCURRENCY, RateLimits
 from magisterium_async._errors import ClientClosedError
-from magisterium_async._redis import connect, redis_errors, token_key
 from magisterium_async._ratelimit._judge import Verdict
 from magisterium_async._ratelimit._limiter import learn
 from magisterium_async._ratelimit._lines import Priority
 from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._quota import SharedQuota
 from magisterium_async._ratelimit._rule import RateRule
-from magisterium_async._ratelimit._scripts import ACQUIRE, OUTCOMES, PAUSE, WRITE_RULE, rule_fields, rule_state, text
+from magisterium_async._ratelimit._scripts import (
+    ACQUIRE,
+    OUTCOMES,
+    PAUSE,
+    WRITE_RULE,
+    rule_fields,
+    rule_state,
+    text,
+)
 from magisterium_async._ratelimit._shared_pool import PoolState, SharedPool
-from magisterium_async._ratelimit._tuning import LINE_GRACE, LINE_POLL, LINE_RECOUNT, SHARED_ROUND_HOLD
+from magisterium_async._ratelimit._tuning import (
+    LINE_GRACE,
+    LINE_POLL,
+    LINE_RECOUNT,
+    SHARED_ROUND_HOLD,
+)
+from magisterium_async._redis import connect, redis_errors, token_key
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -27,18 +27,30 @@ errors.
 """
 
 from magisterium_async._clock import VirtualClock
-from magisterium_async.testing._app import create_app
-from magisterium_async.testing._config import Algorithm, EmulatorConfig, FaultConfig, Plan, RateLimitConfig
-from magisterium_async.testing._corpus import BundledCorpus, Corpus, CorpusDocument, Listing, SearchHit
-from magisterium_async.testing._faults import Fault, FaultKind
 from magisterium_async.testing._mock import MockRequest, MockResponse, MockTransport
-from magisterium_async.testing._oauth import OAuthServer
-from magisterium_async.testing._oauth_clients import OAuthClient
-from magisterium_async.testing._oauth_records import OAuthCounts
-from magisterium_async.testing._server import Emulator, run_emulator
-from magisterium_async.testing._skills import FAIL_PREFIX
-from magisterium_async.testing._stats import OUTCOMES, Arrival, Stats, max_in_window
-from magisterium_async.testing._synthetic import SyntheticCorpus
+from magisterium_async.testing.emulator._app import create_app
+from magisterium_async.testing.emulator._config import (
+    Algorithm,
+    EmulatorConfig,
+    FaultConfig,
+    Plan,
+    RateLimitConfig,
+)
+from magisterium_async.testing.emulator._faults import Fault, FaultKind
+from magisterium_async.testing.emulator._server import Emulator, run_emulator
+from magisterium_async.testing.emulator._stats import OUTCOMES, Arrival, Stats, max_in_window
+from magisterium_async.testing.emulator.content._corpus import (
+    BundledCorpus,
+    Corpus,
+    CorpusDocument,
+    Listing,
+    SearchHit,
+)
+from magisterium_async.testing.emulator.content._skills import FAIL_PREFIX
+from magisterium_async.testing.emulator.content._synthetic import SyntheticCorpus
+from magisterium_async.testing.emulator.oauth._clients import OAuthClient
+from magisterium_async.testing.emulator.oauth._records import OAuthCounts
+from magisterium_async.testing.emulator.oauth._server import OAuthServer
 
 __all__ = [
     "FAIL_PREFIX",

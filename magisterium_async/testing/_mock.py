@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from magisterium_async._http import HTTPRequest, RawResponse, read_body
+from magisterium_async._http._base import HTTPRequest, RawResponse, read_body
 
 __all__ = ["MockRequest", "MockResponse", "MockTransport"]
 

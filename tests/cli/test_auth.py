@@ -10,12 +10,12 @@ from pathlib import Path
 
 import aiohttp
 
-from magisterium_async._credentials import load_credentials
+from magisterium_async._auth._credentials import load_credentials
 from magisterium_async._redis import connect
+from tests.auth.test_redis_store import PASSWORD, require_password
+from tests.helpers.oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
+from tests.helpers.redis_server import RedisServer
 
-from ..oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
-from ..redis_server import RedisServer
-from ..test_credstore_redis import PASSWORD, require_password
 from .helpers import TIMEOUT, LoginRun, Run, clean_env
 from .helpers import cli as sync_cli
 

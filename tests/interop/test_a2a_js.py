@@ -24,7 +24,7 @@ from magisterium_async.testing import (
     Fault,
     RateLimitConfig,
 )
-from magisterium_async.testing._card import agent_card
+from magisterium_async.testing.emulator._card import agent_card
 
 from .conftest import HERE, _in_ci
 from .plans import MISSING_TASK, every_skill_and_task_method, run_plan, text

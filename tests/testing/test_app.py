@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 
 from magisterium_async.testing import EmulatorConfig, Fault, RateLimitConfig
-from magisterium_async.testing._skills import SKILLS
-from magisterium_async.testing._tasks import TaskStore
+from magisterium_async.testing.emulator._tasks import TaskStore
+from magisterium_async.testing.emulator.content._skills import SKILLS
 
 from ..conftest import JumpClock
 from .conftest import StartWire

@@ -6,8 +6,8 @@ import datetime
 
 import pytest
 
-from magisterium_async.testing._calendar import martyrology, mass_readings
-from magisterium_async.testing._dates import easter, parse_when
+from magisterium_async.testing.emulator.content._calendar import martyrology, mass_readings
+from magisterium_async.testing.emulator.content._dates import easter, parse_when
 
 D = datetime.date
 WEDNESDAY = D(2026, 3, 18)

@@ -14,7 +14,7 @@ from magisterium_async.testing import (
     SearchHit,
     SyntheticCorpus,
 )
-from magisterium_async.testing._corpus import tokenize
+from magisterium_async.testing.emulator.content._corpus import tokenize
 
 
 def test_bundled_corpus_holds_real_documents() -> None:

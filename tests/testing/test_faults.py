@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from magisterium_async.testing import Fault, FaultConfig, RateLimitConfig
-from magisterium_async.testing._faults import FaultInjector
+from magisterium_async.testing.emulator._faults import FaultInjector
 
 from ..conftest import JumpClock
 from .conftest import StartWire

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from magisterium_async.testing import EmulatorConfig, RateLimitConfig, max_in_window
-from magisterium_async.testing._limits import RateLimiter, pool_of
+from magisterium_async.testing.emulator._limits import RateLimiter, pool_of
 
 from ..conftest import JumpClock
 from .conftest import StartWire

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from magisterium_async.testing._oauth_clients import (
+from magisterium_async.testing.emulator.oauth._clients import (
     SCOPES,
     client_from_metadata,
     loopback_match,
     scope_problem,
     uri_problem,
 )
-from magisterium_async.testing._oauth_wire import OAuthError
+from magisterium_async.testing.emulator.oauth._wire import OAuthError
 
 
 def test_a_client_gets_an_id_and_the_defaults_of_rfc_7591() -> None:

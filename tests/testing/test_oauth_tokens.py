@@ -4,9 +4,9 @@ revoking and expiring tokens by grant and by client."""
 from __future__ import annotations
 
 from magisterium_async.testing import EmulatorConfig
-from magisterium_async.testing._oauth_clients import client_from_metadata
-from magisterium_async.testing._oauth_records import Access, Grant, OAuthCounts
-from magisterium_async.testing._oauth_tokens import TokenLedger
+from magisterium_async.testing.emulator.oauth._clients import client_from_metadata
+from magisterium_async.testing.emulator.oauth._records import Access, Grant, OAuthCounts
+from magisterium_async.testing.emulator.oauth._tokens import TokenLedger
 
 from ..conftest import JumpClock
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from magisterium_async.testing._oauth_wire import (
+from magisterium_async.testing.emulator.oauth._wire import (
     REALM,
     OAuthError,
     bearer_challenge,

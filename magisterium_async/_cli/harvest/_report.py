@@ -1,0 +1,272 @@
+"""What a harvest tells its user: the live status line, and the summary when it ends.
+
+The figures come from :class:`~._harvest_tally.Tally`; this module words them.
+
+One process and the parent of ``--workers`` word their summaries with the same pieces
+(the first line, the figures, the hints), and both print them through :class:`Output`:
+lines for people, or one JSON object with ``--json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from magisterium_async._cli._errors import describe
+from magisterium_async._cli._output import Output
+from magisterium_async._cli._status import duration, waiting_text
+from magisterium_async._cli.harvest._tally import Tally
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.spinner import Spinner
+
+
+__all__ = [
+    "Status",
+    "combined_summary",
+    "duration",
+    "live",
+    "summary",
+]
+
+_HEAD = {"done": "Harvested", "stopped": "Stopped after", "interrupted": "Interrupted after"}
+_EMULATOR_HINT = (
+    "  served offline by the bundled emulator; sign in with `magisterium-async login` "
+    "and drop --emulator to harvest the real service"
+)
+
+
+def seconds(elapsed: float) -> str:
+    """An elapsed time: ``1.25s`` under 10 s, else as :func:`duration`."""
+    return f"{elapsed:.2f}s" if elapsed < 10 else duration(elapsed)
+
+
+def _rate_text(rate: float) -> str:
+    """Documents a minute: ``12.5``, or ``340`` once they are many."""
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.1f}"
+
+
+def _both(figure: str, all_runs: int, this_run: int) -> str:
+    """``figure`` (all runs), and this run's count when it differs."""
+    return figure if all_runs == this_run else f"{figure} ({this_run} this run)"
+
+
+class Status:
+    """The live status line: queries and documents (all runs, this run), documents a
+    minute, 429s, the wait for the quota and the ETA."""
+
+    def __init__(self, tally: Tally, wall: Callable[[], float] = time.time) -> None:
+        self.tally = tally
+        self._wall = wall
+        self._spinner: Spinner | None = None
+
+    def line(self) -> str:
+        """The status as one line."""
+        tally = self.tally
+        stats = tally.run.stats
+        queries = f"{tally.queries_done}" + (f"/{tally.total}" if tally.total is not None else "")
+        parts = [
+            f"queries {_both(queries, tally.queries_done, tally.queries_this_run)}",
+            f"docs {_both(str(tally.documents), tally.documents, tally.documents_this_run)}",
+            f"{_rate_text(tally.per_minute)} docs/min",
+        ]
+        if tally.queries_elsewhere:
+            parts.append(f"{tally.queries_elsewhere} queries to other workers")
+        if stats.not_found:
+            parts.append(f"not found {stats.not_found}")
+        if stats.failed:
+            parts.append(f"failed {stats.failed}")
+        parts.append(f"429s {stats.rate_limited}")
+        wait = tally.waiting_for_quota()
+        if wait is not None:
+            parts.append(waiting_text(wait, self._wall))
+        eta = tally.eta()
+        parts.append(f"ETA {duration(eta) if eta is not None else '?'}")
+        return " · ".join(parts)
+
+    def __rich__(self) -> RenderableType:
+        from rich.spinner import Spinner
+
+        if self._spinner is None:
+            self._spinner = Spinner("dots", style="cyan")
+        self._spinner.update(text=self.line())
+        return self._spinner
+
+
+def live(status: Status) -> Any:
+    """A rich ``Live`` display of ``status`` on stderr, or ``None`` (not a terminal, no rich)."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from rich.console import Console
+        from rich.live import Live
+    except ImportError:
+        return None
+    return Live(status, console=Console(stderr=True), refresh_per_second=4, transient=True)
+
+
+_PLURALS = {"document": "documents", "query": "queries"}
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun if count == 1 else _PLURALS[noun]}"
+
+
+def _head(ending: str, documents: int, searched: int) -> str:
+    """``Harvested 40 documents from 30 queries``: this run's, and what it searched."""
+    head = f"{_HEAD[ending]} {_plural(documents, 'document')}"
+    if searched:
+        return f"{head} from {_plural(searched, 'query')}"
+    return f"{head}, from earlier searches" if documents else head
+
+
+def _figures(figures: Mapping[str, int], skipped: str = "") -> str:
+    return (
+        f"  this run: searched {figures['searched']}{skipped} · results {figures['results']}"
+        f" · new documents {figures['unique_ids']} · not found {figures['not_found']}"
+        f" · failed {figures['failed']} · 429s {figures['rate_limited']}"
+    )
+
+
+def _already(already: int, where: str | None) -> list[str]:
+    return [f"  {already} already in {where}, not written again"] if already else []
+
+
+def _hints(resume: str | None, emulator: bool) -> list[str]:
+    lines = []
+    if resume is not None:
+        lines.append(f"  run the same command with --resume to continue{resume}")
+    if emulator:
+        lines.append(_EMULATOR_HINT)
+    return lines
+
+
+def summary(
+    output: Output,
+    tally: Tally,
+    *,
+    ending: str,
+    out: str | None,
+    state: str | None,
+    emulator: bool,
+    job: str | None,
+) -> None:
+    """The summary of one harvest process."""
+    run, sink, coordinator = tally.run, tally.sink, tally.coordinator
+    stats = run.stats
+    fields = dataclasses.asdict(stats)
+    fields.pop("started")
+    fields.pop("finished")
+    record: dict[str, Any] = {"ending": ending, "out": out, "state": state}
+    record.update(fields, written=sink.written, already_in_file=sink.skipped)
+    record.update(tally.record(), elapsed=stats.elapsed)
+    if coordinator is not None:
+        record.update(
+            job=job,
+            queries_elsewhere=coordinator.skipped_queries,
+            ids_elsewhere=coordinator.skipped_ids,
+        )
+
+    def lines() -> list[str]:
+        skipped = (
+            f" (skipped {stats.skipped_queries}: repeated or searched before)"
+            if stats.skipped_queries
+            else ""
+        )
+        text = [
+            f"{_head(ending, sink.written, stats.searched)}"
+            f" in {seconds(stats.elapsed)} → {out or 'stdout'}",
+            _figures(fields, skipped) + f" · {_rate_text(tally.per_minute)} documents/min",
+        ]
+        if state is not None or tally.total is not None:
+            queries = f"{tally.queries_done}" + (
+                f" of {tally.total}" if tally.total is not None else ""
+            )
+            where = f"in {out}" if out is not None else "delivered"
+            documents = f" · {_plural(tally.documents, 'document')} {where}"
+            text.append(f"  all runs: {queries} queries done{documents}")
+        if coordinator is not None:
+            text.append(
+                f"  job {job}: left to other workers {coordinator.skipped_queries} queries"
+                f" and {coordinator.skipped_ids} documents"
+            )
+        text += _already(sink.skipped, out)
+        if run.failures:
+            first = run.failures[0]
+            text.append(f"  first failure ({first.kind} {first.input!r}): {describe(first.error)}")
+        resumable = state is not None and (ending != "done" or bool(run.failures))
+        resume = f" (state: {state})" if resumable else None
+        return text + _hints(resume, emulator)
+
+    output.summary(record, lines)
+
+
+SUMMED = (
+    "queries",
+    "searched",
+    "skipped_queries",
+    "results",
+    "unique_ids",
+    "fetched",
+    "resumed",
+    "yielded",
+    "not_found",
+    "failed",
+    "rate_limited",
+    "written",
+    "already_in_file",
+    "documents_total",
+)
+"""The figures of the workers' summaries the parent of ``--workers`` adds up."""
+
+
+def combined_summary(
+    output: Output,
+    *,
+    ending: str,
+    summaries: Sequence[Mapping[str, Any] | None],
+    outs: Sequence[str],
+    states: Sequence[str],
+    job: str,
+    redis: str,
+    elapsed: float,
+    emulator: bool,
+) -> None:
+    """The summary of ``--workers``: the workers' figures added up, and each worker's."""
+    totals = {key: sum(int((s or {}).get(key, 0)) for s in summaries) for key in SUMMED}
+    record: dict[str, Any] = {"ending": ending, "workers": len(summaries), "job": job}
+    record.update(redis=redis, out=list(outs), state=list(states))
+    record.update(totals, elapsed=elapsed, per_worker=list(summaries))
+
+    rate = totals["written"] * 60 / elapsed if elapsed > 0 else 0.0
+    # Each query is taken by one worker: the workers' queries done add up.
+    done = sum(int((s or {}).get("queries_done", 0)) for s in summaries)
+    total = next((s["queries_total"] for s in summaries if s and s.get("queries_total")), None)
+    record.update(queries_total=total, queries_done=done)
+    record.update(documents_per_minute=round(rate, 2))
+    queries = f"{done}" + (f" of {total}" if total is not None else "")
+
+    def lines() -> list[str]:
+        text = [
+            f"{_head(ending, totals['written'], totals['searched'])} with {len(summaries)}"
+            f" workers in {seconds(elapsed)} → {outs[0]} … {outs[-1]}",
+            _figures(totals) + f" · {_rate_text(rate)} documents/min",
+            f"  all runs: {queries} queries done"
+            f" · {_plural(totals['documents_total'], 'document')} in the outputs"
+            f" · job {job} on {redis} Redis",
+            "  per worker: "
+            + " · ".join(
+                f"w{index} {(s or {}).get('written', '?')} docs"
+                f"/{(s or {}).get('searched', '?')} queries"
+                for index, s in enumerate(summaries, 1)
+            ),
+        ]
+        resume = "" if ending != "done" or totals["failed"] else None
+        text += _already(totals["already_in_file"], "the outputs")
+        return text + _hints(resume, emulator)
+
+    output.summary(record, lines)

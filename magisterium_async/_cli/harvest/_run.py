@@ -1,0 +1,295 @@
+"""One harvest process: queries in, every document they find out, as JSON Lines.
+
+Documents go to ``--out`` through :class:`JsonlWriter` (written, flushed and fsync'd in
+small batches; the harvest's state learns a document was delivered only once it is on
+disk), so an interrupted harvest loses at most the lines in progress and ``--resume``
+writes every document exactly once. A live status line goes to stderr when it is a
+terminal, and a summary when the harvest ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
+
+from magisterium_async._cli._client import open_client
+from magisterium_async._cli._command import Invocation
+from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._output import Output
+from magisterium_async._cli.harvest._coordination import (
+    check_redis,
+    coordinate,
+    shared_state_error,
+    wait_for_go,
+)
+from magisterium_async._cli.harvest._plan import Plan, plan, sharing, unwritable
+from magisterium_async._cli.harvest._report import Status, live, summary
+from magisterium_async._cli.harvest._tally import Before, Tally
+from magisterium_async._errors import (
+    AuthenticationError,
+    MagisteriumError,
+    OutputFileError,
+    PlanRequiredError,
+    RateLimitError,
+    SharedStateError,
+    StateError,
+)
+from magisterium_async._harvest._harvest import Harvest, harvest
+from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
+from magisterium_async._harvest._state import HarvestState
+from magisterium_async._models import Document, SearchResult
+from magisterium_async._ratelimit import SchedulerStats
+
+if TYPE_CHECKING:
+    from magisterium_async._client import AsyncMagisterium
+    from magisterium_async._harvest._redis_harvest import CoordinatedClient, Coordinator
+
+__all__ = ["run_harvest"]
+
+# SharedStateError: the harvest's Redis failed or lost its claims (--redis).
+_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError, SharedStateError)
+_ENCODER = msgspec.json.Encoder()
+
+
+class _StopHarvest(Exception):
+    """A failure every later request would meet too: it ends the harvest."""
+
+    def __init__(self, error: MagisteriumError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _FailFast:
+    """The client, but a refused token, a missing plan or an exhausted quota stops the
+    harvest instead of being recorded once per query."""
+
+    def __init__(self, client: AsyncMagisterium | CoordinatedClient) -> None:
+        self._client = client
+
+    @property
+    def stats(self) -> SchedulerStats:
+        return self._client.stats
+
+    async def search(self, query: str) -> list[SearchResult]:
+        try:
+            return await self._client.search(query)
+        except _FATAL as exc:
+            raise _StopHarvest(exc) from exc
+
+    async def fetch(self, document_id: str) -> Document | None:
+        try:
+            return await self._client.fetch(document_id)
+        except _FATAL as exc:
+            raise _StopHarvest(exc) from exc
+
+
+class _Sink(Protocol):
+    written: int
+    skipped: int
+
+    async def write(self, document: Document) -> bool: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _StdoutSink:
+    """JSON Lines on stdout, flushed line by line (a pipe cannot be fsync'd)."""
+
+    def __init__(self, on_durable: Callable[[list[str]], object]) -> None:
+        self.on_durable = on_durable
+        self.written = 0
+        self.skipped = 0
+
+    async def write(self, document: Document) -> bool:
+        sys.stdout.buffer.write(_ENCODER.encode(document) + b"\n")
+        sys.stdout.buffer.flush()
+        self.written += 1
+        self.on_durable([document.id])
+        return True
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def run_harvest(invocation: Invocation) -> int:
+    """Run one harvest process (alone, or a worker of ``--workers``); returns the exit code."""
+    args = invocation.args
+    options = invocation.options
+    shared = sharing(args)
+    if shared.url is not None:
+        await check_redis(shared.url)
+        options = dataclasses.replace(options, redis=shared.url, workers=args.workers)
+    where = plan(args)
+    coordinator: Coordinator | None = None
+    try:
+        if shared.job is not None:
+            coordinator = await coordinate(shared.url or "", shared.job, where.state)
+        before, recorded = await _before(where)
+        if args.worker_barrier:
+            await wait_for_go()
+        async with open_client(options) as client:
+            queries: AsyncIterator[str] = where.lines()
+            searcher: AsyncMagisterium | CoordinatedClient = client
+            if coordinator is not None:
+                from magisterium_async._harvest._redis_harvest import (
+                    CoordinatedClient,
+                    claimed_queries,
+                )
+
+                queries = claimed_queries(queries, coordinator)
+                searcher = CoordinatedClient(client, coordinator)
+            run = harvest(
+                _FailFast(searcher),
+                queries,
+                state=where.state,
+                concurrency=args.concurrency,
+                acknowledge="manual",
+            )
+            sink: _Sink = (
+                _file_sink(where.out, run, recorded)
+                if where.out is not None
+                else _StdoutSink(run.acknowledge)
+            )
+            tally = Tally(
+                run,
+                sink,
+                total=where.total,
+                quota=client.rate_limits,
+                before=before,
+                coordinator=coordinator,
+                pool=lambda: client.stats.default,
+                in_file=where.out is not None,
+            )
+            report = _Report(invocation.output, options.emulator, shared.job)
+            return await _drive(where, run, sink, tally, report)
+    except StateError as exc:
+        raise CliError(str(exc)) from None
+    except SharedStateError as exc:
+        raise shared_state_error(exc, shared.url or "") from None
+    finally:
+        where.close()
+        if coordinator is not None:
+            await coordinator.aclose()
+
+
+async def _before(where: Plan) -> tuple[Before, OutputMark | None]:
+    """What the state holds before this run (nothing for a new harvest), and where it
+    records that the output was left; :class:`CliError` for an output it did not write."""
+    before, recorded = Before(), None
+    if where.state is not None and where.resuming:
+        opened = await HarvestState.open(where.state, new_run=False)
+        try:
+            before, recorded = Before.of(await opened.summary()), await opened.output()
+        finally:
+            await opened.aclose()
+    if recorded is None and where.out is not None and _regular(where.out):
+        # --resume to a file no state says this harvest wrote: a user's file, or the
+        # output of another harvest. Left alone.
+        why = (
+            f"its state {where.state} records no output"
+            if where.resuming
+            else f"there is no harvest state at {where.state}"
+        )
+        raise CliError(
+            f"{where.out} exists and this harvest did not write it ({why}); it was left as "
+            "it is. Give another --out to harvest into a new file (or --state, the state of "
+            "the harvest that wrote it)",
+            ExitCode.USAGE,
+        )
+    return before, recorded
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _file_sink(path: str, run: Harvest, recorded: OutputMark | None) -> JsonlWriter:
+    """The writer of ``--out``: it appends only to the file the state says it wrote, as it
+    left it, and each batch it syncs is recorded with where the file then ends."""
+
+    def durable(document_ids: list[str]) -> None:
+        run.acknowledge(document_ids, output=writer.mark)
+
+    writer = JsonlWriter(path, on_durable=durable, mark=recorded)
+    return writer
+
+
+async def _open_output(sink: JsonlWriter, state: str | None) -> None:
+    """Open ``--out`` (checked against the state's record of it), and record it."""
+    try:
+        await sink.open()
+    except OutputFileError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+    except OSError as exc:
+        raise unwritable("--out", sink.path, exc) from None
+    if sink.mark is not None and state is not None:
+        # Before any document: a harvest killed in its first batch still owns its output.
+        opened = await HarvestState.open(state, new_run=False)
+        try:
+            await opened.record_output(sink.mark)
+        finally:
+            await opened.aclose()
+
+
+@dataclass(frozen=True)
+class _Report:
+    """How the harvest reports: the output mode, offline or not, the job."""
+
+    output: Output
+    emulator: bool
+    job: str | None
+
+
+async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _Report) -> int:
+    display = live(Status(tally))
+    ending = "interrupted"
+    fatal: MagisteriumError | None = None
+    try:
+        if display is not None:
+            display.start()
+        if isinstance(sink, JsonlWriter):
+            await _open_output(sink, where.state)
+        async with run:
+            try:
+                async for document in run:
+                    await sink.write(document)
+            except OSError as exc:
+                raise unwritable("--out", where.out or "-", exc) from None
+            finally:
+                try:
+                    await sink.aclose()  # before the harvest closes: it records what is on disk
+                except OSError as exc:
+                    raise unwritable("--out", where.out or "-", exc) from None
+        ending = "done"
+    except _StopHarvest as stop:
+        ending, fatal = "stopped", stop.error
+    except Exception:
+        ending = "stopped"
+        raise
+    finally:
+        if display is not None:
+            display.stop()
+        if run.stats.queries or sink.written or tally.coordinator is not None:
+            summary(
+                report.output,
+                tally,
+                ending=ending,
+                out=where.out,
+                state=where.state,
+                emulator=report.emulator,
+                job=report.job,
+            )
+    if fatal is not None:
+        raise fatal
+    # One code whatever failed first: the summary says what it was.
+    return ExitCode.PARTIAL if run.failures else ExitCode.OK

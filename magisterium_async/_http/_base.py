@@ -1,0 +1,330 @@
+"""HTTP, the client's one seam to the network: a request goes out, a bounded body comes back.
+
+:class:`HTTPTransport` is what the JSON-RPC layer needs of HTTP; :class:`AiohttpTransport`
+is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one for unit
+tests. Both bound the body with :func:`read_body`, which inflates it itself, so
+``max_response_bytes`` bounds the decompressed size and the memory of every answer,
+whatever aiohttp version is installed (the real one reads an uncompressed answer whose
+``Content-Length`` is within the limit in one call: aiohttp stops at that length).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import zlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import NamedTuple, Protocol
+
+import aiohttp
+
+from magisterium_async._errors import MalformedResponseError, ResponseTooLargeError
+from magisterium_async._http._proxy import Proxies, request_arguments
+from magisterium_async._http._shared_timer import SharedTimer
+
+__all__ = [
+    "ACCEPT_ENCODING",
+    "AiohttpTransport",
+    "HTTPRequest",
+    "HTTPTransport",
+    "RawResponse",
+    "read_body",
+]
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""What the client accepts: the encodings :func:`read_body` inflates within its bound."""
+
+_CHUNK = 64 * 1024
+_INFLATE_STEP = 256 * 1024  # decoded bytes per zlib call: bounds the temporary copies
+_SNIPPET = 500
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+class RawResponse(NamedTuple):
+    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks.
+
+    (A named tuple: one is made per request, and it is the cheapest immutable record.)
+    """
+
+    status: int
+    headers: Mapping[str, str]
+    chunks: AsyncIterator[bytes]
+
+
+class HTTPRequest(NamedTuple):
+    """One request, as the client hands it to its :class:`HTTPTransport`."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes | None
+    timeout: float
+    """Seconds the exchange may take: the real transport bounds its sockets with it; the
+    client bounds any other transport on its own clock."""
+    limit: int
+    """The largest body to read, decompressed (``max_response_bytes``): for :func:`read_body`."""
+    what: str
+    """What the request is for (the JSON-RPC method, ``GET url``), to name it in errors."""
+
+
+class HTTPTransport(Protocol):
+    """What the client needs of HTTP: send one request, stream its answer, close."""
+
+    async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
+        """Send ``request``; its status, headers and body, read by :func:`read_body`.
+
+        Network failures raise ``OSError``, ``TimeoutError`` or ``aiohttp.ClientError``.
+        Redirects are never followed.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; no request is made afterwards."""
+        ...
+
+
+class AiohttpTransport:
+    """The real HTTP: one aiohttp session, opened lazily inside the running loop.
+
+    Timeouts are exact. Each request's is kept by one :class:`SharedTimer` for the whole
+    session rather than by aiohttp (which arms a loop timer per request, and rounds deadlines
+    of 5 s or more up to the next whole second unless told not to); aiohttp bounds only
+    connecting, with ``sock_connect``. Each request goes through the proxy
+    ``proxies`` names for its URL (default: the environment's). ``common_headers`` are
+    headers every request sent through this transport carries with these values: the
+    session sends them by default, so aiohttp does not rebuild them for each request.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrency: int,
+        connect_timeout: float,
+        trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        proxies: Proxies | None = None,
+        common_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._max_concurrency = max_concurrency
+        self._common = dict(common_headers or {})
+        # The headers of the last request and what of them the session does not send by
+        # default: a client sends the same headers object again and again.
+        self._last: tuple[Mapping[str, str] | None, Mapping[str, str]] = (None, {})
+        self._proxies = proxies if proxies is not None else Proxies()
+        self._connect_timeout = connect_timeout
+        self._trace_configs = list(trace_configs)
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: SharedTimer | None = None
+
+    def __repr__(self) -> str:
+        return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
+
+    def _in_another_loop(self) -> bool:
+        # The session was opened in an event loop other than the running one (an earlier
+        # asyncio.run()): its connections ended with that loop.
+        return self._session is not None and self._loop is not asyncio.get_running_loop()
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._loop = asyncio.get_running_loop()
+            self._timer = SharedTimer(self._loop)
+            connector = aiohttp.TCPConnector(
+                limit=self._max_concurrency,  # one host: no cap per host to keep as well
+                timeout_ceil_threshold=math.inf,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers=self._common,
+                trace_configs=self._trace_configs or None,
+                auto_decompress=False,  # read_body inflates, within max_response_bytes
+            )
+        return self._session
+
+    def timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+        """The aiohttp timeout of a request given ``seconds``: connecting only (the whole
+        exchange is the shared timer's), exact; built once per value."""
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = aiohttp.ClientTimeout(
+                total=None,
+                sock_connect=min(seconds, self._connect_timeout),
+                ceil_threshold=math.inf,
+            )
+            self._timeouts[seconds] = timeout
+        return timeout
+
+    async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
+        """Send one request through the session, within its timeout."""
+        url, limit, seconds = request.url, request.limit, request.timeout
+        via = request_arguments(self._proxies.for_url(url), url, request.headers)
+        session = self._ensure_session()
+        timer = self._timer
+        assert timer is not None  # made with the session
+        entry = timer.join(seconds) if seconds != math.inf else None
+        try:
+            async with session.request(
+                request.method,
+                url,
+                data=request.body,
+                headers=self._beyond_common(via.headers),
+                allow_redirects=False,
+                timeout=self.timeout(seconds),
+                proxy=via.proxy,
+                proxy_headers=via.proxy_headers,
+            ) as response:
+                status, response_headers = response.status, response.headers
+                if _plain_within(response_headers, limit):
+                    # The usual answer: aiohttp's parser stops at a Content-Length within
+                    # the limit, so one read is bounded.
+                    return status, response_headers, await response.read()
+                raw = RawResponse(status, response_headers, response.content.iter_chunked(_CHUNK))
+                body = await read_body(raw, limit=limit, what=request.what)
+                return status, response_headers, body
+        except asyncio.CancelledError:
+            if entry is None or not timer.timed_out(entry):
+                raise
+            raise asyncio.TimeoutError from None
+        finally:
+            if entry is not None:
+                timer.leave(entry, seconds)
+
+    def _beyond_common(self, headers: Mapping[str, str]) -> Mapping[str, str]:
+        """The headers of a request that the session does not send by default."""
+        last, beyond = self._last
+        if headers is not last:
+            common = self._common
+            beyond = {k: v for k, v in headers.items() if common.get(k) != v}
+            self._last = (headers, beyond)
+        return beyond
+
+    async def aclose(self) -> None:
+        """Close the session."""
+        in_another_loop = self._in_another_loop()
+        session, self._session = self._session, None
+        if session is not None and in_another_loop:
+            session.detach()  # its loop is gone, and its connections with it
+        elif session is not None:
+            await session.close()
+
+
+def _plain_within(headers: Mapping[str, str], limit: int) -> bool:
+    """Whether the answer is uncompressed with a ``Content-Length`` of at most ``limit``."""
+    length = headers.get("Content-Length")
+    return (
+        length is not None
+        and "Content-Encoding" not in headers
+        and length.isascii()
+        and length.isdigit()
+        and len(length) < 19
+        and int(length) <= limit
+    )
+
+
+class _Inflater:
+    """Incremental gzip / deflate decoding that never produces more than it is asked for."""
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding in ("gzip", "x-gzip")
+        self._zlib: zlib._Decompress | None = None
+        self._pending = b""
+
+    def _new(self, first: bytes) -> zlib._Decompress:
+        if self._gzip:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        # "deflate" is zlib-wrapped by the RFC, raw in practice from some servers.
+        wbits = zlib.MAX_WBITS if first[:1] and first[0] & 0x0F == 8 else -zlib.MAX_WBITS
+        return zlib.decompressobj(wbits)
+
+    def feed(self, data: bytes, out: bytearray, room: int) -> None:
+        """Append to ``out`` up to ``room`` more decoded bytes from ``data`` (and the input
+        left over before), a slice at a time, so no copy of the output is ever held."""
+        data = self._pending + data
+        self._pending = b""
+        end = len(out) + room
+        while data and len(out) < end:
+            if self._zlib is None:
+                self._zlib = self._new(data)
+            out += self._zlib.decompress(data, min(end - len(out), _INFLATE_STEP))
+            if self._zlib.eof:
+                # Another gzip member may follow (concatenated gzip is valid).
+                data = self._zlib.unused_data
+                self._zlib = None if self._gzip and data else self._zlib
+                if not self._gzip:
+                    return  # trailing bytes after a deflate stream: ignored
+            else:
+                data = self._zlib.unconsumed_tail
+        self._pending = data
+
+    @property
+    def complete(self) -> bool:
+        return self._zlib is None or self._zlib.eof
+
+
+def _too_large(what: str, limit: int, status: int, got: bytes | bytearray) -> ResponseTooLargeError:
+    return ResponseTooLargeError(
+        f"{what}: the response is larger than max_response_bytes ({limit} bytes); reading "
+        "stopped there. Pass a larger max_response_bytes= if answers this big are expected",
+        limit=limit,
+        status=status,
+        body=bytes(got[:_SNIPPET]).decode("utf-8", "replace"),
+    )
+
+
+def _declared_length(headers: Mapping[str, str]) -> int | None:
+    value = headers.get("Content-Length")
+    if value is None or not _DIGITS.fullmatch(value.strip()):
+        return None
+    return int(value.strip())
+
+
+async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
+    """The answer's decoded body, or :class:`ResponseTooLargeError` once it passes ``limit``.
+
+    Both the bytes on the wire and the decompressed bytes count against ``limit``; at most
+    about ``limit`` plus one chunk is ever held. A body in an encoding the client did not
+    ask for, or a corrupt compressed body, is a :class:`MalformedResponseError`.
+    """
+    status, headers = response.status, response.headers
+    declared = _declared_length(headers)
+    if declared is not None and declared > limit:
+        raise _too_large(what, limit, status, b"")
+    encoding = (headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
+        raise MalformedResponseError(
+            f"{what}: the response has Content-Encoding {encoding[:40]!r}; the client asks "
+            f"only for {ACCEPT_ENCODING}",
+            status=status,
+        )
+    inflater = None if encoding == "identity" else _Inflater(encoding)
+    body = bytearray()
+    wire = 0
+    try:
+        async for chunk in response.chunks:
+            wire += len(chunk)
+            if wire > limit:
+                raise _too_large(what, limit, status, body)
+            if inflater is None:
+                body += chunk
+            else:
+                inflater.feed(chunk, body, limit + 1 - len(body))
+            if len(body) > limit:
+                raise _too_large(what, limit, status, body)
+        if inflater is not None:
+            inflater.feed(b"", body, limit + 1 - len(body))
+            if len(body) > limit:
+                raise _too_large(what, limit, status, body)
+            if not inflater.complete:
+                raise _corrupt(what, encoding, status, "it ends before the compressed stream")
+    except zlib.error as exc:
+        why = str(exc)
+    else:
+        return bytes(body)
+    raise _corrupt(what, encoding, status, why)  # outside the except: no __context__
+
+
+def _corrupt(what: str, encoding: str, status: int, why: str) -> MalformedResponseError:
+    return MalformedResponseError(
+        f"{what}: the {encoding} body cannot be decoded: {why}", status=status
+    )

@@ -1,0 +1,471 @@
+"""HTTP and the JSON-RPC envelope: one aiohttp session per client, every answer mapped.
+
+The transport sends one request and turns whatever comes back into a :class:`Task` or a
+:class:`MagisteriumError`; it never retries (the client does) and never raises a raw
+aiohttp, JSON or msgspec exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import itertools
+import logging
+import platform
+import reprlib
+import ssl
+from collections.abc import Sequence
+from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
+
+import aiohttp
+import msgspec
+
+from magisterium_async import _version
+from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._config import DEFAULT_MAX_RESPONSE_BYTES
+from magisterium_async._deadline import within
+from magisterium_async._error_mapping import error_for_status, error_from_jsonrpc, with_answer
+from magisterium_async._errors import (
+    APIConnectionError,
+    APIResponseError,
+    APITimeoutError,
+    JSONRPCError,
+    MalformedResponseError,
+    TLSError,
+    UnexpectedStatusError,
+)
+from magisterium_async._http._base import (
+    ACCEPT_ENCODING,
+    AiohttpTransport,
+    HTTPRequest,
+    HTTPTransport,
+)
+from magisterium_async._http._proxy import Proxies
+from magisterium_async._models import (
+    MAX_ANSWER_DEPTH,
+    MAX_DEPTH,
+    Task,
+    deeper_than,
+    json_deeper_than,
+    opening_brackets,
+    task_deeper_than,
+)
+from magisterium_async._telemetry import with_trace_context
+from magisterium_async._usual import decode_usual
+
+__all__ = [
+    "Transport",
+    "body_snippet",
+    "check_base_url",
+    "decode_response",
+    "encode_params",
+]
+
+logger = logging.getLogger("magisterium_async.transport")
+
+U = TypeVar("U")
+
+_USER_AGENT = (
+    f"magisterium-async/{_version.__version__} "
+    f"python/{platform.python_version()} aiohttp/{aiohttp.__version__}"
+)
+_SNIPPET = 500
+
+
+class _Request(msgspec.Struct):
+    jsonrpc: str
+    id: int
+    method: str
+    params: Any
+
+
+class _ErrorObject(msgspec.Struct):
+    code: Any = None
+    message: Any = None
+    data: Any = None
+
+
+class _Envelope(msgspec.Struct):
+    """The answer we expect: decoded with its Task in one pass."""
+
+    jsonrpc: Any = None
+    id: Any = None
+    result: Task | msgspec.UnsetType = msgspec.UNSET
+    error: _ErrorObject | None = None
+
+
+class _RawEnvelope(msgspec.Struct):
+    """Any JSON-RPC answer, the result left undecoded: to say what is wrong with one."""
+
+    jsonrpc: Any = None
+    id: Any = None
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: _ErrorObject | None = None
+
+
+_ENCODER = msgspec.json.Encoder()
+_ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
+_RAW_ENVELOPE_DECODER = msgspec.json.Decoder(_RawEnvelope)
+_TASK_DECODER = msgspec.json.Decoder(Task)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 40, 40, 40
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def encode_params(params: Any) -> msgspec.Raw:
+    """A request's params as JSON, ready to be sent in any request's envelope."""
+    return msgspec.Raw(_ENCODER.encode(params))
+
+
+def check_base_url(url: str) -> str:
+    """``url`` (without a trailing slash) if it is safe to send the bearer token to, else
+    ``ValueError``.
+
+    Only ``https://`` is accepted, but for loopback hosts (the emulator), where
+    ``http://`` is fine: anywhere else the token would travel in clear.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"base_url must be a str, not {type(url).__name__}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL with a host, got {url!r}")
+    if parts.username or parts.password:
+        raise ValueError("base_url must not carry credentials; pass token= instead")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ValueError(
+            f"base_url {url!r} uses plain http:// to a non-loopback host; the bearer token "
+            "would travel in clear. Use https://"
+        )
+    if len(parts.path) > 1 and parts.path.endswith("/"):
+        # ".../api/v1/a2a/" is a 404 from the service: the endpoint has no trailing slash.
+        return parts._replace(path=parts.path.rstrip("/") or "/").geturl()
+    return url
+
+
+def body_snippet(payload: bytes) -> str:
+    return payload[:_SNIPPET].decode("utf-8", "replace")
+
+
+def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnectionError:
+    """The SDK error for a network failure, with a description safe to log: aiohttp's
+    ``str()`` names the URL and the reason, never the request's headers (its ``repr`` does)."""
+    # TimeoutError first: it is an OSError too, and aiohttp's timeouts are ClientErrors too.
+    if isinstance(exc, asyncio.TimeoutError):
+        return APITimeoutError(f"{what} timed out after {timeout:g} s")
+    detail = _safe_str(exc)
+    if isinstance(exc, _TLS_ERRORS):
+        return TLSError(f"{what} failed: TLS: {type(exc).__name__}: {detail}".rstrip(": "))
+    return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
+
+
+def raise_alone(error: BaseException) -> NoReturn:
+    """Raise ``error`` with neither a ``__cause__`` nor a ``__context__``.
+
+    For errors that replace aiohttp's, whose ``repr`` shows the request's headers (the
+    token among them). Raising outside the ``except`` block is not enough: on 3.10 a
+    pure-Python task (pytest-asyncio's, for one) runs the step inside its own handler of
+    that aiohttp error, and ``raise`` would attach it all the same.
+    """
+    try:
+        raise error from None
+    finally:
+        error.__context__ = None
+
+
+def _safe_str(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Built from the status and message alone: never from request_info.
+        return f"{exc.status}, {exc.message}"[:_SNIPPET]
+    try:
+        return str(exc)[:_SNIPPET]
+    except Exception:  # a str() that fails must not hide the failure it describes
+        return ""
+
+
+_NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
+_TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError)
+
+
+def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
+    """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
+    envelope: _Envelope | _RawEnvelope
+    # Before decoding: how deep a decoder recurses, and so what it refuses, differs between
+    # interpreters, and it skips unknown fields unseen.
+    brackets = opening_brackets(payload)
+    if json_deeper_than(payload, MAX_ANSWER_DEPTH, brackets):
+        return None, f"the response is nested more than {MAX_ANSWER_DEPTH} levels deep"
+    try:
+        envelope = _ENVELOPE_DECODER.decode(payload)
+    except RecursionError:
+        return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
+    except _DECODE_ERRORS:
+        # Not an envelope holding a Task: decode again, leniently, to say what it is.
+        try:
+            envelope = _RAW_ENVELOPE_DECODER.decode(payload)
+        except RecursionError:
+            return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
+        except _DECODE_ERRORS:
+            return None, "the response is not a JSON-RPC object"
+    # No value can nest deeper than the body has brackets, so answers with few skip the
+    # walk (the count is made once, above, for both checks).
+    if brackets > MAX_DEPTH:
+        error = envelope.error
+        if error is not None and deeper_than(error.data, MAX_DEPTH):
+            return None, f"error.data is nested more than {MAX_DEPTH} levels deep"
+        if isinstance(envelope.result, Task) and task_deeper_than(envelope.result, MAX_DEPTH):
+            return None, f"the result holds values nested more than {MAX_DEPTH} levels deep"
+    return envelope, _protocol_problem(envelope)
+
+
+def _protocol_problem(envelope: _Envelope | _RawEnvelope) -> str | None:
+    if envelope.jsonrpc != "2.0":
+        return f"the response's jsonrpc is {_brief(envelope.jsonrpc)}, not '2.0'"
+    has_result = not isinstance(envelope.result, msgspec.UnsetType)
+    if envelope.error is not None:
+        if has_result:
+            return "the response has both result and error"
+        if not _is_int(envelope.error.code) or not isinstance(envelope.error.message, str):
+            return "the error object needs an integer code and a string message"
+    elif not has_result:
+        return "the response has neither result nor error"
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _brief(value: object) -> str:
+    return _REPR.repr(value)
+
+
+def _id_problem(envelope: _Envelope | _RawEnvelope, request_id: int) -> str | None:
+    """A result must carry the request's id; an error may carry ``null`` (JSON-RPC 2.0)."""
+    if _is_int(envelope.id) and envelope.id == request_id:
+        return None
+    if envelope.id is None and envelope.error is not None:
+        return None
+    return f"response id {_brief(envelope.id)} does not match request id {request_id}"
+
+
+def decode_response(
+    method: str,
+    request_id: int,
+    status: int,
+    payload: bytes,
+    headers: Any = None,
+    *,
+    skill_id: str | None = None,
+) -> Task:
+    """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means.
+
+    HTTP 401, 403 and 429 raise their class whatever the body (its error object, if any,
+    adds the details). Anything else must be a strict JSON-RPC 2.0 answer to this request
+    (``"jsonrpc": "2.0"``, the request's integer id, exactly one of ``result`` and
+    ``error``): its error object is raised, a non-200 status without one is an
+    :class:`UnexpectedStatusError`, and a 200 that breaks the protocol is a
+    :class:`MalformedResponseError`. Every error raised carries the answer (status,
+    headers, ``request_id``: see :func:`with_answer`). ``skill_id`` is the skill the
+    request named: a :class:`SkillNotFoundError` names it where the service did not.
+    """
+    try:
+        return _decode(method, request_id, status, payload, headers, skill_id)
+    except (APIResponseError, JSONRPCError) as error:
+        with_answer(error, status=status, headers=headers, jsonrpc_id=request_id)
+        raise
+
+
+def _decode(
+    method: str, request_id: int, status: int, payload: bytes, headers: Any, skill_id: str | None
+) -> Task:
+    envelope, problem = _parse(method, payload)
+    if (
+        status == 200
+        and problem is None
+        and envelope is not None
+        and type(envelope.result) is Task
+        and type(envelope.id) is int
+        and envelope.id == request_id
+    ):
+        return envelope.result  # the usual answer, strict in every respect: no more checks
+    if problem is None and envelope is not None:
+        problem = _id_problem(envelope, request_id)
+    err = envelope.error if envelope is not None else None
+    usable = err is not None and _is_int(err.code)
+    if err is not None and (usable if status in (401, 403, 429) else problem is None):
+        raise error_from_jsonrpc(
+            err.code,
+            err.message,
+            err.data,
+            status=status,
+            method=method,
+            headers=headers,
+            skill_id=skill_id,
+        )
+    if status == 407:
+        raise UnexpectedStatusError(
+            f"{method}: the proxy asks for credentials it was not given or refused "
+            "(HTTP 407 Proxy Authentication Required): put them in the proxy's URL",
+            status=status,
+            body=body_snippet(payload),
+        )
+    if status != 200:
+        contract = status in (401, 403, 429)
+        what = f"HTTP {status}" if contract else f"{method}: unexpected HTTP {status}"
+        raise error_for_status(status, what, headers=headers, body=body_snippet(payload))
+    if problem is not None or envelope is None:
+        raise MalformedResponseError(
+            f"{method}: {problem}", status=status, body=body_snippet(payload)
+        )
+    result = envelope.result
+    if isinstance(result, Task):
+        return result
+    assert isinstance(result, msgspec.Raw)
+    try:
+        task = _TASK_DECODER.decode(result)
+    except RecursionError:
+        task = None
+    except _DECODE_ERRORS as exc:
+        raise MalformedResponseError(
+            f"{method}: the result is not a Task: {exc}", status=status, body=body_snippet(payload)
+        ) from None
+    if task is None or task_deeper_than(task, MAX_DEPTH):
+        raise MalformedResponseError(
+            f"{method}: the result holds values nested more than {MAX_DEPTH} levels deep",
+            status=status,
+            body=body_snippet(payload),
+        )
+    return task
+
+
+def _common_headers() -> dict[str, str]:
+    """The headers of every request (the GET of the agent card's are just these)."""
+    return {
+        "Accept": "application/json",
+        "Accept-Encoding": ACCEPT_ENCODING,
+        "User-Agent": _USER_AGENT,
+    }
+
+
+def _rpc_headers(token: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", **_common_headers()}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+class Transport:
+    """The JSON-RPC client of one endpoint over an :class:`HTTPTransport`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        max_concurrency: int,
+        connect_timeout: float,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        clock: Clock | None = None,
+        http: HTTPTransport | None = None,
+        trace_configs: Sequence[aiohttp.TraceConfig] = (),
+        proxies: Proxies | None = None,
+    ) -> None:
+        self._url = base_url
+        self._token = token
+        self._rpc_headers = _rpc_headers(token)
+        self._get_headers = _common_headers()
+        self._max_response_bytes = max_response_bytes
+        self._clock: Clock = clock or LoopClock()
+        self.http: HTTPTransport = http or AiohttpTransport(
+            max_concurrency=max_concurrency,
+            connect_timeout=connect_timeout,
+            trace_configs=trace_configs,
+            proxies=proxies,
+            common_headers=self._get_headers,
+        )
+        # The real transport bounds each exchange on its sockets (aiohttp's timeout, in real
+        # time); any other (an in-memory one) is bounded here, on the client's clock, so a
+        # virtual-time test sees the same timeouts.
+        self._bound_here = not isinstance(self.http, AiohttpTransport)
+        self._ids = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"<Transport {self._url}>"
+
+    async def _exchange(
+        self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
+    ) -> tuple[int, Any, bytes]:
+        failure: APIConnectionError | None = None
+        try:
+            request = HTTPRequest(
+                method, url, headers, body, timeout, self._max_response_bytes, what
+            )
+            exchange = self.http.send(request)
+            if self._bound_here:
+                return await within(self._clock, timeout, exchange, asyncio.TimeoutError)
+            return await exchange
+        except _NETWORK_ERRORS as exc:
+            failure = _network_error(what, timeout, exc)
+        # aiohttp's exceptions carry the request's headers, the token among them.
+        raise_alone(failure)
+
+    def _headers_for(self, token: str) -> dict[str, str]:
+        # The token changes once an hour at most: rebuild the headers only then.
+        if token != self._token:
+            self._token = token
+            self._rpc_headers = _rpc_headers(token)
+        return self._rpc_headers
+
+    async def rpc(
+        self,
+        method: str,
+        params: Any,
+        *,
+        timeout: float,
+        token: str | None = None,
+        skill_id: str | None = None,
+        usual: type[U] | None = None,
+    ) -> Task | U:
+        """Send one JSON-RPC request and return the Task it answers, or raise.
+
+        ``token`` replaces the transport's own for this request and the next ones;
+        ``skill_id`` (the skill a ``message/send`` names) goes into the errors it meets.
+        ``usual`` is the skill's usual answer (see :mod:`._usual`): an answer in that shape
+        is returned as it, decoded in one pass; any other answer as a Task, or raised.
+        """
+        request_id = next(self._ids)
+        body = _ENCODER.encode(_Request("2.0", request_id, method, params))
+        rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
+        logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
+        try:
+            status, headers, payload = await self._exchange(
+                "POST", self._url, with_trace_context(rpc_headers), body, timeout, method
+            )
+        except APIResponseError as error:  # the body could not be read (too large, corrupt)
+            with_answer(error, jsonrpc_id=request_id)
+            raise
+        if usual is not None and status == 200:
+            answer = decode_usual(usual, request_id, payload)
+            if answer is not None:
+                return answer
+        return decode_response(method, request_id, status, payload, headers, skill_id=skill_id)
+
+    async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
+        """GET a public URL (no token sent); the status, headers and body."""
+        logger.debug("GET %s", url)
+        headers = with_trace_context(self._get_headers)
+        return await self._exchange("GET", url, headers, None, timeout, f"GET {url}")
+
+    async def aclose(self) -> None:
+        """Close the HTTP transport; this one cannot be used afterwards."""
+        await self.http.aclose()

@@ -1,0 +1,204 @@
+"""The ``harvest`` command in one process: JSONL once, resume, stdin and stdout, Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from magisterium_async.testing import Emulator, EmulatorConfig, Fault
+from tests.cli.helpers import TIMEOUT, clean_env, cli, jsonl
+
+
+def test_harvest_writes_jsonl_once_and_resume_adds_nothing(tmp_path: Path) -> None:
+    args = ("harvest", "--emulator", "--query", "grace", "--query", "Eucharist")
+    first = cli(*args, "--out", "docs.jsonl", cwd=tmp_path)
+    assert first.code == 0, first.err
+    lines = jsonl((tmp_path / "docs.jsonl").read_text())
+    ids = [line["id"] for line in lines]
+    assert ids and len(ids) == len(set(ids))
+    assert all({"id", "title", "author", "ref", "text"} <= line.keys() for line in lines)
+    assert f"Harvested {len(ids)} documents from 2 queries" in first.err
+    assert (tmp_path / "docs.jsonl.state.sqlite").exists()
+
+    again = cli(*args, "--out", "docs.jsonl", cwd=tmp_path)
+    assert again.code == 2
+    assert "--resume" in again.err
+
+    resumed = cli(*args, "--out", "docs.jsonl", "--resume", cwd=tmp_path)
+    assert resumed.code == 0, resumed.err
+    assert jsonl((tmp_path / "docs.jsonl").read_text()) == lines
+    assert "Harvested 0 documents" in resumed.err
+    # All runs counted: the queries searched before and the documents already in the file.
+    assert f"all runs: 2 of 2 queries done · {len(ids)} documents in docs.jsonl" in resumed.err
+
+
+def test_harvest_reads_stdin_and_writes_stdout() -> None:
+    queries = "grace\n\nmercy and love\n"
+    run = cli("harvest", "--emulator", "--synthetic", "1000", "--json", "-", stdin=queries)
+    assert run.code == 0, run.err
+    ids = [line["id"] for line in jsonl(run.out)]
+    assert ids and len(ids) == len(set(ids))
+    summary = json.loads(run.err)
+    assert summary["queries"] == 2 and summary["written"] == len(ids)
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_harvest_stopped_by_a_signal_sums_up_and_resume_completes_it(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    """Ctrl-C, and SIGTERM as timeout, systemd or Kubernetes send it, stop a harvest
+    cleanly: a summary, the --resume hint, the state closed (no -wal or -shm left)."""
+    state = str(tmp_path / "state.sqlite")
+    command = [sys.executable, "-m", "magisterium_async", "harvest", "--emulator", "-"]
+    proc = subprocess.Popen(
+        [*command, "--state", state],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write("grace\n")
+        proc.stdin.flush()
+        # The first document out: the harvest is under way (stdin still open).
+        ready, _, _ = select.select([proc.stdout], [], [], TIMEOUT)
+        assert ready, "no document within the timeout"
+        first = [json.loads(proc.stdout.readline())]
+        proc.send_signal(signum)  # while stdin stays open, as at a terminal
+        # Read through the same buffered pipes as readline() above (communicate() would
+        # read the raw descriptors and miss what the buffer already holds).
+        out = proc.stdout.read()
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert proc.returncode == code, err
+    assert "Interrupted after" in err and "--resume" in err
+    assert "error" not in err  # the summary says it all, once
+    assert not Path(f"{state}-wal").exists() and not Path(f"{state}-shm").exists()
+    first += jsonl(out)
+
+    rest = cli("harvest", "--emulator", "--state", state, "--resume", "-", stdin="grace\n")
+    assert rest.code == 0, rest.err
+    fresh = cli("harvest", "--emulator", "-", stdin="grace\n")
+    ids = [str(d["id"]) for d in first + jsonl(rest.out)]
+    assert sorted(ids) == sorted(str(d["id"]) for d in jsonl(fresh.out))
+
+
+def test_harvest_skips_comments_and_refuses_a_blank_query(tmp_path: Path) -> None:
+    queries = tmp_path / "queries.txt"
+    queries.write_text("# Marian dogmas\ngrace\n\n")
+    run = cli("harvest", "--emulator", "--json", str(queries))
+    assert run.code == 0, run.err
+    assert json.loads(run.err)["queries"] == 1
+    blank = cli("harvest", "--emulator", "-q", "", "--out", "docs.jsonl", cwd=tmp_path)
+    assert blank.code == 2
+    assert blank.err.strip() == "magisterium-async: error: --query must not be blank"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
+
+
+def test_resume_leaves_a_file_it_did_not_write_byte_for_byte(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    text = b"shopping\nthe last line has no newline"
+    notes.write_bytes(text)
+    run = cli(
+        "harvest", "--emulator", "-q", "grace", "--out", "notes.txt", "--resume", cwd=tmp_path
+    )
+    assert run.code == 2
+    assert "notes.txt exists and this harvest did not write it" in run.err
+    assert "another --out" in run.err and "Traceback" not in run.err
+    assert notes.read_bytes() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_resume_repairs_its_own_torn_tail_and_refuses_a_replaced_output(tmp_path: Path) -> None:
+    out = tmp_path / "docs.jsonl"
+    first = cli("harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", cwd=tmp_path)
+    assert first.code == 0, first.err
+    whole = out.read_bytes()
+    with out.open("ab") as file:  # killed in the middle of a line
+        file.write(b'{"id":"torn","ti')
+    more = ("harvest", "--emulator", "-q", "grace", "-q", "Eucharist", "--out", "docs.jsonl")
+    resumed = cli(*more, "--resume", cwd=tmp_path)
+    assert resumed.code == 0, resumed.err
+    records = jsonl(out.read_text())
+    assert out.read_bytes().startswith(whole) and len(records) > len(jsonl(whole.decode()))
+    ids = [record["id"] for record in records]
+    assert len(ids) == len(set(ids)) and "torn" not in ids
+
+    # The same bytes in another file (a copy put in its place) are not the harvest's file.
+    kept = out.read_bytes()
+    (tmp_path / "elsewhere").write_bytes(kept)  # made while the original holds its inode
+    (tmp_path / "elsewhere").replace(out)
+    refused = cli(*more, "-q", "mercy", "--resume", cwd=tmp_path)
+    assert refused.code == 2 and "another file than the one the harvest wrote" in refused.err
+    assert out.read_bytes() == kept
+
+
+def _limit_memory() -> None:
+    import resource
+
+    limit = 1536 * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_device_output_is_never_read_and_a_full_one_ends_with_a_message(
+    tmp_path: Path,
+) -> None:
+    state = str(tmp_path / "s.sqlite")
+    accepted = cli("harvest", "--emulator", "-q", "grace", "--out", "/dev/null", "--state", state)
+    assert accepted.code == 0, accepted.err
+    argv = ["harvest", "--emulator", "-q", "grace", "-q", "mercy"]
+    argv += ["--out", "/dev/full", "--state", state, "--resume"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "magisterium_async", *argv],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT,
+        preexec_fn=_limit_memory,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot write --out /dev/full: the disk is full" in proc.stderr
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "fault", [Fault.task_failed(), Fault.drop()], ids=["task failed", "connection dropped"]
+)
+async def test_a_harvest_with_failures_exits_7_whatever_failed_first(
+    tmp_path: Path, fault: Fault
+) -> None:
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        emulator.script(fault, skill="document_search")
+        argv = ["harvest", "-q", "grace", "-q", "mercy", "--max-retries", "0"]
+        argv += ["--base-url", emulator.base_url, "--out", str(tmp_path / "d.jsonl")]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "magisterium_async",
+            *argv,
+            env=clean_env(MAGISTERIUM_TOKEN=emulator.token),
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode == 7, err.decode()
+    assert "first failure (search" in err.decode() and "--resume" in err.decode()

@@ -1,0 +1,108 @@
+"""The harvest's arguments, checked before anything starts: one clear line for each mistake."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from magisterium_async._cli import build_parser
+from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli.harvest._plan import Plan, plan, plan_workers, query_of, unwritable
+
+
+def _plan(tmp_path: Path, *argv: str) -> Plan:
+    args = build_parser().parse_args(["harvest", *argv])
+    where = plan(args)
+    where.close()
+    return where
+
+
+def _refused(tmp_path: Path, *argv: str, workers: bool = False) -> str:
+    args = build_parser().parse_args(["harvest", *argv])
+    with pytest.raises(CliError) as caught:
+        (plan_workers if workers else plan)(args)
+    assert caught.value.code == ExitCode.USAGE
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+async def test_comments_and_blank_lines_of_a_queries_file_are_not_queries(
+    tmp_path: Path,
+) -> None:
+    queries = tmp_path / "queries.txt"
+    queries.write_text("# saints\ngrace\n\n   \n  # an indented comment\nmercy and love  \n")
+    where = _plan(tmp_path, str(queries), "-q", "#literal")
+    assert where.total == 3
+    where = plan(build_parser().parse_args(["harvest", str(queries), "-q", "#literal"]))
+    try:
+        assert [q async for q in where.lines()] == ["#literal", "grace", "mercy and love"]
+    finally:
+        where.close()
+    assert [query_of(line) for line in ("#x", " # x", "", "a # b")] == [None, None, None, "a # b"]
+
+
+def test_a_blank_query_is_refused(tmp_path: Path) -> None:
+    assert _refused(tmp_path, "-q", "grace", "-q", "  ") == "--query must not be blank"
+    assert _refused(
+        tmp_path, "-q", "", "-o", str(tmp_path / "d.jsonl"), "--workers", "2", workers=True
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_directory_as_out_or_state_is_named_as_such(tmp_path: Path) -> None:
+    message = _refused(tmp_path, "-q", "grace", "--out", str(tmp_path))
+    assert message == (
+        f"--out {tmp_path} is a directory: give a file in it, such as {tmp_path}/docs.jsonl"
+    )
+    assert "--resume" not in message
+    message = _refused(tmp_path, "-q", "grace", "--state", str(tmp_path), "--resume")
+    assert message.startswith(f"--state {tmp_path} is a directory")
+
+
+def test_an_unwritable_out_is_refused_before_the_harvest(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "docs.jsonl"
+    assert _refused(tmp_path, "-q", "grace", "--out", str(missing)) == (
+        f"cannot write --out {missing}: the directory {missing.parent} does not exist"
+    )
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    message = _refused(tmp_path, "-q", "grace", "--out", str(afile / "docs.jsonl"))
+    assert message == f"cannot write --out {afile}/docs.jsonl: a part of {afile} is not a directory"
+    worker_out = tmp_path / "gone" / "docs.jsonl"
+    message = _refused(
+        tmp_path, "-q", "g", "--out", str(worker_out), "--workers", "2", workers=True
+    )
+    assert message.startswith(f"cannot write --out {tmp_path}/gone/docs.w1.jsonl: the directory")
+    assert sorted(os.listdir(tmp_path)) == ["afile"]
+
+
+def test_a_writable_out_is_tried_and_left_as_it_was(tmp_path: Path) -> None:
+    out = tmp_path / "docs.jsonl"
+    where = _plan(tmp_path, "-q", "grace", "--out", str(out))
+    assert (where.out, where.state) == (str(out), f"{out}.state.sqlite")
+    assert not out.exists() and not Path(f"{out}.state.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        (errno.EACCES, "permission denied"),
+        (errno.EROFS, "the file system is read-only"),
+        (errno.ENOSPC, "the disk is full"),
+        (errno.EIO, "input/output error"),
+    ],
+)
+def test_why_a_path_cannot_be_written_is_said_in_words(code: int, why: str) -> None:
+    error = unwritable("--out", "/data/docs.jsonl", OSError(code, os.strerror(code)))
+    assert str(error) == f"cannot write --out /data/docs.jsonl: {why}"
+    assert error.code == ExitCode.USAGE
+
+
+def test_a_refused_path_in_a_directory_that_exists_is_not_called_missing(tmp_path: Path) -> None:
+    # /proc/x answers ENOENT though /proc exists: say what the system said, not a wrong why.
+    path = str(tmp_path / "docs.jsonl")
+    error = unwritable("--out", path, OSError(errno.ENOENT, os.strerror(errno.ENOENT)))
+    assert str(error) == f"cannot write --out {path}: no such file or directory"

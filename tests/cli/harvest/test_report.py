@@ -1,0 +1,148 @@
+"""What a harvest tells its user: a status line and summaries that say the figures (this
+run and all runs, documents a minute, the wait for quota) the same way."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from magisterium_async import APIConnectionError, RateLimits
+from magisterium_async._cli._output import Output
+from magisterium_async._cli.harvest._report import Status, combined_summary, summary
+from magisterium_async._cli.harvest._tally import Tally
+from magisterium_async._harvest._harvest import HarvestFailure, HarvestStats
+from magisterium_async._ratelimit import PoolStats
+from tests.helpers.tally_fakes import tally_of
+
+
+def test_the_status_line_counts_all_runs_and_this_run_in_documents_a_minute() -> None:
+    stats = HarvestStats(
+        queries=30, searched=12, skipped_queries=11, unique_ids=30, fetched=22, started=0.0
+    )
+    stats.finished = 60.0
+    tally = tally_of(stats, 30, existing=11, in_file=True)
+    line = Status(tally).line()
+    assert line.startswith("queries 23/30 (12 this run) · docs 33 (22 this run) · 22.0 docs/min")
+    # Half a minute into a 15-a-minute quota: the rate is over the quota's minute, not the
+    # burst of its first seconds.
+    fresh = tally_of(HarvestStats(queries=2, searched=2, fetched=3, started=0.0, finished=30.0), 2)
+    assert Status(fresh).line().startswith("queries 2/2 · docs 3 · 3.0 docs/min")
+    burst = HarvestStats(queries=300, searched=10, fetched=300, started=0.0, finished=3.6)
+    assert tally_of(burst, 300, RateLimits(300, 2)).per_minute == 300.0  # not 5000
+    lifted = tally_of(burst, 300, RateLimits.unlimited())
+    assert lifted.per_minute == pytest.approx(5000.0)  # no quota: the pace kept
+
+
+def test_the_status_line_says_it_waits_for_quota_and_until_when() -> None:
+    stats = HarvestStats(queries=40, searched=15, unique_ids=15, fetched=0, started=0.0)
+    waiting = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 0, 4, next_start_in=42.0)
+    tally = tally_of(stats, 40, pool=lambda: waiting)
+    noon = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
+    line = Status(tally, wall=lambda: noon).line()
+    assert "waiting for quota: next request in 42s (at 12:00:42)" in line
+    # 25 searches and 15 fetches + 25 to come: the first at the quota's word, the rest
+    # at 15 a minute; the ETA counts down while the wait lasts.
+    assert tally.eta() == pytest.approx(42 + 64 / 0.25)
+    later = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 0, 4, next_start_in=12.0)
+    assert tally_of(stats, 40, pool=lambda: later).eta() == pytest.approx(12 + 64 / 0.25)
+    idle = PoolStats("default", 15, 0, 0, 0.0, 15.0, 15.0, 2, 0)
+    assert "waiting" not in Status(tally_of(stats, 40, pool=lambda: idle)).line()
+
+
+def _summary_lines(tally: Tally, ending: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    summary(
+        Output(), tally, ending=ending, out="docs.jsonl", state="s.sqlite", emulator=False, job=None
+    )
+    return capsys.readouterr().err.splitlines()
+
+
+def test_the_summary_names_the_queries_searched_and_both_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 30 queries read, 23 searched, 22 documents written: the numbers the summary gives.
+    stats = HarvestStats(queries=30, searched=23, unique_ids=40, fetched=22, results=80)
+    stats.started, stats.finished = 0.0, 60.0
+    lines = _summary_lines(tally_of(stats, 30), "interrupted", capsys)
+    assert lines[0] == "Interrupted after 22 documents from 23 queries in 1m00s → docs.jsonl"
+    assert lines[1].startswith("  this run: searched 23 · results 80 · new documents 40")
+    assert lines[1].endswith("· 22.0 documents/min")
+    assert lines[2] == "  all runs: 23 of 30 queries done · 22 documents in docs.jsonl"
+    assert "--resume" in lines[-1]
+
+    resumed = HarvestStats(queries=30, skipped_queries=30, fetched=5, started=0.0, finished=6.0)
+    tally = tally_of(resumed, 30, existing=20, in_file=True)
+    lines = _summary_lines(tally, "done", capsys)
+    assert lines[0].startswith("Harvested 5 documents, from earlier searches in")
+    assert lines[2] == "  all runs: 30 of 30 queries done · 25 documents in docs.jsonl"
+
+
+def test_the_json_summary_has_the_same_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    stats = HarvestStats(queries=3, searched=2, skipped_queries=1, fetched=4)
+    stats.started, stats.finished = 0.0, 120.0
+    tally = tally_of(stats, 3, existing=6, in_file=True)
+    summary(Output(json=True), tally, ending="done", out="d", state="s", emulator=False, job=None)
+    record = json.loads(capsys.readouterr().err)
+    assert record["queries_total"] == 3 and record["queries_done"] == 3
+    assert record["written"] == 4 and record["documents_total"] == 10
+    assert record["documents_per_minute"] == 2.0
+
+
+def test_the_workers_summary_adds_searches_not_queries_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Each of 2 workers reads all 30 queries and searches its share.
+    workers = [
+        {"queries": 30, "searched": s, "written": w, "documents_total": w, "queries_done": s,
+         "queries_total": 30}
+        for s, w in ((14, 20), (16, 25))
+    ]  # fmt: skip
+    combined_summary(
+        Output(),
+        ending="done",
+        summaries=workers,
+        outs=["d.w1.jsonl", "d.w2.jsonl"],
+        states=["a", "b"],
+        job="j",
+        redis="private",
+        elapsed=90.0,
+        emulator=False,
+    )
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("Harvested 45 documents from 30 queries with 2 workers in 1m30s")
+    assert lines[1].endswith("· 30.0 documents/min")
+    assert lines[2].startswith("  all runs: 30 of 30 queries done · 45 documents in the outputs")
+    assert lines[3] == "  per worker: w1 20 docs/14 queries · w2 25 docs/16 queries"
+
+
+@dataclass
+class _Coordinator:
+    skipped_queries: int = 0
+    skipped_ids: int = 0
+
+
+def test_queries_other_workers_took_are_neither_done_here_nor_left() -> None:
+    stats = HarvestStats(queries=10, searched=10, unique_ids=10, fetched=5)
+    coordinator: Any = _Coordinator(skipped_queries=20)
+    tally = tally_of(stats, 30, coordinator=coordinator)
+    assert tally.queries_done == 10 and tally.requests_left() == 5
+    assert "queries 10/30 · docs 5 · 0.0 docs/min · 20 queries to other workers" in (
+        Status(tally).line()
+    )
+
+
+def test_a_finished_harvest_with_failures_says_resume_retries_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    failure = HarvestFailure("fetch", "10234", APIConnectionError("down"))
+    stats = HarvestStats(queries=2, searched=2, unique_ids=3, fetched=2, failed=1)
+    lines = _summary_lines(tally_of(stats, 2, failures=[failure]), "done", capsys)
+    assert lines[-2].startswith("  first failure (fetch '10234'):")
+    assert lines[-1] == "  run the same command with --resume to continue (state: s.sqlite)"
+    clean = HarvestStats(queries=2, searched=2, unique_ids=2, fetched=2)
+    assert not [
+        line for line in _summary_lines(tally_of(clean, 2), "done", capsys) if "--resume" in line
+    ]

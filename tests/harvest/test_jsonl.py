@@ -1,0 +1,124 @@
+"""JsonlWriter's timer: a document written is on disk within ``max_delay``, whatever follows.
+
+Run in virtual time: the writer's clock is a VirtualClock, so "2 s later" takes no time; the
+fsync itself runs in a real thread, which the tests wait for through ``on_durable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from magisterium_async import Document, JsonlWriter
+from magisterium_async.testing import VirtualClock
+
+
+def document(document_id: str) -> Document:
+    return Document(id=document_id, title="T", author=None, ref=None, text="x")
+
+
+def ids_in(path: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+class Durable:
+    """``on_durable`` that a test can wait on."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, ids: list[str]) -> None:
+        self.batches.append(ids)
+        self._changed.set()
+
+    async def batch(self) -> list[str]:
+        with anyio.fail_after(30):  # the real fsync thread, on a loaded machine
+            while not self._changed.is_set():
+                await self._changed.wait()
+        self._changed.clear()
+        return self.batches[-1]
+
+
+async def test_a_lone_document_is_on_disk_after_max_delay(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    clock = VirtualClock()
+    durable = Durable()
+    async with JsonlWriter(path, max_delay=2.0, on_durable=durable, clock=clock) as out:
+        await out.write(document("a"))
+        await clock.advance(1.9)
+        assert durable.batches == [] and ids_in(path) == []
+        await clock.advance(0.1)
+        assert await durable.batch() == ["a"]
+        assert ids_in(path) == ["a"]
+        # The next batch waits from its own first document, not from the last flush.
+        await out.write(document("b"))
+        await clock.advance(1.5)
+        await out.write(document("c"))
+        await clock.advance(0.5)
+        assert await durable.batch() == ["b", "c"]
+        assert ids_in(path) == ["a", "b", "c"]
+        assert clock.sleepers == 0  # the timer sleeps only while lines wait
+    assert durable.batches == [["a"], ["b", "c"]]
+
+
+async def test_a_full_batch_is_written_at_once_and_the_timer_leaves_it(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    clock = VirtualClock()
+    durable = Durable()
+    async with JsonlWriter(
+        path, batch_size=2, max_delay=5.0, on_durable=durable, clock=clock
+    ) as out:
+        await out.write(document("a"))
+        await out.write(document("b"))
+        assert durable.batches == [["a", "b"]]  # the second write flushed, no waiting
+        await clock.advance(5.0)
+        assert durable.batches == [["a", "b"]]
+    assert ids_in(path) == ["a", "b"]
+
+
+async def test_a_failed_timed_write_is_raised_by_the_next_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts: list[bytes] = []
+    tried = threading.Event()
+
+    def disk_full(file: object, data: bytes, sync: bool) -> None:
+        attempts.append(data)
+        tried.set()
+        raise OSError(28, "No space left on device")
+
+    clock = VirtualClock()
+    out = JsonlWriter(tmp_path / "out.jsonl", max_delay=1.0, clock=clock)
+    await out.open()
+    monkeypatch.setattr("magisterium_async._harvest._jsonl._write", disk_full)
+    try:
+        await out.write(document("a"))
+        await clock.advance(1.0)
+        assert await anyio.to_thread.run_sync(tried.wait, 30)  # the timer's write failed
+        with pytest.raises(OSError, match="No space left"):
+            await out.flush()  # nothing left to write: it raises what the timer met
+        assert len(attempts) == 1
+    finally:
+        monkeypatch.undo()
+        await out.aclose()
+
+
+def test_max_delay_must_be_seconds(tmp_path: Path) -> None:
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="max_delay"):
+            JsonlWriter(tmp_path / "out.jsonl", max_delay=bad)
+    with pytest.raises(TypeError, match="max_delay must be a number, not str"):
+        JsonlWriter(tmp_path / "out.jsonl", max_delay="1")  # type: ignore[arg-type]
+
+
+def test_batch_size_must_be_a_whole_number(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        JsonlWriter(tmp_path / "out.jsonl", batch_size=0)
+    with pytest.raises(TypeError, match="batch_size must be an int, not float"):
+        JsonlWriter(tmp_path / "out.jsonl", batch_size=2.0)  # type: ignore[arg-type]
