@@ -24,7 +24,7 @@ import pytest
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import Priority
-from magisterium_async._errors import SharedQuotaError
+from magisterium_async._errors import APIConnectionError, SharedQuotaError
 from magisterium_async._ratelimit import (
     PoolEvent,
     RuleState,
@@ -285,6 +285,49 @@ async def test_a_lowered_rate_is_read_by_every_process(memory_redis: object) -> 
     _, scheds = await shared_scenario(memory_redis, quota, told, 120)
     rates = {s.stats.default.current_rate for s in scheds}
     assert rates and max(rates) <= 16, rates  # 150 told, 15 allowed: all learned it
+
+
+async def test_tries_that_never_reached_the_server_leave_the_shared_log(
+    memory_redis: object,
+) -> None:
+    """Two processes, 2 a minute in the expensive pool: one's three refused tries are taken
+    out of the shared log, so the other's two calls start at once."""
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, RateLimits.pro(), 2, 4)
+
+    async def refused() -> None:
+        error = APIConnectionError("connect failed: ClientConnectorError")
+        error.reached_server = False
+        raise error
+
+    async def answered() -> float:
+        return clock.now()
+
+    policy = RetryPolicy(max_retries=2)
+    first = asyncio.create_task(
+        call_with_retries(
+            refused, pool=scheds[0].pool("expensive"), policy=policy, clock=clock, what="x"
+        )
+    )
+    await clock.run_until_idle()
+    with pytest.raises(APIConnectionError):
+        await first
+    await shared[0].aflush()
+    log_key, _ = shared[0].keys("expensive")
+    assert await shared[0]._redis.zcard(log_key) == 0
+    began = clock.now()
+    later = [
+        asyncio.create_task(
+            call_with_retries(
+                answered, pool=scheds[1].pool("expensive"), policy=policy, clock=clock, what="y"
+            )
+        )
+        for _ in range(2)
+    ]
+    await clock.run_until_idle()
+    assert [await t for t in later] == [began, began]
+    for sched in scheds:
+        await sched.aclose()
 
 
 async def test_an_interactive_call_in_one_process_goes_before_bulk_in_others(
