@@ -7,6 +7,7 @@
 Everything users need is importable from here; the private modules may change.
 """
 
+from magisterium_async._auth._tokens import TokenCallable, TokenSource
 from magisterium_async._client import AsyncMagisterium
 from magisterium_async._clock import Clock
 from magisterium_async._config import (
@@ -15,6 +16,7 @@ from magisterium_async._config import (
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     PoolName,
+    Priority,
     RateLimits,
     RetryPolicy,
     Timeouts,
@@ -52,12 +54,15 @@ from magisterium_async._errors import (
 )
 from magisterium_async._harvest._batch import Batch, BatchItem
 from magisterium_async._harvest._harvest import (
+    Acknowledge,
     Harvest,
     HarvestedDocument,
     HarvestFailure,
     HarvestStats,
+    OnError,
 )
 from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
+from magisterium_async._http._base import HTTPRequest, HTTPTransport
 from magisterium_async._models import (
     AgentCapabilities,
     AgentCard,
@@ -77,7 +82,13 @@ from magisterium_async._models import (
     TaskStatus,
     TextPart,
 )
-from magisterium_async._ratelimit import PoolEvent, PoolStats, SchedulerStats, SharedQuota
+from magisterium_async._ratelimit import (
+    EventKind,
+    PoolEvent,
+    PoolStats,
+    SchedulerStats,
+    SharedQuota,
+)
 from magisterium_async._version import __version__
 
 __all__ = [
@@ -88,6 +99,7 @@ __all__ = [
     "APIConnectionError",
     "APIResponseError",
     "APITimeoutError",
+    "Acknowledge",
     "AgentCapabilities",
     "AgentCard",
     "AgentSkill",
@@ -103,8 +115,11 @@ __all__ = [
     "CredentialsError",
     "DataPart",
     "Document",
+    "EventKind",
     "FileContent",
     "FilePart",
+    "HTTPRequest",
+    "HTTPTransport",
     "Harvest",
     "HarvestFailure",
     "HarvestStats",
@@ -120,6 +135,7 @@ __all__ = [
     "Message",
     "MethodNotFoundError",
     "OAuthError",
+    "OnError",
     "OutputFileError",
     "OutputMark",
     "ParseError",
@@ -128,6 +144,7 @@ __all__ = [
     "PoolEvent",
     "PoolName",
     "PoolStats",
+    "Priority",
     "RateLimitError",
     "RateLimits",
     "ResponseTooLargeError",
@@ -148,6 +165,8 @@ __all__ = [
     "TaskStatus",
     "TextPart",
     "Timeouts",
+    "TokenCallable",
+    "TokenSource",
     "UnexpectedStatusError",
     "__version__",
 ]
