@@ -209,12 +209,22 @@ def test_a_start_without_a_ticket_is_not_reported(method: str) -> None:
 
 
 def processes(
-    memory_redis: object, clock: VirtualClock, limits: RateLimits, count: int, concurrency: int
+    memory_redis: object,
+    clock: VirtualClock,
+    limits: RateLimits,
+    count: int,
+    concurrency: int,
+    *,
+    hint: bool = True,
+    prefix: str = "magisterium",
 ) -> tuple[list[SharedLimiter], list[Scheduler]]:
-    """``count`` clients sharing one token's quota through one (in-memory) Redis."""
+    """``count`` clients sharing one token's quota through one (in-memory) Redis, told how
+    many they are (``hint``: ``workers=count``) or given the URL alone."""
     from fakeredis import FakeAsyncRedis
 
-    config = SharedQuota("redis://memory", workers=count)
+    config = SharedQuota("redis://memory", prefix=prefix)
+    if hint:
+        config = SharedQuota("redis://memory", workers=count, prefix=prefix)
     shared = [
         SharedLimiter(
             config,
@@ -236,12 +246,23 @@ def processes(
 
 
 async def shared_scenario(
-    memory_redis: object, quota: Quota, told: float, requests: int, count: int = 4
+    memory_redis: object,
+    quota: Quota,
+    told: float,
+    requests: int,
+    count: int = 4,
+    *,
+    hint: bool = True,
+    prefix: str = "magisterium",
+    limiters: list[SharedLimiter] | None = None,
 ) -> tuple[float, list[Scheduler]]:
-    """The scheduler tests' scenario, its requests split over ``count`` processes."""
+    """The scheduler tests' scenario, its requests split over ``count`` processes (their
+    shared limiters added to ``limiters``)."""
     clock = VirtualClock()
     limits = RateLimits(told, told, period=quota.period)
-    _, scheds = processes(memory_redis, clock, limits, count, 16)
+    shared, scheds = processes(memory_redis, clock, limits, count, 16, hint=hint, prefix=prefix)
+    if limiters is not None:
+        limiters += shared
     rng = random.Random(1)
 
     def attempt() -> Awaitable[None]:
@@ -276,6 +297,28 @@ async def test_four_processes_adapt_as_one(memory_redis: object, name: str) -> N
     assert quota.accepted == requests
     assert quota.refused / quota.accepted <= most_429s, quota.refused
     assert wall <= most_wall * quota.ideal(requests), (wall, quota.ideal(requests))
+
+
+@pytest.mark.parametrize("name", ["hidden", "shift"])
+async def test_the_url_alone_adapts_as_well_as_the_workers_hint(
+    memory_redis: object, name: str
+) -> None:
+    """Four processes given the URL alone learn how many they are from Redis: the same
+    starts, 429s and wall time as those told ``workers=4``, within the same goals."""
+    told, scenario, requests, most_429s, most_wall = PRO_SCENARIOS[name]
+    seen = {}
+    for hint in (True, False):
+        quota = Quota(scenario.schedule, scenario.period)
+        shared: list[SharedLimiter] = []
+        wall, _ = await shared_scenario(
+            memory_redis, quota, told, requests, hint=hint, prefix=f"p{hint}", limiters=shared
+        )
+        assert quota.accepted == requests
+        assert quota.refused / quota.accepted <= most_429s, quota.refused
+        assert wall <= most_wall * quota.ideal(requests), (wall, quota.ideal(requests))
+        assert [s._clients for s in shared] == [4] * 4  # each learned how many share it
+        seen[hint] = (wall, quota.refused)
+    assert seen[False] == seen[True]
 
 
 async def test_a_lowered_rate_is_read_by_every_process(memory_redis: object) -> None:
