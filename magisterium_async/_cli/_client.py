@@ -17,6 +17,7 @@ from magisterium_async._ratelimit import SharedQuota
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
+MAX_TOKEN_FILE = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
 NO_TOKEN = (
     f"no API token: sign in with `magisterium-async login`, or set {TOKEN_ENV} "
     f"(export {TOKEN_ENV}=<your token>) or pass --token-file PATH; add --emulator to "
@@ -60,12 +61,26 @@ def read_token(token_file: str | None, credentials: str | None = None) -> str | 
                 raise CliError(NO_TOKEN, ExitCode.AUTH)
         return None
     try:
-        with open(token_file, encoding="utf-8") as file:
-            token = file.read().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
+        with open(token_file, "rb") as file:
+            # A cap, not the whole file: ``--token-file /dev/zero`` must not fill memory.
+            data = file.read(MAX_TOKEN_FILE + 1)
+    except OSError as exc:
         raise CliError(
-            f"cannot read the token file {token_file}: {reason}", ExitCode.AUTH
+            f"cannot read the token file {token_file}: {exc.strerror or exc}", ExitCode.AUTH
+        ) from None
+    if len(data) > MAX_TOKEN_FILE:
+        raise CliError(
+            f"the token file {token_file} holds more than {MAX_TOKEN_FILE // 1024} KiB: a "
+            "token is a few hundred bytes; give --token-file the file that holds only it",
+            ExitCode.AUTH,
+        )
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise CliError(
+            f"the token file {token_file} is not UTF-8 text: give --token-file the file "
+            "that holds only the token",
+            ExitCode.AUTH,
         ) from None
     if not token or any(c in token for c in "\r\n"):
         raise CliError(

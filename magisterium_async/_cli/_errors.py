@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import enum
 import signal
 
@@ -23,6 +24,7 @@ __all__ = [
     "CliError",
     "ExitCode",
     "Interrupted",
+    "UsageError",
     "describe",
     "exit_code_for",
 ]
@@ -66,6 +68,22 @@ class CliError(Exception):
     def __init__(self, message: str, code: ExitCode = ExitCode.ERROR) -> None:
         super().__init__(message)
         self.code = code
+
+
+class UsageError(SystemExit):
+    """Bad arguments: what ``parser`` (the command's) found wrong, exiting 2.
+
+    A :class:`SystemExit`, as argparse's own, so whoever parses and does not catch it
+    still exits 2; :func:`~._app.main` catches it to print it, as JSON under ``--json``.
+    """
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(ExitCode.USAGE)
+        self.parser = parser
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class Interrupted(Exception):

@@ -9,6 +9,7 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async._cli._client import (
+    MAX_TOKEN_FILE,
     ClientOptions,
     check_options,
     emulator_quota,
@@ -114,3 +115,14 @@ async def test_with_the_emulator_the_client_talks_to_one_of_its_own() -> None:
         assert client.rate_limits == m.RateLimits.unlimited()
         results = await client.search("grace")
         assert results and all(result.id for result in results)
+
+
+def test_a_long_token_on_one_line_is_read_and_a_longer_file_is_not(tmp_path: Path) -> None:
+    token = "sk-" + "a" * 8000  # a large JWT is a few KiB
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n", encoding="utf-8")
+    assert read_token(str(token_file)) == token
+    token_file.write_text("a" * (MAX_TOKEN_FILE + 1), encoding="utf-8")
+    with pytest.raises(CliError, match="holds more than 64 KiB") as caught:
+        read_token(str(token_file))
+    assert caught.value.code == ExitCode.AUTH
