@@ -58,6 +58,7 @@ from magisterium_async._harvest._harvest import (
     HarvestStats,
 )
 from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
+from magisterium_async._logs import from_environment as _log_from_environment
 from magisterium_async._models import (
     AgentCapabilities,
     AgentCard,
@@ -151,3 +152,5 @@ __all__ = [
     "UnexpectedStatusError",
     "__version__",
 ]
+
+_log_from_environment()  # $MAGISTERIUM_LOG, read once

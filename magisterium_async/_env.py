@@ -10,7 +10,9 @@ and every command agree:
 - the endpoint: ``base_url=`` (or ``--base-url``), then ``$MAGISTERIUM_BASE_URL``, then
   the service's own (:data:`DEFAULT_BASE_URL`);
 - the Redis that shares a quota or a harvest: ``url=`` (or ``--redis``), then
-  ``$MAGISTERIUM_REDIS_URL``, else none.
+  ``$MAGISTERIUM_REDIS_URL``, else none;
+- the library's log on stderr: ``$MAGISTERIUM_LOG`` (``info`` or ``debug``; the command
+  line's ``-v``/``-vv`` too), else none.
 
 An empty variable counts as unset; a token is read without its surrounding whitespace
 (a blank one is no token).
@@ -25,9 +27,11 @@ from magisterium_async._config import DEFAULT_BASE_URL
 __all__ = [
     "BASE_URL_ENV",
     "CREDENTIALS_ENV",
+    "LOG_ENV",
     "REDIS_URL_ENV",
     "TOKEN_ENV",
     "base_url",
+    "log_level",
     "redis_url",
     "token_from_env",
 ]
@@ -36,6 +40,8 @@ TOKEN_ENV = "MAGISTERIUM_TOKEN"
 CREDENTIALS_ENV = "MAGISTERIUM_CREDENTIALS"
 BASE_URL_ENV = "MAGISTERIUM_BASE_URL"
 REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
+LOG_ENV = "MAGISTERIUM_LOG"
+_LOG_LEVELS = {"debug": 10, "info": 20}  # logging.DEBUG, logging.INFO
 
 
 def _read(name: str) -> str | None:
@@ -55,3 +61,14 @@ def base_url(given: str | None) -> str:
 def redis_url(given: str | None) -> str | None:
     """The Redis URL: ``given``, else ``$MAGISTERIUM_REDIS_URL``, else ``None``."""
     return given or _read(REDIS_URL_ENV)
+
+
+def log_level() -> int | None:
+    """``$MAGISTERIUM_LOG`` as a :mod:`logging` level (``info``, ``debug``, in any case);
+    ``None`` when unset; ``ValueError`` naming it for any other value."""
+    value = (_read(LOG_ENV) or "").strip().lower()
+    if not value:
+        return None
+    if value not in _LOG_LEVELS:
+        raise ValueError(f"${LOG_ENV}={value[:40]!r}: expected info or debug")
+    return _LOG_LEVELS[value]

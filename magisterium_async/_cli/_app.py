@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -29,6 +30,7 @@ from magisterium_async._cli._options import output
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._parser import PROG, build_parser
 from magisterium_async._errors import MagisteriumError
+from magisterium_async._logs import log_to_stderr
 
 __all__ = ["main"]
 
@@ -98,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except UsageError as error:
         return _usage_error(error, argv)
+    if args.verbose:
+        log_to_stderr(logging.INFO if args.verbose == 1 else logging.DEBUG)
     invocation = Invocation(args, output(args))
     try:
         return asyncio.run(_run(args.command, invocation))

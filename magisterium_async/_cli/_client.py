@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+import shlex
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from magisterium_async._auth._credentials import credentials_location
-from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._errors import CliError, ExitCode, cli_words
 from magisterium_async._cli._local_emulator import local_emulator
 from magisterium_async._client import AsyncMagisterium
 from magisterium_async._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
-from magisterium_async._env import TOKEN_ENV, token_from_env
-from magisterium_async._ratelimit import SharedQuota
+from magisterium_async._env import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
+from magisterium_async._ratelimit import PoolEvent, SharedQuota
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
@@ -55,10 +57,17 @@ def read_token(token_file: str | None, credentials: str | None = None) -> str | 
         token = token_from_env()
         if token:
             return token
-        if credentials is None:
-            location = credentials_location()  # a Redis store is read at the first call
-            if isinstance(location, Path) and not location.exists():
+        location = credentials_location(credentials)  # a Redis store: read at the first call
+        if isinstance(location, Path) and not location.exists():
+            if credentials is None and not os.environ.get(CREDENTIALS_ENV):
                 raise CliError(NO_TOKEN, ExitCode.AUTH)
+            named = "--credentials" if credentials is not None else f"${CREDENTIALS_ENV}"
+            raise CliError(
+                f"no API token: no credentials file at {location} ({named}); sign in with "
+                f"`magisterium-async login --credentials {shlex.quote(str(location))}`, or "
+                f"set {TOKEN_ENV} or pass --token-file PATH",
+                ExitCode.AUTH,
+            )
         return None
     try:
         with open(token_file, "rb") as file:
@@ -82,7 +91,9 @@ def read_token(token_file: str | None, credentials: str | None = None) -> str | 
             "that holds only the token",
             ExitCode.AUTH,
         ) from None
-    if not token or any(c in token for c in "\r\n"):
+    if not token:
+        raise CliError(f"the token file {token_file} is empty", ExitCode.AUTH)
+    if any(c in token for c in "\r\n"):
         raise CliError(
             f"the token file {token_file} must hold the token on one line", ExitCode.AUTH
         )
@@ -107,8 +118,15 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
     )
 
 
+OnEvent = Callable[[PoolEvent], None]
+
+
 def _client(
-    options: ClientOptions, token: str | None, base_url: str | None, quota: RateLimits
+    options: ClientOptions,
+    token: str | None,
+    base_url: str | None,
+    quota: RateLimits,
+    on_event: OnEvent | None,
 ) -> AsyncMagisterium:
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
     shared = None
@@ -124,16 +142,20 @@ def _client(
             shared_quota=shared,
             credentials=options.credentials if token is None else None,
             proxy=options.proxy,
+            on_event=on_event,
             # The in-process emulator is this host: no environment proxy can reach it.
             trust_env=not options.emulator,
         )
     except ValueError as exc:
-        raise CliError(str(exc), ExitCode.USAGE) from None
+        raise CliError(cli_words(str(exc)), ExitCode.USAGE) from None
 
 
 @asynccontextmanager
-async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]:
-    """A client for the command, closed on leaving; with ``emulator``, an emulator too.
+async def open_client(
+    options: ClientOptions, on_event: OnEvent | None = None
+) -> AsyncIterator[AsyncMagisterium]:
+    """A client for the command, closed on leaving; with ``emulator``, an emulator too;
+    ``on_event`` hears its scheduler's events.
 
     The real service gets ``options.quota`` or the Pro plan's. The in-process emulator lifts
     its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
@@ -141,12 +163,14 @@ async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]
     check_options(options)
     if not options.emulator:
         token = read_token(options.token_file, options.credentials)
-        async with _client(
-            options, token, options.base_url, options.quota or RateLimits.pro()
-        ) as client:
+        quota = options.quota or RateLimits.pro()
+        async with _client(options, token, options.base_url, quota, on_event) as client:
             yield client
         return
     emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
     quota = emulator_quota(options)
-    async with emulator, _client(options, emulator.token, emulator.base_url, quota) as client:
+    async with (
+        emulator,
+        _client(options, emulator.token, emulator.base_url, quota, on_event) as client,
+    ):
         yield client

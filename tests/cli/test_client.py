@@ -17,7 +17,9 @@ from magisterium_async._cli._client import (
     read_token,
 )
 from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._auth._credentials import save_credentials
 from magisterium_async._env import TOKEN_ENV
+from tests.auth.test_credentials import credentials
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +44,24 @@ def test_then_the_environment_then_the_stored_sign_in(
     assert read_token(None) == "sk-from-env"
     monkeypatch.setenv(TOKEN_ENV, "   ")  # blank: no token
     stored = tmp_path / "credentials.json"
+    save_credentials(stored, credentials())
     assert read_token(None, str(stored)) is None  # the client reads the sign-in
+
+
+def test_a_credentials_file_named_and_missing_is_said_in_the_command_lines_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "mine.json"
+    with pytest.raises(CliError) as caught:
+        read_token(None, str(missing))
+    assert caught.value.code == ExitCode.AUTH
+    text = str(caught.value)
+    assert f"no credentials file at {missing} (--credentials)" in text
+    assert f"`magisterium-async login --credentials {missing}`" in text
+    assert "credentials=" not in text
+    monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", str(missing))
+    with pytest.raises(CliError, match=r"\(\$MAGISTERIUM_CREDENTIALS\)"):
+        read_token(None)
 
 
 def test_no_token_at_all_says_every_way_to_give_one() -> None:
