@@ -89,6 +89,7 @@ from magisterium_async._ratelimit import (
     SchedulerStats,
     SharedQuota,
 )
+from magisterium_async._telemetry import log_from_environment as _log_from_environment
 from magisterium_async._version import __version__
 
 __all__ = [
@@ -170,3 +171,5 @@ __all__ = [
     "UnexpectedStatusError",
     "__version__",
 ]
+
+_log_from_environment()  # $MAGISTERIUM_LOG, read once

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
+    "LOG_ENV",
     "REDIS_URL_ENV",
     "TOKEN_ENV",
     "CallOptions",
@@ -358,6 +359,8 @@ TOKEN_ENV = "MAGISTERIUM_TOKEN"
 CREDENTIALS_ENV = "MAGISTERIUM_CREDENTIALS"
 BASE_URL_ENV = "MAGISTERIUM_BASE_URL"
 REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
+LOG_ENV = "MAGISTERIUM_LOG"
+_LOG_LEVELS = {"debug": 10, "info": 20}  # logging.DEBUG, logging.INFO
 
 
 def _read(name: str) -> str | None:
@@ -377,3 +380,14 @@ def base_url(given: str | None) -> str:
 def redis_url(given: str | None) -> str | None:
     """The Redis URL: ``given``, else ``$MAGISTERIUM_REDIS_URL``, else ``None``."""
     return given or _read(REDIS_URL_ENV)
+
+
+def log_level() -> int | None:
+    """``$MAGISTERIUM_LOG`` as a :mod:`logging` level (``info``, ``debug``, in any case);
+    ``None`` when unset; ``ValueError`` naming it for any other value."""
+    value = (_read(LOG_ENV) or "").strip().lower()
+    if not value:
+        return None
+    if value not in _LOG_LEVELS:
+        raise ValueError(f"${LOG_ENV}={value[:40]!r}: expected info or debug")
+    return _LOG_LEVELS[value]

@@ -105,7 +105,9 @@ async def call_with_retries(
     (a time on ``clock``): then the :class:`RateLimitError` is raised at once, since
     sleeping to the deadline could only end in a timeout. Transient failures are retried
     ``policy.max_retries`` times with exponential backoff, outside the pool's slot.
-    ``observer`` hears of each slot, answer and retry (telemetry).
+    ``observer`` hears of each slot, answer and retry (telemetry). Each retry is logged
+    (INFO), its record carrying ``retry_in`` (the seconds before it) for whoever shows
+    waits: ``retry`` and ``reason`` after a failure, ``retry_after`` after a 429.
     """
     retries = 0
     limited = 0
@@ -126,7 +128,12 @@ async def call_with_retries(
                     raise
                 permit.retried()
                 observer.retrying(retries + limited, "rate_limited")
-                logger.info("%s: rate limited (HTTP 429); retrying in %.3g s", what, delay)
+                told = exc.retry_after
+                asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
+                logger.info(
+                    "%s: rate limited (HTTP 429%s); retrying in %.3g s", what, asked_for, delay,
+                    extra={"retry_in": delay, "retry_after": told},
+                )  # fmt: skip
             except MagisteriumError as exc:
                 observer.answered(exc)
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
@@ -142,7 +149,10 @@ async def call_with_retries(
                 limit = policy.max_retries
                 # The error names the method already; the prefix is for those that do not.
                 text = str(exc) if str(exc).startswith(what) else f"{what}: {exc}"
-                logger.info("%s; retry %d of %d in %.3g s", text, retries, limit, delay)
+                logger.info(
+                    "%s; retry %d of %d in %.3g s", text, retries, limit, delay,
+                    extra={"retry_in": delay, "retry": retries, "reason": str(exc)},
+                )  # fmt: skip
             else:
                 observer.answered(None)
                 return result

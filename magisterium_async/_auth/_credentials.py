@@ -16,7 +16,9 @@ import contextlib
 import os
 import re
 import secrets
+import shlex
 import stat
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeAlias
@@ -35,6 +37,8 @@ __all__ = [
     "REDIS_SCHEMES",
     "Credentials",
     "Location",
+    "UnreadableCredentialsError",
+    "credentials_flag",
     "credentials_location",
     "decode_credentials",
     "default_credentials_path",
@@ -46,6 +50,8 @@ __all__ = [
     "mask_url",
     "origin_of",
     "save_credentials",
+    "set_aside",
+    "way_out",
 ]
 
 APP_NAME = "magisterium-async"
@@ -57,6 +63,12 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
 
 Location: TypeAlias = "Path | str"
 """Where credentials live: a file, or a Redis URL (a ``str``)."""
+
+
+class UnreadableCredentialsError(CredentialsError):
+    """The store holds something that is not a sign-in this version can read (a damaged
+    file, another version's, far too large): ``login`` sets it aside and signs in anew,
+    ``logout`` removes it."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,25 @@ def credentials_location(location: str | os.PathLike[str] | None = None) -> Loca
     )
 
 
+def credentials_flag(location: Location) -> str:
+    """`` --credentials LOCATION`` for a command that must name ``location``; empty for
+    the default file, which every command finds by itself."""
+    if isinstance(location, Path):
+        if location == default_credentials_path():
+            return ""
+        return f" --credentials {shlex.quote(str(location))}"
+    return f" --credentials {mask_url(location)}"
+
+
+def way_out(location: Location) -> str:
+    """The commands that get out of a store holding no usable sign-in, for a message."""
+    flag = credentials_flag(location)
+    return (
+        f"`magisterium-async login{flag}` replaces it (keeping it aside), "
+        f"`magisterium-async logout{flag}` removes it"
+    )
+
+
 def location_text(location: Location) -> str:
     """``location`` for a message: the path, or the URL with its password masked."""
     return str(location) if isinstance(location, Path) else mask_url(location)
@@ -180,26 +211,23 @@ def encode_credentials(credentials: Credentials) -> bytes:
     return msgspec.json.format(_ENCODER.encode(credentials), indent=2) + b"\n"
 
 
-def decode_credentials(data: bytes, where: str) -> Credentials:
-    """Credentials from their stored form; :class:`CredentialsError` naming ``where`` when
-    ``data`` is not a credentials document of this version."""
+def decode_credentials(data: bytes, where: str, location: Location) -> Credentials:
+    """Credentials from their stored form; :class:`UnreadableCredentialsError` naming
+    ``where`` (and the commands that get out, for ``location``) when ``data`` is not a
+    credentials document of this version."""
+
+    def unreadable(what: str) -> UnreadableCredentialsError:
+        return UnreadableCredentialsError(f"{where} {what}; {way_out(location)}", path=where)
+
     if len(data) > _MAX_SIZE:
-        raise CredentialsError(f"{where} is too large to be a credentials file", path=where)
+        raise unreadable("is too large to be a credentials file")
     try:
         credentials = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         # The decoder's message names a field, never a value: no token leaks through it.
-        raise CredentialsError(
-            f"{where} is not a magisterium-async credentials file ({exc}); "
-            "run `magisterium-async login` again",
-            path=where,
-        ) from None
+        raise unreadable(f"is not a magisterium-async credentials file ({exc})") from None
     if credentials.version != _VERSION:
-        raise CredentialsError(
-            f"{where} was written by another version (format {credentials.version}); "
-            "run `magisterium-async login` again",
-            path=where,
-        )
+        raise unreadable(f"was written by another version (format {credentials.version})")
     return credentials
 
 
@@ -207,25 +235,65 @@ def load_credentials(path: Path) -> Credentials | None:
     """The credentials stored at ``path``; ``None`` when there is no file.
 
     Raises :class:`CredentialsError` when the file is readable or writable by group or
-    others (nothing is sent with such a file), cannot be read, or is not a credentials file.
+    others (nothing is sent with such a file), cannot be read, or is not a regular file,
+    and :class:`UnreadableCredentialsError` when it is not a credentials file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO: no hang
     except FileNotFoundError:
         return None
+    except IsADirectoryError:  # Windows: a directory cannot be opened at all
+        raise _not_a_file(path, "a directory") from None
     except OSError as exc:
         raise CredentialsError(
-            f"cannot read the credentials file {path}: {exc.strerror}", path=str(path)
+            f"cannot read the credentials file {path}: {exc.strerror}; check who owns it "
+            f"(ls -l {shlex.quote(str(path))}), or sign in elsewhere with "
+            "`magisterium-async login --credentials PATH`",
+            path=str(path),
         ) from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
+    try:
+        # Looked at before it is wrapped: a directory opens, but cannot be read as a file.
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise CredentialsError(
-                f"the credentials path {path} is not a regular file", path=str(path)
-            )
+            raise _not_a_file(path, "a directory" if stat.S_ISDIR(info.st_mode) else None)
         _check_private(path, info.st_mode)
-        data = file.read(_MAX_SIZE + 1)
-    return decode_credentials(data, str(path))
+        with os.fdopen(fd, "rb") as file:
+            fd = -1
+            data = file.read(_MAX_SIZE + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return decode_credentials(data, str(path), path)
+
+
+def _not_a_file(path: Path, what: str | None) -> CredentialsError:
+    quoted = shlex.quote(str(path))
+    remove = f"rmdir {quoted}" if what == "a directory" else f"rm {quoted}"
+    return CredentialsError(
+        f"the credentials path {path} is {what or 'not a regular file'}, not a credentials "
+        f"file: remove it ({remove}) or keep the sign-in elsewhere with --credentials PATH",
+        path=str(path),
+    )
+
+
+def set_aside(path: Path, now: float | None = None) -> Path:
+    """Move the unreadable credentials file at ``path`` out of the way, beside it as
+    ``<name>.corrupt-<UTC time>``; where it went."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    serial = 1
+    while aside.exists():
+        serial += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{serial}")
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        raise CredentialsError(
+            f"cannot move the unreadable credentials file {path} aside: "
+            f"{exc.strerror or exc}; remove it (rm {shlex.quote(str(path))}) and sign in again",
+            path=str(path),
+        ) from None
+    return aside
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -266,7 +334,10 @@ def save_credentials(path: Path, credentials: Credentials) -> None:
             raise
     except OSError as exc:
         raise CredentialsError(
-            f"cannot write the credentials file {path}: {exc.strerror or exc}", path=str(path)
+            f"cannot write the credentials file {path}: {exc.strerror or exc}; check the "
+            f"permissions of {directory}, or keep the sign-in elsewhere with "
+            "--credentials PATH",
+            path=str(path),
         ) from None
     _fsync_dir(directory)
 
@@ -281,6 +352,8 @@ def delete_credentials(path: Path) -> bool:
         return False
     except OSError as exc:
         raise CredentialsError(
-            f"cannot delete the credentials file {path}: {exc.strerror}", path=str(path)
+            f"cannot delete the credentials file {path}: {exc.strerror}; check the "
+            f"permissions of {path.parent}",
+            path=str(path),
         ) from None
     return True

@@ -30,6 +30,7 @@ from magisterium_async._auth import _oauth
 from magisterium_async._auth._credentials import (
     Credentials,
     Location,
+    UnreadableCredentialsError,
     credentials_location,
     origin_of,
 )
@@ -284,7 +285,13 @@ async def _login(
 ) -> Credentials:
     url = _base_url(base_url)
     origin = origin_of(url)
-    existing = await store.load()
+    try:
+        existing = await store.load()
+    except UnreadableCredentialsError:
+        # Never a trap: what cannot be read is kept aside, and the sign-in starts anew.
+        aside = await store.set_aside()
+        say(f"{store.where} holds no readable sign-in: moved it to {aside}; signing in anew")
+        existing = None
     arrived: asyncio.Queue[_Redirect] = asyncio.Queue()
     state = _oauth.new_state()
     pkce = _oauth.new_pkce()
@@ -348,13 +355,16 @@ async def _login(
 @dataclass(frozen=True)
 class LogoutResult:
     """What ``logout`` did: the sign-in removed, and whether the server revoked the tokens
-    (``None``: it offers no revocation; ``revoke_error`` says why revoking failed).
+    (``None``: it offers no revocation, or there were no tokens to read; ``revoke_error``
+    says why revoking failed).
     ``where`` names the store (a Redis URL with its password masked)."""
 
     where: str
     removed: bool
     revoked: bool | None
     revoke_error: str | None = None
+    unreadable: bool = False
+    """The store held no readable sign-in (a damaged file): removed, nothing to revoke."""
 
 
 async def logout(
@@ -368,7 +378,11 @@ async def logout(
 
 
 async def _logout(store: CredentialStore) -> LogoutResult:
-    stored = await store.load()
+    try:
+        stored = await store.load()
+    except UnreadableCredentialsError:
+        removed = await store.delete()
+        return LogoutResult(store.where, removed=removed, revoked=None, unreadable=True)
     if stored is None:
         return LogoutResult(store.where, removed=False, revoked=None)
     revoked: bool | None = None

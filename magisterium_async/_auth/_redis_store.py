@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -125,7 +126,7 @@ class RedisStore:
         data: Any = await self._step(self._redis().hget(self.key, "credentials"))
         if data is None:
             return None
-        return decode_credentials(bytes(data), f"the sign-in at {self.where}")
+        return decode_credentials(bytes(data), f"the sign-in at {self.where}", self._url)
 
     async def save(self, credentials: Credentials) -> None:
         # One HSET: a reader sees the old sign-in or the new one. A refresher of the old
@@ -137,6 +138,12 @@ class RedisStore:
         removed: Any = await self._step(self._redis().delete(self.key))
         await self._step(self._redis().delete(f"{self.key}:lock"))
         return bool(removed)
+
+    async def set_aside(self) -> str:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = f"{self.key}:corrupt-{stamp}"  # the same hash tag: the same cluster slot
+        await self._step(self._redis().rename(self.key, aside))
+        return f"{self.where} (key {aside})"
 
     @contextlib.asynccontextmanager
     async def refreshing(self) -> AsyncIterator[None]:

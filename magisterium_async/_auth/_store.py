@@ -25,10 +25,12 @@ import filelock
 
 from magisterium_async._auth._credentials import (
     Credentials,
+    credentials_flag,
     delete_credentials,
     load_credentials,
     lock_path,
     save_credentials,
+    set_aside,
 )
 from magisterium_async._config import non_negative_number
 from magisterium_async._errors import CredentialsError
@@ -71,6 +73,10 @@ class CredentialStore(Protocol):
         """Remove the sign-in (``logout``); whether there was one."""
         ...
 
+    async def set_aside(self) -> str:
+        """Move an unreadable sign-in out of the way, kept (``login``); where it went."""
+        ...
+
     def refreshing(self) -> AbstractAsyncContextManager[None]:
         """Held while one process refreshes: every process of this store waits for it."""
         ...
@@ -108,7 +114,7 @@ class FileStore:
         return f"FileStore({self.where!r})"
 
     def login_command(self) -> str:
-        return "magisterium-async login"
+        return f"magisterium-async login{credentials_flag(self.path)}"
 
     async def load(self) -> Credentials | None:
         return await anyio.to_thread.run_sync(load_credentials, self.path)
@@ -131,6 +137,9 @@ class FileStore:
 
     async def delete(self) -> bool:
         return await anyio.to_thread.run_sync(delete_credentials, self.path)
+
+    async def set_aside(self) -> str:
+        return str(await anyio.to_thread.run_sync(set_aside, self.path))
 
     @contextlib.asynccontextmanager
     async def refreshing(self) -> AsyncIterator[None]:

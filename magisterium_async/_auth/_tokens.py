@@ -67,7 +67,6 @@ T = TypeVar("T")
 TokenCallable = Callable[[], str | Awaitable[str]]
 """``token=`` as a function: returns (or resolves to) the token to send now."""
 
-LOGIN_AGAIN = "run `magisterium-async login` again"
 NO_TOKEN = (
     f"no API token: pass token=, set the {TOKEN_ENV} environment variable, "
     "or sign in with `magisterium-async login`"
@@ -146,7 +145,7 @@ class StoredToken:
     that does not answer are real time: a call with no usable token tries the store for
     ``store_wait`` seconds before :class:`CredentialsError`. ``credentials`` is the sign-in
     already read, or ``None`` to read it at the first call. Each refresh sent to the
-    authorization server is logged (DEBUG, logger ``magisterium_async.auth``).
+    authorization server is logged (INFO, logger ``magisterium_async.auth``).
     """
 
     def __init__(
@@ -297,7 +296,10 @@ class StoredToken:
 
     def _no_sign_in(self) -> str:
         if isinstance(self.store, FileStore):
-            return f"the credentials file {self.store.where} is gone (signed out?); {LOGIN_AGAIN}"
+            return (
+                f"the credentials file {self.store.where} is gone (signed out?); "
+                f"{self._login_again()}"
+            )
         return (
             f"no sign-in at {self.store.where} (signed out, or the store lost it); "
             f"sign in with `{self.store.login_command()}`"
@@ -311,7 +313,7 @@ class StoredToken:
             )
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        logger.debug("refreshing the access token at %s", stored.token_endpoint)
+        logger.info("refreshing the access token at %s", stored.token_endpoint)
         try:
             tokens = await _oauth.refresh(
                 self._session,
@@ -353,8 +355,6 @@ class StoredToken:
         self._unsaved = None
 
     def _login_again(self) -> str:
-        if isinstance(self.store, FileStore):
-            return LOGIN_AGAIN
         return f"sign in again with `{self.store.login_command()}`"
 
     async def aclose(self) -> None:

@@ -11,17 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
 
 from magisterium_async._cli._command import Command, Invocation
-from magisterium_async._cli._errors import CliError, ExitCode, Interrupted, describe, exit_code_for
+from magisterium_async._cli._errors import (
+    CliError,
+    ExitCode,
+    Interrupted,
+    UsageError,
+    describe,
+    exit_code_for,
+)
 from magisterium_async._cli._options import output
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._parser import PROG, build_parser
 from magisterium_async._errors import MagisteriumError
+from magisterium_async._telemetry import log_to_stderr
 
 __all__ = ["main"]
 
@@ -64,9 +73,35 @@ async def _run(command: Command, invocation: Invocation) -> int:
             loop.remove_signal_handler(signum)
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """Whether ``--json`` (or a prefix argparse takes for it) stands among the options of
+    ``argv``, wherever: what a usage error, found before the options are known, goes by."""
+    for word in argv:
+        if word == "--":
+            return False
+        if word.startswith("--j") and "--json".startswith(word):
+            return True
+    return False
+
+
+def _usage_error(error: UsageError, argv: Sequence[str]) -> int:
+    if _wants_json(argv):
+        _error(error.message, Output(json=True), ExitCode.USAGE)
+    else:  # as argparse prints it: the command's usage, then the line
+        error.parser.print_usage(sys.stderr)
+        print(f"{error.parser.prog}: error: {error.message}", file=sys.stderr)
+    return ExitCode.USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as error:
+        return _usage_error(error, argv)
+    if args.verbose:
+        log_to_stderr(logging.INFO if args.verbose == 1 else logging.DEBUG)
     invocation = Invocation(args, output(args))
     try:
         return asyncio.run(_run(args.command, invocation))

@@ -112,6 +112,12 @@ async def _logout(invocation: Invocation) -> int:
     if not result.removed:
         _say(f"not signed in (no credentials at {result.where})")
         return ExitCode.OK
+    if result.unreadable:
+        _say(
+            f"Signed out: {result.where} held no readable sign-in, so nothing was revoked; "
+            "deleted it"
+        )
+        return ExitCode.OK
     if result.revoked is False:
         raise CliError(
             f"deleted {result.where}, but the server could not revoke the tokens: "

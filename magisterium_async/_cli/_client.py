@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+import shlex
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from magisterium_async._auth._credentials import credentials_location
-from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._errors import CliError, ExitCode, cli_words
 from magisterium_async._cli._local_emulator import local_emulator
 from magisterium_async._client import AsyncMagisterium
 from magisterium_async._config import (
+    CREDENTIALS_ENV,
     DEFAULT_TIMEOUTS,
     TOKEN_ENV,
     RateLimits,
     Timeouts,
     token_from_env,
 )
-from magisterium_async._ratelimit import SharedQuota
+from magisterium_async._ratelimit import PoolEvent, SharedQuota
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
+MAX_TOKEN_FILE = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
 NO_TOKEN = (
     f"no API token: sign in with `magisterium-async login`, or set {TOKEN_ENV} "
     f"(export {TOKEN_ENV}=<your token>) or pass --token-file PATH; add --emulator to "
@@ -59,20 +63,43 @@ def read_token(token_file: str | None, credentials: str | None = None) -> str | 
         token = token_from_env()
         if token:
             return token
-        if credentials is None:
-            location = credentials_location()  # a Redis store is read at the first call
-            if isinstance(location, Path) and not location.exists():
+        location = credentials_location(credentials)  # a Redis store: read at the first call
+        if isinstance(location, Path) and not location.exists():
+            if credentials is None and not os.environ.get(CREDENTIALS_ENV):
                 raise CliError(NO_TOKEN, ExitCode.AUTH)
+            named = "--credentials" if credentials is not None else f"${CREDENTIALS_ENV}"
+            raise CliError(
+                f"no API token: no credentials file at {location} ({named}); sign in with "
+                f"`magisterium-async login --credentials {shlex.quote(str(location))}`, or "
+                f"set {TOKEN_ENV} or pass --token-file PATH",
+                ExitCode.AUTH,
+            )
         return None
     try:
-        with open(token_file, encoding="utf-8") as file:
-            token = file.read().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
+        with open(token_file, "rb") as file:
+            # A cap, not the whole file: ``--token-file /dev/zero`` must not fill memory.
+            data = file.read(MAX_TOKEN_FILE + 1)
+    except OSError as exc:
         raise CliError(
-            f"cannot read the token file {token_file}: {reason}", ExitCode.AUTH
+            f"cannot read the token file {token_file}: {exc.strerror or exc}", ExitCode.AUTH
         ) from None
-    if not token or any(c in token for c in "\r\n"):
+    if len(data) > MAX_TOKEN_FILE:
+        raise CliError(
+            f"the token file {token_file} holds more than {MAX_TOKEN_FILE // 1024} KiB: a "
+            "token is a few hundred bytes; give --token-file the file that holds only it",
+            ExitCode.AUTH,
+        )
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise CliError(
+            f"the token file {token_file} is not UTF-8 text: give --token-file the file "
+            "that holds only the token",
+            ExitCode.AUTH,
+        ) from None
+    if not token:
+        raise CliError(f"the token file {token_file} is empty", ExitCode.AUTH)
+    if any(c in token for c in "\r\n"):
         raise CliError(
             f"the token file {token_file} must hold the token on one line", ExitCode.AUTH
         )
@@ -97,8 +124,15 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
     )
 
 
+OnEvent = Callable[[PoolEvent], None]
+
+
 def _client(
-    options: ClientOptions, token: str | None, base_url: str | None, quota: RateLimits
+    options: ClientOptions,
+    token: str | None,
+    base_url: str | None,
+    quota: RateLimits,
+    on_event: OnEvent | None,
 ) -> AsyncMagisterium:
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
     shared = None
@@ -114,16 +148,20 @@ def _client(
             shared_quota=shared,
             credentials=options.credentials if token is None else None,
             proxy=options.proxy,
+            on_event=on_event,
             # The in-process emulator is this host: no environment proxy can reach it.
             trust_env=not options.emulator,
         )
     except ValueError as exc:
-        raise CliError(str(exc), ExitCode.USAGE) from None
+        raise CliError(cli_words(str(exc)), ExitCode.USAGE) from None
 
 
 @asynccontextmanager
-async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]:
-    """A client for the command, closed on leaving; with ``emulator``, an emulator too.
+async def open_client(
+    options: ClientOptions, on_event: OnEvent | None = None
+) -> AsyncIterator[AsyncMagisterium]:
+    """A client for the command, closed on leaving; with ``emulator``, an emulator too;
+    ``on_event`` hears its scheduler's events.
 
     The real service gets ``options.quota`` or the Pro plan's. The in-process emulator lifts
     its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
@@ -131,12 +169,14 @@ async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]
     check_options(options)
     if not options.emulator:
         token = read_token(options.token_file, options.credentials)
-        async with _client(
-            options, token, options.base_url, options.quota or RateLimits.pro()
-        ) as client:
+        quota = options.quota or RateLimits.pro()
+        async with _client(options, token, options.base_url, quota, on_event) as client:
             yield client
         return
     emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
     quota = emulator_quota(options)
-    async with emulator, _client(options, emulator.token, emulator.base_url, quota) as client:
+    async with (
+        emulator,
+        _client(options, emulator.token, emulator.base_url, quota, on_event) as client,
+    ):
         yield client

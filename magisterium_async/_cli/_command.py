@@ -14,14 +14,18 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from magisterium_async._cli._client import ClientOptions, open_client
+from magisterium_async._cli._client import ClientOptions, OnEvent, open_client
+from magisterium_async._cli._errors import CliError, describe, exit_code_for
 from magisterium_async._cli._options import (
     add_common_options,
     add_connection_options,
     client_options,
 )
 from magisterium_async._cli._output import Output
+from magisterium_async._cli._status import Watch, watching
 from magisterium_async._client import AsyncMagisterium
+from magisterium_async._errors import MagisteriumError
+from magisterium_async._retry import is_transient
 
 __all__ = ["Command", "Group", "Invocation", "Run", "add_commands", "with_client"]
 
@@ -38,9 +42,12 @@ class Invocation:
         """The client's settings from the connection options."""
         return client_options(self.args)
 
-    def client(self) -> AbstractAsyncContextManager[AsyncMagisterium]:
-        """A client (and an in-process emulator with ``--emulator``), closed on leaving."""
-        return open_client(self.options)
+    def client(
+        self, on_event: OnEvent | None = None
+    ) -> AbstractAsyncContextManager[AsyncMagisterium]:
+        """A client (and an in-process emulator with ``--emulator``), closed on leaving;
+        ``on_event`` hears its scheduler's events."""
+        return open_client(self.options, on_event)
 
 
 Run = Callable[[Invocation], Coroutine[Any, Any, int]]
@@ -72,12 +79,24 @@ class Group:
 
 def with_client(
     run: Callable[[Invocation, AsyncMagisterium], Awaitable[int]],
+    label: str,
+    pool: str = "default",
 ) -> Run:
-    """``run`` given a client opened from the connection options."""
+    """``run`` given a client opened from the connection options, its one call watched:
+    on a terminal a status line says what it waits for (``label``: what the command does;
+    ``pool``: the call's), and a failure after retries says how many requests it sent."""
 
     async def connected(invocation: Invocation) -> int:
-        async with invocation.client() as client:
-            return await run(invocation, client)
+        watch = Watch(label, pool)
+        async with invocation.client(watch.on_event) as client:
+            watch.attach(client)
+            try:
+                async with watching(watch):
+                    return await run(invocation, client)
+            except MagisteriumError as exc:
+                if watch.attempts <= 1 or not is_transient(exc):
+                    raise
+                raise CliError(describe(exc, watch.attempts), exit_code_for(exc)) from exc
 
     return connected
 

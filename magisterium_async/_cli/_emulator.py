@@ -17,7 +17,7 @@ from magisterium_async._cli._command import Command, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._local_emulator import corpus
 from magisterium_async._cli._options import positive
-from magisterium_async._cli._output import Output
+from magisterium_async._cli._output import Output, plural
 
 if TYPE_CHECKING:
     from magisterium_async.testing import Emulator, EmulatorConfig
@@ -198,7 +198,7 @@ def _instructions(emulator: Emulator) -> None:
     kind = "synthetic" if isinstance(corpus, SyntheticCorpus) else "bundled"
     size = len(corpus) if corpus is not None else 0
     print(f"Magisterium emulator listening on {emulator.origin}")
-    print(f"  corpus: {kind}, {size} documents")
+    print(f"  corpus: {kind}, {plural(size, 'document')}")
     print(f"  rate limits: {_describe_limits(config)}")
     print(f"  OAuth: {emulator.oauth_metadata_url} (tokens live {config.token_lifetime:g} s)")
     print("Point the client or the command line at it with:")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import enum
+import re
 import signal
 
 from magisterium_async._errors import (
@@ -15,14 +17,18 @@ from magisterium_async._errors import (
     OAuthError,
     PlanRequiredError,
     RateLimitError,
+    ResponseTooLargeError,
     TaskNotFoundError,
 )
+from magisterium_async._retry import is_transient
 
 __all__ = [
     "EXIT_CODES_HELP",
     "CliError",
     "ExitCode",
     "Interrupted",
+    "UsageError",
+    "cli_words",
     "describe",
     "exit_code_for",
 ]
@@ -68,6 +74,22 @@ class CliError(Exception):
         self.code = code
 
 
+class UsageError(SystemExit):
+    """Bad arguments: what ``parser`` (the command's) found wrong, exiting 2.
+
+    A :class:`SystemExit`, as argparse's own, so whoever parses and does not catch it
+    still exits 2; :func:`~._app.main` catches it to print it, as JSON under ``--json``.
+    """
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(ExitCode.USAGE)
+        self.parser = parser
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class Interrupted(Exception):
     """The command was stopped by a signal (SIGINT or SIGTERM) and has cleaned up."""
 
@@ -95,9 +117,38 @@ def exit_code_for(error: BaseException) -> ExitCode:
     return ExitCode.ERROR
 
 
-def describe(error: BaseException) -> str:
-    """``error`` as one line, with a hint where one helps."""
-    text = " ".join(str(error).split()) or type(error).__name__
+# The library's words for its arguments, and the command line's for the same thing.
+_CLI_WORDS = (
+    (re.compile(r"\bpass token= instead"), "give the token by --token-file or $MAGISTERIUM_TOKEN"),
+    (re.compile(r"\bpass token=,? ?"), "pass --token-file PATH, "),
+    (re.compile(r"^base_url\b"), "--base-url (or $MAGISTERIUM_BASE_URL)"),
+    (re.compile(r"^proxy\b"), "--proxy"),
+    (re.compile(r"\bmax_retries\b"), "--max-retries"),
+    (re.compile(r"^timeout\b"), "--timeout"),
+    (re.compile(r"\(credentials=\)"), "(--credentials)"),
+)
+
+
+def cli_words(text: str) -> str:
+    """A library message in the command line's words: flags and environment variables,
+    never a constructor's argument (``pass token=`` becomes ``--token-file``)."""
+    for pattern, words in _CLI_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
+def _size(limit: int) -> str:
+    return f"{limit / (1 << 20):g} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+
+
+def _attempts(attempts: int) -> str:
+    return f" (after {attempts} attempts)" if attempts > 1 else ""
+
+
+def describe(error: BaseException, attempts: int = 1) -> str:
+    """``error`` as one line in the command line's words, with a hint where one helps;
+    ``attempts``: the requests the call sent (said when it retried)."""
+    text = cli_words(" ".join(str(error).split()) or type(error).__name__)
     if isinstance(error, LoginRequiredError):
         return text
     if isinstance(error, AuthenticationError):
@@ -110,13 +161,21 @@ def describe(error: BaseException) -> str:
     if isinstance(error, RateLimitError):
         wait = f"; the service asks to wait {error.retry_after:g} s" if error.retry_after else ""
         return f"rate limit still exceeded after waiting{wait} ({text})"
+    if isinstance(error, ResponseTooLargeError):
+        what = text.partition(":")[0]
+        return (
+            f"{what}: the answer is larger than {_size(error.limit)}, more than the service "
+            "ever sends; reading stopped there (is a proxy or another server answering?)"
+        )
     if isinstance(error, APITimeoutError):
-        return f"timed out: {text} (raise it with --timeout SECONDS)"
+        return f"timed out: {text}{_attempts(attempts)}; raise the timeout with --timeout SECONDS"
     if isinstance(error, APIConnectionError):
-        return f"could not reach the service: {text}"
+        return f"could not reach the service: {text}{_attempts(attempts)}"
     if isinstance(error, TaskNotFoundError):
         return f"task not found; tasks are kept 24 hours ({text})"
-    if isinstance(error, MagisteriumError | ValueError | CliError):
+    if isinstance(error, MagisteriumError):
+        return text + (_attempts(attempts) if is_transient(error) else "")
+    if isinstance(error, ValueError | CliError):
         return text
     if isinstance(error, OSError) and error.strerror:
         where = error.filename if error.filename is not None else ""

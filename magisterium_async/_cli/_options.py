@@ -19,6 +19,7 @@ from magisterium_async._config import RateLimits
 __all__ = [
     "add_common_options",
     "add_connection_options",
+    "at_least",
     "client_options",
     "output",
     "positive",
@@ -54,6 +55,22 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
     return parse
 
 
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argument type: a whole number ``minimum`` or more."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
 def _defaults(suppress: bool) -> Callable[[object], object]:
     def default(value: object) -> object:
         return argparse.SUPPRESS if suppress else value
@@ -69,6 +86,14 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         action="store_true",
         default=default(False),
         help="machine output: JSON (results on stdout, summaries on stderr)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default(0),
+        help="say retries, rate limits, sign-in refreshes and waits on stderr (-vv: "
+        "every request too); $MAGISTERIUM_LOG=info|debug does the same",
     )
     parser.add_argument(
         "--credentials",
@@ -120,7 +145,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
     )
     group.add_argument(
         "--max-retries",
-        type=int,
+        type=at_least(0),
         metavar="N",
         default=default(2),
         help="retries of transient failures per call (default: 2)",

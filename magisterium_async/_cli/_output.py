@@ -22,9 +22,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
+    "QUOTE_LIMIT",
     "Line",
     "Output",
+    "plural",
     "print_json",
+    "quoted",
     "show_answer",
     "show_document",
     "show_results",
@@ -101,6 +104,21 @@ def _print_lines(lines: Sequence[Line]) -> None:
             out.print(Text(text, style=style), overflow="fold")
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 document``, ``2 documents`` (``nouns`` when the plural is not ``noun + s``)."""
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+QUOTE_LIMIT = 200  # characters of a user's input a message repeats
+
+
+def quoted(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters (its length said)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
+
+
 def _citation_line(number: int, citation: Citation) -> str:
     title = citation.document_title or "(untitled source)"
     details = [
@@ -131,9 +149,9 @@ def show_answer(answer: Answer) -> None:
 def show_results(query: str, results: list[SearchResult]) -> None:
     """Search results as a table: rank, id, title, URL (a list without rich)."""
     if not results:
-        _print_lines([(f"No documents found for {query!r}.", "")])
+        _print_lines([(f"No documents found for {quoted(query)}.", "")])
         return
-    title = f"{len(results)} documents for {query!r}"
+    title = f"{plural(len(results), 'document')} for {quoted(query)}"
     out = _rich_console()
     if out is None:
         lines: list[Line] = [(title, "")]
@@ -186,7 +204,7 @@ def show_task(task: Task) -> None:
     for artifact in task.artifacts:
         kinds = ", ".join(type(part).__name__ for part in artifact.parts)
         rows.append(("artifact", f"{artifact.name or artifact.artifact_id} ({kinds})"))
-    rows.append(("history", f"{len(task.history)} messages"))
+    rows.append(("history", plural(len(task.history), "message")))
     out = _rich_console()
     if out is None:
         _print_lines([(f"{label:<10}{value}", "") for label, value in rows])

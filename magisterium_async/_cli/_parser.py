@@ -7,15 +7,16 @@ them. The options of every command are declared in :mod:`._options`.
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from magisterium_async._cli import _auth, _emulator, _skills, _tasks
 from magisterium_async._cli._command import Command, Group, add_commands
-from magisterium_async._cli._errors import EXIT_CODES_HELP
+from magisterium_async._cli._errors import EXIT_CODES_HELP, UsageError
 from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli.harvest import _command as _harvest
 from magisterium_async._version import __version__
 
-__all__ = ["COMMANDS", "PROG", "build_parser"]
+__all__ = ["COMMANDS", "PROG", "Parser", "build_parser"]
 
 PROG = "magisterium-async"
 
@@ -45,9 +46,18 @@ examples:
 """
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, raising :class:`UsageError` instead of printing: the caller
+    prints it, as one line or as JSON. Commands' parsers are of this class too (argparse
+    makes subparsers of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``magisterium-async``."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         description="Query the Magisterium A2A API from the command line.",
         epilog=_EPILOG,

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from magisterium_async._cli._command import Command, Invocation, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import show_answer, show_document, show_results, show_text
-from magisterium_async._cli._status import duration, status_line, waiting_text
+from magisterium_async._cli._output import (
+    quoted,
+    show_answer,
+    show_document,
+    show_results,
+    show_text,
+)
 from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["COMMANDS"]
@@ -33,24 +37,9 @@ def _ask_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context-id", help="continue the conversation of an earlier answer")
 
 
-def _asking(client: AsyncMagisterium, started: float) -> Callable[[], str]:
-    """What ``ask`` is waiting for: its quota (until when), or the answer (for how long)."""
-    loop = asyncio.get_running_loop()
-
-    def text() -> str:
-        pool = client.stats.expensive
-        if pool.waiting and pool.next_start_in > 0:
-            return waiting_text(pool.next_start_in)
-        return f"asking catholic_qa… {duration(loop.time() - started)}"
-
-    return text
-
-
 async def _ask(invocation: Invocation, client: AsyncMagisterium) -> int:
     args = invocation.args
-    started = asyncio.get_running_loop().time()
-    async with status_line(_asking(client, started)):
-        answer = await client.ask(_words(args.question), context_id=args.context_id)
+    answer = await client.ask(_words(args.question), context_id=args.context_id)
     invocation.output.result(answer, lambda: show_answer(answer))
     return ExitCode.OK
 
@@ -74,7 +63,7 @@ async def _fetch(invocation: Invocation, client: AsyncMagisterium) -> int:
     document_id = invocation.args.id
     document = await client.fetch(document_id)
     if document is None:
-        raise CliError(f"document {document_id} not found", ExitCode.NOT_FOUND)
+        raise CliError(f"document {quoted(document_id)} not found", ExitCode.NOT_FOUND)
     invocation.output.result(document, lambda: show_document(document))
     return ExitCode.OK
 
@@ -89,7 +78,7 @@ async def _readings(invocation: Invocation, client: AsyncMagisterium) -> int:
     when = _when(invocation.args.when)
     text = await client.mass_readings(when)
     if text is None:
-        raise CliError(f"no Mass readings found for {when!r}", ExitCode.NOT_FOUND)
+        raise CliError(f"no Mass readings found for {quoted(when)}", ExitCode.NOT_FOUND)
     invocation.output.result({"when": when, "text": text}, lambda: show_text(text))
     return ExitCode.OK
 
@@ -108,7 +97,7 @@ async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
         day = when
     text = await client.saints(day)
     if text is None:
-        raise CliError(f"no martyrology found for {when!r}", ExitCode.NOT_FOUND)
+        raise CliError(f"no martyrology found for {quoted(when)}", ExitCode.NOT_FOUND)
     invocation.output.result({"when": str(day), "text": text}, lambda: show_text(text))
     return ExitCode.OK
 
@@ -117,14 +106,32 @@ COMMANDS = (
     Command(
         "ask",
         "ask catholic_qa a question (slow; the expensive quota)",
-        with_client(_ask),
+        with_client(_ask, "asking catholic_qa", "expensive"),
         _ask_arguments,
         epilog="--json prints the Answer with its citations and the full task it came from.",
     ),
     Command(
-        "search", "semantic search over the documents", with_client(_search), _search_arguments
+        "search",
+        "semantic search over the documents",
+        with_client(_search, "searching"),
+        _search_arguments,
     ),
-    Command("fetch", "one document's text and metadata", with_client(_fetch), _fetch_arguments),
-    Command("readings", "the Mass readings of a day", with_client(_readings), _readings_arguments),
-    Command("saints", "the Roman Martyrology of a day", with_client(_saints), _saints_arguments),
+    Command(
+        "fetch",
+        "one document's text and metadata",
+        with_client(_fetch, "fetching the document"),
+        _fetch_arguments,
+    ),
+    Command(
+        "readings",
+        "the Mass readings of a day",
+        with_client(_readings, "getting the Mass readings"),
+        _readings_arguments,
+    ),
+    Command(
+        "saints",
+        "the Roman Martyrology of a day",
+        with_client(_saints, "getting the martyrology"),
+        _saints_arguments,
+    ),
 )

@@ -19,9 +19,9 @@ NO_TASKS_OFFLINE = (
 )
 
 
-def _on_a_server(run: Callable[[Invocation, AsyncMagisterium], Awaitable[int]]) -> Run:
+def _on_a_server(run: Callable[[Invocation, AsyncMagisterium], Awaitable[int]], label: str) -> Run:
     """``run`` with a client, refusing ``--emulator``: a task never outlives its emulator."""
-    connected = with_client(run)
+    connected = with_client(run, label, "unmetered")
 
     async def checked(invocation: Invocation) -> int:
         if invocation.options.emulator:
@@ -49,6 +49,13 @@ async def _cancel(invocation: Invocation, client: AsyncMagisterium) -> int:
 
 COMMANDS = (
     Group("task", "the protocol's task calls (spend no quota)"),
-    Command("task get", "a task by id (kept 24 hours)", _on_a_server(_get), _task_id),
-    Command("task cancel", "ask to cancel a task", _on_a_server(_cancel), _task_id),
+    Command(
+        "task get", "a task by id (kept 24 hours)", _on_a_server(_get, "getting the task"), _task_id
+    ),
+    Command(
+        "task cancel",
+        "ask to cancel a task",
+        _on_a_server(_cancel, "cancelling the task"),
+        _task_id,
+    ),
 )

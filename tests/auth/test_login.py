@@ -210,3 +210,41 @@ async def test_status_tells_issuer_expiry_and_scopes_never_a_token(
     assert status.expires_at is not None and status.refreshable
     text = repr(status) + str(status.as_json())
     assert stored.access_token not in text and str(stored.refresh_token) not in text
+
+
+async def test_a_damaged_file_is_set_aside_by_login_and_removed_by_logout(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    path.write_text('{"origin": ')
+    path.chmod(0o600)
+    with pytest.raises(m.CredentialsError) as caught:
+        await auth_status(path)
+    assert str(path) in str(caught.value) and "logout" in str(caught.value)
+    said: list[str] = []
+    await sign_in(auth_server, path, say=said.append)
+    [aside] = await asyncio.to_thread(lambda: list(tmp_path.glob("credentials.json.corrupt-*")))
+    assert aside.read_text() == '{"origin": ' and aside.stat().st_mode & 0o777 == 0o600
+    assert any(f"{path} holds no readable sign-in: moved it to {aside}" in s for s in said)
+    assert load_credentials(path) is not None
+    path.write_text("[]")  # damaged again: logout removes it, with nothing to revoke
+    result = await logout(path)
+    assert result.removed and result.unreadable and result.revoked is None
+    assert not path.exists() and auth_server.revoked == []
+
+
+async def test_a_directory_at_the_path_is_refused_by_each_flow_naming_it(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    path.mkdir()
+    for flow in (
+        auth_status(path),
+        logout(path),
+        login(auth_server.base_url, path, open_browser=False, say=lambda line: None),
+    ):
+        with pytest.raises(m.CredentialsError, match="is a directory, not a credentials file"):
+            await flow
+    with pytest.raises(m.CredentialsError, match=f"rmdir {path}"):
+        m.AsyncMagisterium(base_url=auth_server.base_url, credentials=path)
+    assert auth_server.requests == [] and path.is_dir()

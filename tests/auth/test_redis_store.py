@@ -383,3 +383,30 @@ async def test_no_token_or_password_in_reprs_errors_or_logs(
     for secret in (PASSWORD, signed_in.access_token, str(signed_in.refresh_token)):
         for text in seen:
             assert secret not in text
+
+
+async def test_a_damaged_sign_in_in_redis_is_set_aside_by_login_and_removed_by_logout(
+    auth_server: FakeAuthServer, url: str
+) -> None:
+    key = signin_key(auth_server.origin)
+    redis = connect(url, 5.0)
+    try:
+        await redis.hset(key, "credentials", b"{")
+        masked = url.replace(PASSWORD, "***")
+        with pytest.raises(m.CredentialsError) as caught:
+            await auth_status(url, auth_server.base_url)
+        text = str(caught.value)
+        assert f"the sign-in at {masked}" in text and PASSWORD not in text
+        assert f"`magisterium-async login --credentials {masked}` replaces it" in text
+        said: list[str] = []
+        await sign_in(auth_server, url, say=said.append)
+        [aside] = await redis.keys(f"{key}:corrupt-*")
+        assert await redis.hget(aside.decode(), "credentials") == b"{"  # kept as it was
+        assert any(f"moved it to {masked} (key {aside.decode()})" in line for line in said)
+        assert await stored(url, auth_server.origin) is not None
+        await redis.hset(key, "credentials", b"not json")
+        result = await logout(url, auth_server.base_url)
+        assert result.removed and result.unreadable and result.revoked is None
+        assert await redis.hget(key, "credentials") is None
+    finally:
+        await redis.aclose()

@@ -153,7 +153,7 @@ async def test_a_revoked_sign_in_asks_to_log_in_again(
         with pytest.raises(m.AuthenticationError) as caught:
             await client.search("grace")
     assert isinstance(caught.value, m.LoginRequiredError)
-    assert "run `magisterium-async login` again" in str(caught.value)
+    assert f"sign in again with `magisterium-async login --credentials {path}`" in str(caught.value)
     assert emulator.stats.oauth.invalid_grants == 1
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import magisterium_async as m
+from magisterium_async._auth import _credentials
 from magisterium_async._auth._store import FileStore, StoreUnreachableError, fence
 
 from .test_credentials import SECRET_ACCESS, SECRET_REFRESH, credentials
@@ -44,11 +45,20 @@ async def test_replace_writes_the_refreshed_tokens(tmp_path: Path) -> None:
     assert (loaded.access_token, loaded.refresh_token) == ("at-new", "rt-new")
 
 
-def test_the_store_says_where_it_is_and_how_to_sign_in_again(tmp_path: Path) -> None:
+def test_the_store_says_where_it_is_and_how_to_sign_in_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "credentials.json"
     store = FileStore(path)
     assert store.where == str(path) and repr(store) == f"FileStore({str(path)!r})"
-    assert store.login_command() == "magisterium-async login"
+    # A file of one's own choosing is named, so that the command signs in there.
+    assert store.login_command() == f"magisterium-async login --credentials {path}"
+    spaced = tmp_path / "my sign in.json"
+    assert FileStore(spaced).login_command().endswith(f"--credentials '{spaced}'")
+    # The default file needs no flag: every command finds it by itself.
+    default = tmp_path / "config" / "credentials.json"
+    monkeypatch.setattr(_credentials, "default_credentials_path", lambda: default)
+    assert FileStore(default).login_command() == "magisterium-async login"
 
 
 async def test_a_refresh_lock_held_elsewhere_is_a_store_unreachable_error_naming_the_file(

@@ -65,7 +65,11 @@ class LoginRun:
         self.err: list[str] = []
 
     @classmethod
-    async def start(cls, base_url: str, path: Path, *extra: str) -> LoginRun:
+    async def start(
+        cls, base_url: str, path: Path | None, *extra: str, env: dict[str, str] | None = None
+    ) -> LoginRun:
+        """``login`` to ``path`` (``None``: the default place, as ``env`` makes it)."""
+        where = [] if path is None else ["--credentials", str(path)]
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -73,14 +77,13 @@ class LoginRun:
             "login",
             "--base-url",
             base_url,
-            "--credentials",
-            str(path),
+            *where,
             "--no-browser",
             *extra,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=clean_env(),
+            env=clean_env(**(env or {})),
         )
         return cls(proc)
 

@@ -115,3 +115,57 @@ def test_a_sign_in_for_another_server_exits_3(tmp_path: Path) -> None:
     assert "are for https://www.magisterium.com" in run.err
     missing = cli("search", "grace", "--credentials", str(tmp_path / "none.json"))
     assert missing.code == 3 and "no credentials file" in missing.err
+
+
+def test_a_usage_error_under_json_is_json_wherever_json_stands(tmp_path: Path) -> None:
+    """The user's line: ``--json`` before the command, and a value the command refuses."""
+    out = str(tmp_path / "z.jsonl")
+    harvest = ["harvest", "--emulator", "-q", "grace", "--concurrency", "0", "--out", out]
+    for words in (["--json", *harvest], [*harvest, "--json"], ["--json", "search"]):
+        run = cli(*words)
+        assert run.code == 2 and run.out == "", run.err
+        [line] = run.err.splitlines()
+        record = json.loads(line)
+        assert record["exit_code"] == 2 and record["error"], record
+        assert words[1] == "search" or "--concurrency" in record["error"]
+    assert list(tmp_path.iterdir()) == []
+    plain = cli(*harvest)
+    assert plain.code == 2 and plain.err.startswith("usage: magisterium-async harvest")
+
+
+def _limited_memory() -> None:
+    """In the child: 2 GiB of address space, so a file read whole fails fast, not the host."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no /dev/zero, no RLIMIT_AS")
+def test_a_token_file_that_never_ends_is_refused_naming_it() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "magisterium_async", "search", "--token-file", "/dev/zero", "x"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT,
+        preexec_fn=_limited_memory,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith("magisterium-async: error: the token file /dev/zero holds more")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_token_file_too_large_or_not_text_is_refused_naming_it(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.write_text("sk-" + "x" * (1 << 20) + "\n")  # a megabyte on one line: not a token
+    run = cli("search", "--token-file", str(big), "x")
+    assert run.code == 3 and f"the token file {big} holds more than 64 KiB" in run.err
+    assert "xxxx" not in run.err
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe sk-token")
+    run = cli("search", "--token-file", str(binary), "x")
+    assert run.code == 3 and f"the token file {binary} is not UTF-8 text" in run.err
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    run = cli("search", "--token-file", str(folder), "x")
+    assert run.code == 3 and f"cannot read the token file {folder}" in run.err

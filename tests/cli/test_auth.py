@@ -22,12 +22,16 @@ from .helpers import cli as sync_cli
 __all__ = ["auth_server"]
 
 
-async def signed_in(auth_server: FakeAuthServer, path: Path) -> None:
+async def signed_in(
+    auth_server: FakeAuthServer, path: Path | None, env: dict[str, str] | None = None
+) -> Run:
     """``magisterium-async login`` to ``path``, the browser step done by following the URL."""
-    login = await LoginRun.start(auth_server.base_url, path)
+    login = await LoginRun.start(auth_server.base_url, path, env=env)
     async with aiohttp.ClientSession() as session, session.get(await login.url()):
         pass
-    assert (await login.finish()).code == 0
+    run = await login.finish()
+    assert run.code == 0, run.err
+    return run
 
 
 async def cli(*args: str, stdin: bytes | None = None, **env: str) -> Run:
@@ -198,3 +202,83 @@ def test_an_unsupported_location_exits_2_and_writes_no_file(tmp_path: Path) -> N
         run = sync_cli("search", "grace", cwd=tmp_path, env={"MAGISTERIUM_CREDENTIALS": location})
         assert run.code == 2 and "MAGISTERIUM_CREDENTIALS" in run.err, run.err
     assert list(tmp_path.iterdir()) == []
+
+
+# A store that holds something else ----------------------------------------------------
+
+
+async def test_a_corrupt_credentials_file_never_traps_the_user(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    """The user's steps: ``echo '{' > ~/.config/magisterium-async/credentials.json``, then
+    every command. Each says which file and which command gets out; ``login`` replaces
+    it, keeping it aside; ``logout`` removes it."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    path = tmp_path / "config" / "magisterium-async" / "credentials.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{\n")
+    path.chmod(0o600)
+    base = ["--base-url", auth_server.base_url]
+    for words in (["auth", "status"], ["search", "grace", *base]):
+        run = await cli(*words, **env)
+        assert run.code == 3, run.err
+        assert str(path) in run.err and len(run.err.strip().splitlines()) == 1
+        # The default file: the commands need no --credentials to find it.
+        assert "`magisterium-async login` replaces it" in run.err
+        assert "`magisterium-async logout` removes it" in run.err
+    assert auth_server.rpc_calls == 0
+
+    login = await signed_in(auth_server, None, env)
+    [aside] = path.parent.glob("credentials.json.corrupt-*")
+    assert f"moved it to {aside}" in login.err
+    assert aside.read_text() == "{\n"  # kept as it was
+    assert load_credentials(path) is not None
+    search = await cli("search", "grace", *base, "--json", **env)
+    assert search.code == 0, search.err
+
+    path.write_bytes(b"\x00" * 100)
+    out = await cli("logout", **env)
+    assert out.code == 0, out.err
+    assert "held no readable sign-in" in out.err and str(path) in out.err
+    assert not path.exists() and aside.exists()
+    status = await cli("auth", "status", **env)
+    assert status.code == 3 and "not signed in" in status.err
+
+
+async def test_another_versions_file_named_by_credentials_is_replaced_by_login(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "mine.json"
+    await signed_in(auth_server, path)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "version": 99}))
+    run = await cli("auth", "status", "--credentials", str(path))
+    assert run.code == 3 and "another version" in run.err
+    assert f"`magisterium-async login --credentials {path}` replaces it" in run.err
+    assert data["access_token"] not in run.err
+    login = await signed_in(auth_server, path)
+    assert "moved it to" in login.err
+    kept = await asyncio.to_thread(lambda: list(tmp_path.glob("mine.json.corrupt-*")))
+    assert len(kept) == 1
+    assert (await cli("auth", "status", "--credentials", str(path))).code == 0
+
+
+async def test_a_directory_at_the_credentials_path_exits_3_naming_it(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    path.mkdir()
+    base = ["--base-url", auth_server.base_url]
+    for words in (
+        ["auth", "status"],
+        ["search", "grace", *base],
+        ["logout"],
+        ["login", "--no-browser", *base],
+    ):
+        run = await cli(*words, "--credentials", str(path), stdin=b"")
+        assert run.code == 3, (words, run.err)
+        assert f"the credentials path {path} is a directory" in run.err, run.err
+        assert f"rmdir {path}" in run.err and "Is a directory" not in run.err
+        assert len(run.err.strip().splitlines()) == 1
+    assert path.is_dir() and list(path.iterdir()) == []  # left as it was
+    assert (auth_server.requests, auth_server.rpc_calls) == ([], 0)

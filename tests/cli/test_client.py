@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 import magisterium_async as m
+from magisterium_async._auth._credentials import save_credentials
 from magisterium_async._cli._client import (
+    MAX_TOKEN_FILE,
     ClientOptions,
     check_options,
     emulator_quota,
@@ -17,6 +19,7 @@ from magisterium_async._cli._client import (
 )
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._config import TOKEN_ENV
+from tests.auth.test_credentials import credentials
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +44,24 @@ def test_then_the_environment_then_the_stored_sign_in(
     assert read_token(None) == "sk-from-env"
     monkeypatch.setenv(TOKEN_ENV, "   ")  # blank: no token
     stored = tmp_path / "credentials.json"
+    save_credentials(stored, credentials())
     assert read_token(None, str(stored)) is None  # the client reads the sign-in
+
+
+def test_a_credentials_file_named_and_missing_is_said_in_the_command_lines_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "mine.json"
+    with pytest.raises(CliError) as caught:
+        read_token(None, str(missing))
+    assert caught.value.code == ExitCode.AUTH
+    text = str(caught.value)
+    assert f"no credentials file at {missing} (--credentials)" in text
+    assert f"`magisterium-async login --credentials {missing}`" in text
+    assert "credentials=" not in text
+    monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", str(missing))
+    with pytest.raises(CliError, match=r"\(\$MAGISTERIUM_CREDENTIALS\)"):
+        read_token(None)
 
 
 def test_no_token_at_all_says_every_way_to_give_one() -> None:
@@ -114,3 +134,14 @@ async def test_with_the_emulator_the_client_talks_to_one_of_its_own() -> None:
         assert client.rate_limits == m.RateLimits.unlimited()
         results = await client.search("grace")
         assert results and all(result.id for result in results)
+
+
+def test_a_long_token_on_one_line_is_read_and_a_longer_file_is_not(tmp_path: Path) -> None:
+    token = "sk-" + "a" * 8000  # a large JWT is a few KiB
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n", encoding="utf-8")
+    assert read_token(str(token_file)) == token
+    token_file.write_text("a" * (MAX_TOKEN_FILE + 1), encoding="utf-8")
+    with pytest.raises(CliError, match="holds more than 64 KiB") as caught:
+        read_token(str(token_file))
+    assert caught.value.code == ExitCode.AUTH

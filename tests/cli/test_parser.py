@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from magisterium_async import _config as _env
+from magisterium_async._cli import main
 from magisterium_async._cli._command import Command, Group
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._parser import COMMANDS, PROG, build_parser
@@ -62,10 +65,42 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     "argv", [[], ["search"], ["bogus"], ["task"], ["search", "x", "--timeout", "soon"]]
 )
 def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
+    with pytest.raises(SystemExit) as exited:  # whoever parses without main() exits 2 too
         build_parser().parse_args(argv)
     assert exited.value.code == ExitCode.USAGE
-    assert f"{PROG}" in capsys.readouterr().err
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("usage: ") and f"{PROG}" in err and "error: " in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--json", "search"],
+        ["search", "--json"],
+        ["--json", "bogus"],
+        ["--json", "search", "x", "--timeout", "soon"],
+        ["search", "x", "--timeout", "0", "--json"],
+        ["--js", "task"],  # a prefix argparse takes for --json
+    ],
+)
+def test_under_json_a_usage_error_is_one_json_object_wherever_json_stands(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == ExitCode.USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    record = json.loads(line)
+    assert record["exit_code"] == 2 and set(record) == {"error", "exit_code"}
+    assert record["error"] and "usage:" not in record["error"]
+
+
+def test_json_after_a_double_dash_is_an_argument_not_the_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["search", "--bogus", "--", "--json"]) == ExitCode.USAGE
+    assert capsys.readouterr().err.startswith("usage: ")
 
 
 def test_common_options_are_taken_before_or_after_the_command() -> None:

@@ -49,7 +49,7 @@ def test_fetch_of_a_missing_document_exits_6() -> None:
     run = cli("fetch", "--emulator", "424242")
     assert run.code == 6
     assert run.out == ""
-    assert run.err.strip() == "magisterium-async: error: document 424242 not found"
+    assert run.err.strip() == "magisterium-async: error: document '424242' not found"
 
 
 def test_readings_and_saints() -> None:

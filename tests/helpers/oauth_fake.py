@@ -243,14 +243,18 @@ async def browser_follows(url: str) -> int:
         return response.status
 
 
-async def sign_in(server: FakeAuthServer | Emulator, path: Path | str) -> None:
+async def sign_in(
+    server: FakeAuthServer | Emulator,
+    path: Path | str,
+    say: Callable[[str], None] = lambda line: None,
+) -> None:
     """Log in through the library flow, the browser step done by an HTTP client."""
     visits: list[asyncio.Task[int]] = []
     await login(
         server.base_url,
         path,
         open_browser=False,
-        say=lambda line: None,
+        say=say,
         show_url=lambda url: visits.append(asyncio.ensure_future(browser_follows(url))),
     )
     assert [await visit for visit in visits] == [200]

@@ -1,7 +1,8 @@
 """The refreshes a process sends, counted as a user could: from the library's log.
 
-``StoredToken`` logs ``refreshing the access token at ...`` (DEBUG, logger
-``magisterium_async.auth``) once for each refresh it sends to the authorization server.
+``StoredToken`` logs ``refreshing the access token at ...`` (INFO, logger
+``magisterium_async.auth``) once for each refresh it sends to the authorization server,
+just before sending it: the record's time is when the process decided to refresh.
 The worker scripts beside this file import it by its bare name (their directory is first
 on ``sys.path``); the tests import it as ``tests.refresh_log``.
 """
@@ -17,15 +18,20 @@ SENT = "refreshing the access token"
 
 
 class RefreshLog(logging.Handler):
-    """Counts the refresh records it is handed: :attr:`count`."""
+    """Counts the refresh records it is handed: :attr:`count`, and when each was sent
+    (:attr:`times`, wall-clock seconds: comparable between processes of one host)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.count = 0
+        self.times: list[float] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.times)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.getMessage().startswith(SENT):
-            self.count += 1
+            self.times.append(record.created)
 
 
 @contextmanager

@@ -7,7 +7,7 @@ of an orchestrator. With a quota URL the client also shares the quota through Re
 ``READY``, waits for a line on stdin (so every worker starts together), then searches with
 CONCURRENCY calls at a time for SECONDS. Prints one JSON line: the calls made, those that
 failed (each one's type and message: never a token), the refreshes this process sent
-(counted from the library's log).
+and when (wall-clock times, from the library's log).
 """
 
 from __future__ import annotations
@@ -70,8 +70,13 @@ async def main(base_url: str, seconds: float, concurrency: int, quota: list[str]
                         )
 
             await asyncio.gather(*(searches(lane) for lane in range(concurrency)))
-    refreshes = sent.count
-    report = {"calls": calls, "failed": len(errors), "errors": errors[:20], "refreshes": refreshes}
+    report = {
+        "calls": calls,
+        "failed": len(errors),
+        "errors": errors[:20],
+        "refreshes": sent.count,
+        "refreshed_at": sent.times,
+    }
     print(json.dumps(report), flush=True)
 
 
