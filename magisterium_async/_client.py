@@ -33,6 +33,7 @@ from magisterium_async._config import (
     RateLimits,
     RetryPolicy,
     Timeouts,
+    quota_from_env,
 )
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
@@ -81,8 +82,9 @@ class AsyncMagisterium:
     ``$MAGISTERIUM_CREDENTIALS``, else the user's config directory); those are refreshed
     before they expire. ``token`` may also be a callable, sync or async, returning the
     token: it is called before each request. ``base_url`` falls back to
-    ``$MAGISTERIUM_BASE_URL``, then the service's endpoint. ``rate_limits`` defaults to the
-    Pro plan's quota (:meth:`RateLimits.pro`): calls wait for their pool rather than
+    ``$MAGISTERIUM_BASE_URL``, then the service's endpoint. ``rate_limits`` falls back to
+    ``$MAGISTERIUM_QUOTA`` (``15/2``, ``15/2/60`` or ``unlimited``, as ``--quota`` takes it),
+    then the Pro plan's quota (:meth:`RateLimits.pro`): calls wait for their pool rather than
     spending the quota on 429s. ``max_retries`` (default 2, or ``retry_policy``'s) caps the
     retries of transient failures per call. ``timeout`` is seconds per request (one number for every
     call, or :class:`Timeouts` to set ``catholic_qa``'s apart: it defaults to 300 s, the
@@ -142,7 +144,7 @@ class AsyncMagisterium:
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock
         )
-        self._rate_limits = rate_limits or RateLimits.pro()
+        self._rate_limits = rate_limits or quota_from_env() or RateLimits.pro()
         self.timeouts = Timeouts.of(timeout)
         policy = retry_policy or DEFAULT_RETRY_POLICY
         if max_retries is not None:

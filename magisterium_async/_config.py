@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,12 +17,15 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
+    "QUOTA_ENV",
     "CallOptions",
     "PoolName",
     "Priority",
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
+    "parse_quota",
+    "quota_from_env",
 ]
 
 PoolName = Literal["default", "expensive"]
@@ -271,3 +275,47 @@ class CallOptions:
 
 
 DEFAULT_CALL_OPTIONS = CallOptions()
+
+
+QUOTA_ENV = "MAGISTERIUM_QUOTA"
+"""The quota the client allows itself when ``rate_limits=`` is not given (``--quota``'s
+syntax); unset, the Pro plan's."""
+
+_QUOTA_SYNTAX = "DEFAULT/EXPENSIVE[/PERIOD] (like 15/2 or 15/2/60) or unlimited"
+
+
+def parse_quota(text: str) -> RateLimits:
+    """A quota in the command line's words: ``DEFAULT/EXPENSIVE[/PERIOD]`` or ``unlimited``.
+
+    ``15/2`` is the Pro plan (15 requests a minute for every skill but ``catholic_qa``, 2
+    for it); ``15/2/60`` says the period (seconds, default 60). ``ValueError`` for anything
+    else, its message giving the syntax.
+
+    Arguments:
+        text: the quota, as ``--quota`` and ``$MAGISTERIUM_QUOTA`` take it.
+    """
+    cleaned = text.strip()
+    if cleaned.lower() == "unlimited":
+        return RateLimits.unlimited()
+    try:
+        numbers = [float(part) for part in cleaned.split("/")]
+        if len(numbers) in (2, 3):
+            period = numbers[2] if len(numbers) == 3 else 60.0
+            return RateLimits(numbers[0], numbers[1], period=period)
+    except ValueError:
+        pass
+    raise ValueError(f"expected {_QUOTA_SYNTAX}, got {text!r}")
+
+
+def quota_from_env() -> RateLimits | None:
+    """``$MAGISTERIUM_QUOTA`` as :class:`RateLimits`, or ``None`` when it is unset or blank.
+
+    A value that is not a quota is a ``ValueError`` naming the variable.
+    """
+    text = os.environ.get(QUOTA_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return parse_quota(text)
+    except ValueError as exc:
+        raise ValueError(f"${QUOTA_ENV} is not a quota: {exc}") from None

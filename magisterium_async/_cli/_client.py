@@ -93,7 +93,7 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
 
 
 def _client(
-    options: ClientOptions, token: str | None, base_url: str | None, quota: RateLimits
+    options: ClientOptions, token: str | None, base_url: str | None, quota: RateLimits | None
 ) -> AsyncMagisterium:
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
     shared = None
@@ -120,15 +120,14 @@ def _client(
 async def open_client(options: ClientOptions) -> AsyncIterator[AsyncMagisterium]:
     """A client for the command, closed on leaving; with ``emulator``, an emulator too.
 
-    The real service gets ``options.quota`` or the Pro plan's. The in-process emulator lifts
+    The real service gets ``options.quota``, else ``$MAGISTERIUM_QUOTA``, else the Pro
+    plan's (the client's own fallbacks). The in-process emulator lifts
     its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
     """
     check_options(options)
     if not options.emulator:
         token = read_token(options.token_file, options.credentials)
-        async with _client(
-            options, token, options.base_url, options.quota or RateLimits.pro()
-        ) as client:
+        async with _client(options, token, options.base_url, options.quota) as client:
             yield client
         return
     emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
