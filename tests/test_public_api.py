@@ -3,9 +3,9 @@
 The fixed contract is the project's public-API spec (``public-api.md``); :data:`CONTRACT`
 and :data:`CONTRACT_METHODS` are the names it documents, checked against the spec itself
 wherever it is present (``$MAGISTERIUM_PUBLIC_API``, default ``../shared/spec/`` beside the
-checkout). The
-README documents the rest. A name exported but documented in neither must be listed in
-:data:`UNDOCUMENTED` with the reason it is public anyway.
+checkout). The README and the guide (``docs/*.md``) document the rest. A name exported but
+documented in none of them must be listed in :data:`UNDOCUMENTED` with the reason it is
+public anyway.
 """
 
 from __future__ import annotations
@@ -163,7 +163,9 @@ def test_all_is_exact_and_nothing_undocumented_without_intent() -> None:
     public = {n for n in vars(magisterium_async) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(magisterium_async, n)).__name__ == "module"}
     assert public - modules <= set(exported)  # no public name left out of __all__
-    documented = CONTRACT | CONTRACT_METHODS | _documented_names(README.read_text("utf-8"))
+    guide = [README, *sorted((ROOT / "docs").glob("*.md"))]  # the front page and the guide
+    written = "".join(page.read_text("utf-8") for page in guide)
+    documented = CONTRACT | CONTRACT_METHODS | _documented_names(written)
     undocumented = sorted(set(exported) - documented - set(UNDOCUMENTED))
     assert not undocumented, f"exported but documented nowhere (document or list): {undocumented}"
     stale = sorted(set(UNDOCUMENTED) - set(exported))
@@ -201,10 +203,12 @@ def test_importing_the_package_loads_neither_the_cli_nor_the_emulator() -> None:
 
 
 def _core_modules() -> list[Path]:
+    """Every module but the edges' and ``__main__``, subpackages included."""
     return sorted(
         path
-        for path in PACKAGE.glob("*.py")
-        if not _is_edge(f"magisterium_async.{path.stem}") and path.name != "__main__.py"
+        for path in PACKAGE.rglob("*.py")
+        if not _is_edge(".".join(("magisterium_async", *path.relative_to(PACKAGE).parts)))
+        and path.name != "__main__.py"
     )
 
 
@@ -223,7 +227,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_the_core_never_imports_the_cli_or_the_emulator() -> None:
     modules = _core_modules()
-    assert PACKAGE / "_client.py" in modules and PACKAGE / "_harvest.py" in modules
+    assert PACKAGE / "_client.py" in modules and PACKAGE / "_harvest" / "_harvest.py" in modules
     for path in modules:
         edges = sorted(m for m in _imports(path) if _is_edge(m))
         assert not edges, f"{path.name} imports {edges}"
