@@ -51,6 +51,7 @@ from magisterium_async._models import (
     AgentCard,
     Answer,
     Document,
+    Lookup,
     Part,
     SearchResult,
     Task,
@@ -60,8 +61,13 @@ from magisterium_async._retry import CallPath
 from magisterium_async._skills import (
     ASK,
     DEFAULT_SKILL_ID,
+    DIOCESE_LOOKUP,
+    DIOCESE_STATISTICS_LOOKUP,
     FETCH,
     MASS_READINGS,
+    PERSON_LOOKUP,
+    POPE_LOOKUP,
+    SAINT_LOOKUP,
     SAINTS,
     SEARCH,
     Skill,
@@ -368,6 +374,55 @@ class AsyncMagisterium:
     async def saints(self, when: str | dt.date = "today") -> str | None:
         """The Roman Martyrology entry for ``when`` (a date, or a text query), or ``None``."""
         return read_result(SAINTS, await self._send(SAINTS, when))
+
+    # The lookups: one method per row of LOOKUPS, each the skill's own id. The service
+    # states neither their artifacts' names nor their shapes, so each returns what came.
+
+    async def saint_lookup(self, query: str) -> Lookup:
+        """A saint, blessed, venerable or servant of God, by name or canonical id.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(SAINT_LOOKUP, query)
+
+    async def person_lookup(self, query: str) -> Lookup:
+        """A clergy figure (bishop, cardinal, archbishop, ...) by name or canonical id.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(PERSON_LOOKUP, query)
+
+    async def pope_lookup(self, query: str) -> Lookup:
+        """A pope by name or canonical id: reign, birth name, dates.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(POPE_LOOKUP, query)
+
+    async def diocese_lookup(self, query: str) -> Lookup:
+        """A diocese, archdiocese or eparchy by name or canonical id: its directory entry,
+        headline statistics and latest financials.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(DIOCESE_LOOKUP, query)
+
+    async def diocese_statistics_lookup(self, query: str) -> Lookup:
+        """A diocese's yearly statistics by name or canonical id, one row per year.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(DIOCESE_STATISTICS_LOOKUP, query)
+
+    async def _lookup(self, skill: Skill[str, Lookup], query: str) -> Lookup:
+        found = read_result(skill, await self._send(skill, query))
+        assert found is not None  # a lookup has no "nothing found" answer of its own
+        return found
 
     async def _send(
         self, skill: Skill[Any, Any], argument: Any, context_id: str | None = None

@@ -1,4 +1,5 @@
-"""The commands of the skills: ``ask``, ``search``, ``fetch``, ``readings``, ``saints``."""
+"""The commands of the skills: ``ask``, ``search``, ``fetch``, ``readings``, ``saints``, and
+one per lookup of the skill table (``saint-lookup``, ``pope-lookup``, ...)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,21 @@ import argparse
 import asyncio
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from magisterium_async._cli._command import Command, Invocation, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import show_answer, show_document, show_results, show_text
+from magisterium_async._cli._output import (
+    show_answer,
+    show_document,
+    show_lookup,
+    show_results,
+    show_text,
+)
 from magisterium_async._cli._status import duration, status_line, waiting_text
 from magisterium_async._client import AsyncMagisterium
+from magisterium_async._models import Lookup
+from magisterium_async._skills import LOOKUPS, Skill
 
 __all__ = ["COMMANDS"]
 
@@ -113,6 +122,31 @@ async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
     return ExitCode.OK
 
 
+def _lookup_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("query", nargs="+", help="a name, or a canonical id (quotes optional)")
+
+
+def _lookup_command(skill: Skill[str, Lookup]) -> Command:
+    """The command of a lookup: its skill id with dashes, running the client's method of
+    that id; it prints what the service sent (text, then data; ``--json``: the Lookup)."""
+
+    async def lookup(invocation: Invocation, client: AsyncMagisterium) -> int:
+        method: Callable[[str], Awaitable[Lookup]] = getattr(client, skill.id)
+        found = await method(_words(invocation.args.query))
+        invocation.output.result(found, lambda: show_lookup(found))
+        return ExitCode.OK
+
+    summary = skill.description.split(":", 1)[0]
+    return Command(
+        skill.id.replace("_", "-"),
+        summary[:1].lower() + summary[1:],
+        with_client(lookup),
+        _lookup_arguments,
+        epilog=f"The service states no shape for {skill.id}'s answer: the text and the data "
+        "it sent are printed as they came (--json: with the full task).",
+    )
+
+
 COMMANDS = (
     Command(
         "ask",
@@ -127,4 +161,5 @@ COMMANDS = (
     Command("fetch", "one document's text and metadata", with_client(_fetch), _fetch_arguments),
     Command("readings", "the Mass readings of a day", with_client(_readings), _readings_arguments),
     Command("saints", "the Roman Martyrology of a day", with_client(_saints), _saints_arguments),
+    *(_lookup_command(skill) for skill in LOOKUPS),
 )
