@@ -33,6 +33,7 @@ from magisterium_async._config import (
     RateLimits,
     RetryPolicy,
     Timeouts,
+    quota_from_env,
     whole_number,
 )
 from magisterium_async._config import (
@@ -50,6 +51,7 @@ from magisterium_async._models import (
     AgentCard,
     Answer,
     Document,
+    Lookup,
     Part,
     SearchResult,
     Task,
@@ -59,8 +61,13 @@ from magisterium_async._retry import CallPath
 from magisterium_async._skills import (
     ASK,
     DEFAULT_SKILL_ID,
+    DIOCESE_LOOKUP,
+    DIOCESE_STATISTICS_LOOKUP,
     FETCH,
     MASS_READINGS,
+    PERSON_LOOKUP,
+    POPE_LOOKUP,
+    SAINT_LOOKUP,
     SAINTS,
     SEARCH,
     Skill,
@@ -150,8 +157,10 @@ class AsyncMagisterium:
         base_url: The A2A endpoint. ``None``: ``$MAGISTERIUM_BASE_URL``, else the
             service's (:data:`DEFAULT_BASE_URL`). ``https://``, or ``http://`` to a
             loopback host only.
-        rate_limits: The quota the client keeps to (default :meth:`RateLimits.pro`):
-            calls wait for their pool rather than spend the quota on 429s.
+        rate_limits: The quota the client keeps to: calls wait for their pool rather than
+            spend the quota on 429s. ``None``: ``$MAGISTERIUM_QUOTA`` (``15/2``,
+            ``15/2/60`` or ``unlimited``, as ``--quota`` takes it), else the Pro plan's
+            (:meth:`RateLimits.pro`).
         max_retries: Retries of a transient failure per call (default 2, or
             ``retry_policy``'s).
         timeout: Seconds per request: one number for every call, or :class:`Timeouts` to
@@ -221,7 +230,7 @@ class AsyncMagisterium:
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock
         )
-        self._rate_limits = rate_limits or RateLimits.pro()
+        self._rate_limits = rate_limits or quota_from_env() or RateLimits.pro()
         self.timeouts = Timeouts.of(timeout)
         policy = retry_policy or DEFAULT_RETRY_POLICY
         if max_retries is not None:
@@ -381,6 +390,55 @@ class AsyncMagisterium:
     async def saints(self, when: str | dt.date = "today") -> str | None:
         """The Roman Martyrology entry for ``when`` (a date, or a text query), or ``None``."""
         return read_result(SAINTS, await self._send(SAINTS, when))
+
+    # The lookups: one method per row of LOOKUPS, each the skill's own id. The service
+    # states neither their artifacts' names nor their shapes, so each returns what came.
+
+    async def saint_lookup(self, query: str) -> Lookup:
+        """A saint, blessed, venerable or servant of God, by name or canonical id.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(SAINT_LOOKUP, query)
+
+    async def person_lookup(self, query: str) -> Lookup:
+        """A clergy figure (bishop, cardinal, archbishop, ...) by name or canonical id.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(PERSON_LOOKUP, query)
+
+    async def pope_lookup(self, query: str) -> Lookup:
+        """A pope by name or canonical id: reign, birth name, dates.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(POPE_LOOKUP, query)
+
+    async def diocese_lookup(self, query: str) -> Lookup:
+        """A diocese, archdiocese or eparchy by name or canonical id: its directory entry,
+        headline statistics and latest financials.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(DIOCESE_LOOKUP, query)
+
+    async def diocese_statistics_lookup(self, query: str) -> Lookup:
+        """A diocese's yearly statistics by name or canonical id, one row per year.
+
+        Arguments:
+            query: the name, or the canonical id.
+        """
+        return await self._lookup(DIOCESE_STATISTICS_LOOKUP, query)
+
+    async def _lookup(self, skill: Skill[str, Lookup], query: str) -> Lookup:
+        found = read_result(skill, await self._send(skill, query))
+        assert found is not None  # a lookup has no "nothing found" answer of its own
+        return found
 
     async def _send(
         self, skill: Skill[Any, Any], argument: Any, context_id: str | None = None

@@ -16,7 +16,9 @@ command agree:
 - the endpoint: ``base_url=`` (or ``--base-url``), then ``$MAGISTERIUM_BASE_URL``, then
   the service's own (:data:`DEFAULT_BASE_URL`);
 - the Redis that shares a quota or a sign-in: ``url=`` (or ``--redis``), then
-  ``$MAGISTERIUM_REDIS_URL``, else none.
+  ``$MAGISTERIUM_REDIS_URL``, else none;
+- the client's quota: ``rate_limits=`` (or ``--quota``), then ``$MAGISTERIUM_QUOTA`` (in
+  ``--quota``'s words: :func:`parse_quota`), then the Pro plan's.
 
 An empty variable counts as unset; a token is read without its surrounding whitespace
 (a blank one is no token).
@@ -40,6 +42,7 @@ __all__ = [
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
     "LOG_ENV",
+    "QUOTA_ENV",
     "REDIS_URL_ENV",
     "TOKEN_ENV",
     "CallOptions",
@@ -52,7 +55,9 @@ __all__ = [
     "fraction",
     "non_negative_number",
     "number",
+    "parse_quota",
     "positive_number",
+    "quota_from_env",
     "redis_url",
     "token_from_env",
     "whole_number",
@@ -391,3 +396,47 @@ def log_level() -> int | None:
     if value not in _LOG_LEVELS:
         raise ValueError(f"${LOG_ENV}={value[:40]!r}: expected info or debug")
     return _LOG_LEVELS[value]
+
+
+QUOTA_ENV = "MAGISTERIUM_QUOTA"
+"""The quota the client allows itself when ``rate_limits=`` is not given (``--quota``'s
+syntax); unset, the Pro plan's."""
+
+_QUOTA_SYNTAX = "DEFAULT/EXPENSIVE[/PERIOD] (like 15/2 or 15/2/60) or unlimited"
+
+
+def parse_quota(text: str) -> RateLimits:
+    """A quota in the command line's words: ``DEFAULT/EXPENSIVE[/PERIOD]`` or ``unlimited``.
+
+    ``15/2`` is the Pro plan (15 requests a minute for every skill but ``catholic_qa``, 2
+    for it); ``15/2/60`` says the period (seconds, default 60). ``ValueError`` for anything
+    else, its message giving the syntax.
+
+    Arguments:
+        text: the quota, as ``--quota`` and ``$MAGISTERIUM_QUOTA`` take it.
+    """
+    cleaned = text.strip()
+    if cleaned.lower() == "unlimited":
+        return RateLimits.unlimited()
+    try:
+        numbers = [float(part) for part in cleaned.split("/")]
+        if len(numbers) in (2, 3):
+            period = numbers[2] if len(numbers) == 3 else 60.0
+            return RateLimits(numbers[0], numbers[1], period=period)
+    except ValueError:
+        pass
+    raise ValueError(f"expected {_QUOTA_SYNTAX}, got {text!r}")
+
+
+def quota_from_env() -> RateLimits | None:
+    """``$MAGISTERIUM_QUOTA`` as :class:`RateLimits`, or ``None`` when it is unset or blank.
+
+    A value that is not a quota is a ``ValueError`` naming the variable.
+    """
+    text = os.environ.get(QUOTA_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return parse_quota(text)
+    except ValueError as exc:
+        raise ValueError(f"${QUOTA_ENV} is not a quota: {exc}") from None

@@ -26,6 +26,7 @@ __all__ = [
     "Document",
     "FileContent",
     "FilePart",
+    "Lookup",
     "Message",
     "Part",
     "SearchResult",
@@ -249,6 +250,24 @@ class Document(msgspec.Struct, frozen=True, kw_only=True):
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+
+class Lookup(msgspec.Struct, frozen=True, kw_only=True):
+    """What the lookups return (:meth:`AsyncMagisterium.saint_lookup`, ``person_lookup``,
+    ``pope_lookup``, ``diocese_lookup``, ``diocese_statistics_lookup``): what the service
+    sent, read into nothing, since it states neither the names nor the shapes of their
+    artifacts.
+
+    ``text`` is every text part of every artifact, joined by newlines (``""`` when there is
+    none); ``data`` is every data part's object, in order (``[]`` when there is none); the
+    whole :class:`Task` is in ``task``. A name the service does not know is answered in
+    its own words (a text part, no data), not as an error. Not hashable: it holds its
+    :class:`Task`, which is mutable.
+    """
+
+    text: str
+    data: list[dict[str, Any]]
+    task: Task
 
 
 class AgentSkill(_Wire):

@@ -36,6 +36,7 @@ from magisterium_async._models import (
     DataPart,
     Document,
     FilePart,
+    Lookup,
     Message,
     Part,
     SearchResult,
@@ -47,10 +48,15 @@ from magisterium_async._models import (
 __all__ = [
     "ASK",
     "DEFAULT_SKILL_ID",
+    "DIOCESE_LOOKUP",
+    "DIOCESE_STATISTICS_LOOKUP",
     "FETCH",
     "LOOKUPS",
     "MASS_READINGS",
+    "PERSON_LOOKUP",
+    "POPE_LOOKUP",
     "SAINTS",
+    "SAINT_LOOKUP",
     "SEARCH",
     "SKILLS",
     "SendParams",
@@ -65,6 +71,7 @@ __all__ = [
     "parts_from",
     "pool_for",
     "read_result",
+    "require_encodable",
     "require_text",
     "send_params",
     "text_parts",
@@ -94,11 +101,26 @@ class Skill(Generic[In, Out]):
 
 
 def require_text(name: str, value: object) -> str:
-    """``value`` if it is a non-blank string; ``TypeError``/``ValueError`` naming ``name``."""
+    """``value`` if it is a non-blank string a request can carry; ``TypeError`` or
+    ``ValueError`` naming ``name`` otherwise."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value.strip():
         raise ValueError(f"{name} must not be empty or blank")
+    return require_encodable(name, value)
+
+
+def require_encodable(name: str, value: str) -> str:
+    """``value`` if UTF-8 can encode it, else ``ValueError`` naming ``name``: a lone
+    surrogate (``"\\ud800"``, left by a bad decode) cannot go in a JSON request."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start]
+        raise ValueError(
+            f"{name} cannot be sent: it holds {bad!r} at position {exc.start}, a lone "
+            "surrogate UTF-8 cannot encode (check how the text was read or decoded)"
+        ) from None
     return value
 
 
@@ -121,7 +143,19 @@ def parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
     for i, part in enumerate(parts):
         if isinstance(part, str):
             out.append(TextPart(text=require_text(f"parts[{i}]", part)))
-        elif isinstance(part, (TextPart, DataPart, FilePart)):
+        elif isinstance(part, TextPart):
+            require_encodable(f"parts[{i}].text", part.text)
+            out.append(part)
+        elif isinstance(part, DataPart):
+            try:
+                msgspec.json.encode(part.data)
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"parts[{i}].data cannot be sent: a string in it holds a lone surrogate "
+                    "UTF-8 cannot encode (check how the text was read or decoded)"
+                ) from None
+            out.append(part)
+        elif isinstance(part, FilePart):
             out.append(part)
         else:
             raise TypeError(f"parts[{i}] must be a str or a Part, not {type(part).__name__}")
@@ -343,13 +377,14 @@ def parse_text(task: Task, artifact: Artifact) -> str:
     return "\n".join(texts)
 
 
-def parse_lookup(task: Task, artifact: Artifact) -> dict[str, Any]:
+def parse_lookup(task: Task, artifact: Artifact) -> Lookup:
     """Every artifact's text and data: the service states neither their names nor shapes."""
     parts = [p for a in task.artifacts for p in a.parts]
-    return {
-        "text": "\n".join(p.text for p in parts if isinstance(p, TextPart)),
-        "data": [p.data for p in parts if isinstance(p, DataPart)],
-    }
+    return Lookup(
+        text="\n".join(p.text for p in parts if isinstance(p, TextPart)),
+        data=[p.data for p in parts if isinstance(p, DataPart)],
+        task=task,
+    )
 
 
 # The table ----------------------------------------------------------------------------
@@ -406,7 +441,7 @@ SAINTS: Skill[str | dt.date, str] = Skill(
 )
 
 
-def _lookup(skill_id: str, description: str) -> Skill[str, dict[str, Any]]:
+def _lookup(skill_id: str, description: str) -> Skill[str, Lookup]:
     # Their artifacts and pool are not stated by the service: any artifact, the default pool.
     return Skill(
         skill_id,
@@ -418,31 +453,37 @@ def _lookup(skill_id: str, description: str) -> Skill[str, dict[str, Any]]:
     )
 
 
-LOOKUPS: tuple[Skill[str, dict[str, Any]], ...] = (
-    _lookup(
-        "saint_lookup",
-        "A saint, blessed, venerable or servant of God, by name or canonical id: their "
-        "record (status, feast day, life dates, ...).",
-    ),
-    _lookup(
-        "person_lookup",
-        "A Catholic clergy figure (bishop, cardinal, archbishop, ...) by name or canonical "
-        "id: their record (rank, see, dates, ...).",
-    ),
-    _lookup("pope_lookup", "A pope by name or canonical id: reign, birth name, dates."),
-    _lookup(
-        "diocese_lookup",
-        "An ecclesiastical jurisdiction (diocese, archdiocese, eparchy) by name or canonical "
-        "id: directory metadata, headline statistics and latest financials.",
-    ),
-    _lookup(
-        "diocese_statistics_lookup",
-        "A diocese's full yearly statistics by name or canonical id: a time series of 19 "
-        "metrics, one row per year.",
-    ),
+SAINT_LOOKUP = _lookup(
+    "saint_lookup",
+    "A saint, blessed, venerable or servant of God, by name or canonical id: their "
+    "record (status, feast day, life dates, ...).",
 )
-"""The five skills the service lists beyond its contract's table (no typed client method:
-``send_message`` and the tools reach them)."""
+PERSON_LOOKUP = _lookup(
+    "person_lookup",
+    "A Catholic clergy figure (bishop, cardinal, archbishop, ...) by name or canonical "
+    "id: their record (rank, see, dates, ...).",
+)
+POPE_LOOKUP = _lookup("pope_lookup", "A pope by name or canonical id: reign, birth name, dates.")
+DIOCESE_LOOKUP = _lookup(
+    "diocese_lookup",
+    "An ecclesiastical jurisdiction (diocese, archdiocese, eparchy) by name or canonical "
+    "id: directory metadata, headline statistics and latest financials.",
+)
+DIOCESE_STATISTICS_LOOKUP = _lookup(
+    "diocese_statistics_lookup",
+    "A diocese's full yearly statistics by name or canonical id: a time series of 19 "
+    "metrics, one row per year.",
+)
+LOOKUPS: tuple[Skill[str, Lookup], ...] = (
+    SAINT_LOOKUP,
+    PERSON_LOOKUP,
+    POPE_LOOKUP,
+    DIOCESE_LOOKUP,
+    DIOCESE_STATISTICS_LOOKUP,
+)
+"""The five skills the service lists beyond its contract's table. Each is a client method
+of its id (``client.pope_lookup(query)``) and a command of its id with dashes
+(``magisterium-async pope-lookup QUERY``), both made from this table."""
 
 _TABLE: tuple[Skill[Any, Any], ...] = (ASK, SEARCH, FETCH, MASS_READINGS, SAINTS, *LOOKUPS)
 SKILLS: Mapping[str, Skill[Any, Any]] = {s.id: s for s in _TABLE}

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from magisterium_async._models import Answer, Document, SearchResult
+from magisterium_async._models import Answer, Document, Lookup, SearchResult
 from magisterium_async._skills import SKILLS, Skill, read_result
 
 if TYPE_CHECKING:
@@ -280,8 +280,8 @@ def _jsonable(skill: Skill[Any, Any], result: object) -> dict[str, Any]:
         return {"text": result}
     if isinstance(result, list) and all(isinstance(r, SearchResult) for r in result):
         return {"results": [_plain(r) for r in result]}
-    if isinstance(result, dict):
-        return result
+    if isinstance(result, Lookup):
+        return {"text": result.text, "data": result.data}
     raise TypeError(f"{skill.id}: no JSON form for a {type(result).__name__}")  # a table bug
 
 

@@ -243,6 +243,12 @@ def _no_stored_sign_in(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -
     monkeypatch.delenv("MAGISTERIUM_CREDENTIALS", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_quota_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``$MAGISTERIUM_QUOTA`` the developer exported (for the emulator) is not a test's."""
+    monkeypatch.delenv("MAGISTERIUM_QUOTA", raising=False)
+
+
 PROXY_VARIABLES = tuple(
     name
     for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")

@@ -119,3 +119,33 @@ async def test_agent_card(client: m.AsyncMagisterium) -> None:
         "liturgical_readings",
         "saints_of_the_day",
     }
+
+
+async def test_every_lookup_returns_what_the_service_sent(client: m.AsyncMagisterium) -> None:
+    pope = await client.pope_lookup("Pius X")
+    assert isinstance(pope, m.Lookup)
+    assert pope.text == "Pope Pius X (Giuseppe Melchiorre Sarto), 1903-1914"
+    assert pope.data[0]["birth_name"] == "Giuseppe Melchiorre Sarto"
+    assert pope.task.state == m.TaskState.COMPLETED
+    assert pope.task.history[0].metadata == {"skillId": "pope_lookup"}
+    saint = await client.saint_lookup("Thérèse of Lisieux")
+    assert saint.data[0]["feast_day"] == "10-01"
+    person = await client.person_lookup("Basil Hume")
+    assert person.data[0]["name"] and person.text
+    diocese = await client.diocese_lookup("Westminster")
+    assert diocese.data[0]["name"] and diocese.text
+    statistics = await client.diocese_statistics_lookup("Westminster")
+    assert statistics.data[0]["rows"] and len(statistics.data[0]["metrics"]) == 19
+    # A name the service does not know: its own words, no data, no error.
+    nobody = await client.pope_lookup("nobody at all")
+    assert nobody.text == "No pope found." and nobody.data == []
+
+
+def test_every_lookup_of_the_skill_table_is_a_client_method() -> None:
+    from magisterium_async._skills import LOOKUPS
+
+    assert len(LOOKUPS) == 5
+    for skill in LOOKUPS:
+        method = getattr(m.AsyncMagisterium, skill.id)
+        assert method.__annotations__["return"] in ("Lookup", m.Lookup), skill.id
+        assert method.__doc__, skill.id

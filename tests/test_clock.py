@@ -1,4 +1,5 @@
-"""The clocks: the loop's real time, and virtual time that only moves when a test says so."""
+"""The clocks: the loop's real time, and virtual time that jumps to the next deadline when
+the loop is idle (or, with ``autojump=False``, only moves when a test says so)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import time
 
 import pytest
 
+import magisterium_async as m
 from magisterium_async._clock import Clock, LoopClock, VirtualClock, within
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport
+from tests.conftest import artifact, data, task_json
 
 
 async def test_loop_clock_reads_the_loop_time_and_sleeps() -> None:
@@ -147,6 +151,122 @@ async def test_bad_advance_and_endless_sleepers_are_reported() -> None:
 async def test_repr() -> None:
     assert repr(LoopClock()) == "LoopClock()"
     assert repr(VirtualClock(2.0)) == "VirtualClock(now=2.0, sleepers=0)"
+    assert repr(VirtualClock(autojump=False)) == "VirtualClock(now=0.0, sleepers=0, autojump=False)"
+
+
+async def idle_loop_for_a_moment() -> None:
+    """Leave the loop with nothing ready for a while: only a real timer is pending."""
+    done = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.02, done.set)
+    await done.wait()
+
+
+async def test_autojump_moves_to_the_next_deadline_when_the_loop_is_idle() -> None:
+    clock = VirtualClock(start=10.0)
+    assert clock.autojump
+    woke: list[float] = []
+
+    async def sleeper(seconds: float) -> None:
+        await clock.sleep(seconds)
+        woke.append(clock.now())
+
+    await asyncio.gather(sleeper(30), sleeper(5), sleeper(3600))
+    assert woke == [15.0, 40.0, 3610.0]  # each at its own deadline, in order
+    assert clock.now() == 3610.0
+    assert clock.sleepers == 0
+
+
+async def test_autojump_waits_while_other_tasks_can_run() -> None:
+    """Work that is busy on the loop (yielding, no sleep) finishes before time moves."""
+    clock = VirtualClock()
+    seen: list[tuple[str, float]] = []
+
+    async def busy() -> None:
+        for _ in range(200):
+            await asyncio.sleep(0)
+        seen.append(("busy", clock.now()))
+
+    async def sleeper() -> None:
+        await clock.sleep(1)
+        seen.append(("slept", clock.now()))
+
+    await asyncio.gather(sleeper(), busy())
+    assert seen == [("busy", 0.0), ("slept", 1.0)]
+
+
+async def test_without_autojump_time_stands_still_while_the_loop_idles() -> None:
+    clock = VirtualClock(autojump=False)
+    task = asyncio.create_task(clock.sleep(5))
+    await idle_loop_for_a_moment()
+    assert clock.now() == 0.0 and not task.done()
+    await clock.advance(5)
+    assert task.done()
+
+
+async def test_autojump_and_advance_together() -> None:
+    """A test may still look at a moment on the way: time only jumps when the loop idles."""
+    clock = VirtualClock()
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        for _ in range(3):
+            await clock.sleep(1)
+            ticks.append(clock.now())
+
+    task = asyncio.create_task(ticker())
+    await clock.advance(1.5)
+    assert ticks == [1.0] and clock.now() == 1.5
+    await task
+    assert ticks == [1.0, 2.0, 3.0]
+
+
+async def test_sleeping_forever_is_no_deadline_to_jump_to() -> None:
+    clock = VirtualClock()
+    forever = asyncio.create_task(clock.sleep(math.inf))
+    await idle_loop_for_a_moment()
+    assert clock.now() == 0.0 and not forever.done()
+    forever.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await forever
+
+
+async def test_a_client_retrying_and_rate_limited_finishes_in_virtual_time() -> None:
+    """A 502 then a 200, and a 429 asking for 30 s: both calls finish, nobody moves the clock."""
+    answers = {
+        "502": [MockResponse(status=502, content="<html>Bad Gateway</html>")],
+        "429": [
+            MockResponse(
+                status=429,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "error": {"code": -32003, "message": "Rate limit", "data": {"retryAfter": 30}},
+                },
+            )
+        ],
+    }
+
+    def handler(request: MockRequest) -> MockResponse:
+        query = "502" if b'"502"' in request.content else "429"
+        if answers[query]:
+            scripted = answers[query].pop(0)
+            if scripted.json is not None:  # echo the request's id
+                echoed = scripted.json | {"id": request.json["id"]}
+                scripted = MockResponse(status=scripted.status, json=echoed)
+            return scripted
+        hits = artifact("search_results", data({"results": [{"id": query, "title": query}]}))
+        return MockResponse.result(request, task_json(artifacts=[hits]))
+
+    clock = VirtualClock()
+    transport = MockTransport(handler)
+    async with m.AsyncMagisterium(
+        token="t", transport=transport, clock=clock, rate_limits=m.RateLimits.unlimited()
+    ) as client:
+        retried, limited = await asyncio.gather(client.search("502"), client.search("429"))
+    assert [hit.id for hit in retried] == ["502"]
+    assert [hit.id for hit in limited] == ["429"]
+    assert len(transport.requests) == 4
+    assert 30 <= clock.now() < 60  # the retryAfter, in virtual seconds; no real wait
 
 
 # within(): a deadline on the client's clock, in the caller's task

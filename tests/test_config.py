@@ -19,6 +19,7 @@ from magisterium_async._config import (
     fraction,
     non_negative_number,
     number,
+    parse_quota,
     positive_number,
     whole_number,
 )
@@ -141,6 +142,37 @@ def test_bad_retry_policies_are_refused_by_name(
 def test_unbounded_budgets_and_deadlines_are_allowed() -> None:
     policy = m.RetryPolicy(rate_limit_budget=math.inf, total_timeout=math.inf, max_retries=0)
     assert policy.rate_limit_budget == policy.total_timeout == math.inf
+
+
+def test_a_quota_in_the_command_lines_words() -> None:
+    assert parse_quota("15/2") == m.RateLimits.pro()
+    assert parse_quota(" 30/4/10 ") == m.RateLimits(30, 4, period=10)
+    assert parse_quota("Unlimited") == m.RateLimits.unlimited()
+    for bad in ("fast", "15", "15/2/60/1", "0/2", "15/-1", "a/b", ""):
+        with pytest.raises(ValueError, match=r"DEFAULT/EXPENSIVE\[/PERIOD\]"):
+            parse_quota(bad)
+
+
+def test_the_client_reads_its_quota_from_the_environment_unless_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert m.AsyncMagisterium(token="t").rate_limits == m.RateLimits.pro()
+    monkeypatch.setenv("MAGISTERIUM_QUOTA", "unlimited")
+    assert m.AsyncMagisterium(token="t").rate_limits == m.RateLimits.unlimited()
+    monkeypatch.setenv("MAGISTERIUM_QUOTA", "30/4/10")
+    assert m.AsyncMagisterium(token="t").rate_limits == m.RateLimits(30, 4, period=10)
+    given = m.RateLimits(5, 1)
+    assert m.AsyncMagisterium(token="t", rate_limits=given).rate_limits is given
+    monkeypatch.setenv("MAGISTERIUM_QUOTA", "  ")
+    assert m.AsyncMagisterium(token="t").rate_limits == m.RateLimits.pro()
+
+
+def test_a_bad_quota_in_the_environment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAGISTERIUM_QUOTA", "15 a minute")
+    with pytest.raises(ValueError, match=r"\$MAGISTERIUM_QUOTA is not a quota: .*'15 a minute'"):
+        m.AsyncMagisterium(token="t")
+    # A quota given in code does not read the variable at all.
+    m.AsyncMagisterium(token="t", rate_limits=m.RateLimits.pro())
 
 
 # The number checks every setting goes through: the value back, or an error naming it

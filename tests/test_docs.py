@@ -1,4 +1,4 @@
-"""The docs site (docs/, mkdocs.yml) covers what the package exports and what the README says.
+"""The docs site (docs/, mkdocs.yml) covers what the package exports; the README is its front page.
 
 CI builds it with ``mkdocs build --strict``; these checks need no mkdocs.
 """
@@ -35,17 +35,28 @@ def test_every_public_name_is_in_the_api_reference(module: object) -> None:
     assert not missing, f"add to docs/reference/*.md: {missing}"
 
 
-def test_every_readme_section_is_on_a_docs_page() -> None:
-    # The pages take the README's sections between its markers, so the two never drift
-    # apart; a section without markers, or included nowhere, would be missing from the site.
+def test_the_readme_is_a_front_page() -> None:
     readme = README.read_text("utf-8")
-    sections = re.findall(r"^## (.+)$", readme, re.M)
+    assert len(readme.splitlines()) <= 300
+    # Its first lines' two commands: the main job offline, then the tests.
+    first = readme.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    assert "magisterium-async harvest --emulator" in first[0]
+    assert "python -m pytest" in first[1]
+    # Each docs page it links to exists.
+    linked = re.findall(r"\]\((docs/[\w/-]+\.md)(?:#[\w-]+)?\)", readme)
+    assert linked and not [link for link in linked if not (ROOT / link).is_file()]
+
+
+def test_every_readme_part_a_page_takes_exists_and_is_taken() -> None:
+    # The getting-started page takes the README's intro, install and quick start between
+    # its markers, so the two never drift apart; a marker taken nowhere, or a page taking
+    # one that is gone, would leave a hole in the site.
+    readme = README.read_text("utf-8")
     starts = re.findall(r"^<!-- --8<-- \[start:([\w-]+)\] -->$", readme, re.M)
     ends = re.findall(r"^<!-- --8<-- \[end:([\w-]+)\] -->$", readme, re.M)
-    assert len(starts) == len(sections) + 1, "each ## section (and the intro) needs markers"
     assert starts == ends
-    included = set(re.findall(r'^--8<-- "README\.md:([\w-]+)"$', "".join(_pages().values()), re.M))
-    assert set(starts) <= included, sorted(set(starts) - included)
+    included = re.findall(r'^--8<-- "README\.md:([\w-]+)"$', "".join(_pages().values()), re.M)
+    assert sorted(set(starts)) == sorted(set(included))
 
 
 def test_every_page_is_in_the_navigation() -> None:

@@ -3,9 +3,9 @@
 The fixed contract is the project's public-API spec (``public-api.md``); :data:`CONTRACT`
 and :data:`CONTRACT_METHODS` are the names it documents, checked against the spec itself
 wherever it is present (``$MAGISTERIUM_PUBLIC_API``, default ``../shared/spec/`` beside the
-checkout). The
-README documents the rest. A name exported but documented in neither must be listed in
-:data:`UNDOCUMENTED` with the reason it is public anyway.
+checkout). The README and the guide (``docs/*.md``) document the rest. A name exported but
+documented in none of them must be listed in :data:`UNDOCUMENTED` with the reason it is
+public anyway.
 """
 
 from __future__ import annotations
@@ -172,7 +172,9 @@ def test_all_is_exact_and_nothing_undocumented_without_intent() -> None:
     public = {n for n in vars(magisterium_async) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(magisterium_async, n)).__name__ == "module"}
     assert public - modules <= set(exported)  # no public name left out of __all__
-    documented = CONTRACT | CONTRACT_METHODS | _documented_names(README.read_text("utf-8"))
+    guide = [README, *sorted((ROOT / "docs").glob("*.md"))]  # the front page and the guide
+    written = "".join(page.read_text("utf-8") for page in guide)
+    documented = CONTRACT | CONTRACT_METHODS | _documented_names(written)
     undocumented = sorted(set(exported) - documented - set(UNDOCUMENTED))
     assert not undocumented, f"exported but documented nowhere (document or list): {undocumented}"
     stale = sorted(set(UNDOCUMENTED) - set(exported))

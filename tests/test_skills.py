@@ -5,6 +5,7 @@ task's state.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from typing import Any
 
@@ -388,3 +389,40 @@ def test_messages_about_huge_or_deep_hits_stay_short() -> None:
         with pytest.raises(MalformedResponseError) as info:
             read_result(SEARCH, decode(raw))
         assert len(str(info.value)) < 300
+
+
+LONE = "grace \ud800 nature"  # a lone surrogate, as a bad decode leaves one
+
+
+async def test_text_utf8_cannot_encode_is_refused_by_name_before_anything_is_sent() -> None:
+    from magisterium_async import tools
+    from magisterium_async.testing import MockResponse, MockTransport
+
+    transport = MockTransport(lambda request: MockResponse(status=500))
+    calls = {
+        "query": lambda c: c.search(LONE),
+        "question": lambda c: c.ask(LONE),
+        "document_id": lambda c: c.fetch(LONE),
+        "when": lambda c: c.saints(LONE),
+        "context_id": lambda c: c.ask("grace", context_id=LONE),
+        "task_id": lambda c: c.get_task(LONE),
+        "skill_id": lambda c: c.send_message("grace", skill_id=LONE),
+        "parts[0]": lambda c: c.send_message(LONE),
+        "parts[1].text": lambda c: c.send_message(["grace", TextPart(text=LONE)]),
+        "parts[0].data": lambda c: c.send_message(DataPart(data={"q": [LONE]})),
+    }
+    async with m.AsyncMagisterium(token="t", transport=transport) as client:
+        for name, call in calls.items():
+            with pytest.raises(ValueError, match=rf"^{re.escape(name)} cannot be sent") as info:
+                await call(client)
+            assert not isinstance(info.value, UnicodeError), name
+        for lookup in ("saint_lookup", "pope_lookup", "diocese_statistics_lookup"):
+            with pytest.raises(
+                ValueError, match=r"^query cannot be sent: .*'\\ud800' at position 6"
+            ):
+                await getattr(client, lookup)(LONE)
+        with pytest.raises(
+            ValueError, match="document_search: bad arguments: query cannot be sent"
+        ):
+            await tools.call_tool(client, "document_search", {"query": LONE})
+    assert transport.requests == []

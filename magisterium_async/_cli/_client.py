@@ -131,7 +131,7 @@ def _client(
     options: ClientOptions,
     token: str | None,
     base_url: str | None,
-    quota: RateLimits,
+    quota: RateLimits | None,
     on_event: OnEvent | None,
 ) -> AsyncMagisterium:
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
@@ -163,14 +163,14 @@ async def open_client(
     """A client for the command, closed on leaving; with ``emulator``, an emulator too;
     ``on_event`` hears its scheduler's events.
 
-    The real service gets ``options.quota`` or the Pro plan's. The in-process emulator lifts
+    The real service gets ``options.quota``, else ``$MAGISTERIUM_QUOTA``, else the Pro
+    plan's (the client's own fallbacks). The in-process emulator lifts
     its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
     """
     check_options(options)
     if not options.emulator:
         token = read_token(options.token_file, options.credentials)
-        quota = options.quota or RateLimits.pro()
-        async with _client(options, token, options.base_url, quota, on_event) as client:
+        async with _client(options, token, options.base_url, options.quota, on_event) as client:
             yield client
         return
     emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)

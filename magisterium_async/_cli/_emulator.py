@@ -80,31 +80,42 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds an access token it issues lives (default: 3600)",
     )
-    limits = parser.add_argument_group("rate limits (per token; default: the Pro plan)")
+    limits = parser.add_argument_group(
+        "rate limits (per token; default: none, so examples run at once)"
+    )
+    limits.add_argument(
+        "--limits",
+        action="store_true",
+        help="enforce the Pro plan's quota: 15 requests a minute, 2 for catholic_qa",
+    )
     limits.add_argument(
         "--default-limit",
         type=float,
-        default=15.0,
+        default=None,
         metavar="N",
-        help="requests per period for every skill but catholic_qa (default: 15)",
+        help="requests per period for every skill but catholic_qa (implies --limits; default: 15)",
     )
     limits.add_argument(
         "--expensive-limit",
         type=float,
-        default=2.0,
+        default=None,
         metavar="N",
-        help="catholic_qa requests per period (default: 2)",
+        help="catholic_qa requests per period (implies --limits; default: 2)",
     )
     limits.add_argument(
-        "--period", type=float, default=60.0, metavar="SECONDS", help="(default: 60)"
+        "--period",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="(implies --limits; default: 60)",
     )
     limits.add_argument(
         "--window",
         choices=("fixed", "sliding", "token_bucket"),
-        default="sliding",
-        help="how a period is counted (default: sliding, the strictest)",
+        default=None,
+        help="how a period is counted (implies --limits; default: sliding, the strictest)",
     )
-    limits.add_argument("--no-limits", action="store_true", help="lift both limits")
+    limits.add_argument("--no-limits", action="store_true", help="lift both limits (the default)")
     faults = parser.add_argument_group("latency and faults (random, repeatable with --seed)")
     faults.add_argument(
         "--latency",
@@ -143,14 +154,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace) -> EmulatorConfig:
     from magisterium_async.testing import EmulatorConfig, FaultConfig, RateLimitConfig
 
+    tuned = (args.default_limit, args.expensive_limit, args.period, args.window)
+    limited = args.limits or any(value is not None for value in tuned)
+    if limited and args.no_limits:
+        raise CliError("--no-limits contradicts --limits and the limit flags", ExitCode.USAGE)
     try:
         limits = None
-        if not args.no_limits:
+        if limited:
             limits = RateLimitConfig(
-                args.default_limit,
-                args.expensive_limit,
-                period=args.period,
-                algorithm=args.window,
+                15.0 if args.default_limit is None else args.default_limit,
+                2.0 if args.expensive_limit is None else args.expensive_limit,
+                period=60.0 if args.period is None else args.period,
+                algorithm=args.window or "sliding",
             )
         rates = (args.error_rate, args.drop_rate, args.rate_limit_rate)
         faults = None
@@ -184,8 +199,22 @@ def _describe_limits(config: EmulatorConfig) -> str:
     )
 
 
+def _quota(config: EmulatorConfig) -> str:
+    """The emulator's limits as ``$MAGISTERIUM_QUOTA`` (``--quota``) says them, so a client
+    told it paces itself to them: no 429 to wait out, and no wait the server would not ask."""
+    limits = config.rate_limits
+    if limits is None:
+        return "unlimited"
+    return f"{limits.default:g}/{limits.expensive:g}/{limits.period:g}"
+
+
 def _announce(emulator: Emulator, output: Output) -> None:
-    line = {"base_url": emulator.base_url, "token": emulator.token, "port": emulator.port}
+    line = {
+        "base_url": emulator.base_url,
+        "token": emulator.token,
+        "quota": _quota(emulator.config),
+        "port": emulator.port,
+    }
     output.result(line, lambda: _instructions(emulator))
 
 
@@ -203,7 +232,12 @@ def _instructions(emulator: Emulator) -> None:
     print(f"  OAuth: {emulator.oauth_metadata_url} (tokens live {config.token_lifetime:g} s)")
     print("Point the client or the command line at it with:")
     # The emulator's own demo token, not a user's secret: printing it is the point.
-    print(f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}")
+    print(
+        f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}"
+        f" MAGISTERIUM_QUOTA={_quota(config)}"
+    )
+    if config.rate_limits is None:
+        print("  (the service's Pro quota, 15/2 a minute, on both sides: restart with --limits)")
     print("Serving until Ctrl-C.", flush=True)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from magisterium_async._cli._client import ClientOptions
 from magisterium_async._cli._output import Output
-from magisterium_async._config import RateLimits
+from magisterium_async._config import RateLimits, parse_quota
 
 __all__ = [
     "add_common_options",
@@ -29,17 +29,10 @@ __all__ = [
 
 def quota(text: str) -> RateLimits:
     """``--quota``: ``DEFAULT/EXPENSIVE[/PERIOD]`` or ``unlimited``."""
-    if text == "unlimited":
-        return RateLimits.unlimited()
     try:
-        numbers = [float(part) for part in text.split("/")]
-        if len(numbers) not in (2, 3):
-            raise ValueError
-        return RateLimits(numbers[0], numbers[1], period=numbers[2] if len(numbers) == 3 else 60)
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(
-            f"expected DEFAULT/EXPENSIVE[/PERIOD] (like 15/2 or 15/2/60) or unlimited, got {text!r}"
-        ) from None
+        return parse_quota(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
@@ -134,7 +127,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         metavar="D/E[/PERIOD]",
         default=default(None),
         help="requests per period (60 s) the client allows itself in the default and the "
-        "expensive pool, or 'unlimited' (default: the Pro plan, 15/2)",
+        "expensive pool, or 'unlimited' (default: $MAGISTERIUM_QUOTA, then the Pro plan, 15/2)",
     )
     group.add_argument(
         "--timeout",

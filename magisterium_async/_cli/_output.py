@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from magisterium_async._models import Answer, Citation, Document, SearchResult, Task
+from magisterium_async._models import Answer, Citation, Document, Lookup, SearchResult, Task
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -194,6 +194,15 @@ def show_document(document: Document) -> None:
 def show_text(text: str) -> None:
     """Plain text (readings, martyrology), wrapped to the terminal."""
     _print_lines([(text.strip(), "")])
+
+
+def show_lookup(found: Lookup) -> None:
+    """A lookup's text, then each of its data parts as indented JSON (their shape is the
+    service's: nothing is left out)."""
+    lines: list[Line] = [(found.text.strip(), "")] if found.text.strip() else []
+    for data in found.data:
+        lines += [("", ""), (json.dumps(data, indent=2, ensure_ascii=False), "")]
+    _print_lines(lines or [("(an empty answer)", "dim")])
 
 
 def show_task(task: Task) -> None:

@@ -1,11 +1,12 @@
-"""The commands of the skills: ``ask``, ``search``, ``fetch``, ``readings``, ``saints``."""
+"""The commands of the skills: ``ask``, ``search``, ``fetch``, ``readings``, ``saints``, and
+one per lookup of the skill table (``saint-lookup``, ``pope-lookup``, ...)."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from magisterium_async._cli._command import Command, Invocation, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
@@ -13,10 +14,13 @@ from magisterium_async._cli._output import (
     quoted,
     show_answer,
     show_document,
+    show_lookup,
     show_results,
     show_text,
 )
 from magisterium_async._client import AsyncMagisterium
+from magisterium_async._models import Lookup
+from magisterium_async._skills import LOOKUPS, Skill
 
 __all__ = ["COMMANDS"]
 
@@ -102,6 +106,31 @@ async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
     return ExitCode.OK
 
 
+def _lookup_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("query", nargs="+", help="a name, or a canonical id (quotes optional)")
+
+
+def _lookup_command(skill: Skill[str, Lookup]) -> Command:
+    """The command of a lookup: its skill id with dashes, running the client's method of
+    that id; it prints what the service sent (text, then data; ``--json``: the Lookup)."""
+
+    async def lookup(invocation: Invocation, client: AsyncMagisterium) -> int:
+        method: Callable[[str], Awaitable[Lookup]] = getattr(client, skill.id)
+        found = await method(_words(invocation.args.query))
+        invocation.output.result(found, lambda: show_lookup(found))
+        return ExitCode.OK
+
+    summary = skill.description.split(":", 1)[0]
+    return Command(
+        skill.id.replace("_", "-"),
+        summary[:1].lower() + summary[1:],
+        with_client(lookup, f"looking up with {skill.id}"),
+        _lookup_arguments,
+        epilog=f"The service states no shape for {skill.id}'s answer: the text and the data "
+        "it sent are printed as they came (--json: with the full task).",
+    )
+
+
 COMMANDS = (
     Command(
         "ask",
@@ -134,4 +163,5 @@ COMMANDS = (
         with_client(_saints, "getting the martyrology"),
         _saints_arguments,
     ),
+    *(_lookup_command(skill) for skill in LOOKUPS),
 )

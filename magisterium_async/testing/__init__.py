@@ -19,8 +19,9 @@ plus deterministic fault injection and counters for tests to assert on::
 A skill fails on purpose (its task ends ``failed``) when the first text part starts with
 ``__fail__`` (``"__fail__: reason"`` sets the reason), or through ``Fault.task_failed()``.
 
-:class:`VirtualClock` runs the client's rate-limit pools in virtual time
-(``AsyncMagisterium(clock=VirtualClock())``), for minute-scale quotas in fast tests.
+:class:`VirtualClock` runs the client's rate-limit pools, retries and timeouts in virtual
+time (``AsyncMagisterium(clock=VirtualClock())``): it jumps to the next deadline whenever
+the loop is idle, so minute-scale quotas finish in milliseconds.
 :class:`MockTransport` answers the client's requests from a function, with no socket
 (``AsyncMagisterium(transport=MockTransport(handler))``), for unit tests of decoding and
 errors.

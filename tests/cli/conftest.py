@@ -22,7 +22,7 @@ class Served:
 def served() -> Iterator[Served]:
     """The standalone ``emulator`` command on a free port, told apart by its printed line."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "magisterium_async", "emulator", "--port", "0", "--no-limits"],
+        [sys.executable, "-m", "magisterium_async", "emulator", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -36,6 +36,7 @@ def served() -> Iterator[Served]:
                 break
         else:
             pytest.fail(f"the emulator printed no export line: {proc.stderr.read()}")
+        assert values["MAGISTERIUM_QUOTA"] == "unlimited"  # no limits unless --limits
         yield Served(values["MAGISTERIUM_BASE_URL"], values["MAGISTERIUM_TOKEN"])
     finally:
         proc.terminate()

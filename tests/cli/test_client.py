@@ -145,3 +145,21 @@ def test_a_long_token_on_one_line_is_read_and_a_longer_file_is_not(tmp_path: Pat
     with pytest.raises(CliError, match="holds more than 64 KiB") as caught:
         read_token(str(token_file))
     assert caught.value.code == ExitCode.AUTH
+
+
+async def test_the_service_gets_the_quota_of_the_environment_unless_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("sk-test\n", encoding="utf-8")
+    monkeypatch.setenv("MAGISTERIUM_QUOTA", "unlimited")
+    async with open_client(ClientOptions(token_file=str(token_file))) as client:
+        assert client.rate_limits == m.RateLimits.unlimited()
+    given = ClientOptions(token_file=str(token_file), quota=m.RateLimits(5, 1))
+    async with open_client(given) as client:
+        assert client.rate_limits == m.RateLimits(5, 1)
+    monkeypatch.setenv("MAGISTERIUM_QUOTA", "lots")
+    with pytest.raises(CliError, match=r"\$MAGISTERIUM_QUOTA is not a quota") as caught:
+        async with open_client(ClientOptions(token_file=str(token_file))):
+            pass
+    assert caught.value.code == ExitCode.USAGE

@@ -1,4 +1,4 @@
-"""ask, search, fetch, readings and saints against ``--emulator``."""
+"""ask, search, fetch, readings, saints and the lookups against ``--emulator``."""
 
 from __future__ import annotations
 
@@ -66,3 +66,27 @@ def test_readings_not_found_exits_6() -> None:
     run = cli("readings", "--emulator", "no", "such", "day")
     assert run.code == 6
     assert "no Mass readings found" in run.err
+
+
+def test_a_lookup_prints_the_text_and_the_data_it_got() -> None:
+    human = cli("pope-lookup", "--emulator", "Pius", "X")
+    assert human.code == 0, human.err
+    assert "Pope Pius X (Giuseppe Melchiorre Sarto), 1903-1914" in human.out
+    assert '"birth_name": "Giuseppe Melchiorre Sarto"' in human.out
+    machine = cli("--json", "saint-lookup", "--emulator", "Thérèse of Lisieux")
+    assert machine.code == 0, machine.err
+    found = json.loads(machine.out)
+    assert found["data"][0]["feast_day"] == "10-01" and found["text"]
+    assert found["task"]["status"]["state"] == "completed"
+
+
+def test_every_lookup_of_the_skill_table_is_a_command() -> None:
+    from magisterium_async._cli import build_parser
+    from magisterium_async._skills import LOOKUPS
+
+    for skill in LOOKUPS:
+        args = build_parser().parse_args([skill.id.replace("_", "-"), "Westminster"])
+        assert args.query == ["Westminster"]
+    run = cli("diocese-statistics-lookup", "--emulator", "--json", "Westminster")
+    assert run.code == 0, run.err
+    assert len(json.loads(run.out)["data"][0]["metrics"]) == 19
