@@ -9,7 +9,7 @@ and every command agree:
   ``$MAGISTERIUM_CREDENTIALS``, then the user's configuration directory;
 - the endpoint: ``base_url=`` (or ``--base-url``), then ``$MAGISTERIUM_BASE_URL``, then
   the service's own (:data:`DEFAULT_BASE_URL`);
-- the Redis that shares a quota or a harvest: ``url=`` (or ``--redis``), then
+- the Redis that shares a quota: ``url=`` (or ``--redis``), then
   ``$MAGISTERIUM_REDIS_URL``, else none.
 
 An empty variable counts as unset; a token is read without its surrounding whitespace

@@ -1,5 +1,5 @@
 """Connecting to Redis: one home for the redis-py client every shared feature uses (the
-shared quota, the coordinated harvest), its errors, and how a token is named in keys."""
+shared quota, the shared sign-in), its errors, and how a token is named in keys."""
 
 from __future__ import annotations
 

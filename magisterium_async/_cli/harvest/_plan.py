@@ -1,9 +1,5 @@
-"""The harvest's arguments checked up front, for one process and for ``--workers``.
-
-Where the queries come from, where documents and state go and what is shared through
-Redis: each check written once, so a harvest and the parent of ``--workers`` refuse the
-same mistakes with the same words, before anything starts.
-"""
+"""The harvest's arguments checked up front: where the queries come from, where documents
+and state go. Each mistake is refused with one line, before anything starts."""
 
 from __future__ import annotations
 
@@ -12,8 +8,6 @@ import asyncio
 import contextlib
 import errno
 import os
-import re
-import shutil
 import stat
 import sys
 import threading
@@ -22,85 +16,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._env import REDIS_URL_ENV, redis_url
 
-__all__ = [
-    "PRIVATE_JOB",
-    "Plan",
-    "Sharing",
-    "WorkerPaths",
-    "check_job",
-    "plan",
-    "plan_workers",
-    "query_of",
-    "sharing",
-    "unwritable",
-    "workers_sharing",
-]
-
-PRIVATE_JOB = "local"
-_JOB = re.compile(r"[A-Za-z0-9._-]{1,100}")
-
-
-# -- what is shared -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sharing:
-    """What one harvest process shares through Redis: the quota (``url``), and the work
-    when it has a ``job``."""
-
-    url: str | None
-    job: str | None
-
-
-def check_job(job: str) -> None:
-    """:class:`CliError` unless ``job`` is a usable ``--job`` name."""
-    if not _JOB.fullmatch(job):
-        raise CliError(
-            f"--job {job!r}: use up to 100 letters, digits, '.', '_' or '-'", ExitCode.USAGE
-        )
-
-
-def sharing(args: argparse.Namespace) -> Sharing:
-    """The Redis and job of one harvest process (not a ``--workers`` parent)."""
-    url = redis_url(args.redis)
-    if args.job is not None:
-        check_job(args.job)
-        if url is None:
-            raise CliError(
-                f"--job shares a harvest through Redis: pass --redis URL or set ${REDIS_URL_ENV}",
-                ExitCode.USAGE,
-            )
-    elif args.redis is not None:
-        raise CliError(
-            "--redis shares a harvest between invocations: name it with --job NAME, "
-            "the same on each",
-            ExitCode.USAGE,
-        )
-    return Sharing(url, args.job)
-
-
-def workers_sharing(args: argparse.Namespace) -> Sharing:
-    """The Redis and job of the parent of ``--workers``: ``url`` ``None`` means a private
-    Redis it starts itself (redis-server must be installed), whose job is ``None`` too."""
-    url = redis_url(args.redis)
-    if args.job is not None:
-        check_job(args.job)
-    if url is None:
-        if shutil.which("redis-server") is None:
-            raise CliError(
-                f"--workers {args.workers} needs Redis to coordinate: pass --redis URL (or set "
-                f"${REDIS_URL_ENV}), or install redis-server for a private one",
-                ExitCode.USAGE,
-            )
-    elif args.job is None:
-        raise CliError(
-            "--workers with a shared Redis needs --job NAME (the same on every host)",
-            ExitCode.USAGE,
-        )
-    return Sharing(url, args.job)
-
+__all__ = ["Plan", "plan", "query_of", "unwritable"]
 
 # -- the queries ----------------------------------------------------------------------------
 
@@ -281,44 +198,3 @@ def plan(args: argparse.Namespace) -> Plan:
     total = None if None in counts else len(args.query) + sum(c or 0 for c in counts)
     resuming = state is not None and os.path.exists(state)
     return Plan(list(args.query), files, out, state, total, resuming)
-
-
-@dataclass(frozen=True)
-class WorkerPaths:
-    """Where worker ``index`` of ``--workers`` writes."""
-
-    index: int
-    out: str
-    state: str
-
-
-def worker_path(path: str, index: int) -> str:
-    """``docs.jsonl`` -> ``docs.w1.jsonl`` (``docs`` -> ``docs.w1``)."""
-    root, ext = os.path.splitext(path)
-    return f"{root}.w{index}{ext}"
-
-
-def plan_workers(args: argparse.Namespace) -> list[WorkerPaths]:
-    """The files of each worker of ``--workers``; :class:`CliError` if unusable."""
-    if args.out in (None, "-"):
-        raise CliError("--workers writes one file per worker: give --out FILE", ExitCode.USAGE)
-    if "-" in args.queries:
-        raise CliError(
-            "--workers cannot share stdin: put the queries in a file, or use --query",
-            ExitCode.USAGE,
-        )
-    _check_queries_given(args)
-    workers = []
-    for index in range(1, args.workers + 1):
-        out = worker_path(args.out, index)
-        state = f"{args.state}.w{index}" if args.state else f"{out}.state.sqlite"
-        workers.append(WorkerPaths(index, out, state))
-    _check_files(
-        (pair for w in workers for pair in (("--out", w.out), ("--state", w.state))), args.resume
-    )
-    beyond = worker_path(args.out, args.workers + 1)
-    if args.resume and os.path.exists(beyond):
-        raise CliError(
-            f"{beyond} exists: resume with the --workers that harvest had", ExitCode.USAGE
-        )
-    return workers

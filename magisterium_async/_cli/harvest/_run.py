@@ -13,8 +13,7 @@ import dataclasses
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -23,22 +22,16 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest._coordination import (
-    check_redis,
-    coordinate,
-    shared_state_error,
-    wait_for_go,
-)
-from magisterium_async._cli.harvest._plan import Plan, plan, sharing, unwritable
-from magisterium_async._cli.harvest._report import Status, live, summary
+from magisterium_async._cli.harvest._plan import Plan, plan, unwritable
+from magisterium_async._cli.harvest._summary import Status, live, summary
 from magisterium_async._cli.harvest._tally import Before, Tally
+from magisterium_async._env import redis_url
 from magisterium_async._errors import (
     AuthenticationError,
     MagisteriumError,
     OutputFileError,
     PlanRequiredError,
     RateLimitError,
-    SharedStateError,
     StateError,
 )
 from magisterium_async._harvest._harvest import Harvest, harvest
@@ -49,12 +42,10 @@ from magisterium_async._ratelimit import SchedulerStats
 
 if TYPE_CHECKING:
     from magisterium_async._client import AsyncMagisterium
-    from magisterium_async._harvest._redis_harvest import CoordinatedClient, Coordinator
 
 __all__ = ["run_harvest"]
 
-# SharedStateError: the harvest's Redis failed or lost its claims (--redis).
-_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError, SharedStateError)
+_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -70,7 +61,7 @@ class _FailFast:
     """The client, but a refused token, a missing plan or an exhausted quota stops the
     harvest instead of being recorded once per query."""
 
-    def __init__(self, client: AsyncMagisterium | CoordinatedClient) -> None:
+    def __init__(self, client: AsyncMagisterium) -> None:
         self._client = client
 
     @property
@@ -119,35 +110,19 @@ class _StdoutSink:
 
 
 async def run_harvest(invocation: Invocation) -> int:
-    """Run one harvest process (alone, or a worker of ``--workers``); returns the exit code."""
+    """Run the harvest; returns the exit code."""
     args = invocation.args
     options = invocation.options
-    shared = sharing(args)
-    if shared.url is not None:
-        await check_redis(shared.url)
-        options = dataclasses.replace(options, redis=shared.url, workers=args.workers)
+    url = redis_url(args.redis)
+    if url is not None:  # the token's quota, shared with whatever else uses it
+        options = dataclasses.replace(options, redis=url)
     where = plan(args)
-    coordinator: Coordinator | None = None
     try:
-        if shared.job is not None:
-            coordinator = await coordinate(shared.url or "", shared.job, where.state)
         before, recorded = await _before(where)
-        if args.worker_barrier:
-            await wait_for_go()
         async with open_client(options) as client:
-            queries: AsyncIterator[str] = where.lines()
-            searcher: AsyncMagisterium | CoordinatedClient = client
-            if coordinator is not None:
-                from magisterium_async._harvest._redis_harvest import (
-                    CoordinatedClient,
-                    claimed_queries,
-                )
-
-                queries = claimed_queries(queries, coordinator)
-                searcher = CoordinatedClient(client, coordinator)
             run = harvest(
-                _FailFast(searcher),
-                queries,
+                _FailFast(client),
+                where.lines(),
                 state=where.state,
                 concurrency=args.concurrency,
                 acknowledge="manual",
@@ -163,20 +138,14 @@ async def run_harvest(invocation: Invocation) -> int:
                 total=where.total,
                 quota=client.rate_limits,
                 before=before,
-                coordinator=coordinator,
                 pool=lambda: client.stats.default,
                 in_file=where.out is not None,
             )
-            report = _Report(invocation.output, options.emulator, shared.job)
-            return await _drive(where, run, sink, tally, report)
+            return await _drive(where, run, sink, tally, invocation.output, options.emulator)
     except StateError as exc:
         raise CliError(str(exc)) from None
-    except SharedStateError as exc:
-        raise shared_state_error(exc, shared.url or "") from None
     finally:
         where.close()
-        if coordinator is not None:
-            await coordinator.aclose()
 
 
 async def _before(where: Plan) -> tuple[Before, OutputMark | None]:
@@ -241,16 +210,9 @@ async def _open_output(sink: JsonlWriter, state: str | None) -> None:
             await opened.aclose()
 
 
-@dataclass(frozen=True)
-class _Report:
-    """How the harvest reports: the output mode, offline or not, the job."""
-
-    output: Output
-    emulator: bool
-    job: str | None
-
-
-async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _Report) -> int:
+async def _drive(
+    where: Plan, run: Harvest, sink: _Sink, tally: Tally, output: Output, emulator: bool
+) -> int:
     display = live(Status(tally))
     ending = "interrupted"
     fatal: MagisteriumError | None = None
@@ -279,15 +241,9 @@ async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _
     finally:
         if display is not None:
             display.stop()
-        if run.stats.queries or sink.written or tally.coordinator is not None:
+        if run.stats.queries or sink.written:
             summary(
-                report.output,
-                tally,
-                ending=ending,
-                out=where.out,
-                state=where.state,
-                emulator=report.emulator,
-                job=report.job,
+                output, tally, ending=ending, out=where.out, state=where.state, emulator=emulator
             )
     if fatal is not None:
         raise fatal

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from magisterium_async import APIConnectionError, RateLimits
-from magisterium_async._cli.harvest._report import Status
+from magisterium_async._cli.harvest._summary import Status
 from magisterium_async._cli.harvest._tally import Before
 from magisterium_async._harvest._harvest import HarvestFailure, HarvestStats
 from magisterium_async._harvest._state_store import StateSummary
