@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 
 from magisterium_async._cli._command import Command, Invocation
-from magisterium_async._cli._options import positive
-from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY
+from magisterium_async._harvest import DEFAULT_CONCURRENCY, MAX_CONCURRENCY
 
 __all__ = ["COMMAND"]
 
@@ -19,6 +18,19 @@ progress, and --resume writes every document exactly once. One harvest at a time
 given --out and state: a second one is refused at once, naming the one that holds them.
 Ctrl-C or SIGTERM stops it cleanly, with a summary (exit 130 or 143). With --json the
 summary on stderr is one JSON object."""
+
+
+def _concurrency(text: str) -> int:
+    """``--concurrency``: a whole number from 1 to :data:`MAX_CONCURRENCY`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 1 to {MAX_CONCURRENCY}, got {text[:50]}"
+        )
+    return value
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,10 +60,11 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--concurrency",
-        type=positive(int),
+        type=_concurrency,
         default=DEFAULT_CONCURRENCY,
         metavar="N",
-        help="searches, and fetches, in flight at once (default: %(default)s)",
+        help=f"searches, and fetches, in flight at once, 1 to {MAX_CONCURRENCY} "
+        "(default: %(default)s; the quota bounds the pace whatever N)",
     )
     parser.add_argument(
         "--redis",

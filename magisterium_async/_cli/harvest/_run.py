@@ -34,9 +34,14 @@ from magisterium_async._errors import (
     RateLimitError,
     StateError,
 )
-from magisterium_async._harvest._harvest import Harvest, harvest
-from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
-from magisterium_async._harvest._state import HarvestState
+from magisterium_async._harvest import (
+    Harvest,
+    HarvestLock,
+    HarvestState,
+    JsonlWriter,
+    OutputMark,
+    harvest_holding,
+)
 from magisterium_async._models import Document, SearchResult
 from magisterium_async._ratelimit import SchedulerStats
 
@@ -117,10 +122,19 @@ async def run_harvest(invocation: Invocation) -> int:
     if url is not None:  # the token's quota, shared with whatever else uses it
         options = dataclasses.replace(options, redis=url)
     where = plan(args)
+    lock = None if where.state is None else HarvestLock(where.state, "state", StateError)
     try:
-        before, recorded = await _before(where)
+        try:
+            if lock is not None:
+                lock.acquire()  # before the state is read: a second harvest stops here
+            before, recorded, pending = await _before(where)
+        except StateError as exc:  # held by another harvest, or not a harvest's state
+            raise CliError(str(exc), ExitCode.USAGE) from None
+        except OSError as exc:
+            raise unwritable("--state", where.state or "", exc) from None
         async with open_client(options) as client:
-            run = harvest(
+            run = harvest_holding(
+                lock,
                 _FailFast(client),
                 where.lines(),
                 state=where.state,
@@ -128,7 +142,7 @@ async def run_harvest(invocation: Invocation) -> int:
                 acknowledge="manual",
             )
             sink: _Sink = (
-                _file_sink(where.out, run, recorded)
+                _file_sink(where.out, run, recorded, pending)
                 if where.out is not None
                 else _StdoutSink(run.acknowledge)
             )
@@ -146,24 +160,42 @@ async def run_harvest(invocation: Invocation) -> int:
         raise CliError(str(exc)) from None
     finally:
         where.close()
+        if lock is not None:
+            lock.release()
 
 
-async def _before(where: Plan) -> tuple[Before, OutputMark | None]:
-    """What the state holds before this run (nothing for a new harvest), and where it
-    records that the output was left; :class:`CliError` for an output it did not write."""
-    before, recorded = Before(), None
-    if where.state is not None and where.resuming:
+async def _before(where: Plan) -> tuple[Before, OutputMark | None, set[str]]:
+    """What the state holds before this run (nothing for a new harvest), where it records
+    that the output was left, and the ids it fetched and did not deliver (what a crash may
+    have left after that mark); :class:`CliError` for an output it did not write, or one
+    deleted since."""
+    before, recorded, pending = Before(), None, set()
+    resuming = where.state is not None and _there(where.state)
+    if where.state is not None and resuming:
         opened = await HarvestState.open(where.state, new_run=False)
         try:
             before, recorded = Before.of(await opened.summary()), await opened.output()
+            pending = await opened.undelivered_ids()
         finally:
             await opened.aclose()
-    if recorded is None and where.out is not None and _regular(where.out):
+    if where.out is None:
+        return before, recorded, pending
+    if recorded is not None and recorded.offset and not _there(where.out):
+        delivered = before.documents_delivered
+        raise CliError(
+            f"{where.out} is gone, but its harvest's state {where.state} records "
+            f"{delivered} document{'s' if delivered != 1 else ''} written there; resuming "
+            "would not write them again. Put the file back to continue, or start anew: "
+            f"remove {where.state} (every document is fetched again), or give another --out "
+            "and --state",
+            ExitCode.USAGE,
+        )
+    if recorded is None and _regular(where.out):
         # --resume to a file no state says this harvest wrote: a user's file, or the
         # output of another harvest. Left alone.
         why = (
             f"its state {where.state} records no output"
-            if where.resuming
+            if resuming
             else f"there is no harvest state at {where.state}"
         )
         raise CliError(
@@ -172,7 +204,12 @@ async def _before(where: Plan) -> tuple[Before, OutputMark | None]:
             "the harvest that wrote it)",
             ExitCode.USAGE,
         )
-    return before, recorded
+    return before, recorded, pending
+
+
+def _there(path: str) -> bool:
+    """Whether anything is at ``path`` (a dangling symbolic link counts)."""
+    return os.path.lexists(path)
 
 
 def _regular(path: str) -> bool:
@@ -182,25 +219,35 @@ def _regular(path: str) -> bool:
         return False
 
 
-def _file_sink(path: str, run: Harvest, recorded: OutputMark | None) -> JsonlWriter:
+def _file_sink(
+    path: str, run: Harvest, recorded: OutputMark | None, pending: set[str]
+) -> JsonlWriter:
     """The writer of ``--out``: it appends only to the file the state says it wrote, as it
     left it, and each batch it syncs is recorded with where the file then ends."""
 
     def durable(document_ids: list[str]) -> None:
         run.acknowledge(document_ids, output=writer.mark)
 
-    writer = JsonlWriter(path, on_durable=durable, mark=recorded)
+    writer = JsonlWriter(path, on_durable=durable, mark=recorded, pending=pending)
     return writer
 
 
-async def _open_output(sink: JsonlWriter, state: str | None) -> None:
-    """Open ``--out`` (checked against the state's record of it), and record it."""
+async def _open_output(sink: JsonlWriter, state: str | None, output: Output) -> None:
+    """Open ``--out`` (its lock first, then checked against the state's record of it), and
+    record it."""
     try:
         await sink.open()
-    except OutputFileError as exc:
+    except OutputFileError as exc:  # held by another harvest, or not as this one left it
         raise CliError(str(exc), ExitCode.USAGE) from None
     except OSError as exc:
         raise unwritable("--out", sink.path, exc) from None
+    if sink.cut is not None:
+        start, end = sink.cut
+        output.note(
+            f"magisterium-async: note: {sink.path} ended in an incomplete line (bytes {start} "
+            f"to {end}), left by the run that was killed while writing it: cut, and written "
+            "again whole"
+        )
     if sink.mark is not None and state is not None:
         # Before any document: a harvest killed in its first batch still owns its output.
         opened = await HarvestState.open(state, new_run=False)
@@ -220,7 +267,7 @@ async def _drive(
         if display is not None:
             display.start()
         if isinstance(sink, JsonlWriter):
-            await _open_output(sink, where.state)
+            await _open_output(sink, where.state, output)
         async with run:
             try:
                 async for document in run:

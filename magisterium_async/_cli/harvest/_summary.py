@@ -16,6 +16,7 @@ from magisterium_async._cli._errors import describe
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._status import duration, waiting_text
 from magisterium_async._cli.harvest._tally import Tally
+from magisterium_async._harvest import QUOTED, quoted
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -134,6 +135,13 @@ def _hints(resume: str | None, emulator: bool) -> list[str]:
     return lines
 
 
+def _shortened(text: str) -> str:
+    """An error's words, which may quote the input (a server echoing the query), cut to
+    twice what a message quotes of an input."""
+    limit = 2 * QUOTED
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def summary(
     output: Output,
     tally: Tally,
@@ -174,7 +182,8 @@ def summary(
         text += _already(sink.skipped, out)
         if run.failures:
             first = run.failures[0]
-            text.append(f"  first failure ({first.kind} {first.input!r}): {describe(first.error)}")
+            what = f"{first.kind} {quoted(first.input)}"
+            text.append(f"  first failure ({what}): {_shortened(describe(first.error))}")
         resumable = state is not None and (ending != "done" or bool(run.failures))
         resume = f" (state: {state})" if resumable else None
         return text + _hints(resume, emulator)

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from magisterium_async._config import RateLimits
-from magisterium_async._harvest._harvest import Harvest
-from magisterium_async._harvest._state_store import StateSummary
+from magisterium_async._harvest import Harvest, StateSummary
 from magisterium_async._ratelimit import PoolStats
 
 __all__ = ["Before", "Counted", "Tally"]

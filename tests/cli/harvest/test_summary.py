@@ -12,7 +12,7 @@ from magisterium_async import APIConnectionError, RateLimits
 from magisterium_async._cli._output import Output
 from magisterium_async._cli.harvest._summary import Status, summary
 from magisterium_async._cli.harvest._tally import Tally
-from magisterium_async._harvest._harvest import HarvestFailure, HarvestStats
+from magisterium_async._harvest import HarvestFailure, HarvestStats
 from magisterium_async._ratelimit import PoolStats
 from tests.helpers.tally_fakes import tally_of
 
