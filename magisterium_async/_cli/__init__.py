@@ -9,10 +9,8 @@ The package, by concern: :mod:`._app` runs a command and maps errors to exit cod
 :mod:`._parser` registers the commands (:mod:`._command` says what a command is);
 :mod:`._options` declares the shared options; :mod:`._output` prints for people or, with
 ``--json``, for programs; :mod:`._client` opens the client. The commands:
-:mod:`._skills`, :mod:`._tasks`, :mod:`._emulator`, and :mod:`._harvest` with its
-checks (:mod:`._harvest_plan`), figures (:mod:`._harvest_tally`), reports
-(:mod:`._harvest_report`), one process (:mod:`._harvest_run`), ``--workers``
-(:mod:`._workers`) and Redis (:mod:`._coordination`).
+:mod:`._skills`, :mod:`._tasks`, :mod:`._emulator`, and the ``harvest`` command in
+:mod:`.harvest`.
 """
 
 from magisterium_async._cli._app import main

@@ -51,8 +51,6 @@ class ClientOptions:
     synthetic: int | None = None
     redis: str | None = None
     """Share the client's quota through this Redis (``harvest --redis``)."""
-    workers: int = 1
-    """How many processes share that quota (the fallback's divisor if Redis goes away)."""
 
 
 def read_token(token_file: str | None, credentials: str | None = None) -> str | None:
@@ -137,7 +135,7 @@ def _client(
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
     shared = None
     if options.redis is not None:
-        shared = SharedQuota(options.redis, workers=options.workers)
+        shared = SharedQuota(options.redis)
     try:
         return AsyncMagisterium(
             token,

@@ -26,11 +26,14 @@ from magisterium_async._models import Document, SearchResult
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "ITEM_ERRORS",
+    "MAX_CONCURRENCY",
     "BackgroundIterator",
     "Batch",
     "BatchItem",
     "Guard",
     "SearchFetchClient",
+    "check_concurrency",
+    "check_source",
     "fetch_many",
     "for_each",
     "search_many",
@@ -40,6 +43,10 @@ DEFAULT_CONCURRENCY = 16
 """Calls a batch or a harvest keeps in flight unless told otherwise.
 
 The client's scheduler still applies its rate limits and ``max_concurrency`` underneath."""
+
+MAX_CONCURRENCY = 1000
+"""The most ``concurrency`` a batch or a harvest takes: far past what a quota of requests a
+minute can use, and low enough that no typo can make it hold the memory of millions."""
 
 ITEM_ERRORS: tuple[type[Exception], ...] = (MagisteriumError, ValueError, TypeError)
 """What one item's failure may be: anything else is a bug and ends the whole batch."""
@@ -142,7 +149,13 @@ def check_source(name: str, source: object) -> None:
 
 
 def check_concurrency(value: object) -> int:
-    """``value`` if it is a positive int."""
+    """``value`` if it is an int from 1 to :data:`MAX_CONCURRENCY`; else ``TypeError`` or
+    ``ValueError`` naming ``concurrency``."""
+    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_CONCURRENCY:
+        raise ValueError(
+            f"concurrency must be from 1 to {MAX_CONCURRENCY}, got {value}: the client's "
+            "quota and max_concurrency bound the calls in flight far below that anyway"
+        )
     return whole_number("concurrency", value)
 
 

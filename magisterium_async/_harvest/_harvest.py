@@ -1,9 +1,9 @@
 """The harvest as its consumer holds it: :class:`Harvest` and :func:`harvest`.
 
-Owns what the consumer sees and does: iterating, acknowledging (when a document counts as
+What the consumer sees and does: iterating, acknowledging (when a document counts as
 delivered), closing, asking the state who found a document. The stages that do the work
-are in :mod:`._harvest_pipeline`, the delivery bookkeeping in :mod:`._harvest_delivery`,
-the record types in :mod:`._harvest_report`.
+and the delivery bookkeeping are in :mod:`._pipeline`, what it yields and counts in
+:mod:`._results`, the state in :mod:`._state`.
 """
 
 from __future__ import annotations
@@ -17,28 +17,28 @@ from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._errors import StateError
 from magisterium_async._harvest._batch import (
     DEFAULT_CONCURRENCY,
+    MAX_CONCURRENCY,
     BackgroundIterator,
     check_concurrency,
     check_source,
 )
 from magisterium_async._harvest._jsonl import OutputMark
-from magisterium_async._harvest._pipeline import HarvestRun, OnError
-from magisterium_async._harvest._records import (
-    HarvestClient,
-    HarvestedDocument,
-    HarvestFailure,
-    HarvestStats,
-)
+from magisterium_async._harvest._lock import HarvestLock
+from magisterium_async._harvest._pipeline import HarvestClient, HarvestRun, OnError
+from magisterium_async._harvest._results import HarvestedDocument, HarvestFailure, HarvestStats
 from magisterium_async._harvest._state import HarvestState
 
 __all__ = [
+    "MAX_CONCURRENCY",
     "Acknowledge",
     "Harvest",
+    "HarvestClient",
     "HarvestFailure",
     "HarvestStats",
     "HarvestedDocument",
     "OnError",
     "harvest",
+    "harvest_holding",
 ]
 
 Acknowledge = Literal["auto", "manual"]
@@ -76,6 +76,14 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
     work (and commits) only when the harvest object is garbage collected, without
     delivering the document in hand: use ``async with`` or :meth:`aclose` when you may
     leave early.
+
+    **One harvest at a time per state.** From the first document asked for until
+    :meth:`aclose` (leaving ``async with``), or until the harvest is garbage collected,
+    the harvest holds an exclusive OS lock on its state (``STATE.lock`` beside it, who
+    holds it in ``STATE.lock.info``; both removed when it ends). Another harvest of the
+    same state, in this process or any other of the host, raises :class:`StateError` at
+    its first document, naming the holder (pid, host, since when). A harvest killed
+    outright holds nothing.
     """
 
     def __init__(self, run: HarvestRun, acknowledge: Acknowledge) -> None:
@@ -157,8 +165,17 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         With ``acknowledge="auto"`` the document last handed over counts as delivered.
         """
         self._deliver_last()
-        await super().aclose()
-        await self._run.deliveries.commit_to(self._run.path)
+        try:
+            await super().aclose()
+            await self._run.deliveries.commit_to(self._run.path)
+        finally:
+            self._run.release()
+
+    def __del__(self) -> None:
+        super().__del__()
+        run = getattr(self, "_run", None)  # None: __init__ never got so far
+        if run is not None:
+            run.release()
 
 
 def harvest(
@@ -181,13 +198,39 @@ def harvest(
     ``on_error="raise"`` the first of them stops the harvest and is raised. An
     :class:`AuthenticationError` (a token refused, a sign-in that cannot be renewed) always
     stops it and is raised: the state keeps what was done, for a resume once signed in.
-    ``concurrency`` is the searches, and separately the fetches, in flight at once.
+    ``concurrency`` is the searches, and separately the fetches, in flight at once (from 1
+    to :data:`MAX_CONCURRENCY`, 1000; the tasks alive follow the work in flight, not it).
     ``acknowledge`` says when a document counts as delivered, so that a resumed harvest
     does not yield it again (see :class:`Harvest`): ``"auto"`` once the consumer asks for
     the next one or closes the harvest in order, ``"manual"`` only through
     :meth:`Harvest.acknowledge`. Each document yielded is a :class:`HarvestedDocument`
     naming the queries that found it. ``clock`` (the client's) times ``stats.elapsed``.
     """
+    return harvest_holding(
+        None,
+        client,
+        queries,
+        state=state,
+        on_error=on_error,
+        concurrency=concurrency,
+        acknowledge=acknowledge,
+        clock=clock,
+    )
+
+
+def harvest_holding(
+    lock: HarvestLock | None,
+    client: HarvestClient,
+    queries: Iterable[str] | AsyncIterable[str],
+    *,
+    state: str | os.PathLike[str] | None = None,
+    on_error: OnError = "record",
+    concurrency: int = DEFAULT_CONCURRENCY,
+    acknowledge: Acknowledge = "auto",
+    clock: Clock | None = None,
+) -> Harvest:
+    """:func:`harvest` on a state whose ``lock`` the caller holds already (the command
+    line takes it before it reads the state), or takes itself (``None``)."""
     check_source("queries", queries)
     if on_error not in ("record", "raise"):
         raise ValueError(f'on_error must be "record" or "raise", not {on_error!r}')
@@ -196,6 +239,12 @@ def harvest(
     if state is not None and not isinstance(state, (str, os.PathLike)):
         raise TypeError(f"state must be a path or None, not {type(state).__name__}")
     run = HarvestRun(
-        client, queries, state, on_error, check_concurrency(concurrency), clock or LoopClock()
+        client,
+        queries,
+        state,
+        on_error,
+        check_concurrency(concurrency),
+        clock or LoopClock(),
+        lock,
     )
     return Harvest(run, acknowledge)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Container
 from stat import S_ISREG
 from types import TracebackType
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -25,6 +26,8 @@ import msgspec
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import non_negative_number, whole_number
 from magisterium_async._errors import OutputFileError
+from magisterium_async._harvest._lock import HarvestLock
+from magisterium_async._harvest._results import quoted
 from magisterium_async._models import Document
 
 __all__ = ["JsonlWriter", "OutputMark"]
@@ -34,27 +37,28 @@ _ENCODER = msgspec.json.Encoder()
 
 _CHUNK = 1024 * 1024
 _HEAD = 4096  # of each line: where its "id" is
-_TAIL = 4096  # bytes before a mark's offset that its fingerprint covers
+_TAIL = 4096  # bytes before a mark's offset that an old-style fingerprint covers
+_DIGEST = "sha256:"  # a fingerprint of every byte before the offset, not only the last 4 KiB
 # A line's id, as JsonlWriter writes it (first) or as a person might (spaces).
 _ID_FIELD = re.compile(rb'\s*\{\s*"id"\s*:\s*("(?:[^"\\\n]|\\.){0,1024}")')
+_OPENING = b'{"id":"'  # how every line JsonlWriter writes begins
+
+logger = logging.getLogger("magisterium_async.harvest")
 
 
 class OutputMark(NamedTuple):
     """Where a :class:`JsonlWriter` left its file: what a harvest's state records of it.
 
     ``device`` and ``inode`` name the file; ``offset`` is the end of its last whole
-    record; ``fingerprint`` is a digest of the (up to 4 KiB of) bytes before ``offset``, so
-    a file deleted and another made in its place (which may reuse the inode) is told apart.
+    record; ``fingerprint`` is a digest of every byte before ``offset`` (``sha256:...``;
+    a mark of an earlier version digests the last 4 KiB only), so a file edited anywhere,
+    cut, or deleted and made anew (which may reuse the inode) is told apart.
     """
 
     device: int
     inode: int
     offset: int
     fingerprint: str
-
-
-def _fingerprint(tail: bytes) -> str:
-    return hashlib.sha256(tail).hexdigest()
 
 
 def _id_of(head: bytes) -> str | None:
@@ -68,32 +72,45 @@ def _id_of(head: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _scan(file: BinaryIO, end: int, ids: set[str] | None) -> int:
-    """The offset after the last newline before ``end``; the id of each line into ``ids``.
+class _Scan:
+    """One pass over a file's bytes, a chunk at a time: the end of its last whole line, the
+    digest of every byte before it, and the first 4 KiB of each line (where its id is), so
+    memory is bounded whatever the file holds."""
 
-    Reads ``end`` bytes a chunk at a time and keeps only the first 4 KiB of a line (where
-    its id is), so memory is bounded whatever the file holds.
-    """
-    whole = position = 0
-    head = bytearray()
-    while position < end:
-        chunk = file.read(min(_CHUNK, end - position))
-        if not chunk:
-            break
-        start = 0
-        while (newline := chunk.find(b"\n", start)) >= 0:
-            if ids is not None:
-                head += chunk[start : min(newline, start + _HEAD)]
-                found = _id_of(bytes(head))
-                if found is not None:
-                    ids.add(found)
-            head.clear()
-            whole = position + newline + 1
-            start = newline + 1
-        if len(head) < _HEAD:
-            head += chunk[start : start + _HEAD - len(head)]
-        position += len(chunk)
-    return whole
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+        self.digest = self._digest.copy()
+        """Of the bytes before :attr:`whole`."""
+        self.whole = 0
+        self.lines = 0
+        self.head = bytearray()  # of the line under way
+
+    def read(
+        self, file: BinaryIO, start: int, end: int, on_line: Callable[[int, bytes], None]
+    ) -> None:
+        """Read ``[start, end)`` (``start``: where the last read ended); ``on_line(start of
+        the line, its head)`` for each whole line."""
+        file.seek(start)
+        position = line_start = start
+        while position < end:
+            chunk = file.read(min(_CHUNK, end - position))
+            if not chunk:
+                break
+            at = 0
+            while (newline := chunk.find(b"\n", at)) >= 0:
+                self.head += chunk[at : min(newline, at + max(_HEAD - len(self.head), 0))]
+                on_line(line_start, bytes(self.head))
+                self.head.clear()
+                self.lines += 1
+                at = newline + 1
+                line_start = self.whole = position + at
+            if at:
+                self._digest.update(chunk[:at])
+                self.digest = self._digest.copy()
+            self._digest.update(chunk[at:])
+            if len(self.head) < _HEAD:
+                self.head += chunk[at : at + _HEAD - len(self.head)]
+            position += len(chunk)
 
 
 def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
@@ -103,37 +120,79 @@ def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
     return file.read(size)
 
 
-def _refuse(path: str, why: str) -> OutputFileError:
+def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
     return OutputFileError(
-        f"{path} is not the output this harvest wrote: {why}. It was left as it is: give "
-        "another output file to harvest into, or the one this harvest wrote to continue it",
+        f"{path} is not the output this harvest wrote: {why}. It was left as it is: "
+        f"{after}give another output file to harvest into, or the one this harvest wrote to "
+        "continue it",
         path=path,
     )
 
 
-def _check_mark(path: str, stat: os.stat_result, file: BinaryIO, mark: OutputMark) -> None:
-    """:class:`OutputFileError` unless the file is the one ``mark`` describes."""
+def _check_identity(path: str, stat: os.stat_result, mark: OutputMark) -> None:
     if (stat.st_dev, stat.st_ino) != (mark.device, mark.inode):
         raise _refuse(path, "it is another file than the one the harvest wrote there")
     if stat.st_size < mark.offset:
         raise _refuse(
-            path, f"it holds {stat.st_size} bytes, less than the {mark.offset} the harvest wrote"
+            path,
+            f"it holds {stat.st_size} bytes, less than the {mark.offset} the harvest wrote "
+            "(it was cut short)",
         )
-    start = max(mark.offset - _TAIL, 0)
-    if _fingerprint(_read_at(file, start, mark.offset - start)) != mark.fingerprint:
-        raise _refuse(path, f"its first {mark.offset} bytes are not those the harvest wrote")
+
+
+def _check_after_mark(
+    path: str, mark: OutputMark, pending: Container[str], scan: _Scan
+) -> Callable[[int, bytes], None]:
+    """The check of each whole line after the mark: a record the harvest wrote and had
+    not acknowledged (a crash between the write and the state's commit), once."""
+    seen: set[str] = set()
+
+    def check(start: int, head: bytes) -> None:
+        found = _id_of(head)
+        if found is None or found not in pending or found in seen:
+            raise _refuse(
+                path,
+                f"line {scan.lines + 1} (at byte {start}) is not a record the harvest wrote: "
+                f"{quoted(head.decode('utf-8', 'replace'))}",
+                f"the harvest's own records end at byte {mark.offset} (`truncate -s "
+                f"{mark.offset} {path}` keeps exactly them), or ",
+            )
+        seen.add(found)
+
+    return check
+
+
+def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
+    """Whether an incomplete last line may be one the harvest was writing when it was
+    killed: the start of a record it had not acknowledged."""
+    if len(partial) <= len(_OPENING):
+        return _OPENING.startswith(partial)
+    if not partial.startswith(_OPENING):
+        return False
+    found = _id_of(partial)
+    return found is None or found in pending  # None: cut within the id
 
 
 class _Opened(NamedTuple):
     file: BinaryIO
     ids: set[str]
     mark: OutputMark | None
-    tail: bytes
+    digest: Any
+    cut: tuple[int, int] | None
 
 
-def _open(path: str, skip_existing: bool, mark: OutputMark | None) -> _Opened:
-    if not os.path.lexists(path):
-        mark = None  # gone since the mark was taken: a new file, the writer's from the start
+def _open(
+    path: str, skip_existing: bool, mark: OutputMark | None, pending: Container[str]
+) -> _Opened:
+    if mark is not None and not os.path.lexists(path):
+        if mark.offset:
+            raise OutputFileError(
+                f"{path} is gone: the harvest had written {mark.offset} bytes of records "
+                "there, and would not write them again. Put the file back to continue, or "
+                "start the harvest anew into another file",
+                path=path,
+            )
+        mark = None  # it held nothing: made anew, the writer's from the start
     # "a+b" alters nothing that is there (and creates a missing file); the checks below read
     # through the same descriptor, so the file checked is the file written.
     file = open(path, "a+b")  # noqa: SIM115 - closed by JsonlWriter.aclose
@@ -142,27 +201,58 @@ def _open(path: str, skip_existing: bool, mark: OutputMark | None) -> _Opened:
         if not S_ISREG(stat.st_mode):
             # /dev/null, a pipe, a terminal: nothing to read (it may never end), nothing to
             # repair, no offset to record.
-            return _Opened(file, set(), None, b"")
-        if mark is not None:
-            _check_mark(path, stat, file, mark)
+            return _Opened(file, set(), None, _Scan().digest, None)
         ids: set[str] = set()
+
+        def note(start: int, head: bytes) -> None:
+            if skip_existing and (found := _id_of(head)) is not None:
+                ids.add(found)
+
+        scan = _Scan()
         with open(file.fileno(), "rb", closefd=False) as reader:
-            reader.seek(0)  # the shared descriptor was opened at the end, to append
-            whole = _scan(reader, stat.st_size, ids if skip_existing else None)
+            if mark is not None:
+                _check_identity(path, stat, mark)
+                scan.read(reader, 0, mark.offset, note)
+                if mark.fingerprint.startswith(_DIGEST):
+                    matches = _DIGEST + scan.digest.hexdigest() == mark.fingerprint
+                else:  # a mark of an earlier version: the last 4 KiB
+                    tail = _read_at(reader, max(mark.offset - _TAIL, 0), min(mark.offset, _TAIL))
+                    matches = hashlib.sha256(tail).hexdigest() == mark.fingerprint
+                if not matches:
+                    raise _refuse(path, "it was edited since the harvest wrote it")
+                check = _check_after_mark(path, mark, pending, scan)
+
+                def note_after(line_start: int, head: bytes) -> None:
+                    check(line_start, head)
+                    note(line_start, head)
+
+                scan.read(reader, mark.offset, stat.st_size, note_after)
+            else:
+                scan.read(reader, 0, stat.st_size, note)
+        whole = scan.whole
+        cut = None
         if whole < stat.st_size:
-            # A last line without its newline: cut only when the harvest wrote it (after
-            # the mark); a file nothing vouches for is never altered.
-            if mark is None or whole < mark.offset:
+            # A last line without its newline: cut only when the harvest may have been
+            # writing it when it was killed; a file nothing vouches for is never altered.
+            partial = _read_at(file, whole, min(stat.st_size - whole, _HEAD))
+            if mark is None or not _torn_by_the_harvest(partial, pending):
                 raise OutputFileError(
                     f"{path} ends in an incomplete line (after byte {whole}) that this writer "
-                    "cannot tell it wrote; it was left as it is: end the line, or write to "
-                    "another file",
+                    f"cannot tell it wrote: {quoted(partial.decode('utf-8', 'replace'))}. It "
+                    "was left as it is: end the line, or write to another file",
                     path=path,
                 )
             file.truncate(whole)
-        tail = _read_at(file, max(whole - _TAIL, 0), min(whole, _TAIL))
-        opened = OutputMark(stat.st_dev, stat.st_ino, whole, _fingerprint(tail))
-        return _Opened(file, ids, opened, tail)
+            cut = (whole, stat.st_size)
+            logger.warning(
+                "%s: cut its incomplete last line (bytes %d to %d), left by a harvest that "
+                "was killed while writing it",
+                path,
+                whole,
+                stat.st_size,
+            )
+        opened = OutputMark(stat.st_dev, stat.st_ino, whole, _DIGEST + scan.digest.hexdigest())
+        return _Opened(file, ids, opened, scan.digest, cut)
     except BaseException:
         file.close()
         raise
@@ -197,10 +287,21 @@ class JsonlWriter:
 
     A file is altered only where this writer can tell it wrote it. ``mark`` is where a
     writer left it (its :attr:`mark`, which a harvest's state records): the file must be
-    that one, unchanged up to the mark, or :class:`OutputFileError` is raised; a last line
-    left incomplete by a crash after the mark is then cut. (A file no longer there is
-    simply made anew.) Without ``mark`` an existing
-    file is only appended to, and one that ends in an incomplete line is refused.
+    that one (same device and inode), still there, no shorter, and unchanged in every byte
+    up to the mark, or :class:`OutputFileError` is raised saying which. After the mark,
+    only what a crash between a write and its acknowledgement leaves is accepted: whole
+    records of the ids in ``pending`` (those handed to the writer and not acknowledged
+    when the mark was recorded; a harvest's state knows them), each once, and then at
+    most an incomplete last line that begins as such a record does, which is cut, with a
+    warning on the ``magisterium_async.harvest`` logger and in :attr:`cut`. Any other
+    line after the mark (one added by hand) is refused, naming it. Without ``mark`` an
+    existing file is only appended to, and one that ends in an incomplete line is refused.
+
+    **One writer at a time per file.** :meth:`open` takes an exclusive OS lock beside a
+    regular file (``PATH.lock``, who holds it in ``PATH.lock.info``; both removed by
+    :meth:`aclose`) before it reads a byte; a second writer of the same file, in this
+    process or another, gets :class:`OutputFileError` naming the holder (pid, host, since
+    when). A process killed outright holds nothing.
     """
 
     def __init__(
@@ -213,6 +314,7 @@ class JsonlWriter:
         skip_existing: bool = True,
         clock: Clock | None = None,
         mark: OutputMark | None = None,
+        pending: Collection[str] = (),
     ) -> None:
         self.path = os.fspath(path)
         self.batch_size = whole_number("batch_size", batch_size)
@@ -222,7 +324,9 @@ class JsonlWriter:
         if mark is not None and not isinstance(mark, OutputMark):
             raise TypeError(f"mark must be an OutputMark or None, not {type(mark).__name__}")
         self._mark = mark
-        self._tail = b""
+        self._pending_ids = pending
+        self._digest: Any = None  # of every byte of the file before the mark
+        self._hold: HarvestLock | None = None
         self._clock: Clock = clock or LoopClock()
         self._file: BinaryIO | None = None
         self._ids: set[str] = set()
@@ -239,6 +343,8 @@ class JsonlWriter:
         """Documents not written because the file already held them."""
         self.existing = 0
         """Documents the file held when opened (with ``skip_existing``; else 0)."""
+        self.cut: tuple[int, int] | None = None
+        """The bytes ``(start, end)`` of an incomplete last line :meth:`open` cut, if any."""
 
     async def __aenter__(self) -> JsonlWriter:
         await self.open()
@@ -253,16 +359,34 @@ class JsonlWriter:
         await self.aclose()
 
     async def open(self) -> None:
-        """Open the file for appending (repairing its tail); ``async with`` does it for you."""
+        """Take the file's lock, check it, open it for appending (cutting a torn last
+        line); ``async with`` does it for you."""
         if self._file is None:
-            opened = await anyio.to_thread.run_sync(
-                _open, self.path, self._skip_existing, self._mark
-            )
-            self._file, self._ids, self._mark, self._tail = opened
+            opened = await anyio.to_thread.run_sync(self._open)
+            self._file, self._ids, self._mark, self._digest, self.cut = opened
             self.existing = len(self._ids)
             self._timer = asyncio.get_running_loop().create_task(
                 self._flush_when_due(), name=f"JsonlWriter({self.path!r}) timer"
             )
+
+    def _open(self) -> _Opened:
+        try:
+            regular = S_ISREG(os.stat(self.path).st_mode)
+        except FileNotFoundError:
+            regular = True  # made here: a regular file
+        if regular:
+            self._hold = HarvestLock(self.path, "output", OutputFileError)
+            self._hold.acquire()
+        try:
+            return _open(self.path, self._skip_existing, self._mark, self._pending_ids)
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.release()
 
     @property
     def mark(self) -> OutputMark | None:
@@ -273,9 +397,9 @@ class JsonlWriter:
     def _advance(self, data: bytes) -> None:
         mark = self._mark
         if mark is not None:
-            self._tail = (self._tail + data)[-_TAIL:]
+            self._digest.update(data)
             self._mark = mark._replace(
-                offset=mark.offset + len(data), fingerprint=_fingerprint(self._tail)
+                offset=mark.offset + len(data), fingerprint=_DIGEST + self._digest.hexdigest()
             )
 
     async def _flush_when_due(self) -> None:
@@ -347,6 +471,7 @@ class JsonlWriter:
         finally:
             file, self._file = self._file, None
             file.close()
+            self._release()
 
     async def _stop_timer(self) -> None:
         timer, self._timer = self._timer, None

@@ -1,63 +1,143 @@
-"""The harvest's pipeline: its stages, joined by anyio memory streams in one task group.
+"""One harvest run: its stages, joined by anyio memory streams in one task group, and
+the bookkeeping of what the consumer has been given.
 
 ::
 
-    queries ─ claim ─▶ search xN ─▶ record searches ─▶ fetch xN ─▶ record fetches ─▶ deliver
+    queries ─ claim ─▶ search ≤N ─▶ record searches ─▶ fetch ≤N ─▶ record fetches ─▶ deliver
                                     (new ids only)                  (commit first)
     state: ids an earlier run found but did not fetch ─────▶ fetch
     state: documents an earlier run fetched but did not deliver ────────────────────▶ deliver
 
-Owns :class:`HarvestRun` (one run: the stages, the counters, the failures) and the
-backpressure between the stages. Every answer is committed to the state before anything
-that follows from it moves on, so a resumed harvest never asks again for an answer it
-recorded; and recording never waits for a later stage, so an answer received is on disk
-within a transaction even while the consumer stalls. Backpressure is applied where work
-*starts* instead: no search starts while ``2 * concurrency`` found ids wait for a fetch,
-and no fetch while ``2 * concurrency`` documents are fetched but not handed over, so
-memory stays flat however long the input. The dedupe set is the state's ``documents``
-table (a temporary database without ``state=``): memory does not grow with the number of
-ids.
+Owns :class:`HarvestRun` (one run: the stages, the counters, the failures, the hold on
+the state) and the backpressure between the stages. Every answer is committed to the
+state before anything that follows from it moves on, so a resumed harvest never asks
+again for an answer it recorded; and recording never waits for a later stage, so an
+answer received is on disk within a transaction even while the consumer stalls.
+Backpressure is applied where work *starts* instead: no search starts while ``2 * N``
+found ids wait for a fetch, and no fetch while ``2 * N`` documents are fetched but not
+handed over, so memory stays flat however long the input. A search or a fetch is a task
+started when its input arrives and gone when its answer is sent on: the tasks alive are
+the work in flight, at most ``N`` of each, never ``N`` made up front. The dedupe set is
+the state's ``documents`` table (a temporary database without ``state=``): memory does
+not grow with the number of ids.
+
+:class:`Deliveries` holds the ids the consumer has been given (and where its output file
+now ends) until a transaction takes them to the state: the next fetch's own
+(:meth:`Deliveries.take`), one of their own while the pipeline runs
+(:meth:`Deliveries.keep`), or, after the pipeline is gone, one on the state reopened
+(:meth:`Deliveries.commit_to`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import AsyncIterable, Iterable
-from typing import Literal, TypeVar
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from typing import Literal, Protocol, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from magisterium_async._clock import Clock
-from magisterium_async._errors import AuthenticationError
-from magisterium_async._harvest._batch import ITEM_ERRORS, Guard, for_each
-from magisterium_async._harvest._delivery import Deliveries
-from magisterium_async._harvest._records import (
-    HarvestClient,
+from magisterium_async._errors import AuthenticationError, StateError
+from magisterium_async._harvest._batch import ITEM_ERRORS, Guard, SearchFetchClient, for_each
+from magisterium_async._harvest._jsonl import OutputMark
+from magisterium_async._harvest._lock import HarvestLock
+from magisterium_async._harvest._results import (
     HarvestedDocument,
     HarvestFailure,
     HarvestStats,
     harvested,
-    rate_limited,
 )
-from magisterium_async._harvest._state import HarvestState
-from magisterium_async._harvest._state_store import FetchOutcome
-from magisterium_async._models import Document
+from magisterium_async._harvest._state import Fetched, HarvestState, Searched
+from magisterium_async._ratelimit import SchedulerStats
 from magisterium_async._skills import require_text
 
-__all__ = ["HarvestRun", "OnError"]
+__all__ = ["Deliveries", "HarvestClient", "HarvestRun", "OnError", "rate_limited"]
 
 OnError = Literal["record", "raise"]
 
 T = TypeVar("T")
 
 _BATCH = 256  # most answers committed in one transaction
-# A search's answer as it comes back: the query, the ids found or the error raised.
-_Searched = tuple[str, list[str] | None, Exception | None]
-# A fetch's answer as it comes back (before the state's FetchOutcome records it): the id,
-# the document (None: not found) or the error raised.
-_Fetched = tuple[str, Document | None, Exception | None]
+
+
+class HarvestClient(SearchFetchClient, Protocol):
+    """What a harvest needs of a client: searches, fetches, and the pools' counters (for
+    :attr:`HarvestStats.rate_limited`). :class:`AsyncMagisterium` is one."""
+
+    @property
+    def stats(self) -> SchedulerStats: ...
+
+
+def rate_limited(stats: SchedulerStats) -> int:
+    """The 429s met over every pool."""
+    return stats.default.rate_limited + stats.expensive.rate_limited + stats.unmetered.rate_limited
+
+
+class Deliveries:
+    """Documents delivered and not yet committed to the state."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] = []
+        self._output: OutputMark | None = None
+        self._noted: anyio.Event | None = None
+        self._open = True
+
+    @property
+    def pending(self) -> bool:
+        """Whether anything waits to be committed."""
+        return bool(self._ids) or self._output is not None
+
+    def note(self, document_ids: Iterable[str], output: OutputMark | None = None) -> None:
+        """Note documents as delivered (and where the output now ends); committed promptly."""
+        self._ids.extend(document_ids)
+        if output is not None:
+            self._output = output
+        if self._noted is not None:
+            self._noted.set()
+
+    def take(self) -> tuple[list[str], OutputMark | None]:
+        """What waits, handed to a transaction about to commit it (``record_fetches``)."""
+        ids, self._ids = self._ids, []
+        output, self._output = self._output, None
+        return ids, output
+
+    async def commit(self, state: HarvestState) -> None:
+        """Commit what waits, in a transaction of its own (nothing when nothing waits)."""
+        if self.pending:
+            await state.record_fetches((), *self.take())
+
+    async def commit_to(self, path: str | os.PathLike[str] | None) -> None:
+        """Commit what waits to the state at ``path``, reopened (the pipeline is gone);
+        without a path (a temporary state, gone too) it is dropped."""
+        if self.pending and path is not None:
+            with anyio.CancelScope(shield=True):
+                state = await HarvestState.open(path, new_run=False)
+                try:
+                    await self.commit(state)
+                finally:
+                    await state.aclose()
+        self.take()
+
+    def close(self) -> None:
+        """No more deliveries through the pipeline: :meth:`keep` ends."""
+        self._open = False
+        if self._noted is not None:
+            self._noted.set()
+
+    async def keep(self, state: HarvestState) -> None:
+        """Commit each delivery as it comes, until :meth:`close`.
+
+        A delivery waits for one transaction, not for the next fetch: while the pipeline
+        stalls (a quota window) a kill must not lose what the consumer already has.
+        """
+        while self._open:
+            self._noted = anyio.Event()
+            await self.commit(state)
+            if self._open and not self.pending:
+                await self._noted.wait()
 
 
 class _Backlog:
@@ -93,7 +173,12 @@ def _drain(receive: MemoryObjectReceiveStream[T], first: T) -> list[T]:
 
 
 class HarvestRun:
-    """One harvest run: the pipeline's stages and its counters. Knows nothing of the consumer."""
+    """One harvest run: the pipeline's stages and its counters. Knows nothing of the consumer.
+
+    ``lock`` is the hold on the state file when the caller has taken it already (the
+    command line holds it before it reads the state); without one, a run with a state
+    takes its own at the start (:meth:`produce`) and lets it go in :meth:`release`.
+    """
 
     def __init__(
         self,
@@ -103,6 +188,7 @@ class HarvestRun:
         on_error: OnError,
         concurrency: int,
         clock: Clock,
+        lock: HarvestLock | None = None,
     ) -> None:
         self.client = client
         self.queries = queries
@@ -116,6 +202,14 @@ class HarvestRun:
         self.state: HarvestState | None = None
         self.guard = Guard()
         self._rate_limited_before = 0
+        self._own_lock: HarvestLock | None = None
+        if state is not None and lock is None:
+            self._own_lock = HarvestLock(state, "state", StateError)
+
+    def release(self) -> None:
+        """Let go of the hold on the state this run took (none taken: nothing). Idempotent."""
+        if self._own_lock is not None:
+            self._own_lock.release()
 
     def fail(self, kind: Literal["search", "fetch"], value: object, error: Exception) -> None:
         self.failures.append(HarvestFailure(kind, value, error))
@@ -130,6 +224,8 @@ class HarvestRun:
         self.stats.start(self.clock)
         self._rate_limited_before = rate_limited(self.client.stats)
         try:
+            if self._own_lock is not None:
+                self._own_lock.acquire()  # before the state is read: refused at once if held
             # Nothing between the open and the ``try`` may yield to the loop: a cancellation
             # there would leave the database open.
             state = self.state = await HarvestState.open(self.path)
@@ -158,17 +254,16 @@ class HarvestRun:
         # Documents fetched (or being fetched) and not yet handed over: what memory holds.
         slots = anyio.Semaphore(2 * n)
         to_search, searches = anyio.create_memory_object_stream[str](0)
-        searched, search_outcomes = anyio.create_memory_object_stream[_Searched](0)
+        searched, search_outcomes = anyio.create_memory_object_stream[Searched](0)
         # Unbounded in type only: ``backlog`` and ``slots`` bound what they hold.
         to_fetch, fetches = anyio.create_memory_object_stream[str](math.inf)
-        fetched, fetch_outcomes = anyio.create_memory_object_stream[_Fetched](0)
+        fetched, fetch_outcomes = anyio.create_memory_object_stream[Fetched](0)
         ready, deliveries = anyio.create_memory_object_stream[HarvestedDocument](math.inf)
         async with anyio.create_task_group() as tg:
             guard.watch(tg.cancel_scope)
             tg.start_soon(guard(self._claim_queries), state, to_search, backlog)
-            for _ in range(n):
-                tg.start_soon(guard(self._search), searches.clone(), searched.clone())
-                tg.start_soon(guard(self._fetch), fetches.clone(), fetched.clone(), backlog, slots)
+            tg.start_soon(guard(self._searches), tg, searches, searched)
+            tg.start_soon(guard(self._fetches), tg, fetches, fetched, backlog, slots)
             tg.start_soon(
                 guard(self._record_searches), state, search_outcomes, to_fetch.clone(), backlog
             )
@@ -177,8 +272,6 @@ class HarvestRun:
             tg.start_soon(guard(self._resume_documents), state, ready, slots)
             tg.start_soon(guard(self._deliver), deliveries, out, slots)
             tg.start_soon(guard(self.deliveries.keep), state)
-            for stream in (searches, searched, fetches, fetched):
-                stream.close()
 
     async def _claim_queries(
         self, state: HarvestState, to_search: MemoryObjectSendStream[str], backlog: _Backlog
@@ -199,24 +292,54 @@ class HarvestRun:
         async with to_search:
             await for_each(self.queries, claim)
 
-    async def _search(
-        self, queries: MemoryObjectReceiveStream[str], out: MemoryObjectSendStream[_Searched]
+    async def _dispatch(
+        self,
+        tg: TaskGroup,
+        inputs: MemoryObjectReceiveStream[str],
+        out: MemoryObjectSendStream[T],
+        call: Callable[[str, MemoryObjectSendStream[T]], Awaitable[None]],
+        before: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        async with queries, out:
-            async for query in queries:
+        """Start ``call(input, out)`` as a task per input, at most ``concurrency`` at once;
+        ``out`` closes once the inputs have ended and every call has sent its answer."""
+        in_flight = anyio.Semaphore(self.concurrency)
+
+        async def one(value: str, send: MemoryObjectSendStream[T]) -> None:
+            async with send:
                 try:
-                    results = await self.client.search(query)
-                except AuthenticationError:
-                    raise  # every request after it would fail too: stop, resumable
-                except ITEM_ERRORS as exc:
-                    await out.send((query, None, exc))
-                else:
-                    await out.send((query, [r.id for r in results], None))
+                    await call(value, send)
+                finally:
+                    in_flight.release()
+
+        async with inputs, out:
+            async for value in inputs:
+                if before is not None:
+                    await before()
+                await in_flight.acquire()
+                tg.start_soon(self.guard(one), value, out.clone())
+
+    async def _searches(
+        self,
+        tg: TaskGroup,
+        queries: MemoryObjectReceiveStream[str],
+        out: MemoryObjectSendStream[Searched],
+    ) -> None:
+        async def search(query: str, send: MemoryObjectSendStream[Searched]) -> None:
+            try:
+                results = await self.client.search(query)
+            except AuthenticationError:
+                raise  # every request after it would fail too: stop, resumable
+            except ITEM_ERRORS as exc:
+                await send.send(Searched(query, None, exc))
+            else:
+                await send.send(Searched(query, [r.id for r in results], None))
+
+        await self._dispatch(tg, queries, out, search)
 
     async def _record_searches(
         self,
         state: HarvestState,
-        outcomes: MemoryObjectReceiveStream[_Searched],
+        outcomes: MemoryObjectReceiveStream[Searched],
         to_fetch: MemoryObjectSendStream[str],
         backlog: _Backlog,
     ) -> None:
@@ -224,15 +347,13 @@ class HarvestRun:
         async with outcomes, to_fetch:
             async for first in outcomes:
                 batch = _drain(outcomes, first)
-                new_ids = await state.record_searches(
-                    [(q, ids, None if exc is None else repr(exc)) for q, ids, exc in batch]
-                )
-                for query, ids, exc in batch:
-                    if exc is not None:
-                        self.fail("search", query, exc)
+                new_ids = await state.record_searches(batch)
+                for answer in batch:
+                    if answer.error is not None:
+                        self.fail("search", answer.query, answer.error)
                     else:
                         self.stats.searched += 1
-                        self.stats.results += len(ids or ())
+                        self.stats.results += len(answer.ids or ())
                 self.stats.unique_ids += len(new_ids)
                 self.update_rate_limited()
                 backlog.add(len(new_ids))
@@ -245,36 +366,40 @@ class HarvestRun:
         async with to_fetch:
             after = 0
             while page := await state.unfetched(after):
-                for _, document_id in page:
+                for found in page:
                     await backlog.room()
                     backlog.add(1)
-                    to_fetch.send_nowait(document_id)
-                after = page[-1][0]
+                    to_fetch.send_nowait(found.id)
+                after = page[-1].seq
 
-    async def _fetch(
+    async def _fetches(
         self,
+        tg: TaskGroup,
         ids: MemoryObjectReceiveStream[str],
-        out: MemoryObjectSendStream[_Fetched],
+        out: MemoryObjectSendStream[Fetched],
         backlog: _Backlog,
         slots: anyio.Semaphore,
     ) -> None:
-        async with ids, out:
-            async for document_id in ids:
-                backlog.take()
-                await slots.acquire()
-                try:
-                    document = await self.client.fetch(document_id)
-                except AuthenticationError:
-                    raise
-                except ITEM_ERRORS as exc:
-                    await out.send((document_id, None, exc))
-                else:
-                    await out.send((document_id, document, None))
+        async def fetch(document_id: str, send: MemoryObjectSendStream[Fetched]) -> None:
+            try:
+                document = await self.client.fetch(document_id)
+            except AuthenticationError:
+                raise
+            except ITEM_ERRORS as exc:
+                await send.send(Fetched(document_id, None, exc))
+            else:
+                await send.send(Fetched(document_id, document, None))
+
+        async def taken() -> None:
+            backlog.take()
+            await slots.acquire()
+
+        await self._dispatch(tg, ids, out, fetch, before=taken)
 
     async def _record_fetches(
         self,
         state: HarvestState,
-        outcomes: MemoryObjectReceiveStream[_Fetched],
+        outcomes: MemoryObjectReceiveStream[Fetched],
         ready: MemoryObjectSendStream[HarvestedDocument],
         slots: anyio.Semaphore,
     ) -> None:
@@ -282,19 +407,16 @@ class HarvestRun:
         async with outcomes, ready:
             async for first in outcomes:
                 batch = _drain(outcomes, first)
-                records: list[FetchOutcome] = [
-                    (i, doc, None if exc is None else repr(exc)) for i, doc, exc in batch
-                ]
-                found = await state.record_fetches(records, *self.deliveries.take())
+                found = await state.record_fetches(batch, *self.deliveries.take())
                 self.update_rate_limited()
-                for document_id, document, exc in batch:
-                    if document is not None:
+                for answer in batch:
+                    if answer.document is not None:
                         self.stats.fetched += 1
-                        ready.send_nowait(harvested(document, found.get(document_id, ())))
+                        ready.send_nowait(harvested(answer.document, found.get(answer.id, ())))
                         continue
                     slots.release()
-                    if exc is not None:
-                        self.fail("fetch", document_id, exc)
+                    if answer.error is not None:
+                        self.fail("fetch", answer.id, answer.error)
                     else:
                         self.stats.not_found += 1
 
@@ -307,11 +429,11 @@ class HarvestRun:
         async with ready:
             after = 0
             while page := await state.undelivered(after):
-                for _, document, queries in page:
+                for held in page:
                     await slots.acquire()
                     self.stats.resumed += 1
-                    ready.send_nowait(harvested(document, queries))
-                after = page[-1][0]
+                    ready.send_nowait(harvested(held.document, held.queries))
+                after = page[-1].seq
 
     async def _deliver(
         self,

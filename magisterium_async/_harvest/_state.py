@@ -1,21 +1,61 @@
-"""The harvest's state, as the harvest uses it: every call off the event loop.
+"""The harvest's state in SQLite: its schema, every statement, and its async face.
 
-:class:`HarvestState` runs each call of the synchronous :class:`~._state_store.Store` (the
-schema, its statements and its rules: see :mod:`._state_store`) in a worker thread, one at
-a time, each as one transaction that cancellation does not cut short; a failure of the
-database is a :class:`StateError` naming the file. One state file serves one harvest at a
-time.
+A state file records a harvest as it goes, so that a resumed harvest never asks again for
+an answer it recorded. :class:`Store` is the synchronous side (one connection, used by
+one thread at a time, each method one transaction); :class:`HarvestState` runs each of
+its calls in a worker thread, one at a time, each as one transaction that cancellation
+does not cut short; a failure of the database is a :class:`StateError` naming the file.
+The database is in WAL mode with ``synchronous=NORMAL``, so a committed transaction
+survives the process being killed (not necessarily a power cut). One harvest at a time
+uses a state: :mod:`._lock` holds it while the harvest runs.
+
+**A file the harvest did not create is never written.** A state is made only where no
+file is; an existing file is first read as plain bytes (its SQLite header) and must carry
+the harvest's ``PRAGMA application_id`` (:data:`APPLICATION_ID`), or be a state of an
+earlier version (``application_id`` 0, ``user_version`` 1 or 2, exactly the harvest's
+tables, read with SQLite's ``immutable`` flag, which writes nothing). Anything else (a
+user's database, an empty file, notes) is refused before any write, WAL switch included,
+and left byte for byte.
+
+Queries (``queries``, ``id`` in the order they were first taken):
+
+- ``pending``: taken by a run, answer not recorded yet (searched again by a later run);
+- ``searched``: answered; ``ids`` holds the JSON list of the ids it returned;
+- ``failed``: failed after retries in run ``run`` (searched again by a later run).
+
+Documents (``documents``, ``seq`` in discovery order):
+
+- ``pending``: found by a search, not fetched yet;
+- ``fetched``: fetched, ``body`` holds the document until the consumer has had it;
+- ``delivered``: fetched and handed over (``body`` dropped);
+- ``not_found``: the service answered "Document not found.";
+- ``failed``: failed after retries (fetched again by a later run).
+
+``fetched_run`` is the run that fetched a document: only documents fetched by an *earlier*
+run are handed over again from the state. ``found`` holds one row per (document, query)
+that found it: the provenance of every document, kept across runs.
+
+``meta`` holds ``runs`` (the number of the last run) and ``output``: where the harvest's
+output file was left (a JSON :class:`OutputMark`: device, inode, the offset of its last
+whole record and a fingerprint of the bytes before it), so a resume appends only to the
+file it wrote, as it left it.
+
+Version 1 (no ``found``, no ``fetched_run``, no query ids) is migrated in place on opening:
+its provenance is rebuilt from the ids each searched query recorded.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from pathlib import Path
+from typing import Literal, NamedTuple, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -23,18 +63,377 @@ import msgspec
 
 from magisterium_async._errors import StateError
 from magisterium_async._harvest._jsonl import OutputMark
-from magisterium_async._harvest._state_store import (
-    FetchOutcome,
-    Held,
-    QueryClaim,
-    StateSummary,
-    Store,
-    read_items,
-)
+from magisterium_async._models import Document
 
-__all__ = ["HarvestState", "recorded_items"]
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Fetched",
+    "FoundId",
+    "HarvestState",
+    "HeldDocument",
+    "QueryClaim",
+    "Searched",
+    "StateSummary",
+    "Store",
+    "check_is_state",
+]
 
 T = TypeVar("T")
+
+APPLICATION_ID = 0x6D616876  # "mahv": magisterium_async harvest, in the SQLite header
+SCHEMA_VERSION = 2
+_QUERIES = (
+    "CREATE TABLE queries ("
+    " id INTEGER PRIMARY KEY,"
+    " query TEXT NOT NULL UNIQUE,"
+    " status TEXT NOT NULL CHECK (status IN ('pending', 'searched', 'failed')),"
+    " run INTEGER NOT NULL,"
+    " ids TEXT,"
+    " error TEXT)"
+)
+_FOUND = (
+    "CREATE TABLE found ("
+    " document INTEGER NOT NULL,"
+    " query INTEGER NOT NULL,"
+    " PRIMARY KEY (document, query)) WITHOUT ROWID"
+)
+SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    _QUERIES,
+    "CREATE TABLE documents ("
+    " seq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " status TEXT NOT NULL"
+    "  CHECK (status IN ('pending', 'fetched', 'delivered', 'not_found', 'failed')),"
+    " body BLOB,"
+    " error TEXT,"
+    " fetched_run INTEGER)",
+    _FOUND,
+)
+# Version 1 to 2. Query ids must be an INTEGER PRIMARY KEY (VACUUM may renumber a plain
+# rowid), so the queries table is rebuilt, in its rowid order.
+_MIGRATE_1 = (
+    "ALTER TABLE queries RENAME TO queries_v1",
+    _QUERIES,
+    "INSERT INTO queries (query, status, run, ids, error)"
+    " SELECT query, status, run, ids, error FROM queries_v1 ORDER BY rowid",
+    "DROP TABLE queries_v1",
+    "ALTER TABLE documents ADD COLUMN fetched_run INTEGER",
+    _FOUND,
+    "INSERT OR IGNORE INTO found (document, query)"
+    " SELECT d.seq, q.id FROM queries AS q, json_each(q.ids) AS j"
+    " JOIN documents AS d ON d.id = j.value WHERE q.ids IS NOT NULL",
+)
+
+_TABLES = {1: {"meta", "queries", "documents"}, 2: {"meta", "queries", "documents", "found"}}
+_MAGIC = b"SQLite format 3\x00"
+
+QueryClaim = Literal["search", "recorded", "duplicate"]
+"""What to do with a query: search it, or skip it (answered earlier, or already taken)."""
+
+
+class Searched(NamedTuple):
+    """A search's answer: the ids it found (in order), or the error it raised."""
+
+    query: str
+    ids: list[str] | None
+    error: Exception | None
+
+
+class Fetched(NamedTuple):
+    """A fetch's answer: the document (``None``: not found), or the error it raised."""
+
+    id: str
+    document: Document | None
+    error: Exception | None
+
+
+class HeldDocument(NamedTuple):
+    """A document an earlier run fetched and did not deliver, and the queries that found it."""
+
+    seq: int
+    document: Document
+    queries: tuple[str, ...]
+
+
+class FoundId(NamedTuple):
+    """An id an earlier run found and did not fetch (or failed to), by discovery order."""
+
+    seq: int
+    id: str
+
+
+_DOCUMENT = msgspec.json.Decoder(Document)
+_MARK = msgspec.json.Decoder(OutputMark)
+_ENCODER = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class StateSummary:
+    """Counts of a state file: queries and documents by status."""
+
+    queries: dict[str, int]
+    documents: dict[str, int]
+    runs: int
+
+
+def _not_a_state(path: str, why: str) -> StateError:
+    return StateError(
+        f"{path} is not a harvest state ({why}); it was left as it is. Give the harvest a "
+        "path where no file is, and it makes its state there",
+        path=path,
+    )
+
+
+def check_is_state(path: str) -> None:
+    """:class:`StateError` unless the existing file at ``path`` is a harvest's state.
+
+    Reads only: the header as plain bytes, and for a state of an earlier version (no
+    application id) its table names through SQLite's ``immutable`` flag (no lock, no
+    journal, nothing written).
+    """
+    try:
+        with open(path, "rb") as file:
+            header = file.read(100)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise StateError(f"cannot read the harvest state {path}: {why}", path=path) from None
+    if len(header) < 100 or not header.startswith(_MAGIC):
+        raise _not_a_state(path, "not an SQLite database" if header else "an empty file")
+    user_version = int.from_bytes(header[60:64], "big")
+    application_id = int.from_bytes(header[68:72], "big")
+    if application_id == APPLICATION_ID:
+        return
+    if application_id != 0:
+        raise _not_a_state(path, f"the database of another application, id {application_id:#x}")
+    if user_version not in _TABLES:
+        raise _not_a_state(path, "an SQLite database the harvest did not create")
+    uri = f"{Path(path).absolute().as_uri()}?mode=ro&immutable=1"
+    try:
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            rows = db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise _not_a_state(path, f"SQLite cannot read it: {exc}") from None
+    if {name for (name,) in rows} != _TABLES[user_version]:
+        raise _not_a_state(path, "an SQLite database the harvest did not create")
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+class Store:
+    """The synchronous side: one connection, used by one thread at a time."""
+
+    def __init__(self, path: str, keep_bodies: bool, new_run: bool) -> None:
+        self.path = path
+        self.keep_bodies = keep_bodies
+        if path and os.path.lexists(path):
+            check_is_state(path)  # before SQLite touches it: nothing of a foreign file changes
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA busy_timeout=5000")
+            with _transaction(self.db):
+                self._migrate(path)
+                self.run = self._begin_run(new_run)
+            self.snapshot = self.db.execute(
+                "SELECT coalesce(max(seq), 0) FROM documents"
+            ).fetchone()[0]
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _migrate(self, path: str) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version in (0, 1):  # 0: a database this call made (check_is_state let no other by)
+            for statement in SCHEMA if version == 0 else _MIGRATE_1:
+                self.db.execute(statement)
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif version != SCHEMA_VERSION:
+            raise StateError(
+                f"harvest state {path!r} has schema version {version}; "
+                f"this version of magisterium_async reads version {SCHEMA_VERSION}",
+                path=path,
+            )
+        if self.db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # an older state's
+
+    def _begin_run(self, new_run: bool) -> int:
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'runs'").fetchone()
+        run = int(row[0]) if row else 0
+        if not new_run:
+            return run
+        run += 1
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('runs', ?)", (str(run),))
+        return run
+
+    def claim_query(self, query: str) -> QueryClaim:
+        with _transaction(self.db):
+            row = self.db.execute(
+                "SELECT status, run FROM queries WHERE query = ?", (query,)
+            ).fetchone()
+            if row is None:
+                self.db.execute(
+                    "INSERT INTO queries (query, status, run) VALUES (?, 'pending', ?)",
+                    (query, self.run),
+                )
+                return "search"
+            status, run = row
+            if status == "searched":
+                return "recorded"
+            if run == self.run:
+                return "duplicate"
+            self.db.execute(
+                "UPDATE queries SET status = 'pending', run = ?, error = NULL WHERE query = ?",
+                (self.run, query),
+            )
+            return "search"
+
+    def record_searches(self, outcomes: Sequence[Searched]) -> list[str]:
+        new: list[str] = []
+        with _transaction(self.db):
+            for query, ids, error in outcomes:
+                if ids is None:
+                    self.db.execute(
+                        "UPDATE queries SET status = 'failed', error = ? WHERE query = ?",
+                        (repr(error), query),
+                    )
+                    continue
+                # Not UPDATE ... RETURNING: SQLite has it only from 3.35 (2021), newer than
+                # the SQLite of some systems Python 3.10 runs on.
+                (query_id,) = self.db.execute(
+                    "SELECT id FROM queries WHERE query = ?", (query,)
+                ).fetchone()
+                self.db.execute(
+                    "UPDATE queries SET status = 'searched', ids = ?, error = NULL WHERE id = ?",
+                    (json.dumps(ids), query_id),
+                )
+                for document_id in ids:
+                    cursor = self.db.execute(
+                        "INSERT OR IGNORE INTO documents (id, status) VALUES (?, 'pending')",
+                        (document_id,),
+                    )
+                    if cursor.rowcount == 1:
+                        new.append(document_id)
+                        seq = cursor.lastrowid
+                    else:
+                        (seq,) = self.db.execute(
+                            "SELECT seq FROM documents WHERE id = ?", (document_id,)
+                        ).fetchone()
+                    self.db.execute(
+                        "INSERT OR IGNORE INTO found (document, query) VALUES (?, ?)",
+                        (seq, query_id),
+                    )
+        return new
+
+    def output(self) -> OutputMark | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'output'").fetchone()
+        return None if row is None else _MARK.decode(row[0])
+
+    def _record_output(self, mark: OutputMark) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('output', ?)", (_ENCODER.encode(mark).decode(),)
+        )
+
+    def record_output(self, mark: OutputMark) -> None:
+        with _transaction(self.db):
+            self._record_output(mark)
+
+    def record_fetches(
+        self,
+        outcomes: Sequence[Fetched],
+        delivered: Sequence[str],
+        output: OutputMark | None = None,
+    ) -> dict[str, tuple[str, ...]]:
+        found: dict[str, tuple[str, ...]] = {}
+        with _transaction(self.db):
+            if output is not None:
+                self._record_output(output)
+            for document_id, document, error in outcomes:
+                if error is not None:
+                    self.db.execute(
+                        "UPDATE documents SET status = 'failed', error = ? WHERE id = ?",
+                        (repr(error), document_id),
+                    )
+                elif document is None:
+                    self.db.execute(
+                        "UPDATE documents SET status = 'not_found' WHERE id = ?", (document_id,)
+                    )
+                else:
+                    body = _ENCODER.encode(document) if self.keep_bodies else None
+                    self.db.execute(
+                        "UPDATE documents SET status = 'fetched', body = ?, error = NULL,"
+                        " fetched_run = ? WHERE id = ?",
+                        (body, self.run, document_id),
+                    )
+                    found[document_id] = self.found_by(document_id)
+            self.db.executemany(
+                "UPDATE documents SET status = 'delivered', body = NULL"
+                " WHERE id = ? AND status = 'fetched'",
+                [(document_id,) for document_id in delivered],
+            )
+        return found
+
+    def found_by(self, document_id: str) -> tuple[str, ...]:
+        rows = self.db.execute(
+            "SELECT q.query FROM documents AS d JOIN found AS f ON f.document = d.seq"
+            " JOIN queries AS q ON q.id = f.query WHERE d.id = ? ORDER BY f.query",
+            (document_id,),
+        )
+        return tuple(query for (query,) in rows)
+
+    def undelivered(self, after: int, limit: int) -> list[HeldDocument]:
+        # Fetched by an earlier run only: what this run fetches it hands over itself.
+        rows = self.db.execute(
+            "SELECT seq, id, body FROM documents WHERE status = 'fetched' AND body IS NOT NULL"
+            " AND (fetched_run IS NULL OR fetched_run < ?) AND seq > ? AND seq <= ?"
+            " ORDER BY seq LIMIT ?",
+            (self.run, after, self.snapshot, limit),
+        ).fetchall()
+        return [
+            HeldDocument(seq, _DOCUMENT.decode(body), self.found_by(document_id))
+            for seq, document_id, body in rows
+        ]
+
+    def unfetched(self, after: int, limit: int) -> list[FoundId]:
+        rows = self.db.execute(
+            "SELECT seq, id FROM documents WHERE status IN ('pending', 'failed')"
+            " AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            (after, self.snapshot, limit),
+        ).fetchall()
+        return [FoundId(seq, document_id) for seq, document_id in rows]
+
+    def undelivered_ids(self) -> set[str]:
+        """Ids fetched and not delivered: all a crash can have left in the output after
+        the mark (a few batches: what was in flight between the consumer and the file)."""
+        rows = self.db.execute("SELECT id FROM documents WHERE status = 'fetched'")
+        return {document_id for (document_id,) in rows}
+
+    def summary(self) -> StateSummary:
+        def counts(table: str) -> dict[str, int]:
+            rows = self.db.execute(f"SELECT status, count(*) FROM {table} GROUP BY status")
+            return {status: n for status, n in rows}
+
+        return StateSummary(counts("queries"), counts("documents"), self.run)
+
+    def close(self) -> None:
+        self.db.close()
 
 
 @contextmanager
@@ -42,16 +441,8 @@ def _state_errors(path: str) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError) as exc:
-        where = repr(path) if path else "(temporary)"
+        where = path if path else "(temporary)"
         raise StateError(f"harvest state {where}: {exc}", path=path) from exc
-
-
-async def recorded_items(path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
-    """Every query and every document id the state at ``path`` holds, whatever their
-    status (``[]`` and ``[]`` without a file); read-only, off the event loop, no run begun."""
-    where = os.fspath(path)
-    with _state_errors(where):
-        return await anyio.to_thread.run_sync(read_items, where)
 
 
 class HarvestState:
@@ -116,10 +507,8 @@ class HarvestState:
         """Take ``query`` for this run: ``"search"`` it, or skip it."""
         return await self._call(partial(self._store.claim_query, query))
 
-    async def record_searches(
-        self, outcomes: Sequence[tuple[str, list[str] | None, str | None]]
-    ) -> list[str]:
-        """Record ``(query, ids, error)`` answers (``ids`` ``None``: failed, with ``error``).
+    async def record_searches(self, outcomes: Sequence[Searched]) -> list[str]:
+        """Record search answers (``ids`` ``None``: failed, with ``error``).
 
         Returns the ids no earlier search had found, now ``pending``, in order.
         """
@@ -127,7 +516,7 @@ class HarvestState:
 
     async def record_fetches(
         self,
-        outcomes: Sequence[FetchOutcome],
+        outcomes: Sequence[Fetched],
         delivered: Sequence[str] = (),
         output: OutputMark | None = None,
     ) -> dict[str, tuple[str, ...]]:
@@ -147,7 +536,7 @@ class HarvestState:
         """Record where the harvest's output file now ends."""
         await self._call(partial(self._store.record_output, mark))
 
-    async def undelivered(self, after: int = 0, limit: int = 32) -> list[Held]:
+    async def undelivered(self, after: int = 0, limit: int = 32) -> list[HeldDocument]:
         """Documents fetched by an earlier run but never delivered, by ``seq`` after ``after``,
         each with the queries that have found it."""
         return await self._call(partial(self._store.undelivered, after, limit))
@@ -157,9 +546,13 @@ class HarvestState:
         first taken (over every run); ``()`` for an id no search returned."""
         return await self._call(partial(self._store.found_by, document_id))
 
-    async def unfetched(self, after: int = 0, limit: int = 256) -> list[tuple[int, str]]:
+    async def unfetched(self, after: int = 0, limit: int = 256) -> list[FoundId]:
         """Ids found by an earlier run and not fetched (or failed), by ``seq`` after ``after``."""
         return await self._call(partial(self._store.unfetched, after, limit))
+
+    async def undelivered_ids(self) -> set[str]:
+        """Ids fetched and not delivered (see :meth:`Store.undelivered_ids`)."""
+        return await self._call(self._store.undelivered_ids)
 
     async def summary(self) -> StateSummary:
         """Counts of queries and documents by status."""

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magisterium_async._cli import main
-from magisterium_async._cli import build_parser
+from magisterium_async._cli import build_parser, main
 from magisterium_async._cli._emulator import _config, _quota
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._config import RateLimits, parse_quota

@@ -23,16 +23,18 @@ from magisterium_async import (
     MagisteriumError,
     RateLimits,
     RetryPolicy,
-    SearchResult,
     StateError,
     TaskFailedError,
 )
 from magisterium_async._errors import OutputFileError
-from magisterium_async._harvest._batch import search_many
-from magisterium_async._harvest._harvest import Harvest, HarvestedDocument, harvest
-from magisterium_async._harvest._jsonl import JsonlWriter
-from magisterium_async._harvest._state import HarvestState
-from magisterium_async._ratelimit import PoolStats, SchedulerStats
+from magisterium_async._harvest import (
+    Harvest,
+    HarvestedDocument,
+    HarvestState,
+    JsonlWriter,
+    harvest,
+    search_many,
+)
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -40,6 +42,7 @@ from magisterium_async.testing import (
     FaultConfig,
     SyntheticCorpus,
 )
+from tests.helpers.harvest_fakes import FakeClient
 
 WORKER = Path(__file__).parents[1] / "workers" / "harvest_worker.py"
 QUERIES = [f"grace nature word{i}" for i in range(30)]
@@ -441,51 +444,6 @@ async def test_rate_limits_are_counted(emulator: Emulator, client: AsyncMagister
 # With a client in memory ------------------------------------------------------------
 
 
-class FakeClient:
-    """``per_query`` results per query; ids starting ``missing`` are not found."""
-
-    def __init__(
-        self,
-        *,
-        per_query: int = 3,
-        size: int = 500,
-        hang: str | None = None,
-        crash: str | None = None,
-    ) -> None:
-        self.per_query = per_query
-        self.size = size
-        self.hang = hang
-        self.crash = crash
-        self.hanging = asyncio.Event()
-        self.rate_limited = 0
-
-    @property
-    def stats(self) -> SchedulerStats:
-        def pool(name: str, rate_limited: int = 0) -> PoolStats:
-            return PoolStats(name, 0, rate_limited, 0, 0.0, 0.0, 0.0, 0, 0)
-
-        default = pool("default", self.rate_limited)
-        return SchedulerStats(default, pool("expensive"), pool("unmetered"), 0, 1)
-
-    async def search(self, query: str) -> list[SearchResult]:
-        await asyncio.sleep(0)
-        return [
-            SearchResult(id=f"{query}/{k}", url="https://x", title=query)
-            for k in range(self.per_query)
-        ]
-
-    async def fetch(self, document_id: str) -> Document | None:
-        await asyncio.sleep(0)
-        if document_id == self.hang:
-            self.hanging.set()
-            await asyncio.Event().wait()
-        if document_id == self.crash:
-            raise RuntimeError("bug")
-        if document_id.startswith("missing"):
-            return None
-        return Document(id=document_id, title=None, author=None, ref=None, text="x" * self.size)
-
-
 def endless(pulled: list[int], prefix: str = "q") -> Iterator[str]:
     for i in itertools.count():
         pulled.append(i)
@@ -583,9 +541,13 @@ async def test_jsonl_writer_repairs_a_torn_tail_it_wrote_and_skips_what_it_holds
     mark = first.mark
     assert mark is not None and mark.offset == path.stat().st_size
     with path.open("ab") as file:  # a crash in the middle of the next batch
-        file.write(b'{"id": "b", "te')
+        file.write(b'{"id":"b","te')
     durable: list[list[str]] = []
-    async with JsonlWriter(path, batch_size=2, on_durable=durable.append, mark=mark) as out:
+    pending = {"b"}  # handed to the writer, not acknowledged when the mark was recorded
+    async with JsonlWriter(
+        path, batch_size=2, on_durable=durable.append, mark=mark, pending=pending
+    ) as out:
+        assert out.cut == (mark.offset, mark.offset + 13)
         assert not await out.write(document("a"))
         assert await out.write(document("b"))
         assert durable == [["a", "b"]]
@@ -612,16 +574,16 @@ async def test_jsonl_writer_alters_no_file_it_cannot_tell_it_wrote(tmp_path: Pat
     with pytest.raises(OutputFileError, match="another file"):
         await JsonlWriter(notes, mark=out.mark).open()
     ours.write_bytes(ours.read_bytes().replace(b'"a"', b'"z"'))  # edited in place
-    with pytest.raises(OutputFileError, match="are not those the harvest wrote"):
+    with pytest.raises(OutputFileError, match="it was edited since the harvest wrote it"):
         await JsonlWriter(ours, mark=out.mark).open()
     ours.write_bytes(b"")
     with pytest.raises(OutputFileError, match="less than"):
         await JsonlWriter(ours, mark=out.mark).open()
     assert notes.read_bytes() == text and ours.read_bytes() == b""
-    ours.unlink()  # gone: a resume makes it anew
-    async with JsonlWriter(ours, mark=out.mark) as anew:
-        await anew.write(document("b"))
-    assert [json.loads(line)["id"] for line in ours.read_text().splitlines()] == ["b"]
+    ours.unlink()  # gone, with what the harvest had written: not made anew silently
+    with pytest.raises(OutputFileError, match="is gone: the harvest had written"):
+        await JsonlWriter(ours, mark=out.mark).open()
+    assert not ours.exists()
 
 
 async def test_jsonl_writer_reads_no_device_and_bounds_what_it_keeps_of_a_line(

@@ -8,7 +8,7 @@ from typing import Any
 
 from magisterium_async import RateLimits
 from magisterium_async._cli.harvest._tally import Tally
-from magisterium_async._harvest._harvest import HarvestFailure, HarvestStats
+from magisterium_async._harvest import HarvestFailure, HarvestStats
 from magisterium_async._ratelimit import PoolStats
 
 __all__ = ["PRO", "pool_at", "tally_of"]

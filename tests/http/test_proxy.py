@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -173,16 +171,3 @@ def test_a_proxy_that_is_not_http_is_refused_by_name(monkeypatch: pytest.MonkeyP
     with pytest.raises(ValueError, match=r"^proxy "):
         m.AsyncMagisterium("t", trust_env=False, proxy="ftp://proxy")
     assert masked_url("http://u:p@h:1/x") == "http://u:***@h:1/x"
-
-
-@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
-async def test_workers_go_through_the_proxy_given_to_their_parent(
-    emulator: Emulator, proxy: ForwardProxy, tmp_path: Path
-) -> None:
-    pytest.importorskip("redis", reason="redis-py is not installed")
-    argv = ["-m", "magisterium_async", "harvest", "-q", "grace", "-q", "mercy", "--workers", "2"]
-    argv += ["--out", str(tmp_path / "d.jsonl"), "--base-url", emulator.base_url]
-    argv += ["--proxy", proxy.url]
-    code, _, err = await _run(*argv, env=_env(MAGISTERIUM_TOKEN=emulator.token))
-    assert code == 0, err
-    assert len(_posts(proxy, emulator)) >= 2  # both searches, and the fetches

@@ -1,39 +1,36 @@
-"""The ``harvest`` command: its arguments, and which harvest runs them.
-
-One process (:mod:`._harvest_run`, also each worker of ``--workers``) or the parent of
-``--workers N`` (:mod:`._workers`); both are imported only when a harvest runs.
-"""
+"""The ``harvest`` command: its arguments and its help; :mod:`._run` runs it (imported
+only when a harvest runs)."""
 
 from __future__ import annotations
 
 import argparse
 
 from magisterium_async._cli._command import Command, Invocation
-from magisterium_async._cli._options import positive
-from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY
+from magisterium_async._harvest import DEFAULT_CONCURRENCY, MAX_CONCURRENCY
 
 __all__ = ["COMMAND"]
 
 _EPILOG = """\
-Documents go out as JSON Lines, fsync'd in small batches (within a second of arriving):
-a killed harvest loses at most the lines in progress, and --resume writes every
-document exactly once. Ctrl-C or SIGTERM stops it cleanly, with a summary (exit 130 or
-143). With --json the summary on stderr is one JSON object.
+A harvest runs in one process: every request draws on the one token's quota, so more
+processes would harvest no faster. Documents go out as JSON Lines, fsync'd in small
+batches (within a second of arriving): a killed harvest loses at most the lines in
+progress, and --resume writes every document exactly once. One harvest at a time uses a
+given --out and state: a second one is refused at once, naming the one that holds them.
+Ctrl-C or SIGTERM stops it cleanly, with a summary (exit 130 or 143). With --json the
+summary on stderr is one JSON object."""
 
-several workers: each reads the same queries; Redis decides which one searches each
-query and fetches each document (once over all of them), and they share the quota.
-  several hosts  run the same command on each, with the same --redis URL --job NAME
-                 and each its own --out; the harvest is the union of the outputs.
-  --workers N    N processes on this host, worker K writing OUT.wK.jsonl (its state
-                 OUT.wK.jsonl.state.sqlite, or STATE.wK with --state): cat them for
-                 the whole harvest. Without --redis or $MAGISTERIUM_REDIS_URL, a
-                 private redis-server (on PATH) serves the run on a Unix socket.
-                 --emulator serves every worker from one emulator.
-  --resume       the same command again (same --job, same --workers): each worker
-                 first claims what its state holds, so even an empty Redis is rebuilt.
-  --job has no default: a name derived from the queries would make a new harvest of
-  the same queries find everything claimed by the last one and write nothing.
-  $MAGISTERIUM_REDIS_URL without --job (and one worker) only shares the quota."""
+
+def _concurrency(text: str) -> int:
+    """``--concurrency``: a whole number from 1 to :data:`MAX_CONCURRENCY`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 1 to {MAX_CONCURRENCY}, got {text[:50]}"
+        )
+    return value
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,42 +60,21 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--concurrency",
-        type=positive(int),
+        type=_concurrency,
         default=DEFAULT_CONCURRENCY,
         metavar="N",
-        help="searches, and fetches, in flight at once (default: %(default)s)",
+        help=f"searches, and fetches, in flight at once, 1 to {MAX_CONCURRENCY} "
+        "(default: %(default)s; the quota bounds the pace whatever N)",
     )
-    shared = parser.add_argument_group(
-        "several workers (needs redis-py: pip install 'magisterium-async[redis]')"
-    )
-    shared.add_argument(
+    parser.add_argument(
         "--redis",
         metavar="URL",
-        help="share the quota and the work through this Redis (default: "
-        "$MAGISTERIUM_REDIS_URL, which alone only shares the quota); needs --job",
+        help="share the token's quota with other processes and apps through this Redis "
+        "(default: $MAGISTERIUM_REDIS_URL; needs pip install 'magisterium-async[redis]')",
     )
-    shared.add_argument(
-        "--job",
-        metavar="NAME",
-        help="the name of the harvest several invocations share, the same on each (letters, "
-        "digits, . _ -); use a new name for a new harvest",
-    )
-    shared.add_argument(
-        "--workers",
-        type=positive(int),
-        default=1,
-        metavar="N",
-        help="run N worker processes on this host; needs --out (default: 1)",
-    )
-    parser.add_argument("--worker-barrier", action="store_true", help=argparse.SUPPRESS)
 
 
 async def _run(invocation: Invocation) -> int:
-    args = invocation.args
-    if args.workers > 1 and not args.worker_barrier:
-        from magisterium_async._cli.harvest._workers import run_workers
-
-        return await run_workers(invocation)
     from magisterium_async._cli.harvest._run import run_harvest
 
     return await run_harvest(invocation)

@@ -1,9 +1,5 @@
-"""The harvest's arguments checked up front, for one process and for ``--workers``.
-
-Where the queries come from, where documents and state go and what is shared through
-Redis: each check written once, so a harvest and the parent of ``--workers`` refuse the
-same mistakes with the same words, before anything starts.
-"""
+"""The harvest's arguments checked up front: where the queries come from, where documents
+and state go. Each mistake is refused with one line, before anything starts."""
 
 from __future__ import annotations
 
@@ -12,95 +8,19 @@ import asyncio
 import contextlib
 import errno
 import os
-import re
-import shutil
 import stat
 import sys
+import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import BinaryIO
 
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._config import REDIS_URL_ENV, redis_url
+from magisterium_async._errors import StateError
+from magisterium_async._harvest import HarvestLock
 
-__all__ = [
-    "PRIVATE_JOB",
-    "Plan",
-    "Sharing",
-    "WorkerPaths",
-    "check_job",
-    "plan",
-    "plan_workers",
-    "query_of",
-    "sharing",
-    "unwritable",
-    "workers_sharing",
-]
-
-PRIVATE_JOB = "local"
-_JOB = re.compile(r"[A-Za-z0-9._-]{1,100}")
-
-
-# -- what is shared -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sharing:
-    """What one harvest process shares through Redis: the quota (``url``), and the work
-    when it has a ``job``."""
-
-    url: str | None
-    job: str | None
-
-
-def check_job(job: str) -> None:
-    """:class:`CliError` unless ``job`` is a usable ``--job`` name."""
-    if not _JOB.fullmatch(job):
-        raise CliError(
-            f"--job {job!r}: use up to 100 letters, digits, '.', '_' or '-'", ExitCode.USAGE
-        )
-
-
-def sharing(args: argparse.Namespace) -> Sharing:
-    """The Redis and job of one harvest process (not a ``--workers`` parent)."""
-    url = redis_url(args.redis)
-    if args.job is not None:
-        check_job(args.job)
-        if url is None:
-            raise CliError(
-                f"--job shares a harvest through Redis: pass --redis URL or set ${REDIS_URL_ENV}",
-                ExitCode.USAGE,
-            )
-    elif args.redis is not None:
-        raise CliError(
-            "--redis shares a harvest between invocations: name it with --job NAME, "
-            "the same on each",
-            ExitCode.USAGE,
-        )
-    return Sharing(url, args.job)
-
-
-def workers_sharing(args: argparse.Namespace) -> Sharing:
-    """The Redis and job of the parent of ``--workers``: ``url`` ``None`` means a private
-    Redis it starts itself (redis-server must be installed), whose job is ``None`` too."""
-    url = redis_url(args.redis)
-    if args.job is not None:
-        check_job(args.job)
-    if url is None:
-        if shutil.which("redis-server") is None:
-            raise CliError(
-                f"--workers {args.workers} needs Redis to coordinate: pass --redis URL (or set "
-                f"${REDIS_URL_ENV}), or install redis-server for a private one",
-                ExitCode.USAGE,
-            )
-    elif args.job is None:
-        raise CliError(
-            "--workers with a shared Redis needs --job NAME (the same on every host)",
-            ExitCode.USAGE,
-        )
-    return Sharing(url, args.job)
-
+__all__ = ["Plan", "QueriesFile", "plan", "query_of", "unwritable"]
 
 # -- the queries ----------------------------------------------------------------------------
 
@@ -119,8 +39,57 @@ def query_of(line: str) -> str | None:
     return None if not query or query.startswith("#") else query
 
 
-async def _read_lines(file: IO[str]) -> AsyncIterator[str]:
-    """The lines of ``file``, read by a daemon thread.
+_MAX_LINE = 1024 * 1024
+"""The longest line of a queries file, in bytes: far past any query the service answers,
+and short enough that a file with no line ends (``/dev/zero``) cannot fill the memory."""
+
+
+class QueriesFile:
+    """A queries file read as a stream, a line at a time, each line decoded on its own: a
+    line that is not UTF-8, or longer than :data:`_MAX_LINE`, is a :class:`CliError`
+    naming the file and the line."""
+
+    def __init__(self, name: str, file: BinaryIO, *, stream: bool = False) -> None:
+        self.name = name
+        self.file = file
+        self._stream = stream  # stdin: read once, and left open
+
+    def lines(self) -> Iterator[str]:
+        """Every line, decoded (blocking: read it off the event loop)."""
+        number = 0
+        while raw := self.file.readline(_MAX_LINE + 1):
+            number += 1
+            if len(raw) > _MAX_LINE and not raw.endswith(b"\n"):
+                raise CliError(
+                    f"{self.name}, line {number}: longer than {_MAX_LINE:,} bytes; a query is "
+                    "one line of text",
+                    ExitCode.USAGE,
+                )
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CliError(
+                    f"{self.name}, line {number}: not UTF-8 text (byte {raw[exc.start]:#04x} "
+                    f"at byte {exc.start + 1} of the line); save the file as UTF-8",
+                    ExitCode.USAGE,
+                ) from None
+
+    def count(self) -> int | None:
+        """How many queries the file holds (``None``: stdin or a pipe, read once)."""
+        if self._stream or not self.file.seekable():
+            return None
+        count = sum(1 for line in self.lines() if query_of(line) is not None)
+        self.file.seek(0)
+        return count
+
+    def close(self) -> None:
+        """Close the file (not stdin: a thread may still read it)."""
+        if not self._stream:
+            self.file.close()
+
+
+async def _read_lines(source: QueriesFile) -> AsyncIterator[str]:
+    """The lines of ``source``, read by a daemon thread.
 
     Not a worker thread of the event loop: a read blocked on a pipe or a terminal could
     not be cancelled, and would keep the process alive after Ctrl-C until the input ends.
@@ -132,7 +101,7 @@ async def _read_lines(file: IO[str]) -> AsyncIterator[str]:
     def pump() -> None:
         item: str | Exception | None = None
         try:
-            for line in file:
+            for line in source.lines():
                 room.acquire()
                 loop.call_soon_threadsafe(queue.put_nowait, line)
         except Exception as exc:
@@ -146,14 +115,6 @@ async def _read_lines(file: IO[str]) -> AsyncIterator[str]:
             raise item
         room.release()
         yield item
-
-
-def _count(file: IO[str]) -> int | None:
-    if file is sys.stdin or not file.seekable():
-        return None
-    count = sum(1 for line in file if query_of(line) is not None)
-    file.seek(0)
-    return count
 
 
 # -- the files ------------------------------------------------------------------------------
@@ -186,16 +147,24 @@ def _check_writable(option: str, path: str) -> None:
     """Try ``path`` for writing now, so a bad path fails before the harvest, clearly.
 
     Tried by opening it (root passes every permission check but not a missing directory
-    or a read-only file system); a file created by the try is removed again.
+    or a read-only file system): an existing file to append, which changes nothing; for a
+    missing one, a file of another name made and removed in its directory, so that the
+    path itself is never made and removed under a harvest that is making it.
     """
-    existed = os.path.exists(path)
     try:
-        with open(path, "ab"):
-            pass
+        if os.path.exists(path):
+            with open(path, "ab"):
+                pass
+        else:
+            fd, tried = tempfile.mkstemp(prefix=".magisterium-try-", dir=_directory_of(path))
+            os.close(fd)
+            os.remove(tried)
     except OSError as exc:
         raise unwritable(option, path, exc) from None
-    if not existed:
-        os.remove(path)
+
+
+def _directory_of(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))
 
 
 def _special(path: str) -> bool:
@@ -220,6 +189,7 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
                 ExitCode.USAGE,
             )
         if not resume and os.path.exists(path) and not _special(path):
+            _check_not_in_use(path)
             raise CliError(
                 f"{path} already exists: add --resume to continue that harvest, "
                 "or choose another --out",
@@ -228,12 +198,24 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
         _check_writable(option, path)
 
 
+def _check_not_in_use(path: str) -> None:
+    """:class:`CliError` naming the harvest that holds ``path``, if one does: a more useful
+    word than "already exists" while it runs."""
+    try:
+        with HarvestLock(path, "files", StateError):
+            pass
+    except StateError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+    except OSError:
+        pass  # cannot even be locked: the checks that follow say why
+
+
 @dataclass
 class Plan:
     """Where one harvest's queries come from and where documents and state go."""
 
     queries: list[str]
-    files: list[IO[str]]
+    files: list[QueriesFile]
     out: str | None
     state: str | None
     total: int | None
@@ -253,8 +235,7 @@ class Plan:
     def close(self) -> None:
         """Close the query files (not stdin)."""
         for file in self.files:
-            if file is not sys.stdin:
-                file.close()
+            file.close()
 
 
 def plan(args: argparse.Namespace) -> Plan:
@@ -269,56 +250,25 @@ def plan(args: argparse.Namespace) -> Plan:
             ExitCode.USAGE,
         )
     _check_files((("--out", out), ("--state", state)), args.resume)
-    files: list[IO[str]] = []
+    files: list[QueriesFile] = []
     try:
         for name in args.queries:
-            files.append(sys.stdin if name == "-" else open(name, encoding="utf-8"))  # noqa: SIM115
+            if name == "-":
+                # A reader of its own: the interpreter's stdin may not be locked by a
+                # thread still reading when the process ends (Ctrl-C at a terminal).
+                reader = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
+                files.append(QueriesFile("stdin", reader, stream=True))
+            else:
+                files.append(QueriesFile(name, open(name, "rb")))  # noqa: SIM115
+        counts = [file.count() for file in files]
     except OSError as exc:
         for file in files:
             file.close()
         raise CliError(f"cannot read {exc.filename}: {exc.strerror}", ExitCode.USAGE) from None
-    counts = [_count(file) for file in files]
+    except CliError:
+        for file in files:
+            file.close()
+        raise
     total = None if None in counts else len(args.query) + sum(c or 0 for c in counts)
     resuming = state is not None and os.path.exists(state)
     return Plan(list(args.query), files, out, state, total, resuming)
-
-
-@dataclass(frozen=True)
-class WorkerPaths:
-    """Where worker ``index`` of ``--workers`` writes."""
-
-    index: int
-    out: str
-    state: str
-
-
-def worker_path(path: str, index: int) -> str:
-    """``docs.jsonl`` -> ``docs.w1.jsonl`` (``docs`` -> ``docs.w1``)."""
-    root, ext = os.path.splitext(path)
-    return f"{root}.w{index}{ext}"
-
-
-def plan_workers(args: argparse.Namespace) -> list[WorkerPaths]:
-    """The files of each worker of ``--workers``; :class:`CliError` if unusable."""
-    if args.out in (None, "-"):
-        raise CliError("--workers writes one file per worker: give --out FILE", ExitCode.USAGE)
-    if "-" in args.queries:
-        raise CliError(
-            "--workers cannot share stdin: put the queries in a file, or use --query",
-            ExitCode.USAGE,
-        )
-    _check_queries_given(args)
-    workers = []
-    for index in range(1, args.workers + 1):
-        out = worker_path(args.out, index)
-        state = f"{args.state}.w{index}" if args.state else f"{out}.state.sqlite"
-        workers.append(WorkerPaths(index, out, state))
-    _check_files(
-        (pair for w in workers for pair in (("--out", w.out), ("--state", w.state))), args.resume
-    )
-    beyond = worker_path(args.out, args.workers + 1)
-    if args.resume and os.path.exists(beyond):
-        raise CliError(
-            f"{beyond} exists: resume with the --workers that harvest had", ExitCode.USAGE
-        )
-    return workers

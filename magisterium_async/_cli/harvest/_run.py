@@ -13,8 +13,7 @@ import dataclasses
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -23,38 +22,35 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest._coordination import (
-    check_redis,
-    coordinate,
-    shared_state_error,
-    wait_for_go,
-)
-from magisterium_async._cli.harvest._plan import Plan, plan, sharing, unwritable
-from magisterium_async._cli.harvest._report import Status, live, summary
+from magisterium_async._cli.harvest._plan import Plan, plan, unwritable
+from magisterium_async._cli.harvest._summary import Status, live, summary
 from magisterium_async._cli.harvest._tally import Before, Tally
+from magisterium_async._config import redis_url
 from magisterium_async._errors import (
     AuthenticationError,
     MagisteriumError,
     OutputFileError,
     PlanRequiredError,
     RateLimitError,
-    SharedStateError,
     StateError,
 )
-from magisterium_async._harvest._harvest import Harvest, harvest
-from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
-from magisterium_async._harvest._state import HarvestState
+from magisterium_async._harvest import (
+    Harvest,
+    HarvestLock,
+    HarvestState,
+    JsonlWriter,
+    OutputMark,
+    harvest_holding,
+)
 from magisterium_async._models import Document, SearchResult
 from magisterium_async._ratelimit import SchedulerStats
 
 if TYPE_CHECKING:
     from magisterium_async._client import AsyncMagisterium
-    from magisterium_async._harvest._redis_harvest import CoordinatedClient, Coordinator
 
 __all__ = ["run_harvest"]
 
-# SharedStateError: the harvest's Redis failed or lost its claims (--redis).
-_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError, SharedStateError)
+_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -70,7 +66,7 @@ class _FailFast:
     """The client, but a refused token, a missing plan or an exhausted quota stops the
     harvest instead of being recorded once per query."""
 
-    def __init__(self, client: AsyncMagisterium | CoordinatedClient) -> None:
+    def __init__(self, client: AsyncMagisterium) -> None:
         self._client = client
 
     @property
@@ -119,41 +115,34 @@ class _StdoutSink:
 
 
 async def run_harvest(invocation: Invocation) -> int:
-    """Run one harvest process (alone, or a worker of ``--workers``); returns the exit code."""
+    """Run the harvest; returns the exit code."""
     args = invocation.args
     options = invocation.options
-    shared = sharing(args)
-    if shared.url is not None:
-        await check_redis(shared.url)
-        options = dataclasses.replace(options, redis=shared.url, workers=args.workers)
+    url = redis_url(args.redis)
+    if url is not None:  # the token's quota, shared with whatever else uses it
+        options = dataclasses.replace(options, redis=url)
     where = plan(args)
-    coordinator: Coordinator | None = None
+    lock = None if where.state is None else HarvestLock(where.state, "state", StateError)
     try:
-        if shared.job is not None:
-            coordinator = await coordinate(shared.url or "", shared.job, where.state)
-        before, recorded = await _before(where)
-        if args.worker_barrier:
-            await wait_for_go()
+        try:
+            if lock is not None:
+                lock.acquire()  # before the state is read: a second harvest stops here
+            before, recorded, pending = await _before(where)
+        except StateError as exc:  # held by another harvest, or not a harvest's state
+            raise CliError(str(exc), ExitCode.USAGE) from None
+        except OSError as exc:
+            raise unwritable("--state", where.state or "", exc) from None
         async with open_client(options) as client:
-            queries: AsyncIterator[str] = where.lines()
-            searcher: AsyncMagisterium | CoordinatedClient = client
-            if coordinator is not None:
-                from magisterium_async._harvest._redis_harvest import (
-                    CoordinatedClient,
-                    claimed_queries,
-                )
-
-                queries = claimed_queries(queries, coordinator)
-                searcher = CoordinatedClient(client, coordinator)
-            run = harvest(
-                _FailFast(searcher),
-                queries,
+            run = harvest_holding(
+                lock,
+                _FailFast(client),
+                where.lines(),
                 state=where.state,
                 concurrency=args.concurrency,
                 acknowledge="manual",
             )
             sink: _Sink = (
-                _file_sink(where.out, run, recorded)
+                _file_sink(where.out, run, recorded, pending)
                 if where.out is not None
                 else _StdoutSink(run.acknowledge)
             )
@@ -163,38 +152,50 @@ async def run_harvest(invocation: Invocation) -> int:
                 total=where.total,
                 quota=client.rate_limits,
                 before=before,
-                coordinator=coordinator,
                 pool=lambda: client.stats.default,
                 in_file=where.out is not None,
             )
-            report = _Report(invocation.output, options.emulator, shared.job)
-            return await _drive(where, run, sink, tally, report)
+            return await _drive(where, run, sink, tally, invocation.output, options.emulator)
     except StateError as exc:
         raise CliError(str(exc)) from None
-    except SharedStateError as exc:
-        raise shared_state_error(exc, shared.url or "") from None
     finally:
         where.close()
-        if coordinator is not None:
-            await coordinator.aclose()
+        if lock is not None:
+            lock.release()
 
 
-async def _before(where: Plan) -> tuple[Before, OutputMark | None]:
-    """What the state holds before this run (nothing for a new harvest), and where it
-    records that the output was left; :class:`CliError` for an output it did not write."""
-    before, recorded = Before(), None
-    if where.state is not None and where.resuming:
+async def _before(where: Plan) -> tuple[Before, OutputMark | None, set[str]]:
+    """What the state holds before this run (nothing for a new harvest), where it records
+    that the output was left, and the ids it fetched and did not deliver (what a crash may
+    have left after that mark); :class:`CliError` for an output it did not write, or one
+    deleted since."""
+    before, recorded, pending = Before(), None, set()
+    resuming = where.state is not None and _there(where.state)
+    if where.state is not None and resuming:
         opened = await HarvestState.open(where.state, new_run=False)
         try:
             before, recorded = Before.of(await opened.summary()), await opened.output()
+            pending = await opened.undelivered_ids()
         finally:
             await opened.aclose()
-    if recorded is None and where.out is not None and _regular(where.out):
+    if where.out is None:
+        return before, recorded, pending
+    if recorded is not None and recorded.offset and not _there(where.out):
+        delivered = before.documents_delivered
+        raise CliError(
+            f"{where.out} is gone, but its harvest's state {where.state} records "
+            f"{delivered} document{'s' if delivered != 1 else ''} written there; resuming "
+            "would not write them again. Put the file back to continue, or start anew: "
+            f"remove {where.state} (every document is fetched again), or give another --out "
+            "and --state",
+            ExitCode.USAGE,
+        )
+    if recorded is None and _regular(where.out):
         # --resume to a file no state says this harvest wrote: a user's file, or the
         # output of another harvest. Left alone.
         why = (
             f"its state {where.state} records no output"
-            if where.resuming
+            if resuming
             else f"there is no harvest state at {where.state}"
         )
         raise CliError(
@@ -203,7 +204,12 @@ async def _before(where: Plan) -> tuple[Before, OutputMark | None]:
             "the harvest that wrote it)",
             ExitCode.USAGE,
         )
-    return before, recorded
+    return before, recorded, pending
+
+
+def _there(path: str) -> bool:
+    """Whether anything is at ``path`` (a dangling symbolic link counts)."""
+    return os.path.lexists(path)
 
 
 def _regular(path: str) -> bool:
@@ -213,25 +219,35 @@ def _regular(path: str) -> bool:
         return False
 
 
-def _file_sink(path: str, run: Harvest, recorded: OutputMark | None) -> JsonlWriter:
+def _file_sink(
+    path: str, run: Harvest, recorded: OutputMark | None, pending: set[str]
+) -> JsonlWriter:
     """The writer of ``--out``: it appends only to the file the state says it wrote, as it
     left it, and each batch it syncs is recorded with where the file then ends."""
 
     def durable(document_ids: list[str]) -> None:
         run.acknowledge(document_ids, output=writer.mark)
 
-    writer = JsonlWriter(path, on_durable=durable, mark=recorded)
+    writer = JsonlWriter(path, on_durable=durable, mark=recorded, pending=pending)
     return writer
 
 
-async def _open_output(sink: JsonlWriter, state: str | None) -> None:
-    """Open ``--out`` (checked against the state's record of it), and record it."""
+async def _open_output(sink: JsonlWriter, state: str | None, output: Output) -> None:
+    """Open ``--out`` (its lock first, then checked against the state's record of it), and
+    record it."""
     try:
         await sink.open()
-    except OutputFileError as exc:
+    except OutputFileError as exc:  # held by another harvest, or not as this one left it
         raise CliError(str(exc), ExitCode.USAGE) from None
     except OSError as exc:
         raise unwritable("--out", sink.path, exc) from None
+    if sink.cut is not None:
+        start, end = sink.cut
+        output.note(
+            f"magisterium-async: note: {sink.path} ended in an incomplete line (bytes {start} "
+            f"to {end}), left by the run that was killed while writing it: cut, and written "
+            "again whole"
+        )
     if sink.mark is not None and state is not None:
         # Before any document: a harvest killed in its first batch still owns its output.
         opened = await HarvestState.open(state, new_run=False)
@@ -241,16 +257,9 @@ async def _open_output(sink: JsonlWriter, state: str | None) -> None:
             await opened.aclose()
 
 
-@dataclass(frozen=True)
-class _Report:
-    """How the harvest reports: the output mode, offline or not, the job."""
-
-    output: Output
-    emulator: bool
-    job: str | None
-
-
-async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _Report) -> int:
+async def _drive(
+    where: Plan, run: Harvest, sink: _Sink, tally: Tally, output: Output, emulator: bool
+) -> int:
     display = live(Status(tally))
     ending = "interrupted"
     fatal: MagisteriumError | None = None
@@ -258,7 +267,7 @@ async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _
         if display is not None:
             display.start()
         if isinstance(sink, JsonlWriter):
-            await _open_output(sink, where.state)
+            await _open_output(sink, where.state, output)
         async with run:
             try:
                 async for document in run:
@@ -279,15 +288,9 @@ async def _drive(where: Plan, run: Harvest, sink: _Sink, tally: Tally, report: _
     finally:
         if display is not None:
             display.stop()
-        if run.stats.queries or sink.written or tally.coordinator is not None:
+        if run.stats.queries or sink.written:
             summary(
-                report.output,
-                tally,
-                ending=ending,
-                out=where.out,
-                state=where.state,
-                emulator=report.emulator,
-                job=report.job,
+                output, tally, ending=ending, out=where.out, state=where.state, emulator=emulator
             )
     if fatal is not None:
         raise fatal

@@ -1,9 +1,9 @@
-"""A harvest's figures, read live: the one place they are computed.
+"""A harvest's figures, read live: this run's, all runs', the pace and the ETA.
 
 :class:`Tally` reads this run's figures (the harvest's stats, what the sink wrote, the
-pool's pace) and adds what the state held when the run began (:class:`Before`) and, with
-``--job``, what other workers took: done, left, the rate and the ETA. The status line
-and the summaries (:mod:`._harvest_report`) word what it says, so they agree.
+pool's pace) and adds what the state held when the run began (:class:`Before`): done,
+left, the rate and the ETA. The status line and the summary (:mod:`._summary`) word
+what it says, so they agree.
 """
 
 from __future__ import annotations
@@ -11,15 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from magisterium_async._config import RateLimits
-from magisterium_async._harvest._harvest import Harvest
-from magisterium_async._harvest._state_store import StateSummary
+from magisterium_async._harvest import Harvest, StateSummary
 from magisterium_async._ratelimit import PoolStats
-
-if TYPE_CHECKING:
-    from magisterium_async._harvest._redis_harvest import Coordinator
 
 __all__ = ["Before", "Counted", "Tally"]
 
@@ -59,9 +55,9 @@ class Before:
 class Tally:
     """A harvest's figures, read live: this run's, all runs', the rate and the ETA.
 
-    The one place they are computed, so the status line and the summary agree. "All
-    runs" adds what the state held at the start (:class:`Before`) and, with ``--job``,
-    what other workers took; "this run" is this process since it started.
+    Computed here only, so the status line and the summary agree. "All runs" adds what
+    the state held at the start (:class:`Before`); "this run" is this process since it
+    started.
     """
 
     def __init__(
@@ -72,7 +68,6 @@ class Tally:
         total: int | None,
         quota: RateLimits,
         before: Before | None = None,
-        coordinator: Coordinator | None = None,
         pool: Callable[[], PoolStats] | None = None,
         in_file: bool = False,
     ) -> None:
@@ -82,7 +77,6 @@ class Tally:
         """Queries in the input, when it can be counted (not stdin)."""
         self.quota = quota
         self.before = before or Before()
-        self.coordinator = coordinator
         self._pool = pool
         self._in_file = in_file
 
@@ -100,11 +94,6 @@ class Tally:
         search is not done: ``--resume`` tries it again)."""
         stats = self.run.stats
         return stats.searched + stats.skipped_queries
-
-    @property
-    def queries_elsewhere(self) -> int:
-        """Queries another worker of the job took (``--job``)."""
-        return self.coordinator.skipped_queries if self.coordinator is not None else 0
 
     @property
     def documents_this_run(self) -> int:
@@ -148,7 +137,7 @@ class Tally:
         if self.total is None:
             return None
         stats = self.run.stats
-        taken = self.queries_done + self.queries_elsewhere + self._failed("search")
+        taken = self.queries_done + self._failed("search")
         searches_left = max(self.total - taken, 0)
         attempted = stats.fetched + stats.not_found + self._failed("fetch")
         known = self.before.documents_to_fetch + stats.unique_ids

@@ -10,7 +10,7 @@ import pytest
 
 from magisterium_async._cli import build_parser
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli.harvest._plan import Plan, plan, plan_workers, query_of, unwritable
+from magisterium_async._cli.harvest._plan import Plan, plan, query_of, unwritable
 
 
 def _plan(tmp_path: Path, *argv: str) -> Plan:
@@ -20,10 +20,10 @@ def _plan(tmp_path: Path, *argv: str) -> Plan:
     return where
 
 
-def _refused(tmp_path: Path, *argv: str, workers: bool = False) -> str:
+def _refused(tmp_path: Path, *argv: str) -> str:
     args = build_parser().parse_args(["harvest", *argv])
     with pytest.raises(CliError) as caught:
-        (plan_workers if workers else plan)(args)
+        plan(args)
     assert caught.value.code == ExitCode.USAGE
     assert "\n" not in str(caught.value)
     return str(caught.value)
@@ -46,9 +46,6 @@ async def test_comments_and_blank_lines_of_a_queries_file_are_not_queries(
 
 def test_a_blank_query_is_refused(tmp_path: Path) -> None:
     assert _refused(tmp_path, "-q", "grace", "-q", "  ") == "--query must not be blank"
-    assert _refused(
-        tmp_path, "-q", "", "-o", str(tmp_path / "d.jsonl"), "--workers", "2", workers=True
-    )
     assert not list(tmp_path.iterdir())
 
 
@@ -71,11 +68,6 @@ def test_an_unwritable_out_is_refused_before_the_harvest(tmp_path: Path) -> None
     afile.write_text("")
     message = _refused(tmp_path, "-q", "grace", "--out", str(afile / "docs.jsonl"))
     assert message == f"cannot write --out {afile}/docs.jsonl: a part of {afile} is not a directory"
-    worker_out = tmp_path / "gone" / "docs.jsonl"
-    message = _refused(
-        tmp_path, "-q", "g", "--out", str(worker_out), "--workers", "2", workers=True
-    )
-    assert message.startswith(f"cannot write --out {tmp_path}/gone/docs.w1.jsonl: the directory")
     assert sorted(os.listdir(tmp_path)) == ["afile"]
 
 

@@ -75,6 +75,6 @@ def test_a_state_that_is_not_a_harvest_state_is_an_error_naming_it(
     state.write_bytes(b"this is not sqlite" * 100)
     code = main(["harvest", "--emulator", "--query", "grace", "--state", str(state), "--resume"])
     err = capsys.readouterr().err
-    assert code == ExitCode.ERROR
-    assert str(state) in err
+    assert code == ExitCode.USAGE
+    assert f"{state} is not a harvest state (not an SQLite database)" in err
     assert state.read_bytes() == b"this is not sqlite" * 100  # not ours: left as it was

@@ -1,10 +1,7 @@
 """What a harvest tells its user: the live status line, and the summary when it ends.
 
-The figures come from :class:`~._harvest_tally.Tally`; this module words them.
-
-One process and the parent of ``--workers`` word their summaries with the same pieces
-(the first line, the figures, the hints), and both print them through :class:`Output`:
-lines for people, or one JSON object with ``--json``.
+The figures come from :class:`~._tally.Tally`; this module words them, and prints the
+summary through :class:`Output`: lines for people, or one JSON object with ``--json``.
 """
 
 from __future__ import annotations
@@ -12,26 +9,21 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from magisterium_async._cli._errors import describe
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._status import duration, waiting_text
 from magisterium_async._cli.harvest._tally import Tally
+from magisterium_async._harvest import QUOTED, quoted
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.spinner import Spinner
 
 
-__all__ = [
-    "Status",
-    "combined_summary",
-    "duration",
-    "live",
-    "summary",
-]
+__all__ = ["Status", "duration", "live", "summary"]
 
 _HEAD = {"done": "Harvested", "stopped": "Stopped after", "interrupted": "Interrupted after"}
 _EMULATOR_HINT = (
@@ -74,8 +66,6 @@ class Status:
             f"docs {_both(str(tally.documents), tally.documents, tally.documents_this_run)}",
             f"{_rate_text(tally.per_minute)} docs/min",
         ]
-        if tally.queries_elsewhere:
-            parts.append(f"{tally.queries_elsewhere} queries to other workers")
         if stats.not_found:
             parts.append(f"not found {stats.not_found}")
         if stats.failed:
@@ -145,6 +135,13 @@ def _hints(resume: str | None, emulator: bool) -> list[str]:
     return lines
 
 
+def _shortened(text: str) -> str:
+    """An error's words, which may quote the input (a server echoing the query), cut to
+    twice what a message quotes of an input."""
+    limit = 2 * QUOTED
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def summary(
     output: Output,
     tally: Tally,
@@ -153,10 +150,9 @@ def summary(
     out: str | None,
     state: str | None,
     emulator: bool,
-    job: str | None,
 ) -> None:
-    """The summary of one harvest process."""
-    run, sink, coordinator = tally.run, tally.sink, tally.coordinator
+    """The summary of a harvest, when it ends."""
+    run, sink = tally.run, tally.sink
     stats = run.stats
     fields = dataclasses.asdict(stats)
     fields.pop("started")
@@ -164,12 +160,6 @@ def summary(
     record: dict[str, Any] = {"ending": ending, "out": out, "state": state}
     record.update(fields, written=sink.written, already_in_file=sink.skipped)
     record.update(tally.record(), elapsed=stats.elapsed)
-    if coordinator is not None:
-        record.update(
-            job=job,
-            queries_elsewhere=coordinator.skipped_queries,
-            ids_elsewhere=coordinator.skipped_ids,
-        )
 
     def lines() -> list[str]:
         skipped = (
@@ -189,84 +179,13 @@ def summary(
             where = f"in {out}" if out is not None else "delivered"
             documents = f" · {_plural(tally.documents, 'document')} {where}"
             text.append(f"  all runs: {queries} queries done{documents}")
-        if coordinator is not None:
-            text.append(
-                f"  job {job}: left to other workers {coordinator.skipped_queries} queries"
-                f" and {coordinator.skipped_ids} documents"
-            )
         text += _already(sink.skipped, out)
         if run.failures:
             first = run.failures[0]
-            text.append(f"  first failure ({first.kind} {first.input!r}): {describe(first.error)}")
+            what = f"{first.kind} {quoted(first.input)}"
+            text.append(f"  first failure ({what}): {_shortened(describe(first.error))}")
         resumable = state is not None and (ending != "done" or bool(run.failures))
         resume = f" (state: {state})" if resumable else None
-        return text + _hints(resume, emulator)
-
-    output.summary(record, lines)
-
-
-SUMMED = (
-    "queries",
-    "searched",
-    "skipped_queries",
-    "results",
-    "unique_ids",
-    "fetched",
-    "resumed",
-    "yielded",
-    "not_found",
-    "failed",
-    "rate_limited",
-    "written",
-    "already_in_file",
-    "documents_total",
-)
-"""The figures of the workers' summaries the parent of ``--workers`` adds up."""
-
-
-def combined_summary(
-    output: Output,
-    *,
-    ending: str,
-    summaries: Sequence[Mapping[str, Any] | None],
-    outs: Sequence[str],
-    states: Sequence[str],
-    job: str,
-    redis: str,
-    elapsed: float,
-    emulator: bool,
-) -> None:
-    """The summary of ``--workers``: the workers' figures added up, and each worker's."""
-    totals = {key: sum(int((s or {}).get(key, 0)) for s in summaries) for key in SUMMED}
-    record: dict[str, Any] = {"ending": ending, "workers": len(summaries), "job": job}
-    record.update(redis=redis, out=list(outs), state=list(states))
-    record.update(totals, elapsed=elapsed, per_worker=list(summaries))
-
-    rate = totals["written"] * 60 / elapsed if elapsed > 0 else 0.0
-    # Each query is taken by one worker: the workers' queries done add up.
-    done = sum(int((s or {}).get("queries_done", 0)) for s in summaries)
-    total = next((s["queries_total"] for s in summaries if s and s.get("queries_total")), None)
-    record.update(queries_total=total, queries_done=done)
-    record.update(documents_per_minute=round(rate, 2))
-    queries = f"{done}" + (f" of {total}" if total is not None else "")
-
-    def lines() -> list[str]:
-        text = [
-            f"{_head(ending, totals['written'], totals['searched'])} with {len(summaries)}"
-            f" workers in {seconds(elapsed)} → {outs[0]} … {outs[-1]}",
-            _figures(totals) + f" · {_rate_text(rate)} documents/min",
-            f"  all runs: {queries} queries done"
-            f" · {_plural(totals['documents_total'], 'document')} in the outputs"
-            f" · job {job} on {redis} Redis",
-            "  per worker: "
-            + " · ".join(
-                f"w{index} {(s or {}).get('written', '?')} docs"
-                f"/{(s or {}).get('searched', '?')} queries"
-                for index, s in enumerate(summaries, 1)
-            ),
-        ]
-        resume = "" if ending != "done" or totals["failed"] else None
-        text += _already(totals["already_in_file"], "the outputs")
         return text + _hints(resume, emulator)
 
     output.summary(record, lines)

@@ -1,11 +1,10 @@
-"""What a harvest reports: its stats, timed on the client's clock, counting its 429s."""
+"""What a harvest counts: its stats, timed on the client's clock, counting its 429s."""
 
 from __future__ import annotations
 
 from magisterium_async._clock import VirtualClock
-from magisterium_async._harvest._harvest import harvest
-
-from .test_harvest import FakeClient
+from magisterium_async._harvest import harvest
+from tests.helpers.harvest_fakes import FakeClient
 
 
 async def test_stats_are_timed_on_the_clients_clock_and_count_its_429s() -> None:

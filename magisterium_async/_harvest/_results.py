@@ -1,42 +1,30 @@
-"""What a harvest reports and what it needs of its client.
-
-Owns the harvest's public record types (:class:`HarvestedDocument`, :class:`HarvestFailure`,
-:class:`HarvestStats`) and :class:`HarvestClient`, the client seam a harvest runs on.
+"""What a harvest yields and counts: :class:`HarvestedDocument` (a document and the
+queries that found it), :class:`HarvestFailure` and :class:`HarvestStats`; and how any
+message quotes a user's input (:func:`quoted`: a couple of hundred characters at most).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, Protocol
+from typing import Literal, NamedTuple, cast
 
 import msgspec
 
 from magisterium_async._clock import Clock, LoopClock
-from magisterium_async._harvest._batch import SearchFetchClient
 from magisterium_async._models import Document
-from magisterium_async._ratelimit import SchedulerStats
 
-__all__ = [
-    "HarvestClient",
-    "HarvestFailure",
-    "HarvestStats",
-    "HarvestedDocument",
-    "harvested",
-    "rate_limited",
-]
+__all__ = ["QUOTED", "HarvestFailure", "HarvestStats", "HarvestedDocument", "harvested", "quoted"]
+
+QUOTED = 200
+"""The most characters of a user's input (a query, a line of a file) a message shows."""
 
 
-class HarvestClient(SearchFetchClient, Protocol):
-    """What a harvest needs of a client: searches, fetches, and the pools' counters (for
-    :attr:`HarvestStats.rate_limited`). :class:`AsyncMagisterium` is one."""
-
-    @property
-    def stats(self) -> SchedulerStats: ...
-
-
-def rate_limited(stats: SchedulerStats) -> int:
-    """The 429s met over every pool."""
-    return stats.default.rate_limited + stats.expensive.rate_limited + stats.unmetered.rate_limited
+def quoted(value: object, limit: int = QUOTED) -> str:
+    """``value`` as a message quotes it: its ``repr``, cut to ``limit`` characters of the
+    value with the length said (``'abc…' (6,000,553 characters)``)."""
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    return repr(value)
 
 
 class HarvestedDocument(Document, frozen=True, kw_only=True):
@@ -66,15 +54,13 @@ class HarvestFailure(NamedTuple):
     error: Exception
 
 
-class _Timed:
-    # The client's clock: ``started``, ``finished`` and ``elapsed`` are times on it. Declared
-    # outside the dataclass so it is no field (``dataclasses.asdict`` leaves it out).
-    _clock: Clock = LoopClock()
-
-
 @dataclass
-class HarvestStats(_Timed):
+class HarvestStats:
     """Live counters of one harvest run; read them during and after the harvest."""
+
+    # The client's clock: ``started``, ``finished`` and ``elapsed`` are times on it. Not
+    # annotated, so no field of the dataclass (``dataclasses.asdict`` leaves it out).
+    _clock = cast(Clock, LoopClock())
 
     queries: int = 0
     """Queries read from the input."""

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from magisterium_async import APIConnectionError, RateLimits
 from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest._report import Status, combined_summary, summary
+from magisterium_async._cli.harvest._summary import Status, summary
 from magisterium_async._cli.harvest._tally import Tally
-from magisterium_async._harvest._harvest import HarvestFailure, HarvestStats
+from magisterium_async._harvest import HarvestFailure, HarvestStats
 from magisterium_async._ratelimit import PoolStats
 from tests.helpers.tally_fakes import tally_of
 
@@ -54,9 +52,7 @@ def test_the_status_line_says_it_waits_for_quota_and_until_when() -> None:
 
 
 def _summary_lines(tally: Tally, ending: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    summary(
-        Output(), tally, ending=ending, out="docs.jsonl", state="s.sqlite", emulator=False, job=None
-    )
+    summary(Output(), tally, ending=ending, out="docs.jsonl", state="s.sqlite", emulator=False)
     return capsys.readouterr().err.splitlines()
 
 
@@ -84,54 +80,11 @@ def test_the_json_summary_has_the_same_figures(capsys: pytest.CaptureFixture[str
     stats = HarvestStats(queries=3, searched=2, skipped_queries=1, fetched=4)
     stats.started, stats.finished = 0.0, 120.0
     tally = tally_of(stats, 3, existing=6, in_file=True)
-    summary(Output(json=True), tally, ending="done", out="d", state="s", emulator=False, job=None)
+    summary(Output(json=True), tally, ending="done", out="d", state="s", emulator=False)
     record = json.loads(capsys.readouterr().err)
     assert record["queries_total"] == 3 and record["queries_done"] == 3
     assert record["written"] == 4 and record["documents_total"] == 10
     assert record["documents_per_minute"] == 2.0
-
-
-def test_the_workers_summary_adds_searches_not_queries_read(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # Each of 2 workers reads all 30 queries and searches its share.
-    workers = [
-        {"queries": 30, "searched": s, "written": w, "documents_total": w, "queries_done": s,
-         "queries_total": 30}
-        for s, w in ((14, 20), (16, 25))
-    ]  # fmt: skip
-    combined_summary(
-        Output(),
-        ending="done",
-        summaries=workers,
-        outs=["d.w1.jsonl", "d.w2.jsonl"],
-        states=["a", "b"],
-        job="j",
-        redis="private",
-        elapsed=90.0,
-        emulator=False,
-    )
-    lines = capsys.readouterr().err.splitlines()
-    assert lines[0].startswith("Harvested 45 documents from 30 queries with 2 workers in 1m30s")
-    assert lines[1].endswith("· 30.0 documents/min")
-    assert lines[2].startswith("  all runs: 30 of 30 queries done · 45 documents in the outputs")
-    assert lines[3] == "  per worker: w1 20 docs/14 queries · w2 25 docs/16 queries"
-
-
-@dataclass
-class _Coordinator:
-    skipped_queries: int = 0
-    skipped_ids: int = 0
-
-
-def test_queries_other_workers_took_are_neither_done_here_nor_left() -> None:
-    stats = HarvestStats(queries=10, searched=10, unique_ids=10, fetched=5)
-    coordinator: Any = _Coordinator(skipped_queries=20)
-    tally = tally_of(stats, 30, coordinator=coordinator)
-    assert tally.queries_done == 10 and tally.requests_left() == 5
-    assert "queries 10/30 · docs 5 · 0.0 docs/min · 20 queries to other workers" in (
-        Status(tally).line()
-    )
 
 
 def test_a_finished_harvest_with_failures_says_resume_retries_them(

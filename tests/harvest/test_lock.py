@@ -1,0 +1,68 @@
+"""One harvest at a time per state and per output, from the library: a second one is
+refused at once naming the first, and the lock files go when the holder lets go."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from magisterium_async import OutputFileError, StateError
+from magisterium_async._harvest import HarvestLock, JsonlWriter, harvest
+from tests.helpers.harvest_fakes import FakeClient
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+async def test_a_second_harvest_of_a_state_is_refused_naming_the_first(tmp_path: Path) -> None:
+    state = tmp_path / "s.sqlite"
+    first = harvest(FakeClient(), ["a", "b"], state=state)
+    async with first:
+        await anext(first)  # the first document asked for: the state is held
+        second = harvest(FakeClient(), ["c"], state=state)
+        with pytest.raises(StateError) as refused:
+            await anext(second)
+        await second.aclose()
+        message = str(refused.value)
+        assert f"s.sqlite is in use by another harvest (pid {os.getpid()} on " in message
+        assert socket.gethostname() in message and ", since 20" in message
+        assert refused.value.path == str(state)
+    assert names(tmp_path) == ["s.sqlite"]  # the lock and its .info are gone with it
+    rest = [d.id async for d in harvest(FakeClient(), ["a", "b"], state=state)]
+    assert rest  # held no longer: the next harvest runs
+
+
+async def test_a_second_writer_of_an_output_is_refused_and_reads_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "docs.jsonl"
+    async with JsonlWriter(out) as writer:
+        with pytest.raises(
+            OutputFileError, match=rf"in use by another harvest \(pid {os.getpid()}"
+        ):
+            await JsonlWriter(out).open()
+        assert writer.mark is not None
+    assert names(tmp_path) == ["docs.jsonl"]
+
+
+def test_a_symbolic_link_is_the_file_it_names(tmp_path: Path) -> None:
+    (tmp_path / "docs.jsonl").write_bytes(b"")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "docs.jsonl")
+    with (
+        HarvestLock(tmp_path / "docs.jsonl", "output", OutputFileError),
+        pytest.raises(OutputFileError, match=r"link\.jsonl is in use"),
+    ):
+        HarvestLock(tmp_path / "link.jsonl", "output", OutputFileError).acquire()
+
+
+def test_a_lock_left_by_a_killed_holder_is_taken(tmp_path: Path) -> None:
+    # What kill -9 leaves: the files, and no OS lock on them.
+    (tmp_path / "s.sqlite.lock").write_bytes(b"")
+    (tmp_path / "s.sqlite.lock.info").write_text('{"pid": 1, "host": "gone", "since": "x"}')
+    lock = HarvestLock(tmp_path / "s.sqlite", "state", StateError)
+    lock.acquire()
+    assert f'"pid": {os.getpid()}' in (tmp_path / "s.sqlite.lock.info").read_text()
+    lock.release()
+    assert names(tmp_path) == []
