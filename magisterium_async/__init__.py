@@ -7,6 +7,7 @@
 Everything users need is importable from here; the private modules may change.
 """
 
+from magisterium_async._cache import DEFAULT_CACHE_POLICY, CachePolicy, CacheRule, CacheStats
 from magisterium_async._client import AsyncMagisterium
 from magisterium_async._clock import Clock
 from magisterium_async._config import (
@@ -24,6 +25,7 @@ from magisterium_async._errors import (
     APIResponseError,
     APITimeoutError,
     AuthenticationError,
+    CacheError,
     ClientClosedError,
     CredentialsError,
     InternalServerError,
@@ -82,6 +84,7 @@ from magisterium_async._version import __version__
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DEFAULT_CACHE_POLICY",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
@@ -97,6 +100,10 @@ __all__ = [
     "AuthenticationError",
     "Batch",
     "BatchItem",
+    "CacheError",
+    "CachePolicy",
+    "CacheRule",
+    "CacheStats",
     "Citation",
     "ClientClosedError",
     "Clock",
