@@ -2,7 +2,8 @@
 
 The client hands every call to a skill the policy covers to :class:`AnswerCache`: an
 identical call already in flight is waited for (:mod:`._flights`), else a fresh answer
-is read from the store, else the call sends and its answer is kept. What is kept, for
+is read from the store, else the call sends and its answer is kept; over Redis, a call
+being sent by another process is waited for too (a claim in the store). What is kept, for
 how long and what is shared is one table (:mod:`._policy`). The stores keep bytes by key:
 in memory (:mod:`._store`), in an SQLite file (:mod:`._disk`), in Redis
 (:mod:`._redis_store`).
@@ -13,6 +14,7 @@ Nothing here knows the client, the transport or the quota: a call is a key and a
 
 from magisterium_async._cache._answers import (
     BYPASS_SECONDS,
+    CLAIM_SECONDS,
     AnswerCache,
     CacheStats,
     Kept,
@@ -30,10 +32,11 @@ from magisterium_async._cache._policy import (
     names_a_day_absolutely,
 )
 from magisterium_async._cache._redis_store import RedisStore
-from magisterium_async._cache._store import MemoryStore, Store, StoreUnavailable
+from magisterium_async._cache._store import MemoryStore, SharedStore, Store, StoreUnavailable
 
 __all__ = [
     "BYPASS_SECONDS",
+    "CLAIM_SECONDS",
     "DEFAULT_CACHE_POLICY",
     "DEFAULT_RULES",
     "AnswerCache",
@@ -46,6 +49,7 @@ __all__ = [
     "MemoryStore",
     "Outcome",
     "RedisStore",
+    "SharedStore",
     "Store",
     "StoreUnavailable",
     "names_a_day_absolutely",

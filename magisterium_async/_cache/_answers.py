@@ -2,7 +2,9 @@
 
 For a skill the policy covers, :meth:`AnswerCache.answer` looks for an identical call in
 flight (and waits for its answer), else for a fresh answer in the store, else sends, and
-keeps what came back when it is an answer worth keeping. The key is the service's URL,
+keeps what came back when it is an answer worth keeping. Over a shared store (Redis) the
+call claims its key before it sends, and an identical call in another process waits for
+that answer in the store rather than send its own. The key is the service's URL,
 the skill and the message's parts and context, hashed: never a token. A store that fails
 is bypassed for :data:`BYPASS_SECONDS` with one warning, and calls go to the service as
 if there were none; it never fails a call.
@@ -10,6 +12,7 @@ if there were none; it never fails a call.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import hashlib
@@ -17,7 +20,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
@@ -25,11 +28,12 @@ from magisterium_async._cache._disk import DiskStore
 from magisterium_async._cache._flights import Flights
 from magisterium_async._cache._policy import CachePolicy, CacheRule, names_a_day_absolutely
 from magisterium_async._cache._redis_store import RedisStore
-from magisterium_async._cache._store import MemoryStore, Store, StoreUnavailable
+from magisterium_async._cache._store import MemoryStore, SharedStore, Store, StoreUnavailable
 from magisterium_async._models import Part, Task
 
 __all__ = [
     "BYPASS_SECONDS",
+    "CLAIM_SECONDS",
     "REDIS_SCHEMES",
     "AnswerCache",
     "CacheStats",
@@ -49,6 +53,13 @@ Kept = Literal["answer", "not_found"]
 BYPASS_SECONDS = 30.0
 """How long a store that failed is left alone before it is tried again: a Redis that
 does not answer costs one timeout per period, not one per call."""
+CLAIM_SECONDS = 10.0
+"""How long a claim on a call being sent holds, and so how long another process waits
+for its answer at most before sending its own (a process that dies while it sends holds
+nobody up for longer)."""
+# How often a process waiting for another's answer looks for it: soon (an answer takes a
+# few milliseconds on loopback, a second from the service), then less and less often.
+_POLL_FIRST, _POLL_MOST = 0.005, 0.25
 _KEY_VERSION = b"1"  # changes with the key or the entry format: old entries are not read
 
 
@@ -151,6 +162,8 @@ class AnswerCache:
         origin: the service's base URL, part of every key.
         wall: wall-clock seconds (``time.time``): freshness outlives the process.
         tz: the time zone whose days bound a relative date; ``None``: the local one.
+        sleep: how a call waiting for another process's answer waits (the client's
+            clock's: virtual time in tests).
     """
 
     def __init__(
@@ -161,8 +174,10 @@ class AnswerCache:
         *,
         wall: Callable[[], float] = time.time,
         tz: dt.tzinfo | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.store = store
+        self._sleep = sleep
         self.policy = policy
         self._origin = origin
         self._wall = wall
@@ -238,16 +253,28 @@ class AnswerCache:
         send: Callable[[], Awaitable[Task]],
         keep: Callable[[Task], Kept | None],
     ) -> _Shared:
-        kept = rule.fresh is not None and self.store is not None
-        if kept:
+        store = self.store if rule.fresh is not None else None
+        shared: SharedStore | None = None
+        if store is not None:
             found = await self._get(key)
             if found is not None:
                 self._hits += 1
                 return found
+            if store.shared:
+                shared = cast(SharedStore, store)
+                found = await self._after_claim(shared, key)
+                if found is not None:
+                    self._coalesced += 1
+                    return found[0], found[1], "coalesced"
         self._misses += 1
-        task = await send()
+        try:
+            task = await send()
+        except BaseException:
+            if shared is not None:
+                await self._release(shared, key)
+            raise
         body = _ENCODER.encode(task)
-        if kept:
+        if store is not None:
             assert rule.fresh is not None
             worth = keep(task)
             if worth is not None:
@@ -256,7 +283,43 @@ class AnswerCache:
                 if day_end is not None:
                     expires = min(expires, day_end)
                 await self._put(key, _ENCODER.encode(_Entry(expires, body)), expires)
+            elif shared is not None:
+                await self._release(shared, key)
         return task, body, "miss"
+
+    async def _after_claim(self, store: SharedStore, key: str) -> _Shared | None:
+        """Claim ``key`` (``None``: go and send); if another process holds it, wait for
+        its answer (that answer; ``None`` when none came: send after all)."""
+        if self._wall() < self._retry_at:
+            return None
+        try:
+            if await store.claim(key, CLAIM_SECONDS):
+                return None
+            deadline = self._wall() + CLAIM_SECONDS
+            delay = _POLL_FIRST
+            while True:
+                await self._sleep(delay)
+                raw, held = await store.peek(key, self._wall())
+                found = None if raw is None else self._read(store, raw)
+                if found is not None:
+                    return found
+                if not held or self._wall() >= deadline:
+                    # Given up, or run out, without an answer: claim it (ignoring whether
+                    # that worked) so that later callers wait for this one's request.
+                    await store.claim(key, CLAIM_SECONDS)
+                    return None
+                delay = min(delay * 2, _POLL_MOST)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
+            return None
+
+    async def _release(self, store: SharedStore, key: str) -> None:
+        if self._wall() < self._retry_at:
+            return
+        try:
+            await store.release(key)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
 
     async def _get(self, key: str) -> _Shared | None:
         store, now = self.store, self._wall()
@@ -268,8 +331,10 @@ class AnswerCache:
             self._trouble(store, exc)
             return None
         self._well(store)
-        if raw is None:
-            return None
+        return None if raw is None else self._read(store, raw)
+
+    def _read(self, store: Store, raw: bytes) -> _Shared | None:
+        """The answer in an entry's bytes, if it is still fresh and can be read."""
         try:
             entry = _ENTRY.decode(raw)
             if entry.expires <= self._wall():

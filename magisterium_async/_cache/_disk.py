@@ -85,7 +85,12 @@ class DiskStore:
         path: the file (created on first use, with its ``-wal`` and ``-shm`` beside it).
         max_entries: answers held at most.
         max_bytes: bytes of answers held at most.
+
+    Processes sharing the file share its answers, not their calls in flight (that is
+    the Redis store's: a disk is one host's, where one process usually serves).
     """
+
+    shared = False
 
     def __init__(self, path: str | os.PathLike[str], max_entries: int, max_bytes: int) -> None:
         self.path = os.fspath(path)

@@ -1,7 +1,10 @@
 """Answers in Redis: one cache for every process and host that names the same server.
 
 Each answer is one string key under :data:`PREFIX`, set with the time it stays fresh as
-its TTL, so Redis drops it when it is stale. The bound in bytes is the server's: give it
+its TTL, so Redis drops it when it is stale. A process about to ask the service for an
+answer claims it first (a key under :data:`CLAIMS`, ``SET NX`` with a TTL): the others
+wait for the answer rather than send the same request, and go ahead themselves if the
+claim is given up or runs out without one. The bound in bytes is the server's: give it
 a ``maxmemory`` and ``maxmemory-policy allkeys-lru`` (or ``volatile-lru``) and it evicts
 the least recently used answers itself. The same server may hold the shared quota: their
 keys do not meet.
@@ -21,9 +24,10 @@ from magisterium_async._redis import connect, masked_url, redis_errors
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["PREFIX", "TIMEOUT", "RedisStore"]
+__all__ = ["CLAIMS", "PREFIX", "TIMEOUT", "RedisStore"]
 
 PREFIX = "magisterium:cache:"
+CLAIMS = "magisterium:cache-claim:"
 TIMEOUT = 1.0
 """Seconds one Redis command may take: a cache slower than that is worth less than the
 request it would save, so the call goes to the service instead."""
@@ -36,6 +40,8 @@ class RedisStore:
         url: the server; its password (if any) never appears in a message.
         redis: a redis-py asyncio client to use instead of connecting (tests: fakeredis).
     """
+
+    shared = True
 
     def __init__(self, url: str, *, redis: Redis | None = None) -> None:
         self._url = url
@@ -71,8 +77,25 @@ class RedisStore:
 
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
         milliseconds = math.ceil((expires - now) * 1000)
-        if milliseconds > 0:
-            await self._step(self._redis.set(PREFIX + key, value, px=milliseconds))
+        if milliseconds <= 0:
+            await self.release(key)
+            return
+        steps = self._redis.pipeline(transaction=True)
+        steps.set(PREFIX + key, value, px=milliseconds)
+        steps.delete(CLAIMS + key)
+        await self._step(steps.execute())
+
+    async def claim(self, key: str, seconds: float) -> bool:
+        milliseconds = max(1, math.ceil(seconds * 1000))
+        taken = await self._step(self._redis.set(CLAIMS + key, b"1", nx=True, px=milliseconds))
+        return bool(taken)
+
+    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
+        value, claim = await self._step(self._redis.mget(PREFIX + key, CLAIMS + key))
+        return (None if value is None else bytes(value)), claim is not None
+
+    async def release(self, key: str) -> None:
+        await self._step(self._redis.delete(CLAIMS + key))
 
     async def aclose(self) -> None:
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Protocol
 
-__all__ = ["MemoryStore", "Store", "StoreUnavailable"]
+__all__ = ["MemoryStore", "SharedStore", "Store", "StoreUnavailable"]
 
 
 class StoreUnavailable(Exception):
@@ -22,6 +22,9 @@ class StoreUnavailable(Exception):
 
 class Store(Protocol):
     """Bytes by key, bounded, the least recently used evicted first."""
+
+    shared: bool
+    """Whether several hosts use it at once: then it is a :class:`SharedStore`."""
 
     @property
     def where(self) -> str:
@@ -38,7 +41,8 @@ class Store(Protocol):
         ...
 
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
-        """Keep ``value`` under ``key``; it may be dropped once ``expires`` has passed."""
+        """Keep ``value`` under ``key``; it may be dropped once ``expires`` has passed
+        (a shared store gives up the key's claim with it)."""
         ...
 
     async def aclose(self) -> None:
@@ -46,8 +50,29 @@ class Store(Protocol):
         ...
 
 
+class SharedStore(Store, Protocol):
+    """A store several hosts share, which also shares their calls in flight: a caller
+    about to ask the service *claims* the key, and callers elsewhere wait for its answer
+    instead of sending the same request."""
+
+    async def claim(self, key: str, seconds: float) -> bool:
+        """Claim ``key`` for ``seconds``: ``True`` if no one else holds it (then send, and
+        :meth:`put` or :meth:`release`), ``False`` if someone does (wait for it)."""
+        ...
+
+    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
+        """The bytes under ``key`` (or ``None``), and whether someone holds its claim."""
+        ...
+
+    async def release(self, key: str) -> None:
+        """Give up a claim without an answer to keep (the call failed, or it is not kept)."""
+        ...
+
+
 class MemoryStore:
     """Answers in this process's memory: an LRU bounded in entries and bytes."""
+
+    shared = False
 
     def __init__(self, max_entries: int, max_bytes: int) -> None:
         self._items: OrderedDict[str, bytes] = OrderedDict()

@@ -16,6 +16,7 @@ import pytest
 
 from magisterium_async._cache import (
     BYPASS_SECONDS,
+    CLAIM_SECONDS,
     AnswerCache,
     CachePolicy,
     CacheStats,
@@ -262,6 +263,7 @@ class Broken:
 
     where = "redis://cache.example:6379/0"
     entries = None
+    shared = False
 
     def __init__(self) -> None:
         self.calls = 0
@@ -374,3 +376,96 @@ async def test_redis_entries_are_shared_by_fronts_and_read_back_equal(memory_red
     assert msgspec.json.encode(copy) == msgspec.json.encode(original)
     wall.now += 31 * 86400  # stale by our clock, whatever Redis's says
     assert (await ask(two, service))[1] == "miss"
+
+
+# Calls in flight shared between processes, over Redis ----------------------------------
+
+
+class Host:
+    """One process of a shared Redis cache: its own front, service and virtual sleeps."""
+
+    def __init__(self, memory_redis: Any, wall: Wall, answer: Task | None = None) -> None:
+        from fakeredis import FakeAsyncRedis
+
+        self.wall = wall
+        self.store = RedisStore("redis://x/0", redis=FakeAsyncRedis(server=memory_redis))
+        self.slept = 0.0
+        self.cache = AnswerCache(
+            self.store, CachePolicy(), ORIGIN, wall=wall, tz=UTC, sleep=self.sleep
+        )
+        self.service = Service(answer)
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept += seconds
+        self.wall.now += seconds
+        await asyncio.sleep(0)
+
+    async def ask(self) -> tuple[Task, str]:
+        return await ask(self.cache, self.service)
+
+
+async def _until(condition: Any) -> None:
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("never happened")
+
+
+async def test_a_process_waits_for_another_s_answer_instead_of_sending(memory_redis: Any) -> None:
+    wall = Wall()
+    one, two = Host(memory_redis, wall), Host(memory_redis, wall)
+    one.service.gate = asyncio.Event()
+    first = asyncio.create_task(one.ask())
+    await _until(lambda: one.service.requests == 1)  # claimed, and sending
+    second = asyncio.create_task(two.ask())
+    await _until(lambda: two.slept > 0)  # waiting for the answer
+    one.service.gate.set()
+    (mine, how_one), (theirs, how_two) = await first, await second
+    assert (how_one, how_two) == ("miss", "coalesced")
+    assert theirs == mine
+    assert (one.service.requests, two.service.requests) == (1, 0)
+    assert two.cache.stats.coalesced == 1
+    assert (await two.ask())[1] == "hit"
+
+
+async def test_a_claim_given_up_by_a_failure_lets_the_waiter_send(memory_redis: Any) -> None:
+    wall = Wall()
+    one, two = Host(memory_redis, wall), Host(memory_redis, wall)
+    one.service.gate = asyncio.Event()
+    one.service.error = APIConnectionError("reset")
+    first = asyncio.create_task(one.ask())
+    await _until(lambda: one.service.requests == 1)
+    second = asyncio.create_task(two.ask())
+    await _until(lambda: two.slept > 0)
+    one.service.gate.set()
+    with pytest.raises(APIConnectionError):
+        await first
+    assert (await second)[1] == "miss"
+    assert two.service.requests == 1
+    assert two.slept < 1  # it went as soon as the claim was given up
+
+
+async def test_an_answer_not_kept_gives_up_the_claim_too(memory_redis: Any) -> None:
+    wall = Wall()
+    failed = task("no", state="failed")
+    one, two = Host(memory_redis, wall, failed), Host(memory_redis, wall, failed)
+    one.service.gate = asyncio.Event()
+    first = asyncio.create_task(one.ask())
+    await _until(lambda: one.service.requests == 1)
+    second = asyncio.create_task(two.ask())
+    await _until(lambda: two.slept > 0)
+    one.service.gate.set()
+    assert (await first)[0].state == "failed"
+    assert (await second)[1] == "miss"
+
+
+async def test_a_claim_whose_holder_died_holds_nobody_up_past_its_time(memory_redis: Any) -> None:
+    wall = Wall()
+    dead, alive = Host(memory_redis, wall), Host(memory_redis, wall)
+    key = request_key(ORIGIN, "document_fetch", FETCH, None)
+    assert await dead.store.claim(key, 3600)  # claimed, then the process died
+    _, how = await alive.ask()
+    assert how == "miss"
+    assert alive.service.requests == 1
+    assert CLAIM_SECONDS <= alive.slept < CLAIM_SECONDS + 1

@@ -22,7 +22,7 @@ from magisterium_async._cache import (
     open_store,
 )
 from magisterium_async._cache._disk import APPLICATION_ID
-from magisterium_async._cache._redis_store import PREFIX
+from magisterium_async._cache._redis_store import CLAIMS, PREFIX
 from magisterium_async._errors import CacheError, MagisteriumError
 from tests.helpers.redis_server import RedisServer
 
@@ -307,3 +307,23 @@ def test_open_store_names_each_kind(tmp_path: Path) -> None:
         open_store(42, policy)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         open_store("  ", policy)
+
+
+async def test_redis_claims_are_taken_once_and_given_up_by_an_answer_or_a_release(
+    fake_redis: Any,
+) -> None:
+    store = RedisStore("redis://127.0.0.1:1/0", redis=fake_redis)
+    assert await store.claim("k", 5)
+    assert not await store.claim("k", 5)  # held
+    assert await store.peek("k", NOW) == (None, True)
+    await store.put("k", b"answer", NOW + 60, NOW)  # the answer gives the claim up
+    assert await store.peek("k", NOW) == (b"answer", False)
+    assert await store.claim("j", 5)
+    await store.release("j")
+    assert await store.claim("j", 5)
+    assert 0 < await fake_redis.pttl(CLAIMS + "j") <= 5000
+    await store.aclose()
+
+
+def test_only_redis_is_shared() -> None:
+    assert RedisStore.shared and not MemoryStore.shared and not DiskStore.shared
