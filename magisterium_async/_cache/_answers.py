@@ -293,8 +293,10 @@ class AnswerCache:
         if self._wall() < self._retry_at:
             return None
         try:
-            if await store.claim(key, CLAIM_SECONDS):
-                return None
+            raw, mine = await store.claim(key, CLAIM_SECONDS)
+            found = None if raw is None else self._read(store, raw)
+            if found is not None or mine:
+                return found
             deadline = self._wall() + CLAIM_SECONDS
             delay = _POLL_FIRST
             while True:
@@ -304,10 +306,10 @@ class AnswerCache:
                 if found is not None:
                     return found
                 if not held or self._wall() >= deadline:
-                    # Given up, or run out, without an answer: claim it (ignoring whether
-                    # that worked) so that later callers wait for this one's request.
-                    await store.claim(key, CLAIM_SECONDS)
-                    return None
+                    # Given up, or run out, without an answer: claim it (whoever holds it
+                    # now, this call sends), so that later callers wait for this request.
+                    raw, _ = await store.claim(key, CLAIM_SECONDS)
+                    return None if raw is None else self._read(store, raw)
                 delay = min(delay * 2, _POLL_MOST)
         except StoreUnavailable as exc:
             self._trouble(store, exc)

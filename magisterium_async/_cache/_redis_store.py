@@ -85,10 +85,17 @@ class RedisStore:
         steps.delete(CLAIMS + key)
         await self._step(steps.execute())
 
-    async def claim(self, key: str, seconds: float) -> bool:
+    async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
         milliseconds = max(1, math.ceil(seconds * 1000))
-        taken = await self._step(self._redis.set(CLAIMS + key, b"1", nx=True, px=milliseconds))
-        return bool(taken)
+        steps = self._redis.pipeline(transaction=True)
+        steps.get(PREFIX + key)
+        steps.set(CLAIMS + key, b"1", nx=True, px=milliseconds)
+        value, taken = await self._step(steps.execute())
+        if value is not None:
+            if taken:
+                await self.release(key)
+            return bytes(value), False
+        return None, bool(taken)
 
     async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
         value, claim = await self._step(self._redis.mget(PREFIX + key, CLAIMS + key))

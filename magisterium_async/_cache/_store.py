@@ -55,9 +55,11 @@ class SharedStore(Store, Protocol):
     about to ask the service *claims* the key, and callers elsewhere wait for its answer
     instead of sending the same request."""
 
-    async def claim(self, key: str, seconds: float) -> bool:
-        """Claim ``key`` for ``seconds``: ``True`` if no one else holds it (then send, and
-        :meth:`put` or :meth:`release`), ``False`` if someone does (wait for it)."""
+    async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
+        """The bytes under ``key`` if there are some now; else claim ``key`` for
+        ``seconds``: ``True`` if no one else held it (then send, and :meth:`put` or
+        :meth:`release`), ``False`` if someone does (wait for it). In one step, so an
+        answer that lands just before the claim is never asked for again."""
         ...
 
     async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
