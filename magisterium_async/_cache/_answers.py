@@ -17,6 +17,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import logging
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -185,7 +186,7 @@ class AnswerCache:
         self._flights: Flights[_Shared] = Flights()
         self._hits = self._misses = self._coalesced = 0
         self._healthy = True
-        self._retry_at = -float("inf")
+        self._retry_at = -math.inf  # the store is left alone until then
         self._warned_corrupt = False
 
     def __repr__(self) -> str:
@@ -365,6 +366,8 @@ class AnswerCache:
         self._well(store)
 
     def _trouble(self, store: Store, exc: StoreUnavailable) -> None:
+        if self._retry_at == math.inf:
+            return  # closed: nothing to say
         self._retry_at = self._wall() + BYPASS_SECONDS
         if self._healthy:
             self._healthy = False
@@ -384,6 +387,8 @@ class AnswerCache:
             logger.info("cache %s can be used again", store.where)
 
     async def aclose(self) -> None:
-        """Close the store. Idempotent."""
+        """Close the store; a call still finishing afterwards goes without it, quietly.
+        Idempotent."""
+        self._retry_at = math.inf
         if self.store is not None:
             await self.store.aclose()

@@ -485,3 +485,13 @@ async def test_an_answer_landing_between_the_look_and_the_claim_is_not_asked_aga
     _, how = await two.ask()
     assert how == "coalesced"
     assert two.service.requests == 0
+
+
+async def test_a_closed_cache_is_left_alone_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache, service = front(store=DiskStore(tmp_path / "c.sqlite", 10, 1 << 20)), Service()
+    await cache.aclose()
+    with caplog.at_level(logging.DEBUG, "magisterium_async.cache"):
+        assert (await ask(cache, service))[1] == "miss"
+    assert caplog.records == []
