@@ -250,7 +250,7 @@ def _us(seconds: float) -> str:
 
 def run(quick: bool) -> Section:
     fetches, searches = (100, 25) if quick else (400, 100)
-    latency_calls, rounds = (100, 3) if quick else (200, 7)
+    latency_calls, rounds = (50, 3) if quick else (200, 7)
     seeds = [[seed] for seed in range(1, PROCESSES + 1)]
     section = Section(
         "cache",
