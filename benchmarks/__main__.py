@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import (
+    bench_cache,
     bench_client,
     bench_decode,
     bench_harvest,
@@ -43,6 +44,7 @@ BENCHMARKS = (
     "shared_quota",
     "shared_adaptive",
     "priority",
+    "cache",
 )
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -145,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
             "priority": (
                 "interactive calls beside a bulk job",
                 lambda: bench_priority.run(args.quick),
+            ),
+            "cache": (
+                "paying for each answer once",
+                lambda: bench_cache.run(args.quick),
             ),
         }
         for key in BENCHMARKS:

@@ -8,6 +8,7 @@ Everything users need is importable from here; the private modules may change.
 """
 
 from magisterium_async._auth._tokens import TokenCallable, TokenSource
+from magisterium_async._cache import DEFAULT_CACHE_POLICY, CachePolicy, CacheRule, CacheStats
 from magisterium_async._client import AsyncMagisterium
 from magisterium_async._clock import Clock
 from magisterium_async._config import (
@@ -26,6 +27,7 @@ from magisterium_async._errors import (
     APIResponseError,
     APITimeoutError,
     AuthenticationError,
+    CacheError,
     ClientClosedError,
     CredentialsError,
     InternalServerError,
@@ -95,6 +97,7 @@ from magisterium_async._version import __version__
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DEFAULT_CACHE_POLICY",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
@@ -111,6 +114,10 @@ __all__ = [
     "AuthenticationError",
     "Batch",
     "BatchItem",
+    "CacheError",
+    "CachePolicy",
+    "CacheRule",
+    "CacheStats",
     "Citation",
     "ClientClosedError",
     "Clock",

@@ -1,8 +1,9 @@
 """``AsyncMagisterium``: the client users hold.
 
 Flow, in one direction: public method → skill table (build the message, read the
-artifact) → call path (deadline, retries in a scheduler pool's slots, token) → transport
-→ decode. The client's life (unopened, opened in one event loop, closed) is kept here too.
+artifact) → cache (an identical call in flight, a kept answer) → call path (deadline,
+retries in a scheduler pool's slots, token) → transport → decode. The client's life
+(unopened, opened in one event loop, closed) is kept here too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import datetime as dt
 import enum
 import functools
 import os
+import time
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,6 +23,13 @@ from typing import Any, TypeVar
 import aiohttp
 
 from magisterium_async._auth._tokens import TokenCallable, TokenSource, resolve_token
+from magisterium_async._cache import (
+    DEFAULT_CACHE_POLICY,
+    AnswerCache,
+    CachePolicy,
+    CacheStats,
+    open_store,
+)
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
     DEFAULT_CALL_OPTIONS,
@@ -70,7 +79,10 @@ from magisterium_async._skills import (
     SAINT_LOOKUP,
     SAINTS,
     SEARCH,
+    SKILLS,
+    SendParams,
     Skill,
+    kept_as,
     parts_from,
     pool_for,
     read_result,
@@ -191,6 +203,15 @@ class AsyncMagisterium:
             one): a CLIENT span per protocol call.
         meter_provider: OpenTelemetry's (default: the global one): the client's metrics.
             With neither provider configured nothing is recorded.
+        cache: Where answers are kept so that none is paid for twice: ``"memory"``, the
+            path of a file (kept between runs, shared by the processes that name it) or a
+            ``redis://`` / ``rediss://`` URL (one cache for every process and host naming
+            it; the same server may hold ``shared_quota``). ``None``: no cache; identical
+            calls to the idempotent skills made while one is in flight still share its
+            request. A call the cache answers spends no quota and sends nothing; a cache
+            that fails is bypassed with one warning, never a failed call.
+        cache_policy: What is kept for how long, and what is shared (default
+            :data:`DEFAULT_CACHE_POLICY`: ``catholic_qa`` neither).
 
     Raises:
         TypeError: An argument of the wrong type.
@@ -219,14 +240,23 @@ class AsyncMagisterium:
         trust_env: bool = True,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        cache: str | os.PathLike[str] | None = None,
+        cache_policy: CachePolicy | None = None,
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
+        if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+            raise TypeError(f"cache_policy must be CachePolicy, not {type(cache_policy).__name__}")
         proxies = Proxies(proxy, trust_env=trust_env)
         self._max_response_bytes = whole_number("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         self.base_url = check_base_url(resolve_base_url(base_url))
         self._clock = clock or LoopClock()
+        # Made before anything that holds a connection: a cache refused leaves nothing open.
+        keeping = cache_policy or DEFAULT_CACHE_POLICY
+        self._cache = AnswerCache(
+            open_store(cache, keeping), keeping, self.base_url, sleep=self._clock.sleep
+        )
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock
         )
@@ -299,6 +329,7 @@ class AsyncMagisterium:
         self._lifetime.close()
         await self._scheduler.aclose()
         await self._transport.aclose()
+        await self._cache.aclose()
         if self._tokens is not None:
             await self._tokens.aclose()
 
@@ -360,6 +391,18 @@ class AsyncMagisterium:
     def stats(self) -> SchedulerStats:
         """Per-pool counters: requests sent, 429s, retries, seconds paused, current rate."""
         return self._scheduler.stats
+
+    @property
+    def cache_stats(self) -> CacheStats:
+        """Calls answered from the cache (``hits``), by an identical call in flight
+        (``coalesced``) or by a request of their own (``misses``), and the answers the
+        cache holds (``entries``; ``None`` without a cache, and for Redis)."""
+        return self._cache.stats
+
+    @property
+    def cache_policy(self) -> CachePolicy:
+        """What this client keeps and shares (see :class:`CachePolicy`)."""
+        return self._cache.policy
 
     # The skills --------------------------------------------------------------------
 
@@ -491,6 +534,40 @@ class AsyncMagisterium:
         self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
     ) -> Task:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
+        covered = skill_id is not None and self._cache.covers(skill_id)
+        if covered and isinstance(params, SendParams):
+            assert skill_id is not None
+            return await self._through_cache(params, pool, skill_id)
+        return await self._rpc(method, params, pool, skill_id)
+
+    async def _through_cache(
+        self, params: SendParams, pool: PoolName | None, skill_id: str
+    ) -> Task:
+        """A message to a skill the cache policy covers: before the pool, an identical
+        call in flight or a kept answer may answer it; else it sends."""
+        started = time.time_ns()
+        message = params.message
+        task, outcome = await self._cache.answer(
+            skill_id,
+            message.parts,
+            message.context_id,
+            lambda: self._rpc("message/send", params, pool, skill_id, cache="miss"),
+            functools.partial(kept_as, SKILLS.get(skill_id)),
+        )
+        if outcome != "miss":
+            self._telemetry.answered_without_request(
+                "message/send", pool or "unmetered", params, task, outcome, started
+            )
+        return task
+
+    async def _rpc(
+        self,
+        method: str,
+        params: Any,
+        pool: PoolName | None,
+        skill_id: str | None,
+        cache: str | None = None,
+    ) -> Task:
         return await self._path.rpc(
             method,
             params,
@@ -499,6 +576,7 @@ class AsyncMagisterium:
             policy=self.retry_policy,
             options=self._options,
             skill_id=skill_id,
+            cache=cache,
         )
 
     # Batch -------------------------------------------------------------------------

@@ -28,6 +28,7 @@ The tree, in one glance::
     ├── StateError                    a harvest's state database cannot be read or written
     ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
     ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
+    ├── CacheError                    the cache named cannot be used (not its file, no redis-py)
     ├── SharedStateError              a multi-worker harvest's Redis state is unreachable or lost
     ├── CredentialsError              the credentials file, or Redis store, is unsafe or unreadable
     └── OAuthError                    the authorization server refused or answered off-spec
@@ -68,6 +69,7 @@ __all__ = [
     "APIResponseError",
     "APITimeoutError",
     "AuthenticationError",
+    "CacheError",
     "ClientClosedError",
     "CredentialsError",
     "InternalServerError",
@@ -367,6 +369,15 @@ class OutputFileError(MagisteriumError):
 
 class SharedQuotaError(MagisteriumError):
     """The shared quota cannot be used: redis-py is missing, or the URL is invalid."""
+
+
+class CacheError(MagisteriumError):
+    """The cache given to the client cannot be used as named: the file is a database (or
+    anything) the cache did not make, its directory is missing, redis-py is missing, or
+    the URL is invalid. Raised when the client is made; the file is left untouched.
+
+    A cache that fails later (unreachable, corrupt) raises nothing: calls go to the
+    service without it, and one warning is logged."""
 
 
 class SharedStateError(MagisteriumError):

@@ -187,9 +187,11 @@ class CallPath:
         policy: RetryPolicy,
         options: CallOptions,
         skill_id: str | None = None,
+        cache: str | None = None,
     ) -> Task:
-        """One JSON-RPC call: retried in its pool's slots, within the total deadline."""
-        observer = self.telemetry.observe(method, pool or "unmetered", params)
+        """One JSON-RPC call: retried in its pool's slots, within the total deadline.
+        ``cache``: ``"miss"`` for a call the cache policy covers (on its span)."""
+        observer = self.telemetry.observe(method, pool or "unmetered", params, cache)
         # Encoded once: every try sends the same bytes.
         encoded = encode_params(params)
         call = _Call(self, method, encoded, pool, timeout, policy, options, skill_id, observer)

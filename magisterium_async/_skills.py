@@ -23,12 +23,12 @@ import reprlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
 from magisterium_async._config import PoolName
-from magisterium_async._errors import MalformedResponseError, TaskFailedError
+from magisterium_async._errors import MagisteriumError, MalformedResponseError, TaskFailedError
 from magisterium_async._models import (
     Answer,
     Artifact,
@@ -62,6 +62,7 @@ __all__ = [
     "SendParams",
     "Skill",
     "brief",
+    "kept_as",
     "malformed",
     "parse_answer",
     "parse_document",
@@ -532,3 +533,19 @@ def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
         wanted = "artifact" if skill.artifact is None else f"{skill.artifact!r} artifact"
         raise malformed(task, f"no {wanted} (artifacts: {brief(names)})")
     return skill.parse(task, artifact)
+
+
+def kept_as(skill: Skill[Any, Any] | None, task: Task) -> Literal["answer", "not_found"] | None:
+    """What a cache may keep ``task`` as: the skill's answer, its "nothing found" answer,
+    or nothing (a task not completed, or an answer :func:`read_result` refuses).
+
+    A skill the table does not know (``None``) is kept whenever its task completed.
+    """
+    if task.state != TaskState.COMPLETED:
+        return None
+    if skill is None:
+        return "answer"
+    try:
+        return "answer" if read_result(skill, task) is not None else "not_found"
+    except MagisteriumError:
+        return None

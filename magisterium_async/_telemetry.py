@@ -4,7 +4,11 @@ With the ``[otel]`` extra (``opentelemetry-api``) and a tracer or meter provider
 application configured (the global one, or ``AsyncMagisterium(tracer_provider=...,
 meter_provider=...)``), each protocol call is a span named after its method, a child of
 the caller's current span, with the attributes of OpenTelemetry's A2A conventions and the
-client's own (``magisterium.*``); every request carries its W3C trace context.
+client's own (``magisterium.*``); every request carries its W3C trace context. A call to a
+skill the cache policy covers says how it was answered in ``magisterium.cache``: ``miss``
+on the span of its own request, ``hit`` or ``coalesced`` on a span of its own that sent
+nothing (:meth:`Telemetry.answered_without_request`); the counter
+``magisterium.client.cache`` counts the three.
 
 Without the extra, or with no provider configured (OpenTelemetry's proxy or no-op one),
 :meth:`Telemetry.observe` gives the call :data:`NO_OBSERVER`, which hears nothing and
@@ -108,7 +112,7 @@ def with_trace_context(headers: Mapping[str, str]) -> Mapping[str, str]:
 
 
 class _Instruments:
-    """The client's three metrics, made once per meter."""
+    """The client's metrics, made once per meter."""
 
     def __init__(self, meter: Any) -> None:
         self.requests = meter.create_counter(
@@ -125,6 +129,12 @@ class _Instruments:
             "magisterium.client.quota.wait",
             unit="s",
             description="Seconds a call waited for its pool's quota, by pool",
+        )
+        self.cache = meter.create_counter(
+            "magisterium.client.cache",
+            unit="{call}",
+            description="Calls the cache policy covers, by skill and outcome: hit (from the "
+            "cache), coalesced (another call's answer), miss (a request of their own)",
         )
 
 
@@ -249,15 +259,21 @@ class Telemetry:
             self._instruments = (provider, instruments)
         return instruments
 
-    def observe(self, method: str, pool: str, params: Any) -> CallObserver:
+    def observe(
+        self, method: str, pool: str, params: Any, cache: str | None = None
+    ) -> CallObserver:
         """The observer of one call starting now: its span is started here when anyone
-        listens; else :data:`NO_OBSERVER`, and nothing is made."""
+        listens; else :data:`NO_OBSERVER`, and nothing is made. ``cache``: ``"miss"`` for
+        a call the cache policy covers (it sends because nothing answered it)."""
         if _trace is None:
             return NO_OBSERVER
         tracer = self._current_tracer()
         instruments = self._current_instruments()
         if tracer is None and instruments is None:
             return NO_OBSERVER
+        found = _request_attributes(params)
+        if cache is not None and instruments is not None:
+            instruments.cache.add(1, _cache_labels(found, cache))
         span = None
         if tracer is not None:
             attributes = {
@@ -265,10 +281,53 @@ class Telemetry:
                 "magisterium.pool": pool,
                 **self._server,
                 **self._agent,
-                **_request_attributes(params),
+                **found,
             }
+            if cache is not None:
+                attributes["magisterium.cache"] = cache
             span = tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attributes)
         return _CallRecord(span, instruments, pool)
+
+    def answered_without_request(
+        self, method: str, pool: str, params: Any, task: Task, cache: str, started: int
+    ) -> None:
+        """A call the cache (``cache="hit"``) or an identical call in flight
+        (``"coalesced"``) answered: counted, and a span from ``started`` (ns since the
+        epoch) to now that sent nothing."""
+        if _trace is None:
+            return
+        tracer = self._current_tracer()
+        instruments = self._current_instruments()
+        if tracer is None and instruments is None:
+            return
+        found = _request_attributes(params)
+        if instruments is not None:
+            instruments.cache.add(1, _cache_labels(found, cache))
+        if tracer is None:
+            return
+        attributes = {
+            "a2a.method.name": method,
+            "magisterium.pool": pool,
+            **self._server,
+            **self._agent,
+            **found,
+            "magisterium.cache": cache,
+            "magisterium.attempts": 0,
+            "a2a.task.id": task.id,
+            "a2a.task.state": task.state,
+            "gen_ai.conversation.id": task.context_id,
+        }
+        span = tracer.start_span(
+            method, kind=SpanKind.CLIENT, attributes=attributes, start_time=started
+        )
+        if task.state == TaskState.FAILED:  # another call's failed task, shared
+            span.set_attribute("error.type", "TaskFailedError")
+            span.set_status(Status(StatusCode.ERROR, "TaskFailedError"))
+        span.end()
+
+
+def _cache_labels(found: Mapping[str, str], outcome: str) -> dict[str, str]:
+    return {"skill": found.get("magisterium.skill.id", _DEFAULT_SKILL), "outcome": outcome}
 
 
 def _request_attributes(params: Any) -> dict[str, str]:

@@ -341,13 +341,15 @@ def test_the_global_provider_is_used_once_configured() -> None:
 
 
 def test_every_logger_is_in_the_tree_and_in_the_readme_table() -> None:
+    # The README's table, or the table of the docs page of a logger's topic.
     root = Path(m.__file__).parent
     used = {
         name
         for path in root.rglob("*.py")
         for name in re.findall(r'getLogger\("([^"]+)"\)', path.read_text(encoding="utf-8"))
     }
-    readme = (root.parent / "README.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"^\| `(magisterium_async[\w.]*)` \|", readme, re.M))
+    pages = [root.parent / "README.md", *sorted((root.parent / "docs").glob("*.md"))]
+    tables = "".join(page.read_text(encoding="utf-8") for page in pages)
+    documented = set(re.findall(r"^\| `(magisterium_async[\w.]*)` \|", tables, re.M))
     assert used and all(f"{n}.".startswith("magisterium_async.") for n in used)
     assert used == documented

@@ -44,6 +44,8 @@ class ClientOptions:
     proxy: str | None = None
     """``--proxy``; without it the environment's proxies, except for ``--emulator``."""
     quota: RateLimits | None = None
+    cache: str | None = None
+    """``--cache``: ``memory``, a file, or a Redis URL (``AsyncMagisterium(cache=)``)."""
     timeout: float | None = None
     max_retries: int = 2
     emulator: bool = False
@@ -144,6 +146,7 @@ def _client(
             timeout=timeout,
             max_retries=options.max_retries,
             shared_quota=shared,
+            cache=options.cache,
             credentials=options.credentials if token is None else None,
             proxy=options.proxy,
             on_event=on_event,

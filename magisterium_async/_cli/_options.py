@@ -130,6 +130,13 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         "expensive pool, or 'unlimited' (default: $MAGISTERIUM_QUOTA, then the Pro plan, 15/2)",
     )
     group.add_argument(
+        "--cache",
+        metavar="memory|PATH|URL",
+        default=default(None),
+        help="keep answers (documents, searches, readings, lookups; not ask): 'memory', a "
+        "file kept between runs, or a redis:// URL shared by every process naming it",
+    )
+    group.add_argument(
         "--timeout",
         type=positive(float),
         metavar="SECONDS",
@@ -178,6 +185,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         base_url=args.base_url,
         proxy=args.proxy,
         quota=args.quota,
+        cache=args.cache,
         timeout=args.timeout,
         max_retries=args.max_retries,
         emulator=args.emulator,

@@ -163,3 +163,19 @@ async def test_the_service_gets_the_quota_of_the_environment_unless_given(
         async with open_client(ClientOptions(token_file=str(token_file))):
             pass
     assert caught.value.code == ExitCode.USAGE
+
+
+async def test_cache_gives_the_client_its_cache(tmp_path: Path) -> None:
+    path = tmp_path / "answers.sqlite"
+    async with open_client(ClientOptions(emulator=True, cache=str(path))) as client:
+        await client.search("grace")
+        await client.search("grace")
+        assert client.cache_stats.hits == 1
+    assert path.exists()
+
+
+def test_cache_is_a_connection_option_of_the_command_line() -> None:
+    from magisterium_async._cli._parser import build_parser
+
+    args = build_parser().parse_args(["--cache", "memory", "search", "grace"])
+    assert args.cache == "memory"

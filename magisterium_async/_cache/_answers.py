@@ -1,0 +1,394 @@
+"""The front of the cache: a call's key, the store consulted, calls in flight shared.
+
+For a skill the policy covers, :meth:`AnswerCache.answer` looks for an identical call in
+flight (and waits for its answer), else for a fresh answer in the store, else sends, and
+keeps what came back when it is an answer worth keeping. Over a shared store (Redis) the
+call claims its key before it sends, and an identical call in another process waits for
+that answer in the store rather than send its own. The key is the service's URL,
+the skill and the message's parts and context, hashed: never a token. A store that fails
+is bypassed for :data:`BYPASS_SECONDS` with one warning, and calls go to the service as
+if there were none; it never fails a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import hashlib
+import logging
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, cast
+
+import msgspec
+
+from magisterium_async._cache._disk import DiskStore
+from magisterium_async._cache._flights import Flights
+from magisterium_async._cache._policy import CachePolicy, CacheRule, names_a_day_absolutely
+from magisterium_async._cache._redis_store import RedisStore
+from magisterium_async._cache._store import MemoryStore, SharedStore, Store, StoreUnavailable
+from magisterium_async._models import Part, Task
+
+__all__ = [
+    "BYPASS_SECONDS",
+    "CLAIM_SECONDS",
+    "REDIS_SCHEMES",
+    "AnswerCache",
+    "CacheStats",
+    "Kept",
+    "Outcome",
+    "open_store",
+    "request_key",
+]
+
+logger = logging.getLogger("magisterium_async.cache")
+
+Outcome = Literal["hit", "miss", "coalesced"]
+"""How a call was answered: from the cache, by its own request, or by another call's."""
+Kept = Literal["answer", "not_found"]
+"""What an answer is worth keeping as (``None`` from ``keep``: not kept)."""
+
+BYPASS_SECONDS = 30.0
+"""How long a store that failed is left alone before it is tried again: a Redis that
+does not answer costs one timeout per period, not one per call."""
+CLAIM_SECONDS = 10.0
+"""How long a claim on a call being sent holds, and so how long another process waits
+for its answer at most before sending its own (a process that dies while it sends holds
+nobody up for longer)."""
+# How often a process waiting for another's answer looks for it: soon (an answer takes a
+# few milliseconds on loopback, a second from the service), then less and less often.
+_POLL_FIRST, _POLL_MOST = 0.005, 0.25
+_KEY_VERSION = b"1"  # changes with the key or the entry format: old entries are not read
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+"""How a cache URL names Redis; any other string is a file's path (or ``"memory"``)."""
+
+
+def open_store(cache: str | os.PathLike[str] | None, policy: CachePolicy) -> Store | None:
+    """The store ``cache`` names; ``None`` for none.
+
+    Arguments:
+        cache: ``"memory"``, a Redis URL (``redis://``, ``rediss://``, ``unix://``), or
+            the path of an SQLite file (made on first use).
+        policy: its bounds (memory and disk).
+
+    Raises :class:`CacheError` for a file the cache did not make (left untouched), a
+    missing directory, a missing redis-py or an invalid URL; ``TypeError`` for another type.
+    """
+    if cache is None:
+        return None
+    if isinstance(cache, str):
+        if cache == "memory":
+            return MemoryStore(policy.max_entries, policy.max_bytes)
+        if cache.startswith(REDIS_SCHEMES):
+            return RedisStore(cache)
+        if not cache.strip():
+            raise ValueError("cache must not be empty: 'memory', a path or a redis:// URL")
+    elif not isinstance(cache, os.PathLike):
+        raise TypeError(f"cache must be a str or a path, not {type(cache).__name__}")
+    return DiskStore(cache, policy.max_entries, policy.max_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheStats:
+    """What the client's cache and its shared calls did (``client.cache_stats``).
+
+    Arguments:
+        hits: calls answered from the cache, sending nothing.
+        misses: calls the policy covers that sent their own request.
+        coalesced: calls that waited for an identical call in flight, sending nothing.
+        entries: answers the cache holds (as last seen); ``None`` without a cache, or
+            for Redis (which cannot count one prefix's keys cheaply).
+    """
+
+    hits: int = 0
+    misses: int = 0
+    coalesced: int = 0
+    entries: int | None = None
+
+
+class _Entry(msgspec.Struct, array_like=True):
+    """What a store holds for one answer: until when it is fresh, and the task's bytes."""
+
+    expires: float
+    body: bytes
+
+
+_ENTRY = msgspec.msgpack.Decoder(_Entry)
+_TASK = msgspec.msgpack.Decoder(Task)
+_ENCODER = msgspec.msgpack.Encoder()
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+_Shared = tuple[Task, bytes, Outcome]
+
+
+def request_key(
+    origin: str,
+    skill_id: str,
+    parts: Sequence[Part],
+    context_id: str | None,
+    day: dt.date | None = None,
+) -> str:
+    """The key of a call: what makes two calls the same, hashed (never a token).
+
+    Arguments:
+        origin: the service's base URL.
+        skill_id: the skill called.
+        parts: the message's parts (their text and data, keys in sorted order).
+        context_id: the conversation, an option that may change the answer.
+        day: the local day a relative date ("today") was asked on, for a dated skill.
+    """
+    canonical = _CANONICAL.encode([context_id, list(parts)])
+    material = b"\0".join(
+        (
+            _KEY_VERSION,
+            origin.encode(),
+            skill_id.encode(),
+            canonical,
+            b"" if day is None else day.isoformat().encode(),
+        )
+    )
+    return hashlib.sha256(material).hexdigest()
+
+
+class AnswerCache:
+    """A client's cache (``store``, or none) and its calls in flight, by ``policy``.
+
+    Arguments:
+        store: where answers are kept; ``None``: calls are shared in flight only.
+        policy: what is kept and shared, for how long.
+        origin: the service's base URL, part of every key.
+        wall: wall-clock seconds (``time.time``): freshness outlives the process.
+        tz: the time zone whose days bound a relative date; ``None``: the local one.
+        sleep: how a call waiting for another process's answer waits (the client's
+            clock's: virtual time in tests).
+    """
+
+    def __init__(
+        self,
+        store: Store | None,
+        policy: CachePolicy,
+        origin: str,
+        *,
+        wall: Callable[[], float] = time.time,
+        tz: dt.tzinfo | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.store = store
+        self._sleep = sleep
+        self.policy = policy
+        self._origin = origin
+        self._wall = wall
+        self._tz = tz
+        self._flights: Flights[_Shared] = Flights()
+        self._hits = self._misses = self._coalesced = 0
+        self._healthy = True
+        self._retry_at = -math.inf  # the store is left alone until then
+        self._warned_corrupt = False
+
+    def __repr__(self) -> str:
+        where = "none" if self.store is None else self.store.where
+        return f"<AnswerCache store={where!r}>"
+
+    @property
+    def stats(self) -> CacheStats:
+        """The counts so far, and the store's entries."""
+        entries = None if self.store is None else self.store.entries
+        return CacheStats(self._hits, self._misses, self._coalesced, entries)
+
+    def covers(self, skill_id: str) -> bool:
+        """Whether calls to ``skill_id`` go through here (shared, or kept, or both)."""
+        rule = self.policy.rule(skill_id)
+        return rule.coalesce or (rule.fresh is not None and self.store is not None)
+
+    async def answer(
+        self,
+        skill_id: str,
+        parts: Sequence[Part],
+        context_id: str | None,
+        send: Callable[[], Awaitable[Task]],
+        keep: Callable[[Task], Kept | None],
+    ) -> tuple[Task, Outcome]:
+        """The task answering this call, and how it was answered.
+
+        Arguments:
+            skill_id: the skill called (its rule says what is done).
+            parts: the message's parts.
+            context_id: the message's conversation, if any.
+            send: the call's own request, made only on a miss.
+            keep: what the task sent back is worth keeping as, or ``None``.
+
+        A call that joins another gets a task of its own (decoded from the same bytes).
+        """
+        rule = self.policy.rule(skill_id)
+        now = self._wall()
+        day_end: float | None = None
+        day: dt.date | None = None
+        if rule.dated and not names_a_day_absolutely(parts):
+            local = dt.datetime.fromtimestamp(now, self._tz)
+            day = local.date()
+            midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
+            day_end = midnight.timestamp()
+        key = request_key(self._origin, skill_id, parts, context_id, day)
+
+        def work() -> Awaitable[_Shared]:
+            return self._lookup_or_send(key, rule, day_end, send, keep)
+
+        if not rule.coalesce:
+            task, _, outcome = await work()
+            return task, outcome
+        (task, body, outcome), joined = await self._flights.run(key, work)
+        if joined:
+            self._coalesced += 1
+            return _TASK.decode(body), "coalesced"
+        return task, outcome
+
+    async def _lookup_or_send(
+        self,
+        key: str,
+        rule: CacheRule,
+        day_end: float | None,
+        send: Callable[[], Awaitable[Task]],
+        keep: Callable[[Task], Kept | None],
+    ) -> _Shared:
+        store = self.store if rule.fresh is not None else None
+        shared: SharedStore | None = None
+        if store is not None:
+            found = await self._get(key)
+            if found is not None:
+                self._hits += 1
+                return found
+            if store.shared:
+                shared = cast(SharedStore, store)
+                found = await self._after_claim(shared, key)
+                if found is not None:
+                    self._coalesced += 1
+                    return found[0], found[1], "coalesced"
+        self._misses += 1
+        try:
+            task = await send()
+        except BaseException:
+            if shared is not None:
+                await self._release(shared, key)
+            raise
+        body = _ENCODER.encode(task)
+        if store is not None:
+            assert rule.fresh is not None
+            worth = keep(task)
+            if worth is not None:
+                fresh = rule.fresh if worth == "answer" else min(rule.fresh, self.policy.not_found)
+                expires = self._wall() + fresh
+                if day_end is not None:
+                    expires = min(expires, day_end)
+                await self._put(key, _ENCODER.encode(_Entry(expires, body)), expires)
+            elif shared is not None:
+                await self._release(shared, key)
+        return task, body, "miss"
+
+    async def _after_claim(self, store: SharedStore, key: str) -> _Shared | None:
+        """Claim ``key`` (``None``: go and send); if another process holds it, wait for
+        its answer (that answer; ``None`` when none came: send after all)."""
+        if self._wall() < self._retry_at:
+            return None
+        try:
+            raw, mine = await store.claim(key, CLAIM_SECONDS)
+            found = None if raw is None else self._read(store, raw)
+            if found is not None or mine:
+                return found
+            deadline = self._wall() + CLAIM_SECONDS
+            delay = _POLL_FIRST
+            while True:
+                await self._sleep(delay)
+                raw, held = await store.peek(key, self._wall())
+                found = None if raw is None else self._read(store, raw)
+                if found is not None:
+                    return found
+                if not held or self._wall() >= deadline:
+                    # Given up, or run out, without an answer: claim it (whoever holds it
+                    # now, this call sends), so that later callers wait for this request.
+                    raw, _ = await store.claim(key, CLAIM_SECONDS)
+                    return None if raw is None else self._read(store, raw)
+                delay = min(delay * 2, _POLL_MOST)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
+            return None
+
+    async def _release(self, store: SharedStore, key: str) -> None:
+        if self._wall() < self._retry_at:
+            return
+        try:
+            await store.release(key)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
+
+    async def _get(self, key: str) -> _Shared | None:
+        store, now = self.store, self._wall()
+        if store is None or now < self._retry_at:
+            return None
+        try:
+            raw = await store.get(key, now)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
+            return None
+        self._well(store)
+        return None if raw is None else self._read(store, raw)
+
+    def _read(self, store: Store, raw: bytes) -> _Shared | None:
+        """The answer in an entry's bytes, if it is still fresh and can be read."""
+        try:
+            entry = _ENTRY.decode(raw)
+            if entry.expires <= self._wall():
+                return None
+            return _TASK.decode(entry.body), entry.body, "hit"
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if not self._warned_corrupt:
+                self._warned_corrupt = True
+                logger.warning(
+                    "cache %s holds an answer it cannot read (%s): it is asked for again "
+                    "and replaced",
+                    store.where,
+                    exc,
+                )
+            return None
+
+    async def _put(self, key: str, value: bytes, expires: float) -> None:
+        store, now = self.store, self._wall()
+        if store is None or now < self._retry_at or expires <= now:
+            return
+        try:
+            await store.put(key, value, expires, now)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
+            return
+        self._well(store)
+
+    def _trouble(self, store: Store, exc: StoreUnavailable) -> None:
+        if self._retry_at == math.inf:
+            return  # closed: nothing to say
+        self._retry_at = self._wall() + BYPASS_SECONDS
+        if self._healthy:
+            self._healthy = False
+            logger.warning(
+                "cache %s cannot be used (%s): calls go to the service without it, "
+                "trying it again every %g s",
+                store.where,
+                exc,
+                BYPASS_SECONDS,
+            )
+        else:
+            logger.debug("cache %s still cannot be used (%s)", store.where, exc)
+
+    def _well(self, store: Store) -> None:
+        if not self._healthy:
+            self._healthy = True
+            logger.info("cache %s can be used again", store.where)
+
+    async def aclose(self) -> None:
+        """Close the store; a call still finishing afterwards goes without it, quietly.
+        Idempotent."""
+        self._retry_at = math.inf
+        if self.store is not None:
+            await self.store.aclose()
