@@ -56,6 +56,7 @@ CONTRACT = frozenset(
         "RateLimits",
         "SearchResult",
         "SkillNotFoundError",
+        "StateError",
         "Task",
         "TaskFailedError",
         "TaskNotFoundError",
@@ -74,6 +75,7 @@ CONTRACT_METHODS = frozenset(
         "fetch_many",
         "get_task",
         "harvest",
+        "list_tasks",
         "mass_readings",
         "saints",
         "search",
@@ -112,7 +114,6 @@ UNDOCUMENTED: dict[str, str] = {
     "SchedulerStats": "the type of client.stats",
     "SharedQuota": "the value object behind AsyncMagisterium(shared_quota=)",
     "SharedStateError": "raised by a multi-worker harvest whose Redis failed",
-    "StateError": "raised for a harvest state file that cannot be used",
     "TaskState": "the states of Task.status.state",
     "TaskStatus": "the type of Task.status",
     "__version__": "the package version",
@@ -139,13 +140,20 @@ def _spec() -> str | None:
     return SPEC.read_text(encoding="utf-8") if SPEC.is_file() else None
 
 
+# Words of the wire the spec writes in code, not Python names: A2A 1.0's methods and the
+# ``A2A-Version`` header.
+WIRE_WORDS = frozenset({"SendMessage", "GetTask", "CancelTask", "ListTasks", "Version"})
+
+
 def _spec_types(spec: str) -> set[str]:
     """The classes the spec names: identifiers in code with a capital and a lowercase
-    letter (no environment variables), builtins left out."""
+    letter (no environment variables), builtins and wire words left out."""
     return {
         name
         for name in _documented_names(spec)
-        if re.fullmatch(r"[A-Z]\w*[a-z]\w*", name) and name not in dir(builtins)
+        if re.fullmatch(r"[A-Z]\w*[a-z]\w*", name)
+        and name not in dir(builtins)
+        and name not in WIRE_WORDS
     }
 
 
