@@ -269,7 +269,9 @@ def brief(value: object) -> str:
 
 
 def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
-    """The keys of ``raw`` not in ``known``."""
+    """The keys of ``raw`` not in ``known`` (most objects have none)."""
+    if known.issuperset(raw):
+        return {}
     return {k: v for k, v in raw.items() if k not in known}
 
 
