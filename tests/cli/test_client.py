@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import magisterium_async as m
+from magisterium_async._auth._credentials import save_credentials
 from magisterium_async._cli._client import (
     MAX_TOKEN_FILE,
     ClientOptions,
@@ -17,7 +18,6 @@ from magisterium_async._cli._client import (
     read_token,
 )
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._auth._credentials import save_credentials
 from magisterium_async._env import TOKEN_ENV
 from tests.auth.test_credentials import credentials
 
