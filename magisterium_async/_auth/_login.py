@@ -212,6 +212,10 @@ async def _wait_for_code(
     return redirect.code
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
 def _base_url(base_url: str | None) -> str:
     return check_base_url(_env.base_url(base_url))
 
@@ -316,11 +320,14 @@ async def _login(
         )
         say("Open this URL in a browser to sign in:")
         (show_url or _say)(authorize)
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + timeout))
+        waiting = f"Waiting for the browser until {until} ({_minutes(timeout)})."
         if pasted is not None:
-            say(
-                "Waiting for the browser. If it runs on another machine, paste here the URL "
-                "it was redirected to, then press Enter."
+            waiting += (
+                " If it runs on another machine, paste here the URL it was redirected to, "
+                "then press Enter."
             )
+        say(waiting)
         if open_browser:
             _open_browser(authorize)
         code = await _wait_for_code(arrived, pasted, state, timeout, say)

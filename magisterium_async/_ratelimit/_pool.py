@@ -594,7 +594,7 @@ class Pool:
             self._pause_start = now
         self._pause_until = until
         self._paused = True
-        logger.debug("pool %s paused for %.3f s after a 429", self.name, wait)
+        logger.info("pool %s paused for %.3f s after a 429", self.name, wait)
         self._emit("paused", wait, now)
 
     # What it tells ---------------------------------------------------------------------

@@ -260,7 +260,7 @@ class RateRule:
         if rate >= self.limit:
             state.allowed = self.limit
             state.step_up_at = math.inf
-        logger.debug("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self.window, why)
+        logger.info("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self.window, why)
 
     def __repr__(self) -> str:
         return f"<RateRule {self.name} {self.state.rate}/{self.window:g}s>"

@@ -11,9 +11,7 @@ and is killed and restarted mid-run.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from magisterium_async.testing import (
 from tests.cli.helpers import clean_env
 from tests.helpers.oauth_fake import sign_in
 from tests.helpers.redis_server import RedisServer
+from tests.helpers.refresh_log import assert_one_refresh_per_lifetime
 
 WORKER = Path(__file__).parents[1] / "workers" / "redis_auth_worker.py"
 
@@ -110,21 +109,6 @@ async def start_worker(
     )  # fmt: skip
 
 
-def assert_one_refresh_per_lifetime(
-    reports: list[dict[str, Any]], oauth: OAuthCounts, lifetime: float
-) -> None:
-    """What the code decides: a token is refreshed once 90% of its life has passed (or
-    once the service refused it), whichever process refreshes it. So the refreshes every
-    process sent, put in one line, are at least that far apart; processes refreshing on
-    their own would send theirs within moments of each other. A slow machine only spaces
-    them out: the bound holds however long anything takes (the allowance is for clock
-    readings, not for scheduling)."""
-    sent = sorted(t for r in reports for t in r["refreshed_at"])
-    assert len(sent) == oauth.refreshes >= 1  # the run outlived the first token
-    gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]
-    assert min(gaps, default=math.inf) >= 0.9 * lifetime - 0.02, gaps
-
-
 def files_under(directory: Path) -> list[Path]:
     return [path for path in directory.rglob("*") if path.is_file()]
 
@@ -141,9 +125,9 @@ async def test_four_processes_on_four_homes_share_one_sign_in_through_redis(
     assert [r["failed"] for r in reports] == [0, 0, 0, 0], [r["errors"] for r in reports]
     assert all(r["calls"] > 0 for r in reports)
     assert oauth.invalid_grants == 0 and oauth.refresh_reuses == 0
-    assert oauth.refreshes == sum(r["refreshes"] for r in reports)
+    assert oauth.refreshes == sum(r["refreshes"] for r in reports) >= 1  # it outlived a token
     # One refresh per token lifetime over all four, not one per process.
-    assert_one_refresh_per_lifetime(reports, oauth, lifetime)
+    assert_one_refresh_per_lifetime([t for r in reports for t in r["refreshed_at"]], lifetime)
     assert files_under(tmp_path) == []  # no host wrote a credentials file, or anything
 
 
@@ -176,7 +160,8 @@ async def test_a_soak_sixteen_processes_share_quota_and_sign_in_while_redis_rest
     assert all(e["magisterium"] and "redis://" in e["message"] for e in errors), errors
     assert sum(r["failed"] for r in reports) == 0, errors
     assert oauth.invalid_grants == 0 and oauth.refresh_reuses == 0
-    assert_one_refresh_per_lifetime(reports, oauth, lifetime)
+    assert oauth.refreshes == sum(r["refreshes"] for r in reports)
+    assert_one_refresh_per_lifetime([t for r in reports for t in r["refreshed_at"]], lifetime)
     # Real work went on through both restarts (the shared pools pace it, adaptively):
     # searches were answered after each restart was over.
     for restarted in run.restarted:

@@ -6,6 +6,7 @@ Run as users run it: ``python -m magisterium_async`` in a subprocess.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,27 @@ def test_a_token_file_too_large_or_not_text_is_refused_naming_it(tmp_path: Path)
     folder.mkdir()
     run = cli("search", "--token-file", str(folder), "x")
     assert run.code == 3 and f"cannot read the token file {folder}" in run.err
+
+
+def test_messages_name_flags_and_variables_never_constructor_arguments(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("sk-test\n")
+    runs = [
+        cli("search", "x", "--token-file", str(token), "--base-url", "https://u:pw@h.example/a2a"),
+        cli("search", "x", "--token-file", str(token), "--max-retries", "-1"),
+        cli("search", "x", "--credentials", str(tmp_path / "none.json")),
+        cli("search", "x", env={"MAGISTERIUM_BASE_URL": "ftp://x", "MAGISTERIUM_TOKEN": "t"}),
+    ]
+    for run in runs:
+        assert run.code in (2, 3), run.err
+        assert not re.search(r"\b[a-z_]+=(\s|$|\)|;|,)", run.err), run.err  # "token=", ...
+    assert "--base-url" in runs[0].err and "--token-file" in runs[0].err
+    assert "argument --max-retries: must be >= 0" in runs[1].err
+    assert "(--credentials)" in runs[2].err and "--token-file PATH" in runs[2].err
+    assert "$MAGISTERIUM_BASE_URL" in runs[3].err
+
+
+def test_one_result_is_one_document(tmp_path: Path) -> None:
+    run = cli("search", "--emulator", "--synthetic", "1", "grace")
+    assert run.code == 0, run.err
+    assert run.out.startswith("1 document for 'grace'"), run.out

@@ -8,13 +8,15 @@ from magisterium_async import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
+    InternalServerError,
     InvalidParamsError,
     MagisteriumError,
     PlanRequiredError,
     RateLimitError,
+    ResponseTooLargeError,
     TaskNotFoundError,
 )
-from magisterium_async._cli._errors import CliError, ExitCode, describe, exit_code_for
+from magisterium_async._cli._errors import CliError, ExitCode, cli_words, describe, exit_code_for
 
 
 @pytest.mark.parametrize(
@@ -40,3 +42,60 @@ def test_exit_codes(error: Exception, code: ExitCode) -> None:
 def test_describe_gives_the_wait_of_a_rate_limit() -> None:
     message = describe(RateLimitError("Rate limit exceeded", data={"retryAfter": 7}))
     assert "wait 7 s" in message
+
+
+@pytest.mark.parametrize(
+    ("library", "cli"),
+    [
+        (
+            "base_url must not carry credentials; pass token= instead",
+            "--base-url (or $MAGISTERIUM_BASE_URL) must not carry credentials; give the token "
+            "by --token-file or $MAGISTERIUM_TOKEN",
+        ),
+        (
+            "base_url must be an http(s) URL with a host, got 'ftp://x'",
+            "--base-url (or $MAGISTERIUM_BASE_URL) must be an http(s) URL with a host, got "
+            "'ftp://x'",
+        ),
+        (
+            "proxy 'socks5://h:1': give an http:// proxy",
+            "--proxy 'socks5://h:1': give an http:// proxy",
+        ),
+        (
+            "no API token: pass token=, set the MAGISTERIUM_TOKEN environment variable",
+            "no API token: pass --token-file PATH, set the MAGISTERIUM_TOKEN environment variable",
+        ),
+        ("max_retries must be >= 0, got -1", "--max-retries must be >= 0, got -1"),
+        ("no credentials file at /x (credentials=)", "no credentials file at /x (--credentials)"),
+    ],
+)
+def test_library_words_become_the_command_lines(library: str, cli: str) -> None:
+    assert cli_words(library) == cli
+    assert describe(ValueError(library)) == cli
+
+
+def test_an_answer_too_large_names_no_constructor_argument() -> None:
+    error = ResponseTooLargeError(
+        "message/send: the response is larger than max_response_bytes (67108864 bytes); "
+        "reading stopped there. Pass a larger max_response_bytes= if answers this big are "
+        "expected",
+        limit=64 << 20,
+    )
+    text = describe(error)
+    assert text.startswith("message/send: the answer is larger than 64 MiB")
+    assert "max_response_bytes" not in text and "Pass" not in text
+
+
+def test_after_retries_the_attempts_are_said() -> None:
+    timeout = APITimeoutError("message/send timed out after 30 s")
+    assert describe(timeout) == (
+        "timed out: message/send timed out after 30 s; raise the timeout with --timeout SECONDS"
+    )
+    assert describe(timeout, 3) == (
+        "timed out: message/send timed out after 30 s (after 3 attempts); raise the timeout "
+        "with --timeout SECONDS"
+    )
+    assert describe(APIConnectionError("refused"), 2).endswith("refused (after 2 attempts)")
+    assert describe(InternalServerError("Internal error"), 3).endswith("(after 3 attempts)")
+    # A refusal is not retried: no count to give.
+    assert "attempts" not in describe(InvalidParamsError("bad"), 2)

@@ -3,15 +3,31 @@ nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import pty
+import re
+import select
+import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
-from magisterium_async._cli._status import waiting_text
+import pytest
 
-from .helpers import TIMEOUT, clean_env
+from magisterium_async import AsyncMagisterium, PoolEvent, PoolStats, RetryPolicy, Timeouts
+from magisterium_async._cli._errors import ExitCode
+from magisterium_async._cli._status import Watch, waiting_text
+from magisterium_async._clock import VirtualClock
+from magisterium_async.testing import Emulator, EmulatorConfig, Fault
+
+from .helpers import TIMEOUT, clean_env, cli
 
 
 def test_ask_on_a_terminal_shows_that_it_waits_and_clears_the_line() -> None:
@@ -62,3 +78,215 @@ def test_the_wait_for_quota_names_its_end_in_clock_time() -> None:
         "waiting for quota: next request in 57s (at 12:00:57)"
     )
     assert waiting_text(0.2, lambda: noon).startswith("waiting for quota: next request in 1s")
+
+
+# What a call waits for, in words ----------------------------------------------------------
+
+NOON = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
+
+
+def _stats(waiting: int = 0, next_start_in: float = 0.0) -> PoolStats:
+    return PoolStats("default", 0, 0, 0, 0.0, 15.0, 15.0, 0, waiting, next_start_in)
+
+
+class _Client:
+    """What a :class:`Watch` reads of its client: the pools, the timeout, the retries."""
+
+    def __init__(self) -> None:
+        self.pool = _stats()
+        self.timeouts = Timeouts.of(30)
+        self.retry_policy = RetryPolicy(max_retries=2)
+
+    @property
+    def stats(self) -> SimpleNamespace:
+        return SimpleNamespace(default=self.pool)
+
+
+def _watch() -> tuple[Watch, _Client, VirtualClock]:
+    clock = VirtualClock(start=100.0)
+    watch = Watch("searching", "default", clock=clock, wall=lambda: NOON)
+    client = _Client()
+    watch.attach(cast(AsyncMagisterium, client))
+    return watch, client, clock
+
+
+async def test_in_flight_it_says_the_attempt_and_when_it_times_out() -> None:
+    watch, _, clock = _watch()
+    assert watch.text() == "searching…"
+    watch.on_event(PoolEvent("sent", "default", clock.now(), 0.0))
+    assert watch.changed.is_set() and watch.attempts == 1
+    await clock.advance(12)
+    assert watch.text() == "searching… 12s, attempt 1 of 3, times out at 12:00:18"
+
+
+async def test_before_a_retry_it_says_which_when_and_what_failed() -> None:
+    watch, _, clock = _watch()
+    watch.on_event(PoolEvent("sent", "default", clock.now(), 0.0))
+    watch.changed.clear()
+    record = logging.makeLogRecord(
+        {"retry_in": 4.0, "retry": 1, "reason": "message/send timed out after 30 s"}
+    )
+    watch.on_record(record)
+    assert watch.changed.is_set()
+    assert watch.text() == (
+        "searching: retry 1 of 2 at 12:00:04 (in 4s), after: timed out after 30 s"
+    )
+    await clock.advance(5)  # the retry is due: in flight again once sent
+    watch.on_event(PoolEvent("sent", "default", clock.now(), 0.0))
+    assert watch.text().startswith("searching… 0s, attempt 2 of 3, times out at ")
+
+
+async def test_after_a_429_it_says_the_wait_the_service_asked_for() -> None:
+    watch, _, _ = _watch()
+    watch.on_record(logging.makeLogRecord({"retry_in": 120.0, "retry_after": 3600.0}))
+    assert watch.text() == (
+        "searching: next try at 12:02:00 (in 2m00s), "
+        "after: rate limited by the service (HTTP 429; it asks to wait 1h00m)"
+    )
+
+
+async def test_waiting_for_quota_after_a_failure_says_both() -> None:
+    watch, client, clock = _watch()
+    watch.on_record(
+        logging.makeLogRecord(
+            {"retry_in": 0.5, "retry": 1, "reason": "message/send failed: connection refused"}
+        )
+    )
+    await clock.advance(1)
+    client.pool = _stats(waiting=1, next_start_in=56)
+    assert watch.text() == (
+        "searching: waiting for quota: next request in 56s (at 12:00:56), after: connection refused"
+    )
+
+
+async def test_each_wait_for_quota_is_logged_once_as_it_begins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="magisterium_async.cli")
+    watch, client, _ = _watch()
+    client.pool = _stats(waiting=1, next_start_in=56)
+    watch.log_waits()
+    watch.log_waits()
+    client.pool = _stats()
+    watch.log_waits()
+    assert [r.getMessage() for r in caplog.records] == [
+        "searching: waiting for quota: next request in 56s (at 12:00:56)"
+    ]
+
+
+# Through the command line ------------------------------------------------------------------
+
+
+def _on_a_terminal(*args: str, env: dict[str, str], until: bytes | None = None) -> tuple[int, str]:
+    """The command with stderr on a terminal: its exit code and what the terminal showed;
+    ``until``: Ctrl-C once the terminal shows it."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "magisterium_async", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=clean_env(**env),
+    )
+    os.close(follower)
+    shown = b""
+    try:
+        while True:
+            ready, _, _ = select.select([leader], [], [], TIMEOUT)
+            if not ready:
+                pytest.fail(f"nothing shown for {TIMEOUT} s: {shown[-2000:]!r}")
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+            if until is not None and until in shown:
+                proc.send_signal(signal.SIGINT)
+                until = None
+    finally:
+        os.close(leader)
+        code = proc.wait(TIMEOUT)
+    return code, shown.decode()
+
+
+def _frames(shown: str) -> list[str]:
+    """The status lines one after the other, repaints of the same line once."""
+    return [frame for frame in dict.fromkeys(shown.split("\r\x1b[2K")) if frame]
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A base URL whose server accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/a2a"
+    finally:
+        server.close()
+
+
+def test_a_server_that_never_answers_is_waited_for_in_words(silent_server: str) -> None:
+    """The user's case: a blank screen, then "timed out" with three attempts unmentioned."""
+    args = ["search", "grace", "--base-url", silent_server, "--timeout", "1", "--max-retries", "1"]
+    code, shown = _on_a_terminal(*args, env={"MAGISTERIUM_TOKEN": "sk-test"})
+    assert code == ExitCode.CONNECTION
+    frames = _frames(shown)
+    said = "\n".join(frames)
+    assert re.search(r"searching… \ds, attempt 1 of 2, times out at \d\d:\d\d:\d\d", said)
+    retry = r"searching: retry 1 of 1 at \d\d:\d\d:\d\d \(in \ds\), after: timed out after 1 s"
+    assert re.search(retry, said), frames
+    assert re.search(r"searching… \ds, attempt 2 of 2, times out at", said), frames
+    assert frames[-1].startswith("magisterium-async: error: timed out: ")
+    assert "(after 2 attempts); raise the timeout with --timeout SECONDS" in frames[-1]
+
+
+async def test_a_429_with_a_long_retry_after_says_the_wait_and_its_end(tmp_path: Path) -> None:
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        emulator.script(Fault.rate_limit(retry_after=3600), skill="document_search")
+        args = ["search", "grace", "--base-url", emulator.base_url]
+        env = {"MAGISTERIUM_TOKEN": emulator.token}
+        asked = b"(HTTP 429; it asks to wait 1h00m)"
+        code, shown = await asyncio.to_thread(_on_a_terminal, *args, env=env, until=asked)
+    assert code == ExitCode.INTERRUPTED
+    said = "\n".join(_frames(shown))
+    # The client waits at most RetryPolicy.max_retry_after (120 s) for a 429, then tries again.
+    assert re.search(
+        r"searching: next try at \d\d:\d\d:\d\d \(in 2m00s\), after: rate limited by the "
+        r"service \(HTTP 429; it asks to wait 1h00m\)",
+        said,
+    ), said
+
+
+def test_verbose_on_a_pipe_says_each_retry_and_the_attempts(silent_server: str) -> None:
+    token = "sk-never-logged-1234"
+    run = cli(
+        "search", "grace", "--base-url", silent_server, "--timeout", "1", "--max-retries", "1",
+        "-v", env={"MAGISTERIUM_TOKEN": token},
+    )  # fmt: skip
+    assert run.code == ExitCode.CONNECTION
+    lines = run.err.splitlines()
+    assert re.fullmatch(
+        r"\d\d:\d\d:\d\d INFO magisterium_async\.retry: message/send timed out after 1 s; "
+        r"retry 1 of 1 in [0-9.]+ s",
+        lines[0],
+    ), lines
+    assert lines[-1].endswith("(after 2 attempts); raise the timeout with --timeout SECONDS")
+    assert token not in run.err
+    quiet = cli("search", "grace", "--base-url", silent_server, "--timeout", "1",
+                "--max-retries", "0", env={"MAGISTERIUM_TOKEN": token})  # fmt: skip
+    assert quiet.code == ExitCode.CONNECTION and len(quiet.err.splitlines()) == 1
+    assert "attempts" not in quiet.err
+
+
+def test_very_verbose_shows_each_request_and_no_token(silent_server: str) -> None:
+    token = "sk-never-logged-5678"
+    run = cli(
+        "search", "grace", "--base-url", silent_server, "--timeout", "1", "--max-retries", "0",
+        "-vv", env={"MAGISTERIUM_TOKEN": token},
+    )  # fmt: skip
+    assert f"DEBUG magisterium_async.transport: POST {silent_server} method=message/send" in (
+        run.err
+    )
+    assert token not in run.err

@@ -9,8 +9,10 @@ on ``sys.path``); the tests import it as ``tests.refresh_log``.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterator
+import math
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 LOGGER = "magisterium_async.auth"
@@ -46,3 +48,16 @@ def counted_refreshes() -> Iterator[RefreshLog]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def assert_one_refresh_per_lifetime(sent: Iterable[float], lifetime: float) -> None:
+    """What the code decides of processes sharing one sign-in: a token is refreshed once
+    90% of its life has passed (or once the service refused it), whichever process
+    refreshes it. So the refreshes every process sent (``sent``: their times, from
+    :attr:`RefreshLog.times`), put in one line, are at least that far apart; processes
+    refreshing on their own would send theirs within moments of each other. A slow
+    machine only spaces them out: this holds however long anything takes (the allowance
+    is for clock readings, not for scheduling)."""
+    times = sorted(sent)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert min(gaps, default=math.inf) >= 0.9 * lifetime - 0.02, gaps

@@ -790,8 +790,9 @@ async def test_four_processes_never_exceed_the_quota(
     assert len(times) == workers * each
     assert max_in_window(times, PERIOD) <= LIMIT
     # And the quota was used: 32 starts of 10 per 2 s fit in 3 windows (6 s) at best.
-    span = max(times) - min(times)
-    assert 3 * PERIOD <= span < 3 * PERIOD + 1.5
+    # And the first window's ten went out together. (How long the rest took is the machine's.)
+    assert max(times) - min(times) >= 3 * PERIOD
+    assert max_in_window(times, PERIOD) == LIMIT
 
 
 async def test_a_proven_429_seen_by_one_pauses_all(redis_server: RedisServer) -> None:

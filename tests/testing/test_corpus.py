@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 
 import pytest
@@ -95,19 +94,18 @@ def test_synthetic_ids_outside_the_range_are_unknown() -> None:
 
 
 def test_huge_synthetic_corpus_is_not_materialised() -> None:
+    # Memory, not time, shows it: a materialised corpus of 10**12 would need terabytes,
+    # while a machine's speed says nothing about the code.
     tracemalloc.start()
     try:
-        started = time.perf_counter()
         corpus = SyntheticCorpus(size=10**12, seed=1)
         last = corpus.get(corpus.id_at(10**12 - 1))
         results = corpus.search("grace", 10)
-        elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert last is not None
     assert len(results) <= 10
-    assert elapsed < 0.5
     assert peak < 1_000_000
 
 

@@ -4,7 +4,7 @@ CREDENTIALS TOKENS``.
 Searches (20 a second) until it has used ``TOKENS`` distinct access tokens, that is, until
 the sign-in has been refreshed that many times less one, by this process or another. Waits
 for a line on stdin first, so every worker starts together. Prints one JSON line: the
-calls made, those that failed, the refreshes this process sent (counted from the
+calls made, those that failed, the refreshes this process sent and when (from the
 library's log) and short hashes of the tokens used (never a token).
 """
 
@@ -44,8 +44,14 @@ async def main(base_url: str, credentials: str, target: int) -> None:
                 used = hashlib.sha256(source.credentials.access_token.encode()).hexdigest()[:12]
                 if used not in seen:
                     seen.append(used)
-    refreshes = sent.count
-    print(json.dumps({"calls": calls, "failed": failed, "refreshes": refreshes, "seen": seen}))
+    report = {
+        "calls": calls,
+        "failed": failed,
+        "refreshes": sent.count,
+        "refreshed_at": sent.times,
+        "seen": seen,
+    }
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":
