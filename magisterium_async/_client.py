@@ -1,26 +1,26 @@
 """``AsyncMagisterium``: the client users hold.
 
 Flow, in one direction: public method → skill table (build the message, read the
-artifact) → scheduler pool → transport → decode.
+artifact) → call path (deadline, retries in a scheduler pool's slots, token) → transport
+→ decode. The client's life (unopened, opened in one event loop, closed) is kept here too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import datetime as dt
+import enum
 import functools
 import os
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 import aiohttp
 
-from magisterium_async import _env
 from magisterium_async._auth._tokens import TokenCallable, TokenSource, resolve_token
-from magisterium_async._calls import Calls
-from magisterium_async._checks import whole_number
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
     DEFAULT_CALL_OPTIONS,
@@ -33,7 +33,12 @@ from magisterium_async._config import (
     RateLimits,
     RetryPolicy,
     Timeouts,
+    whole_number,
 )
+from magisterium_async._config import (
+    base_url as resolve_base_url,
+)
+from magisterium_async._errors import ClientClosedError
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
@@ -41,8 +46,6 @@ from magisterium_async._http._base import HTTPTransport
 from magisterium_async._http._card import AgentCardCache, get_card
 from magisterium_async._http._jsonrpc import Transport, check_base_url
 from magisterium_async._http._proxy import Proxies, redact
-from magisterium_async._lifetime import Lifetime
-from magisterium_async._message import parts_from, send_params
 from magisterium_async._models import (
     AgentCard,
     Answer,
@@ -52,6 +55,7 @@ from magisterium_async._models import (
     Task,
 )
 from magisterium_async._ratelimit import PoolEvent, SchedulerStats, SharedQuota, client_scheduler
+from magisterium_async._retry import CallPath
 from magisterium_async._skills import (
     ASK,
     DEFAULT_SKILL_ID,
@@ -60,17 +64,77 @@ from magisterium_async._skills import (
     SAINTS,
     SEARCH,
     Skill,
+    parts_from,
     pool_for,
-    read_answer,
+    read_result,
     require_text,
+    send_params,
 )
-from magisterium_async._telemetry import Answered, Telemetry
-from magisterium_async._usual import Usual
+from magisterium_async._telemetry import Telemetry
 
-__all__ = ["AsyncMagisterium"]
+__all__ = ["CLOSED_MESSAGE", "OTHER_LOOP_MESSAGE", "AsyncMagisterium", "ClientState", "Lifetime"]
 
 T = TypeVar("T")
-U = TypeVar("U", bound=Answered)
+
+CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
+OTHER_LOOP_MESSAGE = (
+    "the client was opened in another event loop, which has ended (an earlier "
+    "asyncio.run()?); its connections ended with it. Create the client in the loop that "
+    "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
+)
+
+
+class ClientState(enum.Enum):
+    """Where a client is in its life: a closed client cannot be reopened."""
+
+    UNOPENED = "unopened"
+    OPENED = "opened"
+    CLOSED = "closed"
+
+
+class Lifetime:
+    """One client's state, and the event loop its first call bound it to.
+
+    Held by the client and shared by the views :meth:`AsyncMagisterium.with_options`
+    makes, as httpx keeps its client's state on the client. A closed client cannot be
+    reopened; a client opened in an event loop that has ended (an earlier
+    ``asyncio.run()``) counts as closed: its connections ended with that loop.
+    """
+
+    __slots__ = ("_loop", "state")
+
+    def __init__(self) -> None:
+        self.state = ClientState.UNOPENED
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"<Lifetime {self.state.value}>"
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the client was closed."""
+        return self.state is ClientState.CLOSED
+
+    def check_not_closed(self) -> None:
+        """:class:`ClientClosedError` if the client was closed."""
+        if self.state is ClientState.CLOSED:
+            raise ClientClosedError(CLOSED_MESSAGE)
+
+    def open(self) -> None:
+        """Before each call: bind the client to the running loop on its first call, and
+        raise :class:`ClientClosedError` if it is closed or its loop has ended (it then
+        counts as closed)."""
+        self.check_not_closed()
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop, self.state = loop, ClientState.OPENED
+        elif self._loop is not loop:
+            self.state = ClientState.CLOSED
+            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+
+    def close(self) -> None:
+        """The client is closed, for good."""
+        self.state = ClientState.CLOSED
 
 
 class AsyncMagisterium:
@@ -137,7 +201,7 @@ class AsyncMagisterium:
         self._max_response_bytes = whole_number("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
-        self.base_url = check_base_url(_env.base_url(base_url))
+        self.base_url = check_base_url(resolve_base_url(base_url))
         self._clock = clock or LoopClock()
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock
@@ -179,7 +243,7 @@ class AsyncMagisterium:
         self._telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
-        self._calls = Calls(
+        self._path = CallPath(
             self._transport, self._scheduler, self._clock, self._tokens, self._telemetry
         )
 
@@ -282,34 +346,32 @@ class AsyncMagisterium:
         A call that times out is *not* retried unless ``RetryPolicy.retry_expensive_timeouts``
         is set: it may have run and spent the scarce expensive quota.
         """
-        answer = read_answer(ASK, await self._send(ASK, question, context_id))
+        answer = read_result(ASK, await self._send(ASK, question, context_id))
         assert answer is not None  # catholic_qa has no "nothing found" answer
         return answer
 
     async def search(self, query: str) -> list[SearchResult]:
         """Semantic search over the documents; ``[]`` when nothing matches."""
-        results = read_answer(SEARCH, await self._send(SEARCH, query))
+        results = read_result(SEARCH, await self._send(SEARCH, query))
         return results if results is not None else []
 
     async def fetch(self, document_id: str) -> Document | None:
         """One document's content and metadata; ``None`` when it is not found."""
-        return read_answer(FETCH, await self._send(FETCH, document_id))
+        return read_result(FETCH, await self._send(FETCH, document_id))
 
     async def mass_readings(self, when: str = "today") -> str | None:
         """The Mass readings for ``when`` (``"today"``, ``"next Sunday"``, ...), or ``None``."""
-        return read_answer(MASS_READINGS, await self._send(MASS_READINGS, when))
+        return read_result(MASS_READINGS, await self._send(MASS_READINGS, when))
 
     async def saints(self, when: str | dt.date = "today") -> str | None:
         """The Roman Martyrology entry for ``when`` (a date, or a text query), or ``None``."""
-        return read_answer(SAINTS, await self._send(SAINTS, when))
+        return read_result(SAINTS, await self._send(SAINTS, when))
 
-    def _send(
-        self, skill: Skill[Any, T], argument: Any, context_id: str | None = None
-    ) -> Awaitable[Task | Usual[T]]:
-        # A plain function: the skill's method is the call's only frame here, and it holds
-        # no params while the call waits for its turn (the call keeps them encoded).
+    async def _send(
+        self, skill: Skill[Any, Any], argument: Any, context_id: str | None = None
+    ) -> Task:
         params = send_params(skill.build(argument), skill.id, context_id)
-        return self._call("message/send", params, skill.pool, skill.id, skill.usual)
+        return await self._call("message/send", params, skill.pool, skill.id)
 
     # Protocol level ----------------------------------------------------------------
 
@@ -352,16 +414,11 @@ class AsyncMagisterium:
         ``None`` for a fixed token."""
         return self._tokens
 
-    def _call(
-        self,
-        method: str,
-        params: Any,
-        pool: PoolName | None,
-        skill_id: str | None = None,
-        usual: type[U] | None = None,
-    ) -> Awaitable[Task | U]:
+    async def _call(
+        self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
+    ) -> Task:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
-        return self._calls.rpc(
+        return await self._path.rpc(
             method,
             params,
             pool,
@@ -369,7 +426,6 @@ class AsyncMagisterium:
             policy=self.retry_policy,
             options=self._options,
             skill_id=skill_id,
-            usual=usual,
         )
 
     # Batch -------------------------------------------------------------------------
@@ -463,4 +519,4 @@ class AsyncMagisterium:
         self._lifetime.open()
         transport, timeout = self._transport, self.timeouts.default
         attempt = functools.partial(get_card, transport, url, timeout=timeout)
-        return await self._calls.unmetered(f"GET {url}", attempt, self.retry_policy)
+        return await self._path.unmetered(f"GET {url}", attempt, self.retry_policy)

@@ -1,7 +1,9 @@
-"""Clocks: where the scheduler and the retry loop read the time and wait.
+"""Clocks: where the scheduler and the retry loop read the time and wait, and deadlines on them.
 
 :class:`LoopClock` is the real one. :class:`VirtualClock` runs minute-long quotas in
 milliseconds: time stands still until a test moves it, and sleepers wake in time order.
+:func:`within` bounds work by a deadline on any clock, so the same code bounds real calls
+and virtual-time tests.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import heapq
 import itertools
 import math
 import time
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
-__all__ = ["Clock", "LoopClock", "VirtualClock"]
+__all__ = ["Clock", "LoopClock", "VirtualClock", "within"]
 
 # A bound on the loop iterations of one settle, so a task that busy-yields cannot hang a test.
 _SETTLE_LIMIT = 10_000
@@ -153,3 +156,45 @@ class VirtualClock:
 
     def __repr__(self) -> str:
         return f"VirtualClock(now={self._now!r}, sleepers={self.sleepers})"
+
+
+T = TypeVar("T")
+
+
+async def within(
+    clock: Clock, seconds: float, work: Awaitable[T], on_timeout: Callable[[], BaseException]
+) -> T:
+    """``await work`` in this task, cancelled once ``seconds`` pass on ``clock``; then
+    ``on_timeout()`` is raised in its place.
+
+    Like ``asyncio.timeout`` (which reads only the loop's clock): a sleep on ``clock`` runs
+    beside the work and cancels this task when it ends first. A cancellation from outside
+    is passed on as it is.
+    """
+    if math.isinf(seconds):
+        return await work
+    current = asyncio.current_task()
+    assert current is not None, "within() runs inside a task"
+    fired = False
+
+    def expire(timer: asyncio.Future[None]) -> None:
+        nonlocal fired
+        if not timer.cancelled() and timer.exception() is None and not current.done():
+            fired = True
+            current.cancel()
+
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    timer.add_done_callback(expire)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not fired:
+            raise
+        # uncancel() (3.11+) tells whether a cancellation from outside came as well.
+        if hasattr(current, "uncancel") and current.uncancel() > 0:
+            raise
+    finally:
+        timer.remove_done_callback(expire)
+        timer.cancel()
+    # Raised here, outside the except block: the CancelledError is no part of the story.
+    raise on_timeout()

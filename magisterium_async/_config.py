@@ -1,14 +1,37 @@
-"""Configuration as small immutable value objects, with the module-level defaults."""
+"""Configuration: small immutable value objects with their module-level defaults, the
+environment variables the library reads, and the checks every setting's number passes.
+
+Numbers a user passes in are checked the same way everywhere: :class:`TypeError` when it
+is not a number at all (``True`` is not one, though Python counts it as an ``int``),
+:class:`ValueError` when it is out of range (NaN always is), the message naming the
+argument and echoing the value.
+
+The environment, and how each setting falls back, so the client, ``login`` and every
+command agree:
+
+- the token: ``token=`` (or ``--token-file``), then ``$MAGISTERIUM_TOKEN``, then the
+  stored sign-in of ``magisterium-async login``;
+- where that sign-in lives: ``credentials=`` (or ``--credentials``), then
+  ``$MAGISTERIUM_CREDENTIALS``, then the user's configuration directory;
+- the endpoint: ``base_url=`` (or ``--base-url``), then ``$MAGISTERIUM_BASE_URL``, then
+  the service's own (:data:`DEFAULT_BASE_URL`);
+- the Redis that shares a quota or a sign-in: ``url=`` (or ``--redis``), then
+  ``$MAGISTERIUM_REDIS_URL``, else none.
+
+An empty variable counts as unset; a token is read without its surrounding whitespace
+(a blank one is no token).
+"""
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Literal
 
-from magisterium_async._checks import non_negative_number, positive_number, whole_number
-
 __all__ = [
+    "BASE_URL_ENV",
+    "CREDENTIALS_ENV",
     "DEFAULT_BASE_URL",
     "DEFAULT_CALL_OPTIONS",
     "DEFAULT_MAX_CONCURRENCY",
@@ -16,13 +39,67 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
+    "REDIS_URL_ENV",
+    "TOKEN_ENV",
     "CallOptions",
     "PoolName",
     "Priority",
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
+    "base_url",
+    "fraction",
+    "non_negative_number",
+    "number",
+    "positive_number",
+    "redis_url",
+    "token_from_env",
+    "whole_number",
 ]
+
+# Number checks: each returns the value, or raises naming it.
+
+
+def number(name: str, value: object) -> float:
+    """``value`` as a float if it is an int or a float (not a bool), else ``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    return float(value)
+
+
+def positive_number(name: str, value: object, *, infinite: bool = False) -> float:
+    """``value`` if it is a number above 0 (``math.inf`` only when ``infinite``)."""
+    checked = number(name, value)
+    if math.isnan(checked) or checked <= 0 or (math.isinf(checked) and not infinite):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return checked
+
+
+def non_negative_number(name: str, value: object, *, infinite: bool = False) -> float:
+    """``value`` if it is a number of at least 0 (``math.inf`` only when ``infinite``)."""
+    checked = number(name, value)
+    if math.isnan(checked) or checked < 0 or (math.isinf(checked) and not infinite):
+        finite = "" if infinite else " and finite"
+        raise ValueError(f"{name} must be a number >= 0{finite}, got {value!r}")
+    return checked
+
+
+def fraction(name: str, value: object) -> float:
+    """``value`` if it is a number from 0 to 1, both included (a probability, a share)."""
+    checked = number(name, value)
+    if not 0.0 <= checked <= 1.0:  # NaN compares false, so it is refused too
+        raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+    return checked
+
+
+def whole_number(name: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` if it is an int (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
 
 PoolName = Literal["default", "expensive"]
 """The service's two quota pools: ``catholic_qa`` draws on ``expensive``, the others on
@@ -271,3 +348,30 @@ class CallOptions:
 
 
 DEFAULT_CALL_OPTIONS = CallOptions()
+
+
+# The environment --------------------------------------------------------------------
+
+TOKEN_ENV = "MAGISTERIUM_TOKEN"
+CREDENTIALS_ENV = "MAGISTERIUM_CREDENTIALS"
+BASE_URL_ENV = "MAGISTERIUM_BASE_URL"
+REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
+
+
+def _read(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def token_from_env() -> str | None:
+    """``$MAGISTERIUM_TOKEN`` (stripped), or ``None`` when it is unset or blank."""
+    return (_read(TOKEN_ENV) or "").strip() or None
+
+
+def base_url(given: str | None) -> str:
+    """The endpoint: ``given``, else ``$MAGISTERIUM_BASE_URL``, else the service's."""
+    return given or _read(BASE_URL_ENV) or DEFAULT_BASE_URL
+
+
+def redis_url(given: str | None) -> str | None:
+    """The Redis URL: ``given``, else ``$MAGISTERIUM_REDIS_URL``, else ``None``."""
+    return given or _read(REDIS_URL_ENV)

@@ -42,18 +42,19 @@ when it sent one; also apart as ``.jsonrpc_id`` and ``.server_request_id``) and
 redacted); ``str()`` ends with them in brackets. Errors that had no answer leave them
 ``None`` (``.headers`` empty).
 
-This module owns the tree. Which error an answer is (a JSON-RPC code, an HTTP status) is
-decided in :mod:`._error_mapping`; a 429's wait is read by :mod:`._retry_after`.
+Below the tree: :func:`error_from_jsonrpc` and :func:`error_for_status`, which decide
+which error an answer is (a JSON-RPC code, an HTTP status); :func:`with_answer`, which
+tells an error the answer it came from; and :func:`retry_after_from`, which reads a 429's
+wait (``retryAfter`` in the error's ``data`` first, then the ``Retry-After`` header).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from multidict import CIMultiDict, CIMultiDictProxy
-
-from magisterium_async._retry_after import retry_after_from
 
 if TYPE_CHECKING:
     from magisterium_async._models import Task
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 _NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
 
 __all__ = [
+    "REQUEST_ID_HEADERS",
     "APIConnectionError",
     "APIResponseError",
     "APITimeoutError",
@@ -90,6 +92,11 @@ __all__ = [
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnexpectedStatusError",
+    "error_for_status",
+    "error_from_jsonrpc",
+    "parse_seconds",
+    "retry_after_from",
+    "with_answer",
 ]
 
 
@@ -97,7 +104,7 @@ class MagisteriumError(Exception):
     """Root of every error the library raises on purpose.
 
     An error made from an HTTP answer names it (see
-    :func:`._error_mapping.with_answer`); the others leave these ``None`` and ``headers``
+    :func:`with_answer`); the others leave these ``None`` and ``headers``
     empty.
     """
 
@@ -381,3 +388,200 @@ class OAuthError(MagisteriumError):
         super().__init__(message)
         self.error = error
         self.status = status
+
+
+# A 429's wait ------------------------------------------------------------------------
+
+
+def retry_after_from(data: Any, headers: Any = None) -> float | None:
+    """The one reading of a 429's wait: ``data.retryAfter`` first, then ``Retry-After``."""
+    seconds = parse_seconds(data.get("retryAfter")) if isinstance(data, dict) else None
+    if seconds is None and headers is not None:
+        try:
+            seconds = parse_seconds(headers.get("Retry-After"))
+        except Exception:  # a headers object that cannot be read is a header not given
+            seconds = None
+    return seconds
+
+
+def parse_seconds(value: object) -> float | None:
+    """A wait the service gave (``retryAfter``, ``Retry-After``), in seconds; never raises.
+
+    A number, or a string of digits holding one: ``-0.0`` is ``0.0``; a number too large
+    to hold in a float (a 400-digit integer, ``1e999``, which JSON decodes to ``inf``) is
+    ``inf``, for the caller to cap. ``None`` for what is no usable wait: ``nan``, a
+    negative number, a bool, anything else, a string that is no number (``"soon"``,
+    ``"inf"``, an HTTP date).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    if isinstance(value, int):
+        if value < 0:
+            return None
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf
+    if isinstance(value, str) and any(word in value.lower() for word in ("inf", "nan")):
+        return None  # a word, not a number of seconds
+    try:
+        seconds = float(value)
+    except (ValueError, OverflowError):
+        return None
+    if math.isnan(seconds) or seconds < 0:
+        return None
+    return seconds + 0.0  # -0.0 becomes 0.0
+
+
+# Which error an answer is --------------------------------------------------------------
+
+E = TypeVar("E", bound=MagisteriumError)
+
+REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
+"""Where a server names its own id for a request, in the order they are looked for."""
+
+_REDACTED_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "set-cookie2"}
+)
+_REDACTED = "<redacted>"
+
+_BY_CODE: dict[int, type[JSONRPCError]] = {
+    cls.code: cls
+    for cls in (
+        ParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+        InternalServerError,
+        TaskNotFoundError,
+        SkillNotFoundError,
+        RateLimitError,
+        AuthenticationError,
+        PlanRequiredError,
+    )
+}
+_BY_STATUS: dict[int, type[JSONRPCError]] = {
+    429: RateLimitError,
+    401: AuthenticationError,
+    403: PlanRequiredError,
+}
+_STATUS_BOUND: dict[type[JSONRPCError], int] = {cls: status for status, cls in _BY_STATUS.items()}
+
+
+def error_from_jsonrpc(
+    code: Any,
+    message: Any,
+    data: Any,
+    *,
+    status: int,
+    method: str = "",
+    headers: Any = None,
+    skill_id: str | None = None,
+) -> JSONRPCError:
+    """Map one JSON-RPC error object (and its HTTP status) to the exception to raise.
+
+    The code decides; where the code is unknown the HTTP status decides (a 429 with an odd
+    code is still a rate limit); otherwise a plain :class:`JSONRPCError` keeps what was said.
+    A :class:`RateLimitError` reads its wait from ``data`` and then from ``headers`` (the
+    HTTP response's, for ``Retry-After``).
+
+    The service always sends -32003, -32004 and -32005 with HTTP 429, 401 and 403. Generic
+    A2A servers use the same codes with HTTP 200 for other things ("push notifications not
+    supported", "unsupported operation", "content type not supported"), so with any other
+    status those codes are a plain :class:`JSONRPCError`: never a pool-wide pause for an
+    answer that is no rate limit. ``skill_id`` (the skill the request named) names the
+    skill of a :class:`SkillNotFoundError` whose ``data`` does not.
+    """
+    text = message if isinstance(message, str) and message else "JSON-RPC error"
+    int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    cls = _BY_CODE.get(int_code) if int_code is not None else None
+    if (cls in _STATUS_BOUND and _STATUS_BOUND[cls] != status) or cls is None:
+        cls = _BY_STATUS.get(status, JSONRPCError)
+    if cls is SkillNotFoundError and method == "tasks/cancel":
+        cls = TaskNotCancelableError
+    final = int_code if int_code is not None else cls.code
+    if cls is RateLimitError:
+        return RateLimitError(text, code=final, data=data, status=status, headers=headers)
+    if cls is SkillNotFoundError:
+        named = skill_named(data)
+        return SkillNotFoundError(
+            text,
+            code=final,
+            data=data,
+            status=status,
+            skill_id=named if named is not None else skill_id,
+        )
+    return cls(text, code=final, data=data, status=status)
+
+
+def error_for_status(
+    status: int,
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: str = "",
+    jsonrpc_id: int | None = None,
+) -> MagisteriumError:
+    """The one mapping of an HTTP status (with no JSON-RPC error to say more) to its error.
+
+    401 is an :class:`AuthenticationError`, 403 a :class:`PlanRequiredError`, 429 a
+    :class:`RateLimitError` (its wait read from ``Retry-After``), and anything else an
+    :class:`UnexpectedStatusError` keeping the first characters of ``body``. The answer's
+    details are attached by :func:`with_answer`.
+    """
+    cls = _BY_STATUS.get(status)
+    error: MagisteriumError
+    if cls is RateLimitError:
+        error = RateLimitError(message, status=status, headers=headers)
+    elif cls is not None:
+        error = cls(message, status=status)
+    else:
+        error = UnexpectedStatusError(message, status=status, body=body)
+    return with_answer(error, status=status, headers=headers, jsonrpc_id=jsonrpc_id)
+
+
+def with_answer(
+    error: E,
+    *,
+    status: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    jsonrpc_id: int | None = None,
+) -> E:
+    """``error``, told the HTTP answer it came from: status, headers (redacted), ids.
+
+    What is not given is left as it was, so the transport can add the JSON-RPC id to an
+    error the HTTP layer made. ``str(error)`` then ends with ``[HTTP 429, request 7 / abc]``.
+    """
+    if status is not None:
+        error.status_code = status
+    if headers is not None:
+        error.headers = _redact(headers)
+        error.server_request_id = _server_request_id(error.headers)
+    if jsonrpc_id is not None:
+        error.jsonrpc_id = jsonrpc_id
+    ids = [str(i) for i in (error.jsonrpc_id, error.server_request_id) if i is not None]
+    error.request_id = " / ".join(ids) or None
+    note = [f"HTTP {error.status_code}"] if error.status_code is not None else []
+    if error.request_id is not None:
+        note.append(f"request {error.request_id}")
+    error._answer_note = f" [{', '.join(note)}]" if note else ""
+    return error
+
+
+def _redact(headers: Mapping[str, str]) -> Mapping[str, str]:
+    copy: CIMultiDict[str] = CIMultiDict()
+    try:
+        items = headers.items()
+        for name, value in items:
+            copy.add(name, _REDACTED if name.lower() in _REDACTED_HEADERS else value)
+    except Exception:  # a headers object that cannot be read is headers not given
+        pass
+    return CIMultiDictProxy(copy)
+
+
+def _server_request_id(headers: Mapping[str, str]) -> str | None:
+    for name in REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:200]
+    return None

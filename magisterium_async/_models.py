@@ -354,6 +354,6 @@ def json_deeper_than(text: bytes, limit: int, brackets: int | None = None) -> bo
     if brackets is None:
         brackets = opening_brackets(text)
     if brackets <= limit:
-        return False  # the usual answer: too few brackets to nest that deep
+        return False  # most answers: too few brackets to nest that deep
     only = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
     return max(itertools.accumulate(map(_STEP.__getitem__, only)), default=0) > limit

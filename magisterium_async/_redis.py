@@ -7,7 +7,7 @@ import asyncio
 import hashlib
 from typing import TYPE_CHECKING
 
-from magisterium_async._env import REDIS_URL_ENV
+from magisterium_async._config import REDIS_URL_ENV
 from magisterium_async._errors import SharedQuotaError
 
 if TYPE_CHECKING:

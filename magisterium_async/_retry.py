@@ -1,28 +1,42 @@
-"""The retry loop: one call through its pool, retried by the rules of :class:`RetryPolicy`."""
+"""A call's way down, once the client has built it: its deadline, its tries, its token.
+
+:class:`CallPath` owns, for one call: the overall deadline (``RetryPolicy.total_timeout``,
+read once), the retry loop (:func:`call_with_retries`: each try in a slot of the call's
+pool, retried by the rules of :class:`RetryPolicy`), the token of each try (renewed once
+after the service refuses it: the resend takes a slot of its own, so the pool counts it
+and paces it), and the call's telemetry. The client builds requests and reads answers;
+the scheduler decides when a try may go; the transport sends it. Nothing here calls back
+up.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-from magisterium_async._clock import Clock
-from magisterium_async._config import Priority, RetryPolicy
+from magisterium_async._auth._tokens import TokenSource
+from magisterium_async._clock import Clock, within
+from magisterium_async._config import CallOptions, PoolName, Priority, RetryPolicy
 from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
+    AuthenticationError,
     InternalServerError,
     MagisteriumError,
     RateLimitError,
     TLSError,
     UnexpectedStatusError,
 )
-from magisterium_async._ratelimit import Pool
-from magisterium_async._telemetry import NO_OBSERVER, CallObserver, error_type
+from magisterium_async._http._jsonrpc import Transport, encode_params
+from magisterium_async._models import Task
+from magisterium_async._ratelimit import Pool, Scheduler
+from magisterium_async._telemetry import NO_OBSERVER, CallObserver, Telemetry, error_type
 
-__all__ = ["RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
+__all__ = ["CallPath", "RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
 
 logger = logging.getLogger("magisterium_async.retry")
 
@@ -98,10 +112,7 @@ async def call_with_retries(
     waited = 0.0
     while True:
         asked = clock.now()
-        # acquire/release, not ``async with pool.slot()``: one object and one frame fewer
-        # for each of the thousands of calls a gather leaves waiting here.
-        permit = await pool.acquire(priority, fairness_key)
-        try:
+        async with pool.slot(priority, fairness_key) as permit:
             observer.admitted(permit.started - asked)
             try:
                 result = await attempt()
@@ -133,6 +144,145 @@ async def call_with_retries(
             else:
                 observer.answered(None)
                 return result
-        finally:
-            permit.release()
         await clock.sleep(delay)
+
+
+class CallPath:
+    """The way down of one client's calls (shared by the views ``with_options`` makes,
+    which pass their own policy, timeout and options with each call)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        scheduler: Scheduler,
+        clock: Clock,
+        tokens: TokenSource | None,
+        telemetry: Telemetry,
+    ) -> None:
+        self.transport = transport
+        self.scheduler = scheduler
+        self.clock = clock
+        self.tokens = tokens
+        self.telemetry = telemetry
+
+    async def rpc(
+        self,
+        method: str,
+        params: Any,
+        pool: PoolName | None,
+        *,
+        timeout: float,
+        policy: RetryPolicy,
+        options: CallOptions,
+        skill_id: str | None = None,
+    ) -> Task:
+        """One JSON-RPC call: retried in its pool's slots, within the total deadline."""
+        observer = self.telemetry.observe(method, pool or "unmetered", params)
+        # Encoded once: every try sends the same bytes.
+        encoded = encode_params(params)
+        call = _Call(self, method, encoded, pool, timeout, policy, options, skill_id, observer)
+        return await observer.traced(self.within_total(method, policy, call.run))
+
+    async def unmetered(
+        self, what: str, attempt: Callable[[], Awaitable[T]], policy: RetryPolicy
+    ) -> T:
+        """``attempt`` (a request outside the quota: the agent card), retried in the
+        unmetered pool's slots, within the total deadline."""
+
+        def work(deadline: float) -> Awaitable[T]:
+            return call_with_retries(
+                attempt,
+                pool=self.scheduler.pool(None),
+                policy=policy,
+                clock=self.clock,
+                what=what,
+                deadline=deadline,
+            )
+
+        return await self.within_total(what, policy, work)
+
+    async def within_total(
+        self, what: str, policy: RetryPolicy, work: Callable[[float], Awaitable[T]]
+    ) -> T:
+        """``work(deadline)``, ended at ``policy.total_timeout``: read once, so the retry
+        loop's deadline (a time on the clock) and the cut-off are one moment."""
+        total = policy.total_timeout
+        if total is None:
+            return await work(math.inf)
+
+        def expired() -> APITimeoutError:
+            return APITimeoutError(
+                f"{what}: no answer within RetryPolicy.total_timeout ({total:g} s), "
+                "over every attempt and wait"
+            )
+
+        return await within(self.clock, total, work(self.clock.now() + total), expired)
+
+
+@dataclasses.dataclass
+class _Call:
+    """One protocol call on its way: what it sends, and where it is with its token.
+
+    ``renewed`` once the token source has a new token after a refusal; ``resending`` for
+    the one resend with it (a refusal then is final).
+    """
+
+    path: CallPath
+    method: str
+    params: Any
+    pool: PoolName | None
+    timeout: float
+    policy: RetryPolicy
+    options: CallOptions
+    skill_id: str | None
+    observer: CallObserver
+    renewed: bool = False
+    resending: bool = False
+
+    async def run(self, deadline: float) -> Task:
+        """The tries; once more, in a slot of its own, if the token was refused and
+        renewed (the resend answers a refused token: it is not one of ``max_retries``)."""
+        try:
+            return await self.tries(deadline)
+        except AuthenticationError:
+            if not self.renewed:
+                raise
+        self.resending = True
+        return await self.tries(deadline)
+
+    async def tries(self, deadline: float) -> Task:
+        """The retry loop of this call, in its pool's slots."""
+        path, policy, options = self.path, self.policy, self.options
+        return await call_with_retries(
+            self.send,
+            pool=path.scheduler.pool(self.pool),
+            priority=options.priority,
+            fairness_key=options.fairness_key,
+            policy=policy,
+            clock=path.clock,
+            what=self.method,
+            retry_timeouts=self.pool != "expensive" or policy.retry_expensive_timeouts,
+            deadline=deadline,
+            observer=self.observer,
+        )
+
+    async def send(self) -> Task:
+        """One try: the request with the current token (a fixed token: the transport's)."""
+        transport, tokens = self.path.transport, self.path.tokens
+        if tokens is None:
+            return await transport.rpc(
+                self.method, self.params, timeout=self.timeout, skill_id=self.skill_id
+            )
+        token = await tokens.token()
+        try:
+            return await transport.rpc(
+                self.method,
+                self.params,
+                timeout=self.timeout,
+                token=token,
+                skill_id=self.skill_id,
+            )
+        except AuthenticationError:
+            if not self.resending and await tokens.rejected(token):
+                self.renewed = True  # a new token is ready: resend once, with it
+            raise

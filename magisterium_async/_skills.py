@@ -1,56 +1,48 @@
-"""The skill table: each skill's id, pool, input, artifact and parser in one place.
+"""The skill table: each skill's id, pool, input, artifact and reader in one place.
 
 A client method is one row of this table: ``build`` turns the user's argument into message
-parts (raising ``ValueError``/``TypeError`` before anything is sent), ``parse`` turns the
+parts (raising ``ValueError``/``TypeError`` before anything is sent), :func:`send_params`
+wraps them in the user message a ``message/send`` carries, and ``parse`` reads the
 completed task's artifact into the result type. Each row also says what the skill does for
-a model (``description``) and takes its arguments as a typed struct (``arguments``): the
-tools for LLM frameworks (:mod:`magisterium_async.tools`) are made from this table alone.
+a model (``description``): the tools for LLM frameworks (:mod:`magisterium_async.tools`)
+are made from this table.
 
-This module owns the table, the builders and :func:`read_result` (a task's state and
-its "nothing found" answer); the readers each row names as ``parse`` are in
-:mod:`._artifacts`.
+The readers take what the contract promises and what real servers send beside it: numeric
+ids as ints or floats, numbers as strings, unknown keys (kept in ``extra``), missing text
+(empty). What cannot be read is a :class:`MalformedResponseError` naming the task and,
+briefly, what was wrong; :func:`read_result` checks the task's state and recognises each
+skill's "nothing found" answer first.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+import math
+import re
+import reprlib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from magisterium_async._arguments import (
-    Arguments,
-    DayArguments,
-    DocumentArguments,
-    LookupArguments,
-    QueryArguments,
-    QuestionArguments,
-    SaintsDayArguments,
-)
-from magisterium_async._artifacts import (
-    brief,
-    malformed,
-    parse_answer,
-    parse_document,
-    parse_lookup,
-    parse_search,
-    parse_text,
-    text_parts,
-)
+import msgspec
+
 from magisterium_async._config import PoolName
-from magisterium_async._errors import TaskFailedError
+from magisterium_async._errors import MalformedResponseError, TaskFailedError
 from magisterium_async._models import (
     Answer,
     Artifact,
+    Citation,
     DataPart,
     Document,
+    FilePart,
+    Message,
     Part,
     SearchResult,
     Task,
     TaskState,
     TextPart,
 )
-from magisterium_async._usual import SearchAnswer, Usual
 
 __all__ = [
     "ASK",
@@ -61,12 +53,21 @@ __all__ = [
     "SAINTS",
     "SEARCH",
     "SKILLS",
-    "Arguments",
+    "SendParams",
     "Skill",
+    "brief",
+    "malformed",
+    "parse_answer",
+    "parse_document",
+    "parse_lookup",
+    "parse_search",
+    "parse_text",
+    "parts_from",
     "pool_for",
-    "read_answer",
     "read_result",
     "require_text",
+    "send_params",
+    "text_parts",
 ]
 
 DEFAULT_SKILL_ID = "catholic_qa"
@@ -90,9 +91,6 @@ class Skill(Generic[In, Out]):
     not_found: str | None = None
     description: str = ""
     """What the skill does and when to use it, written for a model choosing a tool."""
-    arguments: type[Arguments[In]] | None = None
-    usual: type[Usual[Out]] | None = None
-    """The struct of the skill's usual answer, read in one pass (see :mod:`._usual`)."""
 
 
 def require_text(name: str, value: object) -> str:
@@ -102,6 +100,49 @@ def require_text(name: str, value: object) -> str:
     if not value.strip():
         raise ValueError(f"{name} must not be empty or blank")
     return value
+
+
+# The message ------------------------------------------------------------------------
+
+
+class SendParams(msgspec.Struct, omit_defaults=True):
+    """The params of ``message/send``."""
+
+    message: Message
+
+
+def parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
+    """The parts of a message: a string is a text part; at least one part."""
+    if isinstance(parts, (str, TextPart, DataPart, FilePart)):
+        parts = [parts]
+    if not isinstance(parts, Sequence):
+        raise TypeError(f"parts must be a str, a Part or a sequence of them, not {type(parts)}")
+    out: list[Part] = []
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            out.append(TextPart(text=require_text(f"parts[{i}]", part)))
+        elif isinstance(part, (TextPart, DataPart, FilePart)):
+            out.append(part)
+        else:
+            raise TypeError(f"parts[{i}] must be a str or a Part, not {type(part).__name__}")
+    if not out:
+        raise ValueError("parts must hold at least one part")
+    return out
+
+
+def send_params(parts: list[Part], skill_id: str | None, context_id: str | None) -> SendParams:
+    """A new user message of ``parts`` to ``skill_id`` (``None``: the service's default),
+    in ``context_id``'s conversation when given."""
+    if context_id is not None:
+        require_text("context_id", context_id)
+    message = Message(
+        role="user",
+        parts=parts,
+        message_id=str(uuid.uuid4()),
+        context_id=context_id,
+        metadata={"skillId": skill_id} if skill_id is not None else None,
+    )
+    return SendParams(message)
 
 
 # Builders -----------------------------------------------------------------------------
@@ -130,6 +171,210 @@ def _build_saints(when: str | dt.date) -> list[Part]:
     return [TextPart(text=require_text("when", when))]
 
 
+# Reading artifacts --------------------------------------------------------------------
+
+_INT_TEXT = re.compile(r"\s*-?[0-9]{1,18}\s*")
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 60, 60, 40
+
+
+def malformed(task: Task, what: str) -> MalformedResponseError:
+    """The error for a task whose answer breaks the contract: ``what`` is wrong."""
+    return MalformedResponseError(f"task {task.id}: {what}")
+
+
+def text_parts(artifact: Artifact) -> list[str]:
+    """The texts of the artifact's text parts, in order."""
+    return [p.text for p in artifact.parts if isinstance(p, TextPart)]
+
+
+def _data_with(artifact: Artifact, key: str) -> dict[str, Any] | None:
+    return next((p.data for p in artifact.parts if isinstance(p, DataPart) and key in p.data), None)
+
+
+def _as_id(value: object) -> str | None:
+    """Ids are strings; some A2A servers turn numeric ones into ints or floats."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    return None
+
+
+def _opt_str(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return _as_id(value) or str(value)
+    return None
+
+
+def _opt_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value):
+        # ASCII digits, and few of them: int() refuses over 4,300 digits (and "²").
+        return int(value)
+    return None
+
+
+def brief(value: object) -> str:
+    """A short repr of a value the service sent, however large or deep it is."""
+    return _REPR.repr(value)
+
+
+def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """The keys of ``raw`` not in ``known``: most objects have none, so skip the copy."""
+    if len(raw) <= len(known) and known.issuperset(raw):
+        return {}
+    return {k: v for k, v in raw.items() if k not in known}
+
+
+# Answer -------------------------------------------------------------------------------
+
+
+_CITATION_TEXT_FIELDS = (
+    "cited_text",
+    "cited_text_heading",
+    "document_title",
+    "document_author",
+    "document_reference",
+    "source_url",
+)
+_CITATION_KEYS = frozenset({*_CITATION_TEXT_FIELDS, "document_index", "document_year"})
+_STR_OR_NONE = (str, type(None))
+_INT_OR_NONE = (int, type(None))
+
+
+def _citation(raw: object) -> Citation:
+    if not isinstance(raw, dict):
+        return Citation(extra={"value": raw})
+    if (
+        _CITATION_KEYS.issuperset(raw)
+        and type(raw.get("document_index")) in _INT_OR_NONE
+        and type(raw.get("document_year")) in _INT_OR_NONE
+        and all(type(raw.get(name)) in _STR_OR_NONE for name in _CITATION_TEXT_FIELDS)
+    ):
+        # The service's own shape, every value already of its field's type.
+        return Citation(**raw)
+    year = raw.get("document_year")
+    return Citation(
+        **{name: _opt_str(raw.get(name)) for name in _CITATION_TEXT_FIELDS},
+        document_index=_opt_int(raw.get("document_index")),
+        document_year=_opt_int(year) if _opt_int(year) is not None else _opt_str(year),
+        extra=_extra(raw, _CITATION_KEYS),
+    )
+
+
+def parse_answer(task: Task, artifact: Artifact) -> Answer:
+    texts = text_parts(artifact)
+    if not texts:
+        raise malformed(task, "the catholic_qa_response artifact has no text part")
+    citations = (_data_with(artifact, "citations") or {}).get("citations") or []
+    related = (_data_with(artifact, "related_questions") or {}).get("related_questions") or []
+    if not isinstance(citations, list) or not isinstance(related, list):
+        raise malformed(task, "citations and related_questions must be lists")
+    return Answer(
+        text="\n".join(texts),
+        citations=[_citation(c) for c in citations],
+        related_questions=[q for q in related if isinstance(q, str)],
+        context_id=task.context_id,
+        task=task,
+    )
+
+
+# Search -------------------------------------------------------------------------------
+
+
+_HIT_KEYS = frozenset({"id", "url", "title"})
+
+
+def _search_result(task: Task, raw: object) -> SearchResult:
+    """A hit in any other shape than the service's own: converted, or refused."""
+    if not isinstance(raw, dict):
+        raise malformed(task, f"a search result is not an object: {brief(raw)}")
+    ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
+    if type(ident) is not str or not ident:
+        ident = _as_id(ident)
+        if ident is None:
+            raise malformed(task, f"a search result has no usable id: {brief(raw)}")
+    if type(url) is not str:
+        url = _opt_str(url) or ""
+    if type(title) is not str:
+        title = _opt_str(title) or ""
+    return SearchResult(id=ident, url=url, title=title, extra=_extra(raw, _HIT_KEYS))
+
+
+def parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
+    data = _data_with(artifact, "results")
+    if data is None:
+        raise malformed(task, "the search_results artifact has no data part with 'results'")
+    results = data["results"]
+    if not isinstance(results, list):
+        raise malformed(task, "'results' is not a list")
+    hits = []
+    for raw in results:
+        # The service's own shape, checked first and inline: a search has up to 50 hits,
+        # and these checks are a good part of what a search costs the client.
+        if type(raw) is dict and len(raw) == 3:
+            ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
+            if type(ident) is str and ident and type(url) is str and type(title) is str:
+                hits.append(SearchResult(id=ident, url=url, title=title))
+                continue
+        hits.append(_search_result(task, raw))
+    return hits
+
+
+# Fetch --------------------------------------------------------------------------------
+
+
+_DOCUMENT_KEYS = frozenset({"id", "title", "author", "ref"})
+
+
+def parse_document(task: Task, artifact: Artifact) -> Document:
+    meta = _data_with(artifact, "id") or {}
+    ident = _as_id(meta.get("id"))
+    if ident is None:
+        raise malformed(task, "the document artifact has no data part with an 'id'")
+    return Document(
+        id=ident,
+        title=_opt_str(meta.get("title")),
+        author=_opt_str(meta.get("author")),
+        ref=_opt_str(meta.get("ref")),
+        text="\n".join(text_parts(artifact)),
+        extra=_extra(meta, _DOCUMENT_KEYS),
+    )
+
+
+# Readings and lookups -----------------------------------------------------------------
+
+
+def parse_text(task: Task, artifact: Artifact) -> str:
+    texts = text_parts(artifact)
+    if not texts:
+        raise malformed(task, f"the {artifact.name} artifact has no text part")
+    return "\n".join(texts)
+
+
+def parse_lookup(task: Task, artifact: Artifact) -> dict[str, Any]:
+    """Every artifact's text and data: the service states neither their names nor shapes."""
+    parts = [p for a in task.artifacts for p in a.parts]
+    return {
+        "text": "\n".join(p.text for p in parts if isinstance(p, TextPart)),
+        "data": [p.data for p in parts if isinstance(p, DataPart)],
+    }
+
+
 # The table ----------------------------------------------------------------------------
 
 ASK: Skill[str, Answer] = Skill(
@@ -142,7 +387,6 @@ ASK: Skill[str, Answer] = Skill(
     "practice from the Church's documents, with citations of the sources used. Slow "
     "(seconds to minutes) and on a small quota: use it for questions that need a reasoned "
     "answer, and document_search to find documents.",
-    arguments=QuestionArguments,
 )
 SEARCH: Skill[str, list[SearchResult]] = Skill(
     "document_search",
@@ -153,8 +397,6 @@ SEARCH: Skill[str, list[SearchResult]] = Skill(
     description="Semantic search over Church documents (encyclicals, councils, the "
     "Catechism, the Fathers, canon law, ...). Returns hits with id, title and url; pass an "
     "id to document_fetch for the text.",
-    arguments=QueryArguments,
-    usual=SearchAnswer,
 )
 FETCH: Skill[str, Document] = Skill(
     "document_fetch",
@@ -165,7 +407,6 @@ FETCH: Skill[str, Document] = Skill(
     not_found="Document not found.",
     description="The full text and metadata (title, author, reference) of one document, "
     "by the id document_search gave.",
-    arguments=DocumentArguments,
 )
 MASS_READINGS: Skill[str, str] = Skill(
     "liturgical_readings",
@@ -176,7 +417,6 @@ MASS_READINGS: Skill[str, str] = Skill(
     not_found="No mass readings found.",
     description="The readings of the Catholic Mass for a day (first reading, psalm, "
     "second reading, gospel).",
-    arguments=DayArguments,
 )
 SAINTS: Skill[str | dt.date, str] = Skill(
     "saints_of_the_day",
@@ -186,7 +426,6 @@ SAINTS: Skill[str | dt.date, str] = Skill(
     parse_text,
     not_found="No martyrology data found.",
     description="The Roman Martyrology entry for a day: the saints and blessed commemorated on it.",
-    arguments=SaintsDayArguments,
 )
 
 
@@ -199,7 +438,6 @@ def _lookup(skill_id: str, description: str) -> Skill[str, dict[str, Any]]:
         _text_only("query"),
         parse_lookup,
         description=description,
-        arguments=LookupArguments,
     )
 
 
@@ -251,12 +489,6 @@ def is_not_found(skill: Skill[Any, Any], artifact: Artifact) -> bool:
     texts = text_parts(artifact)
     has_data = any(isinstance(p, DataPart) for p in artifact.parts)
     return not has_data and len(texts) == 1 and texts[0].strip() == skill.not_found
-
-
-def read_answer(skill: Skill[Any, Out], answer: Task | Usual[Out]) -> Out | None:
-    """The skill's result from a Task (:func:`read_result`), or from the skill's usual
-    answer (see :mod:`._usual`), which was read as it was decoded."""
-    return read_result(skill, answer) if isinstance(answer, Task) else answer.result()
 
 
 def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:

@@ -8,7 +8,7 @@ client's own (``magisterium.*``); every request carries its W3C trace context.
 
 Without the extra, or with no provider configured (OpenTelemetry's proxy or no-op one),
 :meth:`Telemetry.observe` gives the call :data:`NO_OBSERVER`, which hears nothing and
-hands the call's work back untouched: nothing is made, nothing is emitted. A provider
+records nothing: nothing is made, nothing is emitted. A provider
 configured later is picked up by the next call.
 
 Nothing secret or typed by a user goes into a span: the method, ids (task, context,
@@ -20,25 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from magisterium_async import _version
 from magisterium_async._errors import JSONRPCError, RateLimitError
-from magisterium_async._models import Message, TaskState
+from magisterium_async._models import Message, Task, TaskState
 
 try:
     from opentelemetry import metrics as _metrics
     from opentelemetry import propagate as _propagate
     from opentelemetry import trace as _trace
     from opentelemetry.trace import SpanKind, Status, StatusCode
-
-    try:
-        from opentelemetry.metrics import _internal as _metrics_internal
-    except ImportError:  # a future API without it: the public getter decides alone
-        _metrics_internal = None  # type: ignore[assignment]
 except ImportError:  # the [otel] extra is not installed: telemetry is off
     _trace = None  # type: ignore[assignment]
     _metrics = None  # type: ignore[assignment]
@@ -48,61 +42,9 @@ __all__ = ["NO_OBSERVER", "CallObserver", "Telemetry", "error_type", "with_trace
 
 _NAME = "magisterium_async"
 _DEFAULT_SKILL = "catholic_qa"  # the service's default skill (a message without skillId)
+# What OpenTelemetry's getters return while no provider is configured.
 _NO_TRACER_PROVIDERS = ("ProxyTracerProvider", "NoOpTracerProvider")
 _NO_METER_PROVIDERS = ("_ProxyMeterProvider", "NoOpMeterProvider")
-_UNKNOWN = object()
-# Whether any client was given a tracer provider: then spans may be current without a
-# global provider, and every request is looked at for a trace context to carry.
-_explicit_tracing = False
-
-
-def _global(module: Any, name: str, env: str, public: Callable[[], Any]) -> Any:
-    """The global provider the application set, or ``None`` when it set none.
-
-    OpenTelemetry's own getter reads ``os.environ`` on every call (microseconds: too much
-    for the request path of every client that never asked for telemetry), so the
-    module's global is read first; where that name ever goes away, the getter decides.
-    """
-    provider = getattr(module, name, _UNKNOWN)
-    if provider is None and env not in _ENVIRONMENT:
-        return None
-    return public()
-
-
-# OpenTelemetry's variables naming a provider to load, read once: set at start-up, if ever.
-_PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
-_ENVIRONMENT = frozenset(name for name in _PROVIDER_VARIABLES if name in os.environ)
-
-
-def _global_tracer_provider() -> Any:
-    return _global(
-        _trace, "_TRACER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER", _trace.get_tracer_provider
-    )
-
-
-def _global_meter_provider() -> Any:
-    return _global(
-        _metrics_internal,
-        "_METER_PROVIDER",
-        "OTEL_PYTHON_METER_PROVIDER",
-        _metrics.get_meter_provider,
-    )
-
-
-class Answered(Protocol):
-    """What a span records of the task that answered a call (a Task, or a usual answer)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def context_id(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
-
-
-A = TypeVar("A", bound=Answered)
 
 
 class CallObserver:
@@ -119,9 +61,9 @@ class CallObserver:
     def retrying(self, attempt: int, reason: str) -> None:
         """The call is tried again: ``attempt`` is the retry's number, ``reason`` why."""
 
-    def traced(self, work: Awaitable[A]) -> Awaitable[A]:
-        """``work``, run inside the call's span; here, ``work`` itself, untouched."""
-        return work
+    async def traced(self, work: Awaitable[Task]) -> Task:
+        """``await work`` inside the call's span; here, there is none."""
+        return await work
 
 
 NO_OBSERVER = CallObserver()
@@ -138,13 +80,7 @@ def error_type(error: BaseException) -> str:
 def with_trace_context(headers: Mapping[str, str]) -> Mapping[str, str]:
     """``headers``, plus ``traceparent`` (and the other configured propagators' headers)
     when a span is current; the very same mapping, uncopied, when none is."""
-    if _trace is None or (
-        not _explicit_tracing
-        and getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN) is None
-        and not _ENVIRONMENT
-    ):
-        return headers  # no provider, so no span of ours or anyone's: nothing to carry
-    if not _trace.get_current_span().get_span_context().is_valid:
+    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
         return headers
     carrier = dict(headers)
     _propagate.inject(carrier)
@@ -208,7 +144,7 @@ class _CallRecord(CallObserver):
         if self.span is not None:
             self.span.add_event("magisterium.retry", {"attempt": attempt, "reason": reason})
 
-    async def traced(self, work: Awaitable[A]) -> A:
+    async def traced(self, work: Awaitable[Task]) -> Task:
         """``await work`` with the span current (so requests carry it), then end the span."""
         scope = (
             _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
@@ -224,7 +160,7 @@ class _CallRecord(CallObserver):
         self.finish(task, None)
         return task
 
-    def finish(self, task: Answered | None, error: BaseException | None) -> None:
+    def finish(self, task: Task | None, error: BaseException | None) -> None:
         if self.instruments is not None:
             self.instruments.quota_wait.record(self.waited, self._labels)
         span = self.span
@@ -260,9 +196,6 @@ class Telemetry:
         }
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
-        if tracer_provider is not None:
-            global _explicit_tracing
-            _explicit_tracing = True
         self._tracer: tuple[Any, Any] = (None, None)  # (provider, its tracer or None)
         self._instruments: tuple[Any, _Instruments | None] = (None, None)
         self._agent: dict[str, str] = {}
@@ -277,7 +210,7 @@ class Telemetry:
             self._agent["gen_ai.agent.version"] = version
 
     def _current_tracer(self) -> Any:
-        provider = self._tracer_provider or _global_tracer_provider()
+        provider = self._tracer_provider or _trace.get_tracer_provider()
         seen, tracer = self._tracer
         if provider is not seen:
             tracer = None
@@ -287,7 +220,7 @@ class Telemetry:
         return tracer
 
     def _current_instruments(self) -> _Instruments | None:
-        provider = self._meter_provider or _global_meter_provider()
+        provider = self._meter_provider or _metrics.get_meter_provider()
         seen, instruments = self._instruments
         if provider is not seen:
             instruments = None
@@ -299,14 +232,7 @@ class Telemetry:
     def observe(self, method: str, pool: str, params: Any) -> CallObserver:
         """The observer of one call starting now: its span is started here when anyone
         listens; else :data:`NO_OBSERVER`, and nothing is made."""
-        if _trace is None or (
-            # The common case, in a few attribute reads: nothing configured anywhere.
-            self._tracer_provider is None
-            and self._meter_provider is None
-            and getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN) is None
-            and getattr(_metrics_internal, "_METER_PROVIDER", _UNKNOWN) is None
-            and not _ENVIRONMENT
-        ):
+        if _trace is None:
             return NO_OBSERVER
         tracer = self._current_tracer()
         instruments = self._current_instruments()

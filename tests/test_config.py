@@ -1,5 +1,6 @@
 """The configuration value objects: their presets, what they compute, and the errors a bad
-value gets (each naming the argument)."""
+value gets (each naming the argument).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._config import DEFAULT_RETRY_POLICY, DEFAULT_TIMEOUTS
+from magisterium_async import _config as _env
+from magisterium_async._config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_RETRY_POLICY,
+    DEFAULT_TIMEOUTS,
+    fraction,
+    non_negative_number,
+    number,
+    positive_number,
+    whole_number,
+)
 
 
 def test_the_plans_are_15_and_2_a_minute_with_no_cap_but_the_rate() -> None:
@@ -130,3 +141,104 @@ def test_bad_retry_policies_are_refused_by_name(
 def test_unbounded_budgets_and_deadlines_are_allowed() -> None:
     policy = m.RetryPolicy(rate_limit_budget=math.inf, total_timeout=math.inf, max_retries=0)
     assert policy.rate_limit_budget == policy.total_timeout == math.inf
+
+
+# The number checks every setting goes through: the value back, or an error naming it
+# --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["1", None, True, [1], 1j])
+def test_what_is_not_a_number_is_a_type_error_naming_the_argument(bad: Any) -> None:
+    for check in (number, positive_number, non_negative_number, fraction):
+        with pytest.raises(TypeError, match=f"^period must be a number, not {type(bad).__name__}$"):
+            check("period", bad)
+
+
+def test_numbers_come_back_as_floats() -> None:
+    assert number("x", 3) == 3.0 and isinstance(number("x", 3), float)
+    assert positive_number("x", 0.5) == 0.5
+    assert non_negative_number("x", 0) == 0.0
+    assert fraction("x", 1) == 1.0
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, -math.inf])
+def test_positive_numbers(bad: float) -> None:
+    with pytest.raises(ValueError, match=f"^timeout must be a positive number, got {bad!r}$"):
+        positive_number("timeout", bad)
+
+
+def test_infinity_only_where_it_means_no_bound() -> None:
+    assert positive_number("budget", math.inf, infinite=True) == math.inf
+    assert non_negative_number("latency", math.inf, infinite=True) == math.inf
+    with pytest.raises(ValueError, match="budget must be a positive number, got nan"):
+        positive_number("budget", math.nan, infinite=True)
+    with pytest.raises(ValueError, match=r"^latency must be a number >= 0, got -1$"):
+        non_negative_number("latency", -1, infinite=True)
+
+
+@pytest.mark.parametrize("bad", [-0.5, math.nan, math.inf])
+def test_non_negative_numbers(bad: float) -> None:
+    with pytest.raises(ValueError, match=r"^max_delay must be a number >= 0 and finite, got"):
+        non_negative_number("max_delay", bad)
+
+
+@pytest.mark.parametrize("bad", [-0.01, 1.01, math.nan, math.inf])
+def test_fractions(bad: float) -> None:
+    with pytest.raises(ValueError, match=r"^error_rate must be between 0 and 1, got"):
+        fraction("error_rate", bad)
+
+
+def test_whole_numbers() -> None:
+    assert whole_number("workers", 1) == 1
+    assert whole_number("retries", 0, minimum=0) == 0
+    with pytest.raises(ValueError, match=r"^workers must be >= 1, got 0$"):
+        whole_number("workers", 0)
+    for bad in (1.0, "1", True, None):
+        with pytest.raises(TypeError, match=f"^workers must be an int, not {type(bad).__name__}$"):
+            whole_number("workers", bad)
+
+
+# The environment variables and their order: what is given wins, then the variable, then
+# --------------------------------------------------------------------------------
+
+
+def test_the_names_are_the_documented_ones() -> None:
+    assert (_env.TOKEN_ENV, _env.CREDENTIALS_ENV, _env.BASE_URL_ENV, _env.REDIS_URL_ENV) == (
+        "MAGISTERIUM_TOKEN",
+        "MAGISTERIUM_CREDENTIALS",
+        "MAGISTERIUM_BASE_URL",
+        "MAGISTERIUM_REDIS_URL",
+    )
+
+
+def test_the_base_url_is_given_then_the_variable_then_the_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(_env.BASE_URL_ENV, raising=False)
+    assert _env.base_url(None) == DEFAULT_BASE_URL
+    monkeypatch.setenv(_env.BASE_URL_ENV, "")
+    assert _env.base_url(None) == DEFAULT_BASE_URL
+    monkeypatch.setenv(_env.BASE_URL_ENV, "http://127.0.0.1:8765/api/v1/a2a")
+    assert _env.base_url(None) == "http://127.0.0.1:8765/api/v1/a2a"
+    assert _env.base_url("https://other.example/a2a") == "https://other.example/a2a"
+
+
+def test_the_redis_url_is_given_then_the_variable_else_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(_env.REDIS_URL_ENV, raising=False)
+    assert _env.redis_url(None) is None
+    monkeypatch.setenv(_env.REDIS_URL_ENV, "redis://127.0.0.1:6379/0")
+    assert _env.redis_url(None) == "redis://127.0.0.1:6379/0"
+    assert _env.redis_url("redis://elsewhere/1") == "redis://elsewhere/1"
+
+
+def test_the_token_is_read_stripped_and_a_blank_one_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(_env.TOKEN_ENV, raising=False)
+    assert _env.token_from_env() is None
+    monkeypatch.setenv(_env.TOKEN_ENV, "  \n")
+    assert _env.token_from_env() is None
+    monkeypatch.setenv(_env.TOKEN_ENV, " sk-abc\n")
+    assert _env.token_from_env() == "sk-abc"

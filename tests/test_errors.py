@@ -1,11 +1,22 @@
 """The error tree: its docstring, ``__all__`` and the package's exports agree; errors
-without an answer name none."""
+without an answer name none.
+"""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import magisterium_async as m
+from magisterium_async._errors import error_for_status, error_from_jsonrpc, parse_seconds
+from magisterium_async._http._jsonrpc import decode_response
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 
 
 def test_timeout_is_a_connection_error() -> None:
@@ -60,3 +71,294 @@ def test_errors_without_an_answer_name_none() -> None:
     error = m.APIConnectionError("refused")
     assert (error.status_code, error.request_id, dict(error.headers)) == (None, None, {})
     assert str(error) == "refused"
+
+
+# Which error an answer is: JSON-RPC codes and HTTP statuses to classes, and the answer
+# --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "cls"),
+    [
+        (-32700, 200, m.ParseError),
+        (-32600, 200, m.InvalidRequestError),
+        (-32601, 200, m.MethodNotFoundError),
+        (-32602, 200, m.InvalidParamsError),
+        (-32603, 200, m.InternalServerError),
+        (-32001, 200, m.TaskNotFoundError),
+        (-32002, 200, m.SkillNotFoundError),
+        (-32003, 429, m.RateLimitError),
+        (-32004, 401, m.AuthenticationError),
+        (-32005, 403, m.PlanRequiredError),
+    ],
+)
+def test_each_code_has_its_class(code: int, status: int, cls: type[m.JSONRPCError]) -> None:
+    error = error_from_jsonrpc(code, "msg", {"k": 1}, status=status)
+    assert type(error) is cls
+    assert (error.code, error.message, error.data) == (code, "msg", {"k": 1})
+    assert isinstance(error, m.MagisteriumError)
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [(429, m.RateLimitError), (401, m.AuthenticationError), (403, m.PlanRequiredError)],
+)
+def test_status_decides_when_the_code_is_unknown(status: int, cls: type) -> None:
+    assert type(error_from_jsonrpc(-1, "x", None, status=status)) is cls
+
+
+@pytest.mark.parametrize("code", [-32003, -32004, -32005])
+def test_generic_a2a_meanings_of_service_codes_are_plain_errors(code: int) -> None:
+    # Generic A2A: push notifications / operation / content type not supported, HTTP 200.
+    error = error_from_jsonrpc(code, "This operation is not supported", None, status=200)
+    assert type(error) is m.JSONRPCError
+    assert error.code == code
+
+
+def test_unknown_code_keeps_what_was_said() -> None:
+    error = error_from_jsonrpc(-31999, "odd", [1], status=200)
+    assert type(error) is m.JSONRPCError
+    assert (error.code, error.message, error.data) == (-31999, "odd", [1])
+
+
+def test_skill_not_found_on_cancel_means_not_cancelable() -> None:
+    error = error_from_jsonrpc(
+        -32002, "Task cannot be canceled", None, status=200, method="tasks/cancel"
+    )
+    assert isinstance(error, m.TaskNotCancelableError)
+    assert isinstance(error, m.SkillNotFoundError)
+
+
+def test_skill_not_found_names_the_skill() -> None:
+    error = error_from_jsonrpc(-32002, "Skill not found", {"skillId": "pope_lookupp"}, status=404)
+    assert isinstance(error, m.SkillNotFoundError) and error.skill_id == "pope_lookupp"
+    assert str(error) == "Skill not found: 'pope_lookupp' (JSON-RPC error -32002)"
+    bare = error_from_jsonrpc(-32002, "Skill not found", None, status=404)
+    assert isinstance(bare, m.SkillNotFoundError) and bare.skill_id is None
+    assert str(bare) == "Skill not found (JSON-RPC error -32002)"
+
+
+def test_skill_not_found_names_the_skill_asked_for_where_the_service_does_not() -> None:
+    asked = error_from_jsonrpc(-32002, "Skill not found", None, status=200, skill_id="x")
+    assert isinstance(asked, m.SkillNotFoundError) and asked.skill_id == "x"
+    said = error_from_jsonrpc(-32002, "no", {"skillId": "y"}, status=200, skill_id="x")
+    assert isinstance(said, m.SkillNotFoundError) and said.skill_id == "y"
+
+
+# Errors from an HTTP answer say which answer ---------------------------------------------
+
+TOKEN = "secret-token-do-not-show"
+ANSWER_HEADERS = {
+    "X-Request-Id": "req-abc123",
+    "Set-Cookie": "session=s3cr3t",
+    "Authorization": "Bearer leaked",
+    "X-RateLimit-Remaining": "0",
+}
+
+
+async def _error_from(answer: Callable[[MockRequest], MockResponse]) -> m.MagisteriumError:
+    transport = MockTransport(answer)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url="http://127.0.0.1:9/a2a",
+        transport=transport,
+        rate_limits=m.RateLimits.unlimited(),
+        retry_policy=m.RetryPolicy(max_retries=0, rate_limit_budget=0.001),
+    )
+    async with client:
+        with pytest.raises(m.MagisteriumError) as info:
+            await client.search("grace")
+    sent = transport.requests[-1].json["id"]
+    assert info.value.jsonrpc_id == sent
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("answer", "cls", "status"),
+    [
+        (lambda r: MockResponse(401, ANSWER_HEADERS, "no"), m.AuthenticationError, 401),
+        (
+            lambda r: MockResponse.error(
+                r,
+                -32003,
+                "Rate limit exceeded",
+                {"retryAfter": 0},
+                status=429,
+                headers=ANSWER_HEADERS,
+            ),
+            m.RateLimitError,
+            429,
+        ),
+        (
+            lambda r: MockResponse(503, ANSWER_HEADERS, "<html>busy</html>"),
+            m.UnexpectedStatusError,
+            503,
+        ),
+        (
+            lambda r: MockResponse.error(r, -32603, "boom", headers=ANSWER_HEADERS),
+            m.InternalServerError,
+            200,
+        ),
+    ],
+    ids=["401", "429", "5xx", "jsonrpc"],
+)
+async def test_errors_carry_status_request_id_and_redacted_headers(
+    answer: Callable[[MockRequest], MockResponse], cls: type[m.MagisteriumError], status: int
+) -> None:
+    error = await _error_from(answer)
+    assert type(error) is cls
+    assert error.status_code == status == error.status
+    assert error.server_request_id == "req-abc123"
+    assert error.request_id == f"{error.jsonrpc_id} / req-abc123"
+    assert error.headers["x-ratelimit-remaining"] == "0"  # case-insensitive
+    assert error.headers["set-cookie"] == error.headers["authorization"] == "<redacted>"
+    text = str(error)
+    assert text.endswith(f"[HTTP {status}, request {error.jsonrpc_id} / req-abc123]")
+    assert TOKEN not in text and "s3cr3t" not in text and "leaked" not in repr(error.headers)
+
+
+async def test_request_id_without_a_server_header_is_the_jsonrpc_id() -> None:
+    error = await _error_from(lambda r: MockResponse.error(r, -32602, "bad"))
+    assert error.server_request_id is None
+    assert error.request_id == str(error.jsonrpc_id)
+    assert str(error) == f"bad (JSON-RPC error -32602) [HTTP 200, request {error.jsonrpc_id}]"
+
+
+async def test_a_body_too_large_still_names_the_request() -> None:
+    transport = MockTransport(lambda r: MockResponse(200, {}, b"x" * 2048))
+    async with m.AsyncMagisterium(
+        token=TOKEN,
+        base_url="http://127.0.0.1:9/a2a",
+        transport=transport,
+        max_response_bytes=1024,
+    ) as client:
+        with pytest.raises(m.ResponseTooLargeError) as info:
+            await client.search("grace")
+    assert info.value.jsonrpc_id == transport.requests[0].json["id"]
+    assert info.value.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (401, m.AuthenticationError),
+        (403, m.PlanRequiredError),
+        (429, m.RateLimitError),
+        (404, m.UnexpectedStatusError),
+        (502, m.UnexpectedStatusError),
+    ],
+)
+def test_one_function_maps_a_status_to_its_error(status: int, cls: type) -> None:
+    error = error_for_status(status, "GET x", headers={"Retry-After": "3", "Request-Id": "r1"})
+    assert type(error) is cls
+    assert error.status_code == status and error.request_id == "r1"
+    if isinstance(error, m.RateLimitError):
+        assert error.retry_after == 3.0
+
+
+# Reading a 429's wait: ``parse_seconds`` never raises, and one place reads body and header
+# --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (7, 7.0),
+        (2.5, 2.5),
+        ("3", 3.0),
+        (" 4.5 ", 4.5),
+        (0, 0.0),
+        (-0.0, 0.0),
+        ("-0", 0.0),
+        (10**400, math.inf),
+        ("9" * 400, math.inf),
+        (1e308 * 10, math.inf),
+        (-(10**400), None),
+        (math.nan, None),
+        ("nan", None),
+        ("inf", None),
+        ("-Infinity", None),
+        (-1, None),
+        (-1e-9, None),
+        (True, None),
+        (False, None),
+        ("soon", None),
+        ("Wed, 21 Oct 2026 07:28:00 GMT", None),
+        ("", None),
+        (None, None),
+        ([1], None),
+        ({"s": 1}, None),
+    ],
+)
+def test_parse_seconds(value: Any, expected: float | None) -> None:
+    seconds = parse_seconds(value)
+    assert seconds == expected
+    if seconds == 0.0:
+        assert math.copysign(1.0, seconds) == 1.0  # never -0.0
+
+
+@given(
+    st.one_of(
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(),
+        st.booleans(),
+        st.none(),
+        st.lists(st.integers(), max_size=2),
+    )
+)
+def test_parse_seconds_never_raises_and_gives_no_negative_wait(value: Any) -> None:
+    seconds = parse_seconds(value)
+    assert seconds is None or (seconds >= 0 and not math.isnan(seconds))
+
+
+def test_the_body_wait_comes_first_then_the_header() -> None:
+    body = error_from_jsonrpc(
+        -32003, "slow", {"retryAfter": 2}, status=429, headers={"Retry-After": "9"}
+    )
+    header = error_from_jsonrpc(
+        -32003, "slow", {"retryAfter": "soon"}, status=429, headers={"Retry-After": "9"}
+    )
+    assert isinstance(body, m.RateLimitError) and isinstance(header, m.RateLimitError)
+    assert (body.retry_after, header.retry_after) == (2.0, 9.0)
+
+
+def test_a_bare_429_reads_its_header_and_a_broken_header_object_is_no_wait() -> None:
+    with pytest.raises(m.RateLimitError) as info:
+        decode_response("message/send", 1, 429, b"<html>slow down</html>", {"Retry-After": "4"})
+    assert info.value.retry_after == 4.0
+
+    class Broken:
+        def get(self, name: str) -> str:
+            raise RuntimeError("unreadable")
+
+    error = error_from_jsonrpc(None, "HTTP 429", None, status=429, headers=Broken())
+    assert isinstance(error, m.RateLimitError) and error.retry_after is None
+
+
+def test_a_400_digit_retry_after_in_the_body_is_capped_not_an_overflow() -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"error":{"code":-32003,"message":"slow","data":{"retryAfter":'
+    body += b"9" * 400 + b"}}}"
+    with pytest.raises(m.RateLimitError) as info:
+        decode_response("message/send", 1, 429, body)
+    assert info.value.retry_after == math.inf
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"retryAfter": 7}, 7.0),
+        ({"retryAfter": 2.5}, 2.5),
+        ({"retryAfter": "3"}, 3.0),
+        ({"retryAfter": "soon"}, None),
+        ({"retryAfter": -1}, None),
+        ({"retryAfter": True}, None),
+        ({}, None),
+        (None, None),
+        ("text", None),
+    ],
+)
+def test_retry_after_from_data_even_when_malformed(data: Any, expected: float | None) -> None:
+    error = error_from_jsonrpc(-32003, "Rate limit exceeded", data, status=429)
+    assert isinstance(error, m.RateLimitError)
+    assert error.retry_after == expected

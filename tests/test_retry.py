@@ -7,17 +7,29 @@ number), one call sends a bounded number of requests, in virtual time.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 
 import magisterium_async as m
 from magisterium_async._clock import VirtualClock
-from magisterium_async._config import RateLimits, RetryPolicy
+from magisterium_async._config import (
+    DEFAULT_CALL_OPTIONS,
+    DEFAULT_RETRY_POLICY,
+    RateLimits,
+    RetryPolicy,
+)
 from magisterium_async._errors import RateLimitError
+from magisterium_async._http._jsonrpc import Transport
 from magisterium_async._ratelimit import PoolEvent, Scheduler
-from magisterium_async._retry import call_with_retries, rate_limit_wait
+from magisterium_async._retry import CallPath, call_with_retries, rate_limit_wait
+from magisterium_async._skills import SendParams
+from magisterium_async._telemetry import Telemetry
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport
+from tests.conftest import task_json
 from tests.http.test_card import CARD
 
 from .conftest import TOKEN, ScriptedServer
@@ -250,3 +262,129 @@ async def test_a_call_cancelled_while_sending_or_waiting_frees_its_place() -> No
     assert all(c.cancelled() for c in calls)
     assert pool.stats(clock.now()).waiting == 0
     await assert_the_next_call_gets_through(sched, clock)
+
+
+# The call path: a refused token renewed once, the resend in a slot of its own
+# --------------------------------------------------------------------------------
+
+
+URL = "http://127.0.0.1:1/a2a"
+
+
+class Tokens:
+    """A token source that has a new token ready after each refusal (``renews``)."""
+
+    identity = "test"
+
+    def __init__(self, renews: bool = True) -> None:
+        self.current = "old"
+        self.renews = renews
+        self.refused: list[str] = []
+
+    async def token(self) -> str:
+        return self.current
+
+    async def rejected(self, token: str) -> bool:
+        self.refused.append(token)
+        if self.renews:
+            self.current = "new"
+        return self.renews
+
+    async def aclose(self) -> None:
+        return None
+
+
+def refusing(*refused: str) -> MockTransport:
+    def answer(request: MockRequest) -> MockResponse:
+        if request.headers["Authorization"].removeprefix("Bearer ") in refused:
+            return MockResponse.error(request, -32004, "Unauthorized", status=401)
+        return MockResponse.result(request, task_json())
+
+    return MockTransport(answer)
+
+
+def calls_over(http: MockTransport, tokens: Tokens) -> tuple[CallPath, Scheduler]:
+    clock = VirtualClock()
+    scheduler = Scheduler(m.RateLimits.unlimited(), max_concurrency=4, clock=clock)
+    transport = Transport(URL, None, max_concurrency=4, connect_timeout=5.0, clock=clock, http=http)
+    return CallPath(transport, scheduler, clock, tokens, Telemetry(URL)), scheduler
+
+
+async def call(calls: CallPath) -> m.Task:
+    return await calls.rpc(
+        "tasks/get",
+        {"id": "t"},
+        "default",
+        timeout=5.0,
+        policy=DEFAULT_RETRY_POLICY,
+        options=DEFAULT_CALL_OPTIONS,
+    )
+
+
+async def test_the_resend_after_a_renewed_token_takes_a_slot_the_pool_counts() -> None:
+    http, tokens = refusing("old"), Tokens()
+    calls, scheduler = calls_over(http, tokens)
+    task = await call(calls)
+    assert task.id == "task-1"
+    assert [r.headers["Authorization"] for r in http.requests] == ["Bearer old", "Bearer new"]
+    assert tokens.refused == ["old"]
+    stats = scheduler.stats.default
+    assert (stats.sent, stats.retries) == (2, 0)  # seen by the pool; not a retry
+
+
+async def test_a_renewed_token_refused_again_is_final() -> None:
+    http, tokens = refusing("old", "new"), Tokens()
+    calls, scheduler = calls_over(http, tokens)
+    with pytest.raises(m.AuthenticationError):
+        await call(calls)
+    assert len(http.requests) == 2 and tokens.refused == ["old"]
+    assert scheduler.stats.default.sent == 2
+
+
+async def test_no_resend_when_the_source_has_no_new_token() -> None:
+    http, tokens = refusing("old"), Tokens(renews=False)
+    calls, scheduler = calls_over(http, tokens)
+    with pytest.raises(m.AuthenticationError):
+        await call(calls)
+    assert len(http.requests) == 1 and scheduler.stats.default.sent == 1
+
+
+async def test_every_try_of_a_call_sends_the_same_params() -> None:
+    gate = asyncio.Event()
+    answers = iter([503, 200])
+
+    async def answer(request: MockRequest) -> MockResponse:
+        await gate.wait()
+        status = next(answers, 200)
+        if status != 200:
+            return MockResponse(status=status, content=b"busy")
+        return MockResponse.result(request, task_json())
+
+    http = MockTransport(answer)
+    clock = VirtualClock()
+    scheduler = Scheduler(m.RateLimits.unlimited(), max_concurrency=1, clock=clock)
+    transport = Transport(URL, None, max_concurrency=1, connect_timeout=5.0, clock=clock, http=http)
+    calls = CallPath(transport, scheduler, clock, None, Telemetry(URL))
+
+    def send(text: str) -> Awaitable[m.Task]:
+        message = m.Message(role="user", parts=[m.TextPart(text=text)], message_id=text)
+        return calls.rpc(
+            "message/send",
+            SendParams(message),
+            "default",
+            timeout=5.0,
+            policy=m.RetryPolicy(max_retries=1),
+            options=DEFAULT_CALL_OPTIONS,
+        )
+
+    pending = [asyncio.ensure_future(send(f"waiting-{i}")) for i in range(50)]
+    gate.set()
+    await clock.run_until_idle()  # the 503's backoff, in virtual time
+    await asyncio.gather(*pending)
+    first_call = "waiting-0"
+    tries = [
+        r.content for r in http.requests if r.json["params"]["message"]["messageId"] == first_call
+    ]
+    assert len(tries) == 2  # the 503, then its retry
+    first, retried = (json.loads(t) for t in tries)
+    assert first["params"] == retried["params"] and first["id"] != retried["id"]

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import msgspec
 import platformdirs
 
-from magisterium_async._env import CREDENTIALS_ENV
+from magisterium_async._config import CREDENTIALS_ENV
 from magisterium_async._errors import CredentialsError
 from magisterium_async._redis import masked_url
 

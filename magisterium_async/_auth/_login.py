@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 from aiohttp import web
 
-from magisterium_async import _env
+from magisterium_async import _config as _env
 from magisterium_async._auth import _oauth
 from magisterium_async._auth._credentials import (
     Credentials,

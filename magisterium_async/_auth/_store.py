@@ -30,7 +30,7 @@ from magisterium_async._auth._credentials import (
     lock_path,
     save_credentials,
 )
-from magisterium_async._checks import non_negative_number
+from magisterium_async._config import non_negative_number
 from magisterium_async._errors import CredentialsError
 
 __all__ = [

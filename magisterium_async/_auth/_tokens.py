@@ -36,11 +36,19 @@ from magisterium_async._auth._credentials import (
     origin_of,
 )
 from magisterium_async._auth._store import CredentialStore, FileStore, StoreUnreachableError
-from magisterium_async._checks import non_negative_number
 from magisterium_async._clock import Clock
-from magisterium_async._env import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
-from magisterium_async._error_mapping import error_for_status
-from magisterium_async._errors import LoginRequiredError, MagisteriumError, OAuthError
+from magisterium_async._config import (
+    CREDENTIALS_ENV,
+    TOKEN_ENV,
+    non_negative_number,
+    token_from_env,
+)
+from magisterium_async._errors import (
+    LoginRequiredError,
+    MagisteriumError,
+    OAuthError,
+    error_for_status,
+)
 
 __all__ = [
     "TOKEN_ENV",

@@ -16,7 +16,7 @@ from magisterium_async._auth._login import AuthStatus, auth_status, login, logou
 from magisterium_async._cli._command import Command, Group, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
-from magisterium_async._env import TOKEN_ENV, token_from_env
+from magisterium_async._config import TOKEN_ENV, token_from_env
 
 __all__ = ["COMMANDS"]
 

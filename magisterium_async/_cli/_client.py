@@ -11,8 +11,13 @@ from magisterium_async._auth._credentials import credentials_location
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._local_emulator import local_emulator
 from magisterium_async._client import AsyncMagisterium
-from magisterium_async._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
-from magisterium_async._env import TOKEN_ENV, token_from_env
+from magisterium_async._config import (
+    DEFAULT_TIMEOUTS,
+    TOKEN_ENV,
+    RateLimits,
+    Timeouts,
+    token_from_env,
+)
 from magisterium_async._ratelimit import SharedQuota
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]

@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from magisterium_async._checks import whole_number
+from magisterium_async._config import whole_number
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._models import Document, SearchResult
 

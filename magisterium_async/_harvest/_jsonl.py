@@ -22,8 +22,8 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from magisterium_async._checks import non_negative_number, whole_number
 from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._config import non_negative_number, whole_number
 from magisterium_async._errors import OutputFileError
 from magisterium_async._models import Document
 

@@ -4,8 +4,7 @@
 is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one for unit
 tests. Both bound the body with :func:`read_body`, which inflates it itself, so
 ``max_response_bytes`` bounds the decompressed size and the memory of every answer,
-whatever aiohttp version is installed (the real one reads an uncompressed answer whose
-``Content-Length`` is within the limit in one call: aiohttp stops at that length).
+whatever aiohttp version is installed.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import aiohttp
 
 from magisterium_async._errors import MalformedResponseError, ResponseTooLargeError
 from magisterium_async._http._proxy import Proxies, request_arguments
-from magisterium_async._http._shared_timer import SharedTimer
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -42,10 +40,7 @@ _DIGITS = re.compile(r"[0-9]{1,19}")
 
 
 class RawResponse(NamedTuple):
-    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks.
-
-    (A named tuple: one is made per request, and it is the cheapest immutable record.)
-    """
+    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks."""
 
     status: int
     headers: Mapping[str, str]
@@ -87,13 +82,10 @@ class HTTPTransport(Protocol):
 class AiohttpTransport:
     """The real HTTP: one aiohttp session, opened lazily inside the running loop.
 
-    Timeouts are exact. Each request's is kept by one :class:`SharedTimer` for the whole
-    session rather than by aiohttp (which arms a loop timer per request, and rounds deadlines
-    of 5 s or more up to the next whole second unless told not to); aiohttp bounds only
-    connecting, with ``sock_connect``. Each request goes through the proxy
-    ``proxies`` names for its URL (default: the environment's). ``common_headers`` are
-    headers every request sent through this transport carries with these values: the
-    session sends them by default, so aiohttp does not rebuild them for each request.
+    Each request is bounded by aiohttp's own timeout, exact (``ceil_threshold=math.inf``:
+    aiohttp would otherwise round deadlines of 5 s or more up to the next whole second);
+    connecting is bounded by ``connect_timeout`` as well. Each request goes through the
+    proxy ``proxies`` names for its URL (default: the environment's).
     """
 
     def __init__(
@@ -103,20 +95,13 @@ class AiohttpTransport:
         connect_timeout: float,
         trace_configs: Sequence[aiohttp.TraceConfig] = (),
         proxies: Proxies | None = None,
-        common_headers: Mapping[str, str] | None = None,
     ) -> None:
         self._max_concurrency = max_concurrency
-        self._common = dict(common_headers or {})
-        # The headers of the last request and what of them the session does not send by
-        # default: a client sends the same headers object again and again.
-        self._last: tuple[Mapping[str, str] | None, Mapping[str, str]] = (None, {})
         self._proxies = proxies if proxies is not None else Proxies()
         self._connect_timeout = connect_timeout
         self._trace_configs = list(trace_configs)
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: SharedTimer | None = None
 
     def __repr__(self) -> str:
         return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
@@ -129,75 +114,46 @@ class AiohttpTransport:
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._loop = asyncio.get_running_loop()
-            self._timer = SharedTimer(self._loop)
             connector = aiohttp.TCPConnector(
                 limit=self._max_concurrency,  # one host: no cap per host to keep as well
                 timeout_ceil_threshold=math.inf,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                headers=self._common,
                 trace_configs=self._trace_configs or None,
                 auto_decompress=False,  # read_body inflates, within max_response_bytes
             )
         return self._session
 
     def timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        """The aiohttp timeout of a request given ``seconds``: connecting only (the whole
-        exchange is the shared timer's), exact; built once per value."""
-        timeout = self._timeouts.get(seconds)
-        if timeout is None:
-            timeout = aiohttp.ClientTimeout(
-                total=None,
-                sock_connect=min(seconds, self._connect_timeout),
-                ceil_threshold=math.inf,
-            )
-            self._timeouts[seconds] = timeout
-        return timeout
+        """The aiohttp timeout of a request given ``seconds``: the whole exchange, and
+        connecting within ``connect_timeout`` too; exact."""
+        return aiohttp.ClientTimeout(
+            total=None if math.isinf(seconds) else seconds,
+            sock_connect=min(seconds, self._connect_timeout),
+            ceil_threshold=math.inf,
+        )
 
     async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
         """Send one request through the session, within its timeout."""
-        url, limit, seconds = request.url, request.limit, request.timeout
+        url = request.url
         via = request_arguments(self._proxies.for_url(url), url, request.headers)
         session = self._ensure_session()
-        timer = self._timer
-        assert timer is not None  # made with the session
-        entry = timer.join(seconds) if seconds != math.inf else None
-        try:
-            async with session.request(
-                request.method,
-                url,
-                data=request.body,
-                headers=self._beyond_common(via.headers),
-                allow_redirects=False,
-                timeout=self.timeout(seconds),
-                proxy=via.proxy,
-                proxy_headers=via.proxy_headers,
-            ) as response:
-                status, response_headers = response.status, response.headers
-                if _plain_within(response_headers, limit):
-                    # The usual answer: aiohttp's parser stops at a Content-Length within
-                    # the limit, so one read is bounded.
-                    return status, response_headers, await response.read()
-                raw = RawResponse(status, response_headers, response.content.iter_chunked(_CHUNK))
-                body = await read_body(raw, limit=limit, what=request.what)
-                return status, response_headers, body
-        except asyncio.CancelledError:
-            if entry is None or not timer.timed_out(entry):
-                raise
-            raise asyncio.TimeoutError from None
-        finally:
-            if entry is not None:
-                timer.leave(entry, seconds)
-
-    def _beyond_common(self, headers: Mapping[str, str]) -> Mapping[str, str]:
-        """The headers of a request that the session does not send by default."""
-        last, beyond = self._last
-        if headers is not last:
-            common = self._common
-            beyond = {k: v for k, v in headers.items() if common.get(k) != v}
-            self._last = (headers, beyond)
-        return beyond
+        async with session.request(
+            request.method,
+            url,
+            data=request.body,
+            headers=via.headers,
+            allow_redirects=False,
+            timeout=self.timeout(request.timeout),
+            proxy=via.proxy,
+            proxy_headers=via.proxy_headers,
+        ) as response:
+            raw = RawResponse(
+                response.status, response.headers, response.content.iter_chunked(_CHUNK)
+            )
+            body = await read_body(raw, limit=request.limit, what=request.what)
+            return response.status, response.headers, body
 
     async def aclose(self) -> None:
         """Close the session."""
@@ -207,19 +163,6 @@ class AiohttpTransport:
             session.detach()  # its loop is gone, and its connections with it
         elif session is not None:
             await session.close()
-
-
-def _plain_within(headers: Mapping[str, str], limit: int) -> bool:
-    """Whether the answer is uncompressed with a ``Content-Length`` of at most ``limit``."""
-    length = headers.get("Content-Length")
-    return (
-        length is not None
-        and "Content-Encoding" not in headers
-        and length.isascii()
-        and length.isdigit()
-        and len(length) < 19
-        and int(length) <= limit
-    )
 
 
 class _Inflater:

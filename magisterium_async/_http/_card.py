@@ -15,8 +15,11 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from magisterium_async._error_mapping import error_for_status
-from magisterium_async._errors import MalformedResponseError, UnexpectedStatusError
+from magisterium_async._errors import (
+    MalformedResponseError,
+    UnexpectedStatusError,
+    error_for_status,
+)
 from magisterium_async._http._jsonrpc import Transport, body_snippet
 from magisterium_async._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
 

@@ -15,17 +15,15 @@ import platform
 import reprlib
 import ssl
 from collections.abc import Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
 
 from magisterium_async import _version
-from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._clock import Clock, LoopClock, within
 from magisterium_async._config import DEFAULT_MAX_RESPONSE_BYTES
-from magisterium_async._deadline import within
-from magisterium_async._error_mapping import error_for_status, error_from_jsonrpc, with_answer
 from magisterium_async._errors import (
     APIConnectionError,
     APIResponseError,
@@ -34,6 +32,9 @@ from magisterium_async._errors import (
     MalformedResponseError,
     TLSError,
     UnexpectedStatusError,
+    error_for_status,
+    error_from_jsonrpc,
+    with_answer,
 )
 from magisterium_async._http._base import (
     ACCEPT_ENCODING,
@@ -52,7 +53,6 @@ from magisterium_async._models import (
     task_deeper_than,
 )
 from magisterium_async._telemetry import with_trace_context
-from magisterium_async._usual import decode_usual
 
 __all__ = [
     "Transport",
@@ -63,8 +63,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("magisterium_async.transport")
-
-U = TypeVar("U")
 
 _USER_AGENT = (
     f"magisterium-async/{_version.__version__} "
@@ -297,7 +295,7 @@ def _decode(
         and type(envelope.id) is int
         and envelope.id == request_id
     ):
-        return envelope.result  # the usual answer, strict in every respect: no more checks
+        return envelope.result  # a strict answer in every respect: no more checks
     if problem is None and envelope is not None:
         problem = _id_problem(envelope, request_id)
     err = envelope.error if envelope is not None else None
@@ -391,7 +389,6 @@ class Transport:
             connect_timeout=connect_timeout,
             trace_configs=trace_configs,
             proxies=proxies,
-            common_headers=self._get_headers,
         )
         # The real transport bounds each exchange on its sockets (aiohttp's timeout, in real
         # time); any other (an in-memory one) is bounded here, on the client's clock, so a
@@ -434,14 +431,11 @@ class Transport:
         timeout: float,
         token: str | None = None,
         skill_id: str | None = None,
-        usual: type[U] | None = None,
-    ) -> Task | U:
+    ) -> Task:
         """Send one JSON-RPC request and return the Task it answers, or raise.
 
         ``token`` replaces the transport's own for this request and the next ones;
         ``skill_id`` (the skill a ``message/send`` names) goes into the errors it meets.
-        ``usual`` is the skill's usual answer (see :mod:`._usual`): an answer in that shape
-        is returned as it, decoded in one pass; any other answer as a Task, or raised.
         """
         request_id = next(self._ids)
         body = _ENCODER.encode(_Request("2.0", request_id, method, params))
@@ -454,10 +448,6 @@ class Transport:
         except APIResponseError as error:  # the body could not be read (too large, corrupt)
             with_answer(error, jsonrpc_id=request_id)
             raise
-        if usual is not None and status == 200:
-            answer = decode_usual(usual, request_id, payload)
-            if answer is not None:
-                return answer
         return decode_response(method, request_id, status, payload, headers, skill_id=skill_id)
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:

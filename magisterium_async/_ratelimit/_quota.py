@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magisterium_async._checks import positive_number, whole_number
-from magisterium_async._env import REDIS_URL_ENV, redis_url
+from magisterium_async._config import REDIS_URL_ENV, positive_number, redis_url, whole_number
 from magisterium_async._errors import SharedQuotaError
 
 __all__ = ["SharedQuota"]

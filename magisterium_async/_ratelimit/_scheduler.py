@@ -15,9 +15,8 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 
-from magisterium_async._checks import non_negative_number, whole_number
 from magisterium_async._clock import Clock, LoopClock
-from magisterium_async._config import PoolName, RateLimits
+from magisterium_async._config import PoolName, RateLimits, non_negative_number, whole_number
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
 from magisterium_async._ratelimit._pool import Pool
 from magisterium_async._ratelimit._stats import PoolEvent, SchedulerStats

@@ -16,7 +16,7 @@ from magisterium_async._cli._client import (
     read_token,
 )
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._env import TOKEN_ENV
+from magisterium_async._config import TOKEN_ENV
 
 
 @pytest.fixture(autouse=True)

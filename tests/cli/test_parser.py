@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from magisterium_async import _env
+from magisterium_async import _config as _env
 from magisterium_async._cli._command import Command, Group
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._parser import COMMANDS, PROG, build_parser

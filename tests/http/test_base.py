@@ -121,13 +121,12 @@ async def test_a_cut_or_corrupt_compressed_body_is_malformed() -> None:
 # -- the real transport ---------------------------------------------------------------------
 
 
-def test_aiohttp_bounds_only_connecting_exactly() -> None:
+def test_aiohttp_bounds_the_exchange_and_connecting_exactly() -> None:
     http = AiohttpTransport(max_concurrency=4, connect_timeout=10.0)
     timeout = http.timeout(5.5)
-    # The whole exchange is the shared timer's: aiohttp arms no timer of its own per request.
-    assert (timeout.total, timeout.sock_connect, timeout.ceil_threshold) == (None, 5.5, math.inf)
-    assert http.timeout(30.0).sock_connect == 10.0
-    assert http.timeout(5.5) is timeout  # built once per value
+    assert (timeout.total, timeout.sock_connect, timeout.ceil_threshold) == (5.5, 5.5, math.inf)
+    assert (http.timeout(30.0).total, http.timeout(30.0).sock_connect) == (30.0, 10.0)
+    assert http.timeout(math.inf).total is None
 
 
 async def test_a_request_past_its_timeout_is_cut_and_the_next_goes_through() -> None:
@@ -187,7 +186,7 @@ async def test_the_session_opens_on_first_use_and_closes_once() -> None:
         assert repr(http) == "<AiohttpTransport idle>"
 
 
-async def test_common_headers_go_by_default_and_a_request_s_own_value_wins() -> None:
+async def test_each_request_carries_its_own_headers_once() -> None:
     seen: list[dict[str, str]] = []
 
     async def echo(request: web.Request) -> web.Response:
@@ -198,7 +197,7 @@ async def test_common_headers_go_by_default_and_a_request_s_own_value_wins() -> 
     app.router.add_get("/", echo)
     common = {"Accept": "application/json", "User-Agent": "ours/1"}
     async with TestServer(app, host="127.0.0.1") as server:
-        http = AiohttpTransport(max_concurrency=4, connect_timeout=5.0, common_headers=common)
+        http = AiohttpTransport(max_concurrency=4, connect_timeout=5.0)
 
         def get(headers: Mapping[str, str]) -> HTTPRequest:
             return HTTPRequest("GET", str(server.make_url("/")), headers, None, 5.0, 100, "x")
@@ -211,8 +210,8 @@ async def test_common_headers_go_by_default_and_a_request_s_own_value_wins() -> 
     picked = [(h["Accept"], h["User-Agent"], h.get("X-Extra")) for h in seen]
     assert picked == [
         ("application/json", "ours/1", None),
-        ("text/plain", "ours/1", "1"),  # the request's value, not the session's
+        ("text/plain", "ours/1", "1"),
         ("application/json", "ours/1", None),
         ("text/plain", "ours/1", "1"),
     ]
-    assert all(list(h).count("Accept") == 1 for h in seen)  # overridden, not doubled
+    assert all(list(h).count("Accept") == 1 for h in seen)

@@ -227,11 +227,10 @@ def test_result_with_a_mismatched_id_is_refused_even_when_it_decodes() -> None:
         decode_response("tasks/get", 1, 200, body)
 
 
-def test_client_timeouts_are_built_once_per_value() -> None:
+def test_the_client_s_connect_timeout_bounds_connecting() -> None:
     http = m.AsyncMagisterium(token=TOKEN, base_url="http://127.0.0.1:1/a2a")._transport.http
     assert isinstance(http, AiohttpTransport)
-    assert http.timeout(30.0) is http.timeout(30.0)
-    assert http.timeout(30.0) is not http.timeout(120.0)
+    assert http.timeout(120.0).sock_connect == m.DEFAULT_TIMEOUTS.connect
     assert http.timeout(1.0).sock_connect == 1.0
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._env import REDIS_URL_ENV, redis_url
+from magisterium_async._config import REDIS_URL_ENV, redis_url
 
 __all__ = [
     "PRIVATE_JOB",

@@ -40,8 +40,7 @@ from magisterium_async._cli.harvest._plan import (
     workers_sharing,
 )
 from magisterium_async._cli.harvest._report import combined_summary
-from magisterium_async._config import RateLimits
-from magisterium_async._env import CREDENTIALS_ENV, REDIS_URL_ENV, TOKEN_ENV
+from magisterium_async._config import CREDENTIALS_ENV, REDIS_URL_ENV, TOKEN_ENV, RateLimits
 from magisterium_async._redis import masked_url
 
 __all__ = ["run_workers"]

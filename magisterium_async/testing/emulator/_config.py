@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from magisterium_async._checks import fraction, non_negative_number, positive_number, whole_number
 from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._config import fraction, non_negative_number, positive_number, whole_number
 
 if TYPE_CHECKING:
     from magisterium_async.testing.emulator.content._corpus import Corpus

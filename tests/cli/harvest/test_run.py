@@ -13,7 +13,7 @@ import pytest
 
 from magisterium_async._cli import main
 from magisterium_async._cli._errors import ExitCode
-from magisterium_async._env import TOKEN_ENV
+from magisterium_async._config import TOKEN_ENV
 from tests.cli.conftest import Served
 
 
