@@ -34,6 +34,7 @@ from magisterium_async._errors import (
     MagisteriumError,
     MalformedResponseError,
     MethodNotFoundError,
+    NotSupportedError,
     OAuthError,
     OutputFileError,
     ParseError,
@@ -49,6 +50,7 @@ from magisterium_async._errors import (
     TaskNotFoundError,
     TLSError,
     UnexpectedStatusError,
+    VersionNotSupportedError,
 )
 from magisterium_async._harvest._batch import Batch, BatchItem
 from magisterium_async._harvest._harvest import (
@@ -61,6 +63,7 @@ from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
 from magisterium_async._models import (
     AgentCapabilities,
     AgentCard,
+    AgentInterface,
     AgentSkill,
     Answer,
     Artifact,
@@ -73,6 +76,7 @@ from magisterium_async._models import (
     Part,
     SearchResult,
     Task,
+    TaskPage,
     TaskState,
     TaskStatus,
     TextPart,
@@ -90,6 +94,7 @@ __all__ = [
     "APITimeoutError",
     "AgentCapabilities",
     "AgentCard",
+    "AgentInterface",
     "AgentSkill",
     "Answer",
     "Artifact",
@@ -119,6 +124,7 @@ __all__ = [
     "MalformedResponseError",
     "Message",
     "MethodNotFoundError",
+    "NotSupportedError",
     "OAuthError",
     "OutputFileError",
     "OutputMark",
@@ -144,10 +150,12 @@ __all__ = [
     "TaskFailedError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
+    "TaskPage",
     "TaskState",
     "TaskStatus",
     "TextPart",
     "Timeouts",
     "UnexpectedStatusError",
+    "VersionNotSupportedError",
     "__version__",
 ]

@@ -84,8 +84,13 @@ CONTRACT_METHODS = frozenset(
 """The client methods public-api.md names."""
 
 UNDOCUMENTED: dict[str, str] = {
+    "NotSupportedError": "raised by list_tasks where the server has no ListTasks "
+    "(docs/protocol-versions.md)",
+    "TaskPage": "what client.list_tasks returns (docs/protocol-versions.md)",
+    "VersionNotSupportedError": "-32009, A2A 1.0's (docs/protocol-versions.md)",
     "AgentCapabilities": "a field type of AgentCard",
     "AgentCard": "what client.agent_card() returns (Discovery)",
+    "AgentInterface": "a field type of AgentCard (docs/protocol-versions.md)",
     "AgentSkill": "a field type of AgentCard",
     "Batch": "what search_many and fetch_many return",
     "BatchItem": "what a Batch yields (.input, .result, .error)",

@@ -141,6 +141,7 @@ class ServerKind:
 SERVERS = [
     ServerKind("a2a-0.3", A2A03),
     ServerKind("a2a-1.3-compat", A2A13),
+    ServerKind("a2a-1.3", A2A13, v1_only=True),
 ]
 
 
