@@ -253,7 +253,7 @@ class AsyncMagisterium:
         )
         self._proxy = None if proxy is None else redact(proxy)
         self._agent_card = AgentCardCache(self.base_url)
-        self._card_lock: asyncio.Lock | None = None
+        self._card_lock = asyncio.Lock()  # shared with the views, as the card is
         self._negotiation = Negotiation(
             protocol, self.base_url, self.agent_card, extensions=extensions
         )
@@ -615,8 +615,6 @@ class AsyncMagisterium:
         if card is not None:
             return card
         # One GET at a time: calls refused at once for their dialect all wait for this one.
-        if self._card_lock is None:
-            self._card_lock = asyncio.Lock()
         async with self._card_lock:
             now = self._clock.now()
             card = self._agent_card.cached(now)

@@ -18,6 +18,7 @@ from magisterium_async._config import (
     Timeouts,
     token_from_env,
 )
+from magisterium_async._http._dialect import Protocol
 from magisterium_async._ratelimit import SharedQuota
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
@@ -42,6 +43,8 @@ class ClientOptions:
     quota: RateLimits | None = None
     timeout: float | None = None
     max_retries: int = 2
+    protocol: Protocol = "auto"
+    """``--protocol``: the A2A dialect the client speaks."""
     emulator: bool = False
     emulator_limits: bool = False
     synthetic: int | None = None
@@ -114,6 +117,7 @@ def _client(
             shared_quota=shared,
             credentials=options.credentials if token is None else None,
             proxy=options.proxy,
+            protocol=options.protocol,
             # The in-process emulator is this host: no environment proxy can reach it.
             trust_env=not options.emulator,
         )

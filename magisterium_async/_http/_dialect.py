@@ -203,8 +203,6 @@ class Negotiation:
         self._read_card = read_card or _no_card
         self._extensions = tuple(extensions)
         self.dialect = (V10 if protocol == "1.0" else V03).with_extensions(extensions)
-        self.card_read = False
-        """Whether a card has told the choice (``"auto"`` only)."""
 
     def learn(self, card: AgentCard) -> None:
         """A card was read: with ``"auto"``, speak the dialect it offers from now on."""
@@ -214,18 +212,17 @@ class Negotiation:
         if dialect != self.dialect:
             logger.info("agent card offers A2A %s: speaking it", dialect.version)
         self.dialect = dialect
-        self.card_read = True
 
     async def resend_after(self, error: MagisteriumError, used: Dialect) -> bool:
         """Whether a call sent in ``used`` and refused with ``error`` should go again, in
         :attr:`dialect`: with ``"auto"``, after "method not found" or "version not
-        supported", when the card (read now if no card told the choice yet) offers another
+        supported", when the card (the cached one while it is fresh) offers another
         dialect. A card that cannot be read changes nothing: the error stands."""
         if self.protocol != "auto":
             return False
         if not isinstance(error, (MethodNotFoundError, VersionNotSupportedError)):
             return False
-        if self.dialect == used and not self.card_read:
+        if self.dialect == used:
             try:
                 await self._read_card()
             except MagisteriumError as exc:
@@ -234,8 +231,9 @@ class Negotiation:
         return self.dialect != used
 
     async def for_list(self) -> Dialect:
-        """The dialect a ``tasks/list`` goes in; with ``"auto"`` and no card read yet, the
-        card is read first (its errors raised). Which may be one without it."""
-        if self.protocol == "auto" and not self.card_read and not self.dialect.offers_list:
+        """The dialect a ``tasks/list`` goes in; with ``"auto"``, when the one spoken has
+        none, after reading the card (the cached one while it is fresh; its errors raised).
+        Which may be one without it."""
+        if self.protocol == "auto" and not self.dialect.offers_list:
             await self._read_card()
         return self.dialect
