@@ -41,7 +41,10 @@ GATHER = {  # sample key -> (worker name, label)
     "gather:magisterium": ("magisterium", "magisterium_async (max_concurrency)"),
     "gather:aiohttp": ("aiohttp", "raw aiohttp + json + Semaphore (floor)"),
 }
-GATHER_N, WORKER_GOAL, GATHER_GOAL, GATHER_STRETCH = 4000, 0.93, 1.0, 0.9
+GATHER_N = 4000
+CPU_GOAL = 1.5
+"""Client CPU per request at most this many times raw aiohttp + json's, in both patterns
+(httpx and the a2a-sdk client cost 10-15 times as much)."""
 
 
 def _run_worker(python: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -185,21 +188,19 @@ def run(quick: bool, canned_body: Path, envs: dict[str, Resolved]) -> Section:
     cpu_ratio = _paired(samples, "magisterium", "aiohttp", "cpu_us") if ours and floor else None
     if ours and floor and cpu_ratio is not None:
         section.goal(
-            f"worker loop: client CPU per request at most {WORKER_GOAL:g}x raw aiohttp + json "
-            "(issue #19)",
-            cpu_ratio <= WORKER_GOAL,
+            f"worker loop: client CPU per request at most {CPU_GOAL:g}x raw aiohttp + json",
+            cpu_ratio <= CPU_GOAL,
             f"{ours['cpu_us']:.0f} vs {floor['cpu_us']:.0f} us (same-round ratio {cpu_ratio:.2f}x)",
         )
     g_ours, g_floor = medians.get("gather:magisterium"), medians.get("gather:aiohttp")
     g_ratio = _paired(samples, "gather:magisterium", "gather:aiohttp", "cpu_us")
     if g_ours and g_floor and g_ratio is not None:
-        stretch = "stretch goal met" if g_ratio <= GATHER_STRETCH else "stretch goal missed"
         section.goal(
-            f"gather: client CPU per request at most {GATHER_GOAL:g}x raw aiohttp + json "
-            f"behind a semaphore (stretch {GATHER_STRETCH:g}x; issue #19)",
-            g_ratio <= GATHER_GOAL,
+            f"gather: client CPU per request at most {CPU_GOAL:g}x raw aiohttp + json behind "
+            "a semaphore",
+            g_ratio <= CPU_GOAL,
             f"{g_ours['cpu_us']:.0f} vs {g_floor['cpu_us']:.0f} us (same-round ratio "
-            f"{g_ratio:.2f}x; {stretch})",
+            f"{g_ratio:.2f}x)",
         )
     a2a = medians.get("a2a03")
     rps_ratio = _paired(samples, "magisterium", "a2a03", "rps") if ours and a2a else None

@@ -7,6 +7,7 @@
 Everything users need is importable from here; the private modules may change.
 """
 
+from magisterium_async._auth._tokens import TokenCallable, TokenSource
 from magisterium_async._client import AsyncMagisterium
 from magisterium_async._clock import Clock
 from magisterium_async._config import (
@@ -15,6 +16,7 @@ from magisterium_async._config import (
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     PoolName,
+    Priority,
     RateLimits,
     RetryPolicy,
     Timeouts,
@@ -54,12 +56,16 @@ from magisterium_async._errors import (
 )
 from magisterium_async._harvest._batch import Batch, BatchItem
 from magisterium_async._harvest._harvest import (
+    Acknowledge,
     Harvest,
     HarvestedDocument,
     HarvestFailure,
     HarvestStats,
+    OnError,
 )
 from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
+from magisterium_async._http._base import HTTPRequest, HTTPTransport
+from magisterium_async._http._dialect import ProtocolVersion
 from magisterium_async._models import (
     AgentCapabilities,
     AgentCard,
@@ -81,7 +87,13 @@ from magisterium_async._models import (
     TaskStatus,
     TextPart,
 )
-from magisterium_async._ratelimit import PoolEvent, PoolStats, SchedulerStats, SharedQuota
+from magisterium_async._ratelimit import (
+    EventKind,
+    PoolEvent,
+    PoolStats,
+    SchedulerStats,
+    SharedQuota,
+)
 from magisterium_async._version import __version__
 
 __all__ = [
@@ -92,6 +104,7 @@ __all__ = [
     "APIConnectionError",
     "APIResponseError",
     "APITimeoutError",
+    "Acknowledge",
     "AgentCapabilities",
     "AgentCard",
     "AgentInterface",
@@ -108,8 +121,11 @@ __all__ = [
     "CredentialsError",
     "DataPart",
     "Document",
+    "EventKind",
     "FileContent",
     "FilePart",
+    "HTTPRequest",
+    "HTTPTransport",
     "Harvest",
     "HarvestFailure",
     "HarvestStats",
@@ -126,6 +142,7 @@ __all__ = [
     "MethodNotFoundError",
     "NotSupportedError",
     "OAuthError",
+    "OnError",
     "OutputFileError",
     "OutputMark",
     "ParseError",
@@ -134,6 +151,8 @@ __all__ = [
     "PoolEvent",
     "PoolName",
     "PoolStats",
+    "Priority",
+    "ProtocolVersion",
     "RateLimitError",
     "RateLimits",
     "ResponseTooLargeError",
@@ -155,6 +174,8 @@ __all__ = [
     "TaskStatus",
     "TextPart",
     "Timeouts",
+    "TokenCallable",
+    "TokenSource",
     "UnexpectedStatusError",
     "VersionNotSupportedError",
     "__version__",

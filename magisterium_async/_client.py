@@ -38,15 +38,15 @@ from magisterium_async._config import (
 from magisterium_async._config import (
     base_url as resolve_base_url,
 )
-from magisterium_async._errors import ClientClosedError, NotSupportedError
+from magisterium_async._errors import ClientClosedError, NotSupportedError, masked_url
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
 from magisterium_async._http._base import HTTPTransport
 from magisterium_async._http._card import AgentCardCache, get_card
-from magisterium_async._http._dialect import Dialect, Negotiation, Protocol, offered
+from magisterium_async._http._dialect import Dialect, Negotiation, ProtocolVersion, offered
 from magisterium_async._http._jsonrpc import Transport, check_base_url
-from magisterium_async._http._proxy import Proxies, redact
+from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
     AgentCard,
     Answer,
@@ -142,46 +142,62 @@ class Lifetime:
 class AsyncMagisterium:
     """An async client of the Magisterium A2A API.
 
-    ``token`` falls back to ``$MAGISTERIUM_TOKEN``, then to the credentials
-    ``magisterium-async login`` stored (``credentials``: their path, else
-    ``$MAGISTERIUM_CREDENTIALS``, else the user's config directory); those are refreshed
-    before they expire. ``token`` may also be a callable, sync or async, returning the
-    token: it is called before each request. ``base_url`` falls back to
-    ``$MAGISTERIUM_BASE_URL``, then the service's endpoint. ``rate_limits`` defaults to the
-    Pro plan's quota (:meth:`RateLimits.pro`): calls wait for their pool rather than
-    spending the quota on 429s. ``max_retries`` (default 2, or ``retry_policy``'s) caps the
-    retries of transient failures per call. ``timeout`` is seconds per request (one number for every
-    call, or :class:`Timeouts` to set ``catholic_qa``'s apart: it defaults to 300 s, the
-    others to 30 s). ``max_concurrency`` caps the requests in flight over all pools.
+    Use it as ``async with AsyncMagisterium() as client: ...``, or close it with
+    :meth:`aclose`; a closed client cannot be reopened.
 
-    Use it as ``async with AsyncMagisterium() as client: ...`` or close it with
-    :meth:`aclose`; a closed client cannot be reopened. ``shared_quota`` (a Redis URL or a
-    :class:`SharedQuota`) shares the rate limits with every process on the same token, on
-    any host. ``clock`` (virtual time in tests),
-    ``on_event`` (a callback for every scheduler event) and ``trace_configs`` (aiohttp
-    tracing) serve observability and testing.
+    Args:
+        token: The API token; or a callable, sync or async, returning it (called before
+            each request). ``None``: ``$MAGISTERIUM_TOKEN``, else the sign-in
+            ``magisterium-async login`` stored, refreshed before it expires.
+        base_url: The A2A endpoint. ``None``: ``$MAGISTERIUM_BASE_URL``, else the
+            service's (:data:`DEFAULT_BASE_URL`). ``https://``, or ``http://`` to a
+            loopback host only.
+        rate_limits: The quota the client keeps to (default :meth:`RateLimits.pro`):
+            calls wait for their pool rather than spend the quota on 429s.
+        max_retries: Retries of a transient failure per call (default 2, or
+            ``retry_policy``'s).
+        timeout: Seconds per request: one number for every call, or :class:`Timeouts` to
+            set ``catholic_qa``'s apart (defaults: 300 s for it, 30 s for the others).
+        max_concurrency: Requests in flight at most, over all pools.
+        retry_policy: How failures are retried and how long a call may take in all
+            (default :data:`DEFAULT_RETRY_POLICY`).
+        clock: Where the client reads the time and waits (default: the event loop's;
+            ``magisterium_async.testing.VirtualClock`` for tests in virtual time).
+        on_event: Called with every :class:`PoolEvent` of the scheduler.
+        trace_configs: aiohttp tracing, passed to its session.
+        shared_quota: A Redis URL or a :class:`SharedQuota`: the rate limits are shared
+            with every process on the same token, on any host.
+        credentials: Where the sign-in of ``magisterium-async login`` is stored: a path
+            or a ``redis://`` URL. ``None``: ``$MAGISTERIUM_CREDENTIALS``, else the
+            user's configuration directory.
+        max_response_bytes: The largest answer read, decompressed (default 64 MiB): a
+            larger one raises :class:`ResponseTooLargeError` as soon as it passes the
+            cap, so a broken proxy or a gzip bomb cannot exhaust memory.
+        transport: Replaces the network (``magisterium_async.testing.MockTransport``
+            answers from a function, for unit tests).
+        proxy: An ``http://`` or ``https://`` proxy URL (credentials allowed, never
+            shown) every request goes through.
+        trust_env: Without ``proxy``, whether the environment's proxies are used, as
+            requests and httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``,
+            in either case; read when the client is made).
+        tracer_provider: OpenTelemetry's (with the ``[otel]`` extra; default: the global
+            one): a CLIENT span per protocol call.
+        meter_provider: OpenTelemetry's (default: the global one): the client's metrics.
+            With neither provider configured nothing is recorded.
+        protocol: The A2A dialect spoken. ``"auto"`` (the default): the service's own
+            (A2A 0.3 JSON-RPC), and A2A 1.0 where the agent card offers it; the card is
+            read when asked for (:meth:`agent_card`, :meth:`list_tasks`) or after a call
+            is refused as "method not found" or "version not supported", so a server of
+            today's dialect costs no request more. ``"0.3"`` or ``"1.0"``: that one
+            alone; the card is never read for it. Every method, model and error reads
+            the same in both.
+        extensions: URIs of A2A extensions to ask for on every request (the
+            ``A2A-Extensions`` header; ``X-A2A-Extensions`` in 0.3).
 
-    ``max_response_bytes`` (default 64 MiB) caps the size of one answer, decompressed: a
-    larger one raises :class:`ResponseTooLargeError` as soon as it passes the cap, so a
-    broken proxy or a gzip bomb cannot exhaust memory. ``transport`` replaces the network
-    (``magisterium_async.testing.MockTransport`` answers from a function, for unit tests).
-
-    ``proxy`` (an ``http://`` or ``https://`` URL, credentials allowed) sends every request
-    through that proxy. Without it the environment's proxies are used, as requests and
-    httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``, in either case; read
-    when the client is made), unless ``trust_env=False``. A proxy's credentials are never
-    shown.
-    ``tracer_provider`` and ``meter_provider`` (OpenTelemetry's, with the ``[otel]`` extra;
-    default: the global ones) get a CLIENT span per protocol call and the client's metrics;
-    with neither configured nothing is recorded.
-
-    ``protocol`` is the A2A dialect spoken: ``"auto"`` (the default) speaks the service's
-    own (A2A 0.3 JSON-RPC) and A2A 1.0 where the agent card offers it, read when asked for
-    (:meth:`agent_card`, :meth:`list_tasks`) or after a call is refused as "method not
-    found" or "version not supported", so a server of today's dialect costs no request
-    more; ``"0.3"`` or ``"1.0"`` names one and never reads the card for it.
-    ``extensions`` are URIs of A2A extensions to ask for on every request (the
-    ``A2A-Extensions`` header). Every method, model and error reads the same in both.
+    Raises:
+        TypeError: An argument of the wrong type.
+        ValueError: An argument out of range, or a ``base_url`` the token must not be
+            sent to.
     """
 
     def __init__(
@@ -205,7 +221,7 @@ class AsyncMagisterium:
         trust_env: bool = True,
         tracer_provider: Any = None,
         meter_provider: Any = None,
-        protocol: Protocol = "auto",
+        protocol: ProtocolVersion = "auto",
         extensions: Sequence[str] = (),
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
@@ -251,7 +267,7 @@ class AsyncMagisterium:
             trace_configs=trace_configs,
             proxies=proxies,
         )
-        self._proxy = None if proxy is None else redact(proxy)
+        self._proxy = None if proxy is None else masked_url(proxy)
         self._agent_card = AgentCardCache(self.base_url)
         self._card_lock = asyncio.Lock()  # shared with the views, as the card is
         self._negotiation = Negotiation(

@@ -319,6 +319,8 @@ DEFAULT_RETRY_POLICY = RetryPolicy()
 
 
 Priority = Literal["interactive", "bulk"]
+"""A call's place in its pool's line: a waiting ``"interactive"`` call starts before every
+waiting ``"bulk"`` one (see :meth:`AsyncMagisterium.with_options`)."""
 
 
 @dataclass(frozen=True)

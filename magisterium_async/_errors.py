@@ -57,6 +57,7 @@ wait (``retryAfter`` in the error's ``data`` first, then the ``Retry-After`` hea
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -103,6 +104,7 @@ __all__ = [
     "error_details",
     "error_for_status",
     "error_from_jsonrpc",
+    "masked_url",
     "parse_seconds",
     "retry_after_from",
     "with_answer",
@@ -419,7 +421,7 @@ class OAuthError(MagisteriumError):
 
 
 def retry_after_from(data: Any, headers: Any = None) -> float | None:
-    """The one reading of a 429's wait: ``data.retryAfter`` first, then ``Retry-After``."""
+    """A 429's wait in seconds: ``data.retryAfter`` first, then ``Retry-After``."""
     seconds = parse_seconds(data.get("retryAfter")) if isinstance(data, dict) else None
     if seconds is None and headers is not None:
         try:
@@ -608,7 +610,7 @@ def error_for_status(
     body: str = "",
     jsonrpc_id: int | None = None,
 ) -> MagisteriumError:
-    """The one mapping of an HTTP status (with no JSON-RPC error to say more) to its error.
+    """The mapping of an HTTP status (with no JSON-RPC error to say more) to its error.
 
     401 is an :class:`AuthenticationError`, 403 a :class:`PlanRequiredError`, 429 a
     :class:`RateLimitError` (its wait read from ``Retry-After``), and anything else an
@@ -652,6 +654,23 @@ def with_answer(
         note.append(f"request {error.request_id}")
     error._answer_note = f" [{', '.join(note)}]" if note else ""
     return error
+
+
+def masked_url(url: str) -> str:
+    """``url`` as a message or a log line may show it: its password, and any ``password=``
+    in its query (redis-py reads one there too), replaced by ``***``.
+
+    For every URL the library names in its messages: a Redis URL, a credential store's
+    location, a proxy.
+    """
+    base, sep, query = url.partition("?")
+    scheme, colon_slashes, rest = base.partition("://")
+    if colon_slashes and "@" in rest:
+        userinfo, _, host = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        hidden = ":***" if colon else ("***" if not user else "")
+        base = f"{scheme}://{user}{hidden}@{host}"
+    return base + sep + re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", query)
 
 
 def _redact(headers: Mapping[str, str]) -> Mapping[str, str]:

@@ -1,5 +1,8 @@
-"""Connecting to Redis: one home for the redis-py client every shared feature uses (the
-shared quota, the coordinated harvest), its errors, and how a token is named in keys."""
+"""Connecting to Redis: the redis-py client every shared feature uses (the shared quota,
+the shared sign-in), its errors, and how a token is named in keys.
+
+``masked_url`` (from :mod:`._errors`) is what a message may show of a Redis URL.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from magisterium_async._config import REDIS_URL_ENV
-from magisterium_async._errors import SharedQuotaError
+from magisterium_async._errors import SharedQuotaError, masked_url
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -37,16 +40,6 @@ def connect(url: str, timeout: float) -> Redis:
     except ValueError as exc:
         raise SharedQuotaError(f"invalid Redis URL {masked_url(url)!r}: {exc}") from None
     return client
-
-
-def masked_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``, for messages and logs."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    userinfo, _, host = rest.rpartition("@")
-    user, colon, _ = userinfo.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ('***' if not user else '')}@{host}"
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:

@@ -69,7 +69,7 @@ class RateLimitWait(NamedTuple):
 
 
 def rate_limit_wait(error: RateLimitError, policy: RetryPolicy, limited: int) -> RateLimitWait:
-    """The one turning of a 429 into waits; ``limited``: the call's 429s before this one.
+    """What a 429 means in waits; ``limited``: the call's 429s before this one.
 
     ``window`` is the service's wait (or ``policy.fallback_retry_after`` when it gave
     none), at most ``policy.max_retry_after``. ``delay`` is that, but at least

@@ -234,8 +234,8 @@ def brief(value: object) -> str:
 
 
 def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
-    """The keys of ``raw`` not in ``known``: most objects have none, so skip the copy."""
-    if len(raw) <= len(known) and known.issuperset(raw):
+    """The keys of ``raw`` not in ``known`` (most objects have none)."""
+    if known.issuperset(raw):
         return {}
     return {k: v for k, v in raw.items() if k not in known}
 
@@ -252,21 +252,11 @@ _CITATION_TEXT_FIELDS = (
     "source_url",
 )
 _CITATION_KEYS = frozenset({*_CITATION_TEXT_FIELDS, "document_index", "document_year"})
-_STR_OR_NONE = (str, type(None))
-_INT_OR_NONE = (int, type(None))
 
 
 def _citation(raw: object) -> Citation:
     if not isinstance(raw, dict):
         return Citation(extra={"value": raw})
-    if (
-        _CITATION_KEYS.issuperset(raw)
-        and type(raw.get("document_index")) in _INT_OR_NONE
-        and type(raw.get("document_year")) in _INT_OR_NONE
-        and all(type(raw.get(name)) in _STR_OR_NONE for name in _CITATION_TEXT_FIELDS)
-    ):
-        # The service's own shape, every value already of its field's type.
-        return Citation(**raw)
     year = raw.get("document_year")
     return Citation(
         **{name: _opt_str(raw.get(name)) for name in _CITATION_TEXT_FIELDS},
@@ -300,19 +290,18 @@ _HIT_KEYS = frozenset({"id", "url", "title"})
 
 
 def _search_result(task: Task, raw: object) -> SearchResult:
-    """A hit in any other shape than the service's own: converted, or refused."""
+    """One hit, its values converted where a server sent another type; or refused."""
     if not isinstance(raw, dict):
         raise malformed(task, f"a search result is not an object: {brief(raw)}")
-    ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
-    if type(ident) is not str or not ident:
-        ident = _as_id(ident)
-        if ident is None:
-            raise malformed(task, f"a search result has no usable id: {brief(raw)}")
-    if type(url) is not str:
-        url = _opt_str(url) or ""
-    if type(title) is not str:
-        title = _opt_str(title) or ""
-    return SearchResult(id=ident, url=url, title=title, extra=_extra(raw, _HIT_KEYS))
+    ident = _as_id(raw.get("id"))
+    if ident is None:
+        raise malformed(task, f"a search result has no usable id: {brief(raw)}")
+    return SearchResult(
+        id=ident,
+        url=_opt_str(raw.get("url")) or "",
+        title=_opt_str(raw.get("title")) or "",
+        extra=_extra(raw, _HIT_KEYS),
+    )
 
 
 def parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
@@ -322,17 +311,7 @@ def parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
     results = data["results"]
     if not isinstance(results, list):
         raise malformed(task, "'results' is not a list")
-    hits = []
-    for raw in results:
-        # The service's own shape, checked first and inline: a search has up to 50 hits,
-        # and these checks are a good part of what a search costs the client.
-        if type(raw) is dict and len(raw) == 3:
-            ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
-            if type(ident) is str and ident and type(url) is str and type(title) is str:
-                hits.append(SearchResult(id=ident, url=url, title=title))
-                continue
-        hits.append(_search_result(task, raw))
-    return hits
+    return [_search_result(task, raw) for raw in results]
 
 
 # Fetch --------------------------------------------------------------------------------

@@ -18,6 +18,16 @@ from tests.helpers.refresh_log import RefreshLog, counted_refreshes
 TOKEN = "sk-test-0123456789abcdef"
 
 
+CARD = {  # an agent card as the service serves it
+    "name": "Magisterium AI",
+    "version": "1.0",
+    "protocolVersion": "0.3.0",
+    "url": "https://www.magisterium.com/api/v1/a2a",
+    "skills": [{"id": "catholic_qa", "name": "Q&A", "description": "Ask", "tags": []}],
+    "capabilities": {"streaming": False},
+}
+
+
 def task_json(
     *,
     artifacts: list[dict[str, Any]] | None = None,

@@ -14,7 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import magisterium_async as m
-from magisterium_async._errors import error_for_status, error_from_jsonrpc, parse_seconds
+from magisterium_async._errors import (
+    error_for_status,
+    error_from_jsonrpc,
+    masked_url,
+    parse_seconds,
+)
 from magisterium_async._http._jsonrpc import decode_response
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 
@@ -362,3 +367,20 @@ def test_retry_after_from_data_even_when_malformed(data: Any, expected: float | 
     error = error_from_jsonrpc(-32003, "Rate limit exceeded", data, status=429)
     assert isinstance(error, m.RateLimitError)
     assert error.retry_after == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:pw@h:6379/0", "redis://:***@h:6379/0"),
+        ("rediss://user:pw@h/1", "rediss://user:***@h/1"),
+        ("redis://user@h/1", "redis://user@h/1"),
+        ("redis://h/0?password=pw&db=1", "redis://h/0?password=***&db=1"),
+        ("redis://h/0?db=1&PASSWORD=pw", "redis://h/0?db=1&PASSWORD=***"),
+        ("http://u:p@w@proxy:3128", "http://u:***@proxy:3128"),
+        ("https://proxy.example:8443", "https://proxy.example:8443"),
+        ("/var/lib/credentials.json", "/var/lib/credentials.json"),
+    ],
+)
+def test_masked_url_hides_every_password(url: str, shown: str) -> None:
+    assert masked_url(url) == shown

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import json
 import os
 import re
@@ -115,6 +116,15 @@ UNDOCUMENTED: dict[str, str] = {
     "TaskState": "the states of Task.status.state",
     "TaskStatus": "the type of Task.status",
     "__version__": "the package version",
+    "Acknowledge": 'the literal "auto" | "manual" of client.harvest(acknowledge=)',
+    "EventKind": "the type of PoolEvent.kind (what on_event= hears)",
+    "HTTPRequest": "what an HTTPTransport is handed",
+    "HTTPTransport": "the protocol AsyncMagisterium(transport=) takes",
+    "OnError": 'the literal "record" | "raise" of client.harvest(on_error=)',
+    "Priority": 'the literal "interactive" | "bulk" of with_options(priority=)',
+    "ProtocolVersion": 'the literal "auto" | "0.3" | "1.0" of AsyncMagisterium(protocol=)',
+    "TokenCallable": "a callable AsyncMagisterium(token=) takes",
+    "TokenSource": "the type of client.token_source",
 }
 """Exported, not named in the spec or README, and public on purpose: name → why."""
 
@@ -234,3 +244,163 @@ def test_the_core_never_imports_the_cli_or_the_emulator() -> None:
     for path in modules:
         edges = sorted(m for m in _imports(path) if _is_edge(m))
         assert not edges, f"{path.name} imports {edges}"
+
+
+EXPORTED_BEFORE = frozenset(
+    {
+        "DEFAULT_BASE_URL",
+        "DEFAULT_MAX_RESPONSE_BYTES",
+        "DEFAULT_RETRY_POLICY",
+        "DEFAULT_TIMEOUTS",
+        "APIConnectionError",
+        "APIResponseError",
+        "APITimeoutError",
+        "AgentCapabilities",
+        "AgentCard",
+        "AgentSkill",
+        "Answer",
+        "Artifact",
+        "AsyncMagisterium",
+        "AuthenticationError",
+        "Batch",
+        "BatchItem",
+        "Citation",
+        "ClientClosedError",
+        "Clock",
+        "CredentialsError",
+        "DataPart",
+        "Document",
+        "FileContent",
+        "FilePart",
+        "Harvest",
+        "HarvestFailure",
+        "HarvestStats",
+        "HarvestedDocument",
+        "InternalServerError",
+        "InvalidParamsError",
+        "InvalidRequestError",
+        "JSONRPCError",
+        "JsonlWriter",
+        "LoginRequiredError",
+        "MagisteriumError",
+        "MalformedResponseError",
+        "Message",
+        "MethodNotFoundError",
+        "OAuthError",
+        "OutputFileError",
+        "OutputMark",
+        "ParseError",
+        "Part",
+        "PlanRequiredError",
+        "PoolEvent",
+        "PoolName",
+        "PoolStats",
+        "RateLimitError",
+        "RateLimits",
+        "ResponseTooLargeError",
+        "RetryPolicy",
+        "SchedulerStats",
+        "SearchResult",
+        "SharedQuota",
+        "SharedQuotaError",
+        "SharedStateError",
+        "SkillNotFoundError",
+        "StateError",
+        "TLSError",
+        "Task",
+        "TaskFailedError",
+        "TaskNotCancelableError",
+        "TaskNotFoundError",
+        "TaskState",
+        "TaskStatus",
+        "TextPart",
+        "Timeouts",
+        "UnexpectedStatusError",
+        "__version__",
+    }
+)
+"""Every name the root exported once: each stays importable (a removal is a break)."""
+
+
+def test_no_name_the_root_exported_goes_away() -> None:
+    gone = sorted(n for n in EXPORTED_BEFORE if not hasattr(magisterium_async, n))
+    assert not gone, f"no longer importable from magisterium_async: {gone}"
+    left_out = sorted(EXPORTED_BEFORE - set(magisterium_async.__all__))
+    assert not left_out, f"importable but dropped from __all__: {left_out}"
+
+
+@functools.cache
+def _own_aliases() -> frozenset[str]:
+    """The type aliases the package defines at module level (``Name = Literal[...]``)."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign) and "TypeAlias" in ast.unparse(node.annotation):
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id[:1].isupper():
+                    value = node.value
+                    if value is not None and isinstance(value, (ast.Subscript, ast.BinOp)):
+                        names.add(target.id)
+    return frozenset(names)
+
+
+def _signature_names(owner: object) -> dict[str, str]:
+    """Each package-defined type named in the public signatures of ``owner`` (an
+    exported class or module) -> where it is named."""
+    import inspect
+    import typing
+
+    aliases = _own_aliases()
+    found: dict[str, str] = {}
+    members = [
+        (name, value)
+        for name, value in vars(owner).items()
+        if not name.startswith("_") or name == "__init__"
+    ]
+    for name, value in members:
+        function = value.fget if isinstance(value, property) else value
+        function = getattr(function, "__func__", function)
+        if not inspect.isfunction(function):
+            continue
+        module = sys.modules[function.__module__]
+        for annotation in function.__annotations__.values():
+            text = annotation if isinstance(annotation, str) else repr(annotation)
+            for ident in re.findall(r"\b[A-Z]\w*", text):
+                target = getattr(module, ident, None)
+                if target is None or isinstance(target, typing.TypeVar):
+                    continue
+                own_class = isinstance(target, type) and target.__module__.startswith(
+                    "magisterium_async"
+                )
+                if own_class or ident in aliases:
+                    found.setdefault(ident, f"{getattr(owner, '__name__', owner)}.{name}")
+    return found
+
+
+MADE_BY_THE_LIBRARY = {"HarvestRun": "Harvest(...) is made by client.harvest(), never by users"}
+"""Types named only by constructors users never call: name -> why."""
+
+
+def test_every_type_a_public_signature_names_is_exported() -> None:
+    from magisterium_async import testing, tools
+
+    owners: list[object] = [
+        value
+        for name in magisterium_async.__all__
+        if isinstance(value := getattr(magisterium_async, name), type)
+    ]
+    named: dict[str, str] = {}
+    for owner in [*owners, tools]:
+        named.update(_signature_names(owner))
+    missing = {
+        n: where
+        for n, where in named.items()
+        if n not in magisterium_async.__all__ and n not in MADE_BY_THE_LIBRARY
+    }
+    missing = {
+        n: w for n, w in missing.items() if not hasattr(testing, n) and not hasattr(tools, n)
+    }
+    assert not missing, f"named in a public signature but not importable from the root: {missing}"
+    assert {"Priority", "TokenSource", "HTTPTransport"} <= set(named)  # the walk sees them

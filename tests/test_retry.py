@@ -29,8 +29,7 @@ from magisterium_async._retry import CallPath, call_with_retries, rate_limit_wai
 from magisterium_async._skills import SendParams
 from magisterium_async._telemetry import Telemetry
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
-from tests.conftest import task_json
-from tests.http.test_card import CARD
+from tests.conftest import CARD, task_json
 
 from .conftest import TOKEN, ScriptedServer
 

@@ -27,7 +27,7 @@ import platformdirs
 
 from magisterium_async._config import CREDENTIALS_ENV
 from magisterium_async._errors import CredentialsError
-from magisterium_async._redis import masked_url
+from magisterium_async._errors import masked_url as mask_url
 
 __all__ = [
     "APP_NAME",
@@ -157,13 +157,6 @@ def credentials_location(location: str | os.PathLike[str] | None = None) -> Loca
 def location_text(location: Location) -> str:
     """``location`` for a message: the path, or the URL with its password masked."""
     return str(location) if isinstance(location, Path) else mask_url(location)
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password, and any ``password=`` in its query (redis-py reads one
-    there too), replaced by ``***``: what a message may show of a Redis URL."""
-    base, sep, query = masked_url(url).partition("?")
-    return base + sep + re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", query)
 
 
 def lock_path(path: Path) -> Path:

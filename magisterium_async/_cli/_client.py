@@ -18,7 +18,7 @@ from magisterium_async._config import (
     Timeouts,
     token_from_env,
 )
-from magisterium_async._http._dialect import Protocol
+from magisterium_async._http._dialect import ProtocolVersion
 from magisterium_async._ratelimit import SharedQuota
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
@@ -43,7 +43,7 @@ class ClientOptions:
     quota: RateLimits | None = None
     timeout: float | None = None
     max_retries: int = 2
-    protocol: Protocol = "auto"
+    protocol: ProtocolVersion = "auto"
     """``--protocol``: the A2A dialect the client speaks."""
     emulator: bool = False
     emulator_limits: bool = False

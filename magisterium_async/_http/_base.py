@@ -23,10 +23,12 @@ from magisterium_async._http._proxy import Proxies, request_arguments
 
 __all__ = [
     "ACCEPT_ENCODING",
+    "SNIPPET",
     "AiohttpTransport",
     "HTTPRequest",
     "HTTPTransport",
     "RawResponse",
+    "body_snippet",
     "read_body",
 ]
 
@@ -35,8 +37,14 @@ ACCEPT_ENCODING = "gzip, deflate"
 
 _CHUNK = 64 * 1024
 _INFLATE_STEP = 256 * 1024  # decoded bytes per zlib call: bounds the temporary copies
-_SNIPPET = 500
+SNIPPET = 500
+"""How much of an answer's body, or of a failure's text, an error quotes."""
 _DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def body_snippet(payload: bytes) -> str:
+    """The start of a body, as text, for an error to quote."""
+    return payload[:SNIPPET].decode("utf-8", "replace")
 
 
 class RawResponse(NamedTuple):
@@ -211,7 +219,7 @@ def _too_large(what: str, limit: int, status: int, got: bytes | bytearray) -> Re
         "stopped there. Pass a larger max_response_bytes= if answers this big are expected",
         limit=limit,
         status=status,
-        body=bytes(got[:_SNIPPET]).decode("utf-8", "replace"),
+        body=body_snippet(bytes(got[:SNIPPET])),
     )
 
 

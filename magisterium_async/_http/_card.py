@@ -20,7 +20,8 @@ from magisterium_async._errors import (
     UnexpectedStatusError,
     error_for_status,
 )
-from magisterium_async._http._jsonrpc import Transport, body_snippet
+from magisterium_async._http._base import body_snippet
+from magisterium_async._http._jsonrpc import Transport
 from magisterium_async._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
 
 __all__ = ["AgentCardCache", "get_card"]

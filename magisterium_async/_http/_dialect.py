@@ -39,14 +39,16 @@ __all__ = [
     "V10",
     "Dialect",
     "Negotiation",
-    "Protocol",
+    "ProtocolVersion",
     "offered",
 ]
 
 logger = logging.getLogger("magisterium_async.transport")
 
-Protocol = Literal["auto", "0.3", "1.0"]
-PROTOCOLS: tuple[Protocol, ...] = ("auto", "0.3", "1.0")
+ProtocolVersion = Literal["auto", "0.3", "1.0"]
+"""What ``AsyncMagisterium(protocol=)`` takes: ``"auto"`` (find it from the agent card),
+``"0.3"`` (the service's dialect today) or ``"1.0"``."""
+PROTOCOLS: tuple[ProtocolVersion, ...] = ("auto", "0.3", "1.0")
 
 _METHODS_V1 = {
     "message/send": "SendMessage",
@@ -188,7 +190,7 @@ class Negotiation:
 
     def __init__(
         self,
-        protocol: Protocol,
+        protocol: ProtocolVersion,
         base_url: str = "",
         read_card: Callable[[], Awaitable[AgentCard]] | None = None,
         *,
@@ -198,7 +200,7 @@ class Negotiation:
             raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         if protocol == "auto" and read_card is None:
             raise ValueError('protocol="auto" needs a way to read the agent card')
-        self.protocol: Protocol = protocol
+        self.protocol: ProtocolVersion = protocol
         self._base_url = base_url
         self._read_card = read_card or _no_card
         self._extensions = tuple(extensions)

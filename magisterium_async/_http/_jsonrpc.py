@@ -38,9 +38,11 @@ from magisterium_async._errors import (
 )
 from magisterium_async._http._base import (
     ACCEPT_ENCODING,
+    SNIPPET,
     AiohttpTransport,
     HTTPRequest,
     HTTPTransport,
+    body_snippet,
 )
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
@@ -57,7 +59,6 @@ from magisterium_async._telemetry import with_trace_context
 __all__ = [
     "Speech",
     "Transport",
-    "body_snippet",
     "check_base_url",
     "decode_response",
     "encode_params",
@@ -69,7 +70,6 @@ _USER_AGENT = (
     f"magisterium-async/{_version.__version__} "
     f"python/{platform.python_version()} aiohttp/{aiohttp.__version__}"
 )
-_SNIPPET = 500
 
 
 class _Request(msgspec.Struct):
@@ -170,10 +170,6 @@ def check_base_url(url: str) -> str:
     return url
 
 
-def body_snippet(payload: bytes) -> str:
-    return payload[:_SNIPPET].decode("utf-8", "replace")
-
-
 def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnectionError:
     """The SDK error for a network failure, with a description safe to log: aiohttp's
     ``str()`` names the URL and the reason, never the request's headers (its ``repr`` does)."""
@@ -203,9 +199,9 @@ def raise_alone(error: BaseException) -> NoReturn:
 def _safe_str(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientResponseError):
         # Built from the status and message alone: never from request_info.
-        return f"{exc.status}, {exc.message}"[:_SNIPPET]
+        return f"{exc.status}, {exc.message}"[:SNIPPET]
     try:
-        return str(exc)[:_SNIPPET]
+        return str(exc)[:SNIPPET]
     except Exception:  # a str() that fails must not hide the failure it describes
         return ""
 

@@ -8,8 +8,8 @@ header). No host bypasses a proxy implicitly, loopback ones included: list them 
 put its Basic credentials in place of the bearer token.
 
 A proxy's credentials go to aiohttp as a ``Proxy-Authorization`` header, apart from its
-URL, and every text
-made here for people (:func:`redact`) shows them as ``***``.
+URL, and every text made here for people shows its password as ``***``
+(:func:`~magisterium_async._errors.masked_url`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from collections.abc import Mapping
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from magisterium_async._errors import masked_url
+
 __all__ = [
     "Proxies",
     "Proxy",
     "RequestArguments",
     "environment_proxy",
-    "redact",
     "request_arguments",
 ]
 
@@ -43,15 +44,6 @@ class Proxy(NamedTuple):
         return f"Proxy({self.url!r}{', credentials=***' if self.headers else ''})"
 
 
-def redact(url: str) -> str:
-    """``url`` with any user and password shown as ``***``."""
-    parts = urlsplit(url)
-    if not (parts.username or parts.password):
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))
-
-
 def _parse(url: str, where: str) -> Proxy:
     """``url`` as a :class:`Proxy`; ``ValueError`` (naming ``where``) if it is not one."""
     if not isinstance(url, str):
@@ -63,10 +55,10 @@ def _parse(url: str, where: str) -> Proxy:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:
-        raise ValueError(f"{where} {redact(text)!r} is not a URL") from None
+        raise ValueError(f"{where} {masked_url(text)!r} is not a URL") from None
     if parts.scheme not in _SCHEMES or not parts.hostname:
         raise ValueError(
-            f"{where} {redact(text)!r}: give an http:// or https:// proxy URL with a host "
+            f"{where} {masked_url(text)!r}: give an http:// or https:// proxy URL with a host "
             "(SOCKS proxies are not supported)"
         )
     headers = None

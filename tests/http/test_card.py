@@ -11,16 +11,7 @@ from aiohttp import web
 import magisterium_async as m
 from magisterium_async._http._base import ACCEPT_ENCODING
 from magisterium_async._http._card import max_age
-from tests.conftest import TOKEN, JumpClock, ScriptedServer, task_json
-
-CARD = {
-    "name": "Magisterium AI",
-    "version": "1.0",
-    "protocolVersion": "0.3.0",
-    "url": "https://www.magisterium.com/api/v1/a2a",
-    "skills": [{"id": "catholic_qa", "name": "Q&A", "description": "Ask", "tags": []}],
-    "capabilities": {"streaming": False},
-}
+from tests.conftest import CARD, TOKEN, JumpClock, ScriptedServer, task_json
 
 
 async def test_agent_card_is_decoded_cached_and_spends_no_quota(

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import magisterium_async as m
-from magisterium_async._http._proxy import Proxies, redact
+from magisterium_async._errors import masked_url
+from magisterium_async._http._proxy import Proxies
 from magisterium_async.testing import Emulator, EmulatorConfig
 from tests.conftest import PROXY_VARIABLES
 from tests.helpers.forward_proxy import ForwardProxy
@@ -171,7 +172,7 @@ def test_a_proxy_that_is_not_http_is_refused_by_name(monkeypatch: pytest.MonkeyP
     assert "pw123" not in str(raised.value)
     with pytest.raises(ValueError, match=r"^proxy "):
         m.AsyncMagisterium("t", trust_env=False, proxy="ftp://proxy")
-    assert redact("http://u:p@h:1/x") == "http://***@h:1/x"
+    assert masked_url("http://u:p@h:1/x") == "http://u:***@h:1/x"
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
