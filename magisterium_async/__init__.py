@@ -38,6 +38,7 @@ from magisterium_async._errors import (
     MagisteriumError,
     MalformedResponseError,
     MethodNotFoundError,
+    NotSupportedError,
     OAuthError,
     OutputFileError,
     ParseError,
@@ -53,6 +54,7 @@ from magisterium_async._errors import (
     TaskNotFoundError,
     TLSError,
     UnexpectedStatusError,
+    VersionNotSupportedError,
 )
 from magisterium_async._harvest._batch import Batch, BatchItem
 from magisterium_async._harvest._harvest import (
@@ -65,9 +67,11 @@ from magisterium_async._harvest._harvest import (
 )
 from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark
 from magisterium_async._http._base import HTTPRequest, HTTPTransport
+from magisterium_async._http._dialect import ProtocolVersion
 from magisterium_async._models import (
     AgentCapabilities,
     AgentCard,
+    AgentInterface,
     AgentSkill,
     Answer,
     Artifact,
@@ -81,6 +85,7 @@ from magisterium_async._models import (
     Part,
     SearchResult,
     Task,
+    TaskPage,
     TaskState,
     TaskStatus,
     TextPart,
@@ -107,6 +112,7 @@ __all__ = [
     "Acknowledge",
     "AgentCapabilities",
     "AgentCard",
+    "AgentInterface",
     "AgentSkill",
     "Answer",
     "Artifact",
@@ -144,6 +150,7 @@ __all__ = [
     "MalformedResponseError",
     "Message",
     "MethodNotFoundError",
+    "NotSupportedError",
     "OAuthError",
     "OnError",
     "OutputFileError",
@@ -155,6 +162,7 @@ __all__ = [
     "PoolName",
     "PoolStats",
     "Priority",
+    "ProtocolVersion",
     "RateLimitError",
     "RateLimits",
     "ResponseTooLargeError",
@@ -171,6 +179,7 @@ __all__ = [
     "TaskFailedError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
+    "TaskPage",
     "TaskState",
     "TaskStatus",
     "TextPart",
@@ -178,6 +187,7 @@ __all__ = [
     "TokenCallable",
     "TokenSource",
     "UnexpectedStatusError",
+    "VersionNotSupportedError",
     "__version__",
 ]
 

@@ -48,12 +48,13 @@ from magisterium_async._config import (
 from magisterium_async._config import (
     base_url as resolve_base_url,
 )
-from magisterium_async._errors import ClientClosedError, masked_url
+from magisterium_async._errors import ClientClosedError, NotSupportedError, masked_url
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
 from magisterium_async._http._base import HTTPTransport
 from magisterium_async._http._card import AgentCardCache, get_card
+from magisterium_async._http._dialect import Dialect, Negotiation, ProtocolVersion, offered
 from magisterium_async._http._jsonrpc import Transport, check_base_url
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
@@ -64,6 +65,7 @@ from magisterium_async._models import (
     Part,
     SearchResult,
     Task,
+    TaskPage,
 )
 from magisterium_async._ratelimit import PoolEvent, SchedulerStats, SharedQuota, client_scheduler
 from magisterium_async._retry import CallPath
@@ -212,6 +214,15 @@ class AsyncMagisterium:
             that fails is bypassed with one warning, never a failed call.
         cache_policy: What is kept for how long, and what is shared (default
             :data:`DEFAULT_CACHE_POLICY`: ``catholic_qa`` neither).
+        protocol: The A2A dialect spoken. ``"auto"`` (the default): the service's own
+            (A2A 0.3 JSON-RPC), and A2A 1.0 where the agent card offers it; the card is
+            read when asked for (:meth:`agent_card`, :meth:`list_tasks`) or after a call
+            is refused as "method not found" or "version not supported", so a server of
+            today's dialect costs no request more. ``"0.3"`` or ``"1.0"``: that one
+            alone; the card is never read for it. Every method, model and error reads
+            the same in both.
+        extensions: URIs of A2A extensions to ask for on every request (the
+            ``A2A-Extensions`` header; ``X-A2A-Extensions`` in 0.3).
 
     Raises:
         TypeError: An argument of the wrong type.
@@ -242,10 +253,14 @@ class AsyncMagisterium:
         meter_provider: Any = None,
         cache: str | os.PathLike[str] | None = None,
         cache_policy: CachePolicy | None = None,
+        protocol: ProtocolVersion = "auto",
+        extensions: Sequence[str] = (),
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
         if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
             raise TypeError(f"cache_policy must be CachePolicy, not {type(cache_policy).__name__}")
+        if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
+            raise TypeError("extensions must be a sequence of URIs (str)")
         proxies = Proxies(proxy, trust_env=trust_env)
         self._max_response_bytes = whole_number("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
@@ -293,12 +308,21 @@ class AsyncMagisterium:
         )
         self._proxy = None if proxy is None else masked_url(proxy)
         self._agent_card = AgentCardCache(self.base_url)
+        self._card_lock = asyncio.Lock()  # shared with the views, as the card is
+        self._negotiation = Negotiation(
+            protocol, self.base_url, self.agent_card, extensions=extensions
+        )
         # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
         self._telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
         self._path = CallPath(
-            self._transport, self._scheduler, self._clock, self._tokens, self._telemetry
+            self._transport,
+            self._scheduler,
+            self._clock,
+            self._tokens,
+            self._telemetry,
+            self._negotiation,
         )
 
     def __repr__(self) -> str:
@@ -487,7 +511,7 @@ class AsyncMagisterium:
         self, skill: Skill[Any, Any], argument: Any, context_id: str | None = None
     ) -> Task:
         params = send_params(skill.build(argument), skill.id, context_id)
-        return await self._call("message/send", params, skill.pool, skill.id)
+        return await self._task("message/send", params, skill.pool, skill.id)
 
     # Protocol level ----------------------------------------------------------------
 
@@ -508,12 +532,12 @@ class AsyncMagisterium:
             require_text("skill_id", skill_id)
         params = send_params(parts_from(parts), skill_id, context_id)
         pool, named = pool_for(skill_id), skill_id or DEFAULT_SKILL_ID
-        return await self._call("message/send", params, pool, named)
+        return await self._task("message/send", params, pool, named)
 
     async def get_task(self, task_id: str) -> Task:
         """A task by id (kept by the service for 24 hours); spends no quota."""
         params = {"id": require_text("task_id", task_id)}
-        return await self._call("tasks/get", params, None)
+        return await self._task("tasks/get", params, None)
 
     async def cancel_task(self, task_id: str) -> Task:
         """Ask to cancel a task; spends no quota.
@@ -522,7 +546,7 @@ class AsyncMagisterium:
         :class:`InvalidParamsError` ("Invalid state transition") in practice.
         """
         params = {"id": require_text("task_id", task_id)}
-        return await self._call("tasks/cancel", params, None)
+        return await self._task("tasks/cancel", params, None)
 
     @property
     def token_source(self) -> TokenSource | None:
@@ -530,15 +554,94 @@ class AsyncMagisterium:
         ``None`` for a fixed token."""
         return self._tokens
 
-    async def _call(
+    async def list_tasks(
+        self,
+        *,
+        context_id: str | None = None,
+        state: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        history_length: int | None = None,
+        include_artifacts: bool = False,
+        updated_after: str | None = None,
+    ) -> TaskPage:
+        """One page of this user's tasks, newest first (A2A 1.0's ``ListTasks``); spends
+        no quota.
+
+        Arguments (each narrows or shapes the page; ``None``: the server's default):
+
+        - ``context_id``: only the tasks of this conversation;
+        - ``state``: only the tasks in this state (``"completed"``, ``TaskState.FAILED``);
+        - ``page_size``: how many tasks (the server caps it; a2a-sdk: 100);
+        - ``page_token``: the page after the one whose ``next_page_token`` this is;
+        - ``history_length``: keep only the last so many messages of each history;
+        - ``include_artifacts``: send the artifacts too (left out by default);
+        - ``updated_after``: only tasks whose status changed at or after this RFC 3339
+          time (``"2026-03-19T00:00:00Z"``).
+
+        Raises :class:`NotSupportedError` where the server does not offer it: its agent
+        card names no A2A 1.0 JSON-RPC interface (the service's today), or ``protocol``
+        is ``"0.3"``. With ``"auto"`` the card is read for this, once.
+        """
+        params: dict[str, Any] = {}
+        if context_id is not None:
+            params["contextId"] = require_text("context_id", context_id)
+        if state is not None:
+            params["status"] = "TASK_STATE_" + require_text("state", state).upper().replace(
+                "-", "_"
+            )
+        if page_size is not None:
+            params["pageSize"] = whole_number("page_size", page_size)
+        if page_token is not None:
+            params["pageToken"] = require_text("page_token", page_token)
+        if history_length is not None:
+            params["historyLength"] = whole_number("history_length", history_length, minimum=0)
+        if include_artifacts:
+            params["includeArtifacts"] = True
+        if updated_after is not None:
+            params["statusTimestampAfter"] = require_text("updated_after", updated_after)
+        self._lifetime.open()
+        dialect = await self._negotiation.for_list()
+        if not dialect.offers_list:
+            why = (
+                'protocol="0.3" was named'
+                if self._negotiation.protocol == "0.3"
+                else "its agent card names no A2A 1.0 JSON-RPC interface"
+            )
+            raise NotSupportedError(
+                f"list_tasks: the server at {self.base_url} does not offer ListTasks "
+                f"(A2A 1.0's): {why}"
+            )
+        page: TaskPage = await self._call("tasks/list", params, None, dialect=dialect)
+        return page
+
+    @property
+    def protocol(self) -> str:
+        """The A2A version the client speaks now: ``"0.3"`` (the service's dialect) or
+        ``"1.0"``; with ``protocol="auto"`` it changes once an agent card offers 1.0."""
+        return self._negotiation.dialect.version
+
+    async def _task(
         self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
     ) -> Task:
+        task: Task = await self._call(method, params, pool, skill_id)
+        return task
+
+    async def _call(
+        self,
+        method: str,
+        params: Any,
+        pool: PoolName | None,
+        skill_id: str | None = None,
+        *,
+        dialect: Dialect | None = None,
+    ) -> Any:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
         covered = skill_id is not None and self._cache.covers(skill_id)
         if covered and isinstance(params, SendParams):
             assert skill_id is not None
             return await self._through_cache(params, pool, skill_id)
-        return await self._rpc(method, params, pool, skill_id)
+        return await self._rpc(method, params, pool, skill_id, dialect=dialect)
 
     async def _through_cache(
         self, params: SendParams, pool: PoolName | None, skill_id: str
@@ -567,7 +670,9 @@ class AsyncMagisterium:
         pool: PoolName | None,
         skill_id: str | None,
         cache: str | None = None,
-    ) -> Task:
+        *,
+        dialect: Dialect | None = None,
+    ) -> Any:
         return await self._path.rpc(
             method,
             params,
@@ -577,6 +682,7 @@ class AsyncMagisterium:
             options=self._options,
             skill_id=skill_id,
             cache=cache,
+            dialect=dialect,
         )
 
     # Batch -------------------------------------------------------------------------
@@ -659,12 +765,24 @@ class AsyncMagisterium:
         Cached for the client's life, or for the ``max-age`` of the response's
         ``Cache-Control`` when it gives one.
         """
-        now = self._clock.now()
-        card = self._agent_card.cached(now)
-        if card is None:
-            card = await self._agent_card.discover(self._get_card, now)
-            self._telemetry.know_agent(card.name, card.version)
+        card = self._agent_card.cached(self._clock.now())
+        if card is not None:
+            return card
+        # One GET at a time: calls refused at once for their dialect all wait for this one.
+        async with self._card_lock:
+            now = self._clock.now()
+            card = self._agent_card.cached(now)
+            if card is None:
+                card = await self._agent_card.discover(self._get_card, now)
+                self._telemetry.know_agent(card.name, card.version)
+                self._negotiation.learn(card)
         return card
+
+    async def card_protocol(self) -> str:
+        """The A2A version the agent card offers: ``"1.0"`` where it names an A2A 1.0
+        JSON-RPC interface, else ``"0.3"`` (the service's own card, 0.2.6, is this
+        dialect). Reads the card (cached; no quota)."""
+        return offered(await self.agent_card(), self.base_url).version
 
     async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
         self._lifetime.open()

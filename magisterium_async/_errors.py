@@ -23,7 +23,9 @@ The tree, in one glance::
     │   ├── RateLimitError            -32003 / HTTP 429  (``.retry_after``)
     │   ├── AuthenticationError       -32004 / HTTP 401
     │   │   └── LoginRequiredError    the stored sign-in cannot be refreshed: log in again
-    │   └── PlanRequiredError         -32005 / HTTP 403
+    │   ├── PlanRequiredError         -32005 / HTTP 403
+    │   └── VersionNotSupportedError  -32009: the server does not speak the A2A version sent
+    ├── NotSupportedError             the server does not offer the call (ListTasks before 1.0)
     ├── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
     ├── StateError                    a harvest's state database cannot be read or written
     ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
@@ -35,6 +37,10 @@ The tree, in one glance::
 
 ``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
 cannot be right.
+
+An A2A 1.0 server's error ``data`` is a list of typed details; the ``reason`` of its
+``google.rpc.ErrorInfo`` (``.reason``) decides the class before the code does, and its
+``metadata`` is read as 0.3's ``data`` is (``retryAfter``, ``skillId``).
 
 Every error made from an HTTP answer says which one: ``.status_code`` (the HTTP status),
 ``.request_id`` (the JSON-RPC id we sent, then `` / `` and the server's request-id header
@@ -80,6 +86,7 @@ __all__ = [
     "MagisteriumError",
     "MalformedResponseError",
     "MethodNotFoundError",
+    "NotSupportedError",
     "OAuthError",
     "OutputFileError",
     "ParseError",
@@ -95,6 +102,8 @@ __all__ = [
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnexpectedStatusError",
+    "VersionNotSupportedError",
+    "error_details",
     "error_for_status",
     "error_from_jsonrpc",
     "masked_url",
@@ -194,9 +203,12 @@ class UnexpectedStatusError(APIResponseError):
 
 
 class JSONRPCError(MagisteriumError):
-    """The service answered with a JSON-RPC error object: ``code``, ``message``, ``data``."""
+    """The service answered with a JSON-RPC error object: ``code``, ``message``, ``data``
+    (as sent: an object in A2A 0.3, a list of typed details in 1.0), and ``reason``: the
+    ``ErrorInfo`` reason of a 1.0 error (``"TASK_NOT_FOUND"``), else ``None``."""
 
     code: int = 0
+    reason: str | None = None
 
     def __init__(
         self, message: str, *, code: int | None = None, data: Any = None, status: int = 200
@@ -341,6 +353,19 @@ class PlanRequiredError(JSONRPCError):
     code = -32005
 
 
+class VersionNotSupportedError(JSONRPCError):
+    """-32009: the server does not speak the A2A version the request was sent in (an A2A
+    1.0 server asked without ``A2A-Version: 1.0``). With ``protocol="auto"`` the client
+    reads the agent card and sends the call again in the version it offers."""
+
+    code = -32009
+
+
+class NotSupportedError(MagisteriumError):
+    """The server does not offer what was asked (``list_tasks`` needs A2A 1.0's
+    ``ListTasks``); nothing was sent."""
+
+
 class TaskFailedError(MagisteriumError):
     """The task ran and ended in state ``failed``; ``reason`` is the service's explanation."""
 
@@ -476,8 +501,34 @@ _BY_CODE: dict[int, type[JSONRPCError]] = {
         RateLimitError,
         AuthenticationError,
         PlanRequiredError,
+        VersionNotSupportedError,
     )
 }
+_BY_REASON: dict[str, type[JSONRPCError]] = {
+    # A2A 1.0's reasons (domain a2a-protocol.org) ...
+    "PARSE_ERROR": ParseError,
+    "INVALID_REQUEST": InvalidRequestError,
+    "METHOD_NOT_FOUND": MethodNotFoundError,
+    "INVALID_PARAMS": InvalidParamsError,
+    "INTERNAL_ERROR": InternalServerError,
+    "TASK_NOT_FOUND": TaskNotFoundError,
+    "TASK_NOT_CANCELABLE": TaskNotCancelableError,
+    "VERSION_NOT_SUPPORTED": VersionNotSupportedError,
+    # ... whose codes the service gives other meanings: never its rate limit or auth errors
+    "PUSH_NOTIFICATION_NOT_SUPPORTED": JSONRPCError,
+    "UNSUPPORTED_OPERATION": JSONRPCError,
+    "CONTENT_TYPE_NOT_SUPPORTED": JSONRPCError,
+    "INVALID_AGENT_RESPONSE": JSONRPCError,
+    "EXTENDED_AGENT_CARD_NOT_CONFIGURED": JSONRPCError,
+    "EXTENSION_SUPPORT_REQUIRED": JSONRPCError,
+    # ... and the service's own meanings of -32002 to -32005, named
+    "SKILL_NOT_FOUND": SkillNotFoundError,
+    "RATE_LIMIT_EXCEEDED": RateLimitError,
+    "UNAUTHENTICATED": AuthenticationError,
+    "PAID_PLAN_REQUIRED": PlanRequiredError,
+}
+_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 _BY_STATUS: dict[int, type[JSONRPCError]] = {
     429: RateLimitError,
     401: AuthenticationError,
@@ -512,24 +563,59 @@ def error_from_jsonrpc(
     """
     text = message if isinstance(message, str) and message else "JSON-RPC error"
     int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    cls = _BY_CODE.get(int_code) if int_code is not None else None
-    if (cls in _STATUS_BOUND and _STATUS_BOUND[cls] != status) or cls is None:
-        cls = _BY_STATUS.get(status, JSONRPCError)
-    if cls is SkillNotFoundError and method == "tasks/cancel":
-        cls = TaskNotCancelableError
+    reason, readable = error_details(data)
+    cls = _BY_REASON.get(reason) if reason is not None else None
+    if cls is None:
+        cls = _BY_CODE.get(int_code) if int_code is not None else None
+        if (cls in _STATUS_BOUND and _STATUS_BOUND[cls] != status) or cls is None:
+            cls = _BY_STATUS.get(status, JSONRPCError)
+        if cls is SkillNotFoundError and method == "tasks/cancel":
+            cls = TaskNotCancelableError
     final = int_code if int_code is not None else cls.code
+    error: JSONRPCError
     if cls is RateLimitError:
-        return RateLimitError(text, code=final, data=data, status=status, headers=headers)
-    if cls is SkillNotFoundError:
-        named = skill_named(data)
-        return SkillNotFoundError(
+        wait = retry_after_from(readable, headers)
+        error = RateLimitError(
+            text, code=final, data=data, status=status, retry_after=wait, headers=headers
+        )
+    elif issubclass(cls, SkillNotFoundError):
+        named = skill_named(readable)
+        error = cls(
             text,
             code=final,
             data=data,
             status=status,
-            skill_id=named if named is not None else skill_id,
+            skill_id=named if named is not None or cls is not SkillNotFoundError else skill_id,
         )
-    return cls(text, code=final, data=data, status=status)
+    else:
+        error = cls(text, code=final, data=data, status=status)
+    error.reason = reason
+    return error
+
+
+def error_details(data: Any) -> tuple[str | None, Any]:
+    """An error's ``data`` read in either dialect: the ``reason`` of an A2A 1.0
+    ``ErrorInfo`` (``None`` without one), and what to read as 0.3's ``data`` object
+    (``retryAfter``, ``skillId``): 1.0's ``ErrorInfo.metadata``, with a ``RetryInfo``'s
+    delay as ``retryAfter``; 0.3's ``data`` as it is."""
+    if not isinstance(data, list):
+        return None, data
+    reason: str | None = None
+    readable: dict[str, Any] = {}
+    for detail in data:
+        if not isinstance(detail, dict):
+            continue
+        kind = detail.get("@type")
+        if kind == _ERROR_INFO and reason is None:
+            if isinstance(detail.get("reason"), str):
+                reason = detail["reason"]
+            metadata = detail.get("metadata")
+            if isinstance(metadata, dict):
+                readable = {**metadata, **readable}
+        elif kind == _RETRY_INFO and isinstance(detail.get("retryDelay"), str):
+            delay = detail["retryDelay"].strip()
+            readable.setdefault("retryAfter", delay[:-1] if delay.endswith("s") else delay)
+    return reason, readable
 
 
 def error_for_status(

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_DEPTH",
     "AgentCapabilities",
     "AgentCard",
+    "AgentInterface",
     "AgentSkill",
     "Answer",
     "Artifact",
@@ -31,6 +32,7 @@ __all__ = [
     "Part",
     "SearchResult",
     "Task",
+    "TaskPage",
     "TaskState",
     "TaskStatus",
     "TextPart",
@@ -170,6 +172,17 @@ class Task(_Wire, tag_field="kind", tag="task"):
         return next((a for a in self.artifacts if a.name == name), None)
 
 
+class TaskPage(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of :meth:`AsyncMagisterium.list_tasks`: the tasks (newest first, as the
+    server orders them), and ``next_page_token`` to ask for the next page (``None`` on the
+    last). ``page_size`` and ``total_size`` are the server's, when it gave them."""
+
+    tasks: list[Task]
+    next_page_token: str | None = None
+    page_size: int | None = None
+    total_size: int | None = None
+
+
 # The skills' results are frozen structs: plain values, JSON-ready (``msgspec.json.encode``,
 # ``msgspec.to_builtins``) and hashable. ``extra`` holds the service's free-form JSON, which
 # cannot be hashed, so the hash leaves it out: equal results still hash equal.
@@ -281,15 +294,30 @@ class AgentSkill(_Wire):
 
 
 class AgentCapabilities(_Wire):
-    """What the agent supports beyond plain request/response."""
+    """What the agent supports beyond plain request/response (``extended_agent_card``:
+    A2A 1.0's; ``state_transition_history``: 0.3's)."""
 
     streaming: bool | None = None
     push_notifications: bool | None = None
     state_transition_history: bool | None = None
+    extended_agent_card: bool | None = None
+
+
+class AgentInterface(_Wire):
+    """One endpoint an agent card names: A2A 1.0's ``supportedInterfaces`` entries
+    (``url``, ``protocol_binding``, ``protocol_version``, ``tenant``) and 0.3's
+    ``additionalInterfaces`` entries (``url``, ``transport``) alike."""
+
+    url: str | None = None
+    protocol_binding: str | None = None
+    protocol_version: str | None = None
+    tenant: str | None = None
+    transport: str | None = None
 
 
 class AgentCard(_Wire):
-    """The service's A2A agent card (``/.well-known/agent.json``)."""
+    """An A2A agent card, in A2A 0.2.6/0.3's shape (``url``, ``protocol_version``,
+    ``preferred_transport``) or 1.0's (``supported_interfaces``)."""
 
     name: str
     description: str | None = None
@@ -300,6 +328,9 @@ class AgentCard(_Wire):
     default_input_modes: list[str] = msgspec.field(default_factory=list)
     default_output_modes: list[str] = msgspec.field(default_factory=list)
     skills: list[AgentSkill] = msgspec.field(default_factory=list)
+    supported_interfaces: list[AgentInterface] = msgspec.field(default_factory=list)
+    preferred_transport: str | None = None
+    additional_interfaces: list[AgentInterface] = msgspec.field(default_factory=list)
 
 
 def deeper_than(value: object, limit: int) -> bool:

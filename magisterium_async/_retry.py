@@ -7,6 +7,10 @@ after the service refuses it: the resend takes a slot of its own, so the pool co
 and paces it), and the call's telemetry. The client builds requests and reads answers;
 the scheduler decides when a try may go; the transport sends it. Nothing here calls back
 up.
+
+Each call is sent in the dialect the client's :class:`Negotiation` holds; a call refused
+because the server speaks the other one ("method not found", "version not supported") is
+sent once more when the negotiation switches (see :mod:`._http._dialect`).
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ from magisterium_async._errors import (
     TLSError,
     UnexpectedStatusError,
 )
+from magisterium_async._http._dialect import Dialect, Negotiation
 from magisterium_async._http._jsonrpc import Transport, encode_params
-from magisterium_async._models import Task
 from magisterium_async._ratelimit import Pool, Scheduler
 from magisterium_async._telemetry import NO_OBSERVER, CallObserver, Telemetry, error_type
 
@@ -170,12 +174,15 @@ class CallPath:
         clock: Clock,
         tokens: TokenSource | None,
         telemetry: Telemetry,
+        negotiation: Negotiation | None = None,
     ) -> None:
         self.transport = transport
         self.scheduler = scheduler
         self.clock = clock
         self.tokens = tokens
         self.telemetry = telemetry
+        self.negotiation = negotiation or Negotiation("0.3")
+        """The dialect calls are sent in (today's alone, unless the client says more)."""
 
     async def rpc(
         self,
@@ -188,14 +195,26 @@ class CallPath:
         options: CallOptions,
         skill_id: str | None = None,
         cache: str | None = None,
-    ) -> Task:
-        """One JSON-RPC call: retried in its pool's slots, within the total deadline.
+        dialect: Dialect | None = None,
+    ) -> Any:
+        """One JSON-RPC call (``method`` named by its A2A 0.3 method): retried in its
+        pool's slots, within the total deadline, in ``dialect`` (default: the
+        negotiation's). Its answer: a Task, or a TaskPage for ``tasks/list``.
         ``cache``: ``"miss"`` for a call the cache policy covers (on its span)."""
         observer = self.telemetry.observe(method, pool or "unmetered", params, cache)
-        # Encoded once: every try sends the same bytes.
-        encoded = encode_params(params)
-        call = _Call(self, method, encoded, pool, timeout, policy, options, skill_id, observer)
-        return await observer.traced(self.within_total(method, policy, call.run))
+        call = _Call(
+            self,
+            method,
+            params,
+            pool,
+            timeout,
+            policy,
+            options,
+            skill_id,
+            observer,
+            dialect or self.negotiation.dialect,
+        )
+        return await observer.traced(self.within_total(method, policy, call.in_dialects))
 
     async def unmetered(
         self, what: str, attempt: Callable[[], Awaitable[T]], policy: RetryPolicy
@@ -238,7 +257,8 @@ class _Call:
     """One protocol call on its way: what it sends, and where it is with its token.
 
     ``renewed`` once the token source has a new token after a refusal; ``resending`` for
-    the one resend with it (a refusal then is final).
+    the one resend with it (a refusal then is final). ``encoded``: the params in
+    ``dialect``'s shape, encoded once, so every try sends the same bytes.
     """
 
     path: CallPath
@@ -250,10 +270,29 @@ class _Call:
     options: CallOptions
     skill_id: str | None
     observer: CallObserver
+    dialect: Dialect
     renewed: bool = False
     resending: bool = False
+    encoded: Any = None
 
-    async def run(self, deadline: float) -> Task:
+    def __post_init__(self) -> None:
+        self.encoded = encode_params(self.dialect.params(self.method, self.params))
+
+    async def in_dialects(self, deadline: float) -> Any:
+        """The call in its dialect; once more in the other if the server refused it for
+        the dialect and the negotiation switched."""
+        try:
+            return await self.run(deadline)
+        except MagisteriumError as exc:
+            negotiation = self.path.negotiation
+            if not await negotiation.resend_after(exc, self.dialect):
+                raise
+        self.dialect = negotiation.dialect
+        self.encoded = encode_params(self.dialect.params(self.method, self.params))
+        self.renewed = self.resending = False
+        return await self.run(deadline)
+
+    async def run(self, deadline: float) -> Any:
         """The tries; once more, in a slot of its own, if the token was refused and
         renewed (the resend answers a refused token: it is not one of ``max_retries``)."""
         try:
@@ -264,7 +303,7 @@ class _Call:
         self.resending = True
         return await self.tries(deadline)
 
-    async def tries(self, deadline: float) -> Task:
+    async def tries(self, deadline: float) -> Any:
         """The retry loop of this call, in its pool's slots."""
         path, policy, options = self.path, self.policy, self.options
         return await call_with_retries(
@@ -280,21 +319,26 @@ class _Call:
             observer=self.observer,
         )
 
-    async def send(self) -> Task:
+    async def send(self) -> Any:
         """One try: the request with the current token (a fixed token: the transport's)."""
         transport, tokens = self.path.transport, self.path.tokens
         if tokens is None:
             return await transport.rpc(
-                self.method, self.params, timeout=self.timeout, skill_id=self.skill_id
+                self.method,
+                self.encoded,
+                timeout=self.timeout,
+                skill_id=self.skill_id,
+                speech=self.dialect,
             )
         token = await tokens.token()
         try:
             return await transport.rpc(
                 self.method,
-                self.params,
+                self.encoded,
                 timeout=self.timeout,
                 token=token,
                 skill_id=self.skill_id,
+                speech=self.dialect,
             )
         except AuthenticationError:
             if not self.resending and await tokens.rejected(token):

@@ -1,4 +1,8 @@
-"""The client against the emulator: real exchanges, row by row of the contract."""
+"""The client against the emulator: real exchanges, row by row of the contract.
+
+Every test runs against the emulator in each dialect: the service's own (0.2.6), A2A 0.3's
+card, and A2A 1.0; the client is made the same way each time (``protocol="auto"``).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,23 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault, RateLimitConfig
+from magisterium_async.testing.emulator._config import Protocol
+
+
+@pytest.fixture(params=["0.2.6", "0.3", "1.0"])
+def protocol(request: pytest.FixtureRequest) -> Protocol:
+    """The dialect the emulator speaks."""
+    value: Protocol = request.param
+    return value
 
 
 @pytest.fixture
-async def emulator() -> AsyncIterator[Emulator]:
+async def emulator(protocol: Protocol) -> AsyncIterator[Emulator]:
     config = EmulatorConfig(
         tokens={"emu-token": "pro", "free-token": "free"},
         rate_limits=None,
         today=lambda: dt.date(2026, 3, 19),
+        protocol=protocol,
     )
     async with Emulator(config) as emu:
         yield emu
@@ -90,13 +103,14 @@ async def test_faults_are_retried_and_counted(
     assert emulator.stats.count(outcome="fault") == 3
 
 
-async def test_rate_limit_pauses_and_retries_within_the_quota() -> None:
+async def test_rate_limit_pauses_and_retries_within_the_quota(protocol: Protocol) -> None:
     # The server allows 3 per 0.5 s; the client believes 10: it meets 429s, waits them out
     # and every call still succeeds.
     config = EmulatorConfig(
         rate_limits=RateLimitConfig(
             default=3, expensive=1, period=0.5, retry_after_rounding="exact"
-        )
+        ),
+        protocol=protocol,
     )
     async with (
         Emulator(config) as emu,
@@ -110,8 +124,10 @@ async def test_rate_limit_pauses_and_retries_within_the_quota() -> None:
         assert emu.stats.count(skill="document_search", outcome="ok") == 8
 
 
-async def test_agent_card(client: m.AsyncMagisterium) -> None:
+async def test_agent_card(client: m.AsyncMagisterium, protocol: Protocol) -> None:
     card = await client.agent_card()
+    assert client.protocol == ("1.0" if protocol == "1.0" else "0.3")
+    assert await client.card_protocol() == client.protocol
     assert {s.id for s in card.skills} >= {
         "catholic_qa",
         "document_search",

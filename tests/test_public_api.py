@@ -87,8 +87,13 @@ CONTRACT_METHODS = frozenset(
 """The client methods public-api.md names."""
 
 UNDOCUMENTED: dict[str, str] = {
+    "NotSupportedError": "raised by list_tasks where the server has no ListTasks "
+    "(docs/protocol-versions.md)",
+    "TaskPage": "what client.list_tasks returns (docs/protocol-versions.md)",
+    "VersionNotSupportedError": "-32009, A2A 1.0's (docs/protocol-versions.md)",
     "AgentCapabilities": "a field type of AgentCard",
     "AgentCard": "what client.agent_card() returns (Discovery)",
+    "AgentInterface": "a field type of AgentCard (docs/protocol-versions.md)",
     "AgentSkill": "a field type of AgentCard",
     "Batch": "what search_many and fetch_many return",
     "BatchItem": "what a Batch yields (.input, .result, .error)",
@@ -123,6 +128,7 @@ UNDOCUMENTED: dict[str, str] = {
     "HTTPTransport": "the protocol AsyncMagisterium(transport=) takes",
     "OnError": 'the literal "record" | "raise" of client.harvest(on_error=)',
     "Priority": 'the literal "interactive" | "bulk" of with_options(priority=)',
+    "ProtocolVersion": 'the literal "auto" | "0.3" | "1.0" of AsyncMagisterium(protocol=)',
     "TokenCallable": "a callable AsyncMagisterium(token=) takes",
     "TokenSource": "the type of client.token_source",
 }

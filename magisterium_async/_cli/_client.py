@@ -21,6 +21,7 @@ from magisterium_async._config import (
     Timeouts,
     token_from_env,
 )
+from magisterium_async._http._dialect import ProtocolVersion
 from magisterium_async._ratelimit import PoolEvent, SharedQuota
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
@@ -48,6 +49,8 @@ class ClientOptions:
     """``--cache``: ``memory``, a file, or a Redis URL (``AsyncMagisterium(cache=)``)."""
     timeout: float | None = None
     max_retries: int = 2
+    protocol: ProtocolVersion = "auto"
+    """``--protocol``: the A2A dialect the client speaks."""
     emulator: bool = False
     emulator_limits: bool = False
     synthetic: int | None = None
@@ -150,6 +153,7 @@ def _client(
             credentials=options.credentials if token is None else None,
             proxy=options.proxy,
             on_event=on_event,
+            protocol=options.protocol,
             # The in-process emulator is this host: no environment proxy can reach it.
             trust_env=not options.emulator,
         )

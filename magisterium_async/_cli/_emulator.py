@@ -72,6 +72,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--token", default="emu-token", help="the bearer token it accepts (default: %(default)s)"
     )
+    where.add_argument(
+        "--protocol",
+        choices=("0.2.6", "0.3", "1.0"),
+        default="0.2.6",
+        help="the A2A dialect it speaks, card included (default: %(default)s, the service's)",
+    )
     oauth = parser.add_argument_group("OAuth (the emulator's authorization server)")
     oauth.add_argument(
         "--token-lifetime",
@@ -184,6 +190,7 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
             qa_latency=args.qa_latency,
             corpus=corpus(args.synthetic, args.seed),
             token_lifetime=args.token_lifetime,
+            protocol=args.protocol,
         )
     except (ValueError, TypeError) as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
@@ -214,6 +221,7 @@ def _announce(emulator: Emulator, output: Output) -> None:
         "token": emulator.token,
         "quota": _quota(emulator.config),
         "port": emulator.port,
+        "protocol": emulator.config.protocol,
     }
     output.result(line, lambda: _instructions(emulator))
 
@@ -227,6 +235,7 @@ def _instructions(emulator: Emulator) -> None:
     kind = "synthetic" if isinstance(corpus, SyntheticCorpus) else "bundled"
     size = len(corpus) if corpus is not None else 0
     print(f"Magisterium emulator listening on {emulator.origin}")
+    print(f"  protocol: A2A {config.protocol} (agent card: {emulator.card_url})")
     print(f"  corpus: {kind}, {plural(size, 'document')}")
     print(f"  rate limits: {_describe_limits(config)}")
     print(f"  OAuth: {emulator.oauth_metadata_url} (tokens live {config.token_lifetime:g} s)")

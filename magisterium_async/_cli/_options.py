@@ -150,6 +150,13 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         default=default(2),
         help="retries of transient failures per call (default: 2)",
     )
+    group.add_argument(
+        "--protocol",
+        choices=("auto", "0.3", "1.0"),
+        default=default("auto"),
+        help="the A2A dialect to speak: auto (default: the service's, and A2A 1.0 where "
+        "the agent card offers it), or 0.3 or 1.0 alone",
+    )
     offline = parser.add_argument_group("offline")
     offline.add_argument(
         "--emulator",
@@ -188,6 +195,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         cache=args.cache,
         timeout=args.timeout,
         max_retries=args.max_retries,
+        protocol=args.protocol,
         emulator=args.emulator,
         emulator_limits=args.emulator_limits,
         synthetic=args.synthetic,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from magisterium_async._cli import _auth, _emulator, _skills, _tasks
+from magisterium_async._cli import _auth, _card, _emulator, _skills, _tasks
 from magisterium_async._cli._command import Command, Group, add_commands
 from magisterium_async._cli._errors import EXIT_CODES_HELP, UsageError
 from magisterium_async._cli._options import add_common_options, add_connection_options
@@ -25,6 +25,7 @@ COMMANDS: tuple[Command | Group, ...] = (
     *_tasks.COMMANDS,
     _harvest.COMMAND,
     *_auth.COMMANDS,
+    _card.COMMAND,
     _emulator.COMMAND,
 )
 

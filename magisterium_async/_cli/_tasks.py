@@ -1,4 +1,5 @@
-"""``task get`` and ``task cancel``: the protocol's task calls (they spend no quota)."""
+"""``task get``, ``task cancel`` and ``task list``: the protocol's task calls (they spend no
+quota; ``task list`` needs a server of A2A 1.0)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from collections.abc import Awaitable, Callable
 
 from magisterium_async._cli._command import Command, Group, Invocation, Run, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._options import positive
 from magisterium_async._cli._output import show_task
 from magisterium_async._client import AsyncMagisterium
+from magisterium_async._models import TaskPage
 
 __all__ = ["COMMANDS"]
 
@@ -47,6 +50,35 @@ async def _cancel(invocation: Invocation, client: AsyncMagisterium) -> int:
     return ExitCode.OK
 
 
+def _list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--context", metavar="ID", help="only the tasks of this context")
+    parser.add_argument("--state", help="only the tasks in this state (completed, failed, ...)")
+    parser.add_argument("--page-size", type=positive(int), metavar="N", help="tasks per page")
+    parser.add_argument("--page-token", metavar="TOKEN", help="the page after this token's")
+    parser.add_argument("--artifacts", action="store_true", help="include the tasks' artifacts")
+
+
+def _show_page(page: TaskPage) -> None:
+    for task in page.tasks:
+        stamp = task.status.timestamp or ""
+        print(f"{task.id}  {task.state:<15} {stamp}  context {task.context_id}")
+    if page.next_page_token:
+        print(f"(more: --page-token {page.next_page_token})")
+
+
+async def _list(invocation: Invocation, client: AsyncMagisterium) -> int:
+    args = invocation.args
+    page = await client.list_tasks(
+        context_id=args.context,
+        state=args.state,
+        page_size=args.page_size,
+        page_token=args.page_token,
+        include_artifacts=args.artifacts,
+    )
+    invocation.output.result(page, lambda: _show_page(page))
+    return ExitCode.OK
+
+
 COMMANDS = (
     Group("task", "the protocol's task calls (spend no quota)"),
     Command(
@@ -57,5 +89,11 @@ COMMANDS = (
         "ask to cancel a task",
         _on_a_server(_cancel, "cancelling the task"),
         _task_id,
+    ),
+    Command(
+        "task list",
+        "your tasks, newest first (A2A 1.0 servers only)",
+        _on_a_server(_list, "listing the tasks"),
+        _list_arguments,
     ),
 )

@@ -15,8 +15,8 @@ import platform
 import reprlib
 import socket
 import ssl
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -58,6 +58,7 @@ from magisterium_async._models import (
 from magisterium_async._telemetry import with_trace_context
 
 __all__ = [
+    "Speech",
     "Transport",
     "check_base_url",
     "decode_response",
@@ -110,6 +111,25 @@ _TASK_DECODER = msgspec.json.Decoder(Task)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 40, 40, 40
+
+
+class Speech(Protocol):
+    """What the transport needs of a dialect (see ``_dialect.Dialect``): the method's name,
+    the endpoint, the headers, and the reading of a result. Today's dialect (0.3) is the
+    transport's own: ``None`` stands for it."""
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def url(self) -> str | None: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def method(self, operation: str) -> str: ...
+
+    def decode(self, operation: str, raw: bytes) -> Any: ...
 
 
 def _is_loopback(host: str) -> bool:
@@ -195,16 +215,22 @@ _TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SS
 _NOT_SENT_ERRORS = (aiohttp.ClientConnectorError, ConnectionRefusedError, socket.gaierror)
 
 
-def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
-    """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
+def _parse(
+    method: str, payload: bytes, speech: Speech | None = None
+) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
+    """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing).
+
+    Today's dialect decodes its Task with the envelope, in one pass; another leaves the
+    result undecoded, for ``speech.decode``."""
     envelope: _Envelope | _RawEnvelope
     # Before decoding: how deep a decoder recurses, and so what it refuses, differs between
     # interpreters, and it skips unknown fields unseen.
     brackets = opening_brackets(payload)
     if json_deeper_than(payload, MAX_ANSWER_DEPTH, brackets):
         return None, f"the response is nested more than {MAX_ANSWER_DEPTH} levels deep"
+    decoder = _ENVELOPE_DECODER if speech is None else _RAW_ENVELOPE_DECODER
     try:
-        envelope = _ENVELOPE_DECODER.decode(payload)
+        envelope = decoder.decode(payload)
     except RecursionError:
         return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
     except _DECODE_ERRORS:
@@ -265,7 +291,8 @@ def decode_response(
     headers: Any = None,
     *,
     skill_id: str | None = None,
-) -> Task:
+    speech: Speech | None = None,
+) -> Any:
     """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means.
 
     HTTP 401, 403 and 429 raise their class whatever the body (its error object, if any,
@@ -276,18 +303,26 @@ def decode_response(
     :class:`MalformedResponseError`. Every error raised carries the answer (status,
     headers, ``request_id``: see :func:`with_answer`). ``skill_id`` is the skill the
     request named: a :class:`SkillNotFoundError` names it where the service did not.
+    ``speech`` is the dialect spoken (``None``: today's, whose results are Tasks); its
+    ``decode`` reads the result of ``method``.
     """
     try:
-        return _decode(method, request_id, status, payload, headers, skill_id)
+        return _decode(method, request_id, status, payload, headers, skill_id, speech)
     except (APIResponseError, JSONRPCError) as error:
         with_answer(error, status=status, headers=headers, jsonrpc_id=request_id)
         raise
 
 
 def _decode(
-    method: str, request_id: int, status: int, payload: bytes, headers: Any, skill_id: str | None
-) -> Task:
-    envelope, problem = _parse(method, payload)
+    method: str,
+    request_id: int,
+    status: int,
+    payload: bytes,
+    headers: Any,
+    skill_id: str | None,
+    speech: Speech | None = None,
+) -> Any:
+    envelope, problem = _parse(method, payload, speech)
     if (
         status == 200
         and problem is None
@@ -330,6 +365,8 @@ def _decode(
     if isinstance(result, Task):
         return result
     assert isinstance(result, msgspec.Raw)
+    if speech is not None:
+        return _decode_with(speech, method, result, status, payload)
     try:
         task = _TASK_DECODER.decode(result)
     except RecursionError:
@@ -345,6 +382,28 @@ def _decode(
             body=body_snippet(payload),
         )
     return task
+
+
+def _decode_with(
+    speech: Speech, method: str, result: msgspec.Raw, status: int, payload: bytes
+) -> Any:
+    """The result of ``method`` as ``speech`` reads it; malformed when it cannot."""
+    try:
+        decoded = speech.decode(method, bytes(result))
+    except RecursionError:
+        decoded = None
+    except ValueError as exc:  # the dialect's "not what this method answers"
+        raise MalformedResponseError(
+            f"{method}: {exc}", status=status, body=body_snippet(payload)
+        ) from None
+    tasks = getattr(decoded, "tasks", [decoded])
+    if decoded is None or any(task_deeper_than(task, MAX_DEPTH) for task in tasks):
+        raise MalformedResponseError(
+            f"{method}: the result holds values nested more than {MAX_DEPTH} levels deep",
+            status=status,
+            body=body_snippet(payload),
+        )
+    return decoded
 
 
 def _common_headers() -> dict[str, str]:
@@ -432,24 +491,40 @@ class Transport:
         timeout: float,
         token: str | None = None,
         skill_id: str | None = None,
-    ) -> Task:
-        """Send one JSON-RPC request and return the Task it answers, or raise.
+        speech: Speech | None = None,
+    ) -> Any:
+        """Send one JSON-RPC request and return what it answers (a Task, in today's
+        dialect), or raise.
 
+        ``method`` names the operation by its A2A 0.3 method; ``speech`` is the dialect to
+        speak (``None`` or a 0.3 one: today's), which names the method on the wire, may name
+        another endpoint and adds its headers; ``params`` are already in its shape.
         ``token`` replaces the transport's own for this request and the next ones;
         ``skill_id`` (the skill a ``message/send`` names) goes into the errors it meets.
         """
+        if speech is not None and speech.version == "0.3" and not speech.headers:
+            speech = None  # today's dialect, spoken to the base URL: the transport's own
         request_id = next(self._ids)
-        body = _ENCODER.encode(_Request("2.0", request_id, method, params))
+        wire = method if speech is None else speech.method(method)
+        body = _ENCODER.encode(_Request("2.0", request_id, wire, params))
         rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
-        logger.debug("POST %s method=%s id=%d", self._url, method, request_id)
+        url = self._url
+        if speech is not None:
+            rpc_headers = {**rpc_headers, **speech.headers}
+            url = speech.url or url
+        logger.debug("POST %s method=%s id=%d", url, wire, request_id)
         try:
             status, headers, payload = await self._exchange(
-                "POST", self._url, with_trace_context(rpc_headers), body, timeout, method
+                "POST", url, with_trace_context(rpc_headers), body, timeout, method
             )
         except APIResponseError as error:  # the body could not be read (too large, corrupt)
             with_answer(error, jsonrpc_id=request_id)
             raise
-        return decode_response(method, request_id, status, payload, headers, skill_id=skill_id)
+        if speech is not None and speech.version == "0.3":
+            speech = None  # 0.3's results are the transport's own Tasks
+        return decode_response(
+            method, request_id, status, payload, headers, skill_id=skill_id, speech=speech
+        )
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""

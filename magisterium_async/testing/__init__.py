@@ -8,7 +8,10 @@ of the contract over a bundled corpus of real Church documents (or a
 does not state them), bearer-token auth with plans, per-token rate limits, CORS preflight
 and the agent card, an OAuth 2.0 authorization server issuing expiring tokens
 (``emu.oauth``);
-plus deterministic fault injection and counters for tests to assert on::
+plus deterministic fault injection and counters for tests to assert on. It speaks the
+service's dialect (A2A 0.2.6, its card to the letter) unless told another:
+``EmulatorConfig(protocol="0.3")`` serves A2A 0.3's card, ``protocol="1.0"`` A2A 1.0
+(``SendMessage``, ``GetTask``, ``CancelTask``, ``ListTasks``)::
 
     async with Emulator(EmulatorConfig(rate_limits=None)) as emu:
         client = AsyncMagisterium(token=emu.token, base_url=emu.base_url)

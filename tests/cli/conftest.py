@@ -21,8 +21,19 @@ class Served:
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     """The standalone ``emulator`` command on a free port, told apart by its printed line."""
+    yield from _serve()
+
+
+@pytest.fixture(scope="module")
+def served_v1() -> Iterator[Served]:
+    """The same, speaking A2A 1.0 (``emulator --protocol 1.0``)."""
+    yield from _serve("--protocol", "1.0")
+
+
+def _serve(*flags: str) -> Iterator[Served]:
+    command = ["emulator", "--port", "0", "--no-limits", *flags]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "magisterium_async", "emulator", "--port", "0"],
+        [sys.executable, "-m", "magisterium_async", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -5,6 +5,8 @@ Magisterium service does. Run with the .venv-interop03 python; see ``server_comm
 
 from __future__ import annotations
 
+from typing import Any
+
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.events import EventQueue
@@ -22,7 +24,7 @@ from a2a.types import (
 from a2a.utils import new_agent_text_message, new_task
 from a2a.utils.errors import ServerError
 from agent_skills import answer
-from server_common import RPC_PATH, parse_args, serve
+from server_common import RPC_PATH, endpoint, parse_args, serve
 
 
 class SkillExecutor(AgentExecutor):
@@ -58,10 +60,14 @@ class SkillExecutor(AgentExecutor):
 
 def main() -> None:
     args = parse_args()
+    serve(_app, args.token)
+
+
+def _app(port: int) -> Any:
     card = AgentCard(
         name="a2a-sdk 0.3 test agent",
         description="document_search and document_fetch, shaped like the Magisterium service",
-        url=f"http://127.0.0.1{RPC_PATH}",
+        url=endpoint(port),
         version="0.3.26",
         capabilities=AgentCapabilities(streaming=False),
         default_input_modes=["text/plain", "application/json"],
@@ -72,8 +78,7 @@ def main() -> None:
         ],
     )
     handler = DefaultRequestHandler(agent_executor=SkillExecutor(), task_store=InMemoryTaskStore())
-    app = A2AStarletteApplication(agent_card=card, http_handler=handler).build(rpc_url=RPC_PATH)
-    serve(app, args.token)
+    return A2AStarletteApplication(agent_card=card, http_handler=handler).build(rpc_url=RPC_PATH)
 
 
 if __name__ == "__main__":

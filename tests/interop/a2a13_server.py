@@ -1,7 +1,12 @@
-"""An A2A server built on a2a-sdk 1.x with its v0.3 compatibility mode on
-(``create_jsonrpc_routes(..., enable_v0_3_compat=True)``), answering ``document_search`` and
-``document_fetch`` the way the Magisterium service does. Run with the .venv-interop13
-python; see ``server_common``.
+"""An A2A server built on a2a-sdk 1.x, answering ``document_search`` and ``document_fetch``
+the way the Magisterium service does. Run with the .venv-interop13 python; see
+``server_common``.
+
+By default its v0.3 compatibility mode is on
+(``create_jsonrpc_routes(..., enable_v0_3_compat=True)``) and its card names a 0.3
+interface; with ``--v1-only`` it serves A2A 1.0 alone (0.3's methods are "method not
+found", a request without ``A2A-Version: 1.0`` is "version not supported") and its card
+names a 1.0 interface.
 
 The v1.x core is protobuf: a data part is a ``google.protobuf.Value``, which stores every
 number as a double, so the compat layer sends the integer ``12345`` as ``12345.0``.
@@ -26,7 +31,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import UnsupportedOperationError
 from agent_skills import answer
 from google.protobuf.json_format import MessageToDict
-from server_common import RPC_PATH, parse_args, serve
+from server_common import RPC_PATH, endpoint, parse_args, serve
 from starlette.applications import Starlette
 
 
@@ -67,15 +72,20 @@ class SkillExecutor(AgentExecutor):
 
 
 def main() -> None:
-    args = parse_args()
+    args = parse_args(v1_only=True)
+    compat = not args.v1_only
+    serve(lambda port: _app(port, compat=compat), args.token)
+
+
+def _app(port: int, *, compat: bool) -> Starlette:
     card = AgentCard(
-        name="a2a-sdk 1.x test agent (v0.3 compat)",
+        name="a2a-sdk 1.x test agent " + ("(v0.3 compat)" if compat else "(A2A 1.0 only)"),
         description="document_search and document_fetch, shaped like the Magisterium service",
         supported_interfaces=[
             AgentInterface(
-                url=f"http://127.0.0.1{RPC_PATH}",
+                url=endpoint(port),
                 protocol_binding="JSONRPC",
-                protocol_version="0.3",
+                protocol_version="0.3" if compat else "1.0",
             )
         ],
         version="1.3.0",
@@ -91,9 +101,9 @@ def main() -> None:
         agent_executor=SkillExecutor(), task_store=InMemoryTaskStore(), agent_card=card
     )
     routes = create_agent_card_routes(card) + create_jsonrpc_routes(
-        handler, RPC_PATH, enable_v0_3_compat=True
+        handler, RPC_PATH, enable_v0_3_compat=compat
     )
-    serve(Starlette(routes=routes), args.token)
+    return Starlette(routes=routes)
 
 
 if __name__ == "__main__":

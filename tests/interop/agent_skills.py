@@ -15,6 +15,9 @@ from typing import Any
 NOT_FOUND = "Document not found."
 EMPTY_QUERY = "nothing matches this"
 NEEDS_INPUT = "needs_input"
+DEFAULT_SKILL = "document_search"
+"""The skill a message that names none runs (the service's is ``catholic_qa``, which
+these agents do not have)."""
 QUESTION = "Which document do you mean?"
 
 # Search hits: one id is a JSON string, one a JSON integer (a generic A2A server may send
@@ -86,7 +89,9 @@ def _fetch(texts: list[str], datas: list[dict[str, Any]]) -> Outcome:
 
 
 def answer(skill_id: Any, texts: list[str], datas: list[dict[str, Any]]) -> Outcome:
-    """The outcome of one message to ``skill_id``."""
+    """The outcome of one message to ``skill_id`` (``None``: :data:`DEFAULT_SKILL`)."""
+    if skill_id is None:
+        skill_id = DEFAULT_SKILL
     if skill_id == "document_search":
         return _search(texts)
     if skill_id == "document_fetch":

@@ -130,11 +130,28 @@ def a2a13_python() -> Path:
 
 
 @dataclass(frozen=True)
+class ServerKind:
+    """Which a2a-sdk server: its version, and whether it serves A2A 1.0 alone."""
+
+    id: str
+    env: InteropEnv
+    v1_only: bool = False
+
+
+SERVERS = [
+    ServerKind("a2a-0.3", A2A03),
+    ServerKind("a2a-1.3-compat", A2A13),
+    ServerKind("a2a-1.3", A2A13, v1_only=True),
+]
+
+
+@dataclass(frozen=True)
 class A2AServer:
     """An a2a-sdk server running in a subprocess on 127.0.0.1."""
 
     env: InteropEnv
     port: int
+    v1_only: bool = False
 
     @property
     def origin(self) -> str:
@@ -190,18 +207,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-@pytest.fixture(scope="session", params=[A2A03, A2A13], ids=["a2a-0.3", "a2a-1.3-compat"])
+@pytest.fixture(scope="session", params=SERVERS, ids=[kind.id for kind in SERVERS])
 def a2a_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[A2AServer]:
-    """An a2a-sdk 0.3 server, then an a2a-sdk 1.x server in v0.3 compat mode."""
-    env: InteropEnv = request.param
+    """Each a2a-sdk server of :data:`SERVERS` in turn."""
+    kind: ServerKind = request.param
+    env = kind.env
     python: Path = request.getfixturevalue(f"a2a{env.key}_python")
-    log = tmp_path_factory.mktemp(f"a2a{env.key}") / "server.log"
+    log = tmp_path_factory.mktemp(kind.id) / "server.log"
+    flags = ["--v1-only"] if kind.v1_only else []
     with (
         log.open("wb") as stderr,
         subprocess.Popen(
-            [str(python), str(env.server_script), "--token", TOKEN],
+            [str(python), str(env.server_script), "--token", TOKEN, *flags],
             cwd=HERE,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -213,7 +232,7 @@ def a2a_server(
             deadline = time.monotonic() + START_TIMEOUT
             try:
                 port = _read_port(proc.stdout, proc, deadline)
-                server = A2AServer(env, port)
+                server = A2AServer(env, port, kind.v1_only)
                 _wait_ready(server.origin, proc, deadline)
             except RuntimeError as exc:
                 _stop(proc)

@@ -12,14 +12,20 @@ import asyncio
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 RPC_PATH = "/api/v1/a2a"
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(*, v1_only: bool = False) -> argparse.Namespace:
+    """``--token``, and ``--v1-only`` where the server offers it (``v1_only``)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--token", required=True, help="the bearer token POSTs must carry")
+    if v1_only:
+        parser.add_argument(
+            "--v1-only", action="store_true", help="serve A2A 1.0 alone (no v0.3 compat)"
+        )
     return parser.parse_args()
 
 
@@ -53,14 +59,20 @@ class RequireBearer:
         await self.app(scope, receive, send)
 
 
-def serve(app: Any, token: str) -> None:
-    """Serve ``app`` (behind :class:`RequireBearer`) on a free 127.0.0.1 port."""
+def endpoint(port: int) -> str:
+    """The JSON-RPC endpoint's URL, as the server's card names it."""
+    return f"http://127.0.0.1:{port}{RPC_PATH}"
+
+
+def serve(app_for: Callable[[int], Any], token: str) -> None:
+    """Serve ``app_for(port)`` (behind :class:`RequireBearer`) on a free 127.0.0.1 port."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
+    app = app_for(sock.getsockname()[1])
     config = uvicorn.Config(RequireBearer(app, token), log_level="warning", access_log=False)
     server = uvicorn.Server(config)
 

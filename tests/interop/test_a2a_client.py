@@ -1,15 +1,17 @@
-"""The a2a-sdk 0.3 client against our emulator: does it take every answer the emulator gives?
+"""The official a2a-sdk clients against our emulator: does each take every answer it gives?
 
 The emulator runs in this process on 127.0.0.1; ``a2a03_client.py`` runs under the a2a-sdk
 0.3 virtualenv, resolves the agent card, then makes each call through
 ``ClientFactory``/``JsonRpcTransport`` over an httpx client that sends our bearer token, and
-reports how every answer was taken (see its docstring).
+reports how every answer was taken (see its docstring). ``a2a13_client.py`` does the same
+with a2a-sdk 1.3, whose client speaks A2A 1.0 to a 1.0 card and 0.3 to a 0.3 one, and
+refuses any older card -- the service's own (0.2.6) among them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -45,11 +47,16 @@ def raw(label: str, body: str) -> dict[str, Any]:
 
 
 async def run_a2a_client(
-    python: Path, emulator: Emulator, steps: list[dict[str, Any]], token: str | None = None
+    python: Path,
+    emulator: Emulator,
+    steps: list[dict[str, Any]],
+    token: str | None = None,
+    *,
+    script: str = "a2a03_client.py",
 ) -> dict[str, Any]:
-    """Run the steps through the a2a-sdk 0.3 client; its report."""
+    """Run the steps through an a2a-sdk client (0.3's unless ``script`` names 1.3's)."""
     plan = {"origin": emulator.origin, "token": token or emulator.token, "steps": steps}
-    client = [str(python), str(HERE / "a2a03_client.py")]
+    client = [str(python), str(HERE / script)]
     report: dict[str, Any] = await run_plan(client, HERE, plan)
     return report
 
@@ -175,3 +182,128 @@ async def test_http_status_errors(a2a03_python: Path) -> None:
         assert body["code"] == code
     retry_after = jsonrpc_error_of(report["steps"]["limited"]["body"])["data"]["retryAfter"]
     assert isinstance(retry_after, int) and retry_after > 0
+
+
+# a2a-sdk 1.3's client ------------------------------------------------------------------
+
+
+async def test_a2a13_client_refuses_the_services_own_card(a2a13_python: Path) -> None:
+    # The emulator's default card is the service's (protocolVersion 0.2.6): the 1.3 client
+    # reads it, then finds no transport for it, as it would against the service.
+    steps = [send("search", "document_search", text("grace"))]
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        report = await run_a2a_client(a2a13_python, emulator, steps, script="a2a13_client.py")
+        served = emulator.stats.total
+
+    assert report["card"]["kind"] == "card", report["card"]
+    (interface,) = report["card"]["card"]["supportedInterfaces"]
+    assert interface["protocolVersion"] == "0.2.6"
+    assert report["client"] == {
+        "kind": "exception",
+        "type": "ValueError",
+        "detail": "no compatible transports found.",
+    }
+    assert served == 0
+
+
+def _task_v1(outcome: dict[str, Any]) -> dict[str, Any]:
+    assert outcome["kind"] == "task", outcome
+    task: dict[str, Any] = outcome["task"]
+    return task
+
+
+def _artifact_v1(outcome: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    task = _task_v1(outcome)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+    (artifact,) = task["artifacts"]
+    assert artifact["name"] == name
+    parts: list[dict[str, Any]] = artifact["parts"]
+    return parts
+
+
+def _error_v1(outcome: dict[str, Any], code: int, error_type: str) -> dict[str, Any]:
+    assert outcome["kind"] == "jsonrpc_error", outcome
+    assert (outcome["code"], outcome["error_type"]) == (code, error_type), outcome
+    return outcome
+
+
+@pytest.mark.parametrize(
+    ("protocol", "transport"),
+    [("1.0", "JsonRpcTransport"), ("0.3", "CompatJsonRpcTransport")],
+)
+async def test_a2a13_client_every_skill_and_task_method(
+    a2a13_python: Path, protocol: Literal["1.0", "0.3"], transport: str
+) -> None:
+    document = next(iter(BundledCorpus()))
+    steps = every_skill_and_task_method(send, document)
+    async with Emulator(EmulatorConfig(rate_limits=None, protocol=protocol)) as emulator:
+        report = await run_a2a_client(a2a13_python, emulator, steps, script="a2a13_client.py")
+        methods = [arrival.method for arrival in emulator.arrivals]
+    out = report["steps"]
+
+    assert report["client"] == {"kind": "client", "transport": transport}
+    card = report["card"]["card"]
+    assert {s["id"] for s in card["skills"]} >= {"catholic_qa", "document_search"}
+    (interface,) = card["supportedInterfaces"]
+    assert interface["protocolVersion"] == ("1.0" if protocol == "1.0" else "0.3.0")
+    assert len(methods) == len(steps)  # one request per call (the card is a GET)
+
+    for label in ("qa", "qa_named"):
+        assert "text" in _artifact_v1(out[label], "catholic_qa_response")[0]
+    results = _artifact_v1(out["search"], "search_results")[0]["data"]["results"]
+    assert results and {"id", "url", "title"} <= set(results[0])
+    for label in ("fetch", "fetch_text"):
+        parts = _artifact_v1(out[label], "document")
+        assert parts[0]["text"] and parts[1]["data"]["id"] == document.id
+    assert _artifact_v1(out["fetch_missing"], "document") == [{"text": "Document not found."}]
+    assert "text" in _artifact_v1(out["readings"], "mass_readings")[0]
+    assert "text" in _artifact_v1(out["saints"], "martyrology")[0]
+    failed = _task_v1(out["failed"])
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert failed["status"]["message"]["parts"] == [{"text": "the skill raised"}]
+    assert failed["status"]["message"]["role"] == "ROLE_AGENT"
+    assert _task_v1(out["get_search"]) == _task_v1(out["search"])
+    assert _task_v1(out["get_failed"])["status"]["state"] == "TASK_STATE_FAILED"
+
+    for label in ("get_unknown", "cancel_unknown"):
+        _error_v1(out[label], -32001, "TaskNotFoundError")
+    invalid = _error_v1(out["cancel_search"], -32602, "InvalidParamsError")
+    assert invalid["message"] == "Invalid state transition"
+    # The service's -32002 is "skill not found"; the SDK can only name it by A2A's class.
+    skill = _error_v1(out["unknown_skill"], -32002, "TaskNotCancelableError")
+    assert skill["message"] == "Skill not found"
+    if protocol == "1.0":  # the ErrorInfo's metadata, kept by the client
+        assert invalid["data"] == {"state": "TASK_STATE_COMPLETED"}
+        assert skill["data"] == {"skillId": "no_such_skill"}
+        assert methods[0] == "message/send"  # SendMessage, counted by the service's name
+
+
+async def test_a2a13_client_http_status_errors(a2a13_python: Path) -> None:
+    # -32003, -32004 and -32005 come with HTTP 429, 401 and 403: a2a-sdk 1.3 raises on the
+    # status without reading the body.
+    config = EmulatorConfig(
+        tokens={"emu-token": "pro", "free-token": "free"},
+        rate_limits=RateLimitConfig(default=1, expensive=1, period=3600),
+        protocol="1.0",
+    )
+    async with Emulator(config) as emulator:
+        report = await run_a2a_client(
+            a2a13_python,
+            emulator,
+            [
+                send("first", "document_search", text("human work")),
+                send("limited", "document_search", text("human work")),
+            ],
+            script="a2a13_client.py",
+        )
+        free = await run_a2a_client(
+            a2a13_python,
+            emulator,
+            [send("free", "document_search", text("x"))],
+            "free-token",
+            script="a2a13_client.py",
+        )
+    _artifact_v1(report["steps"]["first"], "search_results")
+    for outcome, status in ((report["steps"]["limited"], 429), (free["steps"]["free"], 403)):
+        assert outcome["kind"] == "client_error", outcome
+        assert outcome["detail"].startswith(f"HTTP Error {status}")

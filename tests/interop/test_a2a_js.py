@@ -2,7 +2,9 @@
 
 ``js/a2a_js_client.mjs`` runs under node with the packages ``npm ci`` installs in
 ``tests/interop/js/`` (both majors, by npm aliases ``a2a-js-03`` and ``a2a-js-13``); 1.3
-speaks A2A 1.0 and reaches our A2A 0.3 service through its v0.3 compat layer. The tests
+speaks A2A 1.0, and reaches an A2A 0.3 server through its v0.3 compat layer -- which it
+turns on only for a card saying 0.3: against the service's own card (0.2.6) it speaks 1.0
+and meets "method not found", so it runs against the emulator's 0.3 card. The tests
 skip without node or ``node_modules`` (set ``MAGISTERIUM_INTEROP_BUILD=1`` to run
 ``npm ci``, which needs the npm registry), and fail instead when ``CI`` is true.
 """
@@ -25,6 +27,7 @@ from magisterium_async.testing import (
     RateLimitConfig,
 )
 from magisterium_async.testing.emulator._card import agent_card
+from magisterium_async.testing.emulator._config import Protocol
 
 from .conftest import HERE, _in_ci
 from .plans import MISSING_TASK, every_skill_and_task_method, run_plan, text
@@ -33,6 +36,9 @@ pytestmark = pytest.mark.interop
 
 JS = HERE / "js"
 SDKS = {"03": "0.3.14", "13": "1.3.0"}
+# The emulator's protocol each SDK runs against: 0.3 talks to the service's own (0.2.6);
+# 1.3 reaches the service's JSON-RPC only where the card says 0.3.
+PROTOCOL: dict[str, Protocol] = {"03": "0.2.6", "13": "0.3"}
 
 
 def _installed(key: str) -> str | None:
@@ -109,7 +115,7 @@ def error_of(outcome: dict[str, Any], code: int, name: str) -> dict[str, Any]:
 async def test_every_skill_and_task_method(sdk: str) -> None:
     document = next(iter(BundledCorpus()))
     steps = every_skill_and_task_method(send, document)
-    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+    async with Emulator(EmulatorConfig(rate_limits=None, protocol=PROTOCOL[sdk])) as emulator:
         report = await run_js_client(sdk, emulator, steps)
         served = emulator.stats.total
     out = report["steps"]
@@ -163,6 +169,7 @@ async def test_http_status_errors(sdk: str) -> None:
     config = EmulatorConfig(
         tokens={"emu-token": "pro", "free-token": "free"},
         rate_limits=RateLimitConfig(default=1, expensive=5, period=3600),
+        protocol=PROTOCOL[sdk],
     )
     async with Emulator(config) as emulator:
         emulator.script(Fault.internal_error(), Fault.http_502(), skill="catholic_qa")
@@ -201,3 +208,48 @@ async def test_http_status_errors(sdk: str) -> None:
         ]
     else:
         assert messages == ["Rate limit exceeded", "Unauthorized", "Paid plan required"]
+
+
+async def test_1_3_speaks_1_0_to_the_services_own_card() -> None:
+    # The service's card says protocolVersion 0.2.6: @a2a-js/sdk 1.3 keeps its compat layer
+    # off and sends 1.0's SendMessage, which the service does not know.
+    steps = [send("search", "document_search", text("grace"))]
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        report = await run_js_client("13", emulator, steps)
+        methods = [arrival.method for arrival in emulator.arrivals]
+    assert report["card"]["kind"] == "card"
+    error_of(report["steps"]["search"], -32601, "RequestMalformedError")
+    assert methods == ["SendMessage"]
+
+
+async def test_1_3_against_the_emulator_speaking_1_0() -> None:
+    document = next(iter(BundledCorpus()))
+    steps = every_skill_and_task_method(send, document)
+    async with Emulator(EmulatorConfig(rate_limits=None, protocol="1.0")) as emulator:
+        report = await run_js_client("13", emulator, steps)
+        methods = {arrival.method for arrival in emulator.arrivals}
+    out = report["steps"]
+
+    # Sent as SendMessage, GetTask, CancelTask (with A2A-Version: none was refused), counted
+    # by the service's names.
+    assert methods == {"message/send", "tasks/get", "tasks/cancel"}
+    assert report["card"]["kind"] == "card"
+    for label in ("qa", "qa_named"):
+        assert artifact_of(out[label], "catholic_qa_response")[0]["kind"] == "text"
+    results = artifact_of(out["search"], "search_results")[0]["data"]["results"]
+    assert results and {"id", "url", "title"} <= set(results[0])
+    for label in ("fetch", "fetch_text"):
+        parts = artifact_of(out[label], "document")
+        assert [p["kind"] for p in parts] == ["text", "data"]
+        assert parts[1]["data"]["id"] == document.id
+    assert artifact_of(out["fetch_missing"], "document") == [text("Document not found.")]
+    assert (out["failed"]["state"], out["failed"]["statusText"]) == ("failed", "the skill raised")
+    assert out["get_search"] == out["search"]
+    for label in ("get_unknown", "cancel_unknown"):
+        assert error_of(out[label], -32001, "TaskNotFoundError")
+    assert error_of(out["cancel_search"], -32602, "RequestMalformedError")["message"] == (
+        "Invalid state transition"
+    )
+    assert error_of(out["unknown_skill"], -32002, "TaskNotCancelableError")["message"] == (
+        "Skill not found"
+    )

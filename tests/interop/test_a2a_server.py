@@ -1,4 +1,5 @@
-"""Our client against a2a-sdk servers: 0.3, and 1.x in its v0.3 compat mode.
+"""Our client against a2a-sdk servers: 0.3, 1.x in its v0.3 compat mode, and 1.x speaking
+A2A 1.0 alone -- with the same client code and no dialect named.
 
 Each server runs in its own virtualenv (see ``conftest``), serves ``document_search`` and
 ``document_fetch`` shaped like the Magisterium service (``agent_skills``) and checks that
@@ -17,6 +18,7 @@ from magisterium_async import (
     DataPart,
     JSONRPCError,
     MagisteriumError,
+    NotSupportedError,
     RateLimits,
     SkillNotFoundError,
     TaskNotCancelableError,
@@ -205,3 +207,66 @@ async def test_agent_card(client: AsyncMagisterium, a2a_server: A2AServer) -> No
     if a2a_server.env is A2A13:
         assert path == "agent-card.json"
     assert await client.agent_card() is card  # cached
+
+
+async def test_every_call_a_user_makes_with_no_configuration(
+    client: AsyncMagisterium, a2a_server: A2AServer
+) -> None:
+    # The issue's list, against each server: the card, a send to the default skill, search,
+    # fetch, get, the cancel of a finished task, an input-required task and its cancel, and
+    # an unknown task. The dialect is found, not named.
+    card = await client.agent_card()
+    assert card.name.startswith("a2a-sdk")
+    assert client.protocol == ("1.0" if a2a_server.v1_only else "0.3")
+
+    sent = await client.send_message("social teaching")  # no skill: the agent's default
+    assert sent.state == "completed"
+    assert sent.artifact("search_results") is not None
+    assert [r.title for r in await client.search("social teaching")] == [
+        "Rerum Novarum",
+        "Lumen Gentium",
+    ]
+    document = await client.fetch("12345")
+    assert document is not None and document.id == "12345" and document.ref == "LG"
+    got = await client.get_task(sent.id)
+    assert (got.id, got.state, got.artifacts) == (sent.id, "completed", sent.artifacts)
+    assert [m.role for m in got.history] == ["user"]
+    with pytest.raises(TaskNotCancelableError):
+        await client.cancel_task(sent.id)
+    open_task = await client.send_message("which one?", skill_id=agent_skills.NEEDS_INPUT)
+    assert open_task.state == TaskState.INPUT_REQUIRED
+    with pytest.raises(JSONRPCError) as caught:
+        await client.cancel_task(open_task.id)
+    assert isinstance(caught.value, TaskNotCancelableError) == (a2a_server.env is A2A13)
+    with pytest.raises(TaskNotFoundError):
+        await client.get_task("00000000-0000-0000-0000-000000000000")
+
+
+async def test_the_dialect_is_found_on_the_first_call(a2a_server: A2AServer) -> None:
+    # No card read first: a pure 1.0 server refuses the first call's message/send as
+    # "method not found"; the client reads the card and sends it again as SendMessage.
+    async with AsyncMagisterium(
+        token=a2a_server.token, base_url=a2a_server.base_url, max_retries=0
+    ) as client:
+        assert client.protocol == "0.3"
+        results = await client.search("social teaching")
+        assert [r.id for r in results] == ["10234", "12345"]
+        assert client.protocol == ("1.0" if a2a_server.v1_only else "0.3")
+
+
+async def test_list_tasks_where_the_server_offers_it(
+    client: AsyncMagisterium, a2a_server: A2AServer
+) -> None:
+    if not a2a_server.v1_only:
+        with pytest.raises(NotSupportedError, match="does not offer ListTasks"):
+            await client.list_tasks()
+        return
+    first = await client.send_message("social teaching", skill_id="document_search")
+    second = await client.send_message("which one?", skill_id=agent_skills.NEEDS_INPUT)
+    page = await client.list_tasks(page_size=100)
+    ids = [task.id for task in page.tasks]
+    assert {first.id, second.id} <= set(ids)
+    assert all(task.artifacts == [] for task in page.tasks)  # left out unless asked
+    waiting = await client.list_tasks(state=TaskState.INPUT_REQUIRED, include_artifacts=True)
+    assert second.id in [task.id for task in waiting.tasks]
+    assert all(task.state == "input-required" for task in waiting.tasks)

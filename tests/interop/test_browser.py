@@ -276,7 +276,8 @@ async def test_the_a2a_js_sdk_in_a_page_on_another_origin(
         send("fetch", "document_fetch", document),
         send("bad_token", "document_search", faith, token="wrong-token"),
     ]
-    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+    # A 0.3 card: @a2a-js/sdk 1.3 turns its v0.3 compat layer on only for one.
+    async with Emulator(EmulatorConfig(rate_limits=None, protocol="0.3")) as emulator:
         plan = {"origin": emulator.origin, "token": emulator.token, "steps": steps}
         page.html = SDK_PAGE % json.dumps(plan)
         report = await _run_browser(browser, origin + "/", tmp_path / "profile", page)

@@ -101,12 +101,18 @@ class Wire:
         return answer
 
     async def call(
-        self, method: str, params: Any = None, *, request_id: Any = 1, token: Any = DEFAULT
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        request_id: Any = 1,
+        token: Any = DEFAULT,
+        headers: dict[str, str] | None = None,
     ) -> Answer:
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             request["params"] = params
-        return await self.post(json.dumps(request).encode(), token=token)
+        return await self.post(json.dumps(request).encode(), token=token, headers=headers)
 
     async def send(
         self, skill: str | None, *parts: dict[str, Any], token: Any = DEFAULT, **fields: Any

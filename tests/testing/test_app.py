@@ -406,14 +406,22 @@ async def test_every_answer_carries_cors_headers(start_wire: StartWire) -> None:
     assert "Retry-After" in answers["limited"]
 
 
-async def test_agent_card(wire: Wire) -> None:
+async def test_agent_card_is_the_services_own(wire: Wire) -> None:
+    # The service's card, to the letter (its Discovery): A2A 0.2.6, state history kept.
     for path in ("/.well-known/agent.json", "/.well-known/agent-card.json"):
         async with wire.session.get(wire.emu.origin + path) as response:
             assert response.status == 200
-            assert response.headers["Cache-Control"] == "max-age=3600"
+            assert response.headers["Cache-Control"] == "public, max-age=3600"
             card = await response.json()
         assert card["url"] == wire.emu.base_url
-        assert card["protocolVersion"] == "0.3.0"
+        assert card["protocolVersion"] == "0.2.6"
+        assert card["preferredTransport"] == "JSONRPC"
+        assert card["capabilities"] == {
+            "streaming": False,
+            "pushNotifications": False,
+            "stateTransitionHistory": True,
+        }
+        assert "supportedInterfaces" not in card
         for key in ("name", "description", "version", "capabilities"):
             assert card[key]
         assert card["defaultInputModes"] and card["defaultOutputModes"]
@@ -434,8 +442,37 @@ async def test_agent_card(wire: Wire) -> None:
         for skill in skills.values():
             assert skill["name"] and skill["description"]
             assert skill["tags"] and skill["examples"]
+    assert wire.emu.card_url.endswith("/.well-known/agent.json")
     assert wire.emu.stats.total == 0
     assert wire.emu.arrivals == []
+
+
+async def test_agent_card_of_a2a_03(start_wire: StartWire) -> None:
+    wire = await start_wire(protocol="0.3")
+    async with wire.session.get(wire.emu.card_url) as response:
+        card = await response.json()
+    assert wire.emu.card_url.endswith("/.well-known/agent-card.json")
+    assert (card["url"], card["protocolVersion"]) == (wire.emu.base_url, "0.3.0")
+    assert card["capabilities"]["stateTransitionHistory"] is True
+
+
+async def test_agent_card_of_a2a_10(start_wire: StartWire) -> None:
+    wire = await start_wire(protocol="1.0")
+    async with wire.session.get(wire.emu.card_url) as response:
+        card = await response.json()
+    assert wire.emu.card_url.endswith("/.well-known/agent-card.json")
+    assert card["supportedInterfaces"] == [
+        {"url": wire.emu.base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+    assert not {"url", "protocolVersion", "preferredTransport", "security"} & set(card)
+    assert card["capabilities"] == {
+        "streaming": False,
+        "pushNotifications": False,
+        "extendedAgentCard": False,
+    }
+    assert card["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}}
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
+    assert len(card["skills"]) == len(SKILLS)
 
 
 async def test_the_fail_prefix_makes_a_failed_task(wire: Wire) -> None:

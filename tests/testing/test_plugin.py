@@ -39,6 +39,22 @@ class TestConfigOverride:
         assert magisterium_emulator.config.max_results == 2
 
 
+class TestA2A10:
+    # A suite runs against the emulator speaking A2A 1.0 by overriding the config: the
+    # client fixture, made as always, finds the dialect itself.
+    @pytest.fixture
+    def magisterium_emulator_config(self) -> EmulatorConfig:
+        return EmulatorConfig(rate_limits=None, protocol="1.0")
+
+    async def test_the_client_speaks_it(
+        self, magisterium_client: AsyncMagisterium, magisterium_emulator: Emulator
+    ) -> None:
+        assert (await magisterium_client.search("Lumen Gentium"))[0].id == "10234"
+        assert magisterium_client.protocol == "1.0"
+        page = await magisterium_client.list_tasks()
+        assert len(page.tasks) == 1
+
+
 async def test_client_fixture_talks_to_the_emulator(
     magisterium_client: AsyncMagisterium, magisterium_emulator: Emulator
 ) -> None:

@@ -11,7 +11,8 @@ from magisterium_async.testing.emulator._config import EmulatorConfig
 from magisterium_async.testing.emulator._faults import Fault
 from magisterium_async.testing.emulator._jsonrpc import INTERNAL_ERROR, Call, RPCError, parse_call
 from magisterium_async.testing.emulator._service import Reply, Service
-from magisterium_async.testing.emulator._wire import encode, error_body
+from magisterium_async.testing.emulator._v1 import VERSION_HEADER
+from magisterium_async.testing.emulator._wire import encode
 from magisterium_async.testing.emulator.oauth._routes import add_oauth_routes
 
 __all__ = ["A2A_PATH", "CARD_PATHS", "SERVICE", "create_app"]
@@ -31,6 +32,12 @@ _PREFLIGHT_HEADERS = {
     "Access-Control-Allow-Methods": "POST, OPTIONS",
     "Access-Control-Allow-Headers": "Content-Type, Authorization",
 }
+# A 1.0 client sends A2A-Version (and may send A2A-Extensions) on every request: a
+# browser's preflight must be told they are allowed.
+_PREFLIGHT_HEADERS_V1 = {
+    **_PREFLIGHT_HEADERS,
+    "Access-Control-Allow-Headers": "Content-Type, Authorization, A2A-Version, A2A-Extensions",
+}
 
 
 def _response(reply: Reply) -> web.Response:
@@ -48,10 +55,11 @@ class _Endpoint:
     async def post(self, request: web.Request) -> web.StreamResponse:
         service = self.service
         arrival = service.arrive()
-        call = parse_call(await request.read())
-        arrival.method = call.method
+        call = parse_call(await request.read(), service.methods)
+        call.version = request.headers.get(VERSION_HEADER)
+        arrival.method = call.counted_as
         arrival.skill = call.skill
-        fault, delay = service.faults.decide(call.method, call.skill)
+        fault, delay = service.faults.decide(call.counted_as, call.skill)
         if fault is not None and fault.kind in ("latency", "none"):
             delay += fault.seconds
             fault = None
@@ -59,7 +67,7 @@ class _Endpoint:
             arrival.fault = "latency"
         failure = None
         if fault is not None and fault.kind == "task_failed":
-            if call.method == "message/send":
+            if call.operation == "message/send":
                 arrival.fault = fault.name
                 failure = fault.reason
             fault = None
@@ -75,7 +83,8 @@ class _Endpoint:
         try:
             reply = await service.handle(call, authorization, arrival, failure)
         except Exception as error:  # a bug in the emulator answers as the service would
-            body = error_body(call.id, INTERNAL_ERROR, "Internal error", {"detail": repr(error)})
+            detail = {"detail": repr(error)}
+            body = service.error_body(call.id, INTERNAL_ERROR, "Internal error", detail)
             reply = Reply(200, body, "error")
         if delay:
             await asyncio.sleep(delay)
@@ -93,7 +102,7 @@ class _Endpoint:
             return _response(reply)
         if fault.kind == "jsonrpc_error":
             error = RPCError(fault.code, fault.message)
-            body = error_body(call.id, error.code, error.message)
+            body = self.service.error_body(call.id, error.code, error.message, None)
             return web.Response(body=body, status=error.status, content_type=_JSON)
         headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after else None
         return web.Response(
@@ -120,9 +129,9 @@ class _Endpoint:
     async def card(self, request: web.Request) -> web.Response:
         url = f"{request.scheme}://{request.host}{A2A_PATH}"
         return web.Response(
-            body=encode(agent_card(url)),
+            body=encode(agent_card(url, self.service.config.protocol)),
             content_type=_JSON,
-            headers={"Cache-Control": "max-age=3600"},
+            headers={"Cache-Control": "public, max-age=3600"},
         )
 
 
@@ -133,7 +142,8 @@ def _drop(request: web.Request) -> web.Response:
 
 
 async def _preflight(request: web.Request) -> web.Response:
-    return web.Response(status=204, headers=_PREFLIGHT_HEADERS)
+    v1 = request.app[SERVICE].v1
+    return web.Response(status=204, headers=_PREFLIGHT_HEADERS_V1 if v1 else _PREFLIGHT_HEADERS)
 
 
 async def _add_cors(request: web.Request, response: web.StreamResponse) -> None:
@@ -144,7 +154,8 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """The emulator as an aiohttp application (``app[SERVICE]`` holds its state).
 
     Routes: ``POST /api/v1/a2a`` (JSON-RPC), ``OPTIONS /api/v1/a2a`` (CORS preflight),
-    ``GET /.well-known/agent.json`` and ``/.well-known/agent-card.json`` (agent card),
+    ``GET /.well-known/agent.json`` and ``/.well-known/agent-card.json`` (the agent card
+    of the config's ``protocol``, the same at both),
     and the OAuth authorization server (see :mod:`._oauth_routes`). Every answer carries
     ``Access-Control-Allow-Origin: *``, as the service's do.
     """

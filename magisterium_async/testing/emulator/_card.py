@@ -1,10 +1,25 @@
-"""The A2A agent card served at ``/.well-known/agent.json``."""
+"""The A2A agent card, in the shape of each protocol the emulator speaks.
+
+The default is the service's own card (A2A 0.2.6: top-level ``url`` and
+``protocolVersion``, ``stateTransitionHistory: true``; see the service's Discovery); A2A
+0.3's differs only in ``protocolVersion``; A2A 1.0's names its endpoint in
+``supportedInterfaces`` and its security in protobuf's JSON shapes.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["agent_card"]
+from magisterium_async.testing.emulator._config import Protocol
+
+__all__ = ["CARD_PATH", "agent_card"]
+
+CARD_PATH: dict[Protocol, str] = {
+    "0.2.6": "/.well-known/agent.json",
+    "0.3": "/.well-known/agent-card.json",
+    "1.0": "/.well-known/agent-card.json",
+}
+"""Where each protocol's clients look first (the emulator serves the card at both)."""
 
 _SKILLS: tuple[dict[str, Any], ...] = (
     {
@@ -85,25 +100,41 @@ _SKILLS: tuple[dict[str, Any], ...] = (
 )
 
 
-def agent_card(url: str) -> dict[str, Any]:
-    """The agent card, naming ``url`` as the JSON-RPC endpoint."""
-    return {
+def agent_card(url: str, protocol: Protocol = "0.2.6") -> dict[str, Any]:
+    """The agent card of ``protocol``, naming ``url`` as the JSON-RPC endpoint."""
+    card: dict[str, Any] = {
         "name": "Magisterium AI",
         "description": "Catholic teaching, documents and liturgy over A2A "
         "(magisterium_async offline emulator).",
-        "url": url,
-        "version": "emulator",
-        "protocolVersion": "0.3.0",
-        "preferredTransport": "JSONRPC",
-        "provider": {"organization": "Magisterium AI", "url": "https://www.magisterium.com"},
-        "capabilities": {
+    }
+    if protocol == "1.0":
+        card["supportedInterfaces"] = [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ]
+    else:
+        card["url"] = url
+    card["version"] = "emulator"
+    if protocol != "1.0":
+        card["protocolVersion"] = "0.2.6" if protocol == "0.2.6" else "0.3.0"
+        card["preferredTransport"] = "JSONRPC"
+    card["provider"] = {"organization": "Magisterium AI", "url": "https://www.magisterium.com"}
+    if protocol == "1.0":
+        card["capabilities"] = {
             "streaming": False,
             "pushNotifications": False,
-            "stateTransitionHistory": False,
-        },
-        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        "security": [{"bearer": []}],
-        "defaultInputModes": ["text/plain", "application/json"],
-        "defaultOutputModes": ["text/plain", "application/json"],
-        "skills": [dict(skill) for skill in _SKILLS],
-    }
+            "extendedAgentCard": False,
+        }
+        card["securitySchemes"] = {"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}}
+        card["securityRequirements"] = [{"schemes": {"bearer": {"list": []}}}]
+    else:
+        card["capabilities"] = {
+            "streaming": False,
+            "pushNotifications": False,
+            "stateTransitionHistory": True,
+        }
+        card["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        card["security"] = [{"bearer": []}]
+    card["defaultInputModes"] = ["text/plain", "application/json"]
+    card["defaultOutputModes"] = ["text/plain", "application/json"]
+    card["skills"] = [dict(skill) for skill in _SKILLS]
+    return card

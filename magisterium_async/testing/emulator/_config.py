@@ -16,10 +16,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAID_PLANS",
+    "PROTOCOLS",
     "Algorithm",
     "EmulatorConfig",
     "FaultConfig",
     "Plan",
+    "Protocol",
     "RateLimitConfig",
 ]
 
@@ -28,6 +30,8 @@ Plan = Literal["free", "pro", "organization", "enterprise"]
 PAID_PLANS = frozenset({"pro", "organization", "enterprise"})
 _PLANS = PAID_PLANS | {"free"}
 _ALGORITHMS = frozenset({"fixed", "sliding", "token_bucket"})
+Protocol = Literal["0.2.6", "0.3", "1.0"]
+PROTOCOLS: tuple[Protocol, ...] = ("0.2.6", "0.3", "1.0")
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,11 @@ class EmulatorConfig:
     - ``skill_pools``: skill id → ``"default"`` or ``"expensive"``, overriding the pool a
       skill draws on (the service does not state the pool of its five lookup skills; the
       emulator puts them in ``"default"``).
+    - ``protocol``: the A2A dialect it speaks. ``"0.2.6"`` (the default) is the service's
+      own, card included (``protocolVersion`` 0.2.6); ``"0.3"`` the same JSON-RPC with
+      A2A 0.3's card; ``"1.0"`` A2A 1.0 (``SendMessage``, ``GetTask``, ``CancelTask``,
+      ``ListTasks``; parts by field, ``TASK_STATE_*``, the ``A2A-Version`` header; a card
+      with ``supportedInterfaces``) and nothing else, with the service's own error codes.
     """
 
     tokens: Mapping[str, Plan] = field(default_factory=_default_tokens)
@@ -211,8 +220,13 @@ class EmulatorConfig:
     rotate_refresh_tokens: bool = True
     offer_revocation: bool = True
     skill_pools: Mapping[str, Literal["default", "expensive"]] = field(default_factory=dict)
+    protocol: Protocol = "0.2.6"
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(
+                f"unknown protocol {self.protocol!r}; expected one of {list(PROTOCOLS)}"
+            )
         non_negative_number("qa_latency", self.qa_latency, infinite=True)
         positive_number("token_lifetime", self.token_lifetime)
         if self.refresh_token_lifetime is not None:

@@ -10,6 +10,7 @@ import msgspec
 from magisterium_async.testing.emulator._wire import DataPart, FilePart, Part, TextPart, decode
 
 __all__ = [
+    "EXTENDED_CARD_NOT_CONFIGURED",
     "HTTP_STATUS",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
@@ -18,13 +19,17 @@ __all__ = [
     "PARSE_ERROR",
     "PLAN_REQUIRED",
     "RATE_LIMITED",
+    "SERVICE_METHODS",
     "SKILL_NOT_FOUND",
     "TASK_NOT_FOUND",
     "UNAUTHORIZED",
+    "VERSION_NOT_SUPPORTED",
     "Call",
     "RPCError",
     "SendRequest",
+    "optional_str",
     "parse_call",
+    "skill_of",
     "validate_send",
     "validate_task_id",
 ]
@@ -39,6 +44,8 @@ SKILL_NOT_FOUND = -32002
 RATE_LIMITED = -32003
 UNAUTHORIZED = -32004
 PLAN_REQUIRED = -32005
+EXTENDED_CARD_NOT_CONFIGURED = -32007
+VERSION_NOT_SUPPORTED = -32009
 
 HTTP_STATUS = {UNAUTHORIZED: 401, PLAN_REQUIRED: 403, RATE_LIMITED: 429}
 
@@ -53,9 +60,14 @@ _MESSAGES = {
     RATE_LIMITED: "Rate limit exceeded",
     UNAUTHORIZED: "Unauthorized",
     PLAN_REQUIRED: "Paid plan required",
+    EXTENDED_CARD_NOT_CONFIGURED: "Extended agent card is not configured",
+    VERSION_NOT_SUPPORTED: "Version not supported",
 }
 
 DEFAULT_SKILL = "catholic_qa"
+
+SERVICE_METHODS = {name: name for name in ("message/send", "tasks/get", "tasks/cancel")}
+"""The service's methods, each counted by its own name."""
 
 
 class RPCError(Exception):
@@ -81,15 +93,25 @@ def _invalid(detail: str) -> RPCError:
 class Call:
     """One request body as far as it could be read.
 
-    ``skill`` is the skill a ``message/send`` asks for (the default when none is named),
-    read leniently so faults and counters can be keyed on it before validation.
+    ``method`` is the name the request gave; ``operation`` the service's name for it
+    (``message/send`` for A2A 1.0's ``SendMessage``), ``None`` when the dialect spoken has
+    no such method. ``skill`` is the skill a send asks for (the default when none is
+    named), read leniently so faults and counters can be keyed on it before validation.
+    ``version`` is the request's ``A2A-Version`` header.
     """
 
     id: Any = None
     method: str | None = None
+    operation: str | None = None
     params: Any = None
     skill: str | None = None
     error: RPCError | None = None
+    version: str | None = None
+
+    @property
+    def counted_as(self) -> str | None:
+        """The method name counters, arrivals and faults know it by."""
+        return self.operation or self.method
 
 
 def _peek_skill(params: Any) -> str | None:
@@ -107,8 +129,10 @@ def _peek_skill(params: Any) -> str | None:
     return skill if isinstance(skill, str) else None
 
 
-def parse_call(body: bytes) -> Call:
-    """Read a request body; a parse or envelope error lands in :attr:`Call.error`."""
+def parse_call(body: bytes, methods: dict[str, str] = SERVICE_METHODS) -> Call:
+    """Read a request body; a parse or envelope error lands in :attr:`Call.error`.
+
+    ``methods`` maps the method names of the dialect spoken to the service's."""
     try:
         obj = decode(body)
     except msgspec.DecodeError:
@@ -122,8 +146,9 @@ def parse_call(body: bytes) -> Call:
     method = obj.get("method")
     if isinstance(method, str):
         call.method = method
+        call.operation = methods.get(method)
     call.params = obj.get("params")
-    if call.method == "message/send":
+    if call.operation == "message/send":
         call.skill = _peek_skill(call.params)
     if obj.get("jsonrpc") != "2.0":
         call.error = RPCError(INVALID_REQUEST, data={"detail": 'jsonrpc must be "2.0"'})
@@ -175,11 +200,22 @@ def _part(index: int, raw: Any) -> Part:
     raise _invalid(f"{where}.kind must be text, data or file, got {kind!r}")
 
 
-def _optional_str(container: dict[str, Any], key: str, where: str) -> str | None:
+def optional_str(container: dict[str, Any], key: str, where: str) -> str | None:
+    """``container[key]``: a string, or ``None`` when absent; -32602 for anything else."""
     value = container.get(key)
     if value is not None and not isinstance(value, str):
         raise _invalid(f"{where}.{key} must be a string")
     return value
+
+
+def skill_of(metadata: dict[str, Any] | None) -> str:
+    """The skill ``message.metadata`` names (the default when none); -32602 if not a string."""
+    if metadata is None or "skillId" not in metadata:
+        return DEFAULT_SKILL
+    skill_id = metadata["skillId"]
+    if not isinstance(skill_id, str):
+        raise _invalid("message.metadata.skillId must be a string")
+    return skill_id
 
 
 def validate_send(params: Any) -> SendRequest:
@@ -203,13 +239,8 @@ def validate_send(params: Any) -> SendRequest:
     metadata = message.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise _invalid("message.metadata must be an object")
-    skill = DEFAULT_SKILL
-    if metadata is not None and "skillId" in metadata:
-        skill_id = metadata["skillId"]
-        if not isinstance(skill_id, str):
-            raise _invalid("message.metadata.skillId must be a string")
-        skill = skill_id
-    context_id = _optional_str(message, "contextId", "message")
+    skill = skill_of(metadata)
+    context_id = optional_str(message, "contextId", "message")
     configuration = params.get("configuration")
     if configuration is not None and not isinstance(configuration, dict):
         raise _invalid("params.configuration must be an object")

@@ -11,7 +11,8 @@ from types import TracebackType
 
 from aiohttp import web
 
-from magisterium_async.testing.emulator._app import A2A_PATH, CARD_PATHS, SERVICE, create_app
+from magisterium_async.testing.emulator._app import A2A_PATH, SERVICE, create_app
+from magisterium_async.testing.emulator._card import CARD_PATH
 from magisterium_async.testing.emulator._config import EmulatorConfig
 from magisterium_async.testing.emulator._faults import Fault
 from magisterium_async.testing.emulator._stats import Arrival, Stats
@@ -145,8 +146,10 @@ class Emulator:
 
     @property
     def card_url(self) -> str:
-        """Where the agent card is served."""
-        return self.origin + CARD_PATHS[0]
+        """Where the agent card is served: ``/.well-known/agent.json`` for the service's
+        protocol (0.2.6), ``/.well-known/agent-card.json`` for 0.3 and 1.0 (it is served at
+        both paths whatever the protocol)."""
+        return self.origin + CARD_PATH[self.config.protocol]
 
     @property
     def issuer(self) -> str:

@@ -6,6 +6,10 @@ and on a paid plan (-32005); the envelope is
 JSON-RPC 2.0 with ``method`` and ``id`` (-32600); the method exists (-32601); the params
 are valid (-32602) and name a known skill (-32002); the pool's quota admits the request
 (-32003). Requests refused before the quota spend none.
+
+With ``protocol="1.0"`` the same checks run on A2A 1.0's methods (see :mod:`._v1`), the
+version check (-32009, a missing ``A2A-Version`` header meaning 0.3) after the method's;
+errors keep the service's codes and statuses, their ``data`` in 1.0's shape.
 """
 
 from __future__ import annotations
@@ -16,18 +20,22 @@ from dataclasses import dataclass
 
 from msgspec import UNSET
 
+from magisterium_async.testing.emulator import _v1
 from magisterium_async.testing.emulator._config import PAID_PLANS, EmulatorConfig
 from magisterium_async.testing.emulator._faults import FaultInjector
 from magisterium_async.testing.emulator._jsonrpc import (
+    EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     PLAN_REQUIRED,
     RATE_LIMITED,
+    SERVICE_METHODS,
     SKILL_NOT_FOUND,
     TASK_NOT_FOUND,
     UNAUTHORIZED,
+    VERSION_NOT_SUPPORTED,
     Call,
     RPCError,
     SendRequest,
@@ -82,14 +90,6 @@ class Reply:
     headers: Mapping[str, str] | None = None
 
 
-def _error(request_id: object, error: RPCError) -> Reply:
-    return Reply(
-        error.status,
-        error_body(request_id, error.code, error.message, error.data),
-        _OUTCOME_BY_CODE.get(error.code, "error"),
-    )
-
-
 class Service:
     """The emulated service's state and request handling."""
 
@@ -106,6 +106,22 @@ class Service:
             self.corpus, config.max_results, config.qa_latency, config.today
         )
         self._token_ids: dict[str, str] = {}
+        self.v1 = config.protocol == "1.0"
+        self.methods = _v1.METHODS if self.v1 else SERVICE_METHODS
+        """The dialect's method names, mapped to the service's."""
+
+    def error_body(self, request_id: object, code: int, message: str, data: object) -> bytes:
+        """A JSON-RPC error envelope in the dialect spoken (1.0: ``data`` as details)."""
+        if self.v1:
+            data = _v1.error_data(code, data)
+        return error_body(request_id, code, message, data)
+
+    def _error(self, request_id: object, error: RPCError) -> Reply:
+        return Reply(
+            error.status,
+            self.error_body(request_id, error.code, error.message, error.data),
+            _OUTCOME_BY_CODE.get(error.code, "error"),
+        )
 
     def arrive(self) -> Arrival:
         """Note a request's arrival, now."""
@@ -119,14 +135,13 @@ class Service:
         arrival.outcome = outcome
         self.stats.record(arrival.method, arrival.skill, outcome)
 
-    @staticmethod
-    def asked(call: Call) -> str | None:
+    def asked(self, call: Call) -> str | None:
         """What a ``message/send`` asks its skill (the query, document id, date), for the
         arrivals list; ``None`` for other methods and params that do not validate."""
-        if call.method != "message/send" or call.skill is None:
+        if call.operation != "message/send" or call.skill is None:
             return None
         try:
-            return skill_input(call.skill, validate_send(call.params).parts)
+            return skill_input(call.skill, self._validate_send(call.params)[0].parts)
         except RPCError:
             return None
 
@@ -150,7 +165,7 @@ class Service:
         headers = (
             {"Retry-After": str(retry_after)} if config and config.retry_after_header else None
         )
-        body = error_body(
+        body = self.error_body(
             request_id, RATE_LIMITED, "Rate limit exceeded", {"retryAfter": retry_after}
         )
         return Reply(429, body, "rate_limited", headers)
@@ -164,7 +179,7 @@ class Service:
     ) -> Reply:
         """Answer one parsed request; ``failure`` makes the skill raise with that reason."""
         if call.error is not None and call.error.code == PARSE_ERROR:
-            return _error(None, call.error)
+            return self._error(None, call.error)
         token = self._bearer(authorization)
         if token is not None:
             arrival.token = self.token_id(token)
@@ -175,19 +190,40 @@ class Service:
             return self._unauthorized(call.id, access)
         plan = access.plan
         if plan not in PAID_PLANS:
-            return _error(call.id, RPCError(PLAN_REQUIRED))
+            return self._error(call.id, RPCError(PLAN_REQUIRED))
         if call.error is not None:
-            return _error(call.id, call.error)
+            return self._error(call.id, call.error)
         try:
-            if call.method == "message/send":
+            if call.operation is None:
+                raise RPCError(METHOD_NOT_FOUND, data={"method": call.method})
+            if self.v1:
+                self._check_version(call.version)
+            if call.operation == "message/send":
                 return await self._send(call, access.quota_key, arrival, failure)
-            if call.method == "tasks/get":
+            if call.operation == "tasks/get":
                 return self._get(call)
-            if call.method == "tasks/cancel":
+            if call.operation == "tasks/cancel":
                 return self._cancel(call)
-            raise RPCError(METHOD_NOT_FOUND, data={"method": call.method})
+            if call.operation == "tasks/list":
+                return self._list(call, access.quota_key)
+            raise RPCError(EXTENDED_CARD_NOT_CONFIGURED)
         except RPCError as error:
-            return _error(call.id, error)
+            return self._error(call.id, error)
+
+    @staticmethod
+    def _check_version(header: str | None) -> None:
+        asked = _v1.version_problem(header)
+        if asked is not None:
+            raise RPCError(
+                VERSION_NOT_SUPPORTED,
+                f"A2A version {asked} is not supported; this server speaks {_v1.VERSION}",
+                {"version": asked, "supported": _v1.VERSION},
+            )
+
+    def _validate_send(self, params: object) -> tuple[SendRequest, int | None]:
+        if self.v1:
+            return _v1.validate_send(params)
+        return validate_send(params), None
 
     def access(self, token: str) -> Access | str:
         """A token's plan and quota key, or why it is refused: a fixed token of the config,
@@ -197,10 +233,9 @@ class Service:
             return Access(plan, token)
         return self.oauth.check(token)
 
-    @staticmethod
-    def _unauthorized(request_id: object, reason: str | None) -> Reply:
+    def _unauthorized(self, request_id: object, reason: str | None) -> Reply:
         detail = reason if reason is not None else "missing bearer token"
-        body = error_body(request_id, UNAUTHORIZED, "Unauthorized", {"detail": detail})
+        body = self.error_body(request_id, UNAUTHORIZED, "Unauthorized", {"detail": detail})
         challenge = bearer_challenge(f"The access token is refused: {reason}" if reason else None)
         return Reply(401, body, "unauthorized", {"WWW-Authenticate": challenge})
 
@@ -216,7 +251,7 @@ class Service:
     async def _send(
         self, call: Call, quota_key: str, arrival: Arrival, failure: str | None
     ) -> Reply:
-        request = validate_send(call.params)
+        request, history_length = self._validate_send(call.params)
         skill = SKILLS.get(request.skill)
         if skill is None:
             raise RPCError(SKILL_NOT_FOUND, data={"skillId": request.skill})
@@ -226,10 +261,19 @@ class Service:
             return self.rate_limited(call.id, wait)
         arrival.admitted = True
         task = await self._run(skill, request, failure)
-        body = encode(task)
-        self.tasks.put(task.id, task.status.state, body)
-        outcome = "ok" if task.status.state == "completed" else "failed"
-        return Reply(200, result_body(call.id, body), outcome)
+        state = task.status.state
+        body = _v1.encode_task(task) if self.v1 else encode(task)
+        self.tasks.put(
+            task.id,
+            state,
+            body,
+            owner=quota_key,
+            context_id=task.context_id,
+            timestamp=task.status.timestamp,
+        )
+        outcome = "ok" if state == "completed" else "failed"
+        result = _v1.send_result(body, history_length) if self.v1 else body
+        return Reply(200, result_body(call.id, result), outcome)
 
     async def _run(self, skill: Skill, request: SendRequest, failure: str | None) -> Task:
         task_id = new_id()
@@ -262,15 +306,40 @@ class Service:
         parts: list[Part] = [TextPart(text)]
         return Message("agent", new_id(), parts, context_id=context_id, task_id=task_id)
 
+    def _task_id(self, params: object) -> tuple[str, int | None]:
+        if self.v1:
+            return _v1.validate_get(params)
+        return validate_task_id(params), None
+
     def _get(self, call: Call) -> Reply:
-        task_id = validate_task_id(call.params)
+        task_id, history_length = self._task_id(call.params)
         found = self.tasks.get(task_id)
         if found is None:
             raise RPCError(TASK_NOT_FOUND, data={"id": task_id})
-        return Reply(200, result_body(call.id, found[1]), "ok")
+        body = found[1]
+        if history_length is not None:
+            body = encode(_v1.trimmed(body, history_length))
+        return Reply(200, result_body(call.id, body), "ok")
+
+    def _list(self, call: Call, owner: str) -> Reply:
+        request = _v1.validate_list(call.params)
+        matching = [
+            task
+            for task in self.tasks.newest_first(owner)
+            if (request.context_id is None or task.context_id == request.context_id)
+            and (request.state is None or task.state == request.state)
+            and (request.after is None or (task.timestamp or "") >= request.after)
+        ]
+        start = [t for t in matching if request.page_token is None or t.seq < request.page_token]
+        page = start[: request.page_size]
+        more = len(start) > len(page)
+        next_token = page[-1].seq if more and page else None
+        bodies = [task.body for task in page]
+        result = _v1.list_result(bodies, next_token, len(matching), request)
+        return Reply(200, result_body(call.id, result), "ok")
 
     def _cancel(self, call: Call) -> Reply:
-        task_id = validate_task_id(call.params)
+        task_id, _ = self._task_id(call.params)
         found = self.tasks.get(task_id)
         if found is None:
             raise RPCError(TASK_NOT_FOUND, data={"id": task_id})
