@@ -26,6 +26,7 @@ from . import (
     bench_client,
     bench_decode,
     bench_harvest,
+    bench_interactive,
     bench_priority,
     bench_quota,
     bench_shared_adaptive,
@@ -43,6 +44,7 @@ BENCHMARKS = (
     "shared_quota",
     "shared_adaptive",
     "priority",
+    "interactive",
 )
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -145,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
             "priority": (
                 "interactive calls beside a bulk job",
                 lambda: bench_priority.run(args.quick),
+            ),
+            "interactive": (
+                "interactive latency beside bulk work",
+                lambda: bench_interactive.run(args.quick),
             ),
         }
         for key in BENCHMARKS:
