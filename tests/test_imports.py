@@ -5,7 +5,8 @@ in the module, deferred ones included), so a circle hidden behind an import insi
 function is found too. Only imports between the package's own modules count; a package's
 ``__init__`` importing its submodules is an edge like any other, while the parent package
 Python imports first is not (every module would then be in a circle with its package).
-Imports under ``if TYPE_CHECKING:`` do not run, so they are left out.
+Imports under ``if TYPE_CHECKING:`` count too: they do not run, but a type that points up
+is a dependency that points up.
 """
 
 from __future__ import annotations
@@ -29,27 +30,9 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    found: list[ast.Import | ast.ImportFrom] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.append(node)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return found
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module: top level, deferred, under ``TYPE_CHECKING``."""
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
 def _resolve(module: str, node: ast.ImportFrom) -> str:
@@ -79,12 +62,12 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (at run time)."""
+    """Module -> the package's modules it imports (for type checking included)."""
     graph: dict[str, set[str]] = {}
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         graph[module] = set()
-        for node in _runtime_imports(tree):
+        for node in _imports(tree):
             graph[module] |= _targets(module, node)
     return graph
 
@@ -126,6 +109,8 @@ def test_the_graph_sees_relative_deferred_and_submodule_imports() -> None:
     assert "magisterium_async._client" in graph["magisterium_async._cli._client"]  # ..
     # deferred, inside a function:
     assert "magisterium_async.testing" in graph["magisterium_async._cli._local_emulator"]
+    # for type checking only:
+    assert "magisterium_async._models" in graph["magisterium_async._errors"]
 
 
 def test_a_circle_is_found_and_shown() -> None:

@@ -21,19 +21,26 @@ Terms, each defined before use:
   :class:`WindowLimiter` (log + rule), or a shared one. A **remote gate** is another
   party's leave for each start; Redis is one (``_shared.py``, its keys and scripts in
   ``_scripts.py``). A pool asks its gate for **admissions** on behalf of its line, one at a
-  time (``_admissions.py``).
+  time.
 - **line** (``_lines.py``): who waits, and whose turn is next: **interactive** calls before
   **bulk** ones; round-robin over **fairness keys** (a key that arrives goes ahead of the
   key that had the last turn); first come first served within a key.
-- **pacing** (``_pacing.py``, pure): while the line holds calls with a fairness key and
-  more calls wait than the log has free starts, consecutive starts are at least one
-  **quota interval** (the window over the rate) apart instead of a window's burst, so a
+- **pacing** (part of the rule): while the line holds calls with a fairness key and more
+  calls wait than the log has free starts, consecutive starts are at least one **quota
+  interval** (the window over the rate) apart instead of a window's burst, so a
   newcomer's first call waits one interval or so, not a window. Without fairness keys,
   starts burst as the log allows.
 - **first round**: what a metered pool starts before its first answer comes back; the pool
-  holds further starts until that round is answered (``_round.py``).
+  holds further starts until that round is answered.
+- **pool** machinery (``_pool.py``): one quota's line, caps, pause, judge, first round and limiter;
+  a request holds a **permit** while it runs. The **scheduler** (``_scheduler.py``) makes
+  the pools, hands each what they share (the client-wide cap) and two callbacks, and
+  decides whose turn is next over all of them; ``client_scheduler`` picks the local or the
+  shared limiters for a client.
 
-``_for_client.py`` assembles a client's scheduler: local limiters, or a shared quota's.
+Dependencies point one way, as listed: the pure parts (``_tuning``, ``_log``, ``_judge``,
+``_rule``), then the line and the limiter seams, the shared quota (``_scripts``,
+``_shared``), the pool, and the scheduler on top. Nothing imports a module above it.
 
 The flow of one 429, in one direction::
 
@@ -48,18 +55,15 @@ first round, ``Limiter.next_start``, pacing, the remote gate) -> ``Permit`` -> t
 ``Permit.release()`` -> the judge and the gate hear the outcome -> ``pump`` again.
 """
 
-from magisterium_async._ratelimit._for_client import client_scheduler
+from magisterium_async._config import Priority
 from magisterium_async._ratelimit._judge import Judge, Verdict, VerdictKind
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
-from magisterium_async._ratelimit._lines import PRIORITIES, Priority, WaitingLine
+from magisterium_async._ratelimit._lines import PRIORITIES, WaitingLine
 from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._pool import Permit, Pool
-from magisterium_async._ratelimit._quota import SharedQuota
+from magisterium_async._ratelimit._pool import EventKind, Permit, Pool, PoolEvent, PoolStats
 from magisterium_async._ratelimit._rule import RateRule, RuleState
-from magisterium_async._ratelimit._scheduler import Scheduler
-from magisterium_async._ratelimit._shared import SharedLimiter
-from magisterium_async._ratelimit._shared_pool import SharedPool
-from magisterium_async._ratelimit._stats import EventKind, PoolEvent, PoolStats, SchedulerStats
+from magisterium_async._ratelimit._scheduler import Scheduler, SchedulerStats, client_scheduler
+from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool, SharedQuota
 
 __all__ = [
     "PRIORITIES",

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from magisterium_async._config import Priority
 from magisterium_async._ratelimit._judge import Verdict
-from magisterium_async._ratelimit._lines import Priority
 from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._pacing import paced_start
 from magisterium_async._ratelimit._rule import RateRule
 
 __all__ = ["Limiter", "RemoteGate", "WindowLimiter"]
@@ -42,8 +41,8 @@ class Limiter(Protocol):
         ...
 
     def paced_start(self, now: float, waiting: int) -> float:
-        """When pacing (``_pacing.py``) lets the next start happen, ``waiting`` calls with
-        a fairness key among them in line (``-inf``: not paced now)."""
+        """When pacing (:meth:`RateRule.paced_start`) lets the next start happen,
+        ``waiting`` calls with a fairness key among them in line (``-inf``: not paced now)."""
         ...
 
     def start(self, start: Start) -> None:
@@ -120,10 +119,7 @@ class WindowLimiter:
         return self.rule.next_start(self.log, now)
 
     def paced_start(self, now: float, waiting: int) -> float:
-        rule = self.rule
-        return paced_start(
-            self.log, now, waiting=waiting, rate=rule.state.rate, window=rule.window, span=rule.span
-        )
+        return self.rule.paced_start(self.log, now, waiting)
 
     def start(self, start: Start) -> None:
         self.log.add(start)
@@ -132,23 +128,10 @@ class WindowLimiter:
         self.log.forget(start)
 
     def learn(self, verdict: Verdict) -> None:
-        learn(self.rule, self.log, verdict)
+        self.rule.learn(self.log, verdict)
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
         return f"<WindowLimiter {self.name} {self.rule.state.rate}/{self.rule.window:g}s>"
-
-
-def learn(rule: RateRule, log: StartLog, verdict: Verdict) -> None:
-    """Apply one verdict to ``rule`` over ``log``: the one mapping of verdicts to rules."""
-    kind, start = verdict.kind, verdict.start
-    if kind == "suspect":
-        rule.suspect(start, verdict.at, verdict.window_end)
-    elif kind == "step_up_refused":
-        rule.step_up_refused(start, verdict.at, verdict.window_end)
-    elif kind in ("proven", "expired"):
-        rule.proven(log, start, verdict.at, verdict.window_end)
-    elif kind == "cleared":
-        rule.cleared(log, start, verdict.wait)

@@ -20,22 +20,22 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 from magisterium_async._config import Priority
 
-if TYPE_CHECKING:
-    from magisterium_async._ratelimit._pool import Permit
-
 __all__ = ["PRIORITIES", "Priority", "Waiter", "WaitingLine"]
+
+T = TypeVar("T")
 
 PRIORITIES: tuple[Priority, ...] = ("interactive", "bulk")
 _RANK = {"interactive": 0, "bulk": 1}
 
 
-class Waiter:
+class Waiter(Generic[T]):
     """One call waiting for its turn: ``seq`` orders arrivals over every pool, ``since``
-    is when it began waiting (clock time)."""
+    is when it began waiting (clock time); ``future`` gets what its turn hands it (the
+    line never looks inside: a pool's waiters get a permit)."""
 
     __slots__ = ("future", "key", "rank", "seq", "since")
 
@@ -44,7 +44,7 @@ class Waiter:
         self.since = since
         self.rank = _RANK[priority]
         self.key = key
-        self.future: asyncio.Future[Permit] = asyncio.get_running_loop().create_future()
+        self.future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
     @property
     def priority(self) -> Priority:
@@ -52,7 +52,7 @@ class Waiter:
         return PRIORITIES[self.rank]
 
 
-class WaitingLine:
+class WaitingLine(Generic[T]):
     """The waiters of one pool, by priority, fairness key and arrival."""
 
     __slots__ = ("_classes", "_count", "_served")
@@ -60,7 +60,7 @@ class WaitingLine:
     def __init__(self) -> None:
         # One dict per priority: fairness key -> its waiters, oldest first. The dict's
         # order is the rotation: the first key is served next, then moves to the back.
-        self._classes: tuple[dict[str | None, deque[Waiter]], ...] = ({}, {})
+        self._classes: tuple[dict[str | None, deque[Waiter[T]]], ...] = ({}, {})
         self._count = 0  # waiters held, cancelled ones not yet dropped included
         # Per priority: the key that had the last turn (None: none yet, or a newcomer
         # already went ahead of it); while it is last in the rotation, a key that arrives
@@ -86,7 +86,7 @@ class WaitingLine:
         count; O(1))."""
         return any(len(keys) > 1 or (bool(keys) and None not in keys) for keys in self._classes)
 
-    def push(self, waiter: Waiter) -> None:
+    def push(self, waiter: Waiter[T]) -> None:
         """A new waiter joins at the back of its key's line."""
         rank, key = waiter.rank, waiter.key
         keys = self._classes[rank]
@@ -105,7 +105,7 @@ class WaitingLine:
         line.append(waiter)
         self._count += 1
 
-    def head(self) -> Waiter | None:
+    def head(self) -> Waiter[T] | None:
         """The waiter whose turn is next, or ``None``."""
         if not self._count:
             return None
@@ -121,7 +121,7 @@ class WaitingLine:
                 del keys[key]
         return None
 
-    def pop(self) -> Waiter:
+    def pop(self) -> Waiter[T]:
         """Take the head (call :meth:`head` first); its key goes to the back of the rotation."""
         interactive, bulk = self._classes
         rank = 0 if interactive else 1
@@ -137,7 +137,7 @@ class WaitingLine:
         self._served[rank] = (key,)
         return waiter
 
-    def requeue(self, waiter: Waiter) -> None:
+    def requeue(self, waiter: Waiter[T]) -> None:
         """A waiter let through too early comes back in its place: ahead of later arrivals
         of its key, and its key first in the rotation."""
         keys = self._classes[waiter.rank]
@@ -152,7 +152,7 @@ class WaitingLine:
         keys.update(rest)
         self._count += 1
 
-    def remove(self, waiter: Waiter) -> None:
+    def remove(self, waiter: Waiter[T]) -> None:
         """Take out a waiter that is no longer waiting (cancelled)."""
         line = self._classes[waiter.rank].get(waiter.key)
         if line is not None and waiter in line:
@@ -161,7 +161,7 @@ class WaitingLine:
             if not line:
                 del self._classes[waiter.rank][waiter.key]
 
-    def drain(self) -> list[Waiter]:
+    def drain(self) -> list[Waiter[T]]:
         """Take every waiter out (the scheduler is closing)."""
         out = [w for keys in self._classes for line in keys.values() for w in line]
         for keys in self._classes:

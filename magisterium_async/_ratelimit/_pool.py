@@ -5,33 +5,218 @@ says what a 429 means, the limiter (``_limiter.py``) when the next start may hap
 line (``_lines.py``) whose turn it is. A request holds a :class:`Permit` from its start
 until it leaves ``slot()``; while it waits it holds nothing (no slot under any cap, and
 with a remote gate no admission either: the pool asks the gate for the line, and the
-admission goes to whoever is first when it comes).
+admission goes to whoever is first when it comes, see :class:`Admissions`).
+
+A pool knows nothing of its scheduler. The scheduler makes its pools and hands each what
+they share (one :class:`Capacity`: the client-wide cap on requests in flight, and the
+counter that numbers arrivals over every pool) and two callbacks: ``pump`` (something
+changed: let through whoever may start now) and ``idle`` (whether nobody waits in any
+pool). What the pool tells its users is here too: :class:`PoolEvent` for ``on_event``
+callbacks and the :class:`PoolStats` snapshot.
+
+The first round: a metered pool's first burst is sent before any answer says what the
+server allows. Told a rate above the server's, the pool would send a whole window of
+requests only to collect 429s. So once the first answer of that burst is back, further
+starts wait until every request of the first round is answered, or
+:data:`~._tuning.ROUND_HOLD_ROUND_TRIPS` of that first round trip at most (one slow
+request must not hold the pool): by then the answers say what the server allows
+(:class:`FirstRound`; the pool drops it once the round is over).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
+from collections import deque
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Literal
 
+from magisterium_async._clock import Clock
+from magisterium_async._config import Priority
 from magisterium_async._errors import ClientClosedError
-from magisterium_async._ratelimit._admissions import Admissions
 from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
-from magisterium_async._ratelimit._lines import Priority, Waiter, WaitingLine
+from magisterium_async._ratelimit._lines import Waiter, WaitingLine
 from magisterium_async._ratelimit._log import Start
-from magisterium_async._ratelimit._round import FirstRound
-from magisterium_async._ratelimit._stats import EventKind, PoolEvent, PoolStats
+from magisterium_async._ratelimit._tuning import ROUND_HOLD_ROUND_TRIPS
 
-if TYPE_CHECKING:
-    from magisterium_async._ratelimit._scheduler import Scheduler
-
-__all__ = ["Permit", "Pool"]
+__all__ = [
+    "Admissions",
+    "Capacity",
+    "EventKind",
+    "FirstRound",
+    "Permit",
+    "Pool",
+    "PoolEvent",
+    "PoolStats",
+]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
+
+EventKind = Literal["sent", "rate_limited", "paused", "resumed", "rate_changed", "retried"]
+
+
+@dataclass(frozen=True)
+class PoolEvent:
+    """One thing that happened in a pool, for ``on_event`` callbacks (your own metrics).
+
+    ``pool`` is ``"default"``, ``"expensive"`` or ``"unmetered"`` (``tasks/get``,
+    ``tasks/cancel``, the agent card); ``time`` is the clock's ``now()``. ``value`` by kind:
+    ``sent``: seconds the request waited for its slot; ``rate_limited``: the wait after the
+    429; ``paused``: seconds until the pool resumes; ``resumed``: seconds the pause lasted;
+    ``rate_changed``: the new rate (requests per period); ``retried``: 1.
+    """
+
+    kind: EventKind
+    pool: str
+    time: float
+    value: float
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """A snapshot of one pool.
+
+    ``sent``: requests let through (a retry is one more); ``rate_limited``: 429s;
+    ``retries``: retries counted by the client; ``paused_seconds``: time spent paused so far;
+    ``current_rate`` / ``configured_rate``: requests per ``RateLimits.period`` now in force
+    (lower after a 429 when adaptive) and as configured (``inf``: unlimited); ``in_flight``:
+    requests let through and not yet done; ``waiting``: requests waiting for their turn;
+    ``next_start_in``: seconds until time alone lets the first of them start (``0.0`` when
+    nobody waits, or the wait is for a free slot rather than for quota).
+    """
+
+    name: str
+    sent: int
+    rate_limited: int
+    retries: int
+    paused_seconds: float
+    current_rate: float
+    configured_rate: float
+    in_flight: int
+    waiting: int
+    next_start_in: float = 0.0
+
+
+class Capacity:
+    """What the pools of one scheduler share: the cap on requests in flight over all of
+    them (``limit``, the client's ``max_concurrency``; ``in_flight``: let through and not
+    yet done), and the numbering of arrivals (waiters of one priority go oldest first
+    across pools)."""
+
+    __slots__ = ("_arrivals", "in_flight", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self._arrivals = itertools.count()
+
+    def full(self) -> bool:
+        """Whether every client-wide slot is taken."""
+        return self.in_flight >= self.limit
+
+    def room(self) -> int:
+        """How many more requests may start before the cap is reached."""
+        return self.limit - self.in_flight
+
+    def arrival(self) -> int:
+        """The next arrival number."""
+        return next(self._arrivals)
+
+
+class FirstRound:
+    """The starts of the first round, and when the hold after its first answer ends."""
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[Start] = []
+        self.ends = math.inf  # the most the hold lasts: set by the first answer
+
+    def started(self, start: Start) -> None:
+        """A request of the first round started."""
+        self.starts.append(start)
+
+    def holds(self, now: float) -> bool | None:
+        """Whether starts wait for the round's answers now; ``None``: the round is over
+        (the pool drops it)."""
+        if self.ends == math.inf:
+            return False  # no answer yet: still the first round
+        if now < self.ends and not all(s.done for s in self.starts):
+            return True
+        return None
+
+    def answered(self, started: float, now: float) -> bool:
+        """A request sent at ``started`` is over at ``now``; whether the round is over."""
+        if self.ends == math.inf:
+            self.ends = now + ROUND_HOLD_ROUND_TRIPS * (now - started)
+        return all(s.done for s in self.starts)
+
+    def held_until(self) -> float:
+        """When the hold ends at the latest (``-inf``: no hold yet)."""
+        return self.ends if self.ends != math.inf else -math.inf
+
+
+class Admissions:
+    """The admissions of one pool's :class:`RemoteGate`: asked for, held, used or given back.
+
+    While calls wait, the pool asks the gate for one start at a time on behalf of its line
+    (never one per call: the gate is told how many wait). An admission that comes back is
+    used by the line's head in the same turn of the loop, or given back: the gate logged
+    its start then, and a request sent later would not be where the shared log says.
+    """
+
+    __slots__ = ("_asking", "_tickets", "gate")
+
+    def __init__(self, gate: RemoteGate) -> None:
+        self.gate = gate
+        self._asking: asyncio.Task[None] | None = None
+        self._tickets: deque[str] = deque()
+
+    def ready(self, line: Callable[[], tuple[Priority, int]], pump: Callable[[], None]) -> bool:
+        """Whether an admission is in hand; if not, ask the gate for one (one ask at a
+        time). ``line`` tells the gate the line's first priority and how many could start;
+        ``pump`` is called once an admission comes, to use it."""
+        if self._tickets:
+            return True
+        if self._asking is None:
+            self._asking = asyncio.ensure_future(self._ask(line, pump))
+        return False
+
+    def take(self) -> str:
+        """The admission in hand, for the start being made now."""
+        return self._tickets.popleft()
+
+    def answered(self, start: Start) -> None:
+        """A request the gate admitted is over."""
+        self.gate.answered(start)
+
+    async def _ask(
+        self, line: Callable[[], tuple[Priority, int]], pump: Callable[[], None]
+    ) -> None:
+        try:
+            ticket = await self.gate.admit(line)
+        except ClientClosedError:
+            return  # closing: every waiter is told
+        finally:
+            self._asking = None
+        self._tickets.append(ticket)
+        pump()
+        if ticket in self._tickets:  # not used in this turn of the loop: given back
+            self._tickets.remove(ticket)
+            self.gate.give_back(ticket)
+
+    async def aclose(self) -> None:
+        """Stop asking."""
+        asking, self._asking = self._asking, None
+        if asking is not None:
+            asking.cancel()
+            await asyncio.wait((asking,))
 
 
 class Permit:
@@ -92,24 +277,47 @@ class _Slot(AbstractAsyncContextManager["Permit"]):
 
 class Pool:
     """One quota: a limiter (or none: unmetered), an optional remote gate, a cap on requests
-    in flight, a pause, a judge and a waiting line."""
+    in flight, a pause, a judge and a waiting line.
+
+    Args:
+        name: ``"default"``, ``"expensive"`` or ``"unmetered"``.
+        limiter: when the next start may happen (``None``: unmetered).
+        configured: the configured rate, for the stats.
+        concurrency: the pool's own cap on requests in flight (``None``: none).
+        gate: another party's leave for each start (the shared quota), or ``None``.
+        clock: the client's clock.
+        capacity: the client-wide cap, shared with the scheduler's other pools.
+        pump: called whenever someone may start now (the scheduler decides whom).
+        idle: whether nobody waits in any pool of the scheduler.
+        on_event: receives every :class:`PoolEvent` (an exception it raises is logged).
+    """
 
     def __init__(
         self,
-        scheduler: Scheduler,
         name: str,
         limiter: Limiter | None,
         configured: float,
         concurrency: int | None,
         gate: RemoteGate | None = None,
+        *,
+        clock: Clock,
+        capacity: Capacity,
+        pump: Callable[[], None],
+        idle: Callable[[], bool],
+        on_event: Callable[[PoolEvent], None] | None = None,
     ) -> None:
         self.name = name
-        self._scheduler = scheduler
+        self._clock = clock
+        self._capacity = capacity
+        self._pump = pump
+        self._idle = idle
+        self._on_event = on_event
+        self.closed = False
         self._limiter = limiter
         self._admissions = Admissions(gate) if gate is not None else None
         self._configured = configured
         self._cap = concurrency if concurrency is not None else math.inf
-        self.line = WaitingLine()
+        self.line: WaitingLine[Permit] = WaitingLine()
         self.judge = Judge()
         self._in_flight = 0
         self._sent = self._rate_limited = self._retries = 0
@@ -118,7 +326,7 @@ class Pool:
         self._paused_total = 0.0
         self._rate = limiter.rate if limiter is not None else math.inf
         # The first round: what a metered pool starts before its first answer. Once that
-        # answer is in, the next starts wait for the rest of the round (see _round.py).
+        # answer is in, the next starts wait for the rest of the round (FirstRound).
         self._round: FirstRound | None = FirstRound() if limiter is not None else None
         self._pump_due = False  # a pump is scheduled for the end of this turn of the loop
 
@@ -137,26 +345,25 @@ class Pool:
 
     async def acquire(self, priority: Priority, key: str | None) -> Permit:
         """Wait for this request's turn; see :meth:`slot`."""
-        scheduler = self._scheduler
-        if scheduler.closed:
+        if self.closed:
             raise ClientClosedError("the client is closed")
-        now = scheduler.clock.now()
+        now = self._clock.now()
         paced = key is not None and self._limiter is not None
         if (
             not paced
-            and scheduler.in_flight < scheduler.max_concurrency
+            and not self._capacity.full()
             and self._admissions is None
-            and scheduler.idle()
+            and self._idle()
             and self._may_start(now)
         ):
             # Nobody waits and the pool may start now: no place in line to keep.
             return self._sent_now(self._start_now(now), now)
-        waiter = Waiter(scheduler.next_seq(), now, priority, key)
+        waiter: Waiter[Permit] = Waiter(self._capacity.arrival(), now, priority, key)
         self.line.push(waiter)
         if paced:
             self._pump_soon()  # calls that arrive together are in line when pacing counts
         else:
-            scheduler.pump()
+            self._pump()
         while True:
             try:
                 permit = await waiter.future
@@ -164,7 +371,7 @@ class Pool:
                 self._abandon(waiter)
                 raise
             judge = self.judge
-            if scheduler.closed or (
+            if self.closed or (
                 permit.started >= self._pause_until
                 and (
                     judge.suspect is None
@@ -178,7 +385,7 @@ class Pool:
             self._give_back(permit)
             waiter = Waiter(waiter.seq, waiter.since, waiter.priority, waiter.key)
             self.line.requeue(waiter)
-            scheduler.pump()
+            self._pump()
         return self._sent_now(permit, waiter.since)
 
     def _sent_now(self, permit: Permit, since: float) -> Permit:
@@ -194,13 +401,12 @@ class Pool:
             verdict = self.judge.on_answer(start)
             if verdict is not None:
                 self._apply(verdict)
-        if self._round is not None and self._round.answered(
-            start.time, self._scheduler.clock.now()
-        ):
+        if self._round is not None and self._round.answered(start.time, self._clock.now()):
             self._round = None
         if self._admissions is not None:
             self._admissions.answered(start)
-        self._scheduler.release_slot()
+        self._capacity.in_flight -= 1
+        self._pump()
 
     def _give_back(self, permit: Permit) -> None:
         """A permit let through but never used: its start is forgotten, its slot freed."""
@@ -212,40 +418,38 @@ class Pool:
         permit._released = True
         start.done = True
         self._in_flight -= 1
-        self._scheduler.in_flight -= 1
+        self._capacity.in_flight -= 1
 
-    def _abandon(self, waiter: Waiter) -> None:
+    def _abandon(self, waiter: Waiter[Permit]) -> None:
         future = waiter.future
         if not future.done() or future.cancelled():
             self.line.remove(waiter)
         elif future.exception() is None:
             # Let through, then cancelled before it could send: give the permit back.
             self._give_back(future.result())
-        self._scheduler.pump()
+        self._pump()
 
     # Whose turn, and when --------------------------------------------------------------
 
-    def head(self) -> Waiter | None:
+    def head(self) -> Waiter[Permit] | None:
         """The waiter whose turn is next here, or ``None``."""
         return self.line.head()
 
-    def ready(self, now: float) -> Waiter | None:
+    def ready(self, now: float) -> Waiter[Permit] | None:
         """The pool's head, if it may start now."""
         head = self.line.head()
         if head is None or not self._may_start(now):
             return None
         admissions = self._admissions
-        if admissions is None or admissions.ready(
-            lambda: self._gate_line(head), self._scheduler.pump
-        ):
+        if admissions is None or admissions.ready(lambda: self._gate_line(head), self._pump):
             return head
         return None
 
-    def _gate_line(self, head: Waiter) -> tuple[Priority, int]:
+    def _gate_line(self, head: Waiter[Permit]) -> tuple[Priority, int]:
         """What the gate is told of the line: its first priority, and how many calls
         could start now (the caps bound what this process would take)."""
-        first, scheduler = self.line.head(), self._scheduler
-        room = min(self._cap - self._in_flight, scheduler.max_concurrency - scheduler.in_flight)
+        first = self.line.head()
+        room = min(self._cap - self._in_flight, self._capacity.room())
         waiting = self.line.waiting()
         return (first or head).priority, max(1, int(room) if room < waiting else waiting)
 
@@ -286,7 +490,8 @@ class Pool:
         return max(at, self._pause_until, now)
 
     def _paced_start(self, now: float) -> float:
-        """When pacing (``_pacing.py``) lets the next start happen, fairness keys waiting."""
+        """When pacing (:meth:`RateRule.paced_start`) lets the next start happen, fairness
+        keys waiting."""
         assert self._limiter is not None
         return self._limiter.paced_start(now, self.line.held())
 
@@ -298,7 +503,7 @@ class Pool:
 
     def _pump_now(self) -> None:
         self._pump_due = False
-        self._scheduler.pump()
+        self._pump()
 
     def grant(self, now: float) -> None:
         """Start the head now (:meth:`ready` said it may)."""
@@ -314,13 +519,13 @@ class Pool:
         if self._round is not None:  # only open here: _may_start ends a held round first
             self._round.started(start)
         self._in_flight += 1
-        self._scheduler.in_flight += 1
+        self._capacity.in_flight += 1
         return Permit(self, start)
 
     # The first round -------------------------------------------------------------------
 
     def _round_holds(self, now: float) -> bool:
-        """Whether starts wait for the first round's answers (see ``_round.py``)."""
+        """Whether starts wait for the first round's answers (see :class:`FirstRound`)."""
         assert self._round is not None
         holds = self._round.holds(now)
         if holds is None:
@@ -333,7 +538,7 @@ class Pool:
     def rate_limited(self, start: Start, wait: float) -> None:
         """A 429 to ``start``, its window ending ``wait`` seconds from now: ask the judge,
         apply its verdicts."""
-        now = self._scheduler.clock.now()
+        now = self._clock.now()
         start.limited, start.wait = True, wait
         self._rate_limited += 1
         self._emit("rate_limited", wait, now)
@@ -384,10 +589,10 @@ class Pool:
             self._emit("rate_changed", rate)
 
     def _emit(self, kind: EventKind, value: float, time: float | None = None) -> None:
-        callback = self._scheduler.on_event
+        callback = self._on_event
         if callback is None:
             return
-        when = self._scheduler.clock.now() if time is None else time
+        when = self._clock.now() if time is None else time
         try:
             callback(PoolEvent(kind, self.name, when, value))
         except Exception:
@@ -409,13 +614,18 @@ class Pool:
             next_start_in=self.wake_time(now) - now if waiting else 0.0,
         )
 
-    async def aclose(self) -> None:
-        """Fail every waiter, stop asking the gate, close the limiter."""
+    def close(self) -> None:
+        """Fail every waiter, and every later :meth:`acquire`."""
+        self.closed = True
         for waiter in self.line.drain():
             if not waiter.future.done():
                 waiter.future.set_exception(
                     ClientClosedError("the client was closed while this call waited")
                 )
+
+    async def aclose(self) -> None:
+        """:meth:`close`, then stop asking the gate and close the limiter."""
+        self.close()
         if self._admissions is not None:
             await self._admissions.aclose()
         if self._limiter is not None:

@@ -2,7 +2,7 @@
 
 Pure: starts and outcomes (a :class:`~._log.StartLog`) and times come in, a rate goes out.
 It has no clock, no I/O and no lock, so it runs the same in one process or, with its
-:class:`RuleState` kept in Redis, for every process on a token (``_redis/``).
+:class:`RuleState` kept in Redis, for every process on a token (``_shared.py``).
 
 What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
 
@@ -17,6 +17,16 @@ What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
 - *cleared* (a 429 that a later success showed was no window running out): if it came at a
   window's edge while the log was full, it came from timing (network jitter), and the
   safety margin widens (doubling, up to :data:`~._tuning.MAX_MARGIN_SHARE` of the window).
+
+And where starts go within a window, *pacing*: the log alone lets a window's N starts go
+in one burst as the window opens: the best for a lone job, and the worst for a user who
+arrives just after the burst, who waits for the next window although the line puts their
+key next. So while the line holds calls with a fairness key (the caller serves many users)
+and more calls wait than the log has free starts (a burst would empty the window),
+consecutive starts are at least one *quota interval* apart (the window over the starts it
+allows now): :meth:`RateRule.paced_start`. A backlog then costs nothing in throughput
+(still N starts a window), and a newcomer's first call waits one gap at most. Calls
+without a fairness key are never paced.
 """
 
 from __future__ import annotations
@@ -25,17 +35,19 @@ import logging
 import math
 from dataclasses import dataclass
 
+from magisterium_async._ratelimit._judge import Verdict
 from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._tuning import (
     FIRST_MARGIN_SHARE,
     KEEP_SPANS,
     MAX_MARGIN_SHARE,
     MAX_STEP_UP_DOUBLINGS,
+    PACE_INTERVALS,
     RTT_CAP_SHARE,
     STARTS_PER_STEP_UP,
 )
 
-__all__ = ["RateRule", "RuleState"]
+__all__ = ["RateRule", "RuleState", "paces"]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
 
@@ -118,7 +130,35 @@ class RateRule:
             return min(allows, state.step_up_at)
         return allows
 
+    def paced_start(self, log: StartLog, now: float, waiting: int) -> float:
+        """When pacing lets the next start happen (``-inf``: no pacing now), ``waiting``
+        calls with a fairness key among them in line.
+
+        The free starts are the rate less the starts in the last span; the next paced start
+        is :data:`~._tuning.PACE_INTERVALS` quota intervals after the last start.
+        """
+        if not log:
+            return -math.inf
+        rate = self.state.rate
+        at = next(reversed(log)).time + PACE_INTERVALS * self.window / rate
+        if at <= now or not paces(True, waiting, rate - log.started(now - self.span, now)):
+            return -math.inf  # the next start may go now (the window is counted only if not)
+        return at
+
     # What the judge decided ------------------------------------------------------------
+
+    def learn(self, log: StartLog, verdict: Verdict) -> None:
+        """Apply one of the judge's verdicts over ``log``: the one mapping of verdicts to
+        what the rule does (a local pool's and a shared one's alike)."""
+        kind, start = verdict.kind, verdict.start
+        if kind == "suspect":
+            self.suspect(start, verdict.at, verdict.window_end)
+        elif kind == "step_up_refused":
+            self.step_up_refused(start, verdict.at, verdict.window_end)
+        elif kind in ("proven", "expired"):
+            self.proven(log, start, verdict.at, verdict.window_end)
+        elif kind == "cleared":
+            self.cleared(log, start, verdict.wait)
 
     def suspect(self, start: Start, now: float, window_end: float) -> None:
         """An isolated 429: nothing changes but where the server's window ends, and the
@@ -224,3 +264,9 @@ class RateRule:
 
     def __repr__(self) -> str:
         return f"<RateRule {self.name} {self.state.rate}/{self.window:g}s>"
+
+
+def paces(keyed: bool, waiting: int, free: int) -> bool:
+    """Whether starts are paced: calls with a fairness key wait (``keyed``), and more calls
+    wait (``waiting``) than the log has free starts (``free``)."""
+    return keyed and waiting > free

@@ -1,5 +1,10 @@
 """The scheduler: the pools of one client, and the one loop that lets waiters through.
 
+The scheduler makes its pools and owns them; each gets what it needs through its
+constructor (the shared :class:`~._pool.Capacity`, the ``pump`` and ``idle`` callbacks),
+and none knows of the scheduler. :func:`client_scheduler` is the one place that decides
+which limiters a client's pools use: the local ones, or a shared quota's.
+
 Everything happens in :meth:`Scheduler.pump`, a plain function run whenever something
 changes (a request arrives, leaves, is cancelled, a wait ends, a remote gate answers).
 When the first waiter of a pool must wait for time to pass, one timer task sleeps on the
@@ -11,18 +16,29 @@ gate's admissions (one per pool at a time, only while someone waits for it), and
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from magisterium_async._checks import non_negative_number, whole_number
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import PoolName, RateLimits
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
-from magisterium_async._ratelimit._pool import Pool
-from magisterium_async._ratelimit._stats import PoolEvent, SchedulerStats
+from magisterium_async._ratelimit._pool import Capacity, Pool, PoolEvent, PoolStats
+from magisterium_async._ratelimit._shared import SharedLimiter, SharedQuota
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "SchedulerStats", "client_scheduler"]
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    """A snapshot of every pool, and the requests in flight over all of them."""
+
+    default: PoolStats
+    expensive: PoolStats
+    unmetered: PoolStats
+    in_flight: int
+    max_concurrency: int
 
 
 class Scheduler:
@@ -50,31 +66,43 @@ class Scheduler:
         margin = rate_limits.margin if safety_margin is None else safety_margin
         non_negative_number("safety_margin", margin)
         self.clock: Clock = clock if clock is not None else LoopClock()
-        self.on_event = on_event
         self.max_concurrency = max_concurrency
-        self.in_flight = 0  # requests let through and not yet done, over every pool
         self.closed = False
-        self._seq = itertools.count()
+        # Requests let through and not yet done over every pool, and the arrivals' order.
+        self._capacity = Capacity(max_concurrency)
         self._timer: asyncio.Task[None] | None = None
         self._timer_at = math.inf
         self._pools: dict[str, Pool] = {}
-        for name in ("default", "expensive"):
+        for name in ("default", "expensive", "unmetered"):
             limiter = limiters.get(name) if limiters is not None else None
-            starts, window = rate_limits.window_for(name)
-            if limiter is None and starts:
-                limiter = WindowLimiter(
-                    name,
-                    starts,
-                    window,
-                    margin,
-                    period=rate_limits.period,
-                    adaptive=rate_limits.adaptive,
-                )
             gate = gates.get(name) if gates is not None else None
-            configured = rate_limits.limit_for(name)
-            concurrency = rate_limits.concurrency_for(name)
-            self._pools[name] = Pool(self, name, limiter, configured, concurrency, gate)
-        self._pools["unmetered"] = Pool(self, "unmetered", None, math.inf, None)
+            configured, concurrency = math.inf, None
+            if name != "unmetered":
+                starts, window = rate_limits.window_for(name)
+                if limiter is None and starts:
+                    limiter = WindowLimiter(
+                        name,
+                        starts,
+                        window,
+                        margin,
+                        period=rate_limits.period,
+                        adaptive=rate_limits.adaptive,
+                    )
+                configured = rate_limits.limit_for(name)
+                concurrency = rate_limits.concurrency_for(name)
+            # What a pool needs of the rest is handed to it: it knows nothing of the scheduler.
+            self._pools[name] = Pool(
+                name,
+                limiter,
+                configured,
+                concurrency,
+                gate,
+                clock=self.clock,
+                capacity=self._capacity,
+                pump=self.pump,
+                idle=self.idle,
+                on_event=on_event,
+            )
         self._lines = tuple(pool.line for pool in self._pools.values())
 
     def pool(self, name: PoolName | None) -> Pool:
@@ -90,22 +118,13 @@ class Scheduler:
             default=pools["default"].stats(now),
             expensive=pools["expensive"].stats(now),
             unmetered=pools["unmetered"].stats(now),
-            in_flight=self.in_flight,
+            in_flight=self._capacity.in_flight,
             max_concurrency=self.max_concurrency,
         )
-
-    def next_seq(self) -> int:
-        """The next arrival number (orders waiters of one priority across pools)."""
-        return next(self._seq)
 
     def idle(self) -> bool:
         """Whether no request waits in any pool (a cancelled waiter may still count)."""
         return not any(self._lines)
-
-    def release_slot(self) -> None:
-        """A request let through is over: its client-wide slot is free."""
-        self.in_flight -= 1
-        self.pump()
 
     async def aclose(self) -> None:
         """Close: every waiting request raises :class:`ClientClosedError`, as does every later
@@ -113,6 +132,8 @@ class Scheduler:
         on return the scheduler has nothing running.
         """
         self.closed = True
+        for pool in self._pools.values():
+            pool.close()
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
@@ -123,13 +144,14 @@ class Scheduler:
     def pump(self) -> None:
         """Let through every waiter that may start now, interactive before bulk, then oldest
         first; wake up for the rest."""
-        if self.in_flight >= self.max_concurrency:
+        capacity = self._capacity
+        if capacity.full():
             return  # nothing can start before a slot frees, and freeing one pumps again
         if self.closed or (self._timer is None and self.idle()):
             return
         now = self.clock.now()
         pools = self._pools.values()
-        while self.in_flight < self.max_concurrency:
+        while not capacity.full():
             best: Pool | None = None
             best_order = (2, 0)
             for pool in pools:
@@ -141,7 +163,7 @@ class Scheduler:
             if best is None:
                 break
             best.grant(now)
-        if self.in_flight >= self.max_concurrency:
+        if capacity.full():
             return  # the next start waits for a slot, whose release pumps: no wake-up needed
         wake = math.inf
         waiting = False
@@ -163,3 +185,35 @@ class Scheduler:
         await self.clock.sleep(when - self.clock.now())
         self._timer, self._timer_at = None, math.inf
         self.pump()
+
+
+def client_scheduler(
+    rate_limits: RateLimits,
+    *,
+    max_concurrency: int,
+    clock: Clock,
+    on_event: Callable[[PoolEvent], None] | None,
+    shared_quota: SharedQuota | None,
+    identity: str | None,
+) -> tuple[Scheduler, SharedLimiter | None]:
+    """The client's scheduler, and its :class:`SharedLimiter` when ``shared_quota`` is set.
+
+    With a shared quota the pools' rate is decided in Redis, with every process on the
+    same token (``identity``: the token, or the stored sign-in's identity): its limiters
+    and remote gates take the local limiters' place. Closing the scheduler closes it.
+    """
+    shared = None
+    if shared_quota is not None:
+        assert identity is not None
+        shared = SharedLimiter(
+            shared_quota, identity, rate_limits, clock, first_round=max_concurrency
+        )
+    scheduler = Scheduler(
+        rate_limits,
+        max_concurrency=max_concurrency,
+        clock=clock,
+        on_event=on_event,
+        limiters=shared.limiters if shared is not None else None,
+        gates=shared.gates if shared is not None else None,
+    )
+    return scheduler, shared

@@ -1,6 +1,6 @@
 """Rate-limit pools shared by every process on one token, through Redis.
 
-``AsyncMagisterium(shared_quota=SharedQuota("redis://host:6379/0"))``: each metered pool
+```AsyncMagisterium(shared_quota=SharedQuota("redis://host:6379/0"))``: each metered pool
 (``default``, ``expensive``) keeps its sliding log, what its rate rule learned and its
 waiting line's heads in Redis (``_scripts.py`` has the key layout), so every client on that
 token draws on one quota and acts at once on what any of them learns:
@@ -41,28 +41,29 @@ import asyncio
 import logging
 import math
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from magisterium_async._checks import positive_number, whole_number
 from magisterium_async._clock import Clock, LoopClock
-from magisterium_async._config import DEFAULT_MAX_CONCURRENCY, RateLimits
-from magisterium_async._errors import ClientClosedError
+from magisterium_async._config import DEFAULT_MAX_CONCURRENCY, Priority, RateLimits
+from magisterium_async._env import REDIS_URL_ENV, redis_url
+from magisterium_async._errors import ClientClosedError, SharedQuotaError
 from magisterium_async._ratelimit._judge import Verdict
-from magisterium_async._ratelimit._limiter import learn
-from magisterium_async._ratelimit._lines import Priority
 from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._quota import SharedQuota
 from magisterium_async._ratelimit._rule import RateRule
 from magisterium_async._ratelimit._scripts import (
     ACQUIRE,
     OUTCOMES,
     PAUSE,
+    POOL_KEYS,
     WRITE_RULE,
     rule_fields,
     rule_state,
     text,
 )
-from magisterium_async._ratelimit._shared_pool import PoolState, SharedPool
 from magisterium_async._ratelimit._tuning import (
     LINE_GRACE,
     LINE_POLL,
@@ -74,12 +75,136 @@ from magisterium_async._redis import connect, redis_errors, token_key
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["SharedLimiter"]
+__all__ = ["PoolState", "SharedLimiter", "SharedPool", "SharedQuota"]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
 
 # Bulk ranks after every interactive call in the shared line (turn numbers stay far below).
 _BULK_RANK = 10**15
+
+
+@dataclass(frozen=True)
+class SharedQuota:
+    """Share the client's rate limits with every process on the same token, through Redis.
+
+    ``url`` falls back to ``$MAGISTERIUM_REDIS_URL``. ``workers`` is how many processes you
+    expect to share the quota: if Redis goes away, each falls back to ``limit / workers``
+    per period on its own (or fewer, when Redis had seen more clients lately).
+    ``timeout`` bounds every Redis call; ``retry_interval`` is how often a client that
+    lost Redis tries it again. Needs ``pip install 'magisterium-async[redis]'``.
+    """
+
+    url: str | None = None
+    workers: int = 1
+    timeout: float = 0.5
+    retry_interval: float = 1.0
+    prefix: str = "magisterium"
+
+    def __post_init__(self) -> None:
+        url = redis_url(self.url)
+        if not url:
+            raise SharedQuotaError(f"no Redis URL: pass url= or set ${REDIS_URL_ENV}")
+        object.__setattr__(self, "url", url)
+        whole_number("workers", self.workers)
+        positive_number("timeout", self.timeout)
+        positive_number("retry_interval", self.retry_interval)
+
+    @classmethod
+    def of(cls, value: SharedQuota | str) -> SharedQuota:
+        """A ``SharedQuota`` from a user's ``shared_quota=``: a URL or the object itself."""
+        if isinstance(value, SharedQuota):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
+
+
+class PoolState:
+    """One pool's side of the shared limiter: its limits, what it last read of the shared
+    rule, its own recent starts (for the fallback), and outcomes not yet written."""
+
+    __slots__ = (
+        "allowed",
+        "asked_at",
+        "keys",
+        "limit",
+        "margin",
+        "next_at",
+        "outcomes",
+        "period",
+        "rate",
+        "rejoin",
+        "starts",
+        "window",
+    )  # fmt: skip
+
+    def __init__(self, limits: RateLimits, pool: str, base: str) -> None:
+        starts, window = limits.window_for(pool)  # the local pool's arithmetic, shared
+        self.limit = starts if starts else math.inf
+        self.window = window
+        self.period = limits.period
+        self.margin = limits.margin
+        self.rate = self.allowed = self.limit
+        self.keys = [f"{base}:{pool}:{name}" for name in POOL_KEYS]
+        self.starts: deque[float] = deque()  # this process's starts, on the client's clock
+        self.rejoin = False
+        self.asked_at = 0.0  # when Redis last answered (Redis time, s)
+        self.next_at = -math.inf  # when Redis said to ask again (the client's clock)
+        self.outcomes: list[str] = []
+
+    @property
+    def span(self) -> float:
+        return self.window + self.margin
+
+
+class SharedPool:
+    """One metered pool on a :class:`SharedLimiter`: the pool's limiter (the rate it reads
+    from Redis; what it learns goes there) and its remote gate (Redis admits each start)."""
+
+    def __init__(self, shared: SharedLimiter, pool: str, state: PoolState) -> None:
+        self.shared = shared
+        self.pool = pool
+        self._state = state
+
+    @property
+    def rate(self) -> float:
+        state = self._state
+        return state.rate * state.period / state.window if state.window else math.inf
+
+    @property
+    def stepping_up(self) -> bool:
+        return self._state.rate > self._state.allowed
+
+    def next_start(self, now: float) -> float:
+        # Redis decides, in admit(); this is only when it said to ask again (for stats).
+        return self._state.next_at
+
+    def paced_start(self, now: float, waiting: int) -> float:
+        return -math.inf  # Redis admits each start: the shared line takes the turns
+
+    def start(self, start: Start) -> None:
+        return None  # the admission wrote it
+
+    def forget(self, start: Start) -> None:
+        if start.ticket is not None:
+            self.shared.outcome(self.pool, "forget", start.ticket)
+
+    def learn(self, verdict: Verdict) -> None:
+        self.shared.learn(self.pool, verdict)
+
+    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+        return await self.shared.admit(self.pool, line)
+
+    def give_back(self, ticket: str) -> None:
+        self.shared.outcome(self.pool, "forget", ticket)
+
+    def answered(self, start: Start) -> None:
+        if start.ticket is not None:
+            kind = "429" if start.limited else "ok"
+            self.shared.outcome(self.pool, kind, start.ticket, start.wait)
+
+    async def aclose(self) -> None:
+        await self.shared.aclose()
 
 
 class SharedLimiter:
@@ -123,7 +248,7 @@ class SharedLimiter:
             name: PoolState(limits, name, self._base) for name in ("default", "expensive")
         }
         self.limiters: dict[str, SharedPool] = {
-            name: SharedPool(self, name, limits) for name in self._pools
+            name: SharedPool(self, name, state) for name, state in self._pools.items()
         }
         self._sleepers: set[asyncio.Task[None]] = set()
         self._down_since: float | None = None
@@ -367,7 +492,7 @@ class SharedLimiter:
                 return True  # another process answered that step up already
             elif kind == "cleared" and rule.state.margin > state.margin:
                 return True  # another process widened the margin already
-            learn(rule, log, Verdict(kind, start, at, end, verdict.wait))
+            rule.learn(log, Verdict(kind, start, at, end, verdict.wait))
         fields.update(rule_fields(rule.state))
         args: list[Any] = [version, self._id]
         for name, value in fields.items():

@@ -1,7 +1,8 @@
 """Every tuning constant of the rate-limit engine, in one table, each with its reason.
 
-The rule (``_rule.py``), the judge (``_judge.py``) and the pool (``_pool.py``) read them
-from here by name; nothing else in the engine holds a bare number that tunes behaviour.
+The rule (``_rule.py``), the judge (``_judge.py``), the pool (``_pool.py``) and the shared
+quota (``_shared.py``) read them from here by name; nothing else in the engine holds a bare
+number that tunes behaviour.
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ ROUND_HOLD_ROUND_TRIPS = 3
 # |   |   | looks one window further back. |
 KEEP_SPANS = 2
 # | PACE_INTERVALS | 1 | While fairness keys wait in a backlog, consecutive starts are at
-# |   |   | least this many quota intervals (window / rate) apart (``_pacing.py``): one keeps
-# |   |   | the full rate (N starts a window still go), and a newcomer's first call waits one
-# |   |   | gap at most; less lets bursts back, more wastes quota. |
+# |   |   | least this many quota intervals (window / rate) apart (``RateRule.paced_start``):
+# |   |   | one keeps the full rate (N starts a window still go), and a newcomer's first call
+# |   |   | waits one gap at most; less lets bursts back, more wastes quota. |
 PACE_INTERVALS = 1.0
 # | LINE_GRACE | 0.5 s | How long a process's head of line stays in the shared line past its
 # |   |   | next ask: a process that went away holds the others back this long at most. |

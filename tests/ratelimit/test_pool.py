@@ -1,25 +1,888 @@
-"""Priorities and fairness through the pools, in virtual time: who starts, and when."""
+"""The pools, in virtual time through the scheduler: the window guarantee, full use, first
+come first served, pauses, adaptation, the first round, priorities and fairness; and the
+pool's first round and remote-gate admissions alone."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import logging
+import math
+import random
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from magisterium_async._clock import VirtualClock
-from magisterium_async._config import RateLimits
-from magisterium_async._ratelimit import Pool, Priority, Scheduler
+from magisterium_async._config import RateLimits, RetryPolicy
+from magisterium_async._errors import ClientClosedError, RateLimitError
+from magisterium_async._ratelimit import (
+    Pool,
+    PoolEvent,
+    Priority,
+    Scheduler,
+    Start,
+)
+from magisterium_async._ratelimit._pool import Admissions, FirstRound
+from magisterium_async._ratelimit._tuning import ROUND_HOLD_ROUND_TRIPS
+from magisterium_async._retry import call_with_retries
+from tests.helpers.quota import PRO, PRO_SCENARIOS, Quota, scenario, scheduler
 
-PRO = RateLimits.pro()  # 15 a minute in the default pool; the safety margin is 1 s
-QUOTA_INTERVAL = PRO.period / 15  # 4 s between starts at the full rate
+
+async def request(
+    pool: Pool,
+    clock: VirtualClock,
+    starts: list[float],
+    *,
+    at: float = 0.0,
+    duration: float = 1.0,
+    retry_after: float | None = None,
+) -> None:
+    """One request: arrives at ``at``, runs ``duration``, and may end in a 429."""
+    await clock.sleep(at)
+    async with pool.slot() as permit:
+        starts.append(clock.now())
+        await clock.sleep(duration)
+        if retry_after is not None:
+            permit.rate_limited(retry_after)
 
 
-def scheduler(
-    limits: RateLimits = PRO, *, max_concurrency: int = 64
-) -> tuple[Scheduler, VirtualClock]:
+def spawn(
+    n: int, pool: Pool, clock: VirtualClock, starts: list[float], **kwargs: float
+) -> list[asyncio.Task[None]]:
+    return [asyncio.create_task(request(pool, clock, starts, **kwargs)) for _ in range(n)]
+
+
+def max_in_window(starts: list[float], period: float) -> int:
+    """The most starts any closed interval of length ``period`` holds."""
+    starts = sorted(starts)
+    return max(
+        (sum(1 for t in starts[i:] if t <= s + period) for i, s in enumerate(starts)), default=0
+    )
+
+
+# Full use ---------------------------------------------------------------------------------
+
+
+async def test_a_burst_on_an_idle_pool_starts_at_once() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    tasks = spawn(16, sched.pool("default"), clock, starts)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0] * 15 + [61.0]  # the 16th waits a period plus the 1 s margin
+
+
+async def test_a_backlog_drains_at_the_full_rate() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    tasks = spawn(200, sched.pool("default"), clock, starts, duration=3.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    windows = 10
+    used = sum(1 for t in starts if t < windows * 60) / (windows * 15)
+    assert used >= 0.95, used
+    assert max_in_window(starts, 60.0) == 15
+    assert sched.stats.default.sent == 200
+
+
+async def test_the_expensive_pool_runs_one_call_at_a_time_at_its_own_rate() -> None:
+    sched, clock = scheduler(dataclasses.replace(PRO, expensive_concurrency=1))
+    default: list[float] = []
+    expensive: list[float] = []
+    tasks = spawn(4, sched.pool("expensive"), clock, expensive, duration=20.0)
+    tasks += spawn(15, sched.pool("default"), clock, default)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert expensive == [0.0, 20.0, 61.0, 81.0]  # one in flight, and 2 per 60 s (+1 s)
+    assert default == [0.0] * 15
+
+
+# The window guarantee, whatever the pattern --------------------------------------------
+
+
+@dataclass
+class Call:
+    pool: str
+    at: float
+    duration: float
+    retry_after: float | None
+    cancel_at: float | None
+
+
+@dataclass
+class Observed:
+    starts: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    order: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    pauses: defaultdict[str, list[tuple[float, float]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    in_flight: Counter[str] = field(default_factory=Counter)
+    peak: Counter[str] = field(default_factory=Counter)
+
+
+async def play(
+    limits: RateLimits, max_concurrency: int, calls: list[Call]
+) -> tuple[Observed, Scheduler]:
+    seen = Observed()
+
+    def on_event(event: PoolEvent) -> None:
+        if event.kind == "paused":
+            seen.pauses[event.pool].append((event.time, event.time + event.value))
+
+    sched, clock = scheduler(limits, max_concurrency=max_concurrency, on_event=on_event)
+    arrivals: Counter[str] = Counter()
+
+    async def one(call: Call) -> None:
+        pool = sched.pool(None if call.pool == "unmetered" else call.pool)  # type: ignore[arg-type]
+        await clock.sleep(call.at)
+        ticket = arrivals[call.pool]
+        arrivals[call.pool] += 1
+        async with pool.slot() as permit:
+            seen.starts[call.pool].append(clock.now())
+            seen.order[call.pool].append(ticket)
+            seen.in_flight[call.pool] += 1
+            seen.in_flight["all"] += 1
+            for key in (call.pool, "all"):
+                seen.peak[key] = max(seen.peak[key], seen.in_flight[key])
+            try:
+                await clock.sleep(call.duration)
+                if call.retry_after is not None:
+                    permit.rate_limited(call.retry_after)
+            finally:
+                seen.in_flight[call.pool] -= 1
+                seen.in_flight["all"] -= 1
+
+    async def cancel_later(task: asyncio.Task[None], at: float) -> None:
+        await clock.sleep(at)
+        task.cancel()
+
+    tasks = [asyncio.create_task(one(call)) for call in calls]
+    cancellers = [
+        asyncio.create_task(cancel_later(task, call.cancel_at))
+        for task, call in zip(tasks, calls, strict=True)
+        if call.cancel_at is not None
+    ]
+    await clock.run_until_idle()
+    results = await asyncio.gather(*tasks, *cancellers, return_exceptions=True)
+    assert all(r is None or isinstance(r, asyncio.CancelledError) for r in results), results
+    await sched.aclose()
+    return seen, sched
+
+
+calls_strategy = st.lists(
+    st.builds(
+        Call,
+        pool=st.sampled_from(["default", "default", "expensive", "unmetered"]),
+        at=st.floats(0, 3),
+        duration=st.floats(0, 1.5),
+        retry_after=st.one_of(st.none(), st.none(), st.none(), st.floats(0, 1.5)),
+        cancel_at=st.one_of(st.none(), st.none(), st.floats(0, 4)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    calls=calls_strategy,
+    default=st.integers(1, 6),
+    expensive=st.integers(1, 3),
+    period=st.sampled_from([1.0, 60.0]),
+    default_concurrency=st.one_of(st.none(), st.integers(1, 4)),
+    expensive_concurrency=st.one_of(st.none(), st.integers(1, 2)),
+    adaptive=st.booleans(),
+    max_concurrency=st.integers(1, 8),
+)
+def test_no_period_ever_holds_more_than_the_limit(
+    calls: list[Call],
+    default: int,
+    expensive: int,
+    period: float,
+    default_concurrency: int | None,
+    expensive_concurrency: int | None,
+    adaptive: bool,
+    max_concurrency: int,
+) -> None:
+    """Times in ``calls`` are in periods; durations, pauses and cancellations all mixed."""
+    calls = [
+        dataclasses.replace(
+            c,
+            at=c.at * period,
+            duration=c.duration * period,
+            retry_after=None if c.retry_after is None else c.retry_after * period,
+            cancel_at=None if c.cancel_at is None else c.cancel_at * period,
+        )
+        for c in calls
+    ]
+    limits = RateLimits(
+        default,
+        expensive,
+        period=period,
+        default_concurrency=default_concurrency,
+        expensive_concurrency=expensive_concurrency,
+        adaptive=adaptive,
+    )
+    seen, sched = asyncio.run(play(limits, max_concurrency, calls))
+
+    for name, limit, cap in [
+        ("default", default, default_concurrency),
+        ("expensive", expensive, expensive_concurrency),
+    ]:
+        starts = sorted(seen.starts[name])
+        # Every window: the (i+N)-th start lies more than a period after the i-th.
+        assert all(starts[i + limit] - starts[i] > period for i in range(len(starts) - limit))
+        assert cap is None or seen.peak[name] <= cap
+    for name in seen.starts:
+        assert seen.order[name] == sorted(seen.order[name]), "first come, first served"
+        for begin, end in seen.pauses[name]:
+            assert not any(begin < t < end for t in seen.starts[name]), "started while paused"
+    assert seen.peak["all"] <= max_concurrency
+    stats = sched.stats
+    for pool_stats in (stats.default, stats.expensive, stats.unmetered):
+        assert pool_stats.sent == len(seen.starts[pool_stats.name])
+        assert pool_stats.in_flight == pool_stats.waiting == 0
+    assert stats.in_flight == 0
+
+
+# Fairness and cancellation ---------------------------------------------------------------
+
+
+async def test_first_come_first_served_within_a_pool() -> None:
+    sched, clock = scheduler(RateLimits(1, 1, period=10.0))
+    order: list[int] = []
+
+    async def numbered(i: int) -> None:
+        async with sched.pool("default").slot():
+            order.append(i)
+
+    tasks = [asyncio.create_task(numbered(i)) for i in range(6)]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert order == list(range(6))
+    assert clock.now() == pytest.approx(5 * 10.2)
+
+
+async def test_a_call_arriving_as_the_pool_frees_goes_after_those_already_waiting() -> None:
+    sched, clock = scheduler(RateLimits(1, 1, period=10.0))
+    order: list[int] = []
+
+    async def numbered(i: int, at: float = 0.0) -> None:
+        await clock.sleep(at)
+        async with sched.pool("default").slot():
+            order.append(i)
+
+    # Its sleep is set before the pool's wake-up: it is the first to run at t=10.2.
+    late = asyncio.create_task(numbered(99, at=10.2))
+    tasks = [asyncio.create_task(numbered(i)) for i in range(3)]
+    await clock.run_until_idle()
+    await asyncio.gather(late, *tasks)
+    assert order == [0, 1, 2, 99]
+
+
+async def test_a_cancelled_waiter_gives_its_place_back() -> None:
+    sched, clock = scheduler()
+    pool = sched.pool("default")
+    starts: list[float] = []
+    first = spawn(15, pool, clock, starts, duration=0.0)
+    head = asyncio.create_task(request(pool, clock, starts))  # waits for t=61
+    middle = asyncio.create_task(request(pool, clock, starts))
+    last = asyncio.create_task(request(pool, clock, starts))
+    await clock.advance(30)
+    assert sched.stats.default.waiting == 3
+    middle.cancel()
+    head.cancel()
+    await clock.run_until_idle()
+    await asyncio.gather(last, *first)
+    assert head.cancelled() and middle.cancelled()
+    assert starts[15:] == [61.0]  # the last one takes the head's place and time
+    assert sched.stats.default.waiting == 0
+
+
+async def test_when_the_last_waiter_leaves_nothing_is_left_asleep() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    done = spawn(15, sched.pool("default"), clock, starts, duration=0.0)
+    late = asyncio.create_task(request(sched.pool("default"), clock, starts))
+    await clock.advance(1)
+    assert clock.sleepers == 1  # the scheduler's one timer, for t=61
+    late.cancel()
+    await clock.advance(0)
+    assert clock.sleepers == 0
+    await asyncio.gather(*done)
+    with pytest.raises(asyncio.CancelledError):
+        await late
+
+
+async def test_a_permit_granted_to_a_cancelled_waiter_is_given_back() -> None:
+    sched, clock = scheduler(RateLimits(1, 1, period=60.0, expensive_concurrency=1))
+    pool = sched.pool("expensive")
+    holder = pool.slot()
+    await holder.__aenter__()
+    starts: list[float] = []
+    first = asyncio.create_task(request(pool, clock, starts))
+    second = asyncio.create_task(request(pool, clock, starts))
+    await clock.advance(61)  # the rate would let `first` through; the concurrency cap does not
+    await holder.__aexit__(None, None, None)  # lets `first` through, synchronously...
+    first.cancel()  # ...but it is cancelled before it runs
+    await clock.run_until_idle()
+    await second
+    assert first.cancelled()
+    assert starts == [61.0]  # `second` got the permit at once: nothing leaked
+    stats = sched.stats.expensive
+    assert (stats.sent, stats.in_flight, stats.waiting) == (2, 0, 0)
+
+
+async def test_max_concurrency_is_shared_first_come_first_served() -> None:
+    sched, clock = scheduler(RateLimits.unlimited(), max_concurrency=2)
+    order: list[str] = []
+
+    async def call(name: str, pool: Pool) -> None:
+        async with pool.slot():
+            order.append(name)
+            await clock.sleep(1)
+
+    specs = [
+        ("d1", "default"),
+        ("d2", "default"),
+        ("e1", "expensive"),
+        ("d3", "default"),
+        ("u1", None),
+        ("e2", "expensive"),
+    ]
+    tasks = [asyncio.create_task(call(name, sched.pool(pool))) for name, pool in specs]  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert sched.stats.in_flight == 2
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert order == ["d1", "d2", "e1", "d3", "u1", "e2"]
+    assert clock.now() == 3.0
+
+
+async def test_a_pool_waiting_for_its_rate_holds_no_shared_slot() -> None:
+    sched, clock = scheduler(PRO, max_concurrency=1)
+    starts: list[float] = []
+    unmetered: list[float] = []
+    tasks = spawn(3, sched.pool("expensive"), clock, starts, duration=0.0)  # the 3rd: t=61
+    tasks += spawn(3, sched.pool(None), clock, unmetered, at=5.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert unmetered == [5.0, 6.0, 7.0]
+    assert starts == [0.0, 0.0, 61.0]
+
+
+# 429s: evidence, proof, pauses ------------------------------------------------------------
+
+
+async def test_two_429s_pointing_at_one_window_end_pause_the_whole_pool_and_only_it() -> None:
+    events: list[PoolEvent] = []
+    limits = dataclasses.replace(PRO, adaptive=False, expensive_concurrency=1)
+    sched, clock = scheduler(limits, on_event=events.append)
+    pool = sched.pool("default")
+    default: list[float] = []
+    expensive: list[float] = []
+    # A 429 at t=1 says the window ends at 31.5: only a suspect. The next request goes alone
+    # (a probe); its 429 at t=3 points at 31.5 too: proof, the whole pool waits for 31.5.
+    tasks = [asyncio.create_task(request(pool, clock, default, retry_after=30.5))]
+    tasks.append(asyncio.create_task(request(pool, clock, default, at=2.0, retry_after=28.5)))
+    tasks += spawn(2, pool, clock, default, at=2.0)
+    tasks += spawn(2, sched.pool("expensive"), clock, expensive, at=5.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert default == [0.0, 2.0, 31.5, 31.5]
+    assert expensive == [5.0, 6.0]
+    stats = sched.stats.default
+    assert (stats.rate_limited, stats.paused_seconds, stats.current_rate) == (2, 28.5, 15.0)
+    assert sched.stats.expensive.paused_seconds == 0.0
+    kinds = [(e.kind, e.time, e.value) for e in events if e.pool == "default" and e.kind != "sent"]
+    assert kinds == [
+        ("rate_limited", 1.0, 30.5),
+        ("rate_limited", 3.0, 28.5),
+        ("paused", 3.0, 28.5),
+        ("resumed", 31.5, 28.5),
+    ]
+
+
+async def test_whole_second_waits_take_three_429s_in_a_row() -> None:
+    """The service rounds ``retryAfter`` up to whole seconds: two can agree by chance."""
+    sched, clock = scheduler(dataclasses.replace(PRO, adaptive=False))
+    pool = sched.pool("default")
+    starts: list[float] = []
+    tasks = [asyncio.create_task(request(pool, clock, starts, retry_after=30.0))]
+    tasks.append(asyncio.create_task(request(pool, clock, starts, at=2.0, retry_after=28.0)))
+    tasks.append(asyncio.create_task(request(pool, clock, starts, at=2.0, retry_after=27.0)))
+    tasks += spawn(2, pool, clock, starts, at=2.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    # Probes at 2 and 3 both point at t=31 (give or take the rounding): paused at t=4.
+    assert starts == [0.0, 2.0, 3.0, 31.0, 31.0]
+    assert sched.stats.default.paused_seconds == 27.0
+
+
+async def test_an_isolated_429_sends_one_probe_alone_and_nothing_else_changes() -> None:
+    """Random 429s with a fixed retryAfter point at a window end that moves with the clock."""
+    events: list[PoolEvent] = []
+    sched, clock = scheduler(RateLimits(100, 1, period=1.0), on_event=events.append)
+    pool = sched.pool("default")
+    starts: list[float] = []
+    tasks = [asyncio.create_task(request(pool, clock, starts, duration=0.1, retry_after=0.2))]
+    tasks.append(
+        asyncio.create_task(request(pool, clock, starts, at=0.05, duration=0.1, retry_after=0.2))
+    )
+    tasks += spawn(3, pool, clock, starts, at=0.15, duration=0.1)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    # 0.1: a 429 (window "ends" at 0.3); 0.15: another, "ending" at 0.35: no proof. The
+    # first of the three waiting goes alone at 0.15 (once the first round is answered), gets
+    # through at 0.25, the rest follow.
+    assert starts == pytest.approx([0.0, 0.05, 0.15, 0.25, 0.25])
+    stats = sched.stats.default
+    assert (stats.rate_limited, stats.paused_seconds, stats.current_rate) == (2, 0.0, 100.0)
+    assert not [e for e in events if e.kind in ("paused", "rate_changed")]
+
+
+async def test_a_probe_that_hangs_holds_the_others_back_only_to_the_window_end() -> None:
+    sched, clock = scheduler(RateLimits(100, 1, period=1.0))
+    pool = sched.pool("default")
+    starts: list[float] = []
+    tasks = [asyncio.create_task(request(pool, clock, starts, duration=0.1, retry_after=0.5))]
+    tasks.append(asyncio.create_task(request(pool, clock, starts, at=0.2, duration=30.0)))
+    tasks += spawn(2, pool, clock, starts, at=0.3)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0, 0.2, 0.6, 0.6]  # the suspect's window ended at 0.6
+
+
+async def test_after_a_pause_the_pool_resumes_paced() -> None:
+    sched, clock = scheduler(RateLimits(5, 1, period=10.0, adaptive=False))
+    starts: list[float] = []
+    pool = sched.pool("default")
+    tasks = [asyncio.create_task(request(pool, clock, starts, retry_after=3.9))]
+    tasks += [asyncio.create_task(request(pool, clock, starts, at=0.5, retry_after=3.4))]
+    tasks += spawn(30, pool, clock, starts, at=0.5)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    # 5 start by 0.5; the 429s at t=1 and t=1.5 both point at t=4.9: a pause to 4.9, but
+    # the log still holds those 5 starts, so the next ones wait for t=10.2, not the pause.
+    assert starts[:5] == [0.0, 0.5, 0.5, 0.5, 0.5]
+    assert starts[5] == pytest.approx(10.2)
+    assert max_in_window(starts, 10.0) == 5
+    assert sched.stats.default.paused_seconds == pytest.approx(3.4)
+
+
+async def test_paused_seconds_counts_only_what_has_passed() -> None:
+    sched, clock = scheduler()
+    pool = sched.pool("default")
+    async with pool.slot() as permit:
+        permit.rate_limited(20.5)  # a suspect: the window ends at 20.5
+    async with pool.slot() as permit:  # the probe
+        await clock.advance(4)
+        permit.rate_limited(16.5)  # the window ends at 20.5 again: proof, paused 16.5 s
+        permit.rate_limited(5.0)  # within the pause: changes nothing
+    await clock.advance(8)
+    assert sched.stats.default.paused_seconds == 8.0
+    await clock.advance(100)
+    assert sched.stats.default.paused_seconds == 16.5
+
+
+async def test_a_nonsense_retry_after_is_refused() -> None:
+    sched, _ = scheduler()
+    async with sched.pool("default").slot() as permit:
+        for bad in (-1.0, math.nan, math.inf):
+            with pytest.raises(ValueError, match="retry_after"):
+                permit.rate_limited(bad)
+
+
+# Adaptive rate ------------------------------------------------------------------------------
+
+
+async def test_a_proven_429_lowers_the_rate_to_what_the_server_took_in_its_window(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="magisterium_async")
+    events: list[PoolEvent] = []
+    sched, clock = scheduler(RateLimits(10, 1, period=10.0), on_event=events.append)
+    pool = sched.pool("default")
+    starts: list[float] = []
+    server = FixedWindowServer(6, 10.0)  # allows 6 per [10k, 10k+10): the client thinks 10
+
+    async def call(at: float, index: int) -> None:
+        await clock.sleep(at)
+        while True:
+            async with pool.slot() as permit:
+                starts.append(clock.now())
+                await clock.sleep(0.5 + 0.01 * index)  # the server answers one at a time
+                retry_after = server.answer(clock.now())
+                if retry_after is None:
+                    return
+                permit.rate_limited(retry_after)
+            await clock.sleep(retry_after)
+
+    tasks = [asyncio.create_task(call(0.0, i)) for i in range(10)]
+    tasks += [asyncio.create_task(call(0.5, i % 10)) for i in range(60)]
+    await clock.advance(1)
+    assert sched.stats.default.current_rate == 6  # the 6 the server took, not 10 - 1
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    changes = [(e.time, e.value) for e in events if e.kind == "rate_changed"]
+    # Down to 6 at the second 429 (both point at t=10). One more than the server took is
+    # tried after 10 of its starts (2 windows of 6); its 429 sends the rate back to 6, and
+    # the next try waits twice as long: 4 windows after that 429.
+    assert [value for _, value in changes[:4]] == [6, 7, 6, 7]
+    assert changes[0][0] == pytest.approx(0.57)
+    assert changes[1][0] == pytest.approx(20.57)
+    assert 20.57 < changes[2][0] < 31
+    assert changes[3][0] == pytest.approx(changes[2][0] + 40)
+    assert max_in_window(starts, 10.0) <= 10
+    # While lowered, the starts the server took are spread evenly: 6 per 10.2 s.
+    lowered = [t for t in starts if 10 <= t < 20]
+    assert lowered[0] == pytest.approx(10.2)  # 6 in any 10.2 s, the first 6 at t=0
+    assert all(b - a == pytest.approx(1.7) for a, b in itertools.pairwise(lowered))
+    messages = [r.getMessage() for r in caplog.records]
+    assert "pool default rate 10 -> 6 per 10 s (rate limited by the server)" in messages
+    assert "pool default rate 6 -> 7 per 10 s (stepping up)" in messages
+
+
+async def test_without_adaptive_the_rate_stays() -> None:
+    sched, clock = scheduler(RateLimits(10, 1, period=10.0, adaptive=False))
+    tasks = spawn(10, sched.pool("default"), clock, [], retry_after=1.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert sched.stats.default.current_rate == 10
+    assert sched.stats.default.rate_limited == 10
+
+
+class FixedWindowServer:
+    """A quota counted per fixed window: ``limit`` accepted requests per ``[k*p, (k+1)*p)``."""
+
+    def __init__(self, limit: int, period: float) -> None:
+        self.limit, self.period = limit, period
+        self.window, self.count = -1, 0
+
+    def answer(self, t: float) -> float | None:
+        """``None`` if accepted, else the ``retryAfter``."""
+        window = math.floor(t / self.period)
+        if window != self.window:
+            self.window, self.count = window, 0
+        if self.count < self.limit:
+            self.count += 1
+            return None
+        return (window + 1) * self.period - t
+
+
+class SlidingWindowServer:
+    """A quota counted over the last ``period``: at most ``limit`` accepted requests."""
+
+    def __init__(self, limit: int, period: float) -> None:
+        self.limit, self.period = limit, period
+        self.accepted: deque[float] = deque()
+
+    def answer(self, t: float) -> float | None:
+        """``None`` if accepted, else the ``retryAfter``."""
+        while self.accepted and self.accepted[0] <= t - self.period:
+            self.accepted.popleft()
+        if len(self.accepted) < self.limit:
+            self.accepted.append(t)
+            return None
+        return self.accepted[0] + self.period - t
+
+
+Server = FixedWindowServer | SlidingWindowServer
+
+
+@dataclass
+class Run:
+    accepted: list[float] = field(default_factory=list)
+    limited: list[float] = field(default_factory=list)
+
+    def steady(self, start: int, end: int, allowance: int) -> tuple[float, int, float]:
+        """In [start, end): the share of the server's allowance used, and the most and the
+        mean number of 429s in one second (one window)."""
+        accepted = sum(1 for t in self.accepted if start <= t < end)
+        per_second = Counter(math.floor(t) for t in self.limited if start <= t < end)
+        seconds = end - start
+        return (
+            accepted / (allowance * seconds),
+            max(per_second.values(), default=0),
+            sum(per_second.values()) / seconds,
+        )
+
+
+async def against(
+    server: Server, seconds: float, seed: int, limit_at: Callable[[float], int] | None = None
+) -> tuple[Run, Scheduler]:
+    """32 workers with an endless backlog, configured for 1000/s, against ``server``.
+
+    One-way network delay is 5-15 ms: its jitter stays within the 20 ms safety margin.
+    """
+    sched, clock = scheduler(RateLimits(1000, 1000, period=1.0))
+    pool = sched.pool("default")
+    rng = random.Random(seed)
+    run = Run()
+
+    async def worker() -> None:
+        while clock.now() < seconds:
+            async with pool.slot() as permit:
+                await clock.sleep(rng.uniform(0.005, 0.015))  # there
+                if limit_at is not None:
+                    server.limit = limit_at(clock.now())
+                retry_after = server.answer(clock.now())
+                (run.accepted if retry_after is None else run.limited).append(clock.now())
+                await clock.sleep(rng.uniform(0.005, 0.015))  # and back
+                if retry_after is not None:
+                    permit.rate_limited(retry_after)
+                    permit.retried()
+            if retry_after is not None:
+                await clock.sleep(max(retry_after, 0.25))  # as the retry loop does
+
+    workers = [asyncio.create_task(worker()) for _ in range(32)]
+    await clock.run_until_idle()
+    await asyncio.gather(*workers)
+    return run, sched
+
+
+@pytest.mark.parametrize("server", [FixedWindowServer, SlidingWindowServer])
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_adapts_to_a_server_allowing_far_less_than_configured(
+    server: Callable[[int, float], Server], seed: int
+) -> None:
+    """Steady state against 10/s when configured for 1000/s: 0.98 of it used."""
+    run, sched = await against(server(10, 1.0), seconds=120.0, seed=seed)
+    used, worst, mean = run.steady(10, 120, allowance=10)
+    assert used >= 0.96
+    assert worst <= 1
+    assert mean <= 0.9  # a probe one above refused after 10 successes: < 0.1 per success
+    assert sched.stats.default.current_rate in (10, 11)
+
+
+@pytest.mark.parametrize("server", [FixedWindowServer, SlidingWindowServer])
+async def test_follows_a_quota_shared_for_a_while(server: Callable[[int, float], Server]) -> None:
+    """Someone else spends half the quota from t=30 to t=90: down to 5/s, then back to 10/s."""
+    run, _ = await against(
+        server(10, 1.0), seconds=150.0, seed=7, limit_at=lambda t: 5 if 30 <= t < 90 else 10
+    )
+    used, worst, _ = run.steady(35, 90, allowance=5)
+    assert used >= 0.9
+    assert worst <= 1
+    used, worst, _ = run.steady(110, 150, allowance=10)  # back from 5 to 10 within 20 s
+    assert used >= 0.93
+    assert worst <= 1
+
+
+async def test_the_first_burst_is_not_refilled_before_its_429s_come_back() -> None:
+    """Told 1000/s, the server takes 10/s: of 16 sent at once 6 are refused. The slots the
+    10 successes free are refilled only once those 429s are in (they prove the window ran
+    out); refilled at once, each refill would be one more 429."""
+    sched, clock = scheduler(RateLimits(1000, 1000, period=1.0), max_concurrency=16)
+    server = FixedWindowServer(10, 1.0)
+    refused: list[float] = []
+    rng = random.Random(1)
+
+    async def attempt() -> None:
+        await clock.sleep(rng.uniform(0.004, 0.006))
+        retry_after = server.answer(clock.now())
+        await clock.sleep(0.005 if retry_after is None else 0.008)  # the 429s come back last
+        if retry_after is not None:
+            refused.append(clock.now())
+            raise RateLimitError("Rate limit exceeded", data={"retryAfter": retry_after})
+
+    calls = [
+        call_with_retries(
+            attempt, pool=sched.pool("default"), policy=RetryPolicy(), clock=clock, what="x"
+        )
+        for _ in range(40)
+    ]
+    tasks = [asyncio.create_task(call) for call in calls]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert sum(1 for t in refused if t < 1.0) == 6
+    assert sched.stats.default.sent == 40 + len(refused)
+
+
+async def test_a_slow_request_holds_the_first_round_back_three_round_trips_at_most() -> None:
+    sched, clock = scheduler(RateLimits(100, 100, period=1.0))
+    pool = sched.pool("default")
+    starts: list[float] = []
+    slow = asyncio.create_task(request(pool, clock, starts, duration=60.0))
+    fast = asyncio.create_task(request(pool, clock, starts, at=10.0, duration=0.1))
+    late = spawn(2, pool, clock, starts, at=10.2)  # after the first answer, at 10.1
+    await clock.run_until_idle()
+    await asyncio.gather(slow, fast, *late)
+    # 10.1 + 3 x the 0.1 s round trip of the request that answered (not the slow one's age)
+    assert starts == pytest.approx([0.0, 10.0, 10.4, 10.4])
+    assert clock.now() == pytest.approx(60.0)
+
+
+async def test_a_first_round_that_waits_for_its_rate_is_woken_by_time() -> None:
+    """Before any answer nothing holds the round: the 16th of a burst at 15 a minute starts
+    when the window lets it (61 s), however long the first 15 take."""
+    sched, clock = scheduler()
+    starts: list[float] = []
+    tasks = spawn(16, sched.pool("default"), clock, starts, duration=100.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0] * 15 + [61.0]
+
+
+class HeldGate:
+    """A remote gate whose leave comes only when the test gives it."""
+
+    def __init__(self) -> None:
+        self.leave = asyncio.Event()
+        self.asked: list[tuple[str, int]] = []
+        self.outcomes: list[str | None] = []
+
+    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+        self.asked.append(line())
+        await self.leave.wait()
+        self.leave.clear()
+        return f"ticket-{len(self.asked)}"
+
+    def answered(self, start: Start) -> None:
+        self.outcomes.append(start.ticket)
+
+    def give_back(self, ticket: str) -> None:
+        self.outcomes.append(f"unused {ticket}")
+
+
+async def test_a_call_waiting_for_the_remote_gate_holds_no_slot_and_gives_its_turn_on() -> None:
     clock = VirtualClock()
-    return Scheduler(limits, max_concurrency=max_concurrency, clock=clock), clock
+    gate = HeldGate()
+    sched = Scheduler(
+        RateLimits(10, 1, period=1.0), max_concurrency=1, clock=clock, gates={"default": gate}
+    )
+
+    async def call(priority: Priority = "interactive") -> None:
+        async with sched.pool("default").slot(priority):
+            pass
+
+    first = asyncio.create_task(call("bulk"))
+    await clock.advance(1)
+    # Waiting for the gate holds no slot: an unmetered call goes by.
+    assert sched.stats.in_flight == 0 and sched.stats.default.waiting == 1
+    async with sched.pool(None).slot():
+        pass
+    assert gate.asked == [("bulk", 1)]
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    second = asyncio.create_task(call())
+    await clock.advance(1)
+    gate.leave.set()
+    await second
+    # The admission asked for the cancelled call went to whoever was first when it came.
+    assert gate.outcomes == ["ticket-1"]
+    assert sched.stats.in_flight == 0 and sched.stats.default.sent == 1
+    await sched.aclose()
+
+
+# Lifecycle, observability, the hot path ------------------------------------------------
+
+
+async def test_aclose_wakes_every_waiter_and_leaves_nothing_running() -> None:
+    sched, clock = scheduler()
+    starts: list[float] = []
+    running = spawn(15, sched.pool("default"), clock, starts, duration=100.0)
+    waiting = spawn(3, sched.pool("default"), clock, starts)
+    await clock.advance(10)
+    assert sched.stats.default.waiting == 3
+    await sched.aclose()
+    assert clock.sleepers == 15  # only the requests in flight sleep: no timer left
+    for task in waiting:
+        with pytest.raises(ClientClosedError, match="closed while this call waited"):
+            await task
+    with pytest.raises(ClientClosedError):
+        async with sched.pool(None).slot():
+            pass
+    await clock.run_until_idle()
+    await asyncio.gather(*running)  # in flight when closed: they finish, and free their slots
+    assert sched.stats.in_flight == 0
+    await sched.aclose()
+
+
+async def test_a_failing_event_callback_is_logged_and_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(event: PoolEvent) -> None:
+        raise RuntimeError("metrics backend down")
+
+    sched, clock = scheduler(on_event=broken)
+    starts: list[float] = []
+    tasks = spawn(16, sched.pool("default"), clock, starts, retry_after=1.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert len(starts) == 16
+    assert "on_event callback failed on sent event; ignored" in caplog.messages
+
+
+async def test_unlimited_pools_let_everything_through_at_once() -> None:
+    sched, clock = scheduler(RateLimits.unlimited(), max_concurrency=100)
+    starts: list[float] = []
+    tasks = spawn(100, sched.pool("expensive"), clock, starts)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0] * 100
+    stats = sched.stats.expensive
+    assert (stats.current_rate, stats.configured_rate, stats.sent) == (math.inf, math.inf, 100)
+    assert sched.pool("expensive")._limiter is None  # no limiter work at all
+
+
+async def test_a_limit_below_one_per_period_spreads_over_longer_windows() -> None:
+    sched, clock = scheduler(RateLimits(15, 0.5, period=60.0))
+    starts: list[float] = []
+    tasks = spawn(3, sched.pool("expensive"), clock, starts, duration=0.0)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [0.0, 121.0, 242.0]  # 1 per 120 s, plus the margin
+    assert sched.stats.expensive.current_rate == 0.5
+
+
+async def test_the_default_clock_is_the_loop() -> None:
+    sched = Scheduler(
+        RateLimits(2, 1, period=0.02, adaptive=False), max_concurrency=4, safety_margin=0.0
+    )
+    loop = asyncio.get_running_loop()
+    starts: list[float] = []
+
+    async def call() -> None:
+        async with sched.pool("default").slot():
+            starts.append(loop.time())
+
+    await asyncio.gather(*(call() for _ in range(3)))
+    assert starts[2] - starts[0] >= 0.02 - 1e-3
+    await sched.aclose()
+
+
+# The issue's scenarios at the Pro plan's quota, in virtual time ----------------------------
+
+
+@pytest.mark.parametrize("name", list(PRO_SCENARIOS))
+async def test_the_issues_scenarios_hold_at_the_pro_quota(name: str) -> None:
+    """Whole seconds in ``retryAfter`` (as the service sends), 15 a minute, an hour or so."""
+    told, quota, requests, most_429s, most_wall = PRO_SCENARIOS[name]
+    wall, sched = await scenario(quota, told, requests)
+    assert quota.accepted == requests
+    assert quota.refused / quota.accepted <= most_429s
+    assert wall <= most_wall * quota.ideal(requests), (wall, quota.ideal(requests))
+    assert sched.stats.default.rate_limited == quota.refused
+
+
+async def test_catholic_qa_at_two_a_minute_when_the_server_allows_one() -> None:
+    quota = Quota(((0, 1),), 60.0)
+    wall, sched = await scenario(quota, 2, 20, pool="expensive")
+    assert quota.accepted == 20
+    assert quota.refused / quota.accepted <= 0.10
+    assert wall <= 1.10 * quota.ideal(20)
+    assert sched.stats.expensive.current_rate in (1, 2)
+
+
+# Priorities and fairness ---------------------------------------------------------------
+
+QUOTA_INTERVAL = PRO.period / 15  # 4 s between starts at the full rate
 
 
 class Starts:
@@ -70,7 +933,7 @@ async def finish(clock: VirtualClock, sched: Scheduler, tasks: list[asyncio.Task
 
 
 async def test_an_interactive_call_starts_at_the_next_free_start_before_100_bulk_calls() -> None:
-    sched, clock = scheduler()
+    sched, clock = scheduler(max_concurrency=64)
     pool = sched.pool("default")
     seen = Starts(clock)
     tasks = seen.spawn(100, pool, "bulk", "bulk")
@@ -87,7 +950,7 @@ async def test_bulk_still_gets_every_start_interactive_calls_leave() -> None:
     """Interactive calls cut in; the quota is used exactly as a bulk job alone uses it."""
 
     async def run(people: int) -> list[float]:
-        sched, clock = scheduler()
+        sched, clock = scheduler(max_concurrency=64)
         pool = sched.pool("default")
         seen = Starts(clock)
         tasks = seen.spawn(110 - people, pool, "bulk", "bulk")
@@ -149,7 +1012,7 @@ async def test_a_second_keys_first_call_starts_within_two_quota_intervals() -> N
 async def test_a_second_keys_calls_take_every_other_paced_start_of_a_crowd() -> None:
     """A crowd's backlog is paced, a start every quota interval (4 s), not a burst of 15 a
     window: a newcomer key's calls take the next start and every other one after it."""
-    sched, clock = scheduler()
+    sched, clock = scheduler(max_concurrency=64)
     pool = sched.pool("default")
     seen = Starts(clock)
     tasks = seen.spawn(1000, pool, "crowd", "bulk", "crowd")
@@ -210,7 +1073,7 @@ async def test_a_paced_backlog_still_gets_the_whole_quota() -> None:
 
 
 async def test_without_fairness_keys_a_gather_bursts_as_the_log_allows() -> None:
-    sched, clock = scheduler(TEN)
+    sched, clock = scheduler(TEN, max_concurrency=64)
     seen = Starts(clock)
     tasks = seen.spawn(20, sched.pool("default"), "job", duration=0.01)
     await finish(clock, sched, tasks)
@@ -218,7 +1081,7 @@ async def test_without_fairness_keys_a_gather_bursts_as_the_log_allows() -> None
 
 
 async def test_keyed_calls_that_fit_in_the_free_starts_go_at_once() -> None:
-    sched, clock = scheduler(TEN)
+    sched, clock = scheduler(TEN, max_concurrency=64)
     seen = Starts(clock)
     tasks = seen.spawn(10, sched.pool("default"), "user", "interactive", "user", duration=0.01)
     await finish(clock, sched, tasks)
@@ -240,7 +1103,7 @@ async def test_calls_without_a_key_share_one_turn() -> None:
 
 
 async def test_next_start_in_says_how_long_until_the_first_waiter_may_start() -> None:
-    sched, clock = scheduler()
+    sched, clock = scheduler(max_concurrency=64)
     pool = sched.pool("default")
     seen = Starts(clock)
     assert sched.stats.default.next_start_in == 0.0  # nobody waits
@@ -265,7 +1128,7 @@ async def test_next_start_in_is_zero_while_the_wait_is_for_a_slot_not_the_quota(
 
 
 async def test_next_start_in_counts_a_pause() -> None:
-    sched, clock = scheduler(RateLimits(15, 2, period=60.0, adaptive=False))
+    sched, clock = scheduler(RateLimits(15, 2, period=60.0, adaptive=False), max_concurrency=64)
     pool = sched.pool("default")
     async with pool.slot() as permit:
         permit.rate_limited(30.5)  # a suspect: the window ends at 30.5
@@ -278,3 +1141,123 @@ async def test_next_start_in_counts_a_pause() -> None:
     assert sched.stats.default.next_start_in == 29.0
     await finish(clock, sched, tasks)
     assert seen.times("x") == [30.5]
+
+
+# The first round alone -----------------------------------------------------------------
+
+
+def round_of(*times: float) -> tuple[FirstRound, list[Start]]:
+    first = FirstRound()
+    starts = [Start(t) for t in times]
+    for start in starts:
+        first.started(start)
+    return first, starts
+
+
+def answer(first: FirstRound, start: Start, now: float) -> bool:
+    start.done = True
+    return first.answered(start.time, now)
+
+
+def test_before_any_answer_nothing_is_held() -> None:
+    first, _ = round_of(0.0, 0.0, 0.0)
+    assert first.holds(5.0) is False
+    assert first.held_until() == -math.inf
+
+
+def test_after_the_first_answer_starts_wait_for_the_rest_of_the_round() -> None:
+    first, starts = round_of(0.0, 0.0, 0.0)
+    assert answer(first, starts[0], 0.1) is False
+    assert first.held_until() == 0.1 + ROUND_HOLD_ROUND_TRIPS * 0.1
+    assert first.holds(0.2) is True
+    answer(first, starts[1], 0.2)
+    assert answer(first, starts[2], 0.25) is True  # every answer in: the round is over
+    assert first.holds(0.26) is None
+
+
+def test_one_slow_request_holds_the_pool_a_few_round_trips_at_most() -> None:
+    first, starts = round_of(0.0, 0.0)
+    answer(first, starts[0], 0.1)
+    ends = 0.1 + ROUND_HOLD_ROUND_TRIPS * 0.1
+    assert first.holds(ends - 0.001) is True
+    assert first.holds(ends) is None  # the slow one is still out, but the hold is over
+
+
+# A remote gate's admissions alone ------------------------------------------------------
+
+
+class Gate:
+    """A gate that admits when the test says so, and records what it is told."""
+
+    def __init__(self) -> None:
+        self.asks = 0
+        self.told: list[tuple[Priority, int]] = []
+        self.given_back: list[str] = []
+        self.answered_starts: list[Start] = []
+        self.admit_now = asyncio.Event()
+        self.asked = asyncio.Event()
+        self.gave_back = asyncio.Event()
+
+    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+        self.asks += 1
+        self.told.append(line())
+        self.asked.set()
+        await self.admit_now.wait()
+        return f"ticket-{self.asks}"
+
+    def give_back(self, ticket: str) -> None:
+        self.given_back.append(ticket)
+        self.gave_back.set()
+
+    def answered(self, start: Start) -> None:
+        self.answered_starts.append(start)
+
+
+async def test_the_line_asks_once_at_a_time_and_tells_the_gate_how_many_wait() -> None:
+    gate = Gate()
+    admissions = Admissions(gate)
+    for _ in range(3):  # three pumps while the first ask is out
+        assert admissions.ready(lambda: ("bulk", 7), lambda: None) is False
+    await gate.asked.wait()
+    assert admissions.ready(lambda: ("bulk", 7), lambda: None) is False
+    assert gate.asks == 1 and gate.told == [("bulk", 7)]
+    await admissions.aclose()
+
+
+async def test_an_admission_the_head_takes_at_once_is_kept() -> None:
+    gate = Gate()
+    admissions = Admissions(gate)
+    taken: list[str] = []
+    started = asyncio.Event()
+
+    def pump() -> None:  # the pool's pump: the head starts now, with the admission
+        assert admissions.ready(lambda: ("interactive", 1), pump) is True
+        taken.append(admissions.take())
+        started.set()
+
+    admissions.ready(lambda: ("interactive", 1), pump)
+    gate.admit_now.set()
+    await started.wait()  # the ask's step ends (given back or not) before this resumes
+    assert taken == ["ticket-1"] and gate.given_back == []
+
+
+async def test_an_admission_nobody_takes_in_that_turn_is_given_back() -> None:
+    gate = Gate()
+    admissions = Admissions(gate)
+    admissions.ready(lambda: ("interactive", 1), lambda: None)  # the waiter left meanwhile
+    gate.admit_now.set()
+    await gate.gave_back.wait()
+    assert gate.given_back == ["ticket-1"]
+    assert admissions.ready(lambda: ("interactive", 1), lambda: None) is False  # asks anew
+    await admissions.aclose()
+
+
+async def test_closing_stops_the_ask_in_flight() -> None:
+    gate = Gate()
+    admissions = Admissions(gate)
+    admissions.ready(lambda: ("bulk", 1), lambda: None)
+    await gate.asked.wait()
+    await admissions.aclose()  # returns once the ask is cancelled and done
+    gate.admit_now.set()
+    assert gate.given_back == [] and admissions.ready(lambda: ("bulk", 1), lambda: None) is False
+    await admissions.aclose()

@@ -1,4 +1,5 @@
-"""The rate rule alone: hand-built logs and times in, a rate out (it has no clock)."""
+"""The rate rule alone: hand-built logs and times in, a rate out (it has no clock); and
+pacing, when a pool's starts are spread over the window and the next paced start."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import math
 import pytest
 
 from magisterium_async._ratelimit import RateRule, RuleState, Start, StartLog
+from magisterium_async._ratelimit._rule import paces
 from magisterium_async._ratelimit._tuning import (
     FIRST_MARGIN_SHARE,
     MAX_MARGIN_SHARE,
     MAX_STEP_UP_DOUBLINGS,
+    PACE_INTERVALS,
     RTT_CAP_SHARE,
     STARTS_PER_STEP_UP,
 )
@@ -276,3 +279,52 @@ def test_the_rate_is_reported_per_period() -> None:
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="limit"):
         RateRule("default", 0, WINDOW, 0.0)
+
+
+# Pacing --------------------------------------------------------------------------------
+
+RATE, PACE_WINDOW, MARGIN = 10, 1.0, 0.02  # 10 a second, a 20 ms safety margin
+INTERVAL = PACE_INTERVALS * PACE_WINDOW / RATE
+
+
+def paced(log: StartLog, now: float, waiting: int, rate: int = RATE) -> float:
+    """When a rule of :data:`RATE` a second, lowered to ``rate``, paces the next start."""
+    r = RateRule("default", RATE, PACE_WINDOW, MARGIN)
+    r.state.rate = rate
+    return r.paced_start(log, now, waiting)
+
+
+def test_paced_only_with_fairness_keys_and_more_waiting_than_free_starts() -> None:
+    assert paces(keyed=True, waiting=11, free=10)
+    assert not paces(keyed=True, waiting=10, free=10)  # they all fit: a burst harms nobody
+    assert not paces(keyed=False, waiting=1000, free=0)  # no keys: a lone job bursts
+
+
+def test_with_a_backlog_the_next_start_is_one_quota_interval_after_the_last() -> None:
+    log = log_of(0.0, 0.1, 0.2)
+    assert paced(log, 0.2, waiting=1000) == pytest.approx(0.2 + INTERVAL)
+    assert paced(log, 0.25, waiting=1000) == pytest.approx(0.2 + INTERVAL)
+
+
+def test_once_the_interval_has_passed_pacing_holds_nothing_back() -> None:
+    assert paced(log_of(0.0, 0.1), 0.2, waiting=1000) == -math.inf
+
+
+def test_calls_that_fit_in_the_free_starts_are_not_paced() -> None:
+    log = log_of(0.0, 0.0, 0.0)  # 7 of 10 starts free in the span
+    assert paced(log, 0.0, waiting=7) == -math.inf
+    assert paced(log, 0.0, waiting=8) == pytest.approx(INTERVAL)
+
+
+def test_starts_older_than_the_span_count_as_free_again() -> None:
+    log = log_of(*[0.0] * 10, 1.0)  # the first ten have left the span at 1.02
+    assert paced(log, 1.05, waiting=9) == -math.inf
+    assert paced(log, 1.05, waiting=10) == pytest.approx(1.0 + INTERVAL)
+
+
+def test_a_lowered_rate_paces_at_its_own_longer_interval() -> None:
+    assert paced(log_of(0.0), 0.0, waiting=1000, rate=5) == pytest.approx(PACE_WINDOW / 5)
+
+
+def test_an_empty_log_is_never_paced() -> None:
+    assert paced(StartLog(), 0.0, waiting=1000) == -math.inf

@@ -20,11 +20,8 @@ from magisterium_async._ratelimit._scripts import (
 )
 from magisterium_async._redis import token_key
 from magisterium_async.testing import Emulator
+from tests.helpers.quota import client_for
 from tests.helpers.redis_server import RedisServer
-
-from ..test_redis import client_for, emulator
-
-__all__ = ["emulator"]
 
 SECRET = "tok-very-secret"
 

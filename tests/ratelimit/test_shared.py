@@ -1,24 +1,211 @@
-"""The shared quota in virtual time, on an in-memory Redis running the same Lua: what one
-process learns, every process acts on; interactive calls go first across processes."""
+"""The shared quota: what a user configures (:class:`SharedQuota`), what a client keeps of
+one shared pool (:class:`PoolState`, :class:`SharedPool`), and the quota itself, in virtual
+time on an in-memory Redis running the same Lua (what one process learns, every process
+acts on; interactive calls go first across processes) and against a real ``redis-server``
+with processes (one window over many, a shared pause, Redis failing; skipped when
+redis-server or redis-py is missing, and failing then when ``CI=true``)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import math
+import os
 import random
+import sys
+import time
 from collections.abc import Awaitable
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._clock import VirtualClock
-from magisterium_async._config import Priority, RateLimits, RetryPolicy
-from magisterium_async._ratelimit import RuleState, Scheduler, SharedLimiter, SharedQuota
+from magisterium_async._config import Priority
+from magisterium_async._errors import SharedQuotaError
+from magisterium_async._ratelimit import (
+    PoolEvent,
+    RuleState,
+    Scheduler,
+    SharedLimiter,
+    SharedPool,
+    SharedQuota,
+    Start,
+    Verdict,
+)
 from magisterium_async._ratelimit._scripts import POOL_KEYS
 from magisterium_async._ratelimit._scripts import rule_fields as _fields
+from magisterium_async._ratelimit._shared import PoolState
 from magisterium_async._ratelimit._tuning import LINE_GRACE, LINE_POLL
 from magisterium_async._retry import call_with_retries
+from magisterium_async.testing import (
+    Emulator,
+    EmulatorConfig,
+    RateLimitConfig,
+    max_in_window,
+)
+from tests.helpers.quota import LIMIT, PERIOD, PRO_SCENARIOS, Quota, admitted_times, client_for
+from tests.helpers.redis_server import RedisServer
 
-from ..test_scheduler import PRO_SCENARIOS, Quota
+# What a user configures ----------------------------------------------------------------
+
+
+def test_shared_quota_needs_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAGISTERIUM_REDIS_URL", raising=False)
+    with pytest.raises(SharedQuotaError, match="MAGISTERIUM_REDIS_URL"):
+        SharedQuota()
+    with pytest.raises(ValueError):
+        SharedQuota("redis://x", workers=0)
+
+
+def test_the_url_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAGISTERIUM_REDIS_URL", "redis://from-env:6379/2")
+    assert SharedQuota().url == "redis://from-env:6379/2"
+    assert SharedQuota("redis://given/0").url == "redis://given/0"  # given beats the variable
+
+
+def test_the_defaults_bound_every_redis_call() -> None:
+    quota = SharedQuota("redis://x")
+    assert (quota.workers, quota.timeout, quota.retry_interval) == (1, 0.5, 1.0)
+    assert quota.prefix == "magisterium"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("workers", 0, ValueError),
+        ("workers", 2.5, TypeError),
+        ("workers", True, TypeError),
+        ("timeout", 0, ValueError),
+        ("timeout", -1.0, ValueError),
+        ("timeout", math.nan, ValueError),
+        ("timeout", math.inf, ValueError),  # a Redis call must be bounded
+        ("timeout", "1", TypeError),
+        ("retry_interval", 0.0, ValueError),
+        ("retry_interval", None, TypeError),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_field(field: str, value: object, error: type) -> None:
+    with pytest.raises(error, match=field):
+        SharedQuota("redis://x", **{field: value})  # type: ignore[arg-type]
+
+
+def test_of_takes_a_url_or_the_object_itself() -> None:
+    quota = SharedQuota("redis://x", workers=4)
+    assert SharedQuota.of(quota) is quota
+    assert SharedQuota.of("redis://y/1") == SharedQuota("redis://y/1")
+
+
+@pytest.mark.parametrize("value", [42, b"redis://x", {"url": "redis://x"}])
+def test_of_refuses_anything_else_naming_the_argument(value: object) -> None:
+    with pytest.raises(TypeError, match="shared_quota must be a Redis URL or SharedQuota"):
+        SharedQuota.of(value)  # type: ignore[arg-type]
+
+
+def test_the_quota_is_immutable() -> None:
+    quota = SharedQuota("redis://x")
+    with pytest.raises(AttributeError):
+        quota.workers = 2  # type: ignore[misc]
+
+
+# One pool of a shared quota ------------------------------------------------------------
+
+LIMITS = RateLimits(15, 2, period=60.0)  # the margin: min(0.02 * 60, 1) = 1 s
+
+
+class Shared:
+    """The parts of a :class:`SharedLimiter` a pool uses, recording what it was told."""
+
+    def __init__(self, limits: RateLimits = LIMITS) -> None:
+        self._pools = {name: PoolState(limits, name, "p:{h}") for name in ("default", "expensive")}
+        self.told: list[tuple[Any, ...]] = []
+
+    def outcome(self, pool: str, kind: str, ticket: str, wait: float = 0.0) -> None:
+        self.told.append(("outcome", pool, kind, ticket, wait))
+
+    def learn(self, pool: str, verdict: Verdict) -> None:
+        self.told.append(("learn", pool, verdict.kind))
+
+    async def admit(self, pool: str, line: Any) -> str:
+        self.told.append(("admit", pool, line()))
+        return "client:1"
+
+    async def aclose(self) -> None:
+        self.told.append(("aclose",))
+
+
+def pool(name: str = "default", shared: Shared | None = None) -> tuple[SharedPool, Shared]:
+    shared = shared or Shared()
+    return SharedPool(cast(SharedLimiter, shared), name, shared._pools[name]), shared
+
+
+def test_a_pool_state_keeps_the_local_pools_arithmetic_and_its_keys() -> None:
+    state = PoolState(LIMITS, "expensive", "app:{abc}")
+    assert (state.limit, state.window, state.period, state.margin) == (2, 60.0, 60.0, 1.0)
+    assert state.span == 61.0 and state.rate == state.allowed == 2
+    assert state.keys == [f"app:{{abc}}:expensive:{name}" for name in POOL_KEYS]
+    assert not state.starts and not state.outcomes and state.next_at == -math.inf
+
+
+def test_an_unlimited_pool_has_no_limit_to_share() -> None:
+    state = PoolState(RateLimits(math.inf, 2), "default", "app:{abc}")
+    assert math.isinf(state.limit)
+
+
+def test_a_limit_below_one_a_period_is_one_per_a_longer_window() -> None:
+    state = PoolState(RateLimits(15, 0.5, period=60.0), "expensive", "b")
+    assert (state.limit, state.window) == (1, 120.0)
+
+
+def test_the_rate_is_reported_per_period_from_what_redis_said() -> None:
+    shared_pool, shared = pool()
+    assert shared_pool.rate == 15.0 and not shared_pool.stepping_up
+    state = shared._pools["default"]
+    state.rate, state.allowed = 6, 5  # read from the shared rule: a step up under way
+    assert shared_pool.rate == 6.0 and shared_pool.stepping_up
+
+
+def test_redis_takes_the_turns_not_the_pool() -> None:
+    shared_pool, shared = pool()
+    assert shared_pool.paced_start(0.0, waiting=100) == -math.inf  # never paced locally
+    shared._pools["default"].next_at = 42.0  # when Redis said to ask again
+    assert shared_pool.next_start(0.0) == 42.0
+
+
+async def test_what_becomes_of_a_start_goes_to_the_shared_limiter() -> None:
+    shared_pool, shared = pool("expensive")
+    ok, limited, forgotten = Start(1.0, "c:1"), Start(2.0, "c:2"), Start(3.0, "c:3")
+    limited.limited, limited.wait = True, 30.5
+    shared_pool.start(ok)  # the admission already wrote it: nothing to tell
+    shared_pool.answered(ok)
+    shared_pool.answered(limited)
+    shared_pool.forget(forgotten)
+    shared_pool.give_back("c:4")
+    shared_pool.learn(Verdict("proven", limited, 2.5, 32.5, 30.0))
+    assert await shared_pool.admit(lambda: ("bulk", 3)) == "client:1"
+    await shared_pool.aclose()
+    assert shared.told == [
+        ("outcome", "expensive", "ok", "c:1", 0.0),
+        ("outcome", "expensive", "429", "c:2", 30.5),
+        ("outcome", "expensive", "forget", "c:3", 0.0),
+        ("outcome", "expensive", "forget", "c:4", 0.0),
+        ("learn", "expensive", "proven"),
+        ("admit", "expensive", ("bulk", 3)),
+        ("aclose",),
+    ]
+
+
+@pytest.mark.parametrize("method", ["answered", "forget"])
+def test_a_start_without_a_ticket_is_not_reported(method: str) -> None:
+    # Without a ticket a start has no entry in the shared log: there is nothing to update.
+    shared_pool, shared = pool()
+    getattr(shared_pool, method)(Start(1.0))
+    assert shared.told == []
+
+
+# In virtual time, on an in-memory Redis ------------------------------------------------
 
 
 def processes(
@@ -467,3 +654,262 @@ async def test_a_lowered_rate_takes_turns_with_a_process_that_asks_late(
     assert labels == ["far", "near"] * 3, calls.starts
     await calls.close(scheds)
     await redis.aclose()
+
+
+# Processes, against a real Redis -------------------------------------------------------
+
+WORKER = Path(__file__).parent.parent / "workers" / "redis_quota_worker.py"
+
+
+async def test_four_processes_never_exceed_the_quota(
+    emulator: Emulator, redis_server: RedisServer
+) -> None:
+    workers, each = 4, 8
+    # The emulator counts a request when its handler runs, the shared log when Redis admits
+    # it: on a loaded 2-core machine (four workers, the emulator, Redis) the gap between the
+    # two varies by more than the default 40 ms margin, which is for network jitter (in
+    # production a 429 from timing widens it). A tenth of the period covers the machine.
+    margin = PERIOD / 10
+    env = {**os.environ, "MAGISTERIUM_TOKEN": emulator.token}
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(WORKER),
+            emulator.base_url,
+            redis_server.url,
+            str(each),
+            str(LIMIT),
+            str(PERIOD),
+            str(workers),
+            str(margin),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        for _ in range(workers)
+    ]
+    for proc in procs:  # every worker connected, then all start at once
+        assert proc.stdout is not None
+        assert (await proc.stdout.readline()).strip() == b"READY"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+    outputs = [await proc.communicate() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * workers
+    results = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
+    assert sum(r["errors"] for r in results) == 0
+    assert emulator.stats.count(outcome="rate_limited") == 0
+    times = admitted_times(emulator)
+    assert len(times) == workers * each
+    assert max_in_window(times, PERIOD) <= LIMIT
+    # And the quota was used: 32 starts of 10 per 2 s fit in 3 windows (6 s) at best.
+    span = max(times) - min(times)
+    assert 3 * PERIOD <= span < 3 * PERIOD + 1.5
+
+
+async def test_a_proven_429_seen_by_one_pauses_all(redis_server: RedisServer) -> None:
+    # The server allows 5 per 2 s, the clients believe 10: the first one's burst of 8 meets
+    # three 429s pointing at one window end (whole seconds: three, not two), a proof, and
+    # the pause goes to every client.
+    limits = RateLimitConfig(default=5, expensive=2, period=PERIOD, algorithm="sliding")
+    paused = asyncio.Event()
+
+    def on_event(event: PoolEvent) -> None:
+        if event.kind == "paused":
+            paused.set()
+
+    async with Emulator(EmulatorConfig(rate_limits=limits)) as emu:
+        first = client_for(emu, redis_server, on_event=on_event)
+        others = [client_for(emu, redis_server) for _ in range(2)]
+        try:
+            burst = [asyncio.ensure_future(first.search(f"grace {i}")) for i in range(8)]
+            await paused.wait()
+            shared = first._shared
+            assert shared is not None
+            await shared.aflush()  # the pause is in Redis
+            refused = [a.time for a in emu.arrivals if not a.admitted]
+            assert len(refused) == 3
+            await asyncio.gather(*burst, *(c.search(f"nature {i}") for i, c in enumerate(others)))
+            assert [c.stats.default.rate_limited for c in others] == [0, 0]
+        finally:
+            for c in (first, *others):
+                await c.aclose()
+        later = [a.time for a in emu.arrivals if a.admitted][5:]
+    assert len(later) == 5
+    # Nobody, not even the clients that never met a 429, started before the pause ended.
+    assert min(later) >= max(refused) + PERIOD - 0.1
+
+
+async def test_redis_restarted_mid_run_loses_nothing(
+    emulator: Emulator, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="magisterium_async")
+    sent = 0
+    restarted = asyncio.Event()
+
+    def on_event(event: PoolEvent) -> None:
+        nonlocal sent
+        if event.kind == "sent" and event.pool == "default":
+            sent += 1
+            if sent == 12 and not restarted.is_set():
+                redis_server.restart()  # blocks the loop for milliseconds; no persistence
+                restarted.set()
+
+    clients = [client_for(emulator, redis_server, workers=3, on_event=on_event) for _ in range(3)]
+    try:
+        results = await asyncio.gather(
+            *(c.search(f"grace {i} {j}") for i, c in enumerate(clients) for j in range(12))
+        )
+    finally:
+        for c in clients:
+            await c.aclose()
+    assert restarted.is_set()
+    assert len(results) == 36
+    assert emulator.stats.count(outcome="rate_limited") == 0
+    times = admitted_times(emulator)
+    assert len(times) == 36
+    assert max_in_window(times, PERIOD) <= LIMIT
+    assert any("Redis unreachable" in r.getMessage() for r in caplog.records)
+    assert any("Redis is back" in r.getMessage() for r in caplog.records)
+
+
+async def test_no_redis_at_all_falls_back_without_hanging(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="magisterium_async")
+    nowhere = RedisServer()  # never started: connection refused
+    began = time.monotonic()  # the emulator's clock
+    async with client_for(emulator, nowhere, workers=2) as client:
+        results = await asyncio.wait_for(
+            asyncio.gather(*(client.search(f"grace {i}") for i in range(6))), 30
+        )
+    assert len(results) == 6
+    times = admitted_times(emulator)
+    # One window's wait first (others may have just spent the quota), then 10 / 2 workers.
+    assert min(times) >= began + PERIOD
+    assert max_in_window(times, PERIOD) <= LIMIT // 2
+    assert any("Redis unreachable" in r.getMessage() for r in caplog.records)
+
+
+async def test_closing_wakes_waiters(emulator: Emulator, redis_server: RedisServer) -> None:
+    from magisterium_async import ClientClosedError
+
+    client = client_for(emulator, redis_server, retry_policy=RetryPolicy(max_retries=0))
+    calls = [asyncio.ensure_future(client.search(f"grace {i}")) for i in range(LIMIT + 3)]
+    await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
+    await client.aclose()
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert any(isinstance(o, ClientClosedError) for o in outcomes)
+
+
+def test_a_missing_redis_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.setitem(sys.modules, "redis.asyncio", None)
+    with pytest.raises(SharedQuotaError, match=r"pip install 'magisterium-async\[redis\]'"):
+        AsyncMagisterium(token="t", shared_quota="redis://127.0.0.1:1/0")
+
+
+# The same limiter in virtual time, on an in-memory Redis (the same Lua) -------------------
+
+
+def shared_schedulers(
+    memory_redis: object, clock: VirtualClock, limits: RateLimits, processes: int
+) -> tuple[list[SharedLimiter], list[Scheduler]]:
+    from fakeredis import FakeAsyncRedis
+
+    config = SharedQuota("redis://memory", workers=processes)
+    shared = [
+        SharedLimiter(config, "token", limits, clock, redis=FakeAsyncRedis(server=memory_redis))
+        for _ in range(processes)
+    ]
+    scheds = [
+        # 15 in flight: one process may take a whole window when the others have no work left
+        Scheduler(limits, max_concurrency=15, clock=clock, limiters=s.limiters, gates=s.gates)
+        for s in shared
+    ]
+    return shared, scheds
+
+
+async def test_four_processes_share_the_pro_quota_in_virtual_time(memory_redis: object) -> None:
+    clock = VirtualClock()
+    limits = RateLimits.pro()  # 15 a minute, the 1 s margin
+    _, scheds = shared_schedulers(memory_redis, clock, limits, 4)
+    arrivals: list[float] = []
+
+    async def call(sched: Scheduler) -> None:
+        async with sched.pool("default").slot():
+            await clock.sleep(0.5)  # on its way
+            arrivals.append(clock.now())
+            await clock.sleep(0.5)
+
+    tasks = [asyncio.create_task(call(s)) for s in scheds for _ in range(15)]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    for sched in scheds:
+        await sched.aclose()
+    assert len(arrivals) == 60
+    assert max_in_window(arrivals, 60.0) <= 15  # never over the quota, all four together
+    # and the quota used: 60 starts of 15 per 61 s fit in four windows, 3 x 61 s apart
+    assert max(arrivals) - min(arrivals) <= 3 * 61.0 + 1e-6
+
+
+async def test_a_proven_429_pauses_every_process_in_virtual_time(memory_redis: object) -> None:
+    clock = VirtualClock()
+    limits = RateLimits.pro()
+    shared, scheds = shared_schedulers(memory_redis, clock, limits, 2)
+    first, second = scheds
+    starts: list[float] = []
+
+    async def refused(at: float, retry_after: float) -> None:
+        await clock.sleep(at)
+        async with first.pool("default").slot() as permit:
+            await clock.sleep(0.5)
+            permit.rate_limited(retry_after)
+
+    async def later() -> None:
+        await clock.sleep(2.0)
+        async with second.pool("default").slot():
+            starts.append(clock.now())
+
+    tasks = [
+        asyncio.create_task(refused(0.0, 30.5)),  # window ends at 31
+        asyncio.create_task(refused(0.2, 30.3)),  # it says so again: proof
+        asyncio.create_task(later()),
+    ]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    await shared[0].aflush()
+    for sched in scheds:
+        await sched.aclose()
+    assert starts == [pytest.approx(31.0)]  # the other process waited out the pause
+
+
+async def test_a_suspect_proven_only_when_its_window_ended_pauses_no_one(
+    memory_redis: object,
+) -> None:
+    clock = VirtualClock()
+    shared, scheds = shared_schedulers(memory_redis, clock, RateLimits.pro(), 2)
+    first, second = scheds
+    starts: list[float] = []
+
+    async def call(sched: Scheduler, at: float, retry_after: float | None = None) -> None:
+        await clock.sleep(at)
+        async with sched.pool("default").slot() as permit:
+            starts.append(clock.now())
+            await clock.sleep(0.5)
+            if retry_after is not None:
+                permit.rate_limited(retry_after)
+
+    # 15 at t=0 spend the minute; one of them gets a 429 whose window ends at t=11. No
+    # probe can go before then: at t=61 it counts as proof, but its window is long over.
+    tasks = [asyncio.create_task(call(first, 0.0)) for _ in range(14)]
+    tasks.append(asyncio.create_task(call(first, 0.0, retry_after=10.5)))
+    tasks.append(asyncio.create_task(call(first, 61.0)))
+    tasks.append(asyncio.create_task(call(second, 61.5)))
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    await shared[0].aflush()
+    for sched in scheds:
+        await sched.aclose()
+    assert starts[15:] == [61.0, 61.5]  # no pause left over for the other process

@@ -1,4 +1,4 @@
-"""One process of a shared quota, for test_redis and the shared-quota benchmark.
+"""One process of a shared quota, for tests/ratelimit/test_shared.py and the benchmarks.
 
 Usage: ``python redis_quota_worker.py BASE_URL REDIS_URL SEARCHES DEFAULT PERIOD WORKERS
 MARGIN`` with the token in ``$MAGISTERIUM_TOKEN`` (``MARGIN``: the safety margin, seconds).

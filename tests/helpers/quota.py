@@ -1,0 +1,146 @@
+"""Helpers shared by the rate-limit tests: a scheduler in virtual time at the Pro quota,
+a fixed-window server to run scenarios against, and a client of the emulator that shares
+its quota through Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
+from magisterium_async._clock import VirtualClock
+from magisterium_async._errors import RateLimitError
+from magisterium_async._ratelimit import PoolEvent, Scheduler, SharedQuota
+from magisterium_async._retry import call_with_retries
+from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
+from tests.helpers.redis_server import RedisServer
+
+PRO = RateLimits.pro()  # 15 and 2 a minute; the safety margin is 1 s
+
+
+def scheduler(
+    limits: RateLimits = PRO,
+    *,
+    max_concurrency: int = 32,
+    on_event: Callable[[PoolEvent], None] | None = None,
+) -> tuple[Scheduler, VirtualClock]:
+    clock = VirtualClock()
+    sched = Scheduler(limits, max_concurrency=max_concurrency, clock=clock, on_event=on_event)
+    return sched, clock
+
+
+@dataclass
+class Quota:
+    """A fixed-window server: ``schedule`` is (seconds, limit per window) steps; random 429s
+    (``spurious`` of them, ``retryAfter`` ``spurious_wait``) on top; ``jitter``: the most a
+    request waits on its way before the server counts it."""
+
+    schedule: tuple[tuple[float, int], ...]
+    period: float
+    jitter: float = 0.0
+    spurious: float = 0.0
+    spurious_wait: float = 0.0
+    accepted: int = 0
+    refused: int = 0
+
+    window: int = -1
+    count: int = 0
+
+    def limit_at(self, t: float) -> int:
+        return next(limit for at, limit in reversed(self.schedule) if t >= at)
+
+    async def attempt(self, clock: VirtualClock, rng: random.Random) -> None:
+        """One request: on its way (and the jitter), counted, answered 50 ms later; a 429
+        carries whole seconds of ``retryAfter``, as the service sends them."""
+        await clock.sleep(0.05 + rng.uniform(0, self.jitter))
+        now = clock.now()
+        wait: float | None = None
+        if self.spurious and rng.random() < self.spurious:
+            wait = self.spurious_wait
+        else:
+            if math.floor(now / self.period) != self.window:
+                self.window, self.count = math.floor(now / self.period), 0
+            if self.count < self.limit_at(self.window * self.period):
+                self.count += 1
+            else:
+                wait = (self.window + 1) * self.period - now
+        await clock.sleep(0.05)
+        if wait is not None:
+            self.refused += 1
+            raise RateLimitError("Rate limit exceeded", data={"retryAfter": math.ceil(wait)})
+        self.accepted += 1
+
+    def ideal(self, requests: int) -> float:
+        """When the window that admits the last request opens (plus the jitter)."""
+        admitted, window = 0, 0
+        while admitted + self.limit_at(window * self.period) < requests:
+            admitted += self.limit_at(window * self.period)
+            window += 1
+        return window * self.period + self.jitter
+
+
+async def scenario(
+    quota: Quota, told: float, requests: int, *, pool: str = "default", seed: int = 1
+) -> tuple[float, Scheduler]:
+    """``requests`` calls fired at once through the real retry loop; the wall time."""
+    clock = VirtualClock()
+    limits = RateLimits(told, told, period=quota.period)
+    sched = Scheduler(limits, max_concurrency=16, clock=clock)
+    rng = random.Random(seed)
+
+    def attempt() -> Awaitable[None]:
+        return quota.attempt(clock, rng)
+
+    tasks = [
+        asyncio.create_task(
+            call_with_retries(
+                attempt,
+                pool=sched.pool(pool),  # type: ignore[arg-type]
+                policy=RetryPolicy(),
+                clock=clock,
+                what="x",
+            )
+        )
+        for _ in range(requests)
+    ]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    return clock.now(), sched
+
+
+PRO_SCENARIOS = {
+    # told, the server, requests; goals: 429s per success, wall / ideal
+    "right": (15, Quota(((0, 15),), 60.0, jitter=1.8), 150, 0.02, 1.15),
+    "hidden": (150, Quota(((0, 15),), 60.0), 300, 0.10, 1.10),
+    "shift": (15, Quota(((0, 15), (240, 5), (600, 15)), 60.0), 200, 0.10, 1.20),
+    # 5% random 429s (12 s): some look like a window ending (three in one burst, or one no
+    # probe could test in time); each such costs a few starts, won back within a window.
+    "spurious": (15, Quota(((0, 15),), 60.0, spurious=0.05, spurious_wait=12), 150, 0.10, 1.30),
+}
+
+
+LIMIT, PERIOD = 10, 2.0
+
+
+def quota_config(**kwargs: object) -> EmulatorConfig:
+    limits = RateLimitConfig(default=LIMIT, expensive=2, period=PERIOD, algorithm="sliding")
+    return EmulatorConfig(rate_limits=limits, **kwargs)  # type: ignore[arg-type]
+
+
+def admitted_times(emu: Emulator) -> list[float]:
+    return [a.time for a in emu.arrivals if a.admitted and a.skill == "document_search"]
+
+
+def client_for(
+    emu: Emulator, redis: RedisServer, workers: int = 1, **kwargs: object
+) -> AsyncMagisterium:
+    return AsyncMagisterium(
+        token=emu.token,
+        base_url=emu.base_url,
+        rate_limits=RateLimits(LIMIT, 2, period=PERIOD),
+        shared_quota=SharedQuota(redis.url, workers=workers, retry_interval=0.5),
+        **kwargs,  # type: ignore[arg-type]
+    )
