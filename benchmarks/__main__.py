@@ -27,6 +27,7 @@ from . import (
     bench_client,
     bench_decode,
     bench_harvest,
+    bench_interactive,
     bench_priority,
     bench_quota,
     bench_shared_adaptive,
@@ -45,6 +46,7 @@ BENCHMARKS = (
     "shared_adaptive",
     "priority",
     "cache",
+    "interactive",
 )
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -151,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
             "cache": (
                 "paying for each answer once",
                 lambda: bench_cache.run(args.quick),
+            ),
+            "interactive": (
+                "interactive latency beside bulk work",
+                lambda: bench_interactive.run(args.quick),
             ),
         }
         for key in BENCHMARKS:

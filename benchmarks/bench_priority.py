@@ -38,7 +38,7 @@ from ._quota_worker import Workers, bulk_calls, interactive_calls, make_client
 from ._report import Row, Section
 from ._server import ROOT, RedisServer, ServerProcess
 
-__all__ = ["run"]
+__all__ = ["across_case", "local_case", "quota_figures", "round_trip", "run"]
 
 LIMIT, EXPENSIVE = 10, 2  # per window: the server's and the client's
 COUNT, QUICK_COUNT = 20, 12  # single searches, one every half window
@@ -60,13 +60,17 @@ def _job(server: ServerProcess, period: float, max_concurrency: int) -> dict[str
     }
 
 
-async def _local(server: ServerProcess, period: float, bulk: int, count: int) -> dict[str, Any]:
+async def local_case(
+    server: ServerProcess, period: float, bulk: int, count: int, every: float
+) -> dict[str, Any]:
+    """One process: ``search_many`` with ``bulk`` in flight, and ``count`` single searches,
+    one every ``every`` s, on one client; the singles' figures and the bulk job's counts."""
     async with make_client(_job(server, period, bulk)) as client:
         server.reset()
         stop = asyncio.Event()
         job = asyncio.create_task(bulk_calls(client, bulk, stop))
         try:
-            single = await interactive_calls(client, period / 2, count, 30 * period)
+            single = await interactive_calls(client, every, count, 30 * period)
         finally:
             stop.set()
         return {**single, "bulk": await job}
@@ -103,26 +107,29 @@ async def _fairness(server: ServerProcess, period: float) -> dict[str, Any]:
     return {"latencies": latencies}
 
 
-def _across(
+def across_case(
     workers: Workers,
     redis: RedisServer,
     server: ServerProcess,
     period: float,
     bulk: int,
     count: int,
+    every: float,
 ) -> dict[str, Any]:
+    """:func:`local_case` across four processes over one Redis: the singles in one,
+    ``search_many`` in the three others (``bulk`` split between them)."""
     redis.flushall()
     shares = [bulk // (PROCESSES - 1) + (i < bulk % (PROCESSES - 1)) for i in range(PROCESSES - 1)]
     shared = {"redis_url": redis.url, "workers": PROCESSES}
     jobs = {0: {"task": "interactive", **_job(server, period, 16), **shared}}
-    jobs[0].update(every=period / 2, count=count, limit=30 * period)
+    jobs[0].update(every=every, count=count, limit=30 * period)
     for i, share in enumerate(shares, start=1):
         jobs[i] = {"task": "bulk", "concurrency": share, **_job(server, period, share), **shared}
     workers.start(jobs)
     server.reset()
     workers.go(list(jobs))
     try:
-        single = workers.result(0, count * period / 2 + 30 * period + 30)
+        single = workers.result(0, count * every + 30 * period + 30)
     finally:
         for i in range(1, PROCESSES):
             workers.send(i, "stop")
@@ -131,13 +138,17 @@ def _across(
     return {**single, "bulk": done}
 
 
-def _figures(single: dict[str, Any], stats: dict[str, Any], period: float) -> dict[str, Any]:
+def quota_figures(
+    single: dict[str, Any], stats: dict[str, Any], period: float, limit: int = LIMIT
+) -> dict[str, Any]:
+    """The singles' latencies and the quota's use over the whole windows before the last
+    single ended, from a case's result and the window server's ``stats``."""
     ends = sorted(end - stats["t0"] for end in single["ends"])
     windows = math.floor(ends[-1] / period) if ends else 0
     horizon = windows * period
     used = sum(1 for at in stats["accepted"] if at < horizon)
     singles = sum(1 for end in ends if end < horizon)
-    allowed = LIMIT * windows
+    allowed = limit * windows
     latencies = sorted(single["latencies"])
     p95 = (
         statistics.quantiles(latencies, n=20, method="inclusive")[18]
@@ -160,7 +171,7 @@ def _figures(single: dict[str, Any], stats: dict[str, Any], period: float) -> di
     }
 
 
-def _round_trip(server: ServerProcess) -> float:
+def round_trip(server: ServerProcess) -> float:
     """The median of five plain HTTP round trips to the server (its stats page)."""
     times = []
     for _ in range(5):
@@ -190,7 +201,7 @@ def run(quick: bool) -> Section:
     cases += [("four processes", b) for b in (BULK[:1] if quick else BULK)]
     data: dict[str, Any] = {}
     with ServerProcess("window", "--schedule", f"0:{LIMIT}", "--period", f"{period:g}") as server:
-        rtt = _round_trip(server)
+        rtt = round_trip(server)
         stretch = 2 * period / LIMIT + rtt
         redis = RedisServer() if shutil.which("redis-server") else None
         workers = Workers(PROCESSES, cwd=ROOT) if redis else None
@@ -199,13 +210,15 @@ def run(quick: bool) -> Section:
                 case = f"{where}, {bulk} bulk in flight"
                 try:
                     if where == "one process":
-                        single = asyncio.run(_local(server, period, bulk, count))
+                        single = asyncio.run(local_case(server, period, bulk, count, period / 2))
                     elif redis is None or workers is None:
                         section.fail(f"{case}: redis-server is not installed")
                         continue
                     else:
-                        single = _across(workers, redis, server, period, bulk, count)
-                    figures = _figures(single, server.stats(), period)
+                        single = across_case(
+                            workers, redis, server, period, bulk, count, period / 2
+                        )
+                    figures = quota_figures(single, server.stats(), period)
                 except Exception as exc:
                     section.fail(f"{case}: {type(exc).__name__}: {exc}")
                     continue

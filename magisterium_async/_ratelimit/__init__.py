@@ -25,11 +25,12 @@ Terms, each defined before use:
 - **line** (``_lines.py``): who waits, and whose turn is next: **interactive** calls before
   **bulk** ones; round-robin over **fairness keys** (a key that arrives goes ahead of the
   key that had the last turn); first come first served within a key.
-- **pacing** (part of the rule): while the line holds calls with a fairness key and more
-  calls wait than the log has free starts, consecutive starts are at least one **quota
-  interval** (the window over the rate) apart instead of a window's burst, so a
-  newcomer's first call waits one interval or so, not a window. Without fairness keys,
-  starts burst as the log allows.
+- **pacing** (part of the rule): consecutive starts at least one **quota interval** (the
+  window over the rate) apart instead of a window's burst, so whoever arrives waits one
+  interval or so, not a window: bulk starts while the pool is **contended** (an
+  interactive call, or one with a fairness key, arrived within the last few windows; with
+  a shared quota, in any process), and every start while calls with a fairness key wait,
+  more than the log has free starts. A bulk job alone bursts as the log allows.
 - **first round**: what a metered pool starts before its first answer comes back; the pool
   holds further starts until that round is answered.
 - **pool** machinery (``_pool.py``): one quota's line, caps, pause, judge, first round and limiter;

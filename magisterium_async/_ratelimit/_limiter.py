@@ -6,6 +6,7 @@ limiter: a sliding log and the rate rule, on the client's clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -40,9 +41,15 @@ class Limiter(Protocol):
         then (the answer may move when asked again)."""
         ...
 
-    def paced_start(self, now: float, waiting: int) -> float:
-        """When pacing (:meth:`RateRule.paced_start`) lets the next start happen,
-        ``waiting`` calls with a fairness key among them in line (``-inf``: not paced now)."""
+    def contention(self, now: float) -> None:
+        """A call a burst would hold back arrived (an interactive one, or one with a
+        fairness key): bulk starts are paced for a while (see :func:`~._rule.contended`)."""
+        ...
+
+    def paced_start(self, now: float, waiting: int, *, keyed: bool, bulk: bool) -> float:
+        """When pacing (:meth:`RateRule.paced_start`) lets the next start happen
+        (``-inf``: not paced now): ``waiting`` calls in line, ``keyed`` whether calls with
+        a fairness key are among them, ``bulk`` whether the next start is a bulk call's."""
         ...
 
     def start(self, start: Start) -> None:
@@ -66,12 +73,14 @@ class RemoteGate(Protocol):
     """Another party's leave for each start, asked once the pool itself may start one.
 
     The pool asks on behalf of its line: ``line()`` says, whenever the gate asks again,
-    the priority of the waiter whose turn is next and how many calls wait in the pool.
+    the priority of the waiter whose turn is next, how many calls wait in the pool, and
+    whether the line *contends* (its head is interactive, or it holds calls with a
+    fairness key: other parties' bulk starts are then paced, see :func:`~._rule.contended`).
     When :meth:`admit` returns, the pool starts whoever is first in line then, its
     :class:`Start` carrying the ticket.
     """
 
-    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+    async def admit(self, line: Callable[[], tuple[Priority, int, bool]]) -> str:
         """Wait until one start is admitted; its ticket (its name on the remote side)."""
         ...
 
@@ -101,6 +110,7 @@ class WindowLimiter:
         self.name = name
         self.rule = RateRule(name, limit, window, margin, period=period, adaptive=adaptive)
         self.log = StartLog()
+        self.contended_at = -math.inf  # when a call a burst would hold back last arrived
 
     @property
     def rate(self) -> float:
@@ -118,8 +128,13 @@ class WindowLimiter:
     def next_start(self, now: float) -> float:
         return self.rule.next_start(self.log, now)
 
-    def paced_start(self, now: float, waiting: int) -> float:
-        return self.rule.paced_start(self.log, now, waiting)
+    def contention(self, now: float) -> None:
+        self.contended_at = now
+
+    def paced_start(self, now: float, waiting: int, *, keyed: bool, bulk: bool) -> float:
+        return self.rule.paced_start(
+            self.log, now, waiting, keyed=keyed, bulk=bulk, contended_at=self.contended_at
+        )
 
     def start(self, start: Start) -> None:
         self.log.add(start)

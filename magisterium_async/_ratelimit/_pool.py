@@ -178,10 +178,13 @@ class Admissions:
         self._asking: asyncio.Task[None] | None = None
         self._tickets: deque[str] = deque()
 
-    def ready(self, line: Callable[[], tuple[Priority, int]], pump: Callable[[], None]) -> bool:
+    def ready(
+        self, line: Callable[[], tuple[Priority, int, bool]], pump: Callable[[], None]
+    ) -> bool:
         """Whether an admission is in hand; if not, ask the gate for one (one ask at a
-        time). ``line`` tells the gate the line's first priority and how many could start;
-        ``pump`` is called once an admission comes, to use it."""
+        time). ``line`` tells the gate the line's first priority, how many could start and
+        whether the line contends (see :class:`RemoteGate`); ``pump`` is called once an
+        admission comes, to use it."""
         if self._tickets:
             return True
         if self._asking is None:
@@ -197,7 +200,7 @@ class Admissions:
         self.gate.answered(start)
 
     async def _ask(
-        self, line: Callable[[], tuple[Priority, int]], pump: Callable[[], None]
+        self, line: Callable[[], tuple[Priority, int, bool]], pump: Callable[[], None]
     ) -> None:
         try:
             ticket = await self.gate.admit(line)
@@ -356,12 +359,14 @@ class Pool:
             raise ClientClosedError("the client is closed")
         now = self._clock.now()
         paced = key is not None and self._limiter is not None
+        if self._limiter is not None and (priority == "interactive" or key is not None):
+            self._limiter.contention(now)  # a burst would hold it back: bulk is paced
         if (
             not paced
             and not self._capacity.full()
             and self._admissions is None
             and self._idle()
-            and self._may_start(now)
+            and self._may_start(now, bulk=priority == "bulk")
         ):
             # Nobody waits and the pool may start now: no place in line to keep.
             return self._sent_now(self._start_now(now), now)
@@ -455,24 +460,27 @@ class Pool:
     def ready(self, now: float) -> Waiter[Permit] | None:
         """The pool's head, if it may start now."""
         head = self.line.head()
-        if head is None or not self._may_start(now):
+        if head is None or not self._may_start(now, bulk=head.priority == "bulk"):
             return None
         admissions = self._admissions
         if admissions is None or admissions.ready(lambda: self._gate_line(head), self._pump):
             return head
         return None
 
-    def _gate_line(self, head: Waiter[Permit]) -> tuple[Priority, int]:
-        """What the gate is told of the line: its first priority, and how many calls
-        could start now (the caps bound what this process would take)."""
-        first = self.line.head()
+    def _gate_line(self, head: Waiter[Permit]) -> tuple[Priority, int, bool]:
+        """What the gate is told of the line: its first priority, how many calls could
+        start now (the caps bound what this process would take), and whether it contends
+        (an interactive call first, or calls with a fairness key: see :class:`RemoteGate`)."""
+        line = self.line
+        priority = (line.head() or head).priority
         room = min(self._cap - self._in_flight, self._capacity.room())
-        waiting = self.line.waiting()
-        return (first or head).priority, max(1, int(room) if room < waiting else waiting)
+        waiting = line.waiting()
+        count = max(1, int(room) if room < waiting else waiting)
+        return priority, count, priority == "interactive" or line.keyed()
 
-    def _may_start(self, now: float) -> bool:
+    def _may_start(self, now: float, *, bulk: bool) -> bool:
         """Whether a request may start now (waiters aside): cap, pause, check, round,
-        limiter."""
+        limiter, pacing (``bulk``: whether it is a bulk call)."""
         if self._in_flight >= self._cap:
             return False
         if self._paused and now >= self._pause_until:
@@ -493,24 +501,26 @@ class Pool:
             return True
         at = limiter.next_start(now)
         self._check_rate()
-        return at <= now and (not self.line.keyed() or self._paced_start(now) <= now)
+        return at <= now and self._paced_start(now, bulk) <= now
 
     def wake_time(self, now: float) -> float:
         """When time alone next lets this pool's first waiter through (``now``: it does)."""
         at = self._limiter.next_start(now) if self._limiter is not None else now
-        if self._limiter is not None and self.line.keyed():
-            at = max(at, self._paced_start(now))
+        head = self.line.head()
+        if self._limiter is not None and head is not None:
+            at = max(at, self._paced_start(now, head.priority == "bulk"))
         if self.judge.check is not None:
             at = max(at, self.judge.suspect_until)
         if self._round is not None:
             at = max(at, self._round.held_until())  # until the round is in, at the latest
         return max(at, self._pause_until, now)
 
-    def _paced_start(self, now: float) -> float:
-        """When pacing (:meth:`RateRule.paced_start`) lets the next start happen, fairness
-        keys waiting."""
+    def _paced_start(self, now: float, bulk: bool) -> float:
+        """When pacing (:meth:`RateRule.paced_start`) lets the next start happen, a bulk
+        one (``bulk``) or not."""
         assert self._limiter is not None
-        return self._limiter.paced_start(now, self.line.held())
+        line = self.line
+        return self._limiter.paced_start(now, line.held(), keyed=line.keyed(), bulk=bulk)
 
     def _pump_soon(self) -> None:
         """Pump once at the end of this turn of the event loop."""

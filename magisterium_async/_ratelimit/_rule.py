@@ -19,14 +19,23 @@ What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
   safety margin widens (doubling, up to :data:`~._tuning.MAX_MARGIN_SHARE` of the window).
 
 And where starts go within a window, *pacing*: the log alone lets a window's N starts go
-in one burst as the window opens: the best for a lone job, and the worst for a user who
-arrives just after the burst, who waits for the next window although the line puts their
-key next. So while the line holds calls with a fairness key (the caller serves many users)
-and more calls wait than the log has free starts (a burst would empty the window),
-consecutive starts are at least one *quota interval* apart (the window over the starts it
-allows now): :meth:`RateRule.paced_start`. A backlog then costs nothing in throughput
-(still N starts a window), and a newcomer's first call waits one gap at most. Calls
-without a fairness key are never paced.
+in one burst as the window opens: the best for a lone job, and the worst for whoever
+arrives just after the burst (a person's interactive call, a new fairness key's first
+call), who waits for the next window although the line puts them next. So consecutive
+starts are at least one *quota interval* apart (the window over the starts it allows
+now), :meth:`RateRule.paced_start`:
+
+- bulk starts, while the pool is *contended*: a call a burst would hold back (an
+  interactive one, or one with a fairness key) arrived within the last
+  :data:`~._tuning.PACE_QUIET_WINDOWS` windows;
+- every start, while the line holds calls with a fairness key (the caller serves many
+  users) and more calls wait than the log has free starts (a burst would empty the
+  window).
+
+Paced, a backlog costs nothing in throughput (still N starts a span), and whoever arrives
+waits one gap at most. A bulk job alone, with nobody else seen for a while, bursts as the
+log allows; a bulk job that ends while paced ends up to one window later than a burst
+would.
 """
 
 from __future__ import annotations
@@ -43,11 +52,12 @@ from magisterium_async._ratelimit._tuning import (
     MAX_MARGIN_SHARE,
     MAX_STEP_UP_DOUBLINGS,
     PACE_INTERVALS,
+    PACE_QUIET_WINDOWS,
     RTT_CAP_SHARE,
     STARTS_PER_STEP_UP,
 )
 
-__all__ = ["RateRule", "RuleState", "paces"]
+__all__ = ["RateRule", "RuleState", "contended", "paces"]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
 
@@ -130,9 +140,26 @@ class RateRule:
             return min(allows, state.step_up_at)
         return allows
 
-    def paced_start(self, log: StartLog, now: float, waiting: int) -> float:
-        """When pacing lets the next start happen (``-inf``: no pacing now), ``waiting``
-        calls with a fairness key among them in line.
+    def paced_start(
+        self,
+        log: StartLog,
+        now: float,
+        waiting: int,
+        *,
+        keyed: bool = True,
+        bulk: bool = False,
+        contended_at: float = -math.inf,
+    ) -> float:
+        """When pacing lets the next start happen (``-inf``: not paced now).
+
+        Args:
+            log: the pool's starts.
+            now: the time.
+            waiting: how many calls wait in line.
+            keyed: whether calls with a fairness key are among them.
+            bulk: whether the next start is a bulk call's.
+            contended_at: when a call a burst would hold back last arrived (``-inf``:
+                never); see :func:`contended`.
 
         The free starts are the rate less the starts in the last span; the next paced start
         is :data:`~._tuning.PACE_INTERVALS` quota intervals after the last start.
@@ -141,9 +168,13 @@ class RateRule:
             return -math.inf
         rate = self.state.rate
         at = next(reversed(log)).time + PACE_INTERVALS * self.window / rate
-        if at <= now or not paces(True, waiting, rate - log.started(now - self.span, now)):
+        if at <= now:
             return -math.inf  # the next start may go now (the window is counted only if not)
-        return at
+        if bulk and contended(contended_at, now, self.window):
+            return at
+        if paces(keyed, waiting, rate - log.started(now - self.span, now)):
+            return at
+        return -math.inf
 
     # What the judge decided ------------------------------------------------------------
 
@@ -264,6 +295,13 @@ class RateRule:
 
     def __repr__(self) -> str:
         return f"<RateRule {self.name} {self.state.rate}/{self.window:g}s>"
+
+
+def contended(since: float, now: float, window: float) -> bool:
+    """Whether bulk starts are paced at ``now``: a call a burst would hold back (an
+    interactive one, or one with a fairness key) arrived at ``since``, less than
+    :data:`~._tuning.PACE_QUIET_WINDOWS` windows of ``window`` seconds ago."""
+    return now < since + PACE_QUIET_WINDOWS * window
 
 
 def paces(keyed: bool, waiting: int, free: int) -> bool:

@@ -65,13 +65,19 @@ end
 #       it holds at most (µs), 14 grace (µs a waiting client outlives its next ask), 15 poll
 #       (µs a call ranked behind others waits; a call held by the check waits 5 polls at
 #       most), 16 how many calls this client has waiting (this one included: with more,
-#       it stays in the line after its turn),
-#       17... the ages (µs) of starts to add (a rejoin after Redis came back).
+#       it stays in the line after its turn), 17 whether this client's line contends ('1':
+#       its head is interactive, or it holds calls with a fairness key), 18 how long (µs)
+#       bulk starts stay paced after the last ask that contended, 19 how many quota
+#       intervals apart paced starts are,
+#       20... the ages (µs) of starts to add (a rejoin after Redis came back).
 # The line: a client's rank is its priority's offset plus its turn number, the pool's turn
 # counter when it last had a turn (or joined): turns go round-robin over clients. A call
 # is admitted only if the free starts outnumber those held for other clients: one for
 # each interactive client ahead of a bulk one, and among the clients of one priority,
-# the rest of each one's round-robin share of the span's starts (see below).
+# the rest of each one's round-robin share of the span's starts (see below). Pacing (as
+# RateRule.paced_start): while an ask that contended came within ARGV 18, a bulk start
+# waits until ARGV 19 quota intervals after the log's last start, so whoever contends
+# finds a start within one interval whatever bulk work waits in any process.
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
 #          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
 ACQUIRE = (
@@ -80,7 +86,7 @@ ACQUIRE = (
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'margin', 'step_up_at',
-  'version', 'answered', 'suspect_until', 'check', 'turns')
+  'version', 'answered', 'suspect_until', 'check', 'turns', 'contended')
 local rate = tonumber(rule[1]) or limit
 local allowed = tonumber(rule[2]) or limit
 local margin = tonumber(rule[3]) or tonumber(ARGV[4])
@@ -109,11 +115,17 @@ local clients = redis.call('ZCARD', KEYS[11])
 for i = 1, 3 do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - 2 * span)
 end
-for i = 17, #ARGV do
+for i = 20, #ARGV do
   local at = now - tonumber(ARGV[i])
   if at > now - span then
     redis.call('ZADD', KEYS[1], at, ARGV[5] .. ':b' .. i)
   end
+end
+-- A call a burst would hold back asks: bulk starts are paced for ARGV[18] µs from now.
+local contended = tonumber(rule[10]) or -math.huge
+if ARGV[17] == '1' then
+  contended = now
+  redis.call('HSET', KEYS[5], 'contended', now)
 end
 -- The line: clients whose calls wait, by rank; those that went away dropped.
 local me = ARGV[8]
@@ -169,6 +181,16 @@ if rate < limit then
 end
 if at > now then
   return answer(math.max(at - now, 1))
+end
+-- Pacing: a bulk start one paced gap after the log's last start, while contended.
+if tonumber(ARGV[11]) >= BULK and now < contended + tonumber(ARGV[18]) then
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if last[2] then
+    local paced = tonumber(last[2]) + tonumber(ARGV[19]) * window / rate
+    if paced > now then
+      return answer(math.max(paced - now, 1))
+    end
+  end
 end
 -- The first round, shared: no more go out than one client would send until those are
 -- answered (told a rate above the server's, the rest would only collect 429s), for

@@ -11,6 +11,9 @@ token draws on one quota and acts at once on what any of them learns:
   are not held for calls in other processes: interactive calls before bulk ones, and
   within a priority round-robin over processes per call waiting (each process's share of
   the span's starts, up to the calls it has waiting, is held for it until it asks).
+  While an ask that contends (an interactive call first in its line, or calls with a
+  fairness key) came lately from any process, bulk starts are paced there, one quota
+  interval apart, as a local pool paces them (``RateRule.paced_start``).
 - **Learning.** Each process's judge reads its own 429s; a verdict is applied by the same
   pure rate rule as a local pool's, to the shared log and the shared rule state, and
   written back only if nobody wrote meanwhile (a version). A proven window sets a pause
@@ -74,6 +77,8 @@ from magisterium_async._ratelimit._tuning import (
     LINE_GRACE,
     LINE_POLL,
     LINE_RECOUNT,
+    PACE_INTERVALS,
+    PACE_QUIET_WINDOWS,
     SHARED_ROUND_HOLD,
 )
 from magisterium_async._redis import connect, redis_errors, token_key
@@ -192,8 +197,11 @@ class SharedPool:
         # Redis decides, in admit(); this is only when it said to ask again (for stats).
         return self._state.next_at
 
-    def paced_start(self, now: float, waiting: int) -> float:
-        return -math.inf  # Redis admits each start: the shared line takes the turns
+    def contention(self, now: float) -> None:
+        return None  # Redis hears of it from the line, with every ask (admit)
+
+    def paced_start(self, now: float, waiting: int, *, keyed: bool, bulk: bool) -> float:
+        return -math.inf  # Redis admits each start, pacing bulk there
 
     def start(self, start: Start) -> None:
         return None  # the admission wrote it
@@ -205,7 +213,7 @@ class SharedPool:
     def learn(self, verdict: Verdict) -> None:
         self.shared.learn(self.pool, verdict)
 
-    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+    async def admit(self, line: Callable[[], tuple[Priority, int, bool]]) -> str:
         return await self.shared.admit(self.pool, line)
 
     def give_back(self, ticket: str) -> None:
@@ -292,7 +300,7 @@ class SharedLimiter:
 
     # Admission -------------------------------------------------------------------------
 
-    async def admit(self, pool: str, line: Callable[[], tuple[Priority, int]]) -> str:
+    async def admit(self, pool: str, line: Callable[[], tuple[Priority, int, bool]]) -> str:
         """Wait until ``pool`` may start one request (shared, or local when Redis is
         down); the start's ticket."""
         state = self._pools[pool]
@@ -303,8 +311,8 @@ class SharedLimiter:
             ticket = f"{self._id}:{self._seq}"
             if math.isinf(state.limit):
                 return ticket
-            priority, waiting = line()
-            wait = await self._try(pool, state, ticket, priority, waiting)
+            priority, waiting, contends = line()
+            wait = await self._try(pool, state, ticket, priority, waiting, contends)
             if wait == 0:
                 state.next_at = -math.inf
                 now = self._clock.now()
@@ -319,18 +327,30 @@ class SharedLimiter:
             await self._wait(wait, line, max(waiting, 1))
 
     async def _try(
-        self, pool: str, state: PoolState, ticket: str, priority: Priority, waiting: int
+        self,
+        pool: str,
+        state: PoolState,
+        ticket: str,
+        priority: Priority,
+        waiting: int,
+        contends: bool,
     ) -> float:
         """Seconds to wait before trying again; ``0``: admitted; ``-1``: step up first."""
         now = self._clock.now()
         if self._down_since is None or now >= self._next_probe:
-            wait = await self._shared(state, ticket, priority, waiting, now)
+            wait = await self._shared(state, ticket, priority, waiting, contends, now)
             if wait is not None:
                 return wait
         return self._local(state, self._clock.now())
 
     async def _shared(
-        self, state: PoolState, ticket: str, priority: Priority, waiting: int, now: float
+        self,
+        state: PoolState,
+        ticket: str,
+        priority: Priority,
+        waiting: int,
+        contends: bool,
+        now: float,
     ) -> float | None:
         ages = []
         if state.rejoin:
@@ -352,6 +372,9 @@ class SharedLimiter:
             round(LINE_GRACE * 1e6),
             round(LINE_POLL * 1e6),
             max(waiting, 1),
+            1 if contends else 0,
+            round(PACE_QUIET_WINDOWS * state.window * 1e6),
+            PACE_INTERVALS,
             *ages,
         ]
         keys = [*state.keys, f"{self._base}:epoch", f"{self._base}:clients"]
@@ -377,7 +400,7 @@ class SharedLimiter:
         return wait_us / 1e6 if wait_us > 0 else wait_us
 
     async def _wait(
-        self, seconds: float, line: Callable[[], tuple[Priority, int]], told: int
+        self, seconds: float, line: Callable[[], tuple[Priority, int, bool]], told: int
     ) -> None:
         """Wait ``seconds`` to ask again, or less: once more calls wait here than Redis was
         ``told``, ask at once (others hold this client's turns only for what it told)."""

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_MARGIN_SHARE",
     "MAX_STEP_UP_DOUBLINGS",
     "PACE_INTERVALS",
+    "PACE_QUIET_WINDOWS",
     "PROOF_429S",
     "PROOF_429S_WHOLE_SECONDS",
     "ROUND_HOLD_ROUND_TRIPS",
@@ -61,11 +62,18 @@ ROUND_HOLD_ROUND_TRIPS = 3
 # | KEEP_SPANS | 2 | How many spans of starts the log keeps: admission needs one, a step up
 # |   |   | looks one window further back. |
 KEEP_SPANS = 2
-# | PACE_INTERVALS | 1 | While fairness keys wait in a backlog, consecutive starts are at
-# |   |   | least this many quota intervals (window / rate) apart (``RateRule.paced_start``):
-# |   |   | one keeps the full rate (N starts a window still go), and a newcomer's first call
-# |   |   | waits one gap at most; less lets bursts back, more wastes quota. |
+# | PACE_INTERVALS | 1 | While starts are paced (``RateRule.paced_start``), consecutive
+# |   |   | starts are at least this many quota intervals (window / rate) apart: one keeps the
+# |   |   | full rate (N starts a window still go), and a call that arrives waits one gap at
+# |   |   | most; less lets bursts back, more wastes quota. |
 PACE_INTERVALS = 1.0
+# | PACE_QUIET_WINDOWS | 5 | Bulk starts stay paced this many windows after the last call
+# |   |   | a burst would hold back (an interactive one, or one with a fairness key): pacing
+# |   |   | costs a long bulk job nothing (N starts a span still go) and a job that ends
+# |   |   | meanwhile one window at most; bursting again costs the next such call up to one
+# |   |   | window's wait. Five windows (five minutes at the Pro quota) span the gaps between
+# |   |   | an orchestrator's users; a bulk job alone bursts again after them. |
+PACE_QUIET_WINDOWS = 5.0
 # | LINE_GRACE | 0.5 s | How long a process's head of line stays in the shared line past its
 # |   |   | next ask: a process that went away holds the others back this long at most. |
 LINE_GRACE = 0.5

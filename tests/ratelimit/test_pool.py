@@ -32,7 +32,7 @@ from magisterium_async._ratelimit import (
     Start,
 )
 from magisterium_async._ratelimit._pool import Admissions, FirstRound
-from magisterium_async._ratelimit._tuning import ROUND_HOLD_ROUND_TRIPS
+from magisterium_async._ratelimit._tuning import PACE_QUIET_WINDOWS, ROUND_HOLD_ROUND_TRIPS
 from magisterium_async._retry import call_with_retries
 from tests.helpers.quota import PRO, PRO_SCENARIOS, Quota, scenario, scheduler
 
@@ -740,7 +740,7 @@ class HeldGate:
         self.asked: list[tuple[str, int]] = []
         self.outcomes: list[str | None] = []
 
-    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+    async def admit(self, line: Callable[[], tuple[Priority, int, bool]]) -> str:
         self.asked.append(line())
         await self.leave.wait()
         self.leave.clear()
@@ -770,7 +770,7 @@ async def test_a_call_waiting_for_the_remote_gate_holds_no_slot_and_gives_its_tu
     assert sched.stats.in_flight == 0 and sched.stats.default.waiting == 1
     async with sched.pool(None).slot():
         pass
-    assert gate.asked == [("bulk", 1)]
+    assert gate.asked == [("bulk", 1, False)]
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
     second = asyncio.create_task(call())
@@ -950,7 +950,9 @@ async def test_an_interactive_call_starts_at_the_next_free_start_before_100_bulk
 
 
 async def test_bulk_still_gets_every_start_interactive_calls_leave() -> None:
-    """Interactive calls cut in; the quota is used exactly as a bulk job alone uses it."""
+    """Interactive calls cut in, and bulk is paced once they come: every span of the quota
+    still holds its 15 starts, and the job ends at most one window later than alone (its
+    last window's starts spread instead of sent at once)."""
 
     async def run(people: int) -> list[float]:
         sched, clock = scheduler(max_concurrency=64)
@@ -962,8 +964,62 @@ async def test_bulk_still_gets_every_start_interactive_calls_leave() -> None:
         await finish(clock, sched, tasks)
         return sorted(t for _, t in seen.seen)
 
+    span = PRO.period + PRO.margin
     alone, mixed = await run(0), await run(10)
-    assert mixed == alone  # the same starts at the same times: nothing of the quota lost
+    windows = [sum(1 for t in mixed if j * span <= t < (j + 1) * span) for j in range(7)]
+    assert windows == [15] * 7  # nothing of the quota lost while paced
+    assert max_in_window(mixed, PRO.period) == 15
+    assert max(alone) < max(mixed) <= max(alone) + PRO.period
+
+
+async def test_once_an_interactive_call_came_the_next_ones_wait_one_quota_interval() -> None:
+    """A bulk job keeps the quota busy; a person asks every 47 s. The first waits for the
+    window the job's burst filled; from then bulk starts are paced, one every quota
+    interval (4 s), and every later call starts within one interval of arriving."""
+    sched, clock = scheduler(max_concurrency=64)
+    pool = sched.pool("default")
+    seen = Starts(clock)
+    tasks = seen.spawn(300, pool, "bulk", "bulk")
+    arrivals = [10.0 + 47.0 * i for i in range(12)]
+    for i, at in enumerate(arrivals):
+        tasks += seen.spawn(1, pool, f"person {i}", "interactive", at=at)
+    await clock.advance(arrivals[-1] + 10.0)
+    waits = [seen.times(f"person {i}")[0] - at for i, at in enumerate(arrivals)]
+    assert waits[0] == 51.0  # to 61 s, when the first window's burst leaves the span
+    span_interval = (PRO.period + PRO.margin) / 15  # the log's gap at the full rate
+    assert max(waits[1:]) <= span_interval, waits
+    bulk = [t for t in seen.times("bulk") if 61.0 <= t <= arrivals[-1]]
+    assert all(b - a >= QUOTA_INTERVAL - 1e-9 for a, b in itertools.pairwise(bulk))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await sched.aclose()
+
+
+async def test_a_lone_bulk_job_bursts_and_bursts_again_once_quiet() -> None:
+    """Nobody else seen: a bulk job's window goes at once. Within five windows of an
+    interactive call, bulk is paced; after them, it bursts again."""
+    sched, clock = scheduler(max_concurrency=64)
+    pool = sched.pool("default")
+    seen = Starts(clock)
+    tasks = seen.spawn(15, pool, "alone", "bulk", duration=0.5)
+    tasks += seen.spawn(1, pool, "person", "interactive", at=100.0, duration=0.5)
+    tasks += seen.spawn(3, pool, "paced", "bulk", at=200.0, duration=0.5)
+    quiet = 100.0 + PACE_QUIET_WINDOWS * PRO.period
+    tasks += seen.spawn(15, pool, "again", "bulk", at=quiet, duration=0.5)
+    await finish(clock, sched, tasks)
+    assert seen.times("alone") == [0.0] * 15
+    assert seen.times("paced") == [200.0, 204.0, 208.0]
+    assert seen.times("again") == [quiet] * 15
+
+
+async def test_interactive_calls_are_not_paced() -> None:
+    sched, clock = scheduler(max_concurrency=64)
+    seen = Starts(clock)
+    tasks = seen.spawn(5, sched.pool("default"), "bulk", "bulk", duration=0.5)
+    tasks += seen.spawn(10, sched.pool("default"), "person", "interactive", at=1.0)
+    await finish(clock, sched, tasks)
+    assert seen.times("person") == [1.0] * 10  # the free starts, at once
 
 
 async def test_interactive_calls_go_first_across_pools_under_max_concurrency() -> None:
@@ -1194,14 +1250,14 @@ class Gate:
 
     def __init__(self) -> None:
         self.asks = 0
-        self.told: list[tuple[Priority, int]] = []
+        self.told: list[tuple[Priority, int, bool]] = []
         self.given_back: list[str] = []
         self.answered_starts: list[Start] = []
         self.admit_now = asyncio.Event()
         self.asked = asyncio.Event()
         self.gave_back = asyncio.Event()
 
-    async def admit(self, line: Callable[[], tuple[Priority, int]]) -> str:
+    async def admit(self, line: Callable[[], tuple[Priority, int, bool]]) -> str:
         self.asks += 1
         self.told.append(line())
         self.asked.set()
@@ -1220,10 +1276,10 @@ async def test_the_line_asks_once_at_a_time_and_tells_the_gate_how_many_wait() -
     gate = Gate()
     admissions = Admissions(gate)
     for _ in range(3):  # three pumps while the first ask is out
-        assert admissions.ready(lambda: ("bulk", 7), lambda: None) is False
+        assert admissions.ready(lambda: ("bulk", 7, False), lambda: None) is False
     await gate.asked.wait()
-    assert admissions.ready(lambda: ("bulk", 7), lambda: None) is False
-    assert gate.asks == 1 and gate.told == [("bulk", 7)]
+    assert admissions.ready(lambda: ("bulk", 7, False), lambda: None) is False
+    assert gate.asks == 1 and gate.told == [("bulk", 7, False)]
     await admissions.aclose()
 
 
@@ -1234,11 +1290,11 @@ async def test_an_admission_the_head_takes_at_once_is_kept() -> None:
     started = asyncio.Event()
 
     def pump() -> None:  # the pool's pump: the head starts now, with the admission
-        assert admissions.ready(lambda: ("interactive", 1), pump) is True
+        assert admissions.ready(lambda: ("interactive", 1, True), pump) is True
         taken.append(admissions.take())
         started.set()
 
-    admissions.ready(lambda: ("interactive", 1), pump)
+    admissions.ready(lambda: ("interactive", 1, True), pump)
     gate.admit_now.set()
     await started.wait()  # the ask's step ends (given back or not) before this resumes
     assert taken == ["ticket-1"] and gate.given_back == []
@@ -1247,22 +1303,25 @@ async def test_an_admission_the_head_takes_at_once_is_kept() -> None:
 async def test_an_admission_nobody_takes_in_that_turn_is_given_back() -> None:
     gate = Gate()
     admissions = Admissions(gate)
-    admissions.ready(lambda: ("interactive", 1), lambda: None)  # the waiter left meanwhile
+    admissions.ready(lambda: ("interactive", 1, True), lambda: None)  # the waiter left meanwhile
     gate.admit_now.set()
     await gate.gave_back.wait()
     assert gate.given_back == ["ticket-1"]
-    assert admissions.ready(lambda: ("interactive", 1), lambda: None) is False  # asks anew
+    assert admissions.ready(lambda: ("interactive", 1, True), lambda: None) is False  # asks anew
     await admissions.aclose()
 
 
 async def test_closing_stops_the_ask_in_flight() -> None:
     gate = Gate()
     admissions = Admissions(gate)
-    admissions.ready(lambda: ("bulk", 1), lambda: None)
+    admissions.ready(lambda: ("bulk", 1, False), lambda: None)
     await gate.asked.wait()
     await admissions.aclose()  # returns once the ask is cancelled and done
     gate.admit_now.set()
-    assert gate.given_back == [] and admissions.ready(lambda: ("bulk", 1), lambda: None) is False
+    assert (
+        gate.given_back == []
+        and admissions.ready(lambda: ("bulk", 1, False), lambda: None) is False
+    )
     await admissions.aclose()
 
 

@@ -8,12 +8,13 @@ import math
 import pytest
 
 from magisterium_async._ratelimit import RateRule, RuleState, Start, StartLog
-from magisterium_async._ratelimit._rule import paces
+from magisterium_async._ratelimit._rule import contended, paces
 from magisterium_async._ratelimit._tuning import (
     FIRST_MARGIN_SHARE,
     MAX_MARGIN_SHARE,
     MAX_STEP_UP_DOUBLINGS,
     PACE_INTERVALS,
+    PACE_QUIET_WINDOWS,
     RTT_CAP_SHARE,
     STARTS_PER_STEP_UP,
 )
@@ -328,3 +329,38 @@ def test_a_lowered_rate_paces_at_its_own_longer_interval() -> None:
 
 def test_an_empty_log_is_never_paced() -> None:
     assert paced(StartLog(), 0.0, waiting=1000) == -math.inf
+
+
+def test_contended_for_the_quiet_windows_after_a_call_a_burst_would_hold_back() -> None:
+    quiet = PACE_QUIET_WINDOWS * PACE_WINDOW
+    assert contended(2.0, 2.0, PACE_WINDOW)
+    assert contended(2.0, 2.0 + quiet - 0.001, PACE_WINDOW)
+    assert not contended(2.0, 2.0 + quiet, PACE_WINDOW)  # quiet: bulk bursts again
+    assert not contended(-math.inf, 0.0, PACE_WINDOW)  # nobody seen
+
+
+def contended_rule() -> RateRule:
+    return RateRule("default", RATE, PACE_WINDOW, MARGIN)
+
+
+def test_while_contended_a_bulk_start_is_paced_whatever_waits() -> None:
+    log = log_of(10.0)  # 9 of 10 starts free, one bulk call waiting: a burst would fit
+    paced_bulk = contended_rule().paced_start(
+        log, 10.0, 1, keyed=False, bulk=True, contended_at=9.0
+    )
+    assert paced_bulk == pytest.approx(10.0 + INTERVAL)
+
+
+def test_while_contended_interactive_starts_are_not_paced() -> None:
+    rule = contended_rule()
+    log = log_of(10.0)
+    assert rule.paced_start(log, 10.0, 1, keyed=False, bulk=False, contended_at=9.0) == -math.inf
+
+
+def test_bulk_is_not_paced_when_nobody_contended_lately() -> None:
+    rule, log = contended_rule(), log_of(10.0)
+    assert rule.paced_start(log, 10.0, 1000, keyed=False, bulk=True) == -math.inf
+    long_ago = 10.0 - PACE_QUIET_WINDOWS * PACE_WINDOW
+    assert rule.paced_start(log, 10.0, 1, keyed=False, bulk=True, contended_at=long_ago) == (
+        -math.inf
+    )

@@ -8,6 +8,7 @@ redis-server or redis-py is missing, and failing then when ``CI=true``)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import math
@@ -169,7 +170,7 @@ def test_the_rate_is_reported_per_period_from_what_redis_said() -> None:
 
 def test_redis_takes_the_turns_not_the_pool() -> None:
     shared_pool, shared = pool()
-    assert shared_pool.paced_start(0.0, waiting=100) == -math.inf  # never paced locally
+    assert shared_pool.paced_start(0.0, 100, keyed=True, bulk=True) == -math.inf  # in Redis
     shared._pools["default"].next_at = 42.0  # when Redis said to ask again
     assert shared_pool.next_start(0.0) == 42.0
 
@@ -184,7 +185,7 @@ async def test_what_becomes_of_a_start_goes_to_the_shared_limiter() -> None:
     shared_pool.forget(forgotten)
     shared_pool.give_back("c:4")
     shared_pool.learn(Verdict("proven", limited, 2.5, 32.5, 30.0))
-    assert await shared_pool.admit(lambda: ("bulk", 3)) == "client:1"
+    assert await shared_pool.admit(lambda: ("bulk", 3, False)) == "client:1"
     await shared_pool.aclose()
     assert shared.told == [
         ("outcome", "expensive", "ok", "c:1", 0.0),
@@ -192,7 +193,7 @@ async def test_what_becomes_of_a_start_goes_to_the_shared_limiter() -> None:
         ("outcome", "expensive", "forget", "c:3", 0.0),
         ("outcome", "expensive", "forget", "c:4", 0.0),
         ("learn", "expensive", "proven"),
-        ("admit", "expensive", ("bulk", 3)),
+        ("admit", "expensive", ("bulk", 3, False)),
         ("aclose",),
     ]
 
@@ -396,6 +397,50 @@ async def test_an_interactive_call_in_one_process_goes_before_bulk_in_others(
     at = next(t for p, t in starts if p == "interactive")
     first_free = min(t for p, t in starts if p == "bulk" and t > 10)
     assert at <= first_free  # the next free start was the interactive call's
+    for task in bulk:
+        task.cancel()
+    await asyncio.gather(*bulk, return_exceptions=True)
+    for sched in scheds:
+        await sched.aclose()
+
+
+async def test_after_the_first_interactive_calls_wait_one_interval_beside_bulk_in_others(
+    memory_redis: object,
+) -> None:
+    """Three processes keep bulk calls queued at 15 a minute; a fourth asks every 47 s. Its
+    first call waits out the burst the bulk made before anyone contended; its ask makes
+    the shared admission pace bulk in every process, one start every quota interval, and
+    each later call starts within one interval of arriving."""
+    clock = VirtualClock()
+    limits = RateLimits.pro()
+    _, scheds = processes(memory_redis, clock, limits, 4, 8)
+    starts: dict[str, float] = {}
+    bulk_starts: list[float] = []
+
+    async def call(sched: Scheduler, label: str, priority: Priority, at: float = 0.0) -> None:
+        await clock.sleep(at)
+        async with sched.pool("default").slot(priority):
+            if priority == "bulk":
+                bulk_starts.append(clock.now())
+            else:
+                starts[label] = clock.now()
+            await clock.sleep(0.5)
+
+    bulk = [asyncio.create_task(call(s, "bulk", "bulk")) for s in scheds[:3] for _ in range(40)]
+    arrivals = [10.0 + 47.0 * i for i in range(8)]
+    people = [
+        asyncio.create_task(call(scheds[3], f"person {i}", "interactive", at))
+        for i, at in enumerate(arrivals)
+    ]
+    await clock.advance(arrivals[-1] + 20.0)
+    assert all(task.done() for task in people)
+    waits = [starts[f"person {i}"] - at for i, at in enumerate(arrivals)]
+    assert waits[0] >= 50.0  # the first window's burst went before anyone contended
+    interval = (limits.period + limits.margin) / 15  # the log's gap at the full rate
+    assert max(waits[1:]) <= interval + 2 * LINE_POLL, waits
+    paced = sorted(t for t in bulk_starts if arrivals[0] < t < arrivals[-1])
+    assert len(paced) > 60  # bulk kept the quota busy meanwhile
+    assert min(b - a for a, b in itertools.pairwise(paced)) >= limits.period / 15 - 1e-6
     for task in bulk:
         task.cancel()
     await asyncio.gather(*bulk, return_exceptions=True)
@@ -877,6 +922,52 @@ async def test_no_redis_at_all_falls_back_without_hanging(
     assert min(times) >= began + PERIOD
     assert max_in_window(times, PERIOD) <= LIMIT // 2
     assert any("Redis unreachable" in r.getMessage() for r in caplog.records)
+
+
+async def test_bulk_is_paced_in_redis_once_another_process_asked_interactively(
+    redis_server: RedisServer,
+) -> None:
+    """A real Redis, on its own clock: once another client's interactive call asked, every
+    bulk start the shared log admits is at least a quota interval after the start before
+    it (the script paces them: the gaps are Redis's times, however slow the machine)."""
+    from magisterium_async._clock import LoopClock
+
+    limits = RateLimits(10, 2, period=1.0)  # a quota interval of 0.1 s
+    config = SharedQuota(redis_server.url, workers=2)
+    shared = [SharedLimiter(config, "token", limits, LoopClock()) for _ in range(2)]
+    scheds = [
+        Scheduler(limits, max_concurrency=16, limiters=s.limiters, gates=s.gates) for s in shared
+    ]
+    burst = asyncio.Event()
+    started = 0
+
+    async def bulk_call() -> None:
+        nonlocal started
+        async with scheds[0].pool("default").slot("bulk"):
+            started += 1
+            if started == limits.default:
+                burst.set()  # the first window's starts, before anyone contended
+
+    tasks = [asyncio.create_task(bulk_call()) for _ in range(22)]
+    await burst.wait()
+    async with scheds[1].pool("default").slot("interactive"):
+        pass
+    await asyncio.gather(*tasks)
+    log_key, _ = shared[0].keys("default")
+    entries = await shared[0]._redis.zrange(log_key, 0, -1, withscores=True)
+    for sched in scheds:
+        await sched.aclose()
+    person = shared[1]._id
+    order = [(text_of(ticket).startswith(person), at) for ticket, at in entries]
+    asked = next(at for interactive, at in order if interactive)
+    after = [(interactive, at) for interactive, at in order if at >= asked]
+    gaps = [b - a for (_, a), (interactive, b) in itertools.pairwise(after) if not interactive]
+    assert len(gaps) >= 10  # the bulk calls after the interactive one, all paced
+    assert min(gaps) >= 0.1 * 1e6 - 1  # µs
+
+
+def text_of(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 async def test_closing_wakes_waiters(emulator: Emulator, redis_server: RedisServer) -> None:
