@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import magisterium_async as m
-from magisterium_async import _env, _logs
+from magisterium_async import _config as _env
+from magisterium_async import _telemetry as _logs
 from magisterium_async._auth._credentials import load_credentials
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 from tests.cli.helpers import TIMEOUT, clean_env
