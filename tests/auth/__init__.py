@@ -1,1 +1,1 @@
-
+"""Tests of signing in, mirroring magisterium_async/_auth/."""

@@ -1,0 +1,1 @@
+"""Tests of the cache and shared calls, mirroring magisterium_async/_cache/."""

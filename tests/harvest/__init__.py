@@ -1,1 +1,1 @@
-
+"""Tests of batches and the harvest, mirroring magisterium_async/_harvest/."""

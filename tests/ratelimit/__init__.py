@@ -1,0 +1,1 @@
+"""Tests of the rate-limit engine, mirroring magisterium_async/_ratelimit/."""

@@ -1,0 +1,1 @@
+"""Tests of the testing tools and the emulator, mirroring magisterium_async/testing/."""

@@ -1,1 +1,1 @@
-
+"""Tests of the harvest command, mirroring magisterium_async/_cli/harvest/."""

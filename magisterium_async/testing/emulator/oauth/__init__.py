@@ -1,1 +1,1 @@
-"""TODO"""
+"""The emulator's OAuth 2.0 authorization server: clients, codes, tokens and their routes."""
