@@ -37,9 +37,12 @@ def seconds(elapsed: float) -> str:
     return f"{elapsed:.2f}s" if elapsed < 10 else duration(elapsed)
 
 
-def _rate_text(rate: float) -> str:
-    """Documents a minute: ``12.5``, or ``340`` once they are many."""
-    return f"{rate:.0f}" if rate >= 100 else f"{rate:.1f}"
+def _rate_text(rate: float | None, unit: str) -> str:
+    """`` · 12.5 docs/min`` (``340`` once they are many); nothing for a run too short to
+    have a rate."""
+    if rate is None:
+        return ""
+    return f" · {rate:.0f} {unit}" if rate >= 100 else f" · {rate:.1f} {unit}"
 
 
 def _both(figure: str, all_runs: int, this_run: int) -> str:
@@ -63,8 +66,8 @@ class Status:
         queries = f"{tally.queries_done}" + (f"/{tally.total}" if tally.total is not None else "")
         parts = [
             f"queries {_both(queries, tally.queries_done, tally.queries_this_run)}",
-            f"docs {_both(str(tally.documents), tally.documents, tally.documents_this_run)}",
-            f"{_rate_text(tally.per_minute)} docs/min",
+            f"docs {_both(str(tally.documents), tally.documents, tally.documents_this_run)}"
+            + _rate_text(tally.per_minute, "docs/min"),
         ]
         if stats.not_found:
             parts.append(f"not found {stats.not_found}")
@@ -170,7 +173,7 @@ def summary(
         text = [
             f"{_head(ending, sink.written, stats.searched)}"
             f" in {seconds(stats.elapsed)} → {out or 'stdout'}",
-            _figures(fields, skipped) + f" · {_rate_text(tally.per_minute)} documents/min",
+            _figures(fields, skipped) + _rate_text(tally.per_minute, "documents/min"),
         ]
         if state is not None or tally.total is not None:
             queries = f"{tally.queries_done}" + (

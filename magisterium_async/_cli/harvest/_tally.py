@@ -17,7 +17,10 @@ from magisterium_async._config import RateLimits
 from magisterium_async._harvest import Harvest, StateSummary
 from magisterium_async._ratelimit import PoolStats
 
-__all__ = ["Before", "Counted", "Tally"]
+__all__ = ["RATE_AFTER", "Before", "Counted", "Tally"]
+
+RATE_AFTER = 10.0
+"""Seconds a run must last before it shows a rate of documents a minute."""
 
 
 class Counted(Protocol):
@@ -108,15 +111,16 @@ class Tally:
         return before + self.sink.written
 
     @property
-    def per_minute(self) -> float:
+    def per_minute(self) -> float | None:
         """Documents written a minute, by this run: over at least one quota period, so
-        the burst a fresh quota allows does not read as the pace (with the quota lifted,
-        over the time elapsed)."""
+        the burst a fresh quota allows does not read as the pace. With the quota lifted,
+        over the time elapsed, and only once that is :data:`RATE_AFTER` seconds at least
+        (``None`` before: a rate over a fraction of a second means nothing)."""
         elapsed = self.run.stats.elapsed
-        if elapsed <= 0:
-            return 0.0
         if math.isfinite(self.quota.default):
             elapsed = max(elapsed, self.quota.period)
+        if elapsed < RATE_AFTER:
+            return None
         return self.sink.written * 60 / elapsed
 
     def waiting_for_quota(self) -> float | None:
@@ -181,10 +185,12 @@ class Tally:
         return left / pace if wait is None else wait + max(left - 1, 0) / pace
 
     def record(self) -> dict[str, Any]:
-        """The figures for a JSON summary."""
+        """The figures for a JSON summary (``documents_per_minute``: ``None`` while
+        :attr:`per_minute` is)."""
+        rate = self.per_minute
         return {
             "queries_total": self.total,
             "queries_done": self.queries_done,
             "documents_total": self.documents,
-            "documents_per_minute": round(self.per_minute, 2),
+            "documents_per_minute": None if rate is None else round(rate, 2),
         }

@@ -31,8 +31,11 @@ def test_the_status_line_counts_all_runs_and_this_run_in_documents_a_minute() ->
     assert Status(fresh).line().startswith("queries 2/2 · docs 3 · 3.0 docs/min")
     burst = HarvestStats(queries=300, searched=10, fetched=300, started=0.0, finished=3.6)
     assert tally_of(burst, 300, RateLimits(300, 2)).per_minute == 300.0  # not 5000
-    lifted = tally_of(burst, 300, RateLimits.unlimited())
-    assert lifted.per_minute == pytest.approx(5000.0)  # no quota: the pace kept
+    # No quota: the pace kept, once the run is long enough to have one.
+    assert tally_of(burst, 300, RateLimits.unlimited()).per_minute is None  # 3.6 s
+    assert "docs/min" not in Status(tally_of(burst, 300, RateLimits.unlimited())).line()
+    long = HarvestStats(queries=300, searched=10, fetched=1000, started=0.0, finished=12.0)
+    assert tally_of(long, 300, RateLimits.unlimited()).per_minute == pytest.approx(5000.0)
 
 
 def test_the_status_line_says_it_waits_for_quota_and_until_when() -> None:
