@@ -9,7 +9,6 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async._auth._credentials import (
-    Credentials,
     credentials_location,
     default_credentials_path,
     delete_credentials,
@@ -17,27 +16,7 @@ from magisterium_async._auth._credentials import (
     mask_url,
     save_credentials,
 )
-
-SECRET_ACCESS = "at-very-secret-access"
-SECRET_REFRESH = "rt-very-secret-refresh"
-
-
-def credentials(**changes: object) -> Credentials:
-    values: dict[str, object] = {
-        "origin": "https://www.magisterium.com",
-        "issuer": "https://www.magisterium.com",
-        "authorization_endpoint": "https://www.magisterium.com/oauth/authorize",
-        "token_endpoint": "https://www.magisterium.com/oauth/token",
-        "client_id": "client-1",
-        "redirect_uri": "http://127.0.0.1:5000/callback",
-        "access_token": SECRET_ACCESS,
-        "refresh_token": SECRET_REFRESH,
-        "expires_at": 2_000_000_000.0,
-        "lifetime": 3600.0,
-        "scope": "a2a offline_access",
-        **changes,
-    }
-    return Credentials(**values)  # type: ignore[arg-type]
+from tests.helpers.credentials import SECRET_ACCESS, SECRET_REFRESH, credentials
 
 
 def test_saved_private_in_a_private_new_directory(tmp_path: Path) -> None:

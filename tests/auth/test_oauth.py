@@ -15,7 +15,7 @@ import magisterium_async as m
 from magisterium_async._auth import _oauth
 from tests.conftest import Reply, ScriptedServer
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server
-from tests.http.test_jsonrpc import RawServer, chain
+from tests.helpers.raw_server import RawServer, chain
 
 __all__ = ["auth_server"]
 

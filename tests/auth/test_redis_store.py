@@ -24,13 +24,13 @@ from magisterium_async._auth._redis_store import RedisStore, signin_key
 from magisterium_async._auth._tokens import StoredToken
 from magisterium_async._redis import connect
 from tests.conftest import JumpClock, _running
+from tests.helpers.credentials import PASSWORD, require_password
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, sign_in
 from tests.helpers.redis_server import RedisServer
 from tests.helpers.refresh_log import RefreshLog
 
 __all__ = ["auth_server"]
 
-PASSWORD = "s3cret-redis-pw"
 # README's user for the sign-in and the shared quota, after its name and password.
 README_ACL = ("on", "~magisterium:*", "+@read", "+@write", "+@scripting", "+ping", "+time")
 
@@ -45,16 +45,6 @@ def clock(auth_server: FakeAuthServer) -> JumpClock:
 @pytest.fixture(autouse=True)
 def _no_env_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MAGISTERIUM_TOKEN", raising=False)
-
-
-async def require_password(redis: RedisServer) -> str:
-    """Make ``redis`` ask for :data:`PASSWORD`; the URL that gives it."""
-    client = connect(redis.url, 5.0)
-    try:
-        await client.config_set("requirepass", PASSWORD)
-    finally:
-        await client.aclose()
-    return f"redis://:{PASSWORD}@127.0.0.1:{redis.port}/0"
 
 
 @pytest.fixture

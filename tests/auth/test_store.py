@@ -11,8 +11,7 @@ import pytest
 import magisterium_async as m
 from magisterium_async._auth import _credentials
 from magisterium_async._auth._store import FileStore, StoreUnreachableError, fence
-
-from .test_credentials import SECRET_ACCESS, SECRET_REFRESH, credentials
+from tests.helpers.credentials import SECRET_ACCESS, SECRET_REFRESH, credentials
 
 
 async def test_a_sign_in_is_saved_loaded_and_deleted(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import aiohttp
 
 from magisterium_async._auth._credentials import load_credentials
 from magisterium_async._redis import connect
-from tests.auth.test_redis_store import PASSWORD, require_password
+from tests.helpers.credentials import PASSWORD, require_password
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
 from tests.helpers.redis_server import RedisServer
 

@@ -19,7 +19,7 @@ from magisterium_async._cli._client import (
 )
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._config import TOKEN_ENV
-from tests.auth.test_credentials import credentials
+from tests.helpers.credentials import credentials
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from magisterium_async._http._base import AiohttpTransport
 from magisterium_async._http._jsonrpc import check_base_url, decode_response
 from magisterium_async._models import MAX_ANSWER_DEPTH, MAX_DEPTH
 from tests.conftest import TOKEN, Reply, ScriptedServer, task_json
+from tests.helpers.raw_server import RawServer, chain
 
 
 def envelope(**fields: Any) -> bytes:
@@ -369,48 +370,6 @@ def test_a_huge_error_code_is_kept_in_a_plain_json_rpc_error() -> None:
 
 
 # Errors never carry the token ----------------------------------------------------------
-
-
-class RawServer:
-    """A TCP server on 127.0.0.1 that answers every request with fixed bytes."""
-
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
-        self.requests = 0
-        self.server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/api/v1/a2a"
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await reader.readuntil(b"\r\n\r\n")
-            self.requests += 1
-            writer.write(self.answer)
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-
-def chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        item = stack.pop()
-        if item is None or any(item is s for s in seen):
-            continue
-        seen.append(item)
-        stack += [item.__cause__, item.__context__]
-    return seen
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ skip without node or ``node_modules`` (set ``MAGISTERIUM_INTEROP_BUILD=1`` to ru
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -29,30 +28,15 @@ from magisterium_async.testing import (
 from magisterium_async.testing.emulator._card import agent_card
 from magisterium_async.testing.emulator._config import Protocol
 
-from .conftest import HERE, _in_ci
+from .conftest import _in_ci
+from .js_common import JS, SDKS, missing_sdks, send
 from .plans import MISSING_TASK, every_skill_and_task_method, run_plan, text
 
 pytestmark = pytest.mark.interop
 
-JS = HERE / "js"
-SDKS = {"03": "0.3.14", "13": "1.3.0"}
 # The emulator's protocol each SDK runs against: 0.3 talks to the service's own (0.2.6);
 # 1.3 reaches the service's JSON-RPC only where the card says 0.3.
 PROTOCOL: dict[str, Protocol] = {"03": "0.2.6", "13": "0.3"}
-
-
-def _installed(key: str) -> str | None:
-    manifest = JS / "node_modules" / f"a2a-js-{key}" / "package.json"
-    try:
-        version: str = json.loads(manifest.read_text())["version"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return version
-
-
-def missing_sdks() -> list[str]:
-    """The keys of the SDKs ``npm ci`` has not installed (at the version pinned)."""
-    return [key for key, version in SDKS.items() if _installed(key) != version]
 
 
 def _node() -> str:
@@ -80,11 +64,6 @@ def sdk(request: pytest.FixtureRequest) -> str:
     """Which @a2a-js/sdk: ``"03"`` or ``"13"``."""
     key: str = request.param
     return key
-
-
-def send(label: str, skill: str | None, *parts: dict[str, Any], **step: Any) -> dict[str, Any]:
-    """A ``message/send`` step: the parts, to ``skill`` (``token=`` sends another token)."""
-    return {"label": label, "call": "send", "skill": skill, "parts": list(parts), **step}
 
 
 async def run_js_client(sdk: str, emulator: Emulator, steps: list[dict[str, Any]]) -> Any:

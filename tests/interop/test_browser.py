@@ -33,8 +33,8 @@ from magisterium_async.testing import (
     RateLimitConfig,
 )
 
+from .js_common import JS, missing_sdks, send
 from .plans import data, get, text
-from .test_a2a_js import JS, missing_sdks, send
 
 pytestmark = pytest.mark.interop
 
