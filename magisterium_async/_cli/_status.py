@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import shutil
 import sys
@@ -130,7 +131,8 @@ class Watch:
         self.changed.set()
         if hasattr(record, "retry_after"):
             told = record.retry_after
-            asks = f"; it asks to wait {duration(told)}" if isinstance(told, (int, float)) else ""
+            usable = isinstance(told, (int, float)) and math.isfinite(told)
+            asks = f"; it asks to wait {duration(told)}" if usable else ""
             self._retry = _Retry(f"rate limited by the service (HTTP 429{asks})", now + delay, None)
         else:
             reason = _METHOD.sub("", " ".join(str(getattr(record, "reason", "")).split()))
