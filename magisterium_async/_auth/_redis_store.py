@@ -36,7 +36,7 @@ from magisterium_async._auth._credentials import (
     mask_url,
 )
 from magisterium_async._auth._oauth import CLIENT_NAME
-from magisterium_async._auth._store import StoreUnreachableError, fence
+from magisterium_async._auth._store import StoreUnreachableError, fence, waiting_for_another
 from magisterium_async._errors import CredentialsError, SharedQuotaError
 
 if TYPE_CHECKING:
@@ -158,7 +158,10 @@ class RedisStore:
         )
         try:
             # Each attempt is one bounded SET NX PX; the attempts are bounded by LOCK_WAIT.
-            acquired = await asyncio.wait_for(lock.acquire(), LOCK_WAIT + TIMEOUT)
+            acquired = await asyncio.wait_for(lock.acquire(blocking=False), TIMEOUT)
+            if not acquired:
+                waiting_for_another(self.where, LOCK_WAIT)
+                acquired = await asyncio.wait_for(lock.acquire(), LOCK_WAIT + TIMEOUT)
         except asyncio.TimeoutError:  # before OSError: on 3.11+ it is TimeoutError
             acquired = False
         except redis_errors() as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -41,7 +42,10 @@ __all__ = [
     "FileStore",
     "StoreUnreachableError",
     "fence",
+    "waiting_for_another",
 ]
+
+logger = logging.getLogger("magisterium_async.auth")
 
 LOCK_TIMEOUT = 120.0  # the longest a process waits for another's refresh of a file
 
@@ -88,6 +92,21 @@ class CredentialStore(Protocol):
     async def aclose(self) -> None:
         """Release what the store holds (a connection)."""
         ...
+
+
+def waiting_for_another(where: str, at_most: float) -> None:
+    """Say (INFO) that this process waits for another's refresh of the sign-in at
+    ``where``, ``at_most`` seconds; the record's ``status`` and ``wait_for`` are for a
+    status line."""
+    logger.info(
+        "waiting for another process's refresh of the sign-in at %s (at most %g s)",
+        where,
+        at_most,
+        extra={
+            "status": "waiting for another process's refresh of the sign-in",
+            "wait_for": at_most,
+        },
+    )
 
 
 def fence(credentials: Credentials) -> str:
@@ -144,9 +163,13 @@ class FileStore:
     @contextlib.asynccontextmanager
     async def refreshing(self) -> AsyncIterator[None]:
         try:
-            await self._lock.acquire()
+            await self._lock.acquire(blocking=False)
         except filelock.Timeout:
-            raise self._held() from None
+            waiting_for_another(self.where, self._lock_timeout)
+            try:
+                await self._lock.acquire()
+            except filelock.Timeout:
+                raise self._held() from None
         try:
             yield
         finally:

@@ -313,7 +313,11 @@ class StoredToken:
             )
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        logger.info("refreshing the access token at %s", stored.token_endpoint)
+        logger.info(
+            "refreshing the access token at %s",
+            stored.token_endpoint,
+            extra={"status": "refreshing the sign-in", "wait_for": REFRESH_TIMEOUT},
+        )
         try:
             tokens = await _oauth.refresh(
                 self._session,

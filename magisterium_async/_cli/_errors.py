@@ -126,6 +126,9 @@ _CLI_WORDS = (
     (re.compile(r"\bmax_retries\b"), "--max-retries"),
     (re.compile(r"^timeout\b"), "--timeout"),
     (re.compile(r"\(credentials=\)"), "(--credentials)"),
+    (re.compile(r"^document_id\b"), "the document id"),
+    (re.compile(r"^task_id\b"), "the task id"),
+    (re.compile(r"^context_id\b"), "--context-id"),
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import shutil
 import sys
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["Watch", "at_clock", "duration", "status_line", "waiting_text", "watching"]
 
 logger = logging.getLogger("magisterium_async.cli")
-RETRY_LOGGER = "magisterium_async.retry"
+HEARD = ("magisterium_async.retry", "magisterium_async.auth")  # what the line is told by
 
 _CLEAR = "\r\x1b[2K"
 
@@ -96,6 +97,7 @@ class Watch:
         self._client: AsyncMagisterium | None = None
         self._sent_at: float | None = None
         self._retry: _Retry | None = None
+        self._doing: tuple[str, float | None] | None = None  # before a request: a refresh
         self._waiting = False  # in a wait for quota, already told to the log
 
     def attach(self, client: AsyncMagisterium) -> None:
@@ -108,18 +110,29 @@ class Watch:
             self.attempts += 1
             self._sent_at = event.time
             self._waiting = False
+            self._doing = None
             self.changed.set()
 
     def on_record(self, record: logging.LogRecord) -> None:
-        """A record of the retry loop: a retry to come, in ``retry_in`` seconds."""
+        """A record of the retry loop (a retry to come, in ``retry_in`` seconds) or of the
+        sign-in (a ``status``, for at most ``wait_for`` seconds: a refresh, a wait for
+        another process's)."""
+        now = self._clock.now()
+        status = getattr(record, "status", None)
+        if isinstance(status, str):
+            wait_for = getattr(record, "wait_for", None)
+            until = now + wait_for if isinstance(wait_for, (int, float)) else None
+            self._doing = (status, until)
+            self.changed.set()
+            return
         delay = getattr(record, "retry_in", None)
         if not isinstance(delay, (int, float)):
             return
-        now = self._clock.now()
         self.changed.set()
         if hasattr(record, "retry_after"):
             told = record.retry_after
-            asks = f"; it asks to wait {duration(told)}" if isinstance(told, (int, float)) else ""
+            usable = isinstance(told, (int, float)) and math.isfinite(told)
+            asks = f"; it asks to wait {duration(told)}" if usable else ""
             self._retry = _Retry(f"rate limited by the service (HTTP 429{asks})", now + delay, None)
         else:
             reason = _METHOD.sub("", " ".join(str(getattr(record, "reason", "")).split()))
@@ -142,6 +155,13 @@ class Watch:
                 which = f"retry {retry.number} of {self._max_attempts - 1}"
             when = f"{which} at {at_clock(left, self._wall)} (in {duration(max(left, 1.0))})"
             return f"{self.label}: {when}, after: {retry.reason}"
+        if self._doing is not None:
+            status, until = self._doing
+            if until is None:
+                return f"{self.label}: {status}…"
+            return (
+                f"{self.label}: {status}, until {at_clock(until - now, self._wall)} at the latest"
+            )
         client = self._client
         if client is None:
             return f"{self.label}…"
@@ -181,18 +201,22 @@ class _Records(logging.Handler):
 
 
 @contextlib.contextmanager
-def _hearing_retries(watch: Watch) -> Iterator[None]:
-    """The retry loop's records go to ``watch`` too, while the block runs."""
-    retries = logging.getLogger(RETRY_LOGGER)
-    handler, level = _Records(watch), retries.level
-    retries.addHandler(handler)
-    if not retries.isEnabledFor(logging.INFO):
-        retries.setLevel(logging.INFO)
+def _hearing(watch: Watch) -> Iterator[None]:
+    """The retry loop's and the sign-in's records go to ``watch`` too, while the block
+    runs (at INFO, whatever the loggers' levels: the line needs them, ``-v`` or not)."""
+    handler = _Records(watch)
+    loggers = [logging.getLogger(name) for name in HEARD]
+    levels = [heard.level for heard in loggers]
+    for heard in loggers:
+        heard.addHandler(handler)
+        if not heard.isEnabledFor(logging.INFO):
+            heard.setLevel(logging.INFO)
     try:
         yield
     finally:
-        retries.removeHandler(handler)
-        retries.setLevel(level)
+        for heard, level in zip(loggers, levels, strict=True):
+            heard.removeHandler(handler)
+            heard.setLevel(level)
 
 
 @contextlib.asynccontextmanager
@@ -203,7 +227,7 @@ async def watching(
     terminal, and each wait for quota logged once (for ``-v``)."""
     out = stream if stream is not None else sys.stderr
     shown = out.isatty()
-    with _hearing_retries(watch):
+    with _hearing(watch):
         if not shown and not logger.isEnabledFor(logging.INFO):
             yield
             return

@@ -3,6 +3,7 @@ the fence a compare-and-set compares."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -108,3 +109,25 @@ async def test_a_save_while_another_process_refreshes_is_a_store_unreachable_err
 def test_a_bad_lock_timeout_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lock_timeout"):
         FileStore(tmp_path / "credentials.json", lock_timeout=-1)
+
+
+async def test_waiting_for_another_processs_refresh_is_said_with_its_bound(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="magisterium_async.auth")
+    path = tmp_path / "credentials.json"
+    holder = FileStore(path)
+    other = FileStore(path, lock_timeout=0.3)
+    async with holder.refreshing():
+        with pytest.raises(StoreUnreachableError):
+            async with other.refreshing():
+                pytest.fail("two holders of one refresh lock")
+    [record] = caplog.records
+    assert record.getMessage() == (
+        f"waiting for another process's refresh of the sign-in at {path} (at most 0.3 s)"
+    )
+    assert record.__dict__["wait_for"] == 0.3  # for a status line
+    caplog.clear()
+    async with other.refreshing():  # free: taken at once, nothing said
+        pass
+    assert caplog.records == []

@@ -67,6 +67,9 @@ def test_describe_gives_the_wait_of_a_rate_limit() -> None:
         ),
         ("max_retries must be >= 0, got -1", "--max-retries must be >= 0, got -1"),
         ("no credentials file at /x (credentials=)", "no credentials file at /x (--credentials)"),
+        ("document_id must not be empty", "the document id must not be empty"),
+        ("task_id must not be empty", "the task id must not be empty"),
+        ("context_id must not be empty", "--context-id must not be empty"),
     ],
 )
 def test_library_words_become_the_command_lines(library: str, cli: str) -> None:

@@ -290,3 +290,21 @@ def test_very_verbose_shows_each_request_and_no_token(silent_server: str) -> Non
         run.err
     )
     assert token not in run.err
+
+
+async def test_before_the_request_it_says_the_sign_in_it_waits_for() -> None:
+    watch, _, clock = _watch()
+    refreshing = {"status": "refreshing the sign-in", "wait_for": 15.0}
+    watch.on_record(logging.makeLogRecord({"msg": "refreshing the access token", **refreshing}))
+    assert watch.text() == "searching: refreshing the sign-in, until 12:00:15 at the latest"
+    watch.on_event(PoolEvent("sent", "default", clock.now(), 0.0))  # then the request
+    assert watch.text().startswith("searching… 0s, attempt 1 of 3")
+
+
+async def test_a_429_without_a_usable_wait_says_no_wait() -> None:
+    watch, _, _ = _watch()
+    for told in (None, float("inf"), float("nan")):
+        watch.on_record(logging.makeLogRecord({"retry_in": 5.0, "retry_after": told}))
+        assert watch.text() == (
+            "searching: next try at 12:00:05 (in 5s), after: rate limited by the service (HTTP 429)"
+        )

@@ -879,13 +879,18 @@ async def test_redis_restarted_mid_run_loses_nothing(
     caplog.set_level(logging.WARNING, logger="magisterium_async")
     sent = 0
     restarted = asyncio.Event()
+    restarts: list[asyncio.Future[None]] = []
 
     def on_event(event: PoolEvent) -> None:
         nonlocal sent
         if event.kind == "sent" and event.pool == "default":
             sent += 1
             if sent == 12 and not restarted.is_set():
-                redis_server.restart()  # blocks the loop for milliseconds; no persistence
+                # No persistence. In a thread, as Redis restarts on its own: blocking this
+                # loop would hold back the emulator too, whose arrivals would then bunch
+                # up by however long the restart took (seconds, on a loaded machine).
+                loop = asyncio.get_running_loop()
+                restarts.append(loop.run_in_executor(None, redis_server.restart))
                 restarted.set()
 
     clients = [client_for(emulator, redis_server, workers=3, on_event=on_event) for _ in range(3)]
@@ -896,6 +901,7 @@ async def test_redis_restarted_mid_run_loses_nothing(
     finally:
         for c in clients:
             await c.aclose()
+        await asyncio.gather(*restarts)
     assert restarted.is_set()
     assert len(results) == 36
     assert emulator.stats.count(outcome="rate_limited") == 0
