@@ -112,15 +112,18 @@ class CacheStats:
 
 
 class _Entry(msgspec.Struct, array_like=True):
-    """What a store holds for one answer: until when it is fresh, and the task's bytes."""
+    """What a store holds for one answer: until when it is fresh, and the task as JSON.
+
+    JSON, not msgpack: an answer may hold any integer the service's JSON can (msgpack
+    stops at 64 bits), and it reads back to the same task."""
 
     expires: float
-    body: bytes
+    body: msgspec.Raw
 
 
-_ENTRY = msgspec.msgpack.Decoder(_Entry)
-_TASK = msgspec.msgpack.Decoder(Task)
-_ENCODER = msgspec.msgpack.Encoder()
+_ENTRY = msgspec.json.Decoder(_Entry)
+_TASK = msgspec.json.Decoder(Task)
+_ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
 _Shared = tuple[Task, bytes, Outcome]
 
@@ -283,7 +286,7 @@ class AnswerCache:
                 expires = self._wall() + fresh
                 if day_end is not None:
                     expires = min(expires, day_end)
-                await self._put(key, _ENCODER.encode(_Entry(expires, body)), expires)
+                await self._put(key, _ENCODER.encode(_Entry(expires, msgspec.Raw(body))), expires)
             elif shared is not None:
                 await self._release(shared, key)
         return task, body, "miss"
@@ -342,7 +345,7 @@ class AnswerCache:
             entry = _ENTRY.decode(raw)
             if entry.expires <= self._wall():
                 return None
-            return _TASK.decode(entry.body), entry.body, "hit"
+            return _TASK.decode(entry.body), bytes(entry.body), "hit"
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             if not self._warned_corrupt:
                 self._warned_corrupt = True
