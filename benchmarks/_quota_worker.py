@@ -41,11 +41,15 @@ __all__ = ["Workers", "bulk_calls", "interactive_calls", "make_client"]
 
 def make_client(job: dict[str, Any]) -> AsyncMagisterium:
     """The job's ``AsyncMagisterium``: ``RateLimits(default, expensive, period)``,
-    ``max_concurrency``, and ``SharedQuota(redis_url, workers=workers)`` when given."""
+    ``max_concurrency``, and with a ``redis_url`` ``SharedQuota(redis_url, workers=workers)``
+    (``workers`` ``None``: the URL alone, as most users write it)."""
     from magisterium_async import AsyncMagisterium, RateLimits, SharedQuota
 
     redis_url = job.get("redis_url")
-    shared = SharedQuota(redis_url, workers=job["workers"]) if redis_url else None
+    workers = job.get("workers")
+    shared = None
+    if redis_url:
+        shared = SharedQuota(redis_url) if workers is None else SharedQuota(redis_url, workers)
     return AsyncMagisterium(
         token=job["token"],
         base_url=job["base_url"],

@@ -8,8 +8,9 @@ work evenly, are released together, and fire their share at once, 16 in flight e
 Clients, each as four processes:
 
 - ``magisterium_async``: ``AsyncMagisterium(shared_quota=SharedQuota(redis_url,
-  workers=4), rate_limits=RateLimits(told, told, period=1))``; Redis is flushed before
-  each run, so nothing learnt in one carries into the next;
+  workers=4), rate_limits=RateLimits(told, told, period=1))``, and the same with the URL
+  alone (``SharedQuota(redis_url)``: no hint of how many share the quota); Redis is
+  flushed before each run, so nothing learnt in one carries into the next;
 - ``botocore adaptive``: ``bench_quota``'s driver of botocore's CUBIC limiter, one per
   process (botocore has no shared mode);
 - ``naive``: the retry-after loop.
@@ -38,7 +39,8 @@ __all__ = ["SCENARIOS", "run"]
 WORKERS = 4
 CONCURRENCY = 16  # per process, as bench_quota's one process
 CLIENTS = {
-    "magisterium": "magisterium_async + Redis",
+    "magisterium": "magisterium_async + Redis (workers=4)",
+    "magisterium_url": "magisterium_async + Redis (URL alone)",
     "botocore": "botocore adaptive (one per process)",
     "naive": "naive retry-after loop",
 }
@@ -81,11 +83,11 @@ def _measure(
     jobs = {
         i: {
             "task": "calls",
-            "client": client,
+            "client": "magisterium" if client.startswith("magisterium") else client,
             "base_url": server.base_url,
             "token": server.token,
             "redis_url": redis.url,
-            "workers": WORKERS,
+            "workers": None if client == "magisterium_url" else WORKERS,
             "default": scenario.told,
             "expensive": scenario.told,
             "period": scale,
@@ -158,10 +160,13 @@ def run(quick: bool) -> Section:
     return section
 
 
+OURS = ("magisterium", "magisterium_url")
+
+
 def _rows(section: Section, scenario: Scenario, results: dict[str, Any]) -> None:
-    ours = results["magisterium"]
-    if "error" in ours:
-        section.fail(f"{scenario.key}: {ours['error']}")
+    for name in OURS:
+        if "error" in results[name]:
+            section.fail(f"{scenario.key} ({CLIENTS[name]}): {results[name]['error']}")
     for client, label in CLIENTS.items():
         result = results[client]
         if "span" not in result:
@@ -181,9 +186,16 @@ def _rows(section: Section, scenario: Scenario, results: dict[str, Any]) -> None
 
 
 def _goal(section: Section, scenario: Scenario, results: dict[str, Any]) -> None:
-    ours = results["magisterium"]
+    for name in OURS:
+        _goal_of(section, scenario, results, name)
+
+
+def _goal_of(section: Section, scenario: Scenario, results: dict[str, Any], name: str) -> None:
+    ours, how = results[name], "workers=4" if name == "magisterium" else "URL alone"
     if "span" not in ours or "error" in ours:
-        section.goal(f"{scenario.key}: the issue's goals", False, ours.get("error", "no run"))
+        section.goal(
+            f"{scenario.key} ({how}): the issue's goals", False, ours.get("error", "no run")
+        )
         return
     max_429, max_span = scenario.max_429 or 0.0, scenario.max_wall or math.inf
     checks = [
@@ -206,7 +218,7 @@ def _goal(section: Section, scenario: Scenario, results: dict[str, Any]) -> None
         checks.append((f"beats {CLIENTS[client]} on 429s", beats))
         versus.append(f"{client} {peer['per_success']:.3f}")
     section.goal(
-        f"{scenario.key} (four processes): " + "; ".join(text for text, _ in checks),
+        f"{scenario.key} (four processes, {how}): " + "; ".join(text for text, _ in checks),
         all(met for _, met in checks),
         f"{ours['per_success']:.3f} 429s/success ({ours['rate_limited']} x 429), span "
         f"{ours['x_ideal']:.2f}x ideal; 429s/success vs " + ", ".join(versus),

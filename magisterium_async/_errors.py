@@ -133,7 +133,12 @@ class ClientClosedError(MagisteriumError):
 
 
 class APIConnectionError(MagisteriumError):
-    """The request got no answer: the connection failed, was refused or was dropped."""
+    """The request got no answer: the connection failed, was refused or was dropped.
+
+    ``reached_server`` is ``False`` when nothing was sent (the connection was refused, the
+    host did not resolve): such a try spends none of the quota."""
+
+    reached_server = True
 
 
 class APITimeoutError(APIConnectionError):

@@ -118,6 +118,8 @@ async def call_with_retries(
                 logger.info("%s: rate limited (HTTP 429); retrying in %.3g s", what, delay)
             except MagisteriumError as exc:
                 observer.answered(exc)
+                if isinstance(exc, APIConnectionError) and not exc.reached_server:
+                    permit.not_sent()  # the try spent no quota: its start is given back
                 if retries >= policy.max_retries or not is_transient(
                     exc, retry_timeouts=retry_timeouts
                 ):

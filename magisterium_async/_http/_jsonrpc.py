@@ -13,6 +13,7 @@ import itertools
 import logging
 import platform
 import reprlib
+import socket
 import ssl
 from collections.abc import Sequence
 from typing import Any, NoReturn, TypeVar
@@ -165,7 +166,9 @@ def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnecti
     detail = _safe_str(exc)
     if isinstance(exc, _TLS_ERRORS):
         return TLSError(f"{what} failed: TLS: {type(exc).__name__}: {detail}".rstrip(": "))
-    return APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
+    error = APIConnectionError(f"{what} failed: {type(exc).__name__}: {detail}".rstrip(": "))
+    error.reached_server = not isinstance(exc, _NOT_SENT_ERRORS)
+    return error
 
 
 def raise_alone(error: BaseException) -> NoReturn:
@@ -194,6 +197,8 @@ def _safe_str(exc: BaseException) -> str:
 
 _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 _TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError)
+# No connection was made (refused, the host did not resolve): nothing reached the server.
+_NOT_SENT_ERRORS = (aiohttp.ClientConnectorError, ConnectionRefusedError, socket.gaierror)
 
 
 def _parse(method: str, payload: bytes) -> tuple[_Envelope | _RawEnvelope | None, str | None]:

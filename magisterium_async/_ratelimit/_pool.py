@@ -228,12 +228,13 @@ class Permit:
     ``started`` is the clock time at which it was let through.
     """
 
-    __slots__ = ("_pool", "_released", "_start", "started")
+    __slots__ = ("_pool", "_released", "_sent", "_start", "started")
 
     def __init__(self, pool: Pool, start: Start) -> None:
         self._pool = pool
         self._start = start
         self._released = False
+        self._sent = True
         self.started = start.time
 
     def rate_limited(self, retry_after: float) -> None:
@@ -248,11 +249,17 @@ class Permit:
         """Count a retry of this request in the pool's stats."""
         self._pool.retried()
 
+    def not_sent(self) -> None:
+        """The request never reached the server (the connection was refused, the host did
+        not resolve): on release its start is given back to the pool's log, as if it had
+        never been made, so it spends none of the quota."""
+        self._sent = False
+
     def release(self) -> None:
         """The request is over (idempotent); ``slot()`` calls it on the way out."""
         if not self._released:
             self._released = True
-            self._pool.release(self._start)
+            self._pool.release(self._start, sent=self._sent)
 
 
 class _Slot(AbstractAsyncContextManager["Permit"]):
@@ -398,8 +405,13 @@ class Pool:
         self._emit("sent", permit.started - since)
         return permit
 
-    def release(self, start: Start) -> None:
-        """A request let through is over: free its slot, tell the judge and the gate."""
+    def release(self, start: Start, *, sent: bool = True) -> None:
+        """A request let through is over: free its slot, tell the judge and the gate
+        (``sent=False``: nothing reached the server; the start is forgotten instead)."""
+        if not sent:
+            self._forget(start)
+            self._pump()
+            return
         start.done = True
         self._in_flight -= 1
         if self.judge.suspect is not None:
@@ -415,12 +427,17 @@ class Pool:
 
     def _give_back(self, permit: Permit) -> None:
         """A permit let through but never used: its start is forgotten, its slot freed."""
-        start = permit._start
+        permit._released = True
+        self._forget(permit._start)
+
+    def _forget(self, start: Start) -> None:
+        """A start that sent nothing: out of the log (and the shared one), its slot freed.
+        It answers nothing: the judge's check goes to the next start, and the first round
+        does not count it as an answer."""
         if self._limiter is not None:
             self._limiter.forget(start)
         if self.judge.check is start:
             self.judge.check = None  # not answered: the next start checks instead
-        permit._released = True
         start.done = True
         self._in_flight -= 1
         self._capacity.in_flight -= 1

@@ -92,11 +92,18 @@ _BULK_RANK = 10**15
 class SharedQuota:
     """Share the client's rate limits with every process on the same token, through Redis.
 
-    ``url`` falls back to ``$MAGISTERIUM_REDIS_URL``. ``workers`` is how many processes you
-    expect to share the quota: if Redis goes away, each falls back to ``limit / workers``
-    per period on its own (or fewer, when Redis had seen more clients lately).
-    ``timeout`` bounds every Redis call; ``retry_interval`` is how often a client that
-    lost Redis tries it again. Needs ``pip install 'magisterium-async[redis]'``.
+    The URL alone is enough: Redis decides each start over the shared log, and tells every
+    process how many share the quota (those seen lately). Needs
+    ``pip install 'magisterium-async[redis]'``.
+
+    Args:
+        url: the Redis URL; ``None``: ``$MAGISTERIUM_REDIS_URL``.
+        workers: only sizes the fallback: while Redis is unreachable each process starts
+            ``limit / max(workers, clients seen lately)`` per period on its own. Give it
+            when processes may lose Redis before they have ever reached it.
+        timeout: the most every Redis call may take, in seconds.
+        retry_interval: how often a client that lost Redis tries it again, in seconds.
+        prefix: the start of every key this quota writes.
     """
 
     url: str | None = None

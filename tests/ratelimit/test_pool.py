@@ -10,14 +10,17 @@ import itertools
 import logging
 import math
 import random
+import socket
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import magisterium_async as m
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits, RetryPolicy
 from magisterium_async._errors import ClientClosedError, RateLimitError
@@ -1346,3 +1349,89 @@ async def test_closing_stops_the_ask_in_flight() -> None:
         and admissions.ready(lambda: ("bulk", 1, False), lambda: None) is False
     )
     await admissions.aclose()
+
+
+# A try that never reached the server --------------------------------------------------
+
+
+def dead_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def until_done(clock: VirtualClock, task: asyncio.Task[Any]) -> None:
+    """Move virtual time whenever the call sleeps on it (its backoff); yield to the loop
+    while it waits on real sockets (a refused connection)."""
+    while not task.done():
+        wake = clock.next_wakeup
+        if wake is not None:
+            await clock.advance(max(wake - clock.now(), 0.0))
+        else:
+            await asyncio.sleep(0)
+
+
+async def test_refused_connections_spend_no_start_of_the_quota() -> None:
+    # catholic_qa at the Pro quota: 2 a minute. Three refused tries (two retries), then two
+    # calls more: had the refused tries spent the log, the last would wait a minute.
+    clock = VirtualClock()
+    events: list[PoolEvent] = []
+    async with m.AsyncMagisterium(
+        token="t",
+        base_url=f"http://127.0.0.1:{dead_port()}",
+        rate_limits=PRO,
+        max_retries=2,
+        clock=clock,
+        on_event=events.append,
+    ) as client:
+        call = asyncio.create_task(client.ask("Who wrote the Summa?"))
+        await until_done(clock, call)
+        with pytest.raises(m.APIConnectionError, match="failed") as refused:
+            call.result()
+        assert not refused.value.reached_server
+        once = client.with_options(max_retries=0)
+        calls = [asyncio.create_task(once.ask("again")) for _ in range(2)]
+        await until_done(clock, asyncio.ensure_future(asyncio.wait(calls)))
+        assert all(isinstance(c.exception(), m.APIConnectionError) for c in calls)
+        sent = [e for e in events if e.kind == "sent" and e.pool == "expensive"]
+        assert len(sent) == 5
+        assert [e.value for e in sent] == [0.0] * 5  # none waited for the quota
+        assert client.stats.expensive.retries == 2
+
+
+async def test_a_try_that_reached_the_server_keeps_its_start() -> None:
+    # A timeout after sending may have been counted by the server: its start stays logged.
+    sched, clock = scheduler(RateLimits(15, 1, period=60.0), max_concurrency=4)
+    pool = sched.pool("expensive")
+
+    async def attempt() -> None:
+        raise m.APITimeoutError("timed out")
+
+    call = asyncio.create_task(
+        call_with_retries(
+            attempt, pool=pool, policy=RetryPolicy(max_retries=1), clock=clock, what="x"
+        )
+    )
+    await clock.run_until_idle()
+    with pytest.raises(m.APITimeoutError):
+        await call
+    assert sched.stats.expensive.sent == 2
+    assert clock.now() == pytest.approx(61.0, abs=1.0)  # the retry waited out the minute
+
+
+async def test_a_permit_marked_not_sent_gives_its_start_back() -> None:
+    sched, clock = scheduler(RateLimits(15, 1, period=60.0), max_concurrency=4)
+    pool = sched.pool("expensive")
+    async with pool.slot() as permit:
+        permit.not_sent()
+    assert sched.stats.expensive.in_flight == 0
+    async with pool.slot() as permit:  # the one start a minute is still there
+        assert permit.started == 0.0
+    starts: list[float] = []
+    tasks = spawn(1, pool, clock, starts)
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert starts == [61.0]  # that one was spent
+    await sched.aclose()

@@ -25,7 +25,7 @@ import pytest
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import Priority
-from magisterium_async._errors import SharedQuotaError
+from magisterium_async._errors import APIConnectionError, SharedQuotaError
 from magisterium_async._ratelimit import (
     PoolEvent,
     RuleState,
@@ -210,12 +210,22 @@ def test_a_start_without_a_ticket_is_not_reported(method: str) -> None:
 
 
 def processes(
-    memory_redis: object, clock: VirtualClock, limits: RateLimits, count: int, concurrency: int
+    memory_redis: object,
+    clock: VirtualClock,
+    limits: RateLimits,
+    count: int,
+    concurrency: int,
+    *,
+    hint: bool = True,
+    prefix: str = "magisterium",
 ) -> tuple[list[SharedLimiter], list[Scheduler]]:
-    """``count`` clients sharing one token's quota through one (in-memory) Redis."""
+    """``count`` clients sharing one token's quota through one (in-memory) Redis, told how
+    many they are (``hint``: ``workers=count``) or given the URL alone."""
     from fakeredis import FakeAsyncRedis
 
-    config = SharedQuota("redis://memory", workers=count)
+    config = SharedQuota("redis://memory", prefix=prefix)
+    if hint:
+        config = SharedQuota("redis://memory", workers=count, prefix=prefix)
     shared = [
         SharedLimiter(
             config,
@@ -237,12 +247,23 @@ def processes(
 
 
 async def shared_scenario(
-    memory_redis: object, quota: Quota, told: float, requests: int, count: int = 4
+    memory_redis: object,
+    quota: Quota,
+    told: float,
+    requests: int,
+    count: int = 4,
+    *,
+    hint: bool = True,
+    prefix: str = "magisterium",
+    limiters: list[SharedLimiter] | None = None,
 ) -> tuple[float, list[Scheduler]]:
-    """The scheduler tests' scenario, its requests split over ``count`` processes."""
+    """The scheduler tests' scenario, its requests split over ``count`` processes (their
+    shared limiters added to ``limiters``)."""
     clock = VirtualClock()
     limits = RateLimits(told, told, period=quota.period)
-    _, scheds = processes(memory_redis, clock, limits, count, 16)
+    shared, scheds = processes(memory_redis, clock, limits, count, 16, hint=hint, prefix=prefix)
+    if limiters is not None:
+        limiters += shared
     rng = random.Random(1)
 
     def attempt() -> Awaitable[None]:
@@ -279,6 +300,28 @@ async def test_four_processes_adapt_as_one(memory_redis: object, name: str) -> N
     assert wall <= most_wall * quota.ideal(requests), (wall, quota.ideal(requests))
 
 
+@pytest.mark.parametrize("name", ["hidden", "shift"])
+async def test_the_url_alone_adapts_as_well_as_the_workers_hint(
+    memory_redis: object, name: str
+) -> None:
+    """Four processes given the URL alone learn how many they are from Redis: the same
+    starts, 429s and wall time as those told ``workers=4``, within the same goals."""
+    told, scenario, requests, most_429s, most_wall = PRO_SCENARIOS[name]
+    seen = {}
+    for hint in (True, False):
+        quota = Quota(scenario.schedule, scenario.period)
+        shared: list[SharedLimiter] = []
+        wall, _ = await shared_scenario(
+            memory_redis, quota, told, requests, hint=hint, prefix=f"p{hint}", limiters=shared
+        )
+        assert quota.accepted == requests
+        assert quota.refused / quota.accepted <= most_429s, quota.refused
+        assert wall <= most_wall * quota.ideal(requests), (wall, quota.ideal(requests))
+        assert [s._clients for s in shared] == [4] * 4  # each learned how many share it
+        seen[hint] = (wall, quota.refused)
+    assert seen[False] == seen[True]
+
+
 async def test_a_lowered_rate_is_read_by_every_process(memory_redis: object) -> None:
     """One process proves a window ran out; the others' pools show the lower rate at once."""
     told, quota, _, _, _ = PRO_SCENARIOS["hidden"]
@@ -286,6 +329,49 @@ async def test_a_lowered_rate_is_read_by_every_process(memory_redis: object) -> 
     _, scheds = await shared_scenario(memory_redis, quota, told, 120)
     rates = {s.stats.default.current_rate for s in scheds}
     assert rates and max(rates) <= 16, rates  # 150 told, 15 allowed: all learned it
+
+
+async def test_tries_that_never_reached_the_server_leave_the_shared_log(
+    memory_redis: object,
+) -> None:
+    """Two processes, 2 a minute in the expensive pool: one's three refused tries are taken
+    out of the shared log, so the other's two calls start at once."""
+    clock = VirtualClock()
+    shared, scheds = processes(memory_redis, clock, RateLimits.pro(), 2, 4)
+
+    async def refused() -> None:
+        error = APIConnectionError("connect failed: ClientConnectorError")
+        error.reached_server = False
+        raise error
+
+    async def answered() -> float:
+        return clock.now()
+
+    policy = RetryPolicy(max_retries=2)
+    first = asyncio.create_task(
+        call_with_retries(
+            refused, pool=scheds[0].pool("expensive"), policy=policy, clock=clock, what="x"
+        )
+    )
+    await clock.run_until_idle()
+    with pytest.raises(APIConnectionError):
+        await first
+    await shared[0].aflush()
+    log_key, _ = shared[0].keys("expensive")
+    assert await shared[0]._redis.zcard(log_key) == 0
+    began = clock.now()
+    later = [
+        asyncio.create_task(
+            call_with_retries(
+                answered, pool=scheds[1].pool("expensive"), policy=policy, clock=clock, what="y"
+            )
+        )
+        for _ in range(2)
+    ]
+    await clock.run_until_idle()
+    assert [await t for t in later] == [began, began]
+    for sched in scheds:
+        await sched.aclose()
 
 
 async def test_an_interactive_call_in_one_process_goes_before_bulk_in_others(
