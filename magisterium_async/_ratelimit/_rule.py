@@ -40,6 +40,7 @@ would.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ from magisterium_async._ratelimit._tuning import (
     STARTS_PER_STEP_UP,
 )
 
-__all__ = ["RateRule", "RuleState", "contended", "paces"]
+__all__ = ["RateRule", "RuleState", "contended", "keeps_a_start_free", "paces"]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
 
@@ -167,11 +168,13 @@ class RateRule:
         if not log:
             return -math.inf
         rate = self.state.rate
-        at = next(reversed(log)).time + PACE_INTERVALS * self.window / rate
+        interval = self.window / rate
+        at = next(reversed(log)).time + PACE_INTERVALS * interval
+        if bulk and contended(contended_at, now, self.window):
+            at = max(at, keeps_a_start_free(log, rate, interval))
+            return at if at > now else -math.inf
         if at <= now:
             return -math.inf  # the next start may go now (the window is counted only if not)
-        if bulk and contended(contended_at, now, self.window):
-            return at
         if paces(keyed, waiting, rate - log.started(now - self.span, now)):
             return at
         return -math.inf
@@ -302,6 +305,19 @@ def contended(since: float, now: float, window: float) -> bool:
     interactive one, or one with a fairness key) arrived at ``since``, less than
     :data:`~._tuning.PACE_QUIET_WINDOWS` windows of ``window`` seconds ago."""
     return now < since + PACE_QUIET_WINDOWS * window
+
+
+def keeps_a_start_free(log: StartLog, rate: int, interval: float) -> float:
+    """When a paced start leaves the log a start free within one ``interval`` after it:
+    once it and the ``rate - 1`` newest starts span ``rate - 1`` intervals (``-inf``: at
+    once). Pacing spaces bulk starts, but starts that went together (the burst before
+    anyone contended, interactive calls let through at once) leave the span as one; without
+    this, the starts paced after them would fill the log until those leave, and a call
+    arriving meanwhile would wait that long."""
+    if rate < 2 or len(log) < rate - 1:
+        return -math.inf
+    oldest = next(itertools.islice(reversed(log), rate - 2, None))
+    return oldest.time + (rate - 1) * interval
 
 
 def paces(keyed: bool, waiting: int, free: int) -> bool:

@@ -76,8 +76,9 @@ end
 # each interactive client ahead of a bulk one, and among the clients of one priority,
 # the rest of each one's round-robin share of the span's starts (see below). Pacing (as
 # RateRule.paced_start): while an ask that contended came within ARGV 18, a bulk start
-# waits until ARGV 19 quota intervals after the log's last start, so whoever contends
-# finds a start within one interval whatever bulk work waits in any process.
+# waits until ARGV 19 quota intervals after the log's last start, and until it leaves a
+# start free within one interval, so whoever contends finds a start within about one
+# interval whatever bulk work waits in any process.
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
 #          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
 ACQUIRE = (
@@ -182,14 +183,21 @@ end
 if at > now then
   return answer(math.max(at - now, 1))
 end
--- Pacing: a bulk start one paced gap after the log's last start, while contended.
+-- Pacing: a bulk start one paced gap after the log's last start, while contended, and
+-- not before it leaves a start free within an interval (keeps_a_start_free: it and the
+-- rate - 1 newest starts span rate - 1 intervals).
 if tonumber(ARGV[11]) >= BULK and now < contended + tonumber(ARGV[18]) then
+  local interval = window / rate
+  local paced = -1
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  if last[2] then
-    local paced = tonumber(last[2]) + tonumber(ARGV[19]) * window / rate
-    if paced > now then
-      return answer(math.max(paced - now, 1))
-    end
+  if last[2] then paced = tonumber(last[2]) + tonumber(ARGV[19]) * interval end
+  if rate >= 2 and count >= rate - 1 then
+    local k = count - (rate - 1)
+    local entry = redis.call('ZRANGE', KEYS[1], k, k, 'WITHSCORES')
+    paced = math.max(paced, tonumber(entry[2]) + (rate - 1) * interval)
+  end
+  if paced > now then
+    return answer(math.max(paced - now, 1))
   end
 end
 -- The first round, shared: no more go out than one client would send until those are

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from magisterium_async._ratelimit import RateRule, RuleState, Start, StartLog
-from magisterium_async._ratelimit._rule import contended, paces
+from magisterium_async._ratelimit._rule import contended, keeps_a_start_free, paces
 from magisterium_async._ratelimit._tuning import (
     FIRST_MARGIN_SHARE,
     MAX_MARGIN_SHARE,
@@ -364,3 +364,23 @@ def test_bulk_is_not_paced_when_nobody_contended_lately() -> None:
     assert rule.paced_start(log, 10.0, 1, keyed=False, bulk=True, contended_at=long_ago) == (
         -math.inf
     )
+
+
+def test_a_paced_start_keeps_a_start_free_within_an_interval() -> None:
+    # Two starts went together at 1.0; eight paced after them would fill the log to 2.02.
+    log = log_of(1.0, 1.0, *(1.0 + 0.1 * i for i in range(1, 8)))
+    at = keeps_a_start_free(log, RATE, INTERVAL)
+    assert at == pytest.approx(1.0 + 9 * INTERVAL)  # the ten then span nine intervals
+    rule = contended_rule()
+    paced = rule.paced_start(log, 1.75, 1, keyed=False, bulk=True, contended_at=1.0)
+    assert paced == pytest.approx(1.9)  # not at 1.8, one interval after the last
+
+
+def test_evenly_paced_starts_keep_a_start_free_at_once() -> None:
+    log = log_of(*(0.1 * i for i in range(9)))
+    assert keeps_a_start_free(log, RATE, INTERVAL) == pytest.approx(0.9)  # = the paced gap
+
+
+def test_a_rate_of_one_keeps_nothing_back() -> None:
+    assert keeps_a_start_free(log_of(0.0), 1, PACE_WINDOW) == -math.inf
+    assert keeps_a_start_free(log_of(0.0), 3, PACE_WINDOW / 3) == -math.inf  # too few starts
