@@ -1,4 +1,4 @@
-"""Interactive latency beside bulk work (issue #31): how soon a single call finds a start
+"""Interactive latency beside bulk work: how soon a single call finds a start
 while a bulk job keeps the same quota busy, and what that costs the bulk job.
 
 Real time, at 10 searches per 1 s window (one *quota interval* is 0.1 s): a ``window``
@@ -19,7 +19,7 @@ server (``_server.py``) in its own process, the client told the same
   its first search every 0.45 window, 10 keys. Goal: each first search within two quota
   intervals (0.2 s).
 - A lone bulk job: ``search_many`` of 25 queries, 16 in flight, nothing else on the
-  quota. Goal: its wall time within 1.05x of the engine's before issue #31
+  quota. Goal: its wall time within 1.05x of the engine's before this pacing
   (:data:`BASELINE`).
 
 Virtual time at the Pro quota (``RateLimits.pro()``: 15 a minute, one start every 4 s;
@@ -76,7 +76,7 @@ PRO_COUNT, PRO_NEWCOMERS, PRO_CROWD = 20, 10, 300
 PRO_LONE = (15, 45)
 PRO_MAX_WAIT = 2 * PRO_WINDOW / PRO  # two quota intervals: 8 s
 
-# The engine before issue #31 (c2bf181): the wall time of each lone bulk job, in seconds
+# The engine before this pacing (c2bf181): the wall time of each lone bulk job, in seconds
 # (real time: the median of five runs on the development machine, 2 CPUs, round trip 7 ms).
 BASELINE = {"real, 25 searches": 2.065, "Pro, 15 searches": 0.5, "Pro, 45 searches": 122.5}
 
@@ -478,7 +478,7 @@ def run(quick: bool) -> Section:
     period = 0.25 if quick else 1.0
     section = Section(
         "interactive",
-        "Interactive latency beside bulk work (issue #31)",
+        "Interactive latency beside bulk work",
         setup=(
             f"real time: window server in its own process, {LIMIT} per window of {period:g} s, "
             f"client RateLimits({LIMIT}, {EXPENSIVE}, period={period:g}), max_concurrency=B; "

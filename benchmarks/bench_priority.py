@@ -13,14 +13,14 @@ single searches in one process, ``search_many`` in three others (B split between
 Figures: p50/p95 latency of the single searches; *quota used*, the requests the server
 accepted over the whole windows before the last single search ended, over what those
 windows allow; and the bulk job's share of what the single searches left
-(``(used - single) / (allowed - single)``). Goals (issue #19): p95 at most one quota
+(``(used - single) / (allowed - single)``). Goals: p95 at most one quota
 window (stretch: two quota intervals plus a round trip); the bulk job gets at least 0.85
 of the quota the single searches leave. ``--quick``: windows of 0.25 s, calls every
 0.125 s, 12 of them, the cross-process row with B = 16 only.
 
 Fairness (``client.with_options(fairness_key=...)``): one key has 1,000 searches queued
 (``asyncio.gather``); then, every half window, a new key makes its first search, five
-keys in turn. Goal (issue #19): each new key's first search is answered within two quota
+keys in turn. Goal: each new key's first search is answered within two quota
 intervals plus a round trip. Reported as not measurable on a client without
 ``with_options``.
 """

@@ -364,7 +364,7 @@ def run(quick: bool) -> Section:
     scale = 0.25 if quick else 1.0
     section = Section(
         "quota",
-        "Quota use against a fixed-window server: 429s and wall time (issue #12's table)",
+        "Quota use against a fixed-window server: 429s and wall time",
         setup=(
             f"window server in its own process, windows of {scale:g} s"
             + (" (--quick: every time scaled by 0.25)" if quick else "")

@@ -15,7 +15,7 @@ Clients, each as four processes:
   process (botocore has no shared mode);
 - ``naive``: the retry-after loop.
 
-Rows (issue #19): *hidden*, 200 fetches, told 40/s in all, the server allows 10/s;
+Rows: *hidden*, 200 fetches, told 40/s in all, the server allows 10/s;
 *shift*, 200 searches, told 20/s, the server allows 20/s, 6/s from t=4 s, 20/s from
 t=10 s; *right*, 200 searches, told 20/s, the server 20/s with 0-30 ms of jitter. Figures,
 from the server: 429s per success, and the *span* from the first to the last accepted
