@@ -181,7 +181,10 @@ def summary(
             )
             where = f"in {out}" if out is not None else "delivered"
             documents = f" · {_plural(tally.documents, 'document')} {where}"
-            text.append(f"  all runs: {queries} queries done{documents}")
+            # "1 of 1 query done", "23 of 30 queries done": the noun follows the total.
+            counted = tally.total if tally.total is not None else tally.queries_done
+            noun = "query" if counted == 1 else "queries"
+            text.append(f"  all runs: {queries} {noun} done{documents}")
         text += _already(sink.skipped, out)
         if run.failures:
             first = run.failures[0]

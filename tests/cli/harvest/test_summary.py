@@ -78,6 +78,10 @@ def test_the_summary_names_the_queries_searched_and_both_counts(
     assert lines[0].startswith("Harvested 5 documents, from earlier searches in")
     assert lines[2] == "  all runs: 30 of 30 queries done · 25 documents in docs.jsonl"
 
+    one = HarvestStats(queries=1, searched=1, fetched=1, started=0.0, finished=1.0)
+    lines = _summary_lines(tally_of(one, 1), "done", capsys)
+    assert lines[2] == "  all runs: 1 of 1 query done · 1 document in docs.jsonl"
+
 
 def test_the_json_summary_has_the_same_figures(capsys: pytest.CaptureFixture[str]) -> None:
     stats = HarvestStats(queries=3, searched=2, skipped_queries=1, fetched=4)
