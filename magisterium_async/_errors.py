@@ -31,7 +31,7 @@ The tree, in one glance::
     ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
     ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
     ├── CacheError                    the cache named cannot be used (not its file, no redis-py)
-    ├── SharedStateError              a multi-worker harvest's Redis state is unreachable or lost
+    ├── SharedStateError              (kept for importers; nothing raises it now)
     ├── CredentialsError              the credentials file, or Redis store, is unsafe or unreadable
     └── OAuthError                    the authorization server refused or answered off-spec
 
@@ -406,8 +406,8 @@ class CacheError(MagisteriumError):
 
 
 class SharedStateError(MagisteriumError):
-    """The harvest's shared state in Redis is unreachable or was lost: the harvest stops;
-    every worker's own state is intact, so ``--resume`` continues it."""
+    """Kept so that code catching it still imports: nothing raises it since a harvest
+    runs in one process (it was the error of the harvest split over workers)."""
 
 
 class CredentialsError(MagisteriumError):

@@ -118,7 +118,7 @@ UNDOCUMENTED: dict[str, str] = {
     "PoolStats": "the type of client.stats.default and friends",
     "SchedulerStats": "the type of client.stats",
     "SharedQuota": "the value object behind AsyncMagisterium(shared_quota=)",
-    "SharedStateError": "raised by a multi-worker harvest whose Redis failed",
+    "SharedStateError": "kept importable for code that catches it; nothing raises it now",
     "TaskState": "the states of Task.status.state",
     "TaskStatus": "the type of Task.status",
     "__version__": "the package version",
