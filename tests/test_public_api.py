@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -203,7 +204,9 @@ def test_all_is_exact_and_nothing_undocumented_without_intent() -> None:
 def test_every_export_has_a_docstring() -> None:
     for name in magisterium_async.__all__:
         value = getattr(magisterium_async, name)
-        if isinstance(value, type):
+        # A type alias (TokenCallable) is documented where it is assigned; on Python 3.10
+        # a parametrized alias passes for a type.
+        if isinstance(value, type) and typing.get_origin(value) is None:
             assert value.__doc__ and value.__doc__.strip(), name
 
 

@@ -64,7 +64,15 @@ class Flights(Generic[T]):
             if flight.waiters == 0 and not flight.task.done():
                 self._land(key, flight)  # a later identical call starts afresh
                 flight.task.cancel()
-        raise own_copy(failure)
+        copy = own_copy(failure)
+        context, suppressed = copy.__context__, copy.__suppress_context__
+        try:
+            raise copy
+        except BaseException:
+            # Raising sets the context to what the loop was handling when it woke this
+            # waiter (Python 3.10 resumes it inside an except): the work's own goes back.
+            copy.__context__, copy.__suppress_context__ = context, suppressed
+            raise
 
     def _land(self, key: str, flight: _Flight[T]) -> None:
         if self._flights.get(key) is flight:
