@@ -49,7 +49,7 @@ import msgspec
 if TYPE_CHECKING:  # imported inside the servers: the module loads without aiohttp
     from aiohttp import web
 
-__all__ = ["RedisServer", "ServerProcess"]
+__all__ = ["RedisServer", "ServerProcess", "run_together"]
 
 ROOT = Path(__file__).resolve().parent.parent
 A2A_PATH = "/api/v1/a2a"
@@ -414,3 +414,24 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def run_together(procs: list[subprocess.Popen[bytes]], timeout: float) -> list[Any]:
+    """Worker processes released at once: each prints ``READY``, then all are told ``go``;
+    the JSON object each prints last, in order. A worker that does not start or fails is a
+    ``RuntimeError``."""
+    for proc in procs:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"READY":
+            raise RuntimeError("a worker did not start")
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+    reports = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"a worker exited with code {proc.returncode}")
+        reports.append(json.loads(out.splitlines()[-1]))
+    return reports

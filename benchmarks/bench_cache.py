@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ._report import Row, Section
-from ._server import ROOT, RedisServer, ServerProcess
+from ._server import ROOT, RedisServer, ServerProcess, run_together
 
 __all__ = ["run"]
 
@@ -105,21 +105,7 @@ def _processes(
         )
         for own in seeds
     ]
-    for proc in procs:
-        assert proc.stdout is not None
-        if proc.stdout.readline().strip() != b"READY":
-            raise RuntimeError("a worker did not start")
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write(b"go\n")
-        proc.stdin.flush()
-    reports = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"a worker exited with code {proc.returncode}")
-        reports.append(json.loads(out.splitlines()[-1]))
-    return reports
+    return run_together(procs, timeout=600)
 
 
 def _agent_run(

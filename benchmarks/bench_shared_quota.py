@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from ._report import Row, Section
-from ._server import ROOT, RedisServer, ServerProcess
+from ._server import ROOT, RedisServer, ServerProcess, run_together
 
 __all__ = ["run"]
 
@@ -56,18 +56,7 @@ def _measure(workers: int, searches: int) -> dict[str, Any]:
                 )
                 for n in share
             ]
-            for proc in procs:
-                assert proc.stdout is not None
-                if proc.stdout.readline().strip() != b"READY":
-                    raise RuntimeError("a worker did not start")
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write(b"go\n")
-                proc.stdin.flush()
-            results = []
-            for proc in procs:
-                out, _ = proc.communicate(timeout=120)
-                results.append(json.loads(out.splitlines()[-1]))
+            results = run_together(procs, timeout=120)
             outcomes = server.stats()["by_outcome"]
     finally:
         redis.stop()
