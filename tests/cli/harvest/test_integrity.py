@@ -58,6 +58,18 @@ def holding(proc: subprocess.Popen[str], info: Path) -> None:
         time.sleep(0.01)
 
 
+def refused_and_winner(
+    a: subprocess.Popen[str], b: subprocess.Popen[str]
+) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """Of two harvests after one lock, the one that ended (refused) and the one that holds
+    it, once one has ended."""
+    deadline = time.monotonic() + TIMEOUT  # a failure bound, never the condition
+    while a.poll() is None and b.poll() is None:
+        assert time.monotonic() < deadline, "neither harvest was refused"
+        time.sleep(0.01)
+    return (a, b) if a.poll() is not None else (b, a)
+
+
 def finish(proc: subprocess.Popen[str], queries: str = "grace\n") -> Run:
     out, err = proc.communicate(queries, timeout=TIMEOUT)
     return Run(proc.returncode, out, err)
@@ -98,11 +110,7 @@ def test_two_harvests_started_at_once_one_runs_one_is_refused(tmp_path: Path) ->
     with running(tmp_path, "--out", "s2.jsonl") as a, running(tmp_path, "--out", "s2.jsonl") as b:
         # Neither has read a query yet: whichever took the state's lock holds it while the
         # other is refused, at once, whatever either had checked before.
-        deadline = time.monotonic() + TIMEOUT
-        while a.poll() is None and b.poll() is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        refused, winner = (a, b) if a.poll() is not None else (b, a)
+        refused, winner = refused_and_winner(a, b)
         lost = finish(refused, "")
         won = finish(winner)
     assert lost.code == 2, lost.err
@@ -138,11 +146,7 @@ def test_after_kill_9_two_resumes_at_once_one_runs_and_nothing_is_doubled(
         victim.wait(timeout=TIMEOUT)
     resume = ("--out", "k.jsonl", "--resume")
     with running(tmp_path, *resume) as a, running(tmp_path, *resume) as b:
-        deadline = time.monotonic() + TIMEOUT
-        while a.poll() is None and b.poll() is None:  # the killed one held nothing
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        refused, winner = (a, b) if a.poll() is not None else (b, a)
+        refused, winner = refused_and_winner(a, b)  # the killed one held nothing
         lost = finish(refused, "")
         won = finish(winner, "grace\nmary\n")
     assert lost.code == 2 and f"(pid {winner.pid} on " in lost.err, lost.err
