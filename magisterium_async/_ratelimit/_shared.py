@@ -32,10 +32,11 @@ only once a full window has passed since the failure (the starts others made thr
 Redis just before may still be in the server's window); what it learned stays as it was.
 It tries Redis every ``retry_interval`` seconds and rejoins when it answers, adding the
 starts it made alone to the shared log. If the state was lost meanwhile (a new epoch), the
-first client to notice pauses the pool for one window, since the starts of the lost log
-are unknown. A few starts may still overrun the quota if new clients start on a restarted,
-empty Redis before any older client notices, or when a client is cut off from a Redis the
-others still reach.
+first ask of each pool to notice pauses that pool for one window, since the starts of the
+lost log are unknown (each pool keeps the epoch it last saw, so a process that met the
+loss in one pool still pauses the other). A few starts may still overrun the quota if new
+clients start on a restarted, empty Redis before any older client notices, or when a client
+is cut off from a Redis the others still reach.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ class PoolState:
     __slots__ = (
         "allowed",
         "asked_at",
+        "epoch",
         "keys",
         "limit",
         "margin",
@@ -167,6 +169,10 @@ class PoolState:
         self.starts: deque[float] = deque()  # this process's starts, on the client's clock
         self.rejoin = False
         self.asked_at = 0.0  # when Redis last answered (Redis time, s)
+        # The shared state's id this pool last saw ('' before its first ask). Kept per pool:
+        # the first pool to meet a new epoch pauses only its own keys, so the other learns
+        # of the loss, and pauses, on its own next ask.
+        self.epoch = ""
         self.next_at = -math.inf  # when Redis said to ask again (the client's clock)
         self.outcomes: list[str] = []
 
@@ -263,7 +269,6 @@ class SharedLimiter:
         self._base = f"{config.prefix}:{{{token_key(token)}}}"
         self._id = uuid.uuid4().hex
         self._seq = 0
-        self._epoch = ""
         self._clients = 1
         self._pools = {
             name: PoolState(limits, name, self._base) for name in ("default", "expensive")
@@ -361,7 +366,7 @@ class SharedLimiter:
             round(state.window * 1e6),
             round(state.margin * 1e6),
             ticket,
-            self._epoch,
+            state.epoch,
             uuid.uuid4().hex,
             self._id,
             max(2 * round(state.span * 1e6), 10_000_000),
@@ -387,7 +392,7 @@ class SharedLimiter:
         state.rate, state.allowed = float(reply[3]), float(reply[4])
         state.margin = float(reply[5]) / 1e6
         self._offset = 0.0 if self._own_time else float(reply[7]) / 1e6 - self._clock.now()
-        self._epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        state.epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
         self._clients = max(clients, 1)
         state.rejoin = False
         state.asked_at = float(reply[7]) / 1e6

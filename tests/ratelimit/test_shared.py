@@ -47,7 +47,15 @@ from magisterium_async.testing import (
     RateLimitConfig,
     max_in_window,
 )
-from tests.helpers.quota import LIMIT, PERIOD, PRO_SCENARIOS, Quota, admitted_times, client_for
+from tests.helpers.quota import (
+    LIMIT,
+    MARGIN,
+    PERIOD,
+    PRO_SCENARIOS,
+    Quota,
+    admitted_times,
+    client_for,
+)
 from tests.helpers.redis_server import RedisServer
 
 # What a user configures ----------------------------------------------------------------
@@ -796,11 +804,6 @@ async def test_four_processes_never_exceed_the_quota(
     emulator: Emulator, redis_server: RedisServer
 ) -> None:
     workers, each = 4, 8
-    # The emulator counts a request when its handler runs, the shared log when Redis admits
-    # it: on a loaded 2-core machine (four workers, the emulator, Redis) the gap between the
-    # two varies by more than the default 40 ms margin, which is for network jitter (in
-    # production a 429 from timing widens it). A tenth of the period covers the machine.
-    margin = PERIOD / 10
     env = {**os.environ, "MAGISTERIUM_TOKEN": emulator.token}
     procs = [
         await asyncio.create_subprocess_exec(
@@ -812,7 +815,7 @@ async def test_four_processes_never_exceed_the_quota(
             str(LIMIT),
             str(PERIOD),
             str(workers),
-            str(margin),
+            str(MARGIN),  # four workers, the emulator and Redis on two cores
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=env,
@@ -1097,3 +1100,48 @@ async def test_a_suspect_proven_only_when_its_window_ended_pauses_no_one(
     for sched in scheds:
         await sched.aclose()
     assert starts[15:] == [61.0, 61.5]  # no pause left over for the other process
+
+
+async def test_a_lost_state_met_through_one_pool_still_pauses_the_other(
+    memory_redis: object,
+) -> None:
+    """Redis restarted without persistence: the first process to ask learns of it through
+    the expensive pool, and its own next default call waits out a window too, since the
+    lost log's default starts (both processes' 15) may still be in the server's."""
+    from fakeredis import FakeAsyncRedis
+
+    clock = VirtualClock()
+    limits = RateLimits.pro()  # 15 and 2 a minute, the 1 s margin
+    shared, scheds = shared_schedulers(memory_redis, clock, limits, 2)
+    first, second = scheds
+    starts: list[tuple[str, float]] = []
+
+    async def call(sched: Scheduler, pool: str, at: float) -> None:
+        await clock.sleep(at)
+        async with sched.pool(pool).slot():
+            starts.append((pool, clock.now()))
+            await clock.sleep(0.5)
+
+    # The minute's default starts, shared between the two, and one expensive start each.
+    tasks = [asyncio.create_task(call(first, "default", 0.0)) for _ in range(8)]
+    tasks += [asyncio.create_task(call(second, "default", 0.0)) for _ in range(7)]
+    tasks += [asyncio.create_task(call(s, "expensive", 0.0)) for s in scheds]
+    await clock.run_until_idle()
+    await asyncio.gather(*tasks)
+    assert clock.now() < 10.0
+
+    await FakeAsyncRedis(server=memory_redis).flushall()  # the restart: the state is gone
+    later = [
+        asyncio.create_task(call(first, "expensive", 10.0 - clock.now())),
+        asyncio.create_task(call(first, "default", 11.0 - clock.now())),
+    ]
+    await clock.run_until_idle()
+    await asyncio.gather(*later)
+    for s in shared:
+        await s.aflush()
+    for sched in scheds:
+        await sched.aclose()
+    default = sorted(t for pool, t in starts if pool == "default")
+    # Not at 11 (the 16th start of the minute): one window after it met the loss, at 11.
+    assert default[-1] >= 11.0 + limits.period + limits.margin - 1e-6
+    assert max_in_window(default, limits.period + limits.margin) <= limits.default
