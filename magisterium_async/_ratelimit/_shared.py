@@ -33,10 +33,11 @@ Redis just before may still be in the server's window); what it learned stays as
 It tries Redis every ``retry_interval`` seconds and rejoins when it answers, adding the
 starts it made alone to the shared log. If the state was lost meanwhile (a new epoch), the
 first ask of each pool to notice pauses that pool for one window, since the starts of the
-lost log are unknown (each pool keeps the epoch it last saw, so a process that met the
-loss in one pool still pauses the other). A few starts may still overrun the quota if new
-clients start on a restarted, empty Redis before any older client notices, or when a client
-is cut off from a Redis the others still reach.
+lost log are unknown (a process that met the loss through one pool has its other pool
+present the old epoch too, so that one pauses as well, used before the loss or not). A
+few starts may still overrun the quota if new clients start on a restarted, empty Redis
+before any older client notices, or when a client is cut off from a Redis the others still
+reach.
 """
 
 from __future__ import annotations
@@ -169,9 +170,9 @@ class PoolState:
         self.starts: deque[float] = deque()  # this process's starts, on the client's clock
         self.rejoin = False
         self.asked_at = 0.0  # when Redis last answered (Redis time, s)
-        # The shared state's id this pool last saw ('' before its first ask). Kept per pool:
-        # the first pool to meet a new epoch pauses only its own keys, so the other learns
-        # of the loss, and pauses, on its own next ask.
+        # The shared state's id this pool presents, once it has one: the first pool to meet
+        # a new epoch pauses only its own keys, so the other must present the old epoch on
+        # its next ask to learn of the loss, and pause, too.
         self.epoch = ""
         self.next_at = -math.inf  # when Redis said to ask again (the client's clock)
         self.outcomes: list[str] = []
@@ -269,6 +270,7 @@ class SharedLimiter:
         self._base = f"{config.prefix}:{{{token_key(token)}}}"
         self._id = uuid.uuid4().hex
         self._seq = 0
+        self._epoch = ""  # the newest shared state's id any pool saw ('' before contact)
         self._clients = 1
         self._pools = {
             name: PoolState(limits, name, self._base) for name in ("default", "expensive")
@@ -366,7 +368,7 @@ class SharedLimiter:
             round(state.window * 1e6),
             round(state.margin * 1e6),
             ticket,
-            state.epoch,
+            state.epoch or self._epoch,
             uuid.uuid4().hex,
             self._id,
             max(2 * round(state.span * 1e6), 10_000_000),
@@ -392,7 +394,7 @@ class SharedLimiter:
         state.rate, state.allowed = float(reply[3]), float(reply[4])
         state.margin = float(reply[5]) / 1e6
         self._offset = 0.0 if self._own_time else float(reply[7]) / 1e6 - self._clock.now()
-        state.epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        self._learn_epoch(state, epoch.decode() if isinstance(epoch, bytes) else str(epoch))
         self._clients = max(clients, 1)
         state.rejoin = False
         state.asked_at = float(reply[7]) / 1e6
@@ -403,6 +405,15 @@ class SharedLimiter:
                 if other is not state:
                     other.rejoin = True
         return wait_us / 1e6 if wait_us > 0 else wait_us
+
+    def _learn_epoch(self, state: PoolState, epoch: str) -> None:
+        """Note the shared state's id Redis answered ``state``'s pool with. A new one means
+        the state was lost: each pool that had not seen the old one yet keeps it to present,
+        so its next ask pauses it for a window as this one's did."""
+        if self._epoch and epoch != self._epoch:
+            for other in self._pools.values():
+                other.epoch = other.epoch or self._epoch
+        self._epoch = state.epoch = epoch
 
     async def _wait(
         self, seconds: float, line: Callable[[], tuple[Priority, int, bool]], told: int

@@ -1102,12 +1102,22 @@ async def test_a_suspect_proven_only_when_its_window_ended_pauses_no_one(
     assert starts[15:] == [61.0, 61.5]  # no pause left over for the other process
 
 
+@pytest.mark.parametrize(
+    ("first_pools", "noticed", "other"),
+    [
+        # The process used both pools; it meets the loss through catholic_qa first.
+        (("default", "expensive"), "expensive", "default"),
+        # It used the default pool alone; its first catholic_qa call comes after the loss.
+        (("default",), "default", "expensive"),
+    ],
+)
 async def test_a_lost_state_met_through_one_pool_still_pauses_the_other(
-    memory_redis: object,
+    memory_redis: object, first_pools: tuple[str, ...], noticed: str, other: str
 ) -> None:
-    """Redis restarted without persistence: the first process to ask learns of it through
-    the expensive pool, and its own next default call waits out a window too, since the
-    lost log's default starts (both processes' 15) may still be in the server's."""
+    """Redis restarted without persistence, after the two processes spent the minute of
+    both pools: the first process meets the loss through one pool, and its next call in the
+    other pool waits out a window too, since the lost log's starts there (the two
+    processes') may still be in the server's window."""
     from fakeredis import FakeAsyncRedis
 
     clock = VirtualClock()
@@ -1122,18 +1132,18 @@ async def test_a_lost_state_met_through_one_pool_still_pauses_the_other(
             starts.append((pool, clock.now()))
             await clock.sleep(0.5)
 
-    # The minute's default starts, shared between the two, and one expensive start each.
-    tasks = [asyncio.create_task(call(first, "default", 0.0)) for _ in range(8)]
-    tasks += [asyncio.create_task(call(second, "default", 0.0)) for _ in range(7)]
-    tasks += [asyncio.create_task(call(s, "expensive", 0.0)) for s in scheds]
+    # Both pools' minute, spent between the two processes.
+    spent = [(first, "default")] * 8 + [(second, "default")] * 7
+    spent += [(first if "expensive" in first_pools else second, "expensive"), (second, "expensive")]
+    tasks = [asyncio.create_task(call(sched, pool, 0.0)) for sched, pool in spent]
     await clock.run_until_idle()
     await asyncio.gather(*tasks)
     assert clock.now() < 10.0
 
     await FakeAsyncRedis(server=memory_redis).flushall()  # the restart: the state is gone
     later = [
-        asyncio.create_task(call(first, "expensive", 10.0 - clock.now())),
-        asyncio.create_task(call(first, "default", 11.0 - clock.now())),
+        asyncio.create_task(call(first, noticed, 10.0 - clock.now())),
+        asyncio.create_task(call(first, other, 11.0 - clock.now())),
     ]
     await clock.run_until_idle()
     await asyncio.gather(*later)
@@ -1141,7 +1151,8 @@ async def test_a_lost_state_met_through_one_pool_still_pauses_the_other(
         await s.aflush()
     for sched in scheds:
         await sched.aclose()
-    default = sorted(t for pool, t in starts if pool == "default")
-    # Not at 11 (the 16th start of the minute): one window after it met the loss, at 11.
-    assert default[-1] >= 11.0 + limits.period + limits.margin - 1e-6
-    assert max_in_window(default, limits.period + limits.margin) <= limits.default
+    span = limits.period + limits.margin
+    # Not at 11, the minute's third catholic_qa or sixteenth search: a window after 11.
+    assert max(t for pool, t in starts if pool == other) >= 11.0 + span - 1e-6
+    for pool, limit in (("default", limits.default), ("expensive", limits.expensive)):
+        assert max_in_window([t for p, t in starts if p == pool], span) <= limit
