@@ -62,9 +62,10 @@ from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLim
 from magisterium_async._ratelimit._lines import PRIORITIES, WaitingLine
 from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._pool import EventKind, Permit, Pool, PoolEvent, PoolStats
+from magisterium_async._ratelimit._quota import PoolQuota, SharedQuota
 from magisterium_async._ratelimit._rule import RateRule, RuleState
 from magisterium_async._ratelimit._scheduler import Scheduler, SchedulerStats, client_scheduler
-from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool, SharedQuota
+from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool
 
 __all__ = [
     "PRIORITIES",
@@ -74,6 +75,7 @@ __all__ = [
     "Permit",
     "Pool",
     "PoolEvent",
+    "PoolQuota",
     "PoolStats",
     "Priority",
     "RateRule",

@@ -24,7 +24,8 @@ from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import PoolName, RateLimits, non_negative_number, whole_number
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
 from magisterium_async._ratelimit._pool import Capacity, Pool, PoolEvent, PoolStats
-from magisterium_async._ratelimit._shared import SharedLimiter, SharedQuota
+from magisterium_async._ratelimit._quota import SharedQuota
+from magisterium_async._ratelimit._shared import SharedLimiter
 
 __all__ = ["Scheduler", "SchedulerStats", "client_scheduler"]
 

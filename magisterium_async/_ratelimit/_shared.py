@@ -48,22 +48,18 @@ import math
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
     DEFAULT_MAX_CONCURRENCY,
-    REDIS_URL_ENV,
     Priority,
     RateLimits,
-    positive_number,
-    redis_url,
-    whole_number,
 )
-from magisterium_async._errors import ClientClosedError, SharedQuotaError
+from magisterium_async._errors import ClientClosedError
 from magisterium_async._ratelimit._judge import Verdict
 from magisterium_async._ratelimit._log import Start, StartLog
+from magisterium_async._ratelimit._quota import SharedQuota
 from magisterium_async._ratelimit._rule import RateRule
 from magisterium_async._ratelimit._scripts import (
     ACQUIRE,
@@ -88,55 +84,12 @@ from magisterium_async._redis import connect, redis_errors, token_key
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["PoolState", "SharedLimiter", "SharedPool", "SharedQuota"]
+__all__ = ["PoolState", "SharedLimiter", "SharedPool"]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
 
 # Bulk ranks after every interactive call in the shared line (turn numbers stay far below).
 _BULK_RANK = 10**15
-
-
-@dataclass(frozen=True)
-class SharedQuota:
-    """Share the client's rate limits with every process on the same token, through Redis.
-
-    The URL alone is enough: Redis decides each start over the shared log, and tells every
-    process how many share the quota (those seen lately). Needs
-    ``pip install 'magisterium-async[redis]'``.
-
-    Args:
-        url: the Redis URL; ``None``: ``$MAGISTERIUM_REDIS_URL``.
-        workers: only sizes the fallback: while Redis is unreachable each process starts
-            ``limit / max(workers, clients seen lately)`` per period on its own. Give it
-            when processes may lose Redis before they have ever reached it.
-        timeout: the most every Redis call may take, in seconds.
-        retry_interval: how often a client that lost Redis tries it again, in seconds.
-        prefix: the start of every key this quota writes.
-    """
-
-    url: str | None = None
-    workers: int = 1
-    timeout: float = 0.5
-    retry_interval: float = 1.0
-    prefix: str = "magisterium"
-
-    def __post_init__(self) -> None:
-        url = redis_url(self.url)
-        if not url:
-            raise SharedQuotaError(f"no Redis URL: pass url= or set ${REDIS_URL_ENV}")
-        object.__setattr__(self, "url", url)
-        whole_number("workers", self.workers)
-        positive_number("timeout", self.timeout)
-        positive_number("retry_interval", self.retry_interval)
-
-    @classmethod
-    def of(cls, value: SharedQuota | str) -> SharedQuota:
-        """A ``SharedQuota`` from a user's ``shared_quota=``: a URL or the object itself."""
-        if isinstance(value, SharedQuota):
-            return value
-        if isinstance(value, str):
-            return cls(value)
-        raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
 
 
 class PoolState:

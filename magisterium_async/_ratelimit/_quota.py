@@ -1,0 +1,94 @@
+"""The engine's value objects a user holds: where a quota is shared (:class:`SharedQuota`)
+and what is left of one pool's quota now (:class:`PoolQuota`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from magisterium_async._config import REDIS_URL_ENV, positive_number, redis_url, whole_number
+from magisterium_async._errors import SharedQuotaError
+
+__all__ = ["PoolQuota", "SharedQuota"]
+
+
+@dataclass(frozen=True)
+class PoolQuota:
+    """What is left of one metered pool's quota now, as ``await client.quota()`` tells it.
+
+    Attributes:
+        pool: ``"default"`` (every skill but ``catholic_qa``) or ``"expensive"``.
+        limit: starts allowed per ``period`` now (lower than ``configured`` after the
+            service showed a smaller quota; ``math.inf``: unlimited).
+        configured: starts per ``period`` as configured (``RateLimits``).
+        period: the quota's window, in seconds.
+        used: starts in the last ``period``: this process's, or every process's when the
+            quota is shared.
+        left: starts that could go now without waiting for the window (``None``:
+            unlimited).
+        next_start_in: seconds until the next start is free (``0.0``: now).
+        paused_for: seconds until a pause after a 429 ends (``0.0``: not paused).
+        shared: whether this was read from a shared quota (Redis).
+    """
+
+    pool: str
+    limit: float
+    configured: float
+    period: float
+    used: int
+    left: int | None
+    next_start_in: float
+    paused_for: float = 0.0
+    shared: bool = False
+
+    @property
+    def unlimited(self) -> bool:
+        """Whether the pool has no quota at all."""
+        return math.isinf(self.limit)
+
+
+@dataclass(frozen=True)
+class SharedQuota:
+    """Share the client's rate limits with every process on the same token, through Redis.
+
+    The URL alone is enough: Redis decides each start over the shared log, and tells every
+    process how many share the quota (those seen lately). Needs
+    ``pip install 'magisterium-async[redis]'``.
+
+    Args:
+        url: the Redis URL; ``None``: ``$MAGISTERIUM_REDIS_URL``.
+        workers: only sizes the fallback: while Redis is unreachable each process starts
+            ``limit / max(workers, clients seen lately)`` per period on its own. Give it
+            when processes may lose Redis before they have ever reached it.
+        timeout: the most every Redis call may take, in seconds.
+        retry_interval: how often a client that lost Redis tries it again, in seconds.
+        prefix: the start of every key this quota writes.
+        account: whose quota this is, for a ``token=`` callable whose tokens rotate (the
+            service counts per account, not per token). ``None``: the account is known
+            from the sign-in, else keyed by the hash of the token.
+    """
+
+    url: str | None = None
+    workers: int = 1
+    timeout: float = 0.5
+    retry_interval: float = 1.0
+    prefix: str = "magisterium"
+    account: str | None = None
+
+    def __post_init__(self) -> None:
+        url = redis_url(self.url)
+        if not url:
+            raise SharedQuotaError(f"no Redis URL: pass url= or set ${REDIS_URL_ENV}")
+        object.__setattr__(self, "url", url)
+        whole_number("workers", self.workers)
+        positive_number("timeout", self.timeout)
+        positive_number("retry_interval", self.retry_interval)
+
+    @classmethod
+    def of(cls, value: SharedQuota | str) -> SharedQuota:
+        """A ``SharedQuota`` from a user's ``shared_quota=``: a URL or the object itself."""
+        if isinstance(value, SharedQuota):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
