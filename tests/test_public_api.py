@@ -56,10 +56,12 @@ CONTRACT = frozenset(
         "RateLimitError",
         "RateLimits",
         "SearchResult",
+        "SharedQuota",
         "SkillNotFoundError",
         "StateError",
         "Task",
         "TaskFailedError",
+        "TaskNotCancelableError",
         "TaskNotFoundError",
         "TextPart",
     }
@@ -118,7 +120,6 @@ UNDOCUMENTED: dict[str, str] = {
     "PoolName": 'the literal "default" | "expensive" | "unmetered"',
     "PoolStats": "the type of client.stats.default and friends",
     "SchedulerStats": "the type of client.stats",
-    "SharedQuota": "the value object behind AsyncMagisterium(shared_quota=)",
     "SharedStateError": "kept importable for code that catches it; nothing raises it now",
     "TaskState": "the states of Task.status.state",
     "TaskStatus": "the type of Task.status",
@@ -151,6 +152,10 @@ def _spec() -> str | None:
 # ``A2A-Version`` header.
 WIRE_WORDS = frozenset({"SendMessage", "GetTask", "CancelTask", "ListTasks", "Version"})
 
+# redis-py's clients, which the spec names as what ``shared_quota=``, ``cache=`` and
+# ``credentials=`` take in place of a URL: the application's, not names we export.
+REDIS_PY_NAMES = frozenset({"Redis", "RedisCluster", "Sentinel"})
+
 
 def _spec_types(spec: str) -> set[str]:
     """The classes the spec names: identifiers in code with a capital and a lowercase
@@ -161,6 +166,7 @@ def _spec_types(spec: str) -> set[str]:
         if re.fullmatch(r"[A-Z]\w*[a-z]\w*", name)
         and name not in dir(builtins)
         and name not in WIRE_WORDS
+        and name not in REDIS_PY_NAMES
     }
 
 
