@@ -16,7 +16,7 @@ import enum
 import functools
 import os
 import time
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -283,14 +283,17 @@ class AsyncMagisterium:
         self.retry_policy = policy
         self.max_concurrency = max_concurrency
         self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
-        identity = self._token if self._tokens is None else self._tokens.identity
+        # Whose quota a shared one is (SharedQuota.account, when given, comes first).
+        account: str | Callable[[], Awaitable[str]] | None = self._token
+        if self._tokens is not None:
+            account = self._tokens.identity or self._tokens.token
         self._scheduler, self._shared = client_scheduler(
             self._rate_limits,
             max_concurrency=max_concurrency,
             clock=self._clock,
             on_event=on_event,
             shared_quota=self.shared_quota,
-            identity=identity,
+            account=account,
         )
         self._options = DEFAULT_CALL_OPTIONS
         self._owner = True  # a view made by with_options() owns nothing

@@ -93,8 +93,9 @@ def check_token(token: str) -> str:
 class TokenSource(Protocol):
     """A bearer token that may change between requests."""
 
-    identity: str
-    """A stable name for whose quota the requests spend (shared quotas key on it)."""
+    identity: str | None
+    """Whose quota the requests spend, when the source knows it (a stored sign-in);
+    ``None``: the token itself names the account (shared quotas key on its hash)."""
 
     async def token(self) -> str:
         """The token to send with the next request."""
@@ -116,7 +117,8 @@ class CallableToken:
 
     def __init__(self, fn: TokenCallable) -> None:
         self._fn = fn
-        self.identity = f"callable:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+        # A function's name says nothing of whose token it returns: the token does.
+        self.identity: str | None = None
 
     async def token(self) -> str:
         value = self._fn()
@@ -154,7 +156,7 @@ class StoredToken:
         credentials: Credentials | None,
         *,
         clock: Clock,
-        identity: str,
+        identity: str | None,
         store_wait: float = STORE_WAIT,
     ) -> None:
         self.store = store

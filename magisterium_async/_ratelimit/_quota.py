@@ -63,9 +63,10 @@ class SharedQuota:
         timeout: the most every Redis call may take, in seconds.
         retry_interval: how often a client that lost Redis tries it again, in seconds.
         prefix: the start of every key this quota writes.
-        account: whose quota this is, for a ``token=`` callable whose tokens rotate (the
-            service counts per account, not per token). ``None``: the account is known
-            from the sign-in, else keyed by the hash of the token.
+        account: whose quota this is (the service counts per account): name it when
+            the tokens rotate, so that every process on it shares one quota whichever
+            token it holds. ``None``: a stored sign-in's, else the hash of the token
+            (for a ``token=`` callable, of the first one it returns).
     """
 
     url: str | None = None
@@ -83,6 +84,11 @@ class SharedQuota:
         whole_number("workers", self.workers)
         positive_number("timeout", self.timeout)
         positive_number("retry_interval", self.retry_interval)
+        if self.account is not None:
+            if not isinstance(self.account, str):
+                raise TypeError(f"account must be a str, not {type(self.account).__name__}")
+            if not self.account.strip():
+                raise ValueError("account must name the account: a non-blank string")
 
     @classmethod
     def of(cls, value: SharedQuota | str) -> SharedQuota:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from magisterium_async._clock import Clock, LoopClock
@@ -194,20 +194,21 @@ def client_scheduler(
     clock: Clock,
     on_event: Callable[[PoolEvent], None] | None,
     shared_quota: SharedQuota | None,
-    identity: str | None,
+    account: str | Callable[[], Awaitable[str]] | None,
 ) -> tuple[Scheduler, SharedLimiter | None]:
     """The client's scheduler, and its :class:`SharedLimiter` when ``shared_quota`` is set.
 
     With a shared quota the pools' rate is decided in Redis, with every process on the
-    same token (``identity``: the token, or the stored sign-in's identity): its limiters
-    and remote gates take the local limiters' place. Closing the scheduler closes it.
+    same account: ``SharedQuota.account`` when the application names it, else
+    ``account`` (the token, a stored sign-in's name, or a function returning the token,
+    whose hash then names the account). Its limiters and remote gates take the local
+    limiters' place. Closing the scheduler closes it.
     """
     shared = None
     if shared_quota is not None:
-        assert identity is not None
-        shared = SharedLimiter(
-            shared_quota, identity, rate_limits, clock, first_round=max_concurrency
-        )
+        whose = shared_quota.account or account
+        assert whose is not None
+        shared = SharedLimiter(shared_quota, whose, rate_limits, clock, first_round=max_concurrency)
     scheduler = Scheduler(
         rate_limits,
         max_concurrency=max_concurrency,

@@ -106,20 +106,22 @@ class PoolState:
         "next_at",
         "outcomes",
         "period",
+        "pool",
         "rate",
         "rejoin",
         "starts",
         "window",
     )  # fmt: skip
 
-    def __init__(self, limits: RateLimits, pool: str, base: str) -> None:
+    def __init__(self, limits: RateLimits, pool: str) -> None:
         starts, window = limits.window_for(pool)  # the local pool's arithmetic, shared
         self.limit = starts if starts else math.inf
         self.window = window
         self.period = limits.period
         self.margin = limits.margin
         self.rate = self.allowed = self.limit
-        self.keys = [f"{base}:{pool}:{name}" for name in POOL_KEYS]
+        self.pool = pool
+        self.keys: list[str] = []  # known once the account is (SharedLimiter.locate)
         self.starts: deque[float] = deque()  # this process's starts, on the client's clock
         self.rejoin = False
         self.asked_at = 0.0  # when Redis last answered (Redis time, s)
@@ -133,6 +135,10 @@ class PoolState:
     @property
     def span(self) -> float:
         return self.window + self.margin
+
+    def locate(self, base: str) -> None:
+        """Name the pool's keys under ``base`` (the account's part of every key)."""
+        self.keys = [f"{base}:{self.pool}:{name}" for name in POOL_KEYS]
 
 
 class SharedPool:
@@ -198,7 +204,7 @@ class SharedLimiter:
     def __init__(
         self,
         config: SharedQuota,
-        token: str,
+        account: str | Callable[[], Awaitable[str]],
         limits: RateLimits,
         clock: Clock,
         *,
@@ -220,14 +226,17 @@ class SharedLimiter:
         self._outcomes = self._redis.register_script(OUTCOMES)
         self._pause = self._redis.register_script(PAUSE)
         self._write_rule = self._redis.register_script(WRITE_RULE)
-        self._base = f"{config.prefix}:{{{token_key(token)}}}"
+        # Whose quota this is: a name (or a token) now, or a function returning the token,
+        # called at the first start, since a token= callable's token is known only then.
+        self._account = account
+        self._base: str | None = None
         self._id = uuid.uuid4().hex
         self._seq = 0
         self._epoch = ""  # the newest shared state's id any pool saw ('' before contact)
         self._clients = 1
-        self._pools = {
-            name: PoolState(limits, name, self._base) for name in ("default", "expensive")
-        }
+        self._pools = {name: PoolState(limits, name) for name in ("default", "expensive")}
+        if isinstance(account, str):
+            self._locate(account)
         self.limiters: dict[str, SharedPool] = {
             name: SharedPool(self, name, state) for name, state in self._pools.items()
         }
@@ -247,6 +256,12 @@ class SharedLimiter:
         """Whether Redis answered the last call (``False``: the local fallback decides)."""
         return self._down_since is None
 
+    def _locate(self, account: str) -> None:
+        """Key every pool by ``account``: hashed, in one hash tag (one Cluster slot)."""
+        self._base = f"{self.config.prefix}:{{{token_key(account)}}}"
+        for state in self._pools.values():
+            state.locate(self._base)
+
     def keys(self, pool: str) -> tuple[str, str]:
         """The pool's log and pause keys."""
         keys = self._pools[pool].keys
@@ -264,6 +279,11 @@ class SharedLimiter:
         """Wait until ``pool`` may start one request (shared, or local when Redis is
         down); the start's ticket."""
         state = self._pools[pool]
+        if self._base is None:
+            assert not isinstance(self._account, str)
+            account = await self._account()
+            if self._base is None:  # the first of the calls that asked at once names it
+                self._locate(account)
         while True:
             if self._closed:
                 raise ClientClosedError("the client was closed while this call waited")
@@ -337,6 +357,7 @@ class SharedLimiter:
             PACE_INTERVALS,
             *ages,
         ]
+        assert self._base is not None  # named by admit() before its first ask
         keys = [*state.keys, f"{self._base}:epoch", f"{self._base}:clients"]
         try:
             reply = await self._bounded(self._acquire(keys=keys, args=args))

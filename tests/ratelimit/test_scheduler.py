@@ -201,7 +201,7 @@ def test_next_start_in_is_zero_unless_said_otherwise() -> None:
 async def test_without_a_shared_quota_each_metered_pool_limits_itself() -> None:
     scheduler, shared = client_scheduler(
         RateLimits(10, 2), max_concurrency=4, clock=VirtualClock(), on_event=None,
-        shared_quota=None, identity="token",
+        shared_quota=None, account="token",
     )  # fmt: skip
     assert shared is None
     for name in ("default", "expensive"):
@@ -214,7 +214,7 @@ async def test_with_a_shared_quota_the_pools_take_the_shared_limiters() -> None:
     quota = SharedQuota("redis://127.0.0.1:1")
     scheduler, shared = client_scheduler(
         RateLimits(10, 2), max_concurrency=4, clock=VirtualClock(), on_event=None,
-        shared_quota=quota, identity="token",
+        shared_quota=quota, account="token",
     )  # fmt: skip
     assert shared is not None
     for name in ("default", "expensive"):

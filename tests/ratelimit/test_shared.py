@@ -94,6 +94,9 @@ def test_the_defaults_bound_every_redis_call() -> None:
         ("timeout", "1", TypeError),
         ("retry_interval", 0.0, ValueError),
         ("retry_interval", None, TypeError),
+        ("account", "", ValueError),
+        ("account", "  ", ValueError),
+        ("account", 42, TypeError),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_field(field: str, value: object, error: type) -> None:
@@ -128,7 +131,7 @@ class Shared:
     """The parts of a :class:`SharedLimiter` a pool uses, recording what it was told."""
 
     def __init__(self, limits: RateLimits = LIMITS) -> None:
-        self._pools = {name: PoolState(limits, name, "p:{h}") for name in ("default", "expensive")}
+        self._pools = {name: PoolState(limits, name) for name in ("default", "expensive")}
         self.told: list[tuple[Any, ...]] = []
 
     def outcome(self, pool: str, kind: str, ticket: str, wait: float = 0.0) -> None:
@@ -151,7 +154,8 @@ def pool(name: str = "default", shared: Shared | None = None) -> tuple[SharedPoo
 
 
 def test_a_pool_state_keeps_the_local_pools_arithmetic_and_its_keys() -> None:
-    state = PoolState(LIMITS, "expensive", "app:{abc}")
+    state = PoolState(LIMITS, "expensive")
+    state.locate("app:{abc}")
     assert (state.limit, state.window, state.period, state.margin) == (2, 60.0, 60.0, 1.0)
     assert state.span == 61.0 and state.rate == state.allowed == 2
     assert state.keys == [f"app:{{abc}}:expensive:{name}" for name in POOL_KEYS]
@@ -159,12 +163,12 @@ def test_a_pool_state_keeps_the_local_pools_arithmetic_and_its_keys() -> None:
 
 
 def test_an_unlimited_pool_has_no_limit_to_share() -> None:
-    state = PoolState(RateLimits(math.inf, 2), "default", "app:{abc}")
+    state = PoolState(RateLimits(math.inf, 2), "default")
     assert math.isinf(state.limit)
 
 
 def test_a_limit_below_one_a_period_is_one_per_a_longer_window() -> None:
-    state = PoolState(RateLimits(15, 0.5, period=60.0), "expensive", "b")
+    state = PoolState(RateLimits(15, 0.5, period=60.0), "expensive")
     assert (state.limit, state.window) == (1, 120.0)
 
 

@@ -1,0 +1,113 @@
+"""A shared quota is the account's: keyed by whose token it is, never by a function's name.
+
+Through a real ``redis-server`` and the emulator: one start a minute, so a second start on
+the same account's quota must wait for the next minute, and one on another account's
+quota goes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from magisterium_async import AsyncMagisterium, RateLimits, SharedQuota
+from magisterium_async.testing import Emulator, EmulatorConfig
+from tests.helpers.redis_server import RedisServer
+
+ONE_A_MINUTE = RateLimits(1, 1, period=60.0)
+TOKENS = {"token-of-alice": "pro", "token-of-bob": "pro", "alice-rotated": "pro"}
+
+
+def alice_token() -> str:
+    return "token-of-alice"
+
+
+async def alice_from_the_vault() -> str:
+    return "token-of-alice"
+
+
+def client(emu: Emulator, redis: RedisServer, token: object, **quota: object) -> AsyncMagisterium:
+    return AsyncMagisterium(
+        token=token,  # type: ignore[arg-type]
+        base_url=emu.base_url,
+        rate_limits=ONE_A_MINUTE,
+        shared_quota=SharedQuota(redis.url, **quota),  # type: ignore[arg-type]
+    )
+
+
+async def must_wait_for_the_next_minute(c: AsyncMagisterium) -> None:
+    """``c``'s next search is held by the shared quota for most of a minute (then given up)."""
+    shared = c._shared
+    assert shared is not None
+    told_to_wait = asyncio.Event()
+    wait = shared._wait
+
+    async def waiting(*args: Any) -> None:
+        told_to_wait.set()  # Redis answered the ask with a wait
+        await wait(*args)
+
+    shared._wait = waiting  # type: ignore[method-assign]
+    call = asyncio.ensure_future(c.search("nature"))
+    told = asyncio.ensure_future(told_to_wait.wait())
+    await asyncio.wait([call, told], return_when=asyncio.FIRST_COMPLETED)
+    told.cancel()
+    assert not call.done(), "the same account's quota let a second start go in one minute"
+    assert c.stats.default.next_start_in > 50.0
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+
+async def test_two_accounts_through_two_lambdas_do_not_share_a_quota(
+    redis_server: RedisServer,
+) -> None:
+    async with (
+        Emulator(EmulatorConfig(tokens=TOKENS)) as emu,
+        client(emu, redis_server, lambda: "token-of-alice") as alice,
+        client(emu, redis_server, lambda: "token-of-bob") as bob,
+    ):
+        await alice.search("grace")
+        await bob.search("grace")  # Bob's minute is his own: it goes at once
+        assert bob.stats.default.rate_limited == 0
+        await must_wait_for_the_next_minute(alice)
+
+
+async def test_one_account_through_two_differently_named_functions_shares_one(
+    redis_server: RedisServer,
+) -> None:
+    async with (
+        Emulator(EmulatorConfig(tokens=TOKENS)) as emu,
+        client(emu, redis_server, alice_token) as first,
+        client(emu, redis_server, alice_from_the_vault) as second,
+    ):
+        await first.search("grace")
+        await must_wait_for_the_next_minute(second)
+
+
+async def test_a_str_token_and_a_callable_returning_it_share_one(
+    redis_server: RedisServer,
+) -> None:
+    async with (
+        Emulator(EmulatorConfig(tokens=TOKENS)) as emu,
+        client(emu, redis_server, "token-of-alice") as first,
+        client(emu, redis_server, alice_token) as second,
+    ):
+        await first.search("grace")
+        await must_wait_for_the_next_minute(second)
+
+
+async def test_a_named_account_is_shared_whatever_token_it_holds_now(
+    redis_server: RedisServer,
+) -> None:
+    # Tokens that rotate: the application names the account, and the hash of no token counts.
+    async with (
+        Emulator(EmulatorConfig(tokens=TOKENS)) as emu,
+        client(emu, redis_server, lambda: "token-of-alice", account="alice") as first,
+        client(emu, redis_server, lambda: "alice-rotated", account="alice") as second,
+        client(emu, redis_server, lambda: "token-of-bob", account="bob") as bob,
+    ):
+        await first.search("grace")
+        await bob.search("grace")
+        await must_wait_for_the_next_minute(second)
