@@ -37,6 +37,8 @@ from magisterium_async._config import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
+    NOT_GIVEN,
+    NotGiven,
     PoolName,
     Priority,
     RateLimits,
@@ -233,12 +235,12 @@ class AsyncMagisterium:
     def __init__(
         self,
         token: str | TokenCallable | None = None,
+        *,
         base_url: str | None = None,
         rate_limits: RateLimits | None = None,
         max_retries: int | None = None,
         timeout: float | Timeouts = DEFAULT_TIMEOUTS,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        *,
         retry_policy: RetryPolicy | None = None,
         clock: Clock | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
@@ -265,7 +267,7 @@ class AsyncMagisterium:
         self._max_response_bytes = whole_number("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
-        self.base_url = check_base_url(resolve_base_url(base_url))
+        self._base_url = check_base_url(resolve_base_url(base_url))
         self._clock = clock or LoopClock()
         # Made before anything that holds a connection: a cache refused leaves nothing open.
         keeping = cache_policy or DEFAULT_CACHE_POLICY
@@ -276,13 +278,13 @@ class AsyncMagisterium:
             token, credentials, base_url=self.base_url, clock=self._clock
         )
         self._rate_limits = rate_limits or quota_from_env() or RateLimits.pro()
-        self.timeouts = Timeouts.of(timeout)
+        self._timeouts = Timeouts.of(timeout)
         policy = retry_policy or DEFAULT_RETRY_POLICY
         if max_retries is not None:
             policy = dataclasses.replace(policy, max_retries=max_retries)
-        self.retry_policy = policy
-        self.max_concurrency = max_concurrency
-        self.shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
+        self._retry_policy = policy
+        self._max_concurrency = max_concurrency
+        self._shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
         # Whose quota a shared one is (SharedQuota.account, when given, comes first).
         account: str | Callable[[], Awaitable[str]] | None = self._token
         if self._tokens is not None:
@@ -292,10 +294,11 @@ class AsyncMagisterium:
             max_concurrency=max_concurrency,
             clock=self._clock,
             on_event=on_event,
-            shared_quota=self.shared_quota,
+            shared_quota=self._shared_quota,
             account=account,
         )
         self._options = DEFAULT_CALL_OPTIONS
+        self._cache_policy = keeping
         self._owner = True  # a view made by with_options() owns nothing
         self._lifetime = Lifetime()  # shared with the views: closing this closes them
         self._transport = Transport(
@@ -363,31 +366,86 @@ class AsyncMagisterium:
     def with_options(
         self,
         *,
-        timeout: float | Timeouts | None = None,
-        max_retries: int | None = None,
-        priority: Priority | None = None,
-        fairness_key: str | None = None,
+        timeout: float | Timeouts | NotGiven | None = NOT_GIVEN,
+        max_retries: int | NotGiven | None = NOT_GIVEN,
+        retry_policy: RetryPolicy | NotGiven | None = NOT_GIVEN,
+        priority: Priority | NotGiven | None = NOT_GIVEN,
+        fairness_key: str | NotGiven | None = NOT_GIVEN,
+        cache_policy: CachePolicy | NotGiven | None = NOT_GIVEN,
+        protocol: ProtocolVersion | NotGiven | None = NOT_GIVEN,
     ) -> AsyncMagisterium:
-        """A client sharing this one's connections, quota pools, credentials and lifetime,
-        with these options changed (the rest as here).
+        """A client sharing this one's connections, quota pools, credentials, cache and
+        lifetime, with these options changed (the OpenAI SDK's ``with_options``).
+
+        One rule for every option: left out (``NOT_GIVEN``), it is this client's; ``None``
+        takes the constructor's default back (``fairness_key=None``: no key). These are
+        every option that can differ per call on shared connections and pools; the rest
+        (the quota, the connections, the token) belong to the client that owns them.
 
         ``priority`` is ``"interactive"`` (the default of single calls: within a pool, a
         waiting interactive call starts before every waiting bulk call) or ``"bulk"`` (the
         default of ``search_many``, ``fetch_many`` and ``harvest``; bulk calls still get all
         the quota interactive ones leave). ``fairness_key`` names whom the calls serve:
         within one priority, waiting calls are served round-robin across keys, so one key's
-        thousand calls never hold another key's first call back. Closing this client closes
-        every view; ``aclose()`` on a view closes nothing.
+        thousand calls never hold another key's first call back. ``max_retries`` applies
+        to ``retry_policy`` (the one given here, else this client's). ``protocol`` is the
+        A2A dialect the view's calls speak (``"auto"``: from the agent card, shared with
+        this client). Closing this client closes every view; ``aclose()`` on a view closes
+        nothing.
         """
         view = copy.copy(self)
         view._owner = False
-        if timeout is not None:
-            view.timeouts = Timeouts.of(timeout)
-        if max_retries is not None:
-            whole_number("max_retries", max_retries, minimum=0)
-            view.retry_policy = dataclasses.replace(self.retry_policy, max_retries=max_retries)
+        if not isinstance(timeout, NotGiven):
+            view._timeouts = Timeouts.of(DEFAULT_TIMEOUTS if timeout is None else timeout)
+        if not isinstance(retry_policy, NotGiven):
+            if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
+                name = type(retry_policy).__name__
+                raise TypeError(f"retry_policy must be RetryPolicy or None, not {name}")
+            view._retry_policy = retry_policy or DEFAULT_RETRY_POLICY
+        if not isinstance(max_retries, NotGiven):
+            retries = DEFAULT_RETRY_POLICY.max_retries if max_retries is None else max_retries
+            whole_number("max_retries", retries, minimum=0)
+            view._retry_policy = dataclasses.replace(view._retry_policy, max_retries=retries)
         view._options = self._options.replace(priority=priority, fairness_key=fairness_key)
+        if not isinstance(cache_policy, NotGiven):
+            if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+                name = type(cache_policy).__name__
+                raise TypeError(f"cache_policy must be CachePolicy or None, not {name}")
+            view._cache_policy = cache_policy or DEFAULT_CACHE_POLICY
+        if (
+            not isinstance(protocol, NotGiven)
+            and (protocol or "auto") != self._negotiation.protocol
+        ):
+            # Its own dialect; the connections, pools and agent card stay shared.
+            view._negotiation = self._negotiation.with_protocol(protocol or "auto")
+            view._path = copy.copy(self._path)
+            view._path.negotiation = view._negotiation
         return view
+
+    @property
+    def base_url(self) -> str:
+        """The service's A2A endpoint (read-only: make a new client to change it)."""
+        return self._base_url
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """This client's timeouts, per pool (change them with :meth:`with_options`)."""
+        return self._timeouts
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How this client's calls are retried (change it with :meth:`with_options`)."""
+        return self._retry_policy
+
+    @property
+    def max_concurrency(self) -> int:
+        """Requests in flight at once, over all pools (read-only)."""
+        return self._max_concurrency
+
+    @property
+    def shared_quota(self) -> SharedQuota | None:
+        """Where the quota is shared with other processes (``None``: this process alone)."""
+        return self._shared_quota
 
     @property
     def priority(self) -> Priority:
@@ -429,7 +487,7 @@ class AsyncMagisterium:
     @property
     def cache_policy(self) -> CachePolicy:
         """What this client keeps and shares (see :class:`CachePolicy`)."""
-        return self._cache.policy
+        return self._cache_policy
 
     # The skills --------------------------------------------------------------------
 
@@ -640,7 +698,7 @@ class AsyncMagisterium:
         dialect: Dialect | None = None,
     ) -> Any:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
-        covered = skill_id is not None and self._cache.covers(skill_id)
+        covered = skill_id is not None and self._cache.covers(skill_id, self._cache_policy)
         if covered and isinstance(params, SendParams):
             assert skill_id is not None
             return await self._through_cache(params, pool, skill_id)
@@ -659,6 +717,7 @@ class AsyncMagisterium:
             message.context_id,
             lambda: self._rpc("message/send", params, pool, skill_id, cache="miss"),
             functools.partial(kept_as, SKILLS.get(skill_id)),
+            policy=self._cache_policy,
         )
         if outcome != "miss":
             self._telemetry.answered_without_request(

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 __all__ = [
     "BASE_URL_ENV",
@@ -42,10 +42,12 @@ __all__ = [
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
     "LOG_ENV",
+    "NOT_GIVEN",
     "QUOTA_ENV",
     "REDIS_URL_ENV",
     "TOKEN_ENV",
     "CallOptions",
+    "NotGiven",
     "PoolName",
     "Priority",
     "RateLimits",
@@ -329,6 +331,26 @@ Priority = Literal["interactive", "bulk"]
 waiting ``"bulk"`` one (see :meth:`AsyncMagisterium.with_options`)."""
 
 
+class NotGiven:
+    """The type of :data:`NOT_GIVEN`: an option ``with_options`` was not asked to change.
+
+    ``None`` cannot say "keep" there, because ``None`` is a value: it takes the default
+    back (``fairness_key=None``: no key), as in the OpenAI SDK.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NOT_GIVEN: Final = NotGiven()
+"""``with_options(timeout=NOT_GIVEN)``, the default of each option: keep this client's."""
+
+
 @dataclass(frozen=True)
 class CallOptions:
     """The per-call options a client view carries (see ``AsyncMagisterium.with_options``):
@@ -346,13 +368,18 @@ class CallOptions:
             raise TypeError(f"fairness_key must be a str or None, not {name}")
 
     def replace(
-        self, *, priority: Priority | None = None, fairness_key: str | None = None
+        self,
+        *,
+        priority: Priority | NotGiven | None = NOT_GIVEN,
+        fairness_key: str | NotGiven | None = NOT_GIVEN,
     ) -> CallOptions:
-        """These options with the given ones changed (``None``: kept)."""
-        return CallOptions(
-            self.priority if priority is None else priority,
-            self.fairness_key if fairness_key is None else fairness_key,
-        )
+        """These options with the given ones changed: ``NOT_GIVEN`` keeps one, ``None``
+        takes its default back (``"interactive"``; no fairness key)."""
+        if isinstance(priority, NotGiven):
+            priority = self.priority
+        if isinstance(fairness_key, NotGiven):
+            fairness_key = self.fairness_key
+        return CallOptions("interactive" if priority is None else priority, fairness_key)
 
 
 DEFAULT_CALL_OPTIONS = CallOptions()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 import logging
 import math
 import sys
@@ -69,15 +70,52 @@ def test_bad_construction_arguments(kwargs: dict[str, Any], error: type, name: s
         m.AsyncMagisterium(**kwargs)
 
 
-def test_arguments_in_the_contracts_order_and_explicit_max_retries() -> None:
+def test_nothing_is_positional_after_the_token() -> None:
+    params = list(inspect.signature(m.AsyncMagisterium).parameters.values())
+    assert params[0].name == "token"
+    assert params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
+    with pytest.raises(TypeError):
+        m.AsyncMagisterium("t", "https://example.org/a2a")  # type: ignore[misc]
+
+
+def test_the_options_are_read_back_and_max_retries_wins_over_the_policy() -> None:
     limits = m.RateLimits(30, 3)
-    client = m.AsyncMagisterium("t", "https://example.org/a2a", limits, 5, 12.0, 4)
+    client = m.AsyncMagisterium(
+        "t",
+        base_url="https://example.org/a2a",
+        rate_limits=limits,
+        max_retries=5,
+        timeout=12.0,
+        max_concurrency=4,
+    )
     assert (client.rate_limits, client.retry_policy.max_retries) == (limits, 5)
     assert (client.timeouts.default, client.max_concurrency) == (12.0, 4)
+    assert client.base_url == "https://example.org/a2a"
     policy = m.RetryPolicy(max_retries=5)
     assert m.AsyncMagisterium("t", retry_policy=policy).retry_policy.max_retries == 5
     explicit = m.AsyncMagisterium("t", max_retries=2, retry_policy=policy)
     assert explicit.retry_policy.max_retries == 2
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "base_url",
+        "timeouts",
+        "retry_policy",
+        "max_concurrency",
+        "shared_quota",
+        "rate_limits",
+        "cache_policy",
+        "priority",
+        "fairness_key",
+    ],
+)
+def test_options_are_read_only(option: str) -> None:
+    client = m.AsyncMagisterium("t")
+    with pytest.raises(AttributeError):
+        setattr(client, option, getattr(client, option))
 
 
 def test_token_never_in_repr() -> None:
@@ -450,7 +488,7 @@ def test_max_response_bytes_is_read_only() -> None:
 TWO_RUNS = """
 import asyncio, sys
 import magisterium_async as m
-client = m.AsyncMagisterium("t", sys.argv[1], max_retries=0)
+client = m.AsyncMagisterium("t", base_url=sys.argv[1], max_retries=0)
 
 async def first():
     try:
@@ -520,9 +558,14 @@ async def test_a_trailing_slash_on_the_base_url_is_dropped() -> None:
     clock = VirtualClock()
     client, transport = mock_client(lambda r: MockResponse(status=404), clock, max_retries=0)
     assert client.base_url == "https://a2a.example/api"
-    slashed = m.AsyncMagisterium(TOKEN, "https://a2a.example/api/v1/a2a//", transport=transport)
+    slashed = m.AsyncMagisterium(
+        TOKEN, base_url="https://a2a.example/api/v1/a2a//", transport=transport
+    )
     assert slashed.base_url == "https://a2a.example/api/v1/a2a"
-    assert m.AsyncMagisterium(TOKEN, "https://a2a.example/").base_url == "https://a2a.example/"
+    assert (
+        m.AsyncMagisterium(TOKEN, base_url="https://a2a.example/").base_url
+        == "https://a2a.example/"
+    )
 
 
 async def test_a_tls_handshake_failure_is_not_retried(caplog: pytest.LogCaptureFixture) -> None:
@@ -538,7 +581,7 @@ async def test_a_tls_handshake_failure_is_not_retried(caplog: pytest.LogCaptureF
     listener = await asyncio.start_server(plain, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     try:
-        async with m.AsyncMagisterium(TOKEN, f"https://127.0.0.1:{port}/a2a") as client:
+        async with m.AsyncMagisterium(TOKEN, base_url=f"https://127.0.0.1:{port}/a2a") as client:
             with pytest.raises(m.TLSError, match="TLS") as raised:
                 await client.search("grace")
     finally:

@@ -94,7 +94,7 @@ async def test_no_secret_is_logged_at_debug_through_calls_retries_and_refreshes(
         secrets = [emulator.token]
         emulator.script(Fault.http_502(), Fault.rate_limit(retry_after=0))
         async with m.AsyncMagisterium(
-            emulator.token, emulator.base_url, rate_limits=m.RateLimits.unlimited()
+            emulator.token, base_url=emulator.base_url, rate_limits=m.RateLimits.unlimited()
         ) as client:
             assert await client.search("grace")
         await sign_in(emulator, path)

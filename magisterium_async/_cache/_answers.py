@@ -202,9 +202,10 @@ class AnswerCache:
         entries = None if self.store is None else self.store.entries
         return CacheStats(self._hits, self._misses, self._coalesced, entries)
 
-    def covers(self, skill_id: str) -> bool:
-        """Whether calls to ``skill_id`` go through here (shared, or kept, or both)."""
-        rule = self.policy.rule(skill_id)
+    def covers(self, skill_id: str, policy: CachePolicy | None = None) -> bool:
+        """Whether calls to ``skill_id`` go through here (shared, or kept, or both), by
+        ``policy`` (a client view's; ``None``: the cache's own)."""
+        rule = (policy or self.policy).rule(skill_id)
         return rule.coalesce or (rule.fresh is not None and self.store is not None)
 
     async def answer(
@@ -214,6 +215,8 @@ class AnswerCache:
         context_id: str | None,
         send: Callable[[], Awaitable[Task]],
         keep: Callable[[Task], Kept | None],
+        *,
+        policy: CachePolicy | None = None,
     ) -> tuple[Task, Outcome]:
         """The task answering this call, and how it was answered.
 
@@ -223,10 +226,12 @@ class AnswerCache:
             context_id: the message's conversation, if any.
             send: the call's own request, made only on a miss.
             keep: what the task sent back is worth keeping as, or ``None``.
+            policy: a client view's policy (``None``: the cache's own).
 
         A call that joins another gets a task of its own (decoded from the same bytes).
         """
-        rule = self.policy.rule(skill_id)
+        policy = policy or self.policy
+        rule = policy.rule(skill_id)
         now = self._wall()
         day_end: float | None = None
         day: dt.date | None = None
@@ -238,7 +243,7 @@ class AnswerCache:
         key = request_key(self._origin, skill_id, parts, context_id, day)
 
         def work() -> Awaitable[_Shared]:
-            return self._lookup_or_send(key, rule, day_end, send, keep)
+            return self._lookup_or_send(key, rule, policy.not_found, day_end, send, keep)
 
         if not rule.coalesce:
             task, _, outcome = await work()
@@ -253,6 +258,7 @@ class AnswerCache:
         self,
         key: str,
         rule: CacheRule,
+        not_found: float,
         day_end: float | None,
         send: Callable[[], Awaitable[Task]],
         keep: Callable[[Task], Kept | None],
@@ -282,7 +288,7 @@ class AnswerCache:
             assert rule.fresh is not None
             worth = keep(task)
             if worth is not None:
-                fresh = rule.fresh if worth == "answer" else min(rule.fresh, self.policy.not_found)
+                fresh = rule.fresh if worth == "answer" else min(rule.fresh, not_found)
                 expires = self._wall() + fresh
                 if day_end is not None:
                     expires = min(expires, day_end)

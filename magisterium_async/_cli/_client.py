@@ -144,7 +144,7 @@ def _client(
     try:
         return AsyncMagisterium(
             token,
-            base_url,
+            base_url=base_url,
             rate_limits=quota,
             timeout=timeout,
             max_retries=options.max_retries,

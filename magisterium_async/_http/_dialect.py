@@ -206,6 +206,10 @@ class Negotiation:
         self._extensions = tuple(extensions)
         self.dialect = (V10 if protocol == "1.0" else V03).with_extensions(extensions)
 
+    def with_protocol(self, protocol: ProtocolVersion) -> Negotiation:
+        """A negotiation of ``protocol`` with the same service, card and extensions."""
+        return Negotiation(protocol, self._base_url, self._read_card, extensions=self._extensions)
+
     def learn(self, card: AgentCard) -> None:
         """A card was read: with ``"auto"``, speak the dialect it offers from now on."""
         if self.protocol != "auto":

@@ -102,15 +102,17 @@ async def test_no_proxy_and_trust_env_false_go_straight_there(
     emulator: Emulator, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    async with m.AsyncMagisterium(emulator.token, emulator.base_url, trust_env=False) as client:
+    async with m.AsyncMagisterium(
+        emulator.token, base_url=emulator.base_url, trust_env=False
+    ) as client:
         assert await client.search("grace")
     host = emulator.base_url.split("//")[1].split(":")[0]
     monkeypatch.setenv("no_proxy", f"example.org,{host}")
-    async with m.AsyncMagisterium(emulator.token, emulator.base_url) as client:
+    async with m.AsyncMagisterium(emulator.token, base_url=emulator.base_url) as client:
         assert await client.search("grace")
     assert proxy.seen == []
     monkeypatch.delenv("no_proxy")
-    async with m.AsyncMagisterium(emulator.token, emulator.base_url) as client:
+    async with m.AsyncMagisterium(emulator.token, base_url=emulator.base_url) as client:
         assert await client.search("grace")
     assert _posts(proxy, emulator) == [emulator.base_url]
 
@@ -121,13 +123,15 @@ async def test_the_proxy_credentials_go_to_the_proxy_and_are_never_shown(
     async with ForwardProxy(credentials=("alice", "s3cr:et")) as proxy:
         host = proxy.url.split("//")[1]
         good = f"http://alice:s3cr%3Aet@{host}"
-        async with m.AsyncMagisterium(emulator.token, emulator.base_url, proxy=good) as client:
+        async with m.AsyncMagisterium(
+            emulator.token, base_url=emulator.base_url, proxy=good
+        ) as client:
             assert "s3cr" not in repr(client) and host in repr(client)
             assert await client.search("grace")
         assert proxy.seen[-1].proxy_authorization is not None
         bad = f"http://alice:wrong-s3cret@{host}"
         async with m.AsyncMagisterium(
-            emulator.token, emulator.base_url, proxy=bad, max_retries=0
+            emulator.token, base_url=emulator.base_url, proxy=bad, max_retries=0
         ) as client:
             with pytest.raises(
                 m.UnexpectedStatusError, match="proxy asks for credentials"
@@ -141,7 +145,7 @@ async def test_an_https_target_is_tunnelled_with_connect(
     proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HTTPS_PROXY", proxy.url)
-    client = m.AsyncMagisterium("t", "https://magisterium.invalid/a2a", max_retries=0)
+    client = m.AsyncMagisterium("t", base_url="https://magisterium.invalid/a2a", max_retries=0)
     async with client:
         with pytest.raises(m.APIConnectionError):
             await client.search("grace")

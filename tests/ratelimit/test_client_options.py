@@ -4,6 +4,8 @@ time through ``MockTransport`` (the client's part of the engine; ``_client.py``)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -168,6 +170,97 @@ async def test_closing_the_parent_wakes_a_views_waiting_call() -> None:
     assert [what for what, _ in sent] == ["first"]
 
 
+async def test_with_options_clears_an_inherited_fairness_key_and_priority() -> None:
+    client, _ = client_for(VirtualClock(), [])
+    view = client.with_options(priority="bulk", fairness_key="user-1")
+    kept = view.with_options()
+    assert (kept.priority, kept.fairness_key) == ("bulk", "user-1")  # NOT_GIVEN: kept
+    cleared = view.with_options(fairness_key=None, priority=None)
+    assert (cleared.priority, cleared.fairness_key) == ("interactive", None)  # None: default
+    assert (view.priority, view.fairness_key) == ("bulk", "user-1")
+    await client.aclose()
+
+
+async def test_none_takes_each_options_default_back() -> None:
+    client, _ = client_for(VirtualClock(), [], timeout=5.0, max_retries=0)
+    policy = m.RetryPolicy(max_retries=7)
+    changed = client.with_options(
+        timeout=9.0, retry_policy=policy, cache_policy=m.CachePolicy(rules={}), protocol="1.0"
+    )
+    assert changed.timeouts.default == 9.0 and changed.retry_policy == policy
+    assert changed.cache_policy == m.CachePolicy(rules={}) and changed.protocol == "1.0"
+    back = changed.with_options(
+        timeout=None, retry_policy=None, max_retries=None, cache_policy=None, protocol=None
+    )
+    assert back.timeouts == m.DEFAULT_TIMEOUTS
+    assert back.retry_policy == m.DEFAULT_RETRY_POLICY
+    assert back.cache_policy == m.DEFAULT_CACHE_POLICY
+    assert client.protocol == back.protocol == "0.3"  # "auto", before any agent card
+    retried = changed.with_options(max_retries=1)  # applies to the view's own policy
+    assert retried.retry_policy == dataclasses.replace(policy, max_retries=1)
+    await client.aclose()
+
+
+def test_with_options_covers_every_per_call_option() -> None:
+    # Every constructor option is either changeable per view or owned by the client (its
+    # connections, pools, token, cache store): a new option must be put in one or the other.
+    per_view = set(inspect.signature(m.AsyncMagisterium.with_options).parameters) - {"self"}
+    owned = {
+        "token",
+        "base_url",
+        "rate_limits",
+        "max_concurrency",
+        "clock",
+        "on_event",
+        "trace_configs",
+        "shared_quota",
+        "credentials",
+        "max_response_bytes",
+        "transport",
+        "proxy",
+        "trust_env",
+        "tracer_provider",
+        "meter_provider",
+        "cache",
+        "extensions",
+    }
+    constructor = set(inspect.signature(m.AsyncMagisterium).parameters)
+    assert constructor - owned <= per_view, constructor - owned - per_view
+    assert {"timeout", "max_retries", "priority", "fairness_key", "cache_policy"} <= per_view
+    assert {"protocol", "retry_policy"} <= per_view
+    for option in inspect.signature(m.AsyncMagisterium.with_options).parameters.values():
+        if option.name != "self":
+            assert option.kind is inspect.Parameter.KEYWORD_ONLY
+            assert option.default is m.NOT_GIVEN
+
+
+async def test_a_views_protocol_is_its_own_on_the_same_connections() -> None:
+    clock = VirtualClock()
+    methods: list[str] = []
+
+    def answer(request: MockRequest) -> MockResponse:
+        methods.append(request.json["method"])
+        if request.json["method"] == "SendMessage":
+            v1_task = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}
+            return MockResponse.result(request, {"task": v1_task})
+        return MockResponse.result(request, task_json())
+
+    transport = MockTransport(answer)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url="https://a2a.example/api",
+        clock=clock,
+        transport=transport,
+        protocol="0.3",
+        rate_limits=m.RateLimits.unlimited(),
+    )
+    async with client:
+        await client.send_message("hello")
+        await client.with_options(protocol="1.0").send_message("hello")
+        await client.send_message("hello")
+    assert methods == ["message/send", "SendMessage", "message/send"]
+
+
 @pytest.mark.parametrize(
     ("options", "error", "named"),
     [
@@ -180,6 +273,9 @@ async def test_closing_the_parent_wakes_a_views_waiting_call() -> None:
         ({"max_retries": True}, TypeError, "max_retries"),
         ({"timeout": -1}, ValueError, "timeout"),
         ({"timeout": "30"}, TypeError, "timeout"),
+        ({"retry_policy": 3}, TypeError, "retry_policy"),
+        ({"cache_policy": "none"}, TypeError, "cache_policy"),
+        ({"protocol": "2.0"}, ValueError, "protocol"),
     ],
 )
 async def test_bad_options_are_refused_naming_the_argument(
