@@ -19,7 +19,7 @@ The tree, in one glance::
     │   ├── InternalServerError       -32603
     │   ├── TaskNotFoundError         -32001
     │   ├── SkillNotFoundError        -32002 (``.skill_id``)
-    │   │   └── TaskNotCancelableError  -32002 answered to ``tasks/cancel`` (generic A2A)
+    │   ├── TaskNotCancelableError    -32002 answered to ``tasks/cancel`` (generic A2A)
     │   ├── RateLimitError            -32003 / HTTP 429  (``.retry_after``)
     │   ├── AuthenticationError       -32004 / HTTP 401
     │   │   └── LoginRequiredError    the stored sign-in cannot be refreshed: log in again
@@ -31,7 +31,6 @@ The tree, in one glance::
     ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
     ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
     ├── CacheError                    the cache named cannot be used (not its file, no redis-py)
-    ├── SharedStateError              (kept for importers; nothing raises it now)
     ├── CredentialsError              the credentials file, or Redis store, is unsafe or unreadable
     └── OAuthError                    the authorization server refused or answered off-spec
 
@@ -94,7 +93,6 @@ __all__ = [
     "RateLimitError",
     "ResponseTooLargeError",
     "SharedQuotaError",
-    "SharedStateError",
     "SkillNotFoundError",
     "StateError",
     "TLSError",
@@ -135,15 +133,6 @@ class MagisteriumError(Exception):
     """The answer's headers (case-insensitive), authorization and cookies redacted."""
     _answer_note = ""
 
-    @property
-    def status(self) -> int | None:
-        """The HTTP status; the older name of :attr:`status_code`."""
-        return self.status_code
-
-    @status.setter
-    def status(self, value: int | None) -> None:
-        self.status_code = value
-
     def __str__(self) -> str:
         return super().__str__() + self._answer_note
 
@@ -173,13 +162,13 @@ class TLSError(APIConnectionError):
 class APIResponseError(MagisteriumError):
     """The service (or something in front of it) answered outside the contract.
 
-    ``status`` is the HTTP status and ``body`` the first 500 characters of the body, so the
-    answer is never lost.
+    ``status_code`` is the HTTP status and ``body`` the first 500 characters of the body,
+    so the answer is never lost.
     """
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+    def __init__(self, message: str, *, status_code: int | None = None, body: str = "") -> None:
         super().__init__(message)
-        self.status = status
+        self.status_code = status_code
         self.body = body
 
 
@@ -192,9 +181,9 @@ class ResponseTooLargeError(APIResponseError):
     (``.limit``); reading stopped there, so memory stays bounded. Not retried."""
 
     def __init__(
-        self, message: str, *, limit: int, status: int | None = None, body: str = ""
+        self, message: str, *, limit: int, status_code: int | None = None, body: str = ""
     ) -> None:
-        super().__init__(message, status=status, body=body)
+        super().__init__(message, status_code=status_code, body=body)
         self.limit = limit
 
 
@@ -211,14 +200,19 @@ class JSONRPCError(MagisteriumError):
     reason: str | None = None
 
     def __init__(
-        self, message: str, *, code: int | None = None, data: Any = None, status: int = 200
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        data: Any = None,
+        status_code: int | None = 200,
     ) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
         self.message = message
         self.data = data
-        self.status = status
+        self.status_code = status_code
 
     def __str__(self) -> str:
         return f"{self.message} (JSON-RPC error {self.code}){self._answer_note}"
@@ -267,7 +261,7 @@ class SkillNotFoundError(JSONRPCError):
     """-32002: the service does not know the ``skillId``; ``skill_id`` names it.
 
     Generic A2A servers use -32002 for "task not cancelable" instead; when the error came
-    from ``tasks/cancel`` it is raised as :class:`TaskNotCancelableError`, a subclass.
+    from ``tasks/cancel`` it is raised as :class:`TaskNotCancelableError`, apart.
     """
 
     code = -32002
@@ -278,10 +272,10 @@ class SkillNotFoundError(JSONRPCError):
         *,
         code: int | None = None,
         data: Any = None,
-        status: int = 200,
+        status_code: int | None = 200,
         skill_id: str | None = None,
     ) -> None:
-        super().__init__(message, code=code, data=data, status=status)
+        super().__init__(message, code=code, data=data, status_code=status_code)
         self.skill_id = skill_id if skill_id is not None else skill_named(data)
         """The skill id the request named (``None`` when unknown, as for ``tasks/cancel``)."""
 
@@ -298,12 +292,16 @@ def skill_named(data: Any) -> str | None:
     return None
 
 
-class TaskNotCancelableError(SkillNotFoundError):
-    """-32002 answered to ``tasks/cancel``: generic A2A's "task not cancelable".
+class TaskNotCancelableError(JSONRPCError):
+    """-32002 answered to ``tasks/cancel``: generic A2A's "task not cancelable" (the task
+    has ended). Not a :class:`SkillNotFoundError`, though it shares its code: a cancel
+    names no skill, and ``except SkillNotFoundError`` must not swallow a refused cancel.
 
     The Magisterium service itself answers -32602 for this case; other A2A servers answer
     -32002, which the service's contract reserves for an unknown skill.
     """
+
+    code = -32002
 
 
 class RateLimitError(JSONRPCError):
@@ -320,11 +318,11 @@ class RateLimitError(JSONRPCError):
         *,
         code: int | None = None,
         data: Any = None,
-        status: int = 429,
+        status_code: int | None = 429,
         retry_after: float | None = None,
         headers: Any = None,
     ) -> None:
-        super().__init__(message, code=code, data=data, status=status)
+        super().__init__(message, code=code, data=data, status_code=status_code)
         self.retry_after = (
             retry_after if retry_after is not None else retry_after_from(data, headers)
         )
@@ -341,7 +339,7 @@ class LoginRequiredError(AuthenticationError):
     there is none): run ``magisterium-async login`` again."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, status=401)
+        super().__init__(message, status_code=None)  # no HTTP answer said so: the store did
 
     def __str__(self) -> str:
         return self.message
@@ -405,11 +403,6 @@ class CacheError(MagisteriumError):
     service without it, and one warning is logged."""
 
 
-class SharedStateError(MagisteriumError):
-    """Kept so that code catching it still imports: nothing raises it since a harvest
-    runs in one process (it was the error of the harvest split over workers)."""
-
-
 class CredentialsError(MagisteriumError):
     """The credentials store (``.path``: the file, or the Redis URL with its password
     masked) cannot be used: group or others can read the file, it cannot be read or
@@ -424,13 +417,15 @@ class OAuthError(MagisteriumError):
     """The authorization server refused a sign-in step, or answered outside the OAuth specs.
 
     ``error`` is the OAuth error code it sent (``"invalid_grant"``, ...), or ``None``;
-    ``status`` the HTTP status, when there was an answer.
+    ``status_code`` the HTTP status, when there was an answer.
     """
 
-    def __init__(self, message: str, *, error: str | None = None, status: int | None = None):
+    def __init__(
+        self, message: str, *, error: str | None = None, status_code: int | None = None
+    ) -> None:
         super().__init__(message)
         self.error = error
-        self.status = status
+        self.status_code = status_code
 
 
 # A 429's wait ------------------------------------------------------------------------
@@ -576,7 +571,7 @@ def error_from_jsonrpc(
     if cls is RateLimitError:
         wait = retry_after_from(readable, headers)
         error = RateLimitError(
-            text, code=final, data=data, status=status, retry_after=wait, headers=headers
+            text, code=final, data=data, status_code=status, retry_after=wait, headers=headers
         )
     elif issubclass(cls, SkillNotFoundError):
         named = skill_named(readable)
@@ -584,11 +579,11 @@ def error_from_jsonrpc(
             text,
             code=final,
             data=data,
-            status=status,
+            status_code=status,
             skill_id=named if named is not None or cls is not SkillNotFoundError else skill_id,
         )
     else:
-        error = cls(text, code=final, data=data, status=status)
+        error = cls(text, code=final, data=data, status_code=status)
     error.reason = reason
     return error
 
@@ -636,11 +631,11 @@ def error_for_status(
     cls = _BY_STATUS.get(status)
     error: MagisteriumError
     if cls is RateLimitError:
-        error = RateLimitError(message, status=status, headers=headers)
+        error = RateLimitError(message, status_code=status, headers=headers)
     elif cls is not None:
-        error = cls(message, status=status)
+        error = cls(message, status_code=status)
     else:
-        error = UnexpectedStatusError(message, status=status, body=body)
+        error = UnexpectedStatusError(message, status_code=status, body=body)
     return with_answer(error, status=status, headers=headers, jsonrpc_id=jsonrpc_id)
 
 

@@ -56,7 +56,8 @@ def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> boo
     if isinstance(error, (APIConnectionError, InternalServerError)):
         return True
     if isinstance(error, UnexpectedStatusError):
-        return error.status is not None and (error.status >= 500 or error.status == 408)
+        status = error.status_code
+        return status is not None and (status >= 500 or status == 408)
     return False
 
 

@@ -131,7 +131,8 @@ def test_skill_not_found_on_cancel_means_not_cancelable() -> None:
         -32002, "Task cannot be canceled", None, status=200, method="tasks/cancel"
     )
     assert isinstance(error, m.TaskNotCancelableError)
-    assert isinstance(error, m.SkillNotFoundError)
+    assert not isinstance(error, m.SkillNotFoundError)  # `except SkillNotFoundError` misses it
+    assert error.code == -32002
 
 
 def test_skill_not_found_names_the_skill() -> None:
@@ -212,7 +213,8 @@ async def test_errors_carry_status_request_id_and_redacted_headers(
 ) -> None:
     error = await _error_from(answer)
     assert type(error) is cls
-    assert error.status_code == status == error.status
+    assert error.status_code == status
+    assert not hasattr(error, "status")  # one status attribute
     assert error.server_request_id == "req-abc123"
     assert error.request_id == f"{error.jsonrpc_id} / req-abc123"
     assert error.headers["x-ratelimit-remaining"] == "0"  # case-insensitive
@@ -384,3 +386,44 @@ def test_retry_after_from_data_even_when_malformed(data: Any, expected: float | 
 )
 def test_masked_url_hides_every_password(url: str, shown: str) -> None:
     assert masked_url(url) == shown
+
+
+# The tree in docs/errors.md is the tree in the code --------------------------------------
+
+
+def _documented_tree() -> dict[str, str]:
+    """Each exception the tree in docs/errors.md names → the class it names as parent."""
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "errors.md").read_text(encoding="utf-8")
+    block = page[page.index("```\nMagisteriumError") + 4 :]
+    block = block[: block.index("```")]
+    parents: dict[str, str] = {}
+    stack: list[str] = []  # the last class named at each depth
+    for line in block.splitlines():
+        prefix = re.match(r"[│├└─\s]*", line)
+        assert prefix is not None
+        depth = len(prefix.group()) // 4
+        names = re.findall(r"\b[A-Z]\w*Error\b", line)
+        if not names:
+            continue
+        del stack[depth:]
+        for name in names:
+            parents[name] = stack[-1] if stack else ""
+        stack.append(names[0])
+    return parents
+
+
+def test_every_exported_exception_is_in_the_docs_tree_under_its_parent() -> None:
+    exported = {
+        name
+        for name in m.__all__
+        if isinstance(getattr(m, name), type) and issubclass(getattr(m, name), BaseException)
+    }
+    tree = _documented_tree()
+    assert sorted(exported - set(tree)) == [], "add these to the tree in docs/errors.md"
+    assert sorted(set(tree) - exported) == [], "the tree in docs/errors.md names these"
+    for name, parent in tree.items():
+        cls = getattr(m, name)
+        expected = cls.__bases__[0].__name__ if name != "MagisteriumError" else ""
+        assert parent == expected, f"docs/errors.md puts {name} under {parent or 'nothing'}"

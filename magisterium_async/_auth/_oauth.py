@@ -196,7 +196,7 @@ def _refused(what: str, status: int, body: bytes) -> OAuthError:
         if isinstance(description, str) and description.strip():
             text += ": " + " ".join(description.split())[:_DESCRIPTION]
         text += ")"
-    return OAuthError(text, error=code, status=status)
+    return OAuthError(text, error=code, status_code=status)
 
 
 async def discover(session: aiohttp.ClientSession, base_url: str) -> ServerMetadata:
@@ -210,7 +210,7 @@ async def discover(session: aiohttp.ClientSession, base_url: str) -> ServerMetad
     if status != 200:
         raise OAuthError(
             f"no OAuth authorization server at {url} (HTTP {status}); check --base-url",
-            status=status,
+            status_code=status,
         )
     try:
         metadata = _METADATA.decode(body)
@@ -297,7 +297,7 @@ async def _tokens(
         tokens = _TOKENS.decode(body)
     except _DECODE_ERRORS as exc:
         # msgspec names the field that is wrong, never a value: no token in the message.
-        raise OAuthError(f"{what}: not a token response: {exc}", status=status) from None
+        raise OAuthError(f"{what}: not a token response: {exc}", status_code=status) from None
     if tokens.token_type.lower() != "bearer":
         raise OAuthError(f"{what}: unsupported token type {tokens.token_type[:32]!r}")
     token = tokens.access_token

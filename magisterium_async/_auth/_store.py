@@ -1,6 +1,6 @@
 """Where a sign-in is kept, behind one seam: a file on this host, or a key in Redis.
 
-:class:`StoredToken` (in :mod:`._auth`) and ``login``/``logout``/``auth status`` (in
+:class:`StoredToken` (in :mod:`._tokens`) and ``login``/``logout``/``auth status`` (in
 :mod:`._login`) see a :class:`CredentialStore` only, so the refresh logic is written once.
 A refresh runs inside :meth:`CredentialStore.refreshing` (a lock every process naming the
 same store respects), reads the store again, and writes what the server answered with

@@ -10,7 +10,7 @@ when the service refuses it (the call is then retried once). One refresh runs at
 in a process however many calls wait for it, and between processes sharing the store a
 lock is taken and the store read again first: another process may have refreshed already,
 and its rotated refresh token is the only one still valid. The store (a file, or Redis for
-processes on many hosts) is behind one seam, :mod:`._credstore`; when it does not answer,
+processes on many hosts) is behind one seam, :mod:`._store`; when it does not answer,
 the token in hand is used until it expires.
 """
 
@@ -334,9 +334,9 @@ class StoredToken:
                     f"the sign-in in {self.store.where} cannot be renewed: {exc}; "
                     f"{self._login_again()}"
                 ) from None
-            if exc.status is not None and (exc.status >= 500 or exc.status == 429):
+            if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
                 # The server's trouble, not the sign-in's: a 5xx is retried, a 429 waited out.
-                raise error_for_status(exc.status, str(exc)) from None
+                raise error_for_status(exc.status_code, str(exc)) from None
             raise
         expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
         fresh = stored.with_tokens(

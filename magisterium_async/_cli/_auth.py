@@ -1,6 +1,6 @@
 """``login``, ``logout`` and ``auth status``: signing in with the user's account.
 
-The flows are the library's (:mod:`.._login`); these commands only parse and print. What
+The flows are the library's (:mod:`.._auth._login`); these commands only parse and print. What
 they say goes to stderr, the status to stdout; none prints a token, nor the password of a
 Redis URL given as ``--credentials``.
 """

@@ -61,7 +61,7 @@ class ClientOptions:
 def read_token(token_file: str | None, credentials: str | None = None) -> str | None:
     """The token from ``token_file``, else ``$MAGISTERIUM_TOKEN``; ``None`` when the stored
     sign-in is to be used; :class:`CliError` if there is none of the three (the order of
-    :mod:`.._env`)."""
+    :mod:`.._config`)."""
     if token_file is None:
         token = token_from_env()
         if token:

@@ -218,7 +218,7 @@ def _too_large(what: str, limit: int, status: int, got: bytes | bytearray) -> Re
         f"{what}: the response is larger than max_response_bytes ({limit} bytes); reading "
         "stopped there. Pass a larger max_response_bytes= if answers this big are expected",
         limit=limit,
-        status=status,
+        status_code=status,
         body=body_snippet(bytes(got[:SNIPPET])),
     )
 
@@ -246,7 +246,7 @@ async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
         raise MalformedResponseError(
             f"{what}: the response has Content-Encoding {encoding[:40]!r}; the client asks "
             f"only for {ACCEPT_ENCODING}",
-            status=status,
+            status_code=status,
         )
     inflater = None if encoding == "identity" else _Inflater(encoding)
     body = bytearray()
@@ -277,5 +277,5 @@ async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
 
 def _corrupt(what: str, encoding: str, status: int, why: str) -> MalformedResponseError:
     return MalformedResponseError(
-        f"{what}: the {encoding} body cannot be decoded: {why}", status=status
+        f"{what}: the {encoding} body cannot be decoded: {why}", status_code=status
     )

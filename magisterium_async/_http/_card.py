@@ -74,9 +74,9 @@ class AgentCardCache:
             try:
                 status, headers, body = await get(url)
             except UnexpectedStatusError as exc:
-                if exc.status == 404 and i + 1 < len(urls):
+                if exc.status_code == 404 and i + 1 < len(urls):
                     continue
-                if exc.status == 404 and len(urls) > 1:
+                if exc.status_code == 404 and len(urls) > 1:
                     exc.args = (f"{exc.args[0]} (also at {urls[0]})",)
                 raise
             break
@@ -96,7 +96,7 @@ def _decode(status: int, body: bytes) -> AgentCard:
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         why = str(exc)
     raise MalformedResponseError(
-        f"agent card: not an A2A agent card: {why}", status=status, body=body_snippet(body)
+        f"agent card: not an A2A agent card: {why}", status_code=status, body=body_snippet(body)
     )
 
 

@@ -350,7 +350,7 @@ def _decode(
         raise UnexpectedStatusError(
             f"{method}: the proxy asks for credentials it was not given or refused "
             "(HTTP 407 Proxy Authentication Required): put them in the proxy's URL",
-            status=status,
+            status_code=status,
             body=body_snippet(payload),
         )
     if status != 200:
@@ -359,7 +359,7 @@ def _decode(
         raise error_for_status(status, what, headers=headers, body=body_snippet(payload))
     if problem is not None or envelope is None:
         raise MalformedResponseError(
-            f"{method}: {problem}", status=status, body=body_snippet(payload)
+            f"{method}: {problem}", status_code=status, body=body_snippet(payload)
         )
     result = envelope.result
     if isinstance(result, Task):
@@ -373,12 +373,14 @@ def _decode(
         task = None
     except _DECODE_ERRORS as exc:
         raise MalformedResponseError(
-            f"{method}: the result is not a Task: {exc}", status=status, body=body_snippet(payload)
+            f"{method}: the result is not a Task: {exc}",
+            status_code=status,
+            body=body_snippet(payload),
         ) from None
     if task is None or task_deeper_than(task, MAX_DEPTH):
         raise MalformedResponseError(
             f"{method}: the result holds values nested more than {MAX_DEPTH} levels deep",
-            status=status,
+            status_code=status,
             body=body_snippet(payload),
         )
     return task
@@ -394,13 +396,13 @@ def _decode_with(
         decoded = None
     except ValueError as exc:  # the dialect's "not what this method answers"
         raise MalformedResponseError(
-            f"{method}: {exc}", status=status, body=body_snippet(payload)
+            f"{method}: {exc}", status_code=status, body=body_snippet(payload)
         ) from None
     tasks = getattr(decoded, "tasks", [decoded])
     if decoded is None or any(task_deeper_than(task, MAX_DEPTH) for task in tasks):
         raise MalformedResponseError(
             f"{method}: the result holds values nested more than {MAX_DEPTH} levels deep",
-            status=status,
+            status_code=status,
             body=body_snippet(payload),
         )
     return decoded

@@ -1,6 +1,6 @@
 """A2A 1.0's JSON-RPC shapes, and their translation to and from the client's models.
 
-The client's models (:mod:`._models`) are A2A 0.3's: ``kind``-tagged parts, ``"completed"``
+The client's models (:mod:`.._models`) are A2A 0.3's: ``kind``-tagged parts, ``"completed"``
 states, ``"user"`` roles. Here the 1.0 wire is read into them and written from them, so a
 :class:`Task` reads the same whichever dialect carried it:
 

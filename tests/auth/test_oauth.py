@@ -168,7 +168,7 @@ async def test_a_refused_refresh_names_the_oauth_error_never_the_token(
             client_id="c1",
             refresh_token="rt-secret-value",
         )
-    assert caught.value.error == "invalid_grant" and caught.value.status == 400
+    assert caught.value.error == "invalid_grant" and caught.value.status_code == 400
     assert "invalid_grant" in str(caught.value)
     assert "rt-secret-value" not in str(caught.value)
     assert caught.value.__cause__ is None and caught.value.__suppress_context__ is False

@@ -224,8 +224,8 @@ async def test_a_refused_token_is_refreshed_and_the_call_retried_once(
     stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
     auth_server.access.clear()  # the server forgot the access token early
-    stored_client.retry_policy = m.RetryPolicy(max_retries=0)
-    assert (await stored_client.search("grace")) == []
+    once = stored_client.with_options(max_retries=0)
+    assert (await once.search("grace")) == []
     assert auth_server.refreshes == 1
     assert auth_server.rpc_refused == 1 and auth_server.rpc_calls == 2
 

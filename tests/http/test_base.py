@@ -89,7 +89,7 @@ async def test_a_plain_body_over_the_limit_stops_at_the_limit() -> None:
     assert sum(consumed) == 12  # the chunk that crossed the limit, and nothing after it
     error = caught.value
     assert isinstance(error, m.MagisteriumError)
-    assert (error.limit, error.status) == (10, 200)
+    assert (error.limit, error.status_code) == (10, 200)
 
 
 async def test_a_compression_bomb_is_stopped_at_the_decompressed_limit() -> None:

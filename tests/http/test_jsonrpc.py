@@ -81,7 +81,7 @@ def test_bad_answers_are_magisterium_errors(status: int, body: bytes, cls: type)
     with pytest.raises(cls) as info:
         decode_response("tasks/get", 7, status, body)
     if isinstance(info.value, m.APIResponseError):
-        assert info.value.status == status
+        assert info.value.status_code == status
         assert info.value.body == body[:500].decode()
 
 
@@ -89,7 +89,7 @@ def test_error_objects_map_with_their_status() -> None:
     body = envelope(id=7, error={"code": -32003, "message": "slow down", "data": {"retryAfter": 9}})
     with pytest.raises(m.RateLimitError) as info:
         decode_response("message/send", 7, 429, body)
-    assert (info.value.retry_after, info.value.status, info.value.message) == (
+    assert (info.value.retry_after, info.value.status_code, info.value.message) == (
         9.0,
         429,
         "slow down",
@@ -142,7 +142,7 @@ async def test_redirects_are_not_followed(
     server.reply(Reply(status=307, headers={"Location": "https://elsewhere.example/steal"}))
     with pytest.raises(m.UnexpectedStatusError) as info:
         await client.get_task("t")
-    assert info.value.status == 307
+    assert info.value.status_code == 307
     assert len(server.requests) == 1
 
 
@@ -212,14 +212,14 @@ def test_wrong_result_shapes_name_what_is_wrong() -> None:
     body = envelope(id=7, result={"kind": "task", "id": "t", "contextId": "c", "status": {}})
     with pytest.raises(m.MalformedResponseError, match=r"not a Task: .*state") as info:
         decode_response("tasks/get", 7, 200, body)
-    assert info.value.status == 200 and info.value.body == body.decode()
+    assert info.value.status_code == 200 and info.value.body == body.decode()
 
 
 def test_an_error_object_is_raised_with_its_status() -> None:
     body = envelope(id=7, error={"code": -32603, "message": "boom"})
     with pytest.raises(m.InternalServerError, match="boom") as info:
         decode_response("tasks/get", 7, 500, body)
-    assert info.value.status == 500
+    assert info.value.status_code == 500
 
 
 def test_result_with_a_mismatched_id_is_refused_even_when_it_decodes() -> None:
@@ -257,7 +257,7 @@ def test_the_client_s_connect_timeout_bounds_connecting() -> None:
 def test_answers_outside_strict_json_rpc_are_malformed(body: bytes, words: str) -> None:
     with pytest.raises(m.MalformedResponseError, match=words) as info:
         decode_response("tasks/get", 7, 200, body)
-    assert info.value.status == 200
+    assert info.value.status_code == 200
 
 
 def test_an_error_may_carry_a_null_id() -> None:
@@ -271,7 +271,7 @@ def test_a_5xx_with_an_invalid_envelope_is_an_unexpected_status() -> None:
     body = envelope(id=7, result=task_json(), error={"code": -32603, "message": "boom"})
     with pytest.raises(m.UnexpectedStatusError) as info:
         decode_response("tasks/get", 7, 503, body)
-    assert info.value.status == 503
+    assert info.value.status_code == 503
 
 
 @pytest.mark.parametrize("status", [401, 403, 429])
@@ -280,7 +280,7 @@ def test_status_bound_errors_are_raised_whatever_the_envelope(status: int) -> No
     error = {401: m.AuthenticationError, 403: m.PlanRequiredError, 429: m.RateLimitError}
     with pytest.raises(error[status]) as info:
         decode_response("message/send", 7, status, body)
-    assert info.value.status == status
+    assert info.value.status_code == status
 
 
 # Hostile bodies ------------------------------------------------------------------------
@@ -483,7 +483,7 @@ async def test_a_gzip_bomb_stops_at_max_response_bytes(aiohttp_loopback: Any) ->
     ) as client:
         error, peak = await peak_of(lambda: client.get_task("t"))
         card_error, card_peak = await peak_of(client.agent_card)
-    assert isinstance(error, m.ResponseTooLargeError) and error.status == 200
+    assert isinstance(error, m.ResponseTooLargeError) and error.status_code == 200
     assert isinstance(card_error, m.ResponseTooLargeError)
     assert max(peak, card_peak) < 8 * limit
 

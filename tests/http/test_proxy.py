@@ -137,7 +137,7 @@ async def test_the_proxy_credentials_go_to_the_proxy_and_are_never_shown(
                 m.UnexpectedStatusError, match="proxy asks for credentials"
             ) as raised:
                 await client.search("grace")
-        assert raised.value.status == 407
+        assert raised.value.status_code == 407
         assert "s3cret" not in str(raised.value) and raised.value.__context__ is None
 
 

@@ -144,15 +144,15 @@ async def test_get_unknown_task(client: AsyncMagisterium) -> None:
 
 async def test_cancel_finished_task(client: AsyncMagisterium) -> None:
     # Generic A2A answers -32002 "task not cancelable" where the Magisterium service answers
-    # -32602: the client raises TaskNotCancelableError (a SkillNotFoundError, since the
-    # service's contract gives -32002 that meaning).
+    # -32602: the client raises TaskNotCancelableError (not a SkillNotFoundError, though
+    # the service's contract gives -32002 that meaning).
     sent = await client.send_message("social teaching", skill_id="document_search")
 
     with pytest.raises(TaskNotCancelableError) as caught:
         await client.cancel_task(sent.id)
 
     assert caught.value.code == -32002
-    assert isinstance(caught.value, SkillNotFoundError)
+    assert not isinstance(caught.value, SkillNotFoundError)
     assert "cancel" in caught.value.message.lower()
 
 
@@ -169,7 +169,7 @@ async def test_bearer_token_is_sent(a2a_server: A2AServer) -> None:
     ) as client:
         with pytest.raises(AuthenticationError) as caught:
             await client.search("social teaching")
-    assert caught.value.status == 401
+    assert caught.value.status_code == 401
 
 
 async def test_cancel_open_task(client: AsyncMagisterium, a2a_server: A2AServer) -> None:
@@ -184,7 +184,7 @@ async def test_cancel_open_task(client: AsyncMagisterium, a2a_server: A2AServer)
     if a2a_server.env is A2A13:  # 1.x answers "not cancelable"
         assert isinstance(caught.value, TaskNotCancelableError)
     else:  # 0.3 passes on the executor's -32004 "unsupported operation", with HTTP 200
-        assert (caught.value.code, caught.value.status) == (-32004, 200)
+        assert (caught.value.code, caught.value.status_code) == (-32004, 200)
 
 
 async def test_generic_unsupported_operation_is_not_an_auth_error(a2a_server: A2AServer) -> None:

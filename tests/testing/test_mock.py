@@ -114,7 +114,7 @@ async def test_bodies_outside_the_bounds(
     async with client_for(handler, max_response_bytes=1000) as client:
         with pytest.raises(error, match=words) as info:
             await client.get_task("t")
-    assert info.value.status == 200
+    assert info.value.status_code == 200
 
 
 async def test_os_errors_are_connection_errors_and_other_errors_reach_the_test() -> None:

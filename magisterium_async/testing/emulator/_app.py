@@ -156,7 +156,7 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     Routes: ``POST /api/v1/a2a`` (JSON-RPC), ``OPTIONS /api/v1/a2a`` (CORS preflight),
     ``GET /.well-known/agent.json`` and ``/.well-known/agent-card.json`` (the agent card
     of the config's ``protocol``, the same at both),
-    and the OAuth authorization server (see :mod:`._oauth_routes`). Every answer carries
+    and the OAuth authorization server (see :mod:`.oauth._routes`). Every answer carries
     ``Access-Control-Allow-Origin: *``, as the service's do.
     """
     service = Service(config if config is not None else EmulatorConfig())

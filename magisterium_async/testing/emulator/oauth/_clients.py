@@ -4,7 +4,7 @@ It owns RFC 7591 dynamic registration of public clients (the metadata a client s
 checked into an :class:`OAuthClient`), the loopback redirect URIs of native apps
 (RFC 8252 §7.3 and §8.3: ``http://127.0.0.1``, ``http://[::1]`` or ``http://localhost``,
 matched on any port) and the scopes the server knows. Keeping the registry of clients is
-:mod:`._oauth`'s business.
+:mod:`._server`'s business.
 """
 
 from __future__ import annotations

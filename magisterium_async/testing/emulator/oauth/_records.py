@@ -1,6 +1,6 @@
 """What the emulator's authorization server remembers, and what it counts.
 
-It owns the records of a sign-in, kept by value of the token in :mod:`._oauth`'s tables
+It owns the records of a sign-in, kept by value of the token in :mod:`._server`'s tables
 (a :class:`Grant`, its :class:`Code`, its :class:`AccessToken` and
 :class:`RefreshToken` records), the :class:`Access` an accepted token gives the A2A
 endpoint, and the :class:`OAuthCounts` tests assert on. Records never hold a token's

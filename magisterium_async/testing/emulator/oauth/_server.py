@@ -25,9 +25,9 @@ share one quota. Tokens are never logged, counted by value or shown in a ``repr`
 
 This module owns the server's state (the registry of clients, the live codes, the ledger
 of tokens) and the grant rules above. The shapes of the exchange (errors, parameters,
-PKCE) are in :mod:`._oauth_wire`, client registration in :mod:`._oauth_clients`, the
-records and counters in :mod:`._oauth_records`, the live tokens (issued, checked,
-revoked, expired) in :mod:`._oauth_tokens`, the HTTP endpoints in :mod:`._oauth_routes`.
+PKCE) are in :mod:`._wire`, client registration in :mod:`._clients`, the
+records and counters in :mod:`._records`, the live tokens (issued, checked,
+revoked, expired) in :mod:`._tokens`, the HTTP endpoints in :mod:`._routes`.
 """
 
 from __future__ import annotations

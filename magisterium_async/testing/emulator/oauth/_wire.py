@@ -4,7 +4,7 @@ It owns the shapes of the exchange: the error answer (RFC 6749 §5.2) and the
 ``WWW-Authenticate`` challenge of a refused bearer token (RFC 6750 §3), the redirect the
 authorization endpoint answers with, the reading of form and query parameters (each sent
 at most once, an empty one absent: RFC 6749 §3.1), and the PKCE S256 check (RFC 7636).
-Who is registered and which tokens live is :mod:`._oauth`'s business.
+Who is registered and which tokens live is :mod:`._server`'s business.
 """
 
 from __future__ import annotations
