@@ -7,7 +7,9 @@ It has no clock, no I/O and no lock, so it runs the same in one process or, with
 What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
 
 - *proven* (a window ran out): the rate goes down to what the server took of our starts in
-  that window (all of it, when nobody else spends the quota), and stays there for
+  that window (all of it, when nobody else spends the quota; none of them: others had
+  spent that window, the quota is busy now, its size unknown, and the rate stays), and
+  stays there for
   :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts;
 - then it *steps up*: one start more than the server allowed, or, once one of the server's
   windows took more than it allowed before (whoever shared the quota stopped), twice the
@@ -220,8 +222,16 @@ class RateRule:
         # The server's window began one window before it ends, give or take the request's
         # round trip (it counts on arrival, and said where its window ends before the way
         # back) and the margin.
+        # A window end farther than one window off is a longer quota's: its window began
+        # some time before now, and ours, the last window, stands for it.
+        began = window_end - self.window if window_end - self.window <= now else now - self.window
         slack = state.margin + state.rtt
-        accepted = log.accepted(window_end - self.window - slack, now)
+        accepted = log.accepted(began - slack, now)
+        if accepted == 0:
+            # None of ours got into that window: others had spent it. The quota is busy
+            # now (the pause says so); its size this says nothing of.
+            logger.debug("pool %s: a window others had spent; the rate stays", self.name)
+            return
         state.refused_tries = 0
         rate = max(1, min(accepted, state.rate - 1))
         state.allowed = rate

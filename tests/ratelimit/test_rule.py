@@ -60,9 +60,16 @@ def test_proven_lowers_the_rate_to_what_the_server_took_in_its_window() -> None:
     assert not r.stepping_up
 
 
-def test_proven_never_lowers_below_one() -> None:
+def test_a_window_that_took_none_of_ours_leaves_the_rate() -> None:
     r, log = rule(), StartLog()
     proven_at(r, log, 0)  # the server took none of ours: someone else spent it all
+    assert (r.state.rate, r.state.allowed, r.state.step_up_at) == (10, 10, math.inf)
+
+
+def test_proven_never_lowers_below_one() -> None:
+    r, log = rule(), StartLog()
+    proven_at(r, log, 1)
+    r.proven(log, start(2.0, limited=True), 2.5, WINDOW)  # then one of one more
     assert r.state.rate == 1
 
 
@@ -103,8 +110,8 @@ def test_a_step_up_is_due_after_starts_per_step_up_of_the_servers_starts(allowed
 
 
 def test_a_step_up_is_never_due_before_the_proven_window_ends() -> None:
-    r, log = rule(), StartLog()
-    early = start(0.0, limited=True)
+    r, log = rule(), log_of(0.0)
+    early = start(0.05, limited=True)
     log.add(early)
     r.proven(log, early, 0.1, 1000.0)  # a window ending far off (a longer quota)
     assert r.state.step_up_at == 1000.0
