@@ -74,7 +74,9 @@ class RuleState:
     configured rate); ``refused_tries``: step ups refused in a row; ``phase``: where the
     server's windows end, modulo one window (``None``: unknown); ``rtt``: the round trip of
     the last request refused; ``margin``: the safety margin in force, in seconds;
-    ``refused_step``: the start whose step up was refused (its 429 says nothing of timing).
+    ``refused_step``: the start whose step up was refused (its 429 says nothing of timing);
+    ``before``: what the server's window before a proven one took of ours (a step up the
+    server confirmed goes straight back to it; ``0``: none).
     """
 
     rate: int
@@ -85,6 +87,7 @@ class RuleState:
     phase: float | None = None
     rtt: float = 0.0
     refused_step: Start | None = None
+    before: int = 0
 
 
 class RateRule:
@@ -234,6 +237,10 @@ class RateRule:
             return
         state.refused_tries = 0
         rate = max(1, min(accepted, state.rate - 1))
+        # What the server's window before took of ours: the quota it had shown, to go
+        # back to once a step up finds it back (a told rate no window took is not one).
+        took_before = log.accepted(began - self.window - slack, began - slack)
+        state.before = max(state.before, min(took_before, state.rate))
         state.allowed = rate
         state.step_up_at = max(now + self._cautious(), window_end)
         if rate < state.rate:
@@ -281,7 +288,8 @@ class RateRule:
                 return
             state.allowed = took  # whoever shared the quota stopped, or it grew back
             state.refused_tries = 0
-            new = 2 * state.rate
+            # Back to the rate a window lowered, at once: the quota it had came back.
+            new = max(2 * state.rate, state.before)
         elif state.rate < state.allowed:
             new = min(state.allowed, 2 * state.rate)
         else:
@@ -303,6 +311,7 @@ class RateRule:
         old, state.rate = state.rate, rate
         if rate >= self.limit:
             state.allowed = self.limit
+            state.before = 0
             state.step_up_at = math.inf
         logger.info("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self.window, why)
 
