@@ -13,7 +13,8 @@ What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
   :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts;
 - then it *steps up*: one start more than the server allowed, or, once one of the server's
   windows took more than it allowed before (whoever shared the quota stopped), twice the
-  rate, back toward the configured one;
+  rate, back toward the configured one, or at once what the server's window before the
+  lowering took of ours, if more (the quota it had shown came back);
 - *step up refused* (a 429 while stepping up): back to what the server allowed, and the
   next step up waits twice as long (up to :data:`~._tuning.MAX_STEP_UP_DOUBLINGS` times);
 - *cleared* (a 429 that a later success showed was no window running out): if it came at a
