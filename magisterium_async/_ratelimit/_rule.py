@@ -7,11 +7,14 @@ It has no clock, no I/O and no lock, so it runs the same in one process or, with
 What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
 
 - *proven* (a window ran out): the rate goes down to what the server took of our starts in
-  that window (all of it, when nobody else spends the quota), and stays there for
+  that window (all of it, when nobody else spends the quota; none of them: others had
+  spent that window, the quota is busy now, its size unknown, and the rate stays), and
+  stays there for
   :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts;
 - then it *steps up*: one start more than the server allowed, or, once one of the server's
   windows took more than it allowed before (whoever shared the quota stopped), twice the
-  rate, back toward the configured one;
+  rate, back toward the configured one, or at once what the server's window before the
+  lowering took of ours, if more (the quota it had shown came back);
 - *step up refused* (a 429 while stepping up): back to what the server allowed, and the
   next step up waits twice as long (up to :data:`~._tuning.MAX_STEP_UP_DOUBLINGS` times);
 - *cleared* (a 429 that a later success showed was no window running out): if it came at a
@@ -72,7 +75,9 @@ class RuleState:
     configured rate); ``refused_tries``: step ups refused in a row; ``phase``: where the
     server's windows end, modulo one window (``None``: unknown); ``rtt``: the round trip of
     the last request refused; ``margin``: the safety margin in force, in seconds;
-    ``refused_step``: the start whose step up was refused (its 429 says nothing of timing).
+    ``refused_step``: the start whose step up was refused (its 429 says nothing of timing);
+    ``before``: what the server's window before a proven one took of ours (a step up the
+    server confirmed goes straight back to it; ``0``: none).
     """
 
     rate: int
@@ -83,6 +88,7 @@ class RuleState:
     phase: float | None = None
     rtt: float = 0.0
     refused_step: Start | None = None
+    before: int = 0
 
 
 class RateRule:
@@ -220,10 +226,22 @@ class RateRule:
         # The server's window began one window before it ends, give or take the request's
         # round trip (it counts on arrival, and said where its window ends before the way
         # back) and the margin.
+        # A window end farther than one window off is a longer quota's: its window began
+        # some time before now, and ours, the last window, stands for it.
+        began = window_end - self.window if window_end - self.window <= now else now - self.window
         slack = state.margin + state.rtt
-        accepted = log.accepted(window_end - self.window - slack, now)
+        accepted = log.accepted(began - slack, now)
+        if accepted == 0:
+            # None of ours got into that window: others had spent it. The quota is busy
+            # now (the pause says so); its size this says nothing of.
+            logger.debug("pool %s: a window others had spent; the rate stays", self.name)
+            return
         state.refused_tries = 0
         rate = max(1, min(accepted, state.rate - 1))
+        # What the server's window before took of ours: the quota it had shown, to go
+        # back to once a step up finds it back (a told rate no window took is not one).
+        took_before = log.accepted(began - self.window - slack, began - slack)
+        state.before = max(state.before, min(took_before, state.rate))
         state.allowed = rate
         state.step_up_at = max(now + self._cautious(), window_end)
         if rate < state.rate:
@@ -271,7 +289,8 @@ class RateRule:
                 return
             state.allowed = took  # whoever shared the quota stopped, or it grew back
             state.refused_tries = 0
-            new = 2 * state.rate
+            # Back to the rate a window lowered, at once: the quota it had came back.
+            new = max(2 * state.rate, state.before)
         elif state.rate < state.allowed:
             new = min(state.allowed, 2 * state.rate)
         else:
@@ -293,6 +312,7 @@ class RateRule:
         old, state.rate = state.rate, rate
         if rate >= self.limit:
             state.allowed = self.limit
+            state.before = 0
             state.step_up_at = math.inf
         logger.info("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self.window, why)
 

@@ -388,6 +388,7 @@ def rule_fields(state: RuleState) -> dict[str, Any]:
         "phase": "" if state.phase is None else repr(state.phase),
         "rtt": repr(state.rtt),
         "refused_step": "" if state.refused_step is None else state.refused_step.ticket or "",
+        "before": state.before,
     }
 
 
@@ -405,6 +406,7 @@ def rule_state(fields: dict[str, str], limit: int, margin: float, log: StartLog)
         phase=float(fields["phase"]) if fields.get("phase") else None,
         rtt=float(fields.get("rtt", "0")),
         refused_step=next((s for s in log if refused and s.ticket == refused), None),
+        before=int(fields.get("before", "0")),
     )
 
 

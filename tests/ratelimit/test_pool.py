@@ -883,6 +883,76 @@ async def test_catholic_qa_at_two_a_minute_when_the_server_allows_one() -> None:
     assert sched.stats.expensive.current_rate in (1, 2)
 
 
+# A quota another process had spent -------------------------------------------------------
+
+
+async def after_a_spent_window(
+    limits: RateLimits, pool: str, period: float, limit: int, windows: int
+) -> tuple[list[float], list[float], Quota]:
+    """Another process spent the server's first window (``limit`` calls at once at 0);
+    this one, told the same quota, then calls one after another for ``windows`` windows.
+    Its starts (refused ones too), the starts the server took, and the server."""
+    clock = VirtualClock()
+    quota = Quota(((0, limit),), period)
+    quota.window, quota.count = 0, limit  # the other process's calls
+    sched = Scheduler(limits, max_concurrency=16, clock=clock)
+    rng = random.Random(1)
+    starts: list[float] = []
+    accepted: list[float] = []
+
+    async def attempt() -> None:
+        at = clock.now()
+        starts.append(at)
+        await quota.attempt(clock, rng)
+        accepted.append(at)
+
+    async def one_after_another() -> None:
+        await clock.sleep(0.5)
+        while clock.now() < windows * period:
+            await call_with_retries(
+                attempt,
+                pool=sched.pool(pool),  # type: ignore[arg-type]
+                policy=RetryPolicy(),
+                clock=clock,
+                what="x",
+            )
+
+    task = asyncio.create_task(one_after_another())
+    await clock.run_until_idle()
+    await task
+    await sched.aclose()
+    return starts, accepted, quota
+
+
+def per_window(times: list[float], period: float, windows: int) -> list[int]:
+    counts = Counter(math.floor(t / period) for t in times)
+    return [counts[w] for w in range(windows)]
+
+
+async def test_a_window_another_process_spent_leaves_the_rate_at_what_was_told() -> None:
+    """15 per 4 s (the Pro quota's shape), the first window spent by another process: its
+    429 says the quota is busy now, not that it allows 1; from the third window (the 429's
+    wait over) every window holds at least 12 of the 15."""
+    starts, accepted, quota = await after_a_spent_window(
+        RateLimits(15, 2, period=4.0), "default", 4.0, 15, windows=12
+    )
+    assert all(n >= 12 for n in per_window(accepted, 4.0, 12)[2:]), per_window(accepted, 4.0, 12)
+    assert quota.refused <= 2
+    assert max_in_window(starts, 4.0) <= 15
+
+
+@pytest.mark.parametrize(("pool", "limit"), [("default", 15), ("expensive", 2)])
+async def test_at_the_pro_quota_a_minute_another_process_spent_costs_that_minute_alone(
+    pool: str, limit: int
+) -> None:
+    """The Pro quota (15 a minute, 2 for catholic_qa), the first minute spent by another
+    process: back to the whole quota by the third minute, never over it in any 60 s."""
+    starts, accepted, quota = await after_a_spent_window(PRO, pool, 60.0, limit, windows=8)
+    assert per_window(accepted, 60.0, 8)[2:] == [limit] * 6
+    assert quota.refused <= 2
+    assert max_in_window(starts, 60.0) <= limit
+
+
 # Priorities and fairness ---------------------------------------------------------------
 
 QUOTA_INTERVAL = PRO.period / 15  # 4 s between starts at the full rate

@@ -3,6 +3,7 @@ pacing, when a pool's starts are spread over the window and the next paced start
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -60,9 +61,16 @@ def test_proven_lowers_the_rate_to_what_the_server_took_in_its_window() -> None:
     assert not r.stepping_up
 
 
-def test_proven_never_lowers_below_one() -> None:
+def test_a_window_that_took_none_of_ours_leaves_the_rate() -> None:
     r, log = rule(), StartLog()
     proven_at(r, log, 0)  # the server took none of ours: someone else spent it all
+    assert (r.state.rate, r.state.allowed, r.state.step_up_at) == (10, 10, math.inf)
+
+
+def test_proven_never_lowers_below_one() -> None:
+    r, log = rule(), StartLog()
+    proven_at(r, log, 1)
+    r.proven(log, start(2.0, limited=True), 2.5, WINDOW)  # then one of one more
     assert r.state.rate == 1
 
 
@@ -103,8 +111,8 @@ def test_a_step_up_is_due_after_starts_per_step_up_of_the_servers_starts(allowed
 
 
 def test_a_step_up_is_never_due_before_the_proven_window_ends() -> None:
-    r, log = rule(), StartLog()
-    early = start(0.0, limited=True)
+    r, log = rule(), log_of(0.0)
+    early = start(0.05, limited=True)
     log.add(early)
     r.proven(log, early, 0.1, 1000.0)  # a window ending far off (a longer quota)
     assert r.state.step_up_at == 1000.0
@@ -172,6 +180,25 @@ def test_once_a_window_took_more_than_allowed_the_rate_doubles_back() -> None:
     r.next_start(log, 185.0)
     assert r.state.allowed == 7 and r.state.rate == 14
     assert r.state.step_up_at == 245.0
+
+
+def test_a_confirmed_step_up_goes_back_at_once_to_what_the_window_before_the_429_took() -> None:
+    """20 of 20 a window, then the quota shrank (6 taken, then a 429): once a step up is
+    confirmed (the quota came back), the rate goes straight back to 20, not 7, 14, 20."""
+    r = rule(limit=20)
+    log = log_of(*(-50.0 + i for i in range(20)))  # the window before took all 20
+    proven_at(r, log, 6)
+    assert (r.state.rate, r.state.before) == (6, 20)
+    r.state = dataclasses.replace(r.state, rate=7, step_up_at=180.0, phase=0.0, rtt=0.1)
+    log = log_of(*(121.0 + i for i in range(7)), 184.0)
+    r.next_start(log, 185.0)
+    assert r.state.rate == 20 and r.state.step_up_at == math.inf
+
+
+def test_a_told_rate_no_window_took_is_not_gone_back_to() -> None:
+    r = rule(limit=1000)
+    proven_at(r, StartLog(), 10)  # told 1000, the first window took 10
+    assert r.state.before == 0
 
 
 def test_doubling_stops_at_the_configured_rate() -> None:
