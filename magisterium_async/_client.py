@@ -47,9 +47,6 @@ from magisterium_async._config import (
     quota_from_env,
     whole_number,
 )
-from magisterium_async._config import (
-    base_url as resolve_base_url,
-)
 from magisterium_async._errors import ClientClosedError, NotSupportedError, masked_url
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
@@ -57,7 +54,7 @@ from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
 from magisterium_async._http._base import HTTPTransport
 from magisterium_async._http._card import AgentCardCache, get_card
 from magisterium_async._http._dialect import Dialect, Negotiation, ProtocolVersion, offered
-from magisterium_async._http._jsonrpc import Transport, check_base_url
+from magisterium_async._http._jsonrpc import Transport, endpoint
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
     AgentCard,
@@ -267,7 +264,7 @@ class AsyncMagisterium:
         self._max_response_bytes = whole_number("max_response_bytes", max_response_bytes)
         if rate_limits is not None and not isinstance(rate_limits, RateLimits):
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
-        self._base_url = check_base_url(resolve_base_url(base_url))
+        self._base_url = endpoint(base_url)
         self._clock = clock or LoopClock()
         # Made before anything that holds a connection: a cache refused leaves nothing open.
         keeping = cache_policy or DEFAULT_CACHE_POLICY

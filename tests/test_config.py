@@ -274,3 +274,33 @@ def test_the_token_is_read_stripped_and_a_blank_one_is_none(
     assert _env.token_from_env() is None
     monkeypatch.setenv(_env.TOKEN_ENV, " sk-abc\n")
     assert _env.token_from_env() == "sk-abc"
+
+
+# One rule for the environment: a bad value is refused naming the variable ------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MAGISTERIUM_TOKEN", "two\twords"),
+        ("MAGISTERIUM_BASE_URL", "http://example.com/a2a"),  # the token would go in clear
+        ("MAGISTERIUM_BASE_URL", "not a url"),
+        ("MAGISTERIUM_QUOTA", "fifteen a minute"),
+    ],
+)
+def test_a_bad_variable_is_refused_at_construction_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv("MAGISTERIUM_TOKEN", "a-token")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=rf"^\${variable}\b") as raised:
+        m.AsyncMagisterium()
+    assert "a-token" not in str(raised.value)
+
+
+def test_a_bad_argument_is_named_as_the_argument_not_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MAGISTERIUM_BASE_URL", "https://fine.example/a2a")
+    with pytest.raises(ValueError, match=r"^base_url"):
+        m.AsyncMagisterium("t", base_url="not a url")

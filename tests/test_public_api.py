@@ -117,7 +117,6 @@ UNDOCUMENTED: dict[str, str] = {
     "OutputFileError": "raised by JsonlWriter for an output the harvest did not write",
     "OutputMark": "the type of JsonlWriter.mark and its mark= (what a harvest records)",
     "Part": "the union TextPart | DataPart | FilePart",
-    "PoolName": 'the literal "default" | "expensive" | "unmetered"',
     "PoolStats": "the type of client.stats.default and friends",
     "SchedulerStats": "the type of client.stats",
     "TaskState": "the states of Task.status.state",

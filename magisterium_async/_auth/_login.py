@@ -25,7 +25,6 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 from aiohttp import web
 
-from magisterium_async import _config as _env
 from magisterium_async._auth import _oauth
 from magisterium_async._auth._credentials import (
     Credentials,
@@ -36,7 +35,7 @@ from magisterium_async._auth._credentials import (
 )
 from magisterium_async._auth._store import CredentialStore, FileStore
 from magisterium_async._errors import MagisteriumError, OAuthError
-from magisterium_async._http._jsonrpc import check_base_url
+from magisterium_async._http._jsonrpc import endpoint
 
 __all__ = [
     "DEFAULT_LOGIN_TIMEOUT",
@@ -217,7 +216,7 @@ def _minutes(seconds: float) -> str:
 
 
 def _base_url(base_url: str | None) -> str:
-    return check_base_url(_env.base_url(base_url))
+    return endpoint(base_url)
 
 
 @contextlib.asynccontextmanager

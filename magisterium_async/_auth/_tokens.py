@@ -403,7 +403,10 @@ def resolve_token(
         raise TypeError(f"token must be a str or a callable, not {type(token).__name__}")
     env = token_from_env()
     if env is not None:
-        return check_token(env), None
+        try:
+            return check_token(env), None
+        except ValueError as exc:
+            raise ValueError(f"${TOKEN_ENV}: {exc}") from None
     location = credentials_location(credentials)
     origin = origin_of(base_url)
     if not isinstance(location, Path):

@@ -24,7 +24,8 @@ import msgspec
 
 from magisterium_async import _version
 from magisterium_async._clock import Clock, LoopClock, within
-from magisterium_async._config import DEFAULT_MAX_RESPONSE_BYTES
+from magisterium_async._config import BASE_URL_ENV, DEFAULT_MAX_RESPONSE_BYTES
+from magisterium_async._config import base_url as resolve_base_url
 from magisterium_async._errors import (
     APIConnectionError,
     APIResponseError,
@@ -63,6 +64,7 @@ __all__ = [
     "check_base_url",
     "decode_response",
     "encode_params",
+    "endpoint",
 ]
 
 logger = logging.getLogger("magisterium_async.transport")
@@ -169,6 +171,18 @@ def check_base_url(url: str) -> str:
         # ".../api/v1/a2a/" is a 404 from the service: the endpoint has no trailing slash.
         return parts._replace(path=parts.path.rstrip("/") or "/").geturl()
     return url
+
+
+def endpoint(given: str | None) -> str:
+    """The endpoint to call: ``given``, else ``$MAGISTERIUM_BASE_URL``, else the service's,
+    checked by :func:`check_base_url`; a bad value of the variable is refused naming it."""
+    url = resolve_base_url(given)
+    try:
+        return check_base_url(url)
+    except ValueError as exc:
+        if given is None:
+            raise ValueError(f"${BASE_URL_ENV}: {exc}") from None
+        raise
 
 
 def _network_error(what: str, timeout: float, exc: BaseException) -> APIConnectionError:
