@@ -59,6 +59,7 @@ from magisterium_async._ratelimit._tuning import (
     PACE_QUIET_WINDOWS,
     RTT_CAP_SHARE,
     STARTS_PER_STEP_UP,
+    WHOLE_SECOND_BLUR,
 )
 
 __all__ = ["RateRule", "RuleState", "contended", "keeps_a_start_free", "paces"]
@@ -226,14 +227,14 @@ class RateRule:
         # The server's window began one window before it ends, give or take the request's
         # round trip (it counts on arrival, and said where its window ends before the way
         # back) and the margin.
-        # A window end farther than one window off is a longer quota's: its window began
-        # some time before now, and ours, the last window, stands for it.
-        began = window_end - self.window if window_end - self.window <= now else now - self.window
+        began = window_end - self.window
         slack = state.margin + state.rtt
         accepted = log.accepted(began - slack, now)
-        if accepted == 0:
+        if accepted == 0 and began <= now + WHOLE_SECOND_BLUR:
             # None of ours got into that window: others had spent it. The quota is busy
-            # now (the pause says so); its size this says nothing of.
+            # now (the pause says so); its size this says nothing of. (A window end more
+            # than a window off, whole seconds aside, is a longer window's than ours:
+            # none of ours could count, and the rate goes down as before.)
             logger.debug("pool %s: a window others had spent; the rate stays", self.name)
             return
         state.refused_tries = 0

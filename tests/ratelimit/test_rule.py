@@ -111,8 +111,8 @@ def test_a_step_up_is_due_after_starts_per_step_up_of_the_servers_starts(allowed
 
 
 def test_a_step_up_is_never_due_before_the_proven_window_ends() -> None:
-    r, log = rule(), log_of(0.0)
-    early = start(0.05, limited=True)
+    r, log = rule(), StartLog()
+    early = start(0.0, limited=True)
     log.add(early)
     r.proven(log, early, 0.1, 1000.0)  # a window ending far off (a longer quota)
     assert r.state.step_up_at == 1000.0
