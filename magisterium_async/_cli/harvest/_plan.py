@@ -35,7 +35,7 @@ def _check_queries_given(args: argparse.Namespace) -> None:
 
 def query_of(line: str) -> str | None:
     """The query a line of a queries file holds: ``None`` for a blank or ``#`` comment line."""
-    query = line.strip()
+    query = line.strip().lstrip("\ufeff").strip()  # a BOM: any file saved by Notepad
     return None if not query or query.startswith("#") else query
 
 
@@ -249,6 +249,19 @@ def plan(args: argparse.Namespace) -> Plan:
             "--resume needs --out FILE or --state FILE: the state is what it resumes from",
             ExitCode.USAGE,
         )
+    # (An --out that exists without its state is refused later, as a file not ours.)
+    if (
+        args.resume
+        and state is not None
+        and not os.path.lexists(state)
+        and not (out is not None and os.path.lexists(out) and not _special(out))
+    ):
+        raise CliError(
+            f"--resume: there is no harvest state at {state} to continue (nothing was "
+            "harvested there, or its state was moved); run without --resume to start a "
+            "new harvest, or give the --state it was written to",
+            ExitCode.USAGE,
+        )
     _check_files((("--out", out), ("--state", state)), args.resume)
     files: list[QueriesFile] = []
     try:
@@ -271,4 +284,13 @@ def plan(args: argparse.Namespace) -> Plan:
         raise
     total = None if None in counts else len(args.query) + sum(c or 0 for c in counts)
     resuming = state is not None and os.path.exists(state)
+    if total == 0 and not resuming:
+        for file in files:
+            file.close()
+        names = ", ".join(file.name for file in files)
+        raise CliError(
+            f"nothing to harvest: {names} holds no query (only blank lines and # comments); "
+            "nothing was written",
+            ExitCode.USAGE,
+        )
     return Plan(list(args.query), files, out, state, total, resuming)
