@@ -76,6 +76,7 @@ __all__ = [
     "StateSummary",
     "Store",
     "check_is_state",
+    "is_finished",
 ]
 
 T = TypeVar("T")
@@ -400,6 +401,29 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+
+def is_finished(path: str) -> bool:
+    """Whether the state at ``path`` records a finished harvest that wrote an output: every
+    query answered, every document delivered or not found. ``False`` for anything else (a
+    harvest to ``--resume``, a file that is not a state: refused later, with its reason);
+    writes nothing, whatever the file."""
+    try:
+        check_is_state(path)
+        store = Store(path, keep_bodies=False, new_run=False)
+    except (StateError, sqlite3.Error):
+        return False
+    try:
+        summary = store.summary()
+        return (
+            store.output() is not None
+            and set(summary.queries) <= {"searched"}
+            and set(summary.documents) <= {"delivered", "not_found"}
+        )
+    except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    finally:
+        store.close()
 
 
 @contextmanager

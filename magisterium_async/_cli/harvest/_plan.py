@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._errors import StateError
-from magisterium_async._harvest import HarvestLock
+from magisterium_async._harvest import HarvestLock, is_finished
 
 __all__ = ["Plan", "QueriesFile", "plan", "query_of", "unwritable"]
 
@@ -198,6 +198,23 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
         _check_writable(option, path)
 
 
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _finished(state: str) -> bool:
+    """Whether ``state`` records a finished harvest (read only when no harvest holds it:
+    one that does is named by the refusal that follows)."""
+    try:
+        with HarvestLock(state, "state", StateError):
+            return is_finished(state)
+    except (StateError, OSError):
+        return False
+
+
 def _check_not_in_use(path: str) -> None:
     """:class:`CliError` naming the harvest that holds ``path``, if one does: a more useful
     word than "already exists" while it runs."""
@@ -222,6 +239,8 @@ class Plan:
     """How many queries in all, when the input can be counted (not stdin)."""
     resuming: bool = False
     """Whether the state exists: a harvest to continue."""
+    continued: bool = False
+    """Whether a finished harvest is continued without ``--resume`` (run again as it was)."""
 
     async def lines(self) -> AsyncIterator[str]:
         """The queries: ``--query`` ones, then each file's lines but blanks and comments."""
@@ -262,7 +281,18 @@ def plan(args: argparse.Namespace) -> Plan:
             "new harvest, or give the --state it was written to",
             ExitCode.USAGE,
         )
-    _check_files((("--out", out), ("--state", state)), args.resume)
+    # The same harvest run again (the README's first command, twice): its output and its
+    # state are there, and the state records it finished. It continues as --resume does:
+    # nothing is searched again, only new queries spend quota.
+    continued = (
+        not args.resume
+        and out is not None
+        and state is not None
+        and _regular(out)
+        and _regular(state)
+        and _finished(state)
+    )
+    _check_files((("--out", out), ("--state", state)), args.resume or continued)
     files: list[QueriesFile] = []
     try:
         for name in args.queries:
@@ -293,4 +323,4 @@ def plan(args: argparse.Namespace) -> Plan:
             "nothing was written",
             ExitCode.USAGE,
         )
-    return Plan(list(args.query), files, out, state, total, resuming)
+    return Plan(list(args.query), files, out, state, total, resuming, continued)
