@@ -53,6 +53,7 @@ __all__ = [
     "FETCH",
     "LOOKUPS",
     "MASS_READINGS",
+    "MAX_QUERY_BYTES",
     "PERSON_LOOKUP",
     "POPE_LOOKUP",
     "SAINTS",
@@ -73,6 +74,7 @@ __all__ = [
     "pool_for",
     "read_result",
     "require_encodable",
+    "require_query",
     "require_text",
     "send_params",
     "text_parts",
@@ -109,6 +111,31 @@ def require_text(name: str, value: object) -> str:
     if not value.strip():
         raise ValueError(f"{name} must not be empty or blank")
     return require_encodable(name, value)
+
+
+MAX_QUERY_BYTES = 65_536
+"""The longest query a skill method sends, in UTF-8 bytes (64 KiB): far past any
+question, search or id the service answers, and refused before sending rather than
+sent for the service to answer ``413``."""
+
+_BOM = "\ufeff"
+
+
+def require_query(name: str, value: object) -> str:
+    """The one rule for what a skill's argument (a question, a query, an id, a date in
+    words) may be: a ``str`` (``TypeError`` otherwise), stripped of a leading UTF-8 byte
+    order mark and surrounding whitespace, not blank, at most :data:`MAX_QUERY_BYTES` in
+    UTF-8 (``ValueError`` naming ``name`` otherwise). Returns the stripped text."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    text = require_text(name, value.strip().lstrip(_BOM).strip())
+    size = len(text.encode("utf-8"))
+    if size > MAX_QUERY_BYTES:
+        raise ValueError(
+            f"{name} is {size:,} bytes long, more than the {MAX_QUERY_BYTES:,} a query may "
+            "hold; it was not sent"
+        )
+    return text
 
 
 def require_encodable(name: str, value: str) -> str:
@@ -185,15 +212,13 @@ def send_params(parts: list[Part], skill_id: str | None, context_id: str | None)
 
 def _text_only(name: str) -> Callable[[str], list[Part]]:
     def build(value: str) -> list[Part]:
-        return [TextPart(text=require_text(name, value))]
+        return [TextPart(text=require_query(name, value))]
 
     return build
 
 
 def _build_fetch(document_id: str) -> list[Part]:
-    if isinstance(document_id, int) and not isinstance(document_id, bool):
-        document_id = str(document_id)
-    return [DataPart(data={"id": require_text("document_id", document_id)})]
+    return [DataPart(data={"id": require_query("document_id", document_id)})]
 
 
 def _build_saints(when: str | dt.date) -> list[Part]:
@@ -203,7 +228,7 @@ def _build_saints(when: str | dt.date) -> list[Part]:
         return [DataPart(data={"date": when.isoformat()})]
     if not isinstance(when, str):
         raise TypeError(f"when must be a str or a datetime.date, not {type(when).__name__}")
-    return [TextPart(text=require_text("when", when))]
+    return [TextPart(text=require_query("when", when))]
 
 
 # Reading artifacts --------------------------------------------------------------------

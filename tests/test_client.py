@@ -229,6 +229,27 @@ async def test_bad_arguments_send_nothing(
     assert server.requests == []
 
 
+async def test_one_rule_for_what_every_skill_method_sends(
+    client: m.AsyncMagisterium, server: ScriptedServer
+) -> None:
+    """Every skill method takes a str only (fetch(123) as search(123)), sends it stripped of
+    a byte order mark and surrounding whitespace, and refuses one past the bound unsent."""
+    for call in (client.search, client.fetch, client.ask, client.mass_readings, client.saints):
+        with pytest.raises(TypeError, match=r"must be a str.*, not int"):
+            await call(123)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="more than the 65,536"):
+            await call("x" * (5 << 20))
+        with pytest.raises(ValueError, match="blank"):
+            await call("\ufeff \n")
+    with pytest.raises(TypeError, match="query"):
+        await client.saint_lookup(123)  # type: ignore[arg-type]
+    assert server.requests == []
+    server.reply(server.result(completed(artifact("search_results", data({"results": []})))))
+    assert await client.search("\ufeff  grace\t\n") == []
+    [sent] = server.requests
+    assert sent["params"]["message"]["parts"] == [{"kind": "text", "text": "grace"}]
+
+
 # Errors and retries ------------------------------------------------------------------
 
 

@@ -34,6 +34,11 @@ environment:
   MAGISTERIUM_TOKEN     the API token (or --token-file PATH; else the sign-in of login)
   MAGISTERIUM_CREDENTIALS  where login keeps the sign-in (or --credentials PATH|URL)
   MAGISTERIUM_BASE_URL  the endpoint (or --base-url URL)
+  MAGISTERIUM_QUOTA     the quota the client allows itself, D/E[/PERIOD] or unlimited
+                        (or --quota)
+  MAGISTERIUM_REDIS_URL  a Redis through which processes share the token's quota
+                        (or harvest --redis URL)
+  MAGISTERIUM_LOG       the library's log on stderr: info or debug
 
 examples:
   {PROG} login

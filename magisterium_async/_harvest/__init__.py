@@ -33,7 +33,7 @@ from magisterium_async._harvest._results import (
     HarvestStats,
     quoted,
 )
-from magisterium_async._harvest._state import HarvestState, StateSummary
+from magisterium_async._harvest._state import HarvestState, StateSummary, is_finished
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -57,6 +57,7 @@ __all__ = [
     "fetch_many",
     "harvest",
     "harvest_holding",
+    "is_finished",
     "quoted",
     "search_many",
 ]

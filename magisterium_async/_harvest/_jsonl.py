@@ -37,8 +37,7 @@ _ENCODER = msgspec.json.Encoder()
 
 _CHUNK = 1024 * 1024
 _HEAD = 4096  # of each line: where its "id" is
-_TAIL = 4096  # bytes before a mark's offset that an old-style fingerprint covers
-_DIGEST = "sha256:"  # a fingerprint of every byte before the offset, not only the last 4 KiB
+_DIGEST = "sha256:"  # a fingerprint: the digest of every byte before the offset
 # A line's id, as JsonlWriter writes it (first) or as a person might (spaces).
 _ID_FIELD = re.compile(rb'\s*\{\s*"id"\s*:\s*("(?:[^"\\\n]|\\.){0,1024}")')
 _OPENING = b'{"id":"'  # how every line JsonlWriter writes begins
@@ -50,8 +49,8 @@ class OutputMark(NamedTuple):
     """Where a :class:`JsonlWriter` left its file: what a harvest's state records of it.
 
     ``device`` and ``inode`` name the file; ``offset`` is the end of its last whole
-    record; ``fingerprint`` is a digest of every byte before ``offset`` (``sha256:...``;
-    a mark of an earlier version digests the last 4 KiB only), so a file edited anywhere,
+    record; ``fingerprint`` is a digest of every byte before ``offset`` (``sha256:...``),
+    so a file edited anywhere,
     cut, or deleted and made anew (which may reuse the inode) is told apart.
     """
 
@@ -213,12 +212,7 @@ def _open(
             if mark is not None:
                 _check_identity(path, stat, mark)
                 scan.read(reader, 0, mark.offset, note)
-                if mark.fingerprint.startswith(_DIGEST):
-                    matches = _DIGEST + scan.digest.hexdigest() == mark.fingerprint
-                else:  # a mark of an earlier version: the last 4 KiB
-                    tail = _read_at(reader, max(mark.offset - _TAIL, 0), min(mark.offset, _TAIL))
-                    matches = hashlib.sha256(tail).hexdigest() == mark.fingerprint
-                if not matches:
+                if _DIGEST + scan.digest.hexdigest() != mark.fingerprint:
                     raise _refuse(path, "it was edited since the harvest wrote it")
                 check = _check_after_mark(path, mark, pending, scan)
 

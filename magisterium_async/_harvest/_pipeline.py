@@ -52,7 +52,7 @@ from magisterium_async._harvest._results import (
 )
 from magisterium_async._harvest._state import Fetched, HarvestState, Searched
 from magisterium_async._ratelimit import SchedulerStats
-from magisterium_async._skills import require_text
+from magisterium_async._skills import require_query
 
 __all__ = ["Deliveries", "HarvestClient", "HarvestRun", "OnError", "rate_limited"]
 
@@ -279,7 +279,7 @@ class HarvestRun:
         async def claim(query: str) -> None:
             self.stats.queries += 1
             try:
-                require_text("query", query)
+                query = require_query("query", query)  # the one rule: stripped, bounded
             except ITEM_ERRORS as exc:
                 self.fail("search", query, exc)
                 return

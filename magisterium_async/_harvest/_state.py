@@ -11,11 +11,10 @@ uses a state: :mod:`._lock` holds it while the harvest runs.
 
 **A file the harvest did not create is never written.** A state is made only where no
 file is; an existing file is first read as plain bytes (its SQLite header) and must carry
-the harvest's ``PRAGMA application_id`` (:data:`APPLICATION_ID`), or be a state of an
-earlier version (``application_id`` 0, ``user_version`` 1 or 2, exactly the harvest's
-tables, read with SQLite's ``immutable`` flag, which writes nothing). Anything else (a
-user's database, an empty file, notes) is refused before any write, WAL switch included,
-and left byte for byte.
+the harvest's ``PRAGMA application_id`` (:data:`APPLICATION_ID`) and its
+``user_version`` (:data:`SCHEMA_VERSION`). Anything else (a user's database, an empty
+file, notes, a state of another version) is refused before any write, WAL switch
+included, and left byte for byte.
 
 Queries (``queries``, ``id`` in the order they were first taken):
 
@@ -54,7 +53,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Literal, NamedTuple, TypeVar
 
 import anyio
@@ -78,6 +76,7 @@ __all__ = [
     "StateSummary",
     "Store",
     "check_is_state",
+    "is_finished",
 ]
 
 T = TypeVar("T")
@@ -112,22 +111,6 @@ SCHEMA = (
     " fetched_run INTEGER)",
     _FOUND,
 )
-# Version 1 to 2. Query ids must be an INTEGER PRIMARY KEY (VACUUM may renumber a plain
-# rowid), so the queries table is rebuilt, in its rowid order.
-_MIGRATE_1 = (
-    "ALTER TABLE queries RENAME TO queries_v1",
-    _QUERIES,
-    "INSERT INTO queries (query, status, run, ids, error)"
-    " SELECT query, status, run, ids, error FROM queries_v1 ORDER BY rowid",
-    "DROP TABLE queries_v1",
-    "ALTER TABLE documents ADD COLUMN fetched_run INTEGER",
-    _FOUND,
-    "INSERT OR IGNORE INTO found (document, query)"
-    " SELECT d.seq, q.id FROM queries AS q, json_each(q.ids) AS j"
-    " JOIN documents AS d ON d.id = j.value WHERE q.ids IS NOT NULL",
-)
-
-_TABLES = {1: {"meta", "queries", "documents"}, 2: {"meta", "queries", "documents", "found"}}
 _MAGIC = b"SQLite format 3\x00"
 
 QueryClaim = Literal["search", "recorded", "duplicate"]
@@ -188,11 +171,11 @@ def _not_a_state(path: str, why: str) -> StateError:
 
 
 def check_is_state(path: str) -> None:
-    """:class:`StateError` unless the existing file at ``path`` is a harvest's state.
+    """:class:`StateError` unless the existing file at ``path`` is a harvest's state, of
+    this schema version.
 
-    Reads only: the header as plain bytes, and for a state of an earlier version (no
-    application id) its table names through SQLite's ``immutable`` flag (no lock, no
-    journal, nothing written).
+    Reads only the header, as plain bytes: a refused file is left byte for byte (no
+    journal switch, no change counter bumped).
     """
     try:
         with open(path, "rb") as file:
@@ -204,25 +187,16 @@ def check_is_state(path: str) -> None:
         raise _not_a_state(path, "not an SQLite database" if header else "an empty file")
     user_version = int.from_bytes(header[60:64], "big")
     application_id = int.from_bytes(header[68:72], "big")
-    if application_id == APPLICATION_ID:
-        return
-    if application_id != 0:
+    if application_id == 0:
+        raise _not_a_state(path, "an SQLite database the harvest did not create")
+    if application_id != APPLICATION_ID:
         raise _not_a_state(path, f"the database of another application, id {application_id:#x}")
-    if user_version not in _TABLES:
-        raise _not_a_state(path, "an SQLite database the harvest did not create")
-    uri = f"{Path(path).absolute().as_uri()}?mode=ro&immutable=1"
-    try:
-        db = sqlite3.connect(uri, uri=True)
-        try:
-            rows = db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            ).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise _not_a_state(path, f"SQLite cannot read it: {exc}") from None
-    if {name for (name,) in rows} != _TABLES[user_version]:
-        raise _not_a_state(path, "an SQLite database the harvest did not create")
+    if user_version != SCHEMA_VERSION:
+        raise StateError(
+            f"harvest state {path!r} has schema version {user_version}; this version of "
+            f"magisterium_async reads version {SCHEMA_VERSION}; it was left as it is",
+            path=path,
+        )
 
 
 @contextmanager
@@ -260,19 +234,12 @@ class Store:
             raise
 
     def _migrate(self, path: str) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version in (0, 1):  # 0: a database this call made (check_is_state let no other by)
-            for statement in SCHEMA if version == 0 else _MIGRATE_1:
+        if self.db.execute("PRAGMA user_version").fetchone()[0] == 0:
+            # A database this call made: check_is_state let no other file by.
+            for statement in SCHEMA:
                 self.db.execute(statement)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        elif version != SCHEMA_VERSION:
-            raise StateError(
-                f"harvest state {path!r} has schema version {version}; "
-                f"this version of magisterium_async reads version {SCHEMA_VERSION}",
-                path=path,
-            )
-        if self.db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # an older state's
+            self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def _begin_run(self, new_run: bool) -> int:
         row = self.db.execute("SELECT value FROM meta WHERE key = 'runs'").fetchone()
@@ -434,6 +401,29 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+
+def is_finished(path: str) -> bool:
+    """Whether the state at ``path`` records a finished harvest that wrote an output: every
+    query answered, every document delivered or not found. ``False`` for anything else (a
+    harvest to ``--resume``, a file that is not a state: refused later, with its reason);
+    writes nothing, whatever the file."""
+    try:
+        check_is_state(path)
+        store = Store(path, keep_bodies=False, new_run=False)
+    except (StateError, sqlite3.Error):
+        return False
+    try:
+        summary = store.summary()
+        return (
+            store.output() is not None
+            and set(summary.queries) <= {"searched"}
+            and set(summary.documents) <= {"delivered", "not_found"}
+        )
+    except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    finally:
+        store.close()
 
 
 @contextmanager

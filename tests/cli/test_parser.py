@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
+import magisterium_async
 from magisterium_async import _config as _env
 from magisterium_async._cli import main
 from magisterium_async._cli._command import Command, Group
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._parser import COMMANDS, PROG, build_parser
 from magisterium_async._version import __version__
+from tests.cli.helpers import cli
 
 
 def test_every_registered_command_has_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,6 +56,20 @@ def test_help_lists_the_commands_the_environment_and_the_exit_codes(
     assert "exit codes:" in out
     for code in (ExitCode.USAGE, ExitCode.AUTH, ExitCode.INTERRUPTED):
         assert f"  {int(code)} " in out
+
+
+def test_help_names_every_environment_variable_the_library_reads() -> None:
+    """Each MAGISTERIUM_* name anywhere in the package's source is in ``--help``."""
+    package = Path(magisterium_async.__file__).parent
+    read = {
+        name
+        for source in package.rglob("*.py")
+        for name in re.findall(r"\bMAGISTERIUM_[A-Z_]*[A-Z]\b", source.read_text("utf-8"))
+    }
+    assert {"MAGISTERIUM_TOKEN", "MAGISTERIUM_REDIS_URL", "MAGISTERIUM_QUOTA"} <= read
+    run = cli("--help")
+    assert run.code == 0, run.err
+    assert sorted(name for name in read if f"  {name} " not in run.out) == []
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

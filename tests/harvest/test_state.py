@@ -70,8 +70,11 @@ async def test_another_schema_version_is_refused(tmp_path: Path) -> None:
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # a state, of a later version
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.close()
-    with pytest.raises(MagisteriumError, match="schema version"):
+    before = path.read_bytes()
+    with pytest.raises(MagisteriumError, match=r"schema version 3;.*left as it is"):
         await HarvestState.open(path)
+    assert path.read_bytes() == before  # no WAL switch, no change counter bumped
+    assert names(tmp_path) == ["state.db"]
 
 
 async def test_claims_across_runs(tmp_path: Path) -> None:
@@ -181,34 +184,24 @@ V1_SCHEMA = (
 )
 
 
-async def test_a_version_1_state_is_migrated_with_its_provenance(tmp_path: Path) -> None:
+async def test_a_state_of_an_unreleased_earlier_schema_is_refused_left_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """No migration: nothing was released before this schema, so a version 1 state (no
+    application id, the old tables) is not a state, and is neither migrated nor touched."""
     path = tmp_path / "state.db"
     db = sqlite3.connect(path)
     for statement in V1_SCHEMA:
         db.execute(statement)
-    body = b'{"id":"1","title":"T","author":"A","ref":"R","text":"body"}'
-    db.executescript(
-        "INSERT INTO meta VALUES ('runs', '1');"
-        "INSERT INTO queries VALUES ('b', 'searched', 1, '[\"1\", \"2\"]', NULL);"
-        "INSERT INTO queries VALUES ('a', 'searched', 1, '[\"2\"]', NULL);"
-        "INSERT INTO queries VALUES ('c', 'pending', 1, NULL, NULL);"
-        "INSERT INTO documents (id, status) VALUES ('2', 'pending');"
-        "PRAGMA user_version = 1;"
-    )
-    db.execute("INSERT INTO documents (id, status, body) VALUES ('1', 'fetched', ?)", (body,))
+    db.executescript("INSERT INTO meta VALUES ('runs', '1'); PRAGMA user_version = 1;")
     db.commit()
     db.close()
-
-    state = await HarvestState.open(path)
-    assert state.run == 2
-    assert await state.found_by("2") == ("b", "a") and await state.found_by("1") == ("b",)
-    assert [(d.id, q) for _, d, q in await state.undelivered()] == [("1", ("b",))]
-    assert [i for _, i in await state.unfetched()] == ["2"]
-    assert await state.claim_query("b") == "recorded" and await state.claim_query("c") == "search"
-    await state.aclose()
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
-    db.close()
+    before = path.read_bytes()
+    for new_run in (True, False):
+        with pytest.raises(StateError, match="not a harvest state"):
+            await HarvestState.open(path, new_run=new_run)
+    assert path.read_bytes() == before
+    assert names(tmp_path) == ["state.db"]
 
 
 def _user_database(path: Path) -> bytes:
@@ -256,18 +249,16 @@ async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
-async def test_a_state_carries_the_application_id_and_an_older_one_gets_it(
+async def test_a_state_carries_the_application_id_and_one_without_it_is_refused(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "state.db"
     await (await HarvestState.open(path)).aclose()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-        db.execute("PRAGMA application_id = 0")  # as a state of an earlier version has it
+        db.execute("PRAGMA application_id = 0")
     db.close()
-    state = await HarvestState.open(path)
-    assert state.run == 2
-    await state.aclose()
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-    db.close()
+    before = path.read_bytes()
+    with pytest.raises(StateError, match="not a harvest state"):
+        await HarvestState.open(path)
+    assert path.read_bytes() == before

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._errors import StateError
-from magisterium_async._harvest import HarvestLock
+from magisterium_async._harvest import HarvestLock, is_finished
 
 __all__ = ["Plan", "QueriesFile", "plan", "query_of", "unwritable"]
 
@@ -35,7 +35,7 @@ def _check_queries_given(args: argparse.Namespace) -> None:
 
 def query_of(line: str) -> str | None:
     """The query a line of a queries file holds: ``None`` for a blank or ``#`` comment line."""
-    query = line.strip()
+    query = line.strip().lstrip("\ufeff").strip()  # a BOM: any file saved by Notepad
     return None if not query or query.startswith("#") else query
 
 
@@ -198,6 +198,23 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
         _check_writable(option, path)
 
 
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _finished(state: str) -> bool:
+    """Whether ``state`` records a finished harvest (read only when no harvest holds it:
+    one that does is named by the refusal that follows)."""
+    try:
+        with HarvestLock(state, "state", StateError):
+            return is_finished(state)
+    except (StateError, OSError):
+        return False
+
+
 def _check_not_in_use(path: str) -> None:
     """:class:`CliError` naming the harvest that holds ``path``, if one does: a more useful
     word than "already exists" while it runs."""
@@ -222,6 +239,8 @@ class Plan:
     """How many queries in all, when the input can be counted (not stdin)."""
     resuming: bool = False
     """Whether the state exists: a harvest to continue."""
+    continued: bool = False
+    """Whether a finished harvest is continued without ``--resume`` (run again as it was)."""
 
     async def lines(self) -> AsyncIterator[str]:
         """The queries: ``--query`` ones, then each file's lines but blanks and comments."""
@@ -249,7 +268,31 @@ def plan(args: argparse.Namespace) -> Plan:
             "--resume needs --out FILE or --state FILE: the state is what it resumes from",
             ExitCode.USAGE,
         )
-    _check_files((("--out", out), ("--state", state)), args.resume)
+    # (An --out that exists without its state is refused later, as a file not ours.)
+    if (
+        args.resume
+        and state is not None
+        and not os.path.lexists(state)
+        and not (out is not None and os.path.lexists(out) and not _special(out))
+    ):
+        raise CliError(
+            f"--resume: there is no harvest state at {state} to continue (nothing was "
+            "harvested there, or its state was moved); run without --resume to start a "
+            "new harvest, or give the --state it was written to",
+            ExitCode.USAGE,
+        )
+    # The same harvest run again (the README's first command, twice): its output and its
+    # state are there, and the state records it finished. It continues as --resume does:
+    # nothing is searched again, only new queries spend quota.
+    continued = (
+        not args.resume
+        and out is not None
+        and state is not None
+        and _regular(out)
+        and _regular(state)
+        and _finished(state)
+    )
+    _check_files((("--out", out), ("--state", state)), args.resume or continued)
     files: list[QueriesFile] = []
     try:
         for name in args.queries:
@@ -271,4 +314,13 @@ def plan(args: argparse.Namespace) -> Plan:
         raise
     total = None if None in counts else len(args.query) + sum(c or 0 for c in counts)
     resuming = state is not None and os.path.exists(state)
-    return Plan(list(args.query), files, out, state, total, resuming)
+    if total == 0 and not resuming:
+        for file in files:
+            file.close()
+        names = ", ".join(file.name for file in files)
+        raise CliError(
+            f"nothing to harvest: {names} holds no query (only blank lines and # comments); "
+            "nothing was written",
+            ExitCode.USAGE,
+        )
+    return Plan(list(args.query), files, out, state, total, resuming, continued)

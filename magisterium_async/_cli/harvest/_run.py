@@ -122,6 +122,12 @@ async def run_harvest(invocation: Invocation) -> int:
     if url is not None:  # the token's quota, shared with whatever else uses it
         options = dataclasses.replace(options, redis=url)
     where = plan(args)
+    if where.continued:
+        invocation.output.note(
+            f"magisterium-async: note: {where.out} and its state {where.state} hold a "
+            "finished harvest: continuing it as --resume does (queries it answered are not "
+            "searched again, documents it wrote are not written again)"
+        )
     lock = None if where.state is None else HarvestLock(where.state, "state", StateError)
     try:
         try:

@@ -27,9 +27,13 @@ def test_harvest_writes_jsonl_once_and_resume_adds_nothing(tmp_path: Path) -> No
     assert f"Harvested {len(ids)} documents from 2 queries" in first.err
     assert (tmp_path / "docs.jsonl.state.sqlite").exists()
 
+    # The same command run again (the README's first one): the finished harvest is
+    # continued, nothing searched or written again.
     again = cli(*args, "--out", "docs.jsonl", cwd=tmp_path)
-    assert again.code == 2
-    assert "--resume" in again.err
+    assert again.code == 0, again.err
+    assert "hold a finished harvest: continuing it as --resume does" in again.err
+    assert "searched 0 (skipped 2" in again.err and "Harvested 0 documents" in again.err
+    assert jsonl((tmp_path / "docs.jsonl").read_text()) == lines
 
     resumed = cli(*args, "--out", "docs.jsonl", "--resume", cwd=tmp_path)
     assert resumed.code == 0, resumed.err
@@ -37,6 +41,25 @@ def test_harvest_writes_jsonl_once_and_resume_adds_nothing(tmp_path: Path) -> No
     assert "Harvested 0 documents" in resumed.err
     # All runs counted: the queries searched before and the documents already in the file.
     assert f"all runs: 2 of 2 queries done · {len(ids)} documents in docs.jsonl" in resumed.err
+
+
+async def test_an_unfinished_harvest_run_again_without_resume_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Only a finished harvest is continued as it was run: one with a failed search needs
+    --resume, said so, and its files are left as they are."""
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
+        emulator.script(Fault.task_failed(), skill="document_search")
+        argv = ["harvest", "-q", "grace", "-q", "mercy", "--max-retries", "0"]
+        argv += ["--base-url", emulator.base_url, "--out", "d.jsonl"]
+        env = {"MAGISTERIUM_TOKEN": emulator.token}
+        first = await asyncio.to_thread(cli, *argv, cwd=tmp_path, env=env)
+        assert first.code == 7, first.err
+        before = (tmp_path / "d.jsonl").read_bytes()
+        again = await asyncio.to_thread(cli, *argv, cwd=tmp_path, env=env)
+    assert again.code == 2, again.err
+    assert "d.jsonl already exists: add --resume" in again.err
+    assert (tmp_path / "d.jsonl").read_bytes() == before
 
 
 def test_harvest_reads_stdin_and_writes_stdout() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from magisterium_async._cli import build_parser
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli.harvest._plan import Plan, plan, query_of, unwritable
+from tests.cli.helpers import cli
 
 
 def _plan(tmp_path: Path, *argv: str) -> Plan:
@@ -98,3 +100,46 @@ def test_a_refused_path_in_a_directory_that_exists_is_not_called_missing(tmp_pat
     path = str(tmp_path / "docs.jsonl")
     error = unwritable("--out", path, OSError(errno.ENOENT, os.strerror(errno.ENOENT)))
     assert str(error) == f"cannot write --out {path}: no such file or directory"
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n", "# saints\n\n  # more\n", "\ufeff\n"])
+def test_a_harvest_of_nothing_is_refused_and_writes_nothing(tmp_path: Path, text: str) -> None:
+    queries = tmp_path / "queries.txt"
+    queries.write_text(text, encoding="utf-8")
+    refused = cli(
+        "harvest", "--emulator", "--json", str(queries), "--out", "docs.jsonl", cwd=tmp_path
+    )
+    assert refused.code == 2, refused.err
+    assert "nothing to harvest: " in refused.err and "holds no query" in refused.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
+
+
+def test_resume_where_no_state_exists_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    refused = cli(
+        "harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", "--resume", cwd=tmp_path
+    )
+    assert refused.code == 2, refused.err
+    assert "there is no harvest state at docs.jsonl.state.sqlite to continue" in refused.err
+    assert "run without --resume" in refused.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bom_and_surrounding_whitespace_are_not_part_of_a_query(tmp_path: Path) -> None:
+    """A file saved by Notepad starts with a BOM: its first query is the same as a -q one,
+    searched once."""
+    queries = tmp_path / "queries.txt"
+    queries.write_bytes("\ufeffgrace\r\n  mercy \t\n".encode())
+    done = cli(
+        "harvest",
+        "--emulator",
+        "--json",
+        str(queries),
+        "-q",
+        " grace ",
+        "--out",
+        "d.jsonl",
+        cwd=tmp_path,
+    )
+    assert done.code == 0, done.err
+    summary = json.loads(done.err.strip().splitlines()[-1])
+    assert (summary["searched"], summary["skipped_queries"]) == (2, 1), summary
