@@ -121,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return ExitCode.OK
-    except OSError as exc:
-        _error(describe(exc), invocation.output)
-        return ExitCode.ERROR
+    except OSError as exc:  # stdout that cannot be written: as harvest's --out, exit 2
+        code = exit_code_for(exc)
+        _error(describe(exc), invocation.output, code)
+        return code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import errno
 import re
 import signal
 
@@ -11,13 +12,17 @@ from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
+    CacheError,
     CredentialsError,
     LoginRequiredError,
     MagisteriumError,
     OAuthError,
+    OutputFileError,
     PlanRequiredError,
     RateLimitError,
     ResponseTooLargeError,
+    SharedQuotaError,
+    StateError,
     TaskNotFoundError,
 )
 from magisterium_async._retry import is_transient
@@ -53,8 +58,9 @@ EXIT_CODES_HELP = """\
 exit codes:
   0    success
   1    any other error of the service or of the library
-  2    usage: bad arguments or input, an output or state that exists without
-       --resume or cannot be written
+  2    usage: bad arguments or input; a file or URL given that cannot be used as
+       named (--cache, --redis, a harvest's output or state that exists without
+       --resume); an output that cannot be written (stdout on a full disk included)
   3    authentication: no token, a token refused (401), a sign-in that cannot be
        renewed or completed, an unsafe credentials file, or no paid plan (403)
   4    rate limit still exceeded after the client's waits (429)
@@ -114,7 +120,16 @@ def exit_code_for(error: BaseException) -> ExitCode:
         return ExitCode.NOT_FOUND
     if isinstance(error, ValueError):  # an argument the client refused before sending
         return ExitCode.USAGE
+    if isinstance(error, _LOCAL):  # a file or URL the user named that cannot be used
+        return ExitCode.USAGE
+    if isinstance(error, OSError):  # a local file: stdout that cannot be written, ...
+        return ExitCode.USAGE
     return ExitCode.ERROR
+
+
+_LOCAL = (CacheError, SharedQuotaError, StateError, OutputFileError)
+"""What the user named that cannot be used as named (a --cache, a --redis URL, a harvest's
+state or output): usage errors, as the harvest's own refusals of its files are."""
 
 
 # The library's words for its arguments, and the command line's for the same thing.
@@ -138,6 +153,9 @@ def cli_words(text: str) -> str:
     for pattern, words in _CLI_WORDS:
         text = pattern.sub(words, text)
     return text
+
+
+_WHY = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only"}
 
 
 def _size(limit: int) -> str:
@@ -181,6 +199,8 @@ def describe(error: BaseException, attempts: int = 1) -> str:
     if isinstance(error, ValueError | CliError):
         return text
     if isinstance(error, OSError) and error.strerror:
-        where = error.filename if error.filename is not None else ""
-        return f"{where}: {error.strerror}" if where else error.strerror
+        if error.filename is None:  # a write to stdout, the one file the CLI has not named
+            why = _WHY.get(error.errno or 0) or error.strerror.lower()
+            return f"cannot write stdout: {why}"
+        return f"{error.filename}: {error.strerror}"
     return f"{type(error).__name__}: {text}"

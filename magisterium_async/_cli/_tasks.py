@@ -11,7 +11,12 @@ from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._options import positive
 from magisterium_async._cli._output import show_task
 from magisterium_async._client import AsyncMagisterium
-from magisterium_async._models import TaskPage
+from magisterium_async._errors import (
+    InvalidParamsError,
+    MagisteriumError,
+    TaskNotCancelableError,
+)
+from magisterium_async._models import TaskPage, TaskState
 
 __all__ = ["COMMANDS"]
 
@@ -45,9 +50,29 @@ async def _get(invocation: Invocation, client: AsyncMagisterium) -> int:
 
 
 async def _cancel(invocation: Invocation, client: AsyncMagisterium) -> int:
-    task = await client.cancel_task(invocation.args.id)
+    task_id = invocation.args.id
+    try:
+        task = await client.cancel_task(task_id)
+    except (InvalidParamsError, TaskNotCancelableError) as exc:
+        # The service refuses to cancel a finished task ("Invalid state transition"): say
+        # which state it is in, as the user asked about that task.
+        try:
+            state = (await client.get_task(task_id)).state
+        except MagisteriumError:
+            raise exc from None
+        if state not in _FINISHED:
+            raise
+        raise CliError(
+            f"task {task_id} is already {state}: only a task still running can be cancelled "
+            f"(the service answered: {' '.join(str(exc).split())})"
+        ) from None
     invocation.output.result(task, lambda: show_task(task))
     return ExitCode.OK
+
+
+_FINISHED = frozenset(
+    {TaskState.COMPLETED, TaskState.CANCELED, TaskState.FAILED, TaskState.REJECTED}
+)
 
 
 def _list_arguments(parser: argparse.ArgumentParser) -> None:

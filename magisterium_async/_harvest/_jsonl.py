@@ -121,9 +121,10 @@ def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
 
 def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
     return OutputFileError(
-        f"{path} is not the output this harvest wrote: {why}. It was left as it is: "
-        f"{after}give another output file to harvest into, or the one this harvest wrote to "
-        "continue it",
+        f"{path} is not the output this harvest wrote: {why}. It was left as it is. "
+        f"{after}To continue without spending the quota again, put back the file as the "
+        "harvest left it (from a backup or version control) and run again; to start over, "
+        "give another --out and its own --state (every document is then fetched again)",
         path=path,
     )
 
@@ -135,7 +136,7 @@ def _check_identity(path: str, stat: os.stat_result, mark: OutputMark) -> None:
         raise _refuse(
             path,
             f"it holds {stat.st_size} bytes, less than the {mark.offset} the harvest wrote "
-            "(it was cut short)",
+            "(it was cut short, or lines were removed from it)",
         )
 
 
@@ -153,8 +154,8 @@ def _check_after_mark(
                 path,
                 f"line {scan.lines + 1} (at byte {start}) is not a record the harvest wrote: "
                 f"{quoted(head.decode('utf-8', 'replace'))}",
-                f"the harvest's own records end at byte {mark.offset} (`truncate -s "
-                f"{mark.offset} {path}` keeps exactly them), or ",
+                f"The harvest's own records end at byte {mark.offset}: `truncate -s "
+                f"{mark.offset} {path}` keeps exactly them, and the harvest continues. ",
             )
         seen.add(found)
 
@@ -230,10 +231,18 @@ def _open(
             # writing it when it was killed; a file nothing vouches for is never altered.
             partial = _read_at(file, whole, min(stat.st_size - whole, _HEAD))
             if mark is None or not _torn_by_the_harvest(partial, pending):
+                how = (
+                    "end the line, or write to another file"
+                    if mark is None
+                    else f"To continue without spending the quota again, remove it (`truncate "
+                    f"-s {whole} {path}` keeps every whole line before it) or put back the file "
+                    "as the harvest left it, and run again; to start over, give another --out "
+                    "and its own --state (every document is then fetched again)"
+                )
                 raise OutputFileError(
                     f"{path} ends in an incomplete line (after byte {whole}) that this writer "
                     f"cannot tell it wrote: {quoted(partial.decode('utf-8', 'replace'))}. It "
-                    "was left as it is: end the line, or write to another file",
+                    f"was left as it is{': ' if mark is None else '. '}{how}",
                     path=path,
                 )
             file.truncate(whole)

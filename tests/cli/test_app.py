@@ -194,3 +194,28 @@ def test_one_result_is_one_document(tmp_path: Path) -> None:
     run = cli("search", "--emulator", "--synthetic", "1", "grace")
     assert run.code == 0, run.err
     assert run.out.startswith("1 document for 'grace'"), run.out
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_an_unwritable_stdout_and_a_bad_cache_exit_2_as_the_harvest_does(tmp_path: Path) -> None:
+    """One rule for exit codes: what the user named that cannot be used, or an output that
+    cannot be written, is a usage error (2) for every command, as for the harvest."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "magisterium_async", "search", "--emulator", "grace"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+            timeout=TIMEOUT,
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert "error: cannot write stdout: the disk is full" in proc.stderr
+    harvest = cli("harvest", "--emulator", "-q", "grace", "--out", "/dev/full")
+    assert harvest.code == 2 and "the disk is full" in harvest.err
+    missing = str(tmp_path / "nowhere" / "c.sqlite")
+    for argv in (("search", "grace"), ("harvest", "-q", "grace")):
+        run = cli(*argv, "--emulator", "--cache", missing, cwd=tmp_path)
+        assert run.code == 2, run.err
+        assert "does not exist" in run.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -19,6 +19,7 @@ from typing import BinaryIO
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._errors import StateError
 from magisterium_async._harvest import HarvestLock, is_finished
+from magisterium_async._skills import require_query
 
 __all__ = ["Plan", "QueriesFile", "plan", "query_of", "unwritable"]
 
@@ -31,6 +32,16 @@ def _check_queries_given(args: argparse.Namespace) -> None:
     for query in args.query:
         if not query.strip():
             raise CliError("--query must not be blank", ExitCode.USAGE)
+        _check_query("--query", query)
+
+
+def _check_query(where: str, query: str) -> None:
+    """The rule every skill method applies (a bound on its length, ...), up front: one
+    query the service cannot be sent is refused before the harvest, not failed in it."""
+    try:
+        require_query("query", query)
+    except ValueError as exc:
+        raise CliError(f"{where}: {exc}", ExitCode.USAGE) from None
 
 
 def query_of(line: str) -> str | None:
@@ -78,7 +89,11 @@ class QueriesFile:
         """How many queries the file holds (``None``: stdin or a pipe, read once)."""
         if self._stream or not self.file.seekable():
             return None
-        count = sum(1 for line in self.lines() if query_of(line) is not None)
+        count = 0
+        for number, line in enumerate(self.lines(), 1):
+            if (query := query_of(line)) is not None:
+                _check_query(f"{self.name}, line {number}", query)
+                count += 1
         self.file.seek(0)
         return count
 

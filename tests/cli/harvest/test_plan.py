@@ -143,3 +143,14 @@ def test_a_bom_and_surrounding_whitespace_are_not_part_of_a_query(tmp_path: Path
     assert done.code == 0, done.err
     summary = json.loads(done.err.strip().splitlines()[-1])
     assert (summary["searched"], summary["skipped_queries"]) == (2, 1), summary
+
+
+def test_a_query_past_the_bound_is_refused_before_the_harvest(tmp_path: Path) -> None:
+    """The bound every skill method checks, checked up front: nothing sent, nothing made."""
+    queries = tmp_path / "queries.txt"
+    queries.write_text("grace\n" + "x" * 70_000 + "\n", encoding="utf-8")
+    message = _refused(tmp_path, str(queries), "--out", str(tmp_path / "d.jsonl"))
+    assert message.startswith(f"{queries}, line 2: query is 70,000 bytes long, more than the ")
+    message = _refused(tmp_path, "-q", "y" * 70_000)
+    assert message.startswith("--query: query is 70,000 bytes long")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
