@@ -89,18 +89,21 @@ def describe(target: str | RedisClient) -> str:
 class Connection:
     """A client for one Redis location, and whether closing it is ours to do."""
 
-    __slots__ = ("client", "owned", "where")
+    __slots__ = ("client", "owned", "sentinels", "where")
 
     def __init__(self, client: RedisClient, *, owned: bool, where: str) -> None:
         self.client: Any = client
         self.owned = owned
         self.where = where
+        self.sentinels: list[Any] = []  # the Sentinels' own clients, when we made them
 
     async def aclose(self) -> None:
         """Close the client if we made it; an application's client stays open."""
-        if self.owned:
+        if not self.owned:
+            return
+        for client in [self.client, *self.sentinels]:
             try:
-                await self.client.aclose()
+                await client.aclose()
             except redis_errors():
                 pass  # closing a connection that is already gone
 
@@ -126,12 +129,13 @@ def connect(
     match = _URL.match(target)
     scheme = match.group(1).lower() if match else ""
     try:
+        sentinels: list[Any] = []
         if scheme in _PLAIN:
             client: Any = _plain(target, timeout)
         elif scheme in _CLUSTER:
             client = _cluster(target, scheme, timeout)
         elif scheme in _SENTINEL:
-            client = _sentinel(target, scheme, timeout)
+            client, sentinels = _sentinel(target, scheme, timeout)
         else:
             raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
     except (ValueError, TypeError) as exc:
@@ -140,7 +144,9 @@ def connect(
         if password:
             reason = reason.replace(password, "***")
         raise error(f"{what}: invalid Redis URL {where!r}: {reason}; use one of: {FORMS}") from None
-    return Connection(client, owned=True, where=where)
+    connection = Connection(client, owned=True, where=where)
+    connection.sentinels = sentinels
+    return connection
 
 
 def _password(url: str) -> str | None:
@@ -232,7 +238,7 @@ def _cluster(url: str, scheme: str, timeout: float) -> Any:
     )
 
 
-def _sentinel(url: str, scheme: str, timeout: float) -> Any:
+def _sentinel(url: str, scheme: str, timeout: float) -> tuple[Any, list[Any]]:
     from redis.asyncio.sentinel import Sentinel
 
     netloc, path, query = _split(url)
@@ -263,7 +269,8 @@ def _sentinel(url: str, scheme: str, timeout: float) -> Any:
     if options:
         raise ValueError(f"unknown options {sorted(options)}")
     sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **bounds)  # type: ignore[no-untyped-call]
-    return sentinel.master_for(service, db=db, username=user, password=password)
+    client = sentinel.master_for(service, db=db, username=user, password=password)
+    return client, list(sentinel.sentinels)
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:
