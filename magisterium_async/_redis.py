@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -168,9 +169,18 @@ def _bounds(timeout: float) -> dict[str, Any]:
     }
 
 
+def _check_tls_files(query: str) -> None:
+    """A TLS file named in the URL's options must be there: else the handshake would fail
+    at every call, far from the typo."""
+    for name, value in parse_qsl(query):
+        if name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile") and not os.path.isfile(value):
+            raise ValueError(f"TLS: {name}={value!r} is not a file")
+
+
 def _plain(url: str, timeout: float) -> Any:
     from redis.asyncio import Redis
 
+    _check_tls_files(url.partition("?")[2])
     return Redis.from_url(url, **_bounds(timeout))
 
 
@@ -220,6 +230,7 @@ def _cluster(url: str, scheme: str, timeout: float) -> Any:
 
     netloc, path, query = _split(url)
     _, _, hosts = _hosts(netloc, scheme)
+    _check_tls_files(query)
     if path.strip("/") not in ("", "0"):
         raise ValueError("a cluster has one database, 0: give no /DB")
     first = "rediss" if scheme.startswith("rediss") else "redis"
@@ -253,6 +264,7 @@ def _sentinel(url: str, scheme: str, timeout: float) -> tuple[Any, list[Any]]:
         db = int(parts[1]) if len(parts) == 2 else 0
     except ValueError:
         raise ValueError(f"invalid database {parts[1]!r}") from None
+    _check_tls_files(query)
     options = dict(parse_qsl(query))
     sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout}
     sentinel_kwargs["socket_connect_timeout"] = timeout

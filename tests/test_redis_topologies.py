@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +19,9 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async._auth._redis_store import RedisStore as SignInStore
+from magisterium_async._cache._answers import open_store
+from magisterium_async._cache._policy import CachePolicy
+from magisterium_async._cache._store import StoreUnavailable
 from magisterium_async._ratelimit import SharedQuota
 from magisterium_async._redis import connect
 from magisterium_async.testing import Emulator, EmulatorConfig
@@ -26,6 +30,7 @@ from tests.helpers.oauth_fake import FakeAuthServer, auth_server, sign_in
 from tests.helpers.quota import LIMIT, MARGIN, PERIOD, admitted_times, quota_config
 from tests.helpers.redis_server import (
     RedisClusterServers,
+    RedisServer,
     SentinelServers,
     ci,
     redis_unavailable,
@@ -120,18 +125,78 @@ def test_a_bad_url_is_refused_at_construction_for_the_sign_in(url: str, reason: 
     assert "hunter2" not in str(caught.value)
 
 
-def test_each_form_makes_its_kind_of_client() -> None:
+def test_each_form_makes_its_kind_of_client(tmp_path: Path) -> None:
     from redis.asyncio import Redis, RedisCluster
 
-    cluster = connect("redis+cluster://u:pw@127.0.0.1:7001,127.0.0.1:7002/?ssl_ca_certs=x", 1.0)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read until a handshake")
+    cluster = connect(f"redis+cluster://u:pw@127.0.0.1:7001,127.0.0.1:7002/?ssl_ca_certs={ca}", 1.0)
     assert isinstance(cluster.client, RedisCluster) and cluster.owned
     sentinel = connect("redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/svc/3", 1.0)
     assert isinstance(sentinel.client, Redis)
     pool = sentinel.client.connection_pool
     assert pool.service_name == "svc" and pool.connection_kwargs["db"] == 3
-    tls = connect("rediss://127.0.0.1:6380/0?ssl_ca_certs=/ca.pem", 1.0)
-    assert tls.client.connection_pool.connection_kwargs["ssl_ca_certs"] == "/ca.pem"
+    tls = connect(f"rediss://127.0.0.1:6380/0?ssl_ca_certs={ca}", 1.0)
+    assert tls.client.connection_pool.connection_kwargs["ssl_ca_certs"] == str(ca)
     assert connect("unix:///tmp/redis.sock?db=2", 1.0).client.connection_pool
+
+
+def test_a_tls_file_that_is_not_there_is_refused_at_construction_naming_tls(
+    tmp_path: Path,
+) -> None:
+    url = f"rediss://u:hunter2@127.0.0.1:1/0?ssl_ca_certs={tmp_path / 'missing.pem'}"
+    with pytest.raises(m.SharedQuotaError, match="TLS: ssl_ca_certs=") as quota:
+        m.AsyncMagisterium(token="t", shared_quota=url)
+    with pytest.raises(m.CacheError, match="TLS: ssl_ca_certs=") as cache:
+        m.AsyncMagisterium(token="t", cache=url)
+    assert "hunter2" not in str(quota.value) + str(cache.value)
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[RedisServer, Path, Path]]:
+    """A ``redis-server`` speaking TLS alone (a certificate for 127.0.0.1), and another
+    CA that did not sign it."""
+    key, cert, other_key, other = (tmp_path / n for n in ("k.pem", "c.pem", "ok.pem", "o.pem"))
+    for k, c in ((key, cert), (other_key, other)):
+        _openssl(
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+            "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(k),
+            "-out", str(c),
+        )  # fmt: skip
+    server = RedisServer()
+    server.options = [
+        "--port", "0", "--tls-port", str(server.port), "--tls-cert-file", str(cert),
+        "--tls-key-file", str(key), "--tls-auth-clients", "no", "--requirepass", "hunter2",
+    ]  # fmt: skip
+    for running in _servers(server):
+        yield running, cert, other
+
+
+async def test_rediss_with_the_test_s_ca_and_a_wrong_ca_named_as_tls(
+    emulator: Emulator, tls_server: tuple[RedisServer, Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    server, cert, other = tls_server
+    good = f"rediss://:hunter2@127.0.0.1:{server.port}/0?ssl_ca_certs={cert}"
+    async with m.AsyncMagisterium(
+        token=emulator.token, base_url=emulator.base_url, shared_quota=good, cache=good
+    ) as client:
+        await client.fetch("10234")
+        assert await client.fetch("10234") is not None
+    assert emulator.stats.count(skill="document_fetch") == 1  # the cache over TLS
+    assert caplog.records == []  # and the quota: no fallback
+    store = open_store(
+        f"rediss://:hunter2@127.0.0.1:{server.port}/0?ssl_ca_certs={other}", CachePolicy()
+    )
+    assert store is not None
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.get("k", 0.0)
+    await store.aclose()
+    assert "CERTIFICATE_VERIFY_FAILED" in str(caught.value) or "SSL" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
 
 
 # A Cluster: the quota, the cache and the sign-in ----------------------------------------
