@@ -275,6 +275,25 @@ async def test_an_application_s_client_is_used_for_quota_and_cache_and_left_open
         await app.aclose()
 
 
+async def test_an_application_s_cluster_client_is_used_and_left_open(
+    cluster: RedisClusterServers,
+) -> None:
+    from redis.asyncio import RedisCluster
+
+    app: Any = RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
+    try:
+        store = open_store(app, CachePolicy())
+        assert store is not None and "RedisCluster" in store.where
+        assert await store.claim("app", 5.0) == (None, True)
+        await store.put("app", b"answer", 100.0, 0.0)
+        assert await store.get("app", 0.0) == b"answer"
+        await store.aclose()
+        assert await app.get("magisterium:cache:{app}") == b"answer"  # still open
+        assert await app.ping()  # and fit for the application's own commands
+    finally:
+        await app.aclose()
+
+
 async def test_the_sign_in_on_a_cluster_is_refreshed_once_by_many_clients(
     auth_server: FakeAuthServer, cluster: RedisClusterServers, clock: JumpClock
 ) -> None:

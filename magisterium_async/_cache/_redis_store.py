@@ -1,6 +1,6 @@
 """Answers in Redis: one cache for every process and host that names the same server.
 
-Each answer is one string key under :data:`PREFIX`, set with the time it stays fresh as
+Each answer is one string key under :data:`PREFIX` (its key in braces: a hash tag), set with the time it stays fresh as
 its TTL, so Redis drops it when it is stale. A process about to ask the service for an
 answer claims it first (a key under :data:`CLAIMS`, ``SET NX`` with a TTL): the others
 wait for the answer rather than send the same request, and go ahead themselves if the
@@ -31,6 +31,24 @@ CLAIMS = "magisterium:cache-claim:"
 TIMEOUT = 1.0
 """Seconds one Redis command may take: a cache slower than that is worth less than the
 request it would save, so the call goes to the service instead."""
+
+
+# KEYS: the answer, its claim. ARGV: the answer, its time to live (ms).
+_PUT = """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[2])
+return 1
+"""
+
+# KEYS: the answer, its claim. ARGV: the claim's time to live (ms). Returns {taken, answer}
+# ({taken} alone without an answer: a Lua nil ends a table).
+_CLAIM = """
+local answer = redis.call('GET', KEYS[1])
+local taken = 0
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then taken = 1 end
+if answer then return {taken, answer} end
+return {taken}
+"""
 
 
 def _answer(key: str) -> str:
@@ -75,6 +93,11 @@ class RedisStore:
                 raise CacheError(self._masked(str(exc))) from None
         self._where = self._connection.where
         self._redis: Any = self._connection.client
+        # Scripts, not MULTI: atomic on one Redis and on a Cluster alike (both keys share
+        # a hash tag), where redis-py's transactional pipeline is not safe to mix with
+        # the application's own commands on a client it shares.
+        self._put = self._redis.register_script(_PUT)
+        self._claim = self._redis.register_script(_CLAIM)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r})"
@@ -96,17 +119,13 @@ class RedisStore:
         if milliseconds <= 0:
             await self.release(key)
             return
-        steps = self._redis.pipeline(transaction=True)
-        steps.set(_answer(key), value, px=milliseconds)
-        steps.delete(_claim(key))
-        await self._step(steps.execute())
+        keys = [_answer(key), _claim(key)]
+        await self._step(self._put(keys=keys, args=[value, milliseconds]))
 
     async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
         milliseconds = max(1, math.ceil(seconds * 1000))
-        steps = self._redis.pipeline(transaction=True)
-        steps.get(_answer(key))
-        steps.set(_claim(key), b"1", nx=True, px=milliseconds)
-        value, taken = await self._step(steps.execute())
+        reply = await self._step(self._claim(keys=[_answer(key), _claim(key)], args=[milliseconds]))
+        taken, value = reply[0], (reply[1] if len(reply) > 1 else None)
         if value is not None:
             if taken:
                 await self.release(key)
