@@ -1,7 +1,8 @@
 """Answers in Redis: one cache for every process and host that names the same server.
 
 Each answer is one string key under :data:`PREFIX` (its key in braces: a hash tag), set
-with the time it stays fresh as its TTL, so Redis drops it when it is stale. A process about to ask the service for an
+with the time it stays fresh as its TTL, so Redis drops it when it is stale. A process
+about to ask the service for an
 answer claims it first (a key under :data:`CLAIMS`, ``SET NX`` with a TTL): the others
 wait for the answer rather than send the same request, and go ahead themselves if the
 claim is given up or runs out without one. The bound in bytes is the server's: give it
