@@ -320,15 +320,22 @@ async def test_the_sign_in_on_a_cluster_is_refreshed_once_by_many_clients(
 # Sentinel: followed through a failover ---------------------------------------------------
 
 
-async def test_the_quota_and_the_sign_in_follow_a_sentinel_failover(
+async def test_the_quota_follows_a_sentinel_failover_mid_run(
     emulator: Emulator, sentinel: SentinelServers
 ) -> None:
     quota = SharedQuota(sentinel.url, timeout=0.5, retry_interval=0.2)
+    limits = m.RateLimits(LIMIT, 2, period=PERIOD, safety_margin=MARGIN)
     async with m.AsyncMagisterium(
-        token=emulator.token, base_url=emulator.base_url, shared_quota=quota
+        token=emulator.token, base_url=emulator.base_url, shared_quota=quota, rate_limits=limits
     ) as client:
         await asyncio.gather(*(client.search(f"before {i}") for i in range(3)))
-        sentinel.fail_over()  # SIGKILL of the primary, the replica promoted
+
+        async def calls() -> None:
+            for i in range(12):  # through the failover, one after another
+                await client.search(f"during {i}")
+
+        # SIGKILL of the primary, the replica promoted, while the calls go on.
+        await asyncio.gather(calls(), asyncio.to_thread(sentinel.fail_over))
         await asyncio.gather(*(client.search(f"after {i}") for i in range(3)))
     assert emulator.stats.count(outcome="rate_limited") <= 1
     promoted = connect(f"redis://127.0.0.1:{sentinel.replica.port}/0", 5.0)
