@@ -5,8 +5,8 @@ with the time it stays fresh as its TTL, so Redis drops it when it is stale. A p
 about to ask the service for an answer claims it first (a key under :data:`CLAIMS`,
 ``SET NX`` with a TTL): the others wait for the answer rather than send the same
 request, and go ahead themselves if the claim is given up or runs out without one. The
-bound in bytes is the server's: give it a ``maxmemory`` and ``maxmemory-policy allkeys-
-lru`` (or ``volatile-lru``) and it evicts the least recently used answers itself. The
+bound in bytes is the server's: give it a ``maxmemory`` and ``maxmemory-policy
+allkeys-lru`` (or ``volatile-lru``) and it evicts the least recently used answers itself. The
 same server may hold the shared quota: their keys do not meet.
 """
 
