@@ -172,10 +172,18 @@ class SentinelServers:
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self.primary = RedisServer()
-        self.replica = RedisServer()
+        # Each in its own directory: a replica writes the primary's RDB to disk when it
+        # syncs, and would leave a dump.rdb in the working directory (the checkout).
+        self.primary = RedisServer(("--dir", self._made(directory, "primary")))
+        self.replica = RedisServer(("--dir", self._made(directory, "replica")))
         self.sentinel_port = _free_port()
         self.sentinel: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def _made(directory: str, name: str) -> str:
+        path = os.path.join(directory, name)
+        os.makedirs(path, exist_ok=True)
+        return path
 
     @property
     def url(self) -> str:
@@ -189,7 +197,7 @@ class SentinelServers:
 
     def start(self) -> None:
         self.primary.start()
-        self.replica.options = ["--replicaof", "127.0.0.1", str(self.primary.port)]
+        self.replica.options += ["--replicaof", "127.0.0.1", str(self.primary.port)]
         self.replica.start()
         replica = str(self.replica.port)
         _until(
