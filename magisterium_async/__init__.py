@@ -11,15 +11,13 @@ Everything users need is importable from here; the private modules may change.
 # imports one model need not import the network stack. The type checker reads the imports
 # below; ``_EXPORTS`` says, for the interpreter, where each name lives.
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
 from magisterium_async._telemetry import log_from_environment as _log_from_environment
 from magisterium_async._version import __version__
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from magisterium_async._auth._tokens import (
         TokenCallable,
         TokenSource,
@@ -311,12 +309,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Import an exported name's module the first time the name is used."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'magisterium_async' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value  # once: later uses do not come back here
     return value
 

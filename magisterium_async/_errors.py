@@ -104,6 +104,7 @@ __all__ = [
     "error_details",
     "error_for_status",
     "error_from_jsonrpc",
+    "is_transient",
     "masked_url",
     "parse_seconds",
     "retry_after_from",
@@ -426,6 +427,23 @@ class OAuthError(MagisteriumError):
         super().__init__(message)
         self.error = error
         self.status_code = status_code
+
+
+# Which errors may go away by themselves ------------------------------------------------
+
+
+def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> bool:
+    """Whether ``error`` may go away by itself: a dropped connection, a timeout, a 5xx."""
+    if isinstance(error, TLSError):
+        return False  # a refused certificate or handshake stays refused
+    if isinstance(error, APITimeoutError):
+        return retry_timeouts
+    if isinstance(error, (APIConnectionError, InternalServerError)):
+        return True
+    if isinstance(error, UnexpectedStatusError):
+        status = error.status_code
+        return status is not None and (status >= 500 or status == 408)
+    return False
 
 
 # A 429's wait ------------------------------------------------------------------------

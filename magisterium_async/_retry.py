@@ -29,36 +29,20 @@ from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
-    InternalServerError,
     MagisteriumError,
     RateLimitError,
-    TLSError,
-    UnexpectedStatusError,
+    is_transient,
 )
 from magisterium_async._http._dialect import Dialect, Negotiation
 from magisterium_async._http._jsonrpc import Transport, encode_params
 from magisterium_async._ratelimit import Pool, Scheduler
 from magisterium_async._telemetry import NO_OBSERVER, CallObserver, Telemetry, error_type
 
-__all__ = ["CallPath", "RateLimitWait", "call_with_retries", "is_transient", "rate_limit_wait"]
+__all__ = ["CallPath", "RateLimitWait", "call_with_retries", "rate_limit_wait"]
 
 logger = logging.getLogger("magisterium_async.retry")
 
 T = TypeVar("T")
-
-
-def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> bool:
-    """Whether ``error`` may go away by itself: a dropped connection, a timeout, a 5xx."""
-    if isinstance(error, TLSError):
-        return False  # a refused certificate or handshake stays refused
-    if isinstance(error, APITimeoutError):
-        return retry_timeouts
-    if isinstance(error, (APIConnectionError, InternalServerError)):
-        return True
-    if isinstance(error, UnexpectedStatusError):
-        status = error.status_code
-        return status is not None and (status >= 500 or status == 408)
-    return False
 
 
 class RateLimitWait(NamedTuple):

@@ -125,3 +125,35 @@ def test_a_circle_is_found_and_shown() -> None:
 def test_every_module_imports(module: str) -> None:
     # __main__ is left out: importing it runs the command line.
     assert importlib.import_module(module).__name__ == module
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import magisterium_async",
+        "from magisterium_async import RateLimits, Task, MagisteriumError",
+        "from magisterium_async._cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass",
+        "from magisterium_async._cli import main\n"
+        "try:\n    main(['search', '--no-such-option'])\nexcept SystemExit:\n    pass",
+    ],
+    ids=["the root", "a model and the errors", "--help", "a usage error"],
+)
+def test_what_needs_no_network_does_not_import_the_network_stack(code: str) -> None:
+    # ``magisterium-async --help`` answers at once: aiohttp (a third of a second to import)
+    # loads when a command runs, and a program importing a model does not pay for it.
+    import subprocess
+    import sys
+
+    probe = f"{code}\nimport sys\nprint('aiohttp' in sys.modules)"
+    run = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert run.stdout.strip().splitlines()[-1] == "False", run.stdout
+
+
+def test_every_root_name_is_importable_as_the_type_checker_reads_it() -> None:
+    # The root loads names on first use; each name must come from where _EXPORTS says.
+    for name in magisterium_async.__all__:
+        assert getattr(magisterium_async, name) is not None, name
+    assert set(magisterium_async._EXPORTS) | {"__version__"} == set(magisterium_async.__all__)

@@ -227,6 +227,7 @@ def _is_edge(module: str) -> bool:
 def test_importing_the_package_loads_neither_the_cli_nor_the_emulator() -> None:
     code = (
         "import json, sys, magisterium_async\n"
+        "magisterium_async.AsyncMagisterium\n"  # the client, loaded on first use
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('magisterium_async'))))"
     )
     out = subprocess.run(

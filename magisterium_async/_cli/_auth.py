@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from typing import TYPE_CHECKING
 
 from magisterium_async._auth._credentials import credentials_location, location_text
-from magisterium_async._auth._login import AuthStatus, auth_status, login, logout, stdin_lines
 from magisterium_async._cli._command import Command, Group, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
 from magisterium_async._config import TOKEN_ENV, token_from_env
+
+if TYPE_CHECKING:  # the sign-in flows (and aiohttp) load when a command runs
+    from magisterium_async._auth._login import AuthStatus
 
 __all__ = ["COMMANDS"]
 
@@ -89,6 +92,8 @@ def _login_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _login(invocation: Invocation) -> int:
+    from magisterium_async._auth._login import auth_status, login, stdin_lines
+
     args = invocation.args
     fd = _stdin_fd()
     location, _ = await login(
@@ -107,6 +112,8 @@ async def _login(invocation: Invocation) -> int:
 
 
 async def _logout(invocation: Invocation) -> int:
+    from magisterium_async._auth._login import logout
+
     args = invocation.args
     result = await logout(args.credentials, args.base_url)
     if not result.removed:
@@ -130,6 +137,8 @@ async def _logout(invocation: Invocation) -> int:
 
 
 async def _status(invocation: Invocation) -> int:
+    from magisterium_async._auth._login import auth_status
+
     args = invocation.args
     status = await auth_status(args.credentials, args.base_url)
     if status is None:

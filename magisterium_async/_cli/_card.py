@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from magisterium_async._cli._command import Command, Invocation, with_client
 from magisterium_async._cli._errors import ExitCode
-from magisterium_async._client import AsyncMagisterium
-from magisterium_async._http._dialect import Dialect, offered
 from magisterium_async._models import AgentCard
+
+if TYPE_CHECKING:  # the client loads when a command runs, not for --help
+    from magisterium_async._http._dialect import Dialect
+
+if TYPE_CHECKING:  # the client loads when a command runs, not for --help
+    from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["COMMAND"]
 
@@ -25,6 +29,8 @@ def speaks(card: AgentCard, dialect: Dialect) -> str:
 
 async def _card(invocation: Invocation, client: AsyncMagisterium) -> int:
     card = await client.agent_card()
+    from magisterium_async._http._dialect import offered
+
     dialect = offered(card, client.base_url)
     endpoint = dialect.url or client.base_url
     record: dict[str, Any] = {

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magisterium_async._auth._credentials import credentials_location
 from magisterium_async._cli._errors import CliError, ExitCode, cli_words
 from magisterium_async._cli._local_emulator import local_emulator
-from magisterium_async._client import AsyncMagisterium
 from magisterium_async._config import (
     CREDENTIALS_ENV,
     DEFAULT_TIMEOUTS,
@@ -21,8 +21,11 @@ from magisterium_async._config import (
     Timeouts,
     token_from_env,
 )
-from magisterium_async._http._dialect import ProtocolVersion
-from magisterium_async._ratelimit import PoolEvent, SharedQuota
+
+if TYPE_CHECKING:  # the client, and the network stack with it, load when a command runs
+    from magisterium_async._client import AsyncMagisterium
+    from magisterium_async._http._dialect import ProtocolVersion
+    from magisterium_async._ratelimit import PoolEvent
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
@@ -127,7 +130,7 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
     )
 
 
-OnEvent = Callable[[PoolEvent], None]
+OnEvent = Callable[["PoolEvent"], None]
 
 
 def _client(
@@ -137,6 +140,9 @@ def _client(
     quota: RateLimits | None,
     on_event: OnEvent | None,
 ) -> AsyncMagisterium:
+    from magisterium_async._client import AsyncMagisterium
+    from magisterium_async._ratelimit import SharedQuota
+
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
     shared = None
     if options.redis is not None:

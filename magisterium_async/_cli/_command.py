@@ -23,9 +23,10 @@ from magisterium_async._cli._options import (
 )
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._status import Watch, watching
-from magisterium_async._client import AsyncMagisterium
-from magisterium_async._errors import MagisteriumError
-from magisterium_async._retry import is_transient
+from magisterium_async._errors import MagisteriumError, is_transient
+
+if TYPE_CHECKING:
+    from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["Command", "Group", "Invocation", "Run", "add_commands", "with_client"]
 

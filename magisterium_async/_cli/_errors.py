@@ -24,8 +24,8 @@ from magisterium_async._errors import (
     SharedQuotaError,
     StateError,
     TaskNotFoundError,
+    is_transient,
 )
-from magisterium_async._retry import is_transient
 
 __all__ = [
     "EXIT_CODES_HELP",

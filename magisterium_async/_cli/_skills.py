@@ -7,6 +7,7 @@ import argparse
 import datetime as dt
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from magisterium_async._cli._command import Command, Invocation, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
@@ -18,9 +19,11 @@ from magisterium_async._cli._output import (
     show_results,
     show_text,
 )
-from magisterium_async._client import AsyncMagisterium
 from magisterium_async._models import Lookup
 from magisterium_async._skills import LOOKUPS, Skill
+
+if TYPE_CHECKING:  # the client loads when a command runs, not for --help
+    from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["COMMANDS"]
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from magisterium_async._cli._command import Command, Group, Invocation, Run, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._options import positive
 from magisterium_async._cli._output import show_task
-from magisterium_async._client import AsyncMagisterium
 from magisterium_async._errors import (
     InvalidParamsError,
     MagisteriumError,
     TaskNotCancelableError,
 )
 from magisterium_async._models import TaskPage, TaskState
+
+if TYPE_CHECKING:  # the client loads when a command runs, not for --help
+    from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["COMMANDS"]
 

@@ -272,6 +272,14 @@ class Plan:
             file.close()
 
 
+def _no_state(state: str) -> bool:
+    """Whether there is no state at ``state`` and no harvest holds its lock: one that
+    does may not have made its state yet, and the lock then refuses this one naming it."""
+    return not os.path.lexists(state) and not os.path.lexists(
+        HarvestLock(state, "state", StateError).lock_path
+    )
+
+
 def plan(args: argparse.Namespace) -> Plan:
     """The plan of one harvest process, its files opened; :class:`CliError` if unusable."""
     out = None if args.out in (None, "-") else args.out
@@ -287,7 +295,7 @@ def plan(args: argparse.Namespace) -> Plan:
     if (
         args.resume
         and state is not None
-        and not os.path.lexists(state)
+        and _no_state(state)
         and not (out is not None and os.path.lexists(out) and not _special(out))
     ):
         raise CliError(
