@@ -43,7 +43,7 @@ from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
 from magisterium_async._ratelimit._lines import Waiter, WaitingLine
 from magisterium_async._ratelimit._log import Start
-from magisterium_async._ratelimit._tuning import ROUND_HOLD_ROUND_TRIPS
+from magisterium_async._ratelimit._tuning import LONG_QUOTA_WAIT, ROUND_HOLD_ROUND_TRIPS
 
 __all__ = [
     "Admissions",
@@ -339,6 +339,7 @@ class Pool:
         # answer is in, the next starts wait for the rest of the round (FirstRound).
         self._round: FirstRound | None = FirstRound() if limiter is not None else None
         self._pump_due = False  # a pump is scheduled for the end of this turn of the loop
+        self._told_until = -math.inf  # the end of the last long wait logged
 
     def slot(
         self, priority: Priority = "interactive", key: str | None = None
@@ -376,6 +377,7 @@ class Pool:
             self._pump_soon()  # calls that arrive together are in line when pacing counts
         else:
             self._pump()
+        self._tell_long_wait(now)
         while True:
             try:
                 permit = await waiter.future
@@ -399,6 +401,23 @@ class Pool:
             self.line.requeue(waiter)
             self._pump()
         return self._sent_now(permit, waiter.since)
+
+    def _tell_long_wait(self, now: float) -> None:
+        """Log a wait for quota of :data:`LONG_QUOTA_WAIT` or more: the first of this pool
+        at WARNING, later ones at INFO; once per wait, however many calls share it."""
+        wake = self.wake_time(now)
+        if self._limiter is None or wake - now < LONG_QUOTA_WAIT or wake <= self._told_until:
+            return
+        level = logging.INFO if self._told_until > -math.inf else logging.WARNING
+        self._told_until = wake
+        logger.log(
+            level,
+            "the %s pool's quota is spent for now: calls wait %.0f s for the next start "
+            "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
+            self.name,
+            wake - now,
+            self.name,
+        )
 
     def _sent_now(self, permit: Permit, since: float) -> Permit:
         self._sent += 1

@@ -14,6 +14,7 @@ __all__ = [
     "LINE_GRACE",
     "LINE_POLL",
     "LINE_RECOUNT",
+    "LONG_QUOTA_WAIT",
     "MAX_MARGIN_SHARE",
     "MAX_STEP_UP_DOUBLINGS",
     "PACE_INTERVALS",
@@ -88,3 +89,8 @@ LINE_RECOUNT = 0.5
 # | SHARED_ROUND_HOLD | 2 s | With a shared quota, the longest the first round (one client's
 # |   |   | max_concurrency of starts) holds every other start while it is answered. |
 SHARED_ROUND_HOLD = 2.0
+# | LONG_QUOTA_WAIT | 10.0 | A call that will wait at least this many seconds for its pool's
+# |   |   | quota is logged: once per pool at WARNING (shown even where logging was never set
+# |   |   | up, so a script at the Pro quota does not sit silent for a minute), then at INFO once
+# |   |   | per such wait. Below it a wait is the pacing at work, not news. |
+LONG_QUOTA_WAIT = 10.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -395,3 +396,37 @@ async def test_a_batch_with_a_bad_priority_is_refused_naming_it(kind: str) -> No
         batch(client, kind, 3, priority="urgent")
     assert transport.requests == []
     await client.aclose()
+
+
+# A long wait for quota leaves a trace ---------------------------------------------------
+
+
+async def test_a_long_wait_for_quota_is_logged_at_warning_once_then_at_info(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = VirtualClock()
+    sent: Sent = []
+    client, _ = client_for(clock, sent, rate_limits=m.RateLimits(1, 1, period=60.0))
+    caplog.set_level(logging.INFO, logger="magisterium_async.ratelimit")
+    async with client:
+        await client.search("first")  # the window's one start: no wait, nothing logged
+        assert not [r for r in caplog.records if "quota is spent" in r.getMessage()]
+        together = [asyncio.ensure_future(client.search(f"q{i}")) for i in range(3)]
+        await clock.run_until_idle()
+        await asyncio.gather(*together)  # three calls in line behind one wait: told once
+        for i in range(2):  # a script's loop: each call waits a window of its own
+            await client.search(f"loop {i}")
+    told = [(r.levelno, r.getMessage()) for r in caplog.records if "quota is spent" in r.message]
+    assert [level for level, _ in told] == [logging.WARNING, logging.INFO, logging.INFO]
+    assert "default pool" in told[0][1] and "wait 61 s" in told[0][1]
+
+
+async def test_a_short_wait_for_quota_is_not_news(caplog: pytest.LogCaptureFixture) -> None:
+    clock = VirtualClock()
+    client, _ = client_for(clock, [], rate_limits=m.RateLimits(10, 1, period=5.0))
+    caplog.set_level(logging.INFO, logger="magisterium_async.ratelimit")
+    async with client:
+        calls = [asyncio.ensure_future(client.search(f"q{i}")) for i in range(20)]
+        await clock.run_until_idle()
+        await asyncio.gather(*calls)
+    assert not [r for r in caplog.records if "quota is spent" in r.getMessage()]
