@@ -93,7 +93,9 @@ from magisterium_async._models import (
 from magisterium_async._ratelimit import (
     EventKind,
     PoolEvent,
+    PoolQuota,
     PoolStats,
+    Quota,
     SchedulerStats,
     SharedQuota,
 )
@@ -161,9 +163,11 @@ __all__ = [
     "Part",
     "PlanRequiredError",
     "PoolEvent",
+    "PoolQuota",
     "PoolStats",
     "Priority",
     "ProtocolVersion",
+    "Quota",
     "RateLimitError",
     "RateLimits",
     "ResponseTooLargeError",
