@@ -647,7 +647,7 @@ class Pool:
         (``period``: ``RateLimits.period``); reading it changes nothing."""
         paused_for = max(0.0, self._pause_until - now)
         limiter = self._limiter
-        if limiter is None:
+        if limiter is None or math.isinf(limiter.rate):
             return PoolQuota(
                 self.name, math.inf, self._configured, period, 0, None, paused_for, paused_for
             )
