@@ -496,10 +496,10 @@ class AsyncMagisterium:
         local = self._scheduler.quota()
         if self._shared is None:
             return local
-        return Quota(
-            default=await self._shared.quota(local.default),
-            expensive=await self._shared.quota(local.expensive),
-        )
+        default = await self._shared.quota(local.default)
+        if not default.shared and not default.unlimited:
+            return Quota(default, local.expensive)  # Redis did not answer: no second wait
+        return Quota(default, await self._shared.quota(local.expensive))
 
     @property
     def cache_stats(self) -> CacheStats:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Command, Invocation
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._options import add_redis_option
-from magisterium_async._config import redis_url
-from magisterium_async._ratelimit import PoolQuota, Quota
+
+if TYPE_CHECKING:
+    from magisterium_async._ratelimit import PoolQuota, Quota
 
 __all__ = ["COMMAND", "pool_record", "seconds"]
 
@@ -74,6 +74,9 @@ def _source(quota: Quota, shared: bool) -> str:
 
 
 async def _run(invocation: Invocation) -> int:
+    from magisterium_async._cli._client import open_client
+    from magisterium_async._config import redis_url
+
     options = invocation.options
     url = redis_url(invocation.args.redis)
     if url is not None:

@@ -73,8 +73,10 @@ class Quota:
 
     @property
     def shared(self) -> bool:
-        """Whether every pool was read from the shared quota (Redis)."""
-        return self.default.shared and self.expensive.shared
+        """Whether every metered pool was read from the shared quota (Redis); ``False``
+        when no pool is metered (an unlimited pool has nothing to share)."""
+        metered = [pool for pool in self.pools if not pool.unlimited]
+        return bool(metered) and all(pool.shared for pool in metered)
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,11 @@ async def test_a_closed_client_refuses_to_read_its_quota() -> None:
 
 
 def shared_clients(
-    memory_redis: object, monkeypatch: pytest.MonkeyPatch, clock: VirtualClock, sent: Sent
+    memory_redis: object,
+    monkeypatch: pytest.MonkeyPatch,
+    clock: VirtualClock,
+    sent: Sent,
+    **kwargs: Any,
 ) -> tuple[m.AsyncMagisterium, m.AsyncMagisterium]:
     """Two clients (two processes) on one token, sharing its quota in one in-memory Redis."""
     from fakeredis import FakeAsyncRedis
@@ -88,7 +92,10 @@ def shared_clients(
 
     monkeypatch.setattr("magisterium_async._ratelimit._shared.connect", connect)
     quota = m.SharedQuota("redis://memory")
-    return client_on(clock, sent, shared_quota=quota), client_on(clock, sent, shared_quota=quota)
+    return (
+        client_on(clock, sent, shared_quota=quota, **kwargs),
+        client_on(clock, sent, shared_quota=quota, **kwargs),
+    )
 
 
 async def test_a_shared_quota_counts_every_processs_starts(
@@ -123,6 +130,18 @@ async def test_a_shared_pause_is_seen_by_every_process(
         quota = (await second.quota()).default
     assert quota.shared and quota.used == 1
     assert (quota.paused_for, quota.next_start_in, quota.left) == (30.0, 30.0, 0)
+
+
+async def test_an_unlimited_pool_beside_a_shared_one_leaves_the_quota_shared(
+    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = VirtualClock()
+    limits = m.RateLimits(15, float("inf"))
+    first, second = shared_clients(memory_redis, monkeypatch, clock, [], rate_limits=limits)
+    async with first, second:
+        await first.search("grace")
+        quota = await second.quota()
+    assert quota.shared and quota.default.used == 1 and quota.expensive.unlimited
 
 
 async def test_with_redis_down_the_quota_is_this_processs_view() -> None:
