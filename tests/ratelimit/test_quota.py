@@ -13,6 +13,7 @@ import pytest
 import magisterium_async as m
 from magisterium_async.testing import MockTransport, VirtualClock
 from tests.conftest import TOKEN
+from tests.helpers.quota import scheduler
 from tests.helpers.redis_server import RedisServer
 from tests.ratelimit.test_client_options import Sent, service
 
@@ -58,6 +59,29 @@ async def test_the_quota_counts_the_window_and_says_when_the_next_start_is_free(
         quota = (await client.quota()).default
         assert (quota.used, quota.left, quota.next_start_in) == (0, 15, 0.0)
     assert len(sent) == 15  # reading the quota sent nothing
+
+
+async def test_a_proven_429_shows_the_pause_and_the_lowered_rate() -> None:
+    sched, clock = scheduler()  # the Pro plan's 15 a minute, adaptive
+    pool = sched.pool("default")
+    for _ in range(5):
+        async with pool.slot():
+            pass  # five the server took
+    async with pool.slot() as permit:
+        permit.rate_limited(20.5)  # a suspect: the window ends at 20.5
+    async with pool.slot() as permit:  # the probe
+        await clock.advance(4)
+        permit.rate_limited(16.5)  # the same window end: proof, paused until 20.5
+    await clock.advance(8)
+    quota = sched.quota().default
+    assert (quota.limit, quota.configured, quota.used, quota.left) == (5.0, 15.0, 7, 0)
+    assert quota.paused_for == 8.5
+    # Lowered to the 5 it took, the next start waits for them to leave the window (61 s).
+    assert quota.next_start_in == pytest.approx(49.0)
+    await clock.advance(100)
+    quota = sched.quota().default
+    # Lowered, starts are spaced: one may go now, not the 5.
+    assert (quota.used, quota.left, quota.next_start_in, quota.paused_for) == (0, 1, 0.0, 0.0)
 
 
 async def test_an_unlimited_pool_says_so() -> None:
