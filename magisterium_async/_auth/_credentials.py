@@ -21,7 +21,7 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
 import msgspec
@@ -30,6 +30,7 @@ import platformdirs
 from magisterium_async._config import CREDENTIALS_ENV
 from magisterium_async._errors import CredentialsError
 from magisterium_async._errors import masked_url as mask_url
+from magisterium_async._redis import FORMS, describe, is_client
 
 __all__ = [
     "APP_NAME",
@@ -57,12 +58,21 @@ __all__ = [
 APP_NAME = "magisterium-async"
 _VERSION = 1
 _MAX_SIZE = 1 << 20  # a credentials file is a few hundred bytes
-REDIS_SCHEMES = ("redis", "rediss")
+REDIS_SCHEMES = (
+    "redis",
+    "rediss",
+    "unix",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
 # A URL scheme: two characters at least, so that C:/ (a Windows drive) stays a path.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
 
-Location: TypeAlias = "Path | str"
-"""Where credentials live: a file, or a Redis URL (a ``str``)."""
+Location: TypeAlias = "Path | str | Any"
+"""Where credentials live: a file, a Redis URL (a ``str``), or a redis-py asyncio client
+the application owns."""
 
 
 class UnreadableCredentialsError(CredentialsError):
@@ -139,16 +149,20 @@ def default_credentials_path() -> Path:
 
 def credentials_location(location: str | os.PathLike[str] | None = None) -> Location:
     """Where the credentials live: ``location``, else ``$MAGISTERIUM_CREDENTIALS``, else
-    the user's configuration directory; a :class:`Path`, or a ``redis://`` or
-    ``rediss://`` URL as given.
+    the user's configuration directory; a :class:`Path`, a Redis URL as given (any form
+    of :mod:`magisterium_async._redis`: ``redis://``, ``rediss://``, ``unix://``,
+    ``redis+cluster://``, ``redis+sentinel://``), or a redis-py asyncio client as given.
 
     Any other URL scheme (``http://``, ``file:/``, a typo) raises :class:`ValueError`
     naming it: it is never taken for a file name.
     """
+    if is_client(location):
+        return location
     if location is not None:
         if not isinstance(location, (str, os.PathLike)):
             raise TypeError(
-                f"credentials must be a path or a Redis URL, not {type(location).__name__}"
+                "credentials must be a path, a Redis URL or a redis-py asyncio client, "
+                f"not {type(location).__name__}"
             )
         raw, source = os.fspath(location), "credentials"
     else:
@@ -161,8 +175,7 @@ def credentials_location(location: str | os.PathLike[str] | None = None) -> Loca
     if match.group(1).lower() in REDIS_SCHEMES and raw[match.end() :].startswith("/"):
         return raw
     raise ValueError(
-        f"{source}: unsupported location {mask_url(raw)!r}: give a file path, or a "
-        "redis:// or rediss:// URL"
+        f"{source}: unsupported location {mask_url(raw)!r}: give a file path, or one of: {FORMS}"
     )
 
 
@@ -173,6 +186,8 @@ def credentials_flag(location: Location) -> str:
         if location == default_credentials_path():
             return ""
         return f" --credentials {shlex.quote(str(location))}"
+    if not isinstance(location, str):
+        return " --credentials REDIS_URL"  # the application's client: the URL is its own
     return f" --credentials {mask_url(location)}"
 
 
@@ -187,7 +202,7 @@ def way_out(location: Location) -> str:
 
 def location_text(location: Location) -> str:
     """``location`` for a message: the path, or the URL with its password masked."""
-    return str(location) if isinstance(location, Path) else mask_url(location)
+    return str(location) if isinstance(location, Path) else describe(location)
 
 
 def lock_path(path: Path) -> Path:

@@ -33,14 +33,13 @@ from magisterium_async._auth._credentials import (
     Credentials,
     decode_credentials,
     encode_credentials,
-    mask_url,
 )
 from magisterium_async._auth._oauth import CLIENT_NAME
 from magisterium_async._auth._store import StoreUnreachableError, fence, waiting_for_another
-from magisterium_async._errors import CredentialsError, SharedQuotaError
+from magisterium_async._errors import CredentialsError
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from magisterium_async._redis import Connection
 
 __all__ = ["LEASE", "LOCK_WAIT", "PREFIX", "TIMEOUT", "RedisStore", "signin_key"]
 
@@ -74,18 +73,24 @@ def signin_key(origin: str) -> str:
 class RedisStore:
     """The sign-in for ``origin`` in the Redis at ``url``; connects at first use."""
 
-    def __init__(self, url: str, origin: str) -> None:
+    def __init__(self, url: str | Any, origin: str) -> None:
+        from magisterium_async._redis import describe
+
+        self.where = describe(url)
         try:
             import redis  # noqa: F401
         except ImportError:
-            raise CredentialsError(_INSTALL_HINT, path=mask_url(url)) from None
-        self.where = mask_url(url)
+            raise CredentialsError(_INSTALL_HINT, path=self.where) from None
         self.key = signin_key(origin)
         self.origin = origin
-        self._url = url
-        self._password = urlsplit(url).password
-        self._client: Redis | None = None
-        self._redis()  # an invalid URL is refused now, before anything is sent
+        self._url = url if isinstance(url, str) else ""
+        try:
+            self._password = urlsplit(self._url).password
+        except ValueError:
+            self._password = None
+        self._target = url
+        # An invalid URL is refused now, before anything is sent.
+        self._connection: Connection | None = self._connect()
 
     def __repr__(self) -> str:
         return f"RedisStore({self.where!r}, key={self.key!r})"
@@ -93,16 +98,18 @@ class RedisStore:
     def login_command(self) -> str:
         return f"magisterium-async login --credentials {self.where}"
 
-    def _redis(self) -> Redis:
-        if self._client is None:
-            from magisterium_async._redis import connect
+    def _redis(self) -> Any:
+        if self._connection is None:  # closed, then used again: connect anew
+            self._connection = self._connect()
+        return self._connection.client
 
-            try:
-                self._client = connect(self._url, TIMEOUT)
-            except SharedQuotaError as exc:
-                reason = self._masked(str(exc)).replace(self._url, self.where)
-                raise ValueError(f"credentials: {reason}") from None
-        return self._client
+    def _connect(self) -> Connection:
+        from magisterium_async._redis import connect
+
+        try:
+            return connect(self._target, TIMEOUT, ValueError, "credentials")
+        except ValueError as exc:
+            raise ValueError(self._masked(str(exc))) from None
 
     def _masked(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
@@ -132,7 +139,7 @@ class RedisStore:
         # One HSET: a reader sees the old sign-in or the new one. A refresher of the old
         # one then fails its compare-and-set and adopts this one.
         mapping = {"credentials": encode_credentials(credentials), "fence": fence(credentials)}
-        await self._step(self._redis().hset(self.key, mapping=mapping))  # type: ignore[arg-type]
+        await self._step(self._redis().hset(self.key, mapping=mapping))
 
     async def delete(self) -> bool:
         removed: Any = await self._step(self._redis().delete(self.key))
@@ -181,7 +188,7 @@ class RedisStore:
     async def replace(self, old: Credentials, new: Credentials) -> bool:
         script = self._redis().register_script(_REPLACE)
         args = [fence(old), encode_credentials(new), fence(new)]
-        wrote: Any = await self._step(script(keys=[self.key], args=args))  # type: ignore[arg-type]
+        wrote: Any = await self._step(script(keys=[self.key], args=args))
         if not wrote:
             logger.warning(
                 "the sign-in at %s changed while this process refreshed it; using the stored one",
@@ -190,7 +197,7 @@ class RedisStore:
         return bool(wrote)
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
             with contextlib.suppress(Exception):
-                await client.aclose()
+                await connection.aclose()

@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import msgspec
 
@@ -31,11 +31,11 @@ from magisterium_async._cache._policy import CachePolicy, CacheRule, names_a_day
 from magisterium_async._cache._redis_store import RedisStore
 from magisterium_async._cache._store import MemoryStore, SharedStore, Store, StoreUnavailable
 from magisterium_async._models import Part, Task
+from magisterium_async._redis import is_client, looks_like_redis
 
 __all__ = [
     "BYPASS_SECONDS",
     "CLAIM_SECONDS",
-    "REDIS_SCHEMES",
     "AnswerCache",
     "CacheStats",
     "Kept",
@@ -64,16 +64,14 @@ _POLL_FIRST, _POLL_MOST = 0.005, 0.25
 _KEY_VERSION = b"1"  # changes with the key or the entry format: old entries are not read
 
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-"""How a cache URL names Redis; any other string is a file's path (or ``"memory"``)."""
-
-
-def open_store(cache: str | os.PathLike[str] | None, policy: CachePolicy) -> Store | None:
+def open_store(cache: str | os.PathLike[str] | Any | None, policy: CachePolicy) -> Store | None:
     """The store ``cache`` names; ``None`` for none.
 
     Arguments:
-        cache: ``"memory"``, a Redis URL (``redis://``, ``rediss://``, ``unix://``), or
-            the path of an SQLite file (made on first use).
+        cache: ``"memory"``, a Redis URL (``redis://``, ``rediss://``, ``unix://``,
+            ``redis+cluster://``, ``redis+sentinel://``; any ``scheme://`` is taken for a
+            URL, never a path), a redis-py asyncio client (the application's: never
+            closed here), or the path of an SQLite file (made on first use).
         policy: its bounds (memory and disk).
 
     Raises :class:`CacheError` for a file the cache did not make (left untouched), a
@@ -84,12 +82,16 @@ def open_store(cache: str | os.PathLike[str] | None, policy: CachePolicy) -> Sto
     if isinstance(cache, str):
         if cache == "memory":
             return MemoryStore(policy.max_entries, policy.max_bytes)
-        if cache.startswith(REDIS_SCHEMES):
+        if looks_like_redis(cache):
             return RedisStore(cache)
         if not cache.strip():
             raise ValueError("cache must not be empty: 'memory', a path or a redis:// URL")
+    elif is_client(cache):
+        return RedisStore(cache)
     elif not isinstance(cache, os.PathLike):
-        raise TypeError(f"cache must be a str or a path, not {type(cache).__name__}")
+        raise TypeError(
+            f"cache must be a str, a path or a redis-py asyncio client, not {type(cache).__name__}"
+        )
     return DiskStore(cache, policy.max_entries, policy.max_bytes)
 
 

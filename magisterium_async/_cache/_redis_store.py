@@ -1,13 +1,13 @@
 """Answers in Redis: one cache for every process and host that names the same server.
 
-Each answer is one string key under :data:`PREFIX`, set with the time it stays fresh as
-its TTL, so Redis drops it when it is stale. A process about to ask the service for an
-answer claims it first (a key under :data:`CLAIMS`, ``SET NX`` with a TTL): the others
-wait for the answer rather than send the same request, and go ahead themselves if the
-claim is given up or runs out without one. The bound in bytes is the server's: give it
-a ``maxmemory`` and ``maxmemory-policy allkeys-lru`` (or ``volatile-lru``) and it evicts
-the least recently used answers itself. The same server may hold the shared quota: their
-keys do not meet.
+Each answer is one string key under :data:`PREFIX` (its key in braces: a hash tag), set
+with the time it stays fresh as its TTL, so Redis drops it when it is stale. A process
+about to ask the service for an answer claims it first (a key under :data:`CLAIMS`,
+``SET NX`` with a TTL): the others wait for the answer rather than send the same
+request, and go ahead themselves if the claim is given up or runs out without one. The
+bound in bytes is the server's: give it a ``maxmemory`` and ``maxmemory-policy
+allkeys-lru`` (or ``volatile-lru``) and it evicts the least recently used answers itself. The
+same server may hold the shared quota: their keys do not meet.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from magisterium_async._cache._store import StoreUnavailable
-from magisterium_async._errors import CacheError, SharedQuotaError
-from magisterium_async._redis import connect, masked_url, redis_errors
+from magisterium_async._errors import CacheError
+from magisterium_async._redis import Connection, connect, describe, masked_url, redis_errors
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -33,32 +33,71 @@ TIMEOUT = 1.0
 request it would save, so the call goes to the service instead."""
 
 
+# KEYS: the answer, its claim. ARGV: the answer, its time to live (ms).
+_PUT = """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[2])
+return 1
+"""
+
+# KEYS: the answer, its claim. ARGV: the claim's time to live (ms). Returns {taken, answer}
+# ({taken} alone without an answer: a Lua nil ends a table).
+_CLAIM = """
+local answer = redis.call('GET', KEYS[1])
+local taken = 0
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then taken = 1 end
+if answer then return {taken, answer} end
+return {taken}
+"""
+
+
+def _answer(key: str) -> str:
+    return f"{PREFIX}{{{key}}}"
+
+
+def _claim(key: str) -> str:
+    return f"{CLAIMS}{{{key}}}"
+
+
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
 class RedisStore:
-    """Answers in Redis, at ``url`` (``redis://``, ``rediss://``, ``unix://``).
+    """Answers in Redis, at ``url`` (any form :mod:`magisterium_async._redis` takes: a
+    URL, or a redis-py asyncio client the application owns and closes).
+
+    An answer's key and its claim's share a hash tag (the answer's key), so on a Cluster
+    both are in one slot and the steps that touch both stay atomic.
 
     Arguments:
         url: the server; its password (if any) never appears in a message.
-        redis: a redis-py asyncio client to use instead of connecting (tests: fakeredis).
+        redis: a redis-py asyncio client to use instead of connecting, ours to close
+            (tests: fakeredis).
     """
 
     shared = True
 
-    def __init__(self, url: str, *, redis: Redis | None = None) -> None:
-        self._url = url
-        self._password = urlsplit(url).password
-        self._where = masked_url(url)
-        if redis is None:
+    def __init__(self, url: str | Any, *, redis: Redis | None = None) -> None:
+        self._url = url if isinstance(url, str) else ""
+        self._password = _password(self._url)
+        if redis is not None:
+            self._connection = Connection(redis, owned=True, where=describe(url))
+        else:
             try:
-                import redis as _redis_py  # noqa: F401
-            except ImportError:
-                raise CacheError(
-                    "a Redis cache needs redis-py: pip install 'magisterium-async[redis]'"
-                ) from None
-            try:
-                redis = connect(url, TIMEOUT)
-            except SharedQuotaError as exc:
-                raise CacheError(f"cache: {self._masked(str(exc))}") from None
-        self._redis: Redis = redis
+                self._connection = connect(url, TIMEOUT, CacheError, "the cache")
+            except CacheError as exc:
+                raise CacheError(self._masked(str(exc))) from None
+        self._where = self._connection.where
+        self._redis: Any = self._connection.client
+        # Scripts, not MULTI: atomic on one Redis and on a Cluster alike (both keys share
+        # a hash tag), where redis-py's transactional pipeline is not safe to mix with
+        # the application's own commands on a client it shares.
+        self._put = self._redis.register_script(_PUT)
+        self._claim = self._redis.register_script(_CLAIM)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r})"
@@ -72,7 +111,7 @@ class RedisStore:
         return None  # counting keys under a prefix takes a SCAN of the whole server
 
     async def get(self, key: str, now: float) -> bytes | None:
-        value: Any = await self._step(self._redis.get(PREFIX + key))
+        value: Any = await self._step(self._redis.get(_answer(key)))
         return None if value is None else bytes(value)
 
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
@@ -80,17 +119,13 @@ class RedisStore:
         if milliseconds <= 0:
             await self.release(key)
             return
-        steps = self._redis.pipeline(transaction=True)
-        steps.set(PREFIX + key, value, px=milliseconds)
-        steps.delete(CLAIMS + key)
-        await self._step(steps.execute())
+        keys = [_answer(key), _claim(key)]
+        await self._step(self._put(keys=keys, args=[value, milliseconds]))
 
     async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
         milliseconds = max(1, math.ceil(seconds * 1000))
-        steps = self._redis.pipeline(transaction=True)
-        steps.get(PREFIX + key)
-        steps.set(CLAIMS + key, b"1", nx=True, px=milliseconds)
-        value, taken = await self._step(steps.execute())
+        reply = await self._step(self._claim(keys=[_answer(key), _claim(key)], args=[milliseconds]))
+        taken, value = reply[0], (reply[1] if len(reply) > 1 else None)
         if value is not None:
             if taken:
                 await self.release(key)
@@ -98,20 +133,18 @@ class RedisStore:
         return None, bool(taken)
 
     async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
-        value, claim = await self._step(self._redis.mget(PREFIX + key, CLAIMS + key))
+        value, claim = await self._step(self._redis.mget(_answer(key), _claim(key)))
         return (None if value is None else bytes(value)), claim is not None
 
     async def release(self, key: str) -> None:
-        await self._step(self._redis.delete(CLAIMS + key))
+        await self._step(self._redis.delete(_claim(key)))
 
     async def aclose(self) -> None:
-        try:
-            await self._redis.aclose()
-        except redis_errors():
-            pass  # closing a connection that is already gone
+        await self._connection.aclose()
 
     def _masked(self, text: str) -> str:
-        text = text.replace(self._url, self._where)
+        if self._url:
+            text = text.replace(self._url, masked_url(self._url))
         return text.replace(self._password, "***") if self._password else text
 
     async def _step(self, step: Any) -> Any:

@@ -93,8 +93,9 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         "--credentials",
         metavar="PATH|URL",
         default=default(None),
-        help="where `login` keeps the sign-in: a file, or a redis:// or rediss:// URL shared "
-        "by many hosts (default: $MAGISTERIUM_CREDENTIALS, then the user config dir)",
+        help="where `login` keeps the sign-in: a file, or a Redis URL (redis://, rediss://, "
+        "unix://, redis+cluster://, redis+sentinel://) shared by many hosts "
+        "(default: $MAGISTERIUM_CREDENTIALS, then the user config dir)",
     )
 
 
@@ -135,7 +136,8 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         metavar="memory|PATH|URL",
         default=default(None),
         help="keep answers (documents, searches, readings, lookups; not ask): 'memory', a "
-        "file kept between runs, or a redis:// URL shared by every process naming it",
+        "file kept between runs, or a Redis URL (redis://, rediss://, unix://, "
+        "redis+cluster://, redis+sentinel://) shared by every process naming it",
     )
     group.add_argument(
         "--timeout",

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from magisterium_async._config import REDIS_URL_ENV, positive_number, redis_url, whole_number
 from magisterium_async._errors import SharedQuotaError
+from magisterium_async._redis import is_client
 
 __all__ = ["PoolQuota", "Quota", "SharedQuota"]
 
@@ -88,7 +90,9 @@ class SharedQuota:
     ``pip install 'magisterium-async[redis]'``.
 
     Args:
-        url: the Redis URL; ``None``: ``$MAGISTERIUM_REDIS_URL``.
+        url: the Redis URL (``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``,
+            ``redis+sentinel://``), or a redis-py asyncio client the application owns (it is
+            never closed here); ``None``: ``$MAGISTERIUM_REDIS_URL``.
         workers: only sizes the fallback: while Redis is unreachable each process starts
             ``limit / max(workers, clients seen lately)`` per period on its own. Give it
             when processes may lose Redis before they have ever reached it.
@@ -101,7 +105,7 @@ class SharedQuota:
             (for a ``token=`` callable, of the first one it returns).
     """
 
-    url: str | None = None
+    url: str | Any | None = None
     workers: int = 1
     timeout: float = 0.5
     retry_interval: float = 1.0
@@ -109,7 +113,14 @@ class SharedQuota:
     account: str | None = None
 
     def __post_init__(self) -> None:
-        url = redis_url(self.url)
+        if is_client(self.url):
+            url: Any = self.url
+        elif self.url is None or isinstance(self.url, str):
+            url = redis_url(self.url)
+        else:
+            raise TypeError(
+                f"SharedQuota(url=) must be a Redis URL or client, not {type(self.url)}"
+            )
         if not url:
             raise SharedQuotaError(f"no Redis URL: pass url= or set ${REDIS_URL_ENV}")
         object.__setattr__(self, "url", url)
@@ -123,10 +134,10 @@ class SharedQuota:
                 raise ValueError("account must name the account: a non-blank string")
 
     @classmethod
-    def of(cls, value: SharedQuota | str) -> SharedQuota:
+    def of(cls, value: SharedQuota | str | Any) -> SharedQuota:
         """A ``SharedQuota`` from a user's ``shared_quota=``: a URL or the object itself."""
         if isinstance(value, SharedQuota):
             return value
-        if isinstance(value, str):
+        if isinstance(value, str) or is_client(value):
             return cls(value)
         raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")

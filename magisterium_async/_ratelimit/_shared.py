@@ -80,7 +80,7 @@ from magisterium_async._ratelimit._tuning import (
     PACE_QUIET_WINDOWS,
     SHARED_ROUND_HOLD,
 )
-from magisterium_async._redis import connect, redis_errors, token_key
+from magisterium_async._redis import Connection, connect, redis_errors, token_key
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -226,8 +226,13 @@ class SharedLimiter:
         # The default clock differs between processes; Redis's TIME is the one they share.
         self._own_time = not isinstance(clock, LoopClock)
         self._offset = 0.0  # Redis time minus the client's clock, in seconds
-        # ``redis``: a client already made (tests pass an in-memory one).
-        self._redis = redis if redis is not None else connect(config.url, config.timeout)
+        # ``redis``: a client already made, ours to close (tests pass an in-memory one).
+        self._connection = (
+            connect(config.url, config.timeout)
+            if redis is None
+            else Connection(redis, owned=True, where="redis")
+        )
+        self._redis = self._connection.client
         self._errors = redis_errors()
         self._acquire = self._redis.register_script(ACQUIRE)
         self._outcomes = self._redis.register_script(OUTCOMES)
@@ -628,4 +633,4 @@ class SharedLimiter:
         self._closed = True
         for sleeper in self._sleepers:
             sleeper.cancel()
-        await self._redis.aclose()
+        await self._connection.aclose()

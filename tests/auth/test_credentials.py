@@ -120,7 +120,10 @@ def test_another_url_scheme_is_refused_never_taken_for_a_file(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MAGISTERIUM_TOKEN", raising=False)
-    with pytest.raises(ValueError, match=r"unsupported location .*redis:// or rediss://"):
+    with pytest.raises(
+        ValueError,
+        match=r"unsupported location .*redis://, rediss:// .*redis\+cluster://.*redis\+sentinel://",
+    ):
         credentials_location(location)
     with pytest.raises(ValueError, match="credentials"):
         m.AsyncMagisterium(credentials=location)

@@ -96,7 +96,7 @@ def source_of(client: m.AsyncMagisterium) -> StoredToken:
 async def test_the_sign_in_is_one_key_named_from_the_issuer_never_a_token(
     url: str, auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
-    redis = connect(url, 5.0)
+    redis = connect(url, 5.0).client
     try:
         keys = await redis.keys("*")
     finally:
@@ -218,7 +218,7 @@ async def test_a_lost_sign_in_asks_to_log_in_again_naming_the_store(
     auth_server: FakeAuthServer, url: str, clock: JumpClock, client: m.AsyncMagisterium
 ) -> None:
     await client.search("grace")
-    redis = connect(url, 5.0)
+    redis = connect(url, 5.0).client
     try:
         await redis.flushall()  # as a restart without persistence would
     finally:
@@ -299,7 +299,7 @@ async def test_the_readme_acl_user_keeps_the_sign_in_and_the_quota(
     clock: JumpClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    admin = connect(redis_server.url, 5.0)
+    admin = connect(redis_server.url, 5.0).client
     try:
         await admin.execute_command("ACL", "SETUSER", "magisterium", f">{PASSWORD}", *README_ACL)
         url = f"redis://magisterium:{PASSWORD}@127.0.0.1:{redis_server.port}/0"
@@ -390,7 +390,7 @@ async def test_a_damaged_sign_in_in_redis_is_set_aside_by_login_and_removed_by_l
     auth_server: FakeAuthServer, url: str
 ) -> None:
     key = signin_key(auth_server.origin)
-    redis = connect(url, 5.0)
+    redis = connect(url, 5.0).client
     try:
         await redis.hset(key, "credentials", b"{")
         masked = url.replace(PASSWORD, "***")

@@ -256,10 +256,10 @@ async def test_redis_keeps_an_answer_for_its_freshness_under_its_own_prefix(
     store = RedisStore("redis://127.0.0.1:1/0", redis=fake_redis)
     await store.put("k", b"answer", NOW + 90, NOW)
     assert await store.get("k", NOW) == b"answer"
-    ttl = await fake_redis.pttl(PREFIX + "k")
+    ttl = await fake_redis.pttl(PREFIX + "{k}")
     assert 89_000 < ttl <= 90_000
     await store.put("stale", b"x", NOW - 1, NOW)  # already stale: not written
-    assert await fake_redis.exists(PREFIX + "stale") == 0
+    assert await fake_redis.exists(PREFIX + "{stale}") == 0
     assert store.entries is None
     await store.aclose()
 
@@ -320,11 +320,11 @@ async def test_redis_claims_are_taken_once_and_given_up_by_an_answer_or_a_releas
     assert await store.peek("k", NOW) == (b"answer", False)
     # An answer already there is the claim's answer, and leaves no claim behind.
     assert await store.claim("k", 5) == (b"answer", False)
-    assert await fake_redis.exists(CLAIMS + "k") == 0
+    assert await fake_redis.exists(CLAIMS + "{k}") == 0
     assert await store.claim("j", 5) == (None, True)
     await store.release("j")
     assert await store.claim("j", 5) == (None, True)
-    assert 0 < await fake_redis.pttl(CLAIMS + "j") <= 5000
+    assert 0 < await fake_redis.pttl(CLAIMS + "{j}") <= 5000
     await store.aclose()
 
 

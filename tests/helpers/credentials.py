@@ -40,7 +40,7 @@ async def require_password(redis: RedisServer) -> str:
     Arguments:
         redis: the running server.
     """
-    client = connect(redis.url, 5.0)
+    client = connect(redis.url, 5.0).client
     try:
         await client.config_set("requirepass", PASSWORD)
     finally:

@@ -102,32 +102,25 @@ async def test_a_closed_client_refuses_to_read_its_quota() -> None:
 
 
 def shared_clients(
-    memory_redis: object,
-    monkeypatch: pytest.MonkeyPatch,
-    clock: VirtualClock,
-    sent: Sent,
-    **kwargs: Any,
+    memory_redis: object, clock: VirtualClock, sent: Sent, **kwargs: Any
 ) -> tuple[m.AsyncMagisterium, m.AsyncMagisterium]:
-    """Two clients (two processes) on one token, sharing its quota in one in-memory Redis."""
+    """Two clients (two processes) on one token, sharing its quota in one in-memory Redis
+    (each with a redis-py client of its own, as an application passes one)."""
     from fakeredis import FakeAsyncRedis
 
-    def connect(url: str, timeout: float) -> Any:
-        return FakeAsyncRedis(server=memory_redis)
+    def client() -> m.AsyncMagisterium:
+        quota = m.SharedQuota(FakeAsyncRedis(server=memory_redis))
+        return client_on(clock, sent, shared_quota=quota, **kwargs)
 
-    monkeypatch.setattr("magisterium_async._ratelimit._shared.connect", connect)
-    quota = m.SharedQuota("redis://memory")
-    return (
-        client_on(clock, sent, shared_quota=quota, **kwargs),
-        client_on(clock, sent, shared_quota=quota, **kwargs),
-    )
+    return client(), client()
 
 
 async def test_a_shared_quota_counts_every_processs_starts(
-    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+    memory_redis: object,
 ) -> None:
     clock = VirtualClock()
     sent: Sent = []
-    first, second = shared_clients(memory_redis, monkeypatch, clock, sent)
+    first, second = shared_clients(memory_redis, clock, sent)
     async with first, second:
         await asyncio.gather(*(first.search(f"q{i}") for i in range(15)))
         await clock.advance(10.0)
@@ -140,12 +133,12 @@ async def test_a_shared_quota_counts_every_processs_starts(
 
 
 async def test_a_shared_pause_is_seen_by_every_process(
-    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+    memory_redis: object,
 ) -> None:
     from fakeredis import FakeAsyncRedis
 
     clock = VirtualClock()
-    first, second = shared_clients(memory_redis, monkeypatch, clock, [])
+    first, second = shared_clients(memory_redis, clock, [])
     async with first, second:
         await first.search("grace")
         # What a proven 429 in any process writes: the pool is paused until then (µs).
@@ -157,11 +150,11 @@ async def test_a_shared_pause_is_seen_by_every_process(
 
 
 async def test_an_unlimited_pool_beside_a_shared_one_leaves_the_quota_shared(
-    memory_redis: object, monkeypatch: pytest.MonkeyPatch
+    memory_redis: object,
 ) -> None:
     clock = VirtualClock()
     limits = m.RateLimits(15, float("inf"))
-    first, second = shared_clients(memory_redis, monkeypatch, clock, [], rate_limits=limits)
+    first, second = shared_clients(memory_redis, clock, [], rate_limits=limits)
     async with first, second:
         await first.search("grace")
         quota = await second.quota()
