@@ -121,7 +121,9 @@ if _typing.TYPE_CHECKING:
     from magisterium_async._ratelimit import (
         EventKind,
         PoolEvent,
+        PoolQuota,
         PoolStats,
+        Quota,
         SchedulerStats,
         SharedQuota,
     )
@@ -211,7 +213,9 @@ _EXPORTS: dict[str, str] = {
     "TextPart": "magisterium_async._models",
     "EventKind": "magisterium_async._ratelimit",
     "PoolEvent": "magisterium_async._ratelimit",
+    "PoolQuota": "magisterium_async._ratelimit",
     "PoolStats": "magisterium_async._ratelimit",
+    "Quota": "magisterium_async._ratelimit",
     "SchedulerStats": "magisterium_async._ratelimit",
     "SharedQuota": "magisterium_async._ratelimit",
 }
@@ -278,9 +282,11 @@ __all__ = [
     "Part",
     "PlanRequiredError",
     "PoolEvent",
+    "PoolQuota",
     "PoolStats",
     "Priority",
     "ProtocolVersion",
+    "Quota",
     "RateLimitError",
     "RateLimits",
     "ResponseTooLargeError",

@@ -66,7 +66,13 @@ from magisterium_async._models import (
     Task,
     TaskPage,
 )
-from magisterium_async._ratelimit import PoolEvent, SchedulerStats, SharedQuota, client_scheduler
+from magisterium_async._ratelimit import (
+    PoolEvent,
+    Quota,
+    SchedulerStats,
+    SharedQuota,
+    client_scheduler,
+)
 from magisterium_async._retry import CallPath
 from magisterium_async._skills import (
     ASK,
@@ -473,6 +479,27 @@ class AsyncMagisterium:
     def stats(self) -> SchedulerStats:
         """Per-pool counters: requests sent, 429s, retries, seconds paused, current rate."""
         return self._scheduler.stats
+
+    async def quota(self) -> Quota:
+        """What is left of each metered pool's quota now, and when its next start is free.
+
+        Sends nothing to the service and spends no quota. Without a shared quota it is
+        this process's starts in the window and its pause; with one (``shared_quota=``)
+        it is read from Redis: every process's starts, the shared rate and pause. When
+        Redis does not answer, each pool falls back to this process's view, with
+        ``shared=False``.
+
+        Raises:
+            ClientClosedError: the client is closed.
+        """
+        self._lifetime.check_not_closed()
+        local = self._scheduler.quota()
+        if self._shared is None:
+            return local
+        default = await self._shared.quota(local.default)
+        if not default.shared and not default.unlimited:
+            return Quota(default, local.expensive)  # Redis did not answer: no second wait
+        return Quota(default, await self._shared.quota(local.expensive))
 
     @property
     def cache_stats(self) -> CacheStats:

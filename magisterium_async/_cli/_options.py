@@ -19,6 +19,7 @@ from magisterium_async._config import RateLimits, parse_quota
 __all__ = [
     "add_common_options",
     "add_connection_options",
+    "add_redis_option",
     "at_least",
     "client_options",
     "output",
@@ -178,6 +179,17 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         metavar="N",
         default=default(None),
         help="with --emulator: serve N synthetic documents instead of the bundled corpus",
+    )
+
+
+def add_redis_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--redis URL``: the Redis through which processes share the token's quota (``what``
+    the command does with it)."""
+    parser.add_argument(
+        "--redis",
+        metavar="URL",
+        help=f"{what} (default: $MAGISTERIUM_REDIS_URL; needs pip install "
+        "'magisterium-async[redis]')",
     )
 
 

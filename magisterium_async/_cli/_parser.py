@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from magisterium_async._cli import _auth, _card, _emulator, _skills, _tasks
+from magisterium_async._cli import _auth, _card, _emulator, _quota, _skills, _tasks
 from magisterium_async._cli._command import Command, Group, add_commands
 from magisterium_async._cli._errors import EXIT_CODES_HELP, UsageError
 from magisterium_async._cli._options import add_common_options, add_connection_options
@@ -24,6 +24,7 @@ COMMANDS: tuple[Command | Group, ...] = (
     *_skills.COMMANDS,
     *_tasks.COMMANDS,
     _harvest.COMMAND,
+    _quota.COMMAND,
     *_auth.COMMANDS,
     _card.COMMAND,
     _emulator.COMMAND,
@@ -37,7 +38,7 @@ environment:
   MAGISTERIUM_QUOTA     the quota the client allows itself, D/E[/PERIOD] or unlimited
                         (or --quota)
   MAGISTERIUM_REDIS_URL  a Redis through which processes share the token's quota
-                        (or harvest --redis URL)
+                        (or --redis URL of harvest and quota)
   MAGISTERIUM_LOG       the library's log on stderr: info or debug
 
 examples:
@@ -46,6 +47,7 @@ examples:
   {PROG} search --emulator "grace and nature"
   {PROG} ask "What is grace?" --json
   {PROG} saints 2026-03-19
+  {PROG} quota --json
   {PROG} emulator --port 8765
 
 {EXIT_CODES_HELP}

@@ -62,7 +62,7 @@ from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLim
 from magisterium_async._ratelimit._lines import PRIORITIES, WaitingLine
 from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._pool import EventKind, Permit, Pool, PoolEvent, PoolStats
-from magisterium_async._ratelimit._quota import PoolQuota, SharedQuota
+from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._rule import RateRule, RuleState
 from magisterium_async._ratelimit._scheduler import Scheduler, SchedulerStats, client_scheduler
 from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool
@@ -78,6 +78,7 @@ __all__ = [
     "PoolQuota",
     "PoolStats",
     "Priority",
+    "Quota",
     "RateRule",
     "RemoteGate",
     "RuleState",

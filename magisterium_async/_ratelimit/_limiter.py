@@ -56,6 +56,11 @@ class Limiter(Protocol):
         """A request started (``next_start`` allowed it)."""
         ...
 
+    def usage(self, now: float) -> tuple[int, int, float]:
+        """This process's view of the window, changing nothing: the starts in it, how many
+        more may start now, and when the next may (see :meth:`StartLog.usage`)."""
+        ...
+
     def forget(self, start: Start) -> None:
         """A recorded start was given back before anything was sent."""
         ...
@@ -138,6 +143,10 @@ class WindowLimiter:
 
     def start(self, start: Start) -> None:
         self.log.add(start)
+
+    def usage(self, now: float) -> tuple[int, int, float]:
+        rule = self.rule
+        return self.log.usage(rule.limit, rule.state.rate, rule.span, now)
 
     def forget(self, start: Start) -> None:
         self.log.forget(start)

@@ -96,3 +96,14 @@ class StartLog:
     def started(self, begin: float, end: float) -> int:
         """How many starts lie in ``(begin, end]``, whatever their outcome."""
         return sum(1 for s in self._starts if begin < s.time <= end)
+
+    def usage(self, limit: int, rate: int, span: float, now: float) -> tuple[int, int, float]:
+        """What :meth:`allows` leaves at ``now``, read without changing anything: the starts
+        in the last ``span``, how many more may start now, and when the next may (``now``
+        at the earliest). Lowered (``rate < limit``), starts are spaced: one at a time.
+        """
+        used = self.started(now - span, now)
+        at = self.allows(limit, rate, span)
+        if at > now:
+            return used, 0, at
+        return used, 1 if rate < limit else max(limit - used, 1), now

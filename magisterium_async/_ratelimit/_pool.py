@@ -43,6 +43,7 @@ from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
 from magisterium_async._ratelimit._lines import Waiter, WaitingLine
 from magisterium_async._ratelimit._log import Start
+from magisterium_async._ratelimit._quota import PoolQuota
 from magisterium_async._ratelimit._tuning import LONG_QUOTA_WAIT, ROUND_HOLD_ROUND_TRIPS
 
 __all__ = [
@@ -658,6 +659,27 @@ class Pool:
             in_flight=self._in_flight,
             waiting=waiting,
             next_start_in=self.wake_time(now) - now if waiting else 0.0,
+        )
+
+    def quota(self, now: float, period: float) -> PoolQuota:
+        """What is left of this pool's quota at ``now``, as its own limiter sees it
+        (``period``: ``RateLimits.period``); reading it changes nothing."""
+        paused_for = max(0.0, self._pause_until - now)
+        limiter = self._limiter
+        if limiter is None or math.isinf(limiter.rate):
+            return PoolQuota(
+                self.name, math.inf, self._configured, period, 0, None, paused_for, paused_for
+            )
+        used, left, at = limiter.usage(now)
+        return PoolQuota(
+            pool=self.name,
+            limit=limiter.rate,
+            configured=self._configured,
+            period=period,
+            used=used,
+            left=0 if paused_for else left,
+            next_start_in=max(at - now, paused_for),
+            paused_for=paused_for,
         )
 
     def close(self) -> None:

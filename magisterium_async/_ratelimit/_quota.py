@@ -1,5 +1,5 @@
 """The engine's value objects a user holds: where a quota is shared (:class:`SharedQuota`)
-and what is left of one pool's quota now (:class:`PoolQuota`)."""
+and what is left of the quota now (:class:`Quota`, one :class:`PoolQuota` per pool)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from magisterium_async._config import REDIS_URL_ENV, positive_number, redis_url,
 from magisterium_async._errors import SharedQuotaError
 from magisterium_async._redis import is_client
 
-__all__ = ["PoolQuota", "SharedQuota"]
+__all__ = ["PoolQuota", "Quota", "SharedQuota"]
 
 
 @dataclass(frozen=True)
@@ -23,14 +23,17 @@ class PoolQuota:
         limit: starts allowed per ``period`` now (lower than ``configured`` after the
             service showed a smaller quota; ``math.inf``: unlimited).
         configured: starts per ``period`` as configured (``RateLimits``).
-        period: the quota's window, in seconds.
-        used: starts in the last ``period``: this process's, or every process's when the
-            quota is shared.
+        period: the quota's period, in seconds (``RateLimits.period``).
+        used: starts in the last window (the period, or longer for a limit below 1 per
+            period, plus the safety margin): this process's, or every process's when
+            the quota is shared (``0`` for an unlimited pool: nothing counts its starts).
         left: starts that could go now without waiting for the window (``None``:
-            unlimited).
-        next_start_in: seconds until the next start is free (``0.0``: now).
+            unlimited; at most 1 while the rate is lowered, since starts are then spaced).
+        next_start_in: seconds until the next start is free (``0.0``: now), the pause
+            included.
         paused_for: seconds until a pause after a 429 ends (``0.0``: not paused).
-        shared: whether this was read from a shared quota (Redis).
+        shared: whether this was read from a shared quota (Redis); ``False`` with a
+            shared quota means Redis did not answer, and this is this process's view.
     """
 
     pool: str
@@ -47,6 +50,35 @@ class PoolQuota:
     def unlimited(self) -> bool:
         """Whether the pool has no quota at all."""
         return math.isinf(self.limit)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What is left of the client's quota now, per metered pool: ``await client.quota()``.
+
+    Reading it sends nothing to the service and spends no quota. With a
+    :class:`SharedQuota` it is read from Redis (every process's starts); when Redis does
+    not answer, each pool is this process's own view, with ``shared=False``.
+
+    Attributes:
+        default: every skill but ``catholic_qa``.
+        expensive: ``catholic_qa``.
+    """
+
+    default: PoolQuota
+    expensive: PoolQuota
+
+    @property
+    def pools(self) -> tuple[PoolQuota, PoolQuota]:
+        """Both pools, ``default`` first."""
+        return self.default, self.expensive
+
+    @property
+    def shared(self) -> bool:
+        """Whether every metered pool was read from the shared quota (Redis); ``False``
+        when no pool is metered (an unlimited pool has nothing to share)."""
+        metered = [pool for pool in self.pools if not pool.unlimited]
+        return bool(metered) and all(pool.shared for pool in metered)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import PoolName, RateLimits, non_negative_number, whole_number
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
 from magisterium_async._ratelimit._pool import Capacity, Pool, PoolEvent, PoolStats
-from magisterium_async._ratelimit._quota import SharedQuota
+from magisterium_async._ratelimit._quota import Quota, SharedQuota
 from magisterium_async._ratelimit._shared import SharedLimiter
 
 __all__ = ["Scheduler", "SchedulerStats", "client_scheduler"]
@@ -66,6 +66,7 @@ class Scheduler:
         margin = rate_limits.margin if safety_margin is None else safety_margin
         non_negative_number("safety_margin", margin)
         self.clock: Clock = clock if clock is not None else LoopClock()
+        self._period = rate_limits.period
         self.max_concurrency = max_concurrency
         self.closed = False
         # Requests let through and not yet done over every pool, and the arrivals' order.
@@ -120,6 +121,15 @@ class Scheduler:
             unmetered=pools["unmetered"].stats(now),
             in_flight=self._capacity.in_flight,
             max_concurrency=self.max_concurrency,
+        )
+
+    def quota(self) -> Quota:
+        """What is left of each metered pool's quota now, as this process's limiters see
+        it (a shared quota reads Redis for every process's: ``SharedLimiter.quota``)."""
+        now = self.clock.now()
+        return Quota(
+            default=self._pools["default"].quota(now, self._period),
+            expensive=self._pools["expensive"].quota(now, self._period),
         )
 
     def idle(self) -> bool:

@@ -43,6 +43,7 @@ reach.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import uuid
@@ -59,7 +60,7 @@ from magisterium_async._config import (
 from magisterium_async._errors import ClientClosedError
 from magisterium_async._ratelimit._judge import Verdict
 from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._quota import SharedQuota
+from magisterium_async._ratelimit._quota import PoolQuota, SharedQuota
 from magisterium_async._ratelimit._rule import RateRule
 from magisterium_async._ratelimit._scripts import (
     ACQUIRE,
@@ -171,6 +172,12 @@ class SharedPool:
 
     def start(self, start: Start) -> None:
         return None  # the admission wrote it
+
+    def usage(self, now: float) -> tuple[int, int, float]:
+        # This process's own starts: the view when Redis does not answer (quota()).
+        state = self._state
+        log = StartLog([Start(t) for t in state.starts])
+        return log.usage(int(state.limit), int(state.rate), state.span, now)
 
     def forget(self, start: Start) -> None:
         if start.ticket is not None:
@@ -558,6 +565,46 @@ class SharedLimiter:
         rule.state = rule_state(fields, limit, state.margin, log)
         version = int(fields.get("version", "0"))
         return rule, version, float(fields.get("proven_end", "-inf")), log
+
+    async def quota(self, local: PoolQuota) -> PoolQuota:
+        """``local`` (a pool's own view, :meth:`Pool.quota`) as the shared quota sees it:
+        every process's starts in the shared log, the shared rate and pause. Reads only;
+        ``local`` itself when Redis does not answer (or the pool is unlimited)."""
+        state = self._pools[local.pool]
+        if math.isinf(state.limit) or self._closed:
+            return local
+        if self._base is None:
+            assert not isinstance(self._account, str)
+            account = await self._account()
+            if self._base is None:
+                self._locate(account)
+        try:
+            rule, _, _, log = await self._snapshot(state)
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.get(state.keys[3])
+            if not self._own_time:
+                pipe.time()
+            replies = await self._bounded(pipe.execute())
+        except self._errors as exc:
+            logger.info("Redis did not answer (%s): the quota is this process's view", exc)
+            return local
+        if self._own_time:
+            now = self._clock.now()
+        else:
+            seconds, micros = replies[1]
+            now = float(seconds) + float(micros) / 1e6
+        until = float(text(replies[0])) / 1e6 if replies[0] is not None else -math.inf
+        paused_for = max(0.0, until - now)
+        used, left, at = log.usage(rule.limit, rule.state.rate, rule.span, now)
+        return dataclasses.replace(
+            local,
+            limit=rule.rate,
+            used=used,
+            left=0 if paused_for else left,
+            next_start_in=max(at - now, paused_for),
+            paused_for=paused_for,
+            shared=True,
+        )
 
     async def _set_pause(self, state: PoolState, seconds: float) -> None:
         us = max(math.ceil(seconds * 1e6), 1)

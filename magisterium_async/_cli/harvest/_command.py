@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli._options import add_redis_option
 from magisterium_async._harvest import DEFAULT_CONCURRENCY, MAX_CONCURRENCY
 
 __all__ = ["COMMAND"]
@@ -66,15 +67,22 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help=f"searches, and fetches, in flight at once, 1 to {MAX_CONCURRENCY} "
         "(default: %(default)s; the quota bounds the pace whatever N)",
     )
+    add_redis_option(
+        parser, "share the token's quota with other processes and apps through this Redis"
+    )
     parser.add_argument(
-        "--redis",
-        metavar="URL",
-        help="share the token's quota with other processes and apps through this Redis "
-        "(default: $MAGISTERIUM_REDIS_URL; needs pip install 'magisterium-async[redis]')",
+        "--dry-run",
+        action="store_true",
+        help="print the requests the harvest would make and the time they take at the "
+        "quota; send nothing, write no file",
     )
 
 
 async def _run(invocation: Invocation) -> int:
+    if invocation.args.dry_run:
+        from magisterium_async._cli.harvest._dry_run import dry_run
+
+        return await dry_run(invocation)
     from magisterium_async._cli.harvest._run import run_harvest
 
     return await run_harvest(invocation)

@@ -1,0 +1,100 @@
+"""``harvest --dry-run``: the requests a harvest would make, and the time they take at the
+quota the client keeps to; nothing is sent and no file is written.
+
+The searches are known (one per query); the fetches are not, until the searches answer
+(one per new document found): the dry run says so, and gives what each document costs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from magisterium_async._cli._client import emulator_quota
+from magisterium_async._cli._command import Invocation
+from magisterium_async._cli._errors import ExitCode
+from magisterium_async._cli._output import plural, quoted
+from magisterium_async._cli._quota import seconds
+from magisterium_async._cli.harvest._plan import Plan, plan
+from magisterium_async._config import RateLimits, quota_from_env
+
+__all__ = ["dry_run", "starts_take"]
+
+
+def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
+    """Seconds from the first of ``count`` starts to the last at ``limits``, on a fresh
+    quota: a window's starts at once, then the next window's after the window and its
+    safety margin (what the sliding log allows a bulk job alone)."""
+    starts, window = limits.window_for(pool)
+    if not starts or count <= 1:
+        return 0.0
+    return ((count - 1) // starts) * (window + limits.margin)
+
+
+def _record(where: Plan, queries: list[str], limits: RateLimits) -> dict[str, Any]:
+    starts, window = limits.window_for("default")
+    limit = limits.limit_for("default")
+    return {
+        "dry_run": True,
+        "sent": 0,
+        "searches": queries,
+        "fetches": None,
+        "pool": "default",
+        "quota": {"limit": None if math.isinf(limit) else limit, "period": limits.period},
+        "searches_take": starts_take(len(queries), limits),
+        "per_document": (window + limits.margin) / starts if starts else 0.0,
+        "out": where.out,
+        "state": where.state,
+        "resuming": where.resuming,
+    }
+
+
+def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
+    queries: list[str] = record["searches"]
+    limit = record["quota"]["limit"]
+    pace = "no quota (unlimited)" if limit is None else f"{limit:g} per {limits.period:g} s"
+    lines = [
+        f"Dry run: {plural(len(queries), 'search', 'searches')} would be sent first, "
+        f"from the default pool at {pace}:"
+    ]
+    lines += [f"  search {quoted(query)}" for query in queries]
+    took = record["searches_take"]
+    lines.append(
+        f"The searches alone take {seconds(took).removeprefix('in ')} at this quota (a "
+        "window's at once, then the next window's)."
+        if took
+        else "The searches can all go at once at this quota."
+    )
+    lines.append(
+        "Then one fetch for each new document the searches find: unknown until they "
+        "answer. Each costs one request from the same pool"
+        + (f", {record['per_document']:.1f} s of quota at this pace." if limit is not None else ".")
+    )
+    if record["resuming"]:
+        lines.append(
+            f"The state {record['state']} exists: the queries it answered are not searched "
+            "again, so fewer may be sent."
+        )
+    where = record["out"] or "stdout"
+    state = f" (state {record['state']})" if record["state"] else ""
+    lines.append(f"Documents would go to {where}{state}. Nothing was sent; no file was written.")
+    return lines
+
+
+async def dry_run(invocation: Invocation) -> int:
+    """Print the plan of the harvest ``invocation`` asks for; send nothing, write nothing.
+    The arguments and files are checked as the harvest checks them."""
+    options = invocation.options
+    limits = (
+        emulator_quota(options)
+        if options.emulator
+        else options.quota or quota_from_env() or RateLimits.pro()
+    )
+    where = plan(invocation.args)
+    try:
+        queries = [query async for query in where.lines()]
+    finally:
+        where.close()
+    record = _record(where, queries, limits)
+    invocation.output.result(record, lambda: print("\n".join(_lines(record, limits))))
+    return ExitCode.OK

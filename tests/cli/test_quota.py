@@ -1,0 +1,71 @@
+"""``quota``: what is left of the token's quota, from this process or from the shared quota
+in Redis (every process's requests), against the emulator with its limits on; it sends
+nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+
+from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
+from tests.cli.helpers import cli
+from tests.helpers.redis_server import RedisServer
+
+
+def test_quota_without_a_shared_quota_is_this_processs_whole_quota() -> None:
+    run = cli("quota", "--emulator", "--quota", "10/3", "--json")
+    assert run.code == 0, run.err
+    record = json.loads(run.out)
+    assert record["shared"] is False
+    default, expensive = record["pools"]["default"], record["pools"]["expensive"]
+    assert (default["limit"], default["used"], default["left"]) == (10.0, 0, 10)
+    assert (expensive["limit"], expensive["left"], expensive["next_start_in"]) == (3.0, 3, 0.0)
+
+    shown = cli("quota", "--emulator", "--emulator-limits")
+    assert shown.code == 0, shown.err
+    assert "default (every skill but ask): 0 of 15 per 60 s used, 15 left; next request now" in (
+        shown.out
+    )
+    assert "this process's view only" in shown.out and "--redis" in shown.out
+
+
+async def test_quota_counts_every_processs_requests_from_redis(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    limits = RateLimitConfig(default=40, expensive=2, period=60.0)
+    async with Emulator(EmulatorConfig(rate_limits=limits)) as emulator:
+        env = {"MAGISTERIUM_TOKEN": emulator.token, "MAGISTERIUM_BASE_URL": emulator.base_url}
+        argv = ["--quota", "40/2", "--redis", redis_server.url]
+        harvest = await asyncio.to_thread(
+            cli, "harvest", *argv, "-q", "grace", "--out", "d.jsonl", cwd=tmp_path, env=env
+        )
+        assert harvest.code == 0, harvest.err
+        sent = emulator.stats.total
+        assert sent > 1  # a search and its fetches
+        # Another process, told of the Redis by the environment, sees them all.
+        env["MAGISTERIUM_REDIS_URL"] = redis_server.url
+        run = await asyncio.to_thread(cli, "quota", "--quota", "40/2", "--json", env=env)
+        assert run.code == 0, run.err
+        record = json.loads(run.out)
+        assert record["shared"] is True
+        default = record["pools"]["default"]
+        assert (default["used"], default["left"]) == (sent, 40 - sent)
+        assert default["shared"] is True and record["pools"]["expensive"]["used"] == 0
+        shown = await asyncio.to_thread(cli, "quota", "--quota", "40/2", env=env)
+        assert f"{sent} of 40 per 60 s used, {40 - sent} left" in shown.out
+        assert "from the shared quota in Redis" in shown.out
+        assert emulator.stats.total == sent  # reading the quota sent nothing
+
+
+def test_quota_with_redis_down_says_it_is_this_processs_view() -> None:
+    with socket.socket() as sock:  # a free port: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        url = f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
+    args = ("quota", "--emulator", "--emulator-limits", "--redis", url)
+    run = cli(*args, "--json")
+    assert run.code == 0, run.err
+    record = json.loads(run.out)
+    assert record["shared"] is False and record["pools"]["default"]["left"] == 15
+    assert "Redis did not answer: this process's view only" in cli(*args).out
