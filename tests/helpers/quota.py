@@ -15,7 +15,14 @@ from magisterium_async._clock import VirtualClock
 from magisterium_async._errors import RateLimitError
 from magisterium_async._ratelimit import PoolEvent, Scheduler, SharedQuota
 from magisterium_async._retry import call_with_retries
-from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
+from magisterium_async.testing import (
+    Emulator,
+    EmulatorConfig,
+    MockRequest,
+    MockResponse,
+    RateLimitConfig,
+)
+from tests.conftest import artifact, data, task_json, text
 from tests.helpers.redis_server import RedisServer
 
 PRO = RateLimits.pro()  # 15 and 2 a minute; the safety margin is 1 s
@@ -151,3 +158,27 @@ def client_for(
         shared_quota=SharedQuota(redis.url, workers=workers, retry_interval=0.5),
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+# A service answering through MockTransport, for the client-level tests in virtual time.
+
+Sent = list[tuple[str, float]]
+
+
+def service(clock: VirtualClock, sent: Sent) -> Callable[[MockRequest], MockResponse]:
+    """Searches find one document per query (``d-<query>``); every fetch finds nothing.
+    Each request's query or id goes into ``sent`` with the time it arrived."""
+
+    def answer(request: MockRequest) -> MockResponse:
+        message = request.json["params"]["message"]
+        part = message["parts"][0]
+        what = part["text"] if part["kind"] == "text" else part["data"]["id"]
+        sent.append((what, clock.now()))
+        if message["metadata"]["skillId"] == "document_search":
+            found = data({"results": [{"id": f"d-{what}", "url": "u", "title": what}]})
+            results = artifact("search_results", found)
+            return MockResponse.result(request, task_json(artifacts=[results]))
+        missing = artifact("document", text("Document not found."))
+        return MockResponse.result(request, task_json(artifacts=[missing]))
+
+    return answer

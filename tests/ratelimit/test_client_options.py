@@ -16,28 +16,8 @@ import pytest
 import magisterium_async as m
 from magisterium_async._ratelimit import Permit, Pool, Priority
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
-from tests.conftest import TOKEN, artifact, data, task_json, text
-
-Sent = list[tuple[str, float]]
-
-
-def service(clock: VirtualClock, sent: Sent) -> Callable[[MockRequest], MockResponse]:
-    """Searches find one document per query (``d-<query>``); every fetch finds nothing.
-    Each request's query or id goes into ``sent`` with the time it arrived."""
-
-    def answer(request: MockRequest) -> MockResponse:
-        message = request.json["params"]["message"]
-        part = message["parts"][0]
-        what = part["text"] if part["kind"] == "text" else part["data"]["id"]
-        sent.append((what, clock.now()))
-        if message["metadata"]["skillId"] == "document_search":
-            found = data({"results": [{"id": f"d-{what}", "url": "u", "title": what}]})
-            results = artifact("search_results", found)
-            return MockResponse.result(request, task_json(artifacts=[results]))
-        missing = artifact("document", text("Document not found."))
-        return MockResponse.result(request, task_json(artifacts=[missing]))
-
-    return answer
+from tests.conftest import TOKEN, task_json
+from tests.helpers.quota import Sent, service
 
 
 def client_for(

@@ -13,9 +13,8 @@ import pytest
 import magisterium_async as m
 from magisterium_async.testing import MockTransport, VirtualClock
 from tests.conftest import TOKEN
-from tests.helpers.quota import scheduler
+from tests.helpers.quota import Sent, scheduler, service
 from tests.helpers.redis_server import RedisServer
-from tests.ratelimit.test_client_options import Sent, service
 
 BASE = "https://a2a.example/api"
 
