@@ -7,10 +7,7 @@ three-primary Cluster, and a primary + replica watched by one Sentinel.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,14 @@ from magisterium_async._redis import connect
 from magisterium_async.testing import Emulator, EmulatorConfig
 from tests.conftest import JumpClock
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, sign_in
-from tests.helpers.quota import LIMIT, MARGIN, PERIOD, admitted_times, quota_config
+from tests.helpers.quota import (
+    LIMIT,
+    MARGIN,
+    PERIOD,
+    admitted_times,
+    quota_config,
+    run_quota_workers,
+)
 from tests.helpers.redis_server import (
     RedisClusterServers,
     RedisServer,
@@ -37,8 +41,6 @@ from tests.helpers.redis_server import (
 )
 
 __all__ = ["auth_server"]
-
-WORKER = Path(__file__).parent / "workers" / "redis_quota_worker.py"
 
 
 def _servers(servers: Any) -> Iterator[Any]:
@@ -206,34 +208,7 @@ async def test_four_processes_on_a_cluster_share_one_quota(
     emulator: Emulator, cluster: RedisClusterServers
 ) -> None:
     workers, each = 4, 8
-    env = {**os.environ, "MAGISTERIUM_TOKEN": emulator.token}
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(WORKER),
-            emulator.base_url,
-            cluster.url,
-            str(each),
-            str(LIMIT),
-            str(PERIOD),
-            str(workers),
-            str(MARGIN),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-        )
-        for _ in range(workers)
-    ]
-    for proc in procs:
-        assert proc.stdout is not None
-        assert (await proc.stdout.readline()).strip() == b"READY"
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write(b"go\n")
-        await proc.stdin.drain()
-    outputs = [await proc.communicate() for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * workers
-    results = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
+    results = await run_quota_workers(emulator, cluster.url, workers, each)
     assert sum(r["errors"] for r in results) == 0
     assert emulator.stats.count(outcome="rate_limited") == 0
     times = admitted_times(emulator)

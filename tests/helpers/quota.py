@@ -5,10 +5,15 @@ its quota through Redis."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import os
 import random
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._clock import VirtualClock
@@ -182,3 +187,41 @@ def service(clock: VirtualClock, sent: Sent) -> Callable[[MockRequest], MockResp
         return MockResponse.result(request, task_json(artifacts=[missing]))
 
     return answer
+
+
+QUOTA_WORKER = Path(__file__).parent.parent / "workers" / "redis_quota_worker.py"
+
+
+async def run_quota_workers(
+    emu: Emulator, redis_url: str, workers: int, each: int
+) -> list[dict[str, Any]]:
+    """``workers`` processes sharing one quota through ``redis_url``, ``each`` searches
+    apiece: every worker connected, then all start at once; what each reported."""
+    env = {**os.environ, "MAGISTERIUM_TOKEN": emu.token}
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(QUOTA_WORKER),
+            emu.base_url,
+            redis_url,
+            str(each),
+            str(LIMIT),
+            str(PERIOD),
+            str(workers),
+            str(MARGIN),  # the workers, the emulator and Redis on two cores
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        assert (await proc.stdout.readline()).strip() == b"READY"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+    outputs = [await proc.communicate() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * workers
+    return [json.loads(out.splitlines()[-1]) for out, _ in outputs]

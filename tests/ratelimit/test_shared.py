@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import math
-import os
 import random
 import sys
 import time
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -49,12 +46,12 @@ from magisterium_async.testing import (
 )
 from tests.helpers.quota import (
     LIMIT,
-    MARGIN,
     PERIOD,
     PRO_SCENARIOS,
     Quota,
     admitted_times,
     client_for,
+    run_quota_workers,
 )
 from tests.helpers.redis_server import RedisServer
 
@@ -801,41 +798,12 @@ async def test_a_lowered_rate_takes_turns_with_a_process_that_asks_late(
 
 # Processes, against a real Redis -------------------------------------------------------
 
-WORKER = Path(__file__).parent.parent / "workers" / "redis_quota_worker.py"
-
 
 async def test_four_processes_never_exceed_the_quota(
     emulator: Emulator, redis_server: RedisServer
 ) -> None:
     workers, each = 4, 8
-    env = {**os.environ, "MAGISTERIUM_TOKEN": emulator.token}
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(WORKER),
-            emulator.base_url,
-            redis_server.url,
-            str(each),
-            str(LIMIT),
-            str(PERIOD),
-            str(workers),
-            str(MARGIN),  # four workers, the emulator and Redis on two cores
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-        )
-        for _ in range(workers)
-    ]
-    for proc in procs:  # every worker connected, then all start at once
-        assert proc.stdout is not None
-        assert (await proc.stdout.readline()).strip() == b"READY"
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write(b"go\n")
-        await proc.stdin.drain()
-    outputs = [await proc.communicate() for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * workers
-    results = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
+    results = await run_quota_workers(emulator, redis_server.url, workers, each)
     assert sum(r["errors"] for r in results) == 0
     assert emulator.stats.count(outcome="rate_limited") == 0
     times = admitted_times(emulator)
