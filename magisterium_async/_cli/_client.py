@@ -133,9 +133,14 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
 OnEvent = Callable[["PoolEvent"], None]
 
 
+def _no_token_needed() -> str:
+    """The token of a client that sends nothing (``quota`` without a shared quota)."""
+    raise CliError("this command sends nothing to the service: it needs no token")
+
+
 def _client(
     options: ClientOptions,
-    token: str | None,
+    token: str | Callable[[], str] | None,
     base_url: str | None,
     quota: RateLimits | None,
     on_event: OnEvent | None,
@@ -169,10 +174,11 @@ def _client(
 
 @asynccontextmanager
 async def open_client(
-    options: ClientOptions, on_event: OnEvent | None = None
+    options: ClientOptions, on_event: OnEvent | None = None, *, sends: bool = True
 ) -> AsyncIterator[AsyncMagisterium]:
     """A client for the command, closed on leaving; with ``emulator``, an emulator too;
-    ``on_event`` hears its scheduler's events.
+    ``on_event`` hears its scheduler's events. ``sends=False``: a client that sends
+    nothing (``quota`` without a shared quota), so no token is read or needed.
 
     The real service gets ``options.quota``, else ``$MAGISTERIUM_QUOTA``, else the Pro
     plan's (the client's own fallbacks). The in-process emulator lifts
@@ -180,7 +186,7 @@ async def open_client(
     """
     check_options(options)
     if not options.emulator:
-        token = read_token(options.token_file, options.credentials)
+        token = read_token(options.token_file, options.credentials) if sends else _no_token_needed
         async with _client(options, token, options.base_url, options.quota, on_event) as client:
             yield client
         return

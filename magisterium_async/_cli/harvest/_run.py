@@ -122,6 +122,11 @@ async def run_harvest(invocation: Invocation) -> int:
     if url is not None:  # the token's quota, shared with whatever else uses it
         options = dataclasses.replace(options, redis=url)
     where = plan(args)
+    try:
+        await where.check_not_empty()  # stdin: counted only by reading it
+    except BaseException:
+        where.close()
+        raise
     if where.continued:
         invocation.output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
