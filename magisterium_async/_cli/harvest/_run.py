@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import stat
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
 from magisterium_async._cli.harvest._plan import Plan, plan, unwritable
+from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._cli.harvest._summary import Status, live, summary
 from magisterium_async._cli.harvest._tally import Before, Tally
 from magisterium_async._config import redis_url
@@ -196,9 +198,11 @@ async def _before(where: Plan) -> tuple[Before, OutputMark | None, set[str]]:
         raise CliError(
             f"{where.out} is gone, but its harvest's state {where.state} records "
             f"{delivered} document{'s' if delivered != 1 else ''} written there; resuming "
-            "would not write them again. Put the file back to continue, or start anew: "
-            f"remove {where.state} (every document is fetched again), or give another --out "
-            "and --state",
+            "would not write them again. Put the file back to continue, or rebuild it from "
+            f"the state, sending nothing: `{rebuild_command(where.out, where.state or '')}` "
+            f"(then `mv {shlex.quote(rebuilt_name(where.out))} {shlex.quote(where.out)}` and "
+            f"run again); or start anew: remove {where.state} (every document is fetched "
+            "again), or give another --out and --state",
             ExitCode.USAGE,
         )
     if recorded is None and _regular(where.out):
@@ -243,13 +247,31 @@ def _file_sink(
     return writer
 
 
+def _with_rebuild(message: str, out: str, state: str | None) -> str:
+    """``message`` (a refusal of ``out``) with how to rebuild it from ``state``, sending
+    nothing, unless ``out`` is only in use by another harvest (no damage to repair)."""
+    if state is None:
+        return message
+    try:
+        with HarvestLock(out, "output", OutputFileError):
+            pass
+    except (OutputFileError, OSError):
+        return message
+    rebuilt, command = rebuilt_name(out), rebuild_command(out, state)
+    return (
+        f"{message}. Or rebuild it from the state, sending nothing: `{command}` "
+        f"writes {rebuilt} as the harvest wrote {out}, and the harvest continues into it "
+        f"(`--out {shlex.quote(rebuilt)} --state {shlex.quote(state)} --resume`)"
+    )
+
+
 async def _open_output(sink: JsonlWriter, state: str | None, output: Output) -> None:
     """Open ``--out`` (its lock first, then checked against the state's record of it), and
     record it."""
     try:
         await sink.open()
     except OutputFileError as exc:  # held by another harvest, or not as this one left it
-        raise CliError(str(exc), ExitCode.USAGE) from None
+        raise CliError(_with_rebuild(str(exc), sink.path, state), ExitCode.USAGE) from None
     except OSError as exc:
         raise unwritable("--out", sink.path, exc) from None
     if sink.cut is not None:
@@ -261,9 +283,12 @@ async def _open_output(sink: JsonlWriter, state: str | None, output: Output) -> 
         )
     if sink.mark is not None and state is not None:
         # Before any document: a harvest killed in its first batch still owns its output.
+        # Records a killed run wrote and did not acknowledge are delivered now, in the
+        # order of the file (as the state must know them to rebuild it), not handed over
+        # again.
         opened = await HarvestState.open(state, new_run=False)
         try:
-            await opened.record_output(sink.mark)
+            await opened.record_fetches((), sink.recovered, sink.mark)
         finally:
             await opened.aclose()
 
