@@ -31,10 +31,12 @@ from magisterium_async._config import redis_url
 from magisterium_async._errors import (
     AuthenticationError,
     MagisteriumError,
+    MethodNotFoundError,
     OutputFileError,
     PlanRequiredError,
     RateLimitError,
     StateError,
+    VersionNotSupportedError,
 )
 from magisterium_async._harvest import (
     Harvest,
@@ -52,7 +54,12 @@ if TYPE_CHECKING:
 
 __all__ = ["run_harvest"]
 
-_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError)
+_FATAL: tuple[type[MagisteriumError], ...] = (
+    AuthenticationError,
+    PlanRequiredError,
+    RateLimitError,
+)
+_WRONG_DIALECT = (MethodNotFoundError, VersionNotSupportedError)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -66,10 +73,14 @@ class _StopHarvest(Exception):
 
 class _FailFast:
     """The client, but a refused token, a missing plan or an exhausted quota stops the
-    harvest instead of being recorded once per query."""
+    harvest instead of being recorded once per query; and so does a dialect the server
+    does not understand, when ``--protocol`` named it (``auto`` would have switched)."""
 
-    def __init__(self, client: AsyncMagisterium) -> None:
+    def __init__(self, client: AsyncMagisterium, protocol: str) -> None:
         self._client = client
+        self._fatal: tuple[type[MagisteriumError], ...] = (
+            _FATAL if protocol == "auto" else (*_FATAL, *_WRONG_DIALECT)
+        )
 
     @property
     def stats(self) -> SchedulerStats:
@@ -78,13 +89,13 @@ class _FailFast:
     async def search(self, query: str) -> list[SearchResult]:
         try:
             return await self._client.search(query)
-        except _FATAL as exc:
+        except self._fatal as exc:
             raise _StopHarvest(exc) from exc
 
     async def fetch(self, document_id: str) -> Document | None:
         try:
             return await self._client.fetch(document_id)
-        except _FATAL as exc:
+        except self._fatal as exc:
             raise _StopHarvest(exc) from exc
 
 
@@ -148,7 +159,7 @@ async def run_harvest(invocation: Invocation) -> int:
         async with open_client(options) as client:
             run = harvest_holding(
                 lock,
-                _FailFast(client),
+                _FailFast(client, options.protocol),
                 where.lines(),
                 state=where.state,
                 concurrency=args.concurrency,
