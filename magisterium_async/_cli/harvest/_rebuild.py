@@ -13,18 +13,13 @@ name).
 
 from __future__ import annotations
 
+# What writing needs (csv, hashlib, sqlite3, ...) is imported when the command runs:
+# --help and a usage error load none of it.
 import argparse
-import asyncio
-import csv
-import hashlib
-import io
 import json
 import os
-import secrets
 import shlex
-import sqlite3
 import sys
-import zlib
 from typing import TYPE_CHECKING, BinaryIO
 
 from magisterium_async._cli._command import Command, Invocation
@@ -95,6 +90,10 @@ class _Sink:
     file is the digest of every byte)."""
 
     def __init__(self, file: BinaryIO, form: str) -> None:
+        import csv
+        import hashlib
+        import io
+
         self.file = file
         self.form = form
         self.digest = hashlib.sha256()
@@ -137,6 +136,8 @@ def _check_new(out: str) -> None:
 
 async def _run(invocation: Invocation) -> int:
     # Files and SQLite only, in a worker thread: nothing here waits on the network.
+    import asyncio
+
     sink = await asyncio.to_thread(_rebuild, invocation.args)
     args = invocation.args
     out = None if args.out in (None, "-") else args.out
@@ -164,6 +165,9 @@ async def _run(invocation: Invocation) -> int:
 
 def _rebuild(args: argparse.Namespace) -> _Sink:
     """The rebuild itself (blocking): the state held, read, and the output written."""
+    import sqlite3
+    import zlib
+
     from magisterium_async._harvest import HarvestLock, OutputMark
     from magisterium_async._harvest._state import Store
 
@@ -195,7 +199,16 @@ def _rebuild(args: argparse.Namespace) -> _Sink:
             finally:
                 store.close()
     except StateError as exc:
-        raise CliError(str(exc), ExitCode.USAGE) from None
+        message = str(exc)
+        if "is not a harvest state" in message:  # an output given for its state, say
+            kept = f"{state_path}.state.sqlite"
+            named = f" (its harvest's is {kept})" if os.path.exists(kept) else ""
+            message = (
+                f"{state_path} is not a harvest state{named}: give rebuild the state a "
+                "harvest kept, FILE.state.sqlite beside its --out (or its --state); "
+                f"{state_path} was left as it is"
+            )
+        raise CliError(message, ExitCode.USAGE) from None
     except (sqlite3.Error, zlib.error) as exc:
         raise CliError(f"harvest state {state_path}: {exc}") from None
 
@@ -211,6 +224,8 @@ def _copy(store: Store, sink: _Sink) -> None:
 def _write_new(out: str, store: Store, form: str) -> _Sink:
     """Write the records to a file beside ``out``, then link it at ``out`` (never over a
     file: one made there meanwhile is refused), so ``out`` appears only whole."""
+    import secrets
+
     from magisterium_async._cli.harvest._plan import unwritable
 
     directory = os.path.dirname(os.path.abspath(out))

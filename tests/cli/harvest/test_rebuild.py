@@ -76,6 +76,9 @@ def test_a_damaged_output_is_rebuilt_line_for_line_and_the_harvest_goes_on(
 
 def test_the_rebuild_never_replaces_a_file(tmp_path: Path) -> None:
     harvested(tmp_path)
+    output = cli("rebuild", "docs.jsonl", cwd=tmp_path)  # the output, for its state
+    assert output.code == 2
+    assert f"docs.jsonl is not a harvest state (its harvest's is {STATE})" in output.err
     mine = tmp_path / "mine.jsonl"
     mine.write_bytes(b"my notes\n")
     refused = cli("rebuild", STATE, "--out", "mine.jsonl", cwd=tmp_path)
@@ -143,6 +146,6 @@ def test_what_the_rebuild_refuses(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_bytes(b"mine\n" * 40)
     foreign = cli("rebuild", "notes.txt", "--out", "x.jsonl", cwd=tmp_path)
-    assert foreign.code == 2 and "notes.txt is not a harvest state" in foreign.err
+    assert foreign.code == 2 and "notes.txt is not a harvest state: give rebuild" in foreign.err
     assert notes.read_bytes() == b"mine\n" * 40
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
