@@ -161,6 +161,9 @@ def test_after_kill_9_two_resumes_at_once_one_runs_and_nothing_is_doubled(
     assert len(ids) == len(set(ids))  # 0 duplicated
     assert sorted(ids) == sorted(str(d["id"]) for d in jsonl(fresh.out))  # 0 lost
     assert leftovers(tmp_path) == []
+    # The state rebuilds the file the killed and the resumed runs wrote, line for line.
+    rebuilt = cli("rebuild", "k.jsonl.state.sqlite", cwd=tmp_path)
+    assert rebuilt.code == 0 and rebuilt.out == (tmp_path / "k.jsonl").read_text("utf-8")
 
 
 # 2. and 3. An output deleted, cut, edited or added to ---------------------------------
