@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ._report import Row, Section
 from ._server import ROOT, ServerProcess
 
@@ -71,12 +73,14 @@ async def _harvest(base_url: str, token: str, documents: int, state: str) -> dic
     baseline, start_now = _rss_mib(), _current_mib()
     sampled = start_now
     count = 0
+    record_bytes = 0  # the JSON Lines the command line would write of them
     started = time.perf_counter()
     async with client, h:
         async for doc in h:
             if not doc.text:
                 raise RuntimeError(f"document {doc.id} has no text")
             count += 1
+            record_bytes += len(msgspec.json.encode(doc)) + 1
             if count % 500 == 0 and sampled is not None:
                 sampled = max(sampled, _current_mib() or 0.0)
             if count >= documents:
@@ -95,6 +99,7 @@ async def _harvest(base_url: str, token: str, documents: int, state: str) -> dic
         "end_rss_mib": end_now,
         "wall": wall,
         "docs_per_s": count / wall,
+        "record_bytes": record_bytes,
         "searched": stats.searched,
         "failed": stats.failed,
         "api": api,
@@ -140,11 +145,15 @@ def _run_one(server: ServerProcess, documents: int, timeout: float) -> dict[str,
             )
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {timeout:g} s"}
+        # The state as the harvest left it: every delivered record kept, compressed.
+        state_bytes = sum(path.stat().st_size for path in Path(tmp).glob("state.sqlite*"))
     lines = done.stdout.strip().splitlines()
     try:
         result: dict[str, Any] = json.loads(lines[-1])
     except (IndexError, ValueError):
         result = {"error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+    else:
+        result["state_bytes"] = state_bytes
     return result
 
 
@@ -177,6 +186,11 @@ def run(quick: bool) -> Section:
                     f"{result['max_sampled_rss_mib']:.0f} during"
                 )
             detail += f"; {result['docs_per_s']:,.0f} docs/s"
+            per_document = result["state_bytes"] / result["documents"]
+            detail += (
+                f"; state {per_document:,.0f} B/document "
+                f"({result['state_bytes'] / result['record_bytes']:.0%} of the JSON Lines)"
+            )
             section.rows.append(
                 Row(case, "magisterium_async", f"{result['peak_mib']:.1f} MiB peak", detail)
             )

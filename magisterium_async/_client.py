@@ -15,6 +15,7 @@ import datetime as dt
 import enum
 import functools
 import os
+import threading
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
@@ -47,7 +48,12 @@ from magisterium_async._config import (
     quota_from_env,
     whole_number,
 )
-from magisterium_async._errors import ClientClosedError, NotSupportedError, masked_url
+from magisterium_async._errors import (
+    ClientClosedError,
+    MagisteriumError,
+    NotSupportedError,
+    masked_url,
+)
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
@@ -98,7 +104,14 @@ from magisterium_async._skills import (
 )
 from magisterium_async._telemetry import Telemetry
 
-__all__ = ["CLOSED_MESSAGE", "OTHER_LOOP_MESSAGE", "AsyncMagisterium", "ClientState", "Lifetime"]
+__all__ = [
+    "CLOSED_MESSAGE",
+    "OTHER_LOOP_MESSAGE",
+    "RUNNING_LOOP_MESSAGE",
+    "AsyncMagisterium",
+    "ClientState",
+    "Lifetime",
+]
 
 T = TypeVar("T")
 
@@ -107,6 +120,13 @@ OTHER_LOOP_MESSAGE = (
     "the client was opened in another event loop, which has ended (an earlier "
     "asyncio.run()?); its connections ended with it. Create the client in the loop that "
     "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
+)
+RUNNING_LOOP_MESSAGE = (
+    "a client is used from one event loop, the one of its first call: this client's loop "
+    "runs in thread {thread!r}, and this call came from another loop (another thread, or "
+    "another asyncio.run()). The client stays open there. Give each thread its own "
+    "AsyncMagisterium, or run the call in the client's loop: "
+    "asyncio.run_coroutine_threadsafe(client.search(...), loop).result()"
 )
 
 
@@ -127,11 +147,12 @@ class Lifetime:
     ``asyncio.run()``) counts as closed: its connections ended with that loop.
     """
 
-    __slots__ = ("_loop", "state")
+    __slots__ = ("_loop", "_thread", "state")
 
     def __init__(self) -> None:
         self.state = ClientState.UNOPENED
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = ""
 
     def __repr__(self) -> str:
         return f"<Lifetime {self.state.value}>"
@@ -147,14 +168,22 @@ class Lifetime:
             raise ClientClosedError(CLOSED_MESSAGE)
 
     def open(self) -> None:
-        """Before each call: bind the client to the running loop on its first call, and
-        raise :class:`ClientClosedError` if it is closed or its loop has ended (it then
-        counts as closed)."""
+        """Before each call: bind the client to the running loop on its first call.
+
+        Raises:
+            ClientClosedError: the client is closed, or its loop has ended (it then
+                counts as closed).
+            MagisteriumError: the call comes from another loop while the client's own
+                has not ended (another thread): refused, the client left open for its loop.
+        """
         self.check_not_closed()
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop, self.state = loop, ClientState.OPENED
+            self._thread = threading.current_thread().name
         elif self._loop is not loop:
+            if not self._loop.is_closed():
+                raise MagisteriumError(RUNNING_LOOP_MESSAGE.format(thread=self._thread))
             self.state = ClientState.CLOSED
             raise ClientClosedError(OTHER_LOOP_MESSAGE)
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import gc
 import inspect
 import logging
 import math
 import sys
+import threading
+import warnings
 from typing import Any
 
 import pytest
@@ -507,7 +511,7 @@ def test_max_response_bytes_is_read_only() -> None:
 
 
 TWO_RUNS = """
-import asyncio, sys
+import asyncio, gc, sys
 import magisterium_async as m
 client = m.AsyncMagisterium("t", base_url=sys.argv[1], max_retries=0)
 
@@ -526,14 +530,18 @@ async def second():
 
 asyncio.run(first())
 asyncio.run(second())
+del client
+gc.collect()
 """
 
 
 async def test_a_client_reused_in_a_second_asyncio_run_says_so(server: ScriptedServer) -> None:
+    """The first loop ends with the client open: its connections are closed as that loop
+    ends (no ``Unclosed connector``), and the second run is told the client is closed."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-W",
-        "ignore::ResourceWarning",  # the first loop was left with the client open
+        "-X",
+        "dev",  # every ResourceWarning shown
         "-c",
         TWO_RUNS,
         server.url,
@@ -544,6 +552,57 @@ async def test_a_client_reused_in_a_second_asyncio_run_says_so(server: ScriptedS
     assert proc.returncode == 0, err.decode()
     assert "ClientClosedError: the client was opened in another event loop" in out.decode()
     assert "Event loop is closed" not in err.decode()
+    assert "ResourceWarning" not in err.decode() and "Unclosed" not in err.decode(), err.decode()
+
+
+async def test_a_client_left_open_as_its_asyncio_run_ends_closes_its_connections_in_it(
+    server: ScriptedServer,
+) -> None:
+    async def first(client: m.AsyncMagisterium) -> None:
+        with contextlib.suppress(m.MagisteriumError):
+            await client.search("grace")  # a connection opened, and left open
+
+    client = m.AsyncMagisterium(TOKEN, base_url=server.url, max_retries=0)
+    await asyncio.to_thread(asyncio.run, first(client))  # the server answers from this loop
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del client
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+async def test_a_client_used_from_a_second_thread_is_refused_and_stays_open(
+    server: ScriptedServer,
+) -> None:
+    """A client is bound to the loop of its first call: another thread's loop is told the
+    rule (not that the loop has ended), and the client goes on in its own."""
+    refused: list[BaseException] = []
+    bound: list[str] = []
+
+    async def main() -> None:
+        bound.append(threading.current_thread().name)
+        async with m.AsyncMagisterium(TOKEN, base_url=server.url, max_retries=0) as client:
+            with contextlib.suppress(m.MagisteriumError):
+                await client.search("grace")
+
+            def other() -> None:
+                try:
+                    asyncio.run(client.search("mercy"))
+                except BaseException as exc:  # what the thread met: asserted below
+                    refused.append(exc)
+
+            thread = threading.Thread(target=other)
+            thread.start()
+            await asyncio.to_thread(thread.join)
+            assert not client.is_closed
+            with contextlib.suppress(m.APIResponseError, m.JSONRPCError):
+                await client.search("grace")  # still open in its own loop
+
+    await asyncio.to_thread(asyncio.run, main())  # the server answers from this loop
+    [error] = refused
+    assert type(error) is m.MagisteriumError
+    assert "a client is used from one event loop, the one of its first call" in str(error)
+    assert f"thread {bound[0]!r}" in str(error) and "has ended" not in str(error)
 
 
 async def test_asks_run_at_once_when_only_the_rate_is_capped() -> None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the client, and the network stack with it, load when a comm
     from magisterium_async._client import AsyncMagisterium
     from magisterium_async._http._dialect import ProtocolVersion
     from magisterium_async._ratelimit import PoolEvent
+    from magisterium_async.testing.emulator._config import Protocol as EmulatorProtocol
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
 
@@ -133,9 +134,14 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
 OnEvent = Callable[["PoolEvent"], None]
 
 
+def _no_token_needed() -> str:
+    """The token of a client that sends nothing (``quota`` without a shared quota)."""
+    raise CliError("this command sends nothing to the service: it needs no token")
+
+
 def _client(
     options: ClientOptions,
-    token: str | None,
+    token: str | Callable[[], str] | None,
     base_url: str | None,
     quota: RateLimits | None,
     on_event: OnEvent | None,
@@ -167,24 +173,67 @@ def _client(
         raise CliError(cli_words(str(exc)), ExitCode.USAGE) from None
 
 
+def _emulator_protocol(protocol: ProtocolVersion) -> EmulatorProtocol:
+    """The dialect ``--emulator`` serves for ``--protocol``: the one asked for, else the
+    service's own (0.2.6)."""
+    return "0.2.6" if protocol == "auto" else protocol
+
+
+async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Exception) -> CliError:
+    """The refusal of a call in the dialect ``--protocol`` named, which the server did not
+    understand: what its agent card offers (read once, unmetered), and how to go on."""
+    from magisterium_async._errors import MagisteriumError
+    from magisterium_async._http._dialect import offered
+
+    try:
+        card = await client.agent_card()
+    except MagisteriumError as exc:
+        offers = f"its agent card could not be read either ({exc})"
+        way = "check --base-url, or drop --protocol"
+    else:
+        version = offered(card, client.base_url).version
+        said = f", protocolVersion {card.protocol_version}" if card.protocol_version else ""
+        offers = f"its agent card offers A2A {version}{said}"
+        way = f"drop --protocol (auto speaks what the card offers) or give --protocol {version}"
+        if version == protocol:
+            way = "check --base-url: the card and the endpoint disagree"
+    return CliError(
+        f"{error}: the server does not understand A2A {protocol}, the dialect --protocol "
+        f"{protocol} sends; {offers}: {way}",
+        ExitCode.USAGE,
+    )
+
+
 @asynccontextmanager
 async def open_client(
-    options: ClientOptions, on_event: OnEvent | None = None
+    options: ClientOptions, on_event: OnEvent | None = None, *, sends: bool = True
 ) -> AsyncIterator[AsyncMagisterium]:
     """A client for the command, closed on leaving; with ``emulator``, an emulator too;
-    ``on_event`` hears its scheduler's events.
+    ``on_event`` hears its scheduler's events. ``sends=False``: a client that sends
+    nothing (``quota`` without a shared quota), so no token is read or needed.
 
     The real service gets ``options.quota``, else ``$MAGISTERIUM_QUOTA``, else the Pro
     plan's (the client's own fallbacks). The in-process emulator lifts
     its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
     """
+    from magisterium_async._errors import MethodNotFoundError, VersionNotSupportedError
+
     check_options(options)
     if not options.emulator:
-        token = read_token(options.token_file, options.credentials)
+        token = read_token(options.token_file, options.credentials) if sends else _no_token_needed
         async with _client(options, token, options.base_url, options.quota, on_event) as client:
-            yield client
+            try:
+                yield client
+            except (MethodNotFoundError, VersionNotSupportedError) as exc:
+                if options.protocol == "auto":
+                    raise
+                raise await _wrong_protocol(client, options.protocol, exc) from exc
         return
-    emulator = local_emulator(limits=options.emulator_limits, synthetic=options.synthetic)
+    emulator = local_emulator(
+        limits=options.emulator_limits,
+        synthetic=options.synthetic,
+        protocol=_emulator_protocol(options.protocol),
+    )
     quota = emulator_quota(options)
     async with (
         emulator,

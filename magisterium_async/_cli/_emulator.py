@@ -215,6 +215,16 @@ def _quota(config: EmulatorConfig) -> str:
     return f"{limits.default:g}/{limits.expensive:g}/{limits.period:g}"
 
 
+def _faults(config: EmulatorConfig) -> dict[str, object] | None:
+    """The faults it injects, as ``--json`` says them (``None``: none)."""
+    faults = config.faults
+    if faults is None or faults.describe() == "none":
+        return None
+    record: dict[str, object] = dict(faults.rates())
+    record.update(latency=faults.latency, seed=faults.seed)
+    return record
+
+
 def _announce(emulator: Emulator, output: Output) -> None:
     line = {
         "base_url": emulator.base_url,
@@ -222,6 +232,7 @@ def _announce(emulator: Emulator, output: Output) -> None:
         "quota": _quota(emulator.config),
         "port": emulator.port,
         "protocol": emulator.config.protocol,
+        "faults": _faults(emulator.config),
     }
     output.result(line, lambda: _instructions(emulator))
 
@@ -238,6 +249,7 @@ def _instructions(emulator: Emulator) -> None:
     print(f"  protocol: A2A {config.protocol} (agent card: {emulator.card_url})")
     print(f"  corpus: {kind}, {plural(size, 'document')}")
     print(f"  rate limits: {_describe_limits(config)}")
+    print(f"  faults: {'none' if config.faults is None else config.faults.describe()}")
     print(f"  OAuth: {emulator.oauth_metadata_url} (tokens live {config.token_lifetime:g} s)")
     print("Point the client or the command line at it with:")
     # The emulator's own demo token, not a user's secret: printing it is the point.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from magisterium_async.testing import Corpus, Emulator
+    from magisterium_async.testing.emulator._config import Protocol
 
 __all__ = ["corpus", "local_emulator"]
 
@@ -23,12 +24,16 @@ def corpus(synthetic: int | None, seed: int) -> Corpus:
     return SyntheticCorpus(synthetic, seed) if synthetic else BundledCorpus()
 
 
-def local_emulator(*, limits: bool, synthetic: int | None) -> Emulator:
-    """An emulator for ``--emulator`` on a free loopback port (limits lifted unless asked)."""
+def local_emulator(
+    *, limits: bool, synthetic: int | None, protocol: Protocol = "0.2.6"
+) -> Emulator:
+    """An emulator for ``--emulator`` on a free loopback port (limits lifted unless asked),
+    speaking ``protocol`` (``"0.2.6"``, the service's; ``"0.3"``; ``"1.0"``)."""
     from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
 
     config = EmulatorConfig(
         rate_limits=RateLimitConfig.pro() if limits else None,
         corpus=corpus(synthetic, 0),
+        protocol=protocol,
     )
     return Emulator(config, host="127.0.0.1", port=0)

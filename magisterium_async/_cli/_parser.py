@@ -14,6 +14,7 @@ from magisterium_async._cli._command import Command, Group, add_commands
 from magisterium_async._cli._errors import EXIT_CODES_HELP, UsageError
 from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli.harvest import _command as _harvest
+from magisterium_async._cli.harvest import _rebuild
 from magisterium_async._version import __version__
 
 __all__ = ["COMMANDS", "PROG", "Parser", "build_parser"]
@@ -24,6 +25,7 @@ COMMANDS: tuple[Command | Group, ...] = (
     *_skills.COMMANDS,
     *_tasks.COMMANDS,
     _harvest.COMMAND,
+    _rebuild.COMMAND,
     _quota.COMMAND,
     *_auth.COMMANDS,
     _card.COMMAND,

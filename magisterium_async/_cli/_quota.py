@@ -81,7 +81,9 @@ async def _run(invocation: Invocation) -> int:
     url = redis_url(invocation.args.redis)
     if url is not None:
         options = dataclasses.replace(options, redis=url)
-    async with open_client(options) as client:
+    # Without a shared quota there is nothing to read but this process's own view: no
+    # token is needed for it (with one, the token names whose quota it is).
+    async with open_client(options, sends=url is not None) as client:
         quota = await client.quota()
     record = {
         "shared": quota.shared,

@@ -141,11 +141,11 @@ def _check_identity(path: str, stat: os.stat_result, mark: OutputMark) -> None:
 
 
 def _check_after_mark(
-    path: str, mark: OutputMark, pending: Container[str], scan: _Scan
+    path: str, mark: OutputMark, pending: Container[str], scan: _Scan, seen: list[str]
 ) -> Callable[[int, bytes], None]:
     """The check of each whole line after the mark: a record the harvest wrote and had
-    not acknowledged (a crash between the write and the state's commit), once."""
-    seen: set[str] = set()
+    not acknowledged (a crash between the write and the state's commit), once; each id
+    is added to ``seen``, in the order of the file."""
 
     def check(start: int, head: bytes) -> None:
         found = _id_of(head)
@@ -157,7 +157,7 @@ def _check_after_mark(
                 f"The harvest's own records end at byte {mark.offset}: `truncate -s "
                 f"{mark.offset} {path}` keeps exactly them, and the harvest continues. ",
             )
-        seen.add(found)
+        seen.append(found)
 
     return check
 
@@ -179,6 +179,7 @@ class _Opened(NamedTuple):
     mark: OutputMark | None
     digest: Any
     cut: tuple[int, int] | None
+    recovered: list[str]
 
 
 def _open(
@@ -201,7 +202,7 @@ def _open(
         if not S_ISREG(stat.st_mode):
             # /dev/null, a pipe, a terminal: nothing to read (it may never end), nothing to
             # repair, no offset to record.
-            return _Opened(file, set(), None, _Scan().digest, None)
+            return _Opened(file, set(), None, _Scan().digest, None, [])
         ids: set[str] = set()
 
         def note(start: int, head: bytes) -> None:
@@ -209,13 +210,14 @@ def _open(
                 ids.add(found)
 
         scan = _Scan()
+        recovered: list[str] = []
         with open(file.fileno(), "rb", closefd=False) as reader:
             if mark is not None:
                 _check_identity(path, stat, mark)
                 scan.read(reader, 0, mark.offset, note)
                 if _DIGEST + scan.digest.hexdigest() != mark.fingerprint:
                     raise _refuse(path, "it was edited since the harvest wrote it")
-                check = _check_after_mark(path, mark, pending, scan)
+                check = _check_after_mark(path, mark, pending, scan, recovered)
 
                 def note_after(line_start: int, head: bytes) -> None:
                     check(line_start, head)
@@ -255,7 +257,7 @@ def _open(
                 stat.st_size,
             )
         opened = OutputMark(stat.st_dev, stat.st_ino, whole, _DIGEST + scan.digest.hexdigest())
-        return _Opened(file, ids, opened, scan.digest, cut)
+        return _Opened(file, ids, opened, scan.digest, cut, recovered)
     except BaseException:
         file.close()
         raise
@@ -348,6 +350,9 @@ class JsonlWriter:
         """Documents the file held when opened (with ``skip_existing``; else 0)."""
         self.cut: tuple[int, int] | None = None
         """The bytes ``(start, end)`` of an incomplete last line :meth:`open` cut, if any."""
+        self.recovered: list[str] = []
+        """The ids of the whole records :meth:`open` found after ``mark`` (written, not
+        acknowledged: a crash in between), in the order of the file."""
 
     async def __aenter__(self) -> JsonlWriter:
         await self.open()
@@ -366,7 +371,7 @@ class JsonlWriter:
         line); ``async with`` does it for you."""
         if self._file is None:
             opened = await anyio.to_thread.run_sync(self._open)
-            self._file, self._ids, self._mark, self._digest, self.cut = opened
+            self._file, self._ids, self._mark, self._digest, self.cut, self.recovered = opened
             self.existing = len(self._ids)
             self._timer = asyncio.get_running_loop().create_task(
                 self._flush_when_due(), name=f"JsonlWriter({self.path!r}) timer"

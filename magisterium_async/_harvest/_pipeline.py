@@ -48,7 +48,6 @@ from magisterium_async._harvest._results import (
     HarvestedDocument,
     HarvestFailure,
     HarvestStats,
-    harvested,
 )
 from magisterium_async._harvest._state import Fetched, HarvestState, Searched
 from magisterium_async._ratelimit import SchedulerStats
@@ -412,7 +411,7 @@ class HarvestRun:
                 for answer in batch:
                     if answer.document is not None:
                         self.stats.fetched += 1
-                        ready.send_nowait(harvested(answer.document, found.get(answer.id, ())))
+                        ready.send_nowait(found[answer.id])
                         continue
                     slots.release()
                     if answer.error is not None:
@@ -432,7 +431,7 @@ class HarvestRun:
                 for held in page:
                     await slots.acquire()
                     self.stats.resumed += 1
-                    ready.send_nowait(harvested(held.document, held.queries))
+                    ready.send_nowait(held.document)
                 after = page[-1].seq
 
     async def _deliver(

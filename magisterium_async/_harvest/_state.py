@@ -25,10 +25,17 @@ Queries (``queries``, ``id`` in the order they were first taken):
 Documents (``documents``, ``seq`` in discovery order):
 
 - ``pending``: found by a search, not fetched yet;
-- ``fetched``: fetched, ``body`` holds the document until the consumer has had it;
-- ``delivered``: fetched and handed over (``body`` dropped);
+- ``fetched``: fetched, not yet handed over (or not yet acknowledged);
+- ``delivered``: fetched and handed over; ``line`` is its place in the order of
+  deliveries (1, 2, ...: the order of the lines of the harvest's output);
 - ``not_found``: the service answered "Document not found.";
 - ``failed``: failed after retries (fetched again by a later run).
+
+``body`` (fetched and delivered documents, in a state file) is the document as the harvest
+hands it over, exactly the bytes of its JSON Lines record without the newline (the
+:class:`HarvestedDocument`, with the queries known when it was fetched), compressed with
+zlib: what :meth:`Store.lines` rebuilds the output from, with no request. A temporary
+state keeps no bodies.
 
 ``fetched_run`` is the run that fetched a document: only documents fetched by an *earlier*
 run are handed over again from the state. ``found`` holds one row per (document, query)
@@ -39,8 +46,7 @@ output file was left (a JSON :class:`OutputMark`: device, inode, the offset of i
 whole record and a fingerprint of the bytes before it), so a resume appends only to the
 file it wrote, as it left it.
 
-Version 1 (no ``found``, no ``fetched_run``, no query ids) is migrated in place on opening:
-its provenance is rebuilt from the ids each searched query recorded.
+A state of another schema version is refused (nothing was released before this one).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import json
 import os
 import sqlite3
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,6 +68,7 @@ import msgspec
 
 from magisterium_async._errors import StateError
 from magisterium_async._harvest._jsonl import OutputMark
+from magisterium_async._harvest._results import HarvestedDocument, harvested
 from magisterium_async._models import Document
 
 __all__ = [
@@ -82,7 +90,7 @@ __all__ = [
 T = TypeVar("T")
 
 APPLICATION_ID = 0x6D616876  # "mahv": magisterium_async harvest, in the SQLite header
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _QUERIES = (
     "CREATE TABLE queries ("
     " id INTEGER PRIMARY KEY,"
@@ -108,7 +116,8 @@ SCHEMA = (
     "  CHECK (status IN ('pending', 'fetched', 'delivered', 'not_found', 'failed')),"
     " body BLOB,"
     " error TEXT,"
-    " fetched_run INTEGER)",
+    " fetched_run INTEGER,"
+    " line INTEGER UNIQUE)",
     _FOUND,
 )
 _MAGIC = b"SQLite format 3\x00"
@@ -134,11 +143,10 @@ class Fetched(NamedTuple):
 
 
 class HeldDocument(NamedTuple):
-    """A document an earlier run fetched and did not deliver, and the queries that found it."""
+    """A document an earlier run fetched and did not deliver, as it is handed over."""
 
     seq: int
-    document: Document
-    queries: tuple[str, ...]
+    document: HarvestedDocument
 
 
 class FoundId(NamedTuple):
@@ -148,7 +156,8 @@ class FoundId(NamedTuple):
     id: str
 
 
-_DOCUMENT = msgspec.json.Decoder(Document)
+_DOCUMENT = msgspec.json.Decoder(HarvestedDocument)
+_LEVEL = 6  # zlib's default: within a few percent of 9's size, several times faster
 _MARK = msgspec.json.Decoder(OutputMark)
 _ENCODER = msgspec.json.Encoder()
 
@@ -327,8 +336,8 @@ class Store:
         outcomes: Sequence[Fetched],
         delivered: Sequence[str],
         output: OutputMark | None = None,
-    ) -> dict[str, tuple[str, ...]]:
-        found: dict[str, tuple[str, ...]] = {}
+    ) -> dict[str, HarvestedDocument]:
+        found: dict[str, HarvestedDocument] = {}
         with _transaction(self.db):
             if output is not None:
                 self._record_output(output)
@@ -343,19 +352,44 @@ class Store:
                         "UPDATE documents SET status = 'not_found' WHERE id = ?", (document_id,)
                     )
                 else:
-                    body = _ENCODER.encode(document) if self.keep_bodies else None
+                    handed = harvested(document, self.found_by(document_id))
+                    body = (
+                        zlib.compress(_ENCODER.encode(handed), _LEVEL) if self.keep_bodies else None
+                    )
                     self.db.execute(
                         "UPDATE documents SET status = 'fetched', body = ?, error = NULL,"
                         " fetched_run = ? WHERE id = ?",
                         (body, self.run, document_id),
                     )
-                    found[document_id] = self.found_by(document_id)
-            self.db.executemany(
-                "UPDATE documents SET status = 'delivered', body = NULL"
-                " WHERE id = ? AND status = 'fetched'",
-                [(document_id,) for document_id in delivered],
-            )
+                    found[document_id] = handed
+            if delivered:
+                (line,) = self.db.execute("SELECT coalesce(max(line), 0) FROM documents").fetchone()
+                for document_id in delivered:  # in the order of the output's lines
+                    cursor = self.db.execute(
+                        "UPDATE documents SET status = 'delivered', line = ?"
+                        " WHERE id = ? AND status = 'fetched'",
+                        (line + 1, document_id),
+                    )
+                    line += cursor.rowcount
         return found
+
+    def lines(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        """``(line, record)`` of delivered documents after ``after``, in the order they were
+        delivered: each record the bytes the harvest handed over, without the newline."""
+        rows = self.db.execute(
+            "SELECT line, body FROM documents WHERE status = 'delivered' AND line > ?"
+            " ORDER BY line LIMIT ?",
+            (after, limit),
+        ).fetchall()
+        return [(line, zlib.decompress(body)) for line, body in rows if body is not None]
+
+    def sizes(self) -> tuple[int, int]:
+        """The delivered documents and the bytes their compressed records take."""
+        count, size = self.db.execute(
+            "SELECT count(*), coalesce(sum(length(body)), 0) FROM documents"
+            " WHERE status = 'delivered'"
+        ).fetchone()
+        return count, size
 
     def found_by(self, document_id: str) -> tuple[str, ...]:
         rows = self.db.execute(
@@ -373,10 +407,7 @@ class Store:
             " ORDER BY seq LIMIT ?",
             (self.run, after, self.snapshot, limit),
         ).fetchall()
-        return [
-            HeldDocument(seq, _DOCUMENT.decode(body), self.found_by(document_id))
-            for seq, document_id, body in rows
-        ]
+        return [HeldDocument(seq, _DOCUMENT.decode(zlib.decompress(body))) for seq, _, body in rows]
 
     def unfetched(self, after: int, limit: int) -> list[FoundId]:
         rows = self.db.execute(
@@ -509,12 +540,12 @@ class HarvestState:
         outcomes: Sequence[Fetched],
         delivered: Sequence[str] = (),
         output: OutputMark | None = None,
-    ) -> dict[str, tuple[str, ...]]:
-        """Record fetch answers and mark ``delivered`` documents as handed over (and,
-        in the same transaction, where the output file now ends: ``output``).
+    ) -> dict[str, HarvestedDocument]:
+        """Record fetch answers and mark ``delivered`` documents as handed over, in that
+        order (and, in the same transaction, where the output file now ends: ``output``).
 
-        Returns, for each document fetched, the queries that have found it (see
-        :meth:`found_by`).
+        Returns, for each document fetched, the document as it is to be handed over, with
+        the queries that have found it so far (see :meth:`found_by`): what the state keeps.
         """
         return await self._call(partial(self._store.record_fetches, outcomes, delivered, output))
 
@@ -528,8 +559,17 @@ class HarvestState:
 
     async def undelivered(self, after: int = 0, limit: int = 32) -> list[HeldDocument]:
         """Documents fetched by an earlier run but never delivered, by ``seq`` after ``after``,
-        each with the queries that have found it."""
+        each as it was to be handed over (the queries that had found it when fetched)."""
         return await self._call(partial(self._store.undelivered, after, limit))
+
+    async def lines(self, after: int = 0, limit: int = 256) -> list[tuple[int, bytes]]:
+        """The records of delivered documents, in the order of the output (see
+        :meth:`Store.lines`): ``(line, record)`` after line ``after``."""
+        return await self._call(partial(self._store.lines, after, limit))
+
+    async def sizes(self) -> tuple[int, int]:
+        """The delivered documents, and the bytes their compressed records take."""
+        return await self._call(self._store.sizes)
 
     async def found_by(self, document_id: str) -> tuple[str, ...]:
         """The queries whose recorded answers hold ``document_id``, in the order they were

@@ -13,7 +13,7 @@ import asyncio
 import math
 import re
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 import aiohttp
@@ -110,28 +110,43 @@ class AiohttpTransport:
         self._trace_configs = list(trace_configs)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
 
     def __repr__(self) -> str:
         return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
 
-    def _in_another_loop(self) -> bool:
-        # The session was opened in an event loop other than the running one (an earlier
-        # asyncio.run()): its connections ended with that loop.
-        return self._session is not None and self._loop is not asyncio.get_running_loop()
-
-    def _ensure_session(self) -> aiohttp.ClientSession:
+    async def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._loop = asyncio.get_running_loop()
             connector = aiohttp.TCPConnector(
                 limit=self._max_concurrency,  # one host: no cap per host to keep as well
                 timeout_ceil_threshold=math.inf,
             )
-            self._session = aiohttp.ClientSession(
+            session = self._session = aiohttp.ClientSession(
                 connector=connector,
                 trace_configs=self._trace_configs or None,
                 auto_decompress=False,  # read_body inflates, within max_response_bytes
             )
+            closer = self._closer = self._closed_with_its_loop(session)
+            await closer.__anext__()  # reaches its ``yield`` at once
         return self._session
+
+    async def _closed_with_its_loop(
+        self, session: aiohttp.ClientSession
+    ) -> AsyncGenerator[None, None]:
+        """Suspended while ``session`` is open; it closes the session when closed itself:
+        by :meth:`aclose`, or by ``asyncio.run()`` as its loop ends (it closes every async
+        generator still suspended before it closes the loop). So a client never closed in
+        that loop still closes its connections in it, instead of leaking them with it."""
+        try:
+            yield
+        finally:
+            if self._session is session:
+                self._session = None
+            if self._loop is asyncio.get_running_loop():
+                await session.close()
+            else:
+                session.detach()  # its loop has ended, and its connections with it
 
     def timeout(self, seconds: float) -> aiohttp.ClientTimeout:
         """The aiohttp timeout of a request given ``seconds``: the whole exchange, and
@@ -146,7 +161,7 @@ class AiohttpTransport:
         """Send one request through the session, within its timeout."""
         url = request.url
         via = request_arguments(self._proxies.for_url(url), url, request.headers)
-        session = self._ensure_session()
+        session = await self._ensure_session()
         async with session.request(
             request.method,
             url,
@@ -165,12 +180,9 @@ class AiohttpTransport:
 
     async def aclose(self) -> None:
         """Close the session."""
-        in_another_loop = self._in_another_loop()
-        session, self._session = self._session, None
-        if session is not None and in_another_loop:
-            session.detach()  # its loop is gone, and its connections with it
-        elif session is not None:
-            await session.close()
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            await closer.aclose()
 
 
 class _Inflater:

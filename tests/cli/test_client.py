@@ -3,6 +3,8 @@ that contradict each other, the quota against the emulator, and the client itsel
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,8 @@ from magisterium_async._cli._client import (
 )
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._config import TOKEN_ENV
+from magisterium_async.testing import Emulator, EmulatorConfig
+from tests.cli.helpers import cli
 from tests.helpers.credentials import credentials
 
 
@@ -179,3 +183,37 @@ def test_cache_is_a_connection_option_of_the_command_line() -> None:
 
     args = build_parser().parse_args(["--cache", "memory", "search", "grace"])
     assert args.cache == "memory"
+
+
+def test_the_emulator_speaks_the_dialect_protocol_names() -> None:
+    card = cli("--emulator", "--protocol", "1.0", "card", "--json")
+    assert card.code == 0, card.err
+    assert json.loads(card.out)["protocol"] == "1.0"
+    found = cli("--emulator", "--protocol", "1.0", "search", "grace", "--json")
+    assert found.code == 0, found.err
+    assert json.loads(found.out)
+    assert json.loads(cli("--emulator", "card", "--json").out)["protocol"] == "0.3"
+
+
+@pytest.mark.parametrize(
+    ("served", "spoken", "offered"), [("1.0", "0.3", "1.0"), ("0.2.6", "1.0", "0.3")]
+)
+async def test_a_protocol_the_server_does_not_speak_says_what_its_card_offers(
+    served: str, spoken: str, offered: str, tmp_path: Path
+) -> None:
+    async with Emulator(EmulatorConfig(protocol=served)) as emulator:  # type: ignore[arg-type]
+        env = {"MAGISTERIUM_TOKEN": emulator.token, "MAGISTERIUM_BASE_URL": emulator.base_url}
+        for argv in (
+            ("search", "grace"),
+            ("harvest", "-q", "grace", "-q", "mercy", "--out", "docs.jsonl"),
+        ):
+            run = await asyncio.to_thread(cli, "--protocol", spoken, *argv, cwd=tmp_path, env=env)
+            assert run.code == 2, run.err
+            assert (
+                f"the server does not understand A2A {spoken}, the dialect --protocol {spoken} "
+                f"sends; its agent card offers A2A {offered}"
+            ) in run.err
+            assert (
+                f"drop --protocol (auto speaks what the card offers) or give --protocol {offered}"
+                in (run.err)
+            )

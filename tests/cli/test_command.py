@@ -18,6 +18,7 @@ _ARGUMENTS = {
     "fetch": ["1"],
     "task get": ["t"],
     "task cancel": ["t"],
+    "rebuild": ["docs.jsonl.state.sqlite"],
     **{name: ["Pius X"] for name in ("saint-lookup", "person-lookup", "pope-lookup")},
     **{name: ["Westminster"] for name in ("diocese-lookup", "diocese-statistics-lookup")},
 }

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from magisterium_async._cli import build_parser, main
@@ -9,6 +14,7 @@ from magisterium_async._cli._emulator import _config, _quota
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._config import RateLimits, parse_quota
 from magisterium_async.testing import EmulatorConfig
+from tests.cli.helpers import TIMEOUT, clean_env
 
 
 @pytest.mark.parametrize("port", ["65536", "99999", "-1"])
@@ -44,3 +50,38 @@ def test_no_limits_and_a_limit_flag_contradict() -> None:
     with pytest.raises(CliError, match="--no-limits contradicts") as caught:
         config_for("--no-limits", "--limits")
     assert caught.value.code == ExitCode.USAGE
+
+
+def _banner(*flags: str) -> str:
+    """What ``magisterium-async emulator`` prints before it serves, then stopped by SIGTERM."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "magisterium_async", "emulator", "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    assert proc.stdout is not None
+    try:
+        lines = []
+        while (line := proc.stdout.readline()) and not line.startswith("Serving until"):
+            lines.append(line)
+            if flags and flags[-1] == "--json":
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0
+    return "".join(lines)
+
+
+def test_the_banner_says_which_faults_it_injects() -> None:
+    assert "  faults: none\n" in _banner()
+    shown = _banner("--error-rate", "0.1", "--drop-rate", "0.05", "--latency", "0.2", "--seed", "7")
+    assert (
+        "  faults: HTTP 502/503 on 10%, connections dropped on 5% of requests; "
+        "0.2 s added to every answer (seed 7)\n"
+    ) in shown
+    record = json.loads(_banner("--rate-limit-rate", "0.5", "--json"))
+    assert record["faults"]["rate_limit_rate"] == 0.5 and record["faults"]["seed"] == 0
+    assert json.loads(_banner("--json"))["faults"] is None

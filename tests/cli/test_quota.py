@@ -31,6 +31,19 @@ def test_quota_without_a_shared_quota_is_this_processs_whole_quota() -> None:
     assert "this process's view only" in shown.out and "--redis" in shown.out
 
 
+def test_quota_without_a_shared_quota_needs_no_token(tmp_path: Path) -> None:
+    """Nothing to read but this process's view: no sign-in, no $MAGISTERIUM_TOKEN."""
+    home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    run = cli("quota", "--quota", "10/3", "--json", env=home)
+    assert run.code == 0, run.err
+    record = json.loads(run.out)
+    assert record["shared"] is False and record["pools"]["default"]["left"] == 10
+    # With a shared quota the token says whose quota it is: it is needed then.
+    shared = cli("quota", "--redis", "redis://127.0.0.1:9", env=home)
+    assert shared.code == 3 and "no API token" in shared.err
+    assert list(tmp_path.iterdir()) == []
+
+
 async def test_quota_counts_every_processs_requests_from_redis(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:

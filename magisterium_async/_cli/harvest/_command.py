@@ -18,7 +18,9 @@ batches (within a second of arriving): a killed harvest loses at most the lines 
 progress, and --resume writes every document exactly once. One harvest at a time uses a
 given --out and state: a second one is refused at once, naming the one that holds them.
 Ctrl-C or SIGTERM stops it cleanly, with a summary (exit 130 or 143). With --json the
-summary on stderr is one JSON object."""
+summary on stderr is one JSON object. The state keeps every document delivered: an
+output damaged since is written again from it, sending nothing, by
+`magisterium-async rebuild STATE --out NEW` (--format csv for a table)."""
 
 
 def _concurrency(text: str) -> int:

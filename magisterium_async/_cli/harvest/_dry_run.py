@@ -92,6 +92,7 @@ async def dry_run(invocation: Invocation) -> int:
     )
     where = plan(invocation.args)
     try:
+        await where.check_not_empty()  # stdin with no query: refused as the harvest is
         queries = [query async for query in where.lines()]
     finally:
         where.close()

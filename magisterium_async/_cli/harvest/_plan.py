@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from magisterium_async._cli._errors import CliError, ExitCode
@@ -257,14 +257,45 @@ class Plan:
     continued: bool = False
     """Whether a finished harvest is continued without ``--resume`` (run again as it was)."""
 
-    async def lines(self) -> AsyncIterator[str]:
-        """The queries: ``--query`` ones, then each file's lines but blanks and comments."""
-        for query in self.queries:
-            yield query
+    _read: AsyncIterator[str] | None = field(default=None, init=False, repr=False)
+    _first: str | None = field(default=None, init=False, repr=False)
+
+    def _from_files(self) -> AsyncIterator[str]:
+        if self._read is None:
+            self._read = self._queries_in_files()
+        return self._read
+
+    async def _queries_in_files(self) -> AsyncIterator[str]:
         for file in self.files:
             async for line in _read_lines(file):
                 if (found := query_of(line)) is not None:
                     yield found
+
+    async def check_not_empty(self) -> None:
+        """:class:`CliError` when the input, read once (stdin), holds no query and there is
+        no state to continue: refused as an empty queries file is, before any file is
+        made. Reads up to the first query (off the event loop: Ctrl-C still stops it)."""
+        if self.total is not None or self.queries or self.resuming:
+            return
+        async for query in self._from_files():
+            self._first = query
+            return
+        names = ", ".join(file.name for file in self.files)
+        raise CliError(
+            f"nothing to harvest: {names} held no query (it was empty, or only blank lines "
+            "and # comments); nothing was written",
+            ExitCode.USAGE,
+        )
+
+    async def lines(self) -> AsyncIterator[str]:
+        """The queries: ``--query`` ones, then each file's lines but blanks and comments."""
+        for query in self.queries:
+            yield query
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        async for query in self._from_files():
+            yield query
 
     def close(self) -> None:
         """Close the query files (not stdin)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import stat
 import sys
 from collections.abc import Callable
@@ -23,16 +24,19 @@ from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
 from magisterium_async._cli.harvest._plan import Plan, plan, unwritable
+from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._cli.harvest._summary import Status, live, summary
 from magisterium_async._cli.harvest._tally import Before, Tally
 from magisterium_async._config import redis_url
 from magisterium_async._errors import (
     AuthenticationError,
     MagisteriumError,
+    MethodNotFoundError,
     OutputFileError,
     PlanRequiredError,
     RateLimitError,
     StateError,
+    VersionNotSupportedError,
 )
 from magisterium_async._harvest import (
     Harvest,
@@ -50,7 +54,12 @@ if TYPE_CHECKING:
 
 __all__ = ["run_harvest"]
 
-_FATAL = (AuthenticationError, PlanRequiredError, RateLimitError)
+_FATAL: tuple[type[MagisteriumError], ...] = (
+    AuthenticationError,
+    PlanRequiredError,
+    RateLimitError,
+)
+_WRONG_DIALECT = (MethodNotFoundError, VersionNotSupportedError)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -64,10 +73,14 @@ class _StopHarvest(Exception):
 
 class _FailFast:
     """The client, but a refused token, a missing plan or an exhausted quota stops the
-    harvest instead of being recorded once per query."""
+    harvest instead of being recorded once per query; and so does a dialect the server
+    does not understand, when ``--protocol`` named it (``auto`` would have switched)."""
 
-    def __init__(self, client: AsyncMagisterium) -> None:
+    def __init__(self, client: AsyncMagisterium, protocol: str) -> None:
         self._client = client
+        self._fatal: tuple[type[MagisteriumError], ...] = (
+            _FATAL if protocol == "auto" else (*_FATAL, *_WRONG_DIALECT)
+        )
 
     @property
     def stats(self) -> SchedulerStats:
@@ -76,13 +89,13 @@ class _FailFast:
     async def search(self, query: str) -> list[SearchResult]:
         try:
             return await self._client.search(query)
-        except _FATAL as exc:
+        except self._fatal as exc:
             raise _StopHarvest(exc) from exc
 
     async def fetch(self, document_id: str) -> Document | None:
         try:
             return await self._client.fetch(document_id)
-        except _FATAL as exc:
+        except self._fatal as exc:
             raise _StopHarvest(exc) from exc
 
 
@@ -122,6 +135,11 @@ async def run_harvest(invocation: Invocation) -> int:
     if url is not None:  # the token's quota, shared with whatever else uses it
         options = dataclasses.replace(options, redis=url)
     where = plan(args)
+    try:
+        await where.check_not_empty()  # stdin: counted only by reading it
+    except BaseException:
+        where.close()
+        raise
     if where.continued:
         invocation.output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
@@ -141,7 +159,7 @@ async def run_harvest(invocation: Invocation) -> int:
         async with open_client(options) as client:
             run = harvest_holding(
                 lock,
-                _FailFast(client),
+                _FailFast(client, options.protocol),
                 where.lines(),
                 state=where.state,
                 concurrency=args.concurrency,
@@ -191,9 +209,11 @@ async def _before(where: Plan) -> tuple[Before, OutputMark | None, set[str]]:
         raise CliError(
             f"{where.out} is gone, but its harvest's state {where.state} records "
             f"{delivered} document{'s' if delivered != 1 else ''} written there; resuming "
-            "would not write them again. Put the file back to continue, or start anew: "
-            f"remove {where.state} (every document is fetched again), or give another --out "
-            "and --state",
+            "would not write them again. Put the file back to continue, or rebuild it from "
+            f"the state, sending nothing: `{rebuild_command(where.out, where.state or '')}` "
+            f"(then `mv {shlex.quote(rebuilt_name(where.out))} {shlex.quote(where.out)}` and "
+            f"run again); or start anew: remove {where.state} (every document is fetched "
+            "again), or give another --out and --state",
             ExitCode.USAGE,
         )
     if recorded is None and _regular(where.out):
@@ -238,13 +258,31 @@ def _file_sink(
     return writer
 
 
+def _with_rebuild(message: str, out: str, state: str | None) -> str:
+    """``message`` (a refusal of ``out``) with how to rebuild it from ``state``, sending
+    nothing, unless ``out`` is only in use by another harvest (no damage to repair)."""
+    if state is None:
+        return message
+    try:
+        with HarvestLock(out, "output", OutputFileError):
+            pass
+    except (OutputFileError, OSError):
+        return message
+    rebuilt, command = rebuilt_name(out), rebuild_command(out, state)
+    return (
+        f"{message}. Or rebuild it from the state, sending nothing: `{command}` "
+        f"writes {rebuilt} as the harvest wrote {out}, and the harvest continues into it "
+        f"(`--out {shlex.quote(rebuilt)} --state {shlex.quote(state)} --resume`)"
+    )
+
+
 async def _open_output(sink: JsonlWriter, state: str | None, output: Output) -> None:
     """Open ``--out`` (its lock first, then checked against the state's record of it), and
     record it."""
     try:
         await sink.open()
     except OutputFileError as exc:  # held by another harvest, or not as this one left it
-        raise CliError(str(exc), ExitCode.USAGE) from None
+        raise CliError(_with_rebuild(str(exc), sink.path, state), ExitCode.USAGE) from None
     except OSError as exc:
         raise unwritable("--out", sink.path, exc) from None
     if sink.cut is not None:
@@ -256,9 +294,12 @@ async def _open_output(sink: JsonlWriter, state: str | None, output: Output) -> 
         )
     if sink.mark is not None and state is not None:
         # Before any document: a harvest killed in its first batch still owns its output.
+        # Records a killed run wrote and did not acknowledge are delivered now, in the
+        # order of the file (as the state must know them to rebuild it), not handed over
+        # again.
         opened = await HarvestState.open(state, new_run=False)
         try:
-            await opened.record_output(sink.mark)
+            await opened.record_fetches((), sink.recovered, sink.mark)
         finally:
             await opened.aclose()
 

@@ -148,6 +148,33 @@ class FaultConfig:
             if value is not None and not isinstance(value, frozenset):
                 object.__setattr__(self, name, frozenset(value))
 
+    def describe(self) -> str:
+        """The faults in words, as the ``emulator`` command's banner says them."""
+        words = {
+            "error_rate": "HTTP 502/503",
+            "drop_rate": "connections dropped",
+            "truncate_rate": "bodies cut short",
+            "malformed_rate": "bodies not JSON",
+            "rate_limit_rate": f"429s (retryAfter {self.rate_limit_retry_after:g} s)",
+            "internal_error_rate": "JSON-RPC -32603",
+            "task_failure_rate": "tasks failed",
+        }
+        faults = [f"{words[name]} on {rate:.0%}" for name, rate in self.rates() if rate]
+        parts = [f"{', '.join(faults)} of requests"] if faults else []
+        if isinstance(self.latency, tuple):
+            parts.append(f"{self.latency[0]:g}-{self.latency[1]:g} s added to every answer")
+        elif self.latency:
+            parts.append(f"{self.latency:g} s added to every answer")
+        if not parts:
+            return "none"
+        scope = [
+            f"{what} {', '.join(sorted(names))}"
+            for what, names in (("methods", self.methods), ("skills", self.skills))
+            if names is not None
+        ]
+        where = f", only on {' and '.join(scope)}" if scope else ""
+        return f"{'; '.join(parts)} (seed {self.seed}){where}"
+
     def rates(self) -> list[tuple[str, float]]:
         """The fault kinds with their rates, in the order they are drawn."""
         return [

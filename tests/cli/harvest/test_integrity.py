@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +32,8 @@ HARVEST = ("harvest", "--emulator")
 
 @contextmanager
 def running(cwd: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """A harvest reading its queries from stdin: it holds its files until stdin closes."""
+    """A harvest reading its queries from stdin, given its first one (a new harvest starts
+    only once it has a query): it holds its files until stdin closes."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "magisterium_async", *HARVEST, "-", *args],
         stdin=subprocess.PIPE,
@@ -42,6 +44,9 @@ def running(cwd: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
         env=clean_env(),
     )
     try:
+        assert proc.stdin is not None
+        proc.stdin.write("grace\n")
+        proc.stdin.flush()
         yield proc
     finally:
         if proc.poll() is None:
@@ -108,7 +113,7 @@ def test_a_second_harvest_of_the_same_output_is_refused_naming_the_first(
 
 def test_two_harvests_started_at_once_one_runs_one_is_refused(tmp_path: Path) -> None:
     with running(tmp_path, "--out", "s2.jsonl") as a, running(tmp_path, "--out", "s2.jsonl") as b:
-        # Neither has read a query yet: whichever took the state's lock holds it while the
+        # Each has its first query: whichever took the state's lock holds it while the
         # other is refused, at once, whatever either had checked before.
         refused, winner = refused_and_winner(a, b)
         lost = finish(refused, "")
@@ -156,6 +161,9 @@ def test_after_kill_9_two_resumes_at_once_one_runs_and_nothing_is_doubled(
     assert len(ids) == len(set(ids))  # 0 duplicated
     assert sorted(ids) == sorted(str(d["id"]) for d in jsonl(fresh.out))  # 0 lost
     assert leftovers(tmp_path) == []
+    # The state rebuilds the file the killed and the resumed runs wrote, line for line.
+    rebuilt = cli("rebuild", "k.jsonl.state.sqlite", cwd=tmp_path)
+    assert rebuilt.code == 0 and rebuilt.out == (tmp_path / "k.jsonl").read_text("utf-8")
 
 
 # 2. and 3. An output deleted, cut, edited or added to ---------------------------------
@@ -210,6 +218,10 @@ def test_an_edited_output_is_refused_and_left_byte_for_byte(
     assert "To continue without spending the quota again, " in refused.err
     assert "put back the file as the harvest left it" in refused.err
     assert "(every document is then fetched again)" in refused.err
+    assert (
+        "Or rebuild it from the state, sending nothing: `magisterium-async rebuild "
+        "ed3.jsonl.state.sqlite --out ed3.rebuilt.jsonl`"
+    ) in refused.err
     assert out.read_bytes() == edited
 
 
@@ -225,13 +237,13 @@ def test_a_line_torn_by_a_killed_run_is_cut_with_a_word_and_written_again(
     out.write_bytes(kept + lines[-1][:20])
     stat = out.stat()
     mark = [stat.st_dev, stat.st_ino, len(kept), "sha256:" + hashlib.sha256(kept).hexdigest()]
-    body = json.dumps({k: v for k, v in last.items() if k != "queries"})
+    body = zlib.compress(lines[-1].rstrip(b"\n"))  # the record as the state keeps it
     db = sqlite3.connect(tmp_path / "ed3.jsonl.state.sqlite")
     with db:
         db.execute("UPDATE meta SET value = ? WHERE key = 'output'", (json.dumps(mark),))
         db.execute(
             "UPDATE documents SET status = 'fetched', body = ?, fetched_run = 1 WHERE id = ?",
-            (body.encode(), last["id"]),
+            (body, last["id"]),
         )
     db.close()
     resumed = resume(tmp_path)

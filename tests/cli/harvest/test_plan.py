@@ -114,6 +114,32 @@ def test_a_harvest_of_nothing_is_refused_and_writes_nothing(tmp_path: Path, text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
 
 
+@pytest.mark.parametrize("text", ["", "# saints\n\n"])
+def test_stdin_that_holds_no_query_is_refused_and_writes_nothing(tmp_path: Path, text: str) -> None:
+    """`harvest - --out docs.jsonl < /dev/null`: stdin can be counted only by reading it."""
+    refused = cli("harvest", "--emulator", "-", "--out", "docs.jsonl", stdin=text, cwd=tmp_path)
+    assert refused.code == 2, refused.err
+    assert "nothing to harvest: stdin held no query" in refused.err
+    assert list(tmp_path.iterdir()) == []
+    dry = cli(
+        "harvest", "--emulator", "-", "-o", "docs.jsonl", "--dry-run", stdin=text, cwd=tmp_path
+    )
+    assert dry.code == 2 and "nothing to harvest: stdin held no query" in dry.err
+    # One query on stdin is a harvest, the query read once.
+    done = cli(
+        "harvest",
+        "--emulator",
+        "--json",
+        "-",
+        "--out",
+        "docs.jsonl",
+        stdin="\ngrace\n",
+        cwd=tmp_path,
+    )
+    assert done.code == 0, done.err
+    assert json.loads(done.err)["queries"] == 1 and (tmp_path / "docs.jsonl").read_text()
+
+
 def test_resume_where_no_state_exists_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     refused = cli(
         "harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", "--resume", cwd=tmp_path
