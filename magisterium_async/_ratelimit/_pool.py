@@ -38,7 +38,7 @@ from typing import Literal
 
 from magisterium_async._clock import Clock
 from magisterium_async._config import Priority
-from magisterium_async._errors import ClientClosedError
+from magisterium_async._errors import ClientClosedError, MagisteriumError
 from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
 from magisterium_async._ratelimit._lines import Waiter, WaitingLine
@@ -172,10 +172,13 @@ class Admissions:
     its start then, and a request sent later would not be where the shared log says.
     """
 
-    __slots__ = ("_asking", "_tickets", "gate")
+    __slots__ = ("_asking", "_fail", "_tickets", "gate")
 
-    def __init__(self, gate: RemoteGate) -> None:
+    def __init__(
+        self, gate: RemoteGate, fail: Callable[[MagisteriumError], None] | None = None
+    ) -> None:
         self.gate = gate
+        self._fail = fail  # the gate cannot admit anyone as configured: the waiters are told
         self._asking: asyncio.Task[None] | None = None
         self._tickets: deque[str] = deque()
 
@@ -207,6 +210,11 @@ class Admissions:
             ticket = await self.gate.admit(line)
         except ClientClosedError:
             return  # closing: every waiter is told
+        except MagisteriumError as exc:
+            if self._fail is None:
+                raise
+            self._fail(exc)  # a misconfiguration (a TLS certificate refused), not an outage
+            return
         finally:
             self._asking = None
         self._tickets.append(ticket)
@@ -325,7 +333,7 @@ class Pool:
         self._on_event = on_event
         self.closed = False
         self._limiter = limiter
-        self._admissions = Admissions(gate) if gate is not None else None
+        self._admissions = Admissions(gate, self.fail) if gate is not None else None
         self._configured = configured
         self._cap = concurrency if concurrency is not None else math.inf
         self.line: WaitingLine[Permit] = WaitingLine()
@@ -681,6 +689,12 @@ class Pool:
             next_start_in=max(at - now, paused_for),
             paused_for=paused_for,
         )
+
+    def fail(self, error: MagisteriumError) -> None:
+        """Fail every waiter with ``error`` (a copy each); later calls may still succeed."""
+        for waiter in self.line.drain():
+            if not waiter.future.done():
+                waiter.future.set_exception(type(error)(*error.args))
 
     def close(self) -> None:
         """Fail every waiter, and every later :meth:`acquire`."""
