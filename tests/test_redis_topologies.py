@@ -60,9 +60,12 @@ def cluster(tmp_path_factory: Any) -> Iterator[RedisClusterServers]:
     yield from _servers(RedisClusterServers(str(tmp_path_factory.mktemp("cluster"))))
 
 
-@pytest.fixture
-def sentinel(tmp_path: Path) -> Iterator[SentinelServers]:
-    yield from _servers(SentinelServers(str(tmp_path)))
+@pytest.fixture(scope="module")
+def sentinel(tmp_path_factory: Any) -> Iterator[SentinelServers]:
+    """One primary + replica + Sentinel for the module (starting one takes seconds): the
+    sign-in test works before the failover test and after it alike (then on the promoted
+    primary, Sentinel naming it)."""
+    yield from _servers(SentinelServers(str(tmp_path_factory.mktemp("sentinel"))))
 
 
 @pytest.fixture
