@@ -691,10 +691,14 @@ class Pool:
         )
 
     def fail(self, error: MagisteriumError) -> None:
-        """Fail every waiter with ``error`` (a copy each); later calls may still succeed."""
+        """Fail every waiter with ``error`` (a copy each: each call raises its own); later
+        calls may still succeed."""
         for waiter in self.line.drain():
             if not waiter.future.done():
-                waiter.future.set_exception(type(error)(*error.args))
+                copy = type(error).__new__(type(error))  # not __init__: its arguments vary
+                copy.__dict__.update(error.__dict__)
+                copy.args = error.args
+                waiter.future.set_exception(copy)
 
     def close(self) -> None:
         """Fail every waiter, and every later :meth:`acquire`."""

@@ -783,6 +783,43 @@ async def test_a_call_waiting_for_the_remote_gate_holds_no_slot_and_gives_its_tu
     await sched.aclose()
 
 
+async def test_a_gate_that_cannot_admit_as_configured_fails_every_waiter_with_its_error() -> None:
+    """A remote gate raising a MagisteriumError (a TLS certificate refused, a token callable
+    failing) is told to each waiting call, each its own copy; nobody is left waiting, and a
+    later call asks the gate again."""
+    clock = VirtualClock()
+    asks = 0
+
+    class RefusingGate(HeldGate):
+        async def admit(self, line: Callable[[], tuple[Priority, int, bool]]) -> str:
+            nonlocal asks
+            asks += 1
+            raise m.CredentialsError("TLS: the certificate was refused", path="rediss://***")
+
+    sched = Scheduler(
+        RateLimits(10, 1, period=1.0), max_concurrency=4, clock=clock,
+        gates={"default": RefusingGate()},
+    )  # fmt: skip
+
+    async def call() -> None:
+        async with sched.pool("default").slot():
+            pass
+
+    calls = [asyncio.create_task(call()) for _ in range(3)]
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, m.CredentialsError) for r in results), results
+    errors = [r for r in results if isinstance(r, m.CredentialsError)]
+    assert len({id(e) for e in errors}) == 3
+    assert {(str(e), e.path) for e in errors} == {
+        ("TLS: the certificate was refused", "rediss://***")
+    }
+    with pytest.raises(m.CredentialsError):
+        await call()
+    assert asks == 2
+    assert sched.stats.in_flight == 0 and sched.stats.default.waiting == 0
+    await sched.aclose()
+
+
 # Lifecycle, observability, the hot path ------------------------------------------------
 
 
