@@ -38,7 +38,7 @@ from typing import Literal
 
 from magisterium_async._clock import Clock
 from magisterium_async._config import Priority
-from magisterium_async._errors import ClientClosedError, MagisteriumError
+from magisterium_async._errors import ClientClosedError
 from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
 from magisterium_async._ratelimit._lines import Waiter, WaitingLine
@@ -174,11 +174,9 @@ class Admissions:
 
     __slots__ = ("_asking", "_fail", "_tickets", "gate")
 
-    def __init__(
-        self, gate: RemoteGate, fail: Callable[[MagisteriumError], None] | None = None
-    ) -> None:
+    def __init__(self, gate: RemoteGate, fail: Callable[[Exception], None] | None = None) -> None:
         self.gate = gate
-        self._fail = fail  # the gate cannot admit anyone as configured: the waiters are told
+        self._fail = fail  # the gate could not admit (its error is each waiter's)
         self._asking: asyncio.Task[None] | None = None
         self._tickets: deque[str] = deque()
 
@@ -210,10 +208,12 @@ class Admissions:
             ticket = await self.gate.admit(line)
         except ClientClosedError:
             return  # closing: every waiter is told
-        except MagisteriumError as exc:
+        except Exception as exc:
+            # Not an outage (the gate rides those out): a TLS certificate refused, a
+            # token= callable that raised. Every waiting call raises it.
             if self._fail is None:
                 raise
-            self._fail(exc)  # a misconfiguration (a TLS certificate refused), not an outage
+            self._fail(exc)
             return
         finally:
             self._asking = None
@@ -690,7 +690,7 @@ class Pool:
             paused_for=paused_for,
         )
 
-    def fail(self, error: MagisteriumError) -> None:
+    def fail(self, error: Exception) -> None:
         """Fail every waiter with ``error`` (a copy each: each call raises its own); later
         calls may still succeed."""
         for waiter in self.line.drain():
