@@ -25,7 +25,8 @@ the process that started it, whatever happens to that one -- or it gets SIGTERM.
   counted, in order (a benchmark's run is short: the list stays small).
 
 :class:`ServerProcess` starts one from the benchmarks and always stops it;
-:class:`RedisServer` starts a private ``redis-server`` for the shared-quota benchmarks.
+:class:`RedisServer` starts a private ``redis-server`` for the shared-quota benchmarks,
+:class:`RedisCluster` a private three-primary Redis Cluster.
 """
 
 from __future__ import annotations
@@ -183,6 +184,92 @@ class RedisServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+class RedisCluster:
+    """Three ``redis-server --cluster-enabled yes`` primaries on free loopback ports, joined
+    by ``redis-cli --cluster create`` (every slot assigned, no replica); ``stop()`` it.
+
+    ``url`` names two of the three nodes: the client finds the third from them."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory(prefix="bench-cluster-")
+        self.ports = [_cluster_port() for _ in range(3)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+        try:
+            for port in self.ports:
+                args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
+                args += ["--save", "", "--appendonly", "no", "--cluster-enabled", "yes"]
+                args += ["--dir", self._dir.name, "--cluster-config-file", f"nodes-{port}.conf"]
+                proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                self.procs.append(proc)
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    if b"Ready to accept connections" in line:
+                        break
+                else:
+                    raise RuntimeError("redis-server (cluster mode) did not start")
+            hosts = [f"127.0.0.1:{port}" for port in self.ports]
+            create = ["redis-cli", "--cluster", "create", *hosts, "--cluster-replicas", "0"]
+            subprocess.run(
+                [*create, "--cluster-yes"],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            deadline = time.monotonic() + 30  # a readiness poll of other processes, bounded
+            while not all(self._info(port) for port in self.ports):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the cluster did not reach cluster_state:ok")
+                time.sleep(0.05)
+        except BaseException:
+            self.stop()
+            raise
+
+    @staticmethod
+    def _info(port: int) -> bool:
+        done = subprocess.run(
+            ["redis-cli", "-p", str(port), "cluster", "info"],
+            capture_output=True,
+            timeout=30,
+            text=True,
+        )
+        return "cluster_state:ok" in done.stdout
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports[:2])
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        self.procs = []
+        self._dir.cleanup()
+
+    def __enter__(self) -> RedisCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (10000 above) is free too."""
+    while True:
+        port = _free_port()
+        if port > 55535:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
 
 
 # The server side -----------------------------------------------------------------------

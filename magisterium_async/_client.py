@@ -242,10 +242,11 @@ class AsyncMagisterium:
         cache: Where answers are kept so that none is paid for twice: ``"memory"``, the
             path of a file (kept between runs, shared by the processes that name it) or a
             ``redis://`` / ``rediss://`` URL (one cache for every process and host naming
-            it; the same server may hold ``shared_quota``). ``None``: no cache; identical
-            calls to the idempotent skills made while one is in flight still share its
-            request. A call the cache answers spends no quota and sends nothing; a cache
-            that fails is bypassed with one warning, never a failed call.
+            it; the same server may hold ``shared_quota``). ``None``: ``$MAGISTERIUM_CACHE``
+            (the same forms), else no cache; identical calls to the idempotent skills
+            made while one is in flight still share its request. A call the cache
+            answers spends no quota and sends nothing; a cache that fails is bypassed
+            with one warning, never a failed call.
         cache_policy: What is kept for how long, and what is shared (default
             :data:`DEFAULT_CACHE_POLICY`: ``catholic_qa`` neither).
         protocol: The A2A dialect spoken. ``"auto"`` (the default): the service's own

@@ -18,7 +18,9 @@ command agree:
 - the Redis that shares a quota or a sign-in: ``url=`` (or ``--redis``), then
   ``$MAGISTERIUM_REDIS_URL``, else none;
 - the client's quota: ``rate_limits=`` (or ``--quota``), then ``$MAGISTERIUM_QUOTA`` (in
-  ``--quota``'s words: :func:`parse_quota`), then the Pro plan's.
+  ``--quota``'s words: :func:`parse_quota`), then the Pro plan's;
+- where answers are kept: ``cache=`` (or ``--cache``), then ``$MAGISTERIUM_CACHE``
+  (``memory``, a file's path or a Redis URL), else no cache.
 
 An empty variable counts as unset; a token is read without its surrounding whitespace
 (a blank one is no token).
@@ -33,6 +35,7 @@ from typing import Final, Literal
 
 __all__ = [
     "BASE_URL_ENV",
+    "CACHE_ENV",
     "CREDENTIALS_ENV",
     "DEFAULT_BASE_URL",
     "DEFAULT_CALL_OPTIONS",
@@ -54,6 +57,7 @@ __all__ = [
     "RetryPolicy",
     "Timeouts",
     "base_url",
+    "cache_from_env",
     "fraction",
     "non_negative_number",
     "number",
@@ -392,6 +396,7 @@ CREDENTIALS_ENV = "MAGISTERIUM_CREDENTIALS"
 BASE_URL_ENV = "MAGISTERIUM_BASE_URL"
 REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
 LOG_ENV = "MAGISTERIUM_LOG"
+CACHE_ENV = "MAGISTERIUM_CACHE"
 _LOG_LEVELS = {"debug": 10, "info": 20}  # logging.DEBUG, logging.INFO
 
 
@@ -412,6 +417,12 @@ def base_url(given: str | None) -> str:
 def redis_url(given: str | None) -> str | None:
     """The Redis URL: ``given``, else ``$MAGISTERIUM_REDIS_URL``, else ``None``."""
     return given or _read(REDIS_URL_ENV)
+
+
+def cache_from_env() -> str | None:
+    """``$MAGISTERIUM_CACHE`` (stripped): ``memory``, a file's path or a Redis URL, as
+    ``cache=`` takes them; ``None`` when it is unset or blank."""
+    return (_read(CACHE_ENV) or "").strip() or None
 
 
 def log_level() -> int | None:

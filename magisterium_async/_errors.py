@@ -29,8 +29,8 @@ The tree, in one glance::
     ├── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
     ├── StateError                    a harvest's state database cannot be read or written
     ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
-    ├── SharedQuotaError              the Redis-shared quota cannot be used (no redis-py, bad URL)
-    ├── CacheError                    the cache named cannot be used (not its file, no redis-py)
+    ├── SharedQuotaError              the shared quota cannot be used (no redis-py, bad URL, TLS)
+    ├── CacheError                    the cache cannot be used (not its file, no redis-py, TLS)
     ├── CredentialsError              the credentials file, or Redis store, is unsafe or unreadable
     └── OAuthError                    the authorization server refused or answered off-spec
 
@@ -392,13 +392,16 @@ class OutputFileError(MagisteriumError):
 
 
 class SharedQuotaError(MagisteriumError):
-    """The shared quota cannot be used: redis-py is missing, or the URL is invalid."""
+    """The shared quota cannot be used: redis-py is missing or the URL is invalid (raised
+    when the client is made), or Redis's TLS certificate is not one ``ssl_ca_certs``
+    verifies (raised by each call: a misconfiguration, not an outage to fall back for)."""
 
 
 class CacheError(MagisteriumError):
     """The cache given to the client cannot be used as named: the file is a database (or
     anything) the cache did not make, its directory is missing, redis-py is missing, or
-    the URL is invalid. Raised when the client is made; the file is left untouched.
+    the URL is invalid. Raised when the client is made; the file is left untouched. Also
+    raised by each call when Redis's TLS certificate is not one ``ssl_ca_certs`` verifies.
 
     A cache that fails later (unreachable, corrupt) raises nothing: calls go to the
     service without it, and one warning is logged."""

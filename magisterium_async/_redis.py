@@ -45,6 +45,7 @@ __all__ = [
     "looks_like_redis",
     "masked_url",
     "redis_errors",
+    "tls_refusal",
     "token_key",
 ]
 
@@ -290,6 +291,29 @@ def redis_errors() -> tuple[type[BaseException], ...]:
     from redis.exceptions import RedisError
 
     return (RedisError, OSError, asyncio.TimeoutError)
+
+
+def tls_refusal(exc: BaseException, where: str) -> str | None:
+    """What to say when ``exc`` (a failing Redis call's) is a TLS handshake that refused
+    the server's certificate (a CA that did not sign it, a name it does not carry), else
+    ``None``. Not an outage to wait out: the same certificate is refused at every call.
+    ``where``: the location as a message may show it (:func:`describe`)."""
+    import ssl
+
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, ssl.SSLCertVerificationError) or (
+            "CERTIFICATE_VERIFY_FAILED" in str(error)
+        ):
+            reason = getattr(error, "verify_message", None) or "certificate verify failed"
+            return (
+                f"TLS: the certificate of {where} was refused ({reason}): check that "
+                "ssl_ca_certs names the CA that signed the server's certificate"
+            )
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def token_key(token: str) -> str:

@@ -249,6 +249,12 @@ def _no_quota_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MAGISTERIUM_QUOTA", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_cache_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nor is a ``$MAGISTERIUM_CACHE``: a test's client has the cache it names, or none."""
+    monkeypatch.delenv("MAGISTERIUM_CACHE", raising=False)
+
+
 PROXY_VARIABLES = tuple(
     name
     for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")

@@ -265,6 +265,18 @@ def test_the_redis_url_is_given_then_the_variable_else_none(
     assert _env.redis_url("redis://elsewhere/1") == "redis://elsewhere/1"
 
 
+def test_the_cache_variable_is_read_stripped_and_a_blank_one_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _env.CACHE_ENV == "MAGISTERIUM_CACHE"
+    monkeypatch.delenv(_env.CACHE_ENV, raising=False)
+    assert _env.cache_from_env() is None
+    monkeypatch.setenv(_env.CACHE_ENV, " \t")
+    assert _env.cache_from_env() is None
+    monkeypatch.setenv(_env.CACHE_ENV, " redis://cache:6379/0\n")
+    assert _env.cache_from_env() == "redis://cache:6379/0"
+
+
 def test_the_token_is_read_stripped_and_a_blank_one_is_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

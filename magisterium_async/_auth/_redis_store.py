@@ -63,6 +63,15 @@ redis.call('HSET', KEYS[1], 'credentials', ARGV[2], 'fence', ARGV[3])
 return 1
 """
 
+# KEYS: the refresh lock. ARGV: the token of a lease this process took and could not give
+# back (Redis was away). Frees it if it is still that lease.
+_FREE_OWN_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 
 def signin_key(origin: str) -> str:
     """The key of the sign-in for the service at ``origin`` (its issuer)."""
@@ -89,6 +98,9 @@ class RedisStore:
         except ValueError:
             self._password = None
         self._target = url
+        # A lease this process holds still, its release lost while Redis was away (a
+        # Redis that keeps its data would make the next refresh wait for it to lapse).
+        self._unreleased: bytes | None = None
         # An invalid URL is refused now, before anything is sent.
         self._connection: Connection | None = self._connect()
 
@@ -156,6 +168,11 @@ class RedisStore:
     async def refreshing(self) -> AsyncIterator[None]:
         from magisterium_async._redis import redis_errors
 
+        if self._unreleased is not None:
+            # Ours: this process refreshes one at a time, and that refresh is over.
+            script = self._redis().register_script(_FREE_OWN_LEASE)
+            await self._step(script(keys=[f"{self.key}:lock"], args=[self._unreleased]))
+            self._unreleased = None
         lock = self._redis().lock(
             f"{self.key}:lock",
             timeout=LEASE,
@@ -181,9 +198,15 @@ class RedisStore:
         try:
             yield
         finally:
-            with contextlib.suppress(Exception):
-                # Lapsed (LockNotOwnedError) or Redis gone: the lease frees it anyway.
+            from redis.exceptions import LockError
+
+            token = lock.local.token
+            try:
                 await asyncio.wait_for(lock.release(), TIMEOUT)
+            except LockError:
+                pass  # the lease lapsed (LockNotOwnedError): nothing is left to free
+            except redis_errors():  # Redis gone: freed at the next refresh, or it lapses
+                self._unreleased = token
 
     async def replace(self, old: Credentials, new: Credentials) -> bool:
         script = self._redis().register_script(_REPLACE)

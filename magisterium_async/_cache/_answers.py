@@ -30,6 +30,8 @@ from magisterium_async._cache._flights import Flights
 from magisterium_async._cache._policy import CachePolicy, CacheRule, names_a_day_absolutely
 from magisterium_async._cache._redis_store import RedisStore
 from magisterium_async._cache._store import MemoryStore, SharedStore, Store, StoreUnavailable
+from magisterium_async._config import CACHE_ENV, cache_from_env
+from magisterium_async._errors import CacheError
 from magisterium_async._models import Part, Task
 from magisterium_async._redis import is_client, looks_like_redis
 
@@ -65,20 +67,33 @@ _KEY_VERSION = b"1"  # changes with the key or the entry format: old entries are
 
 
 def open_store(cache: str | os.PathLike[str] | Any | None, policy: CachePolicy) -> Store | None:
-    """The store ``cache`` names; ``None`` for none.
+    """The store ``cache`` names, else the one ``$MAGISTERIUM_CACHE`` names; ``None`` for
+    none.
 
     Arguments:
         cache: ``"memory"``, a Redis URL (``redis://``, ``rediss://``, ``unix://``,
             ``redis+cluster://``, ``redis+sentinel://``; any ``scheme://`` is taken for a
             URL, never a path), a redis-py asyncio client (the application's: never
-            closed here), or the path of an SQLite file (made on first use).
+            closed here), or the path of an SQLite file (made on first use). ``None``:
+            ``$MAGISTERIUM_CACHE`` (the same forms but a client), else no cache.
         policy: its bounds (memory and disk).
 
     Raises :class:`CacheError` for a file the cache did not make (left untouched), a
     missing directory, a missing redis-py or an invalid URL; ``TypeError`` for another type.
+    A bad value of the variable raises the same, the message starting with its name.
     """
     if cache is None:
-        return None
+        named = cache_from_env()
+        if named is None:
+            return None
+        try:
+            return _open(named, policy)
+        except CacheError as exc:
+            raise CacheError(f"${CACHE_ENV}: {exc}") from None
+    return _open(cache, policy)
+
+
+def _open(cache: str | os.PathLike[str] | Any, policy: CachePolicy) -> Store:
     if isinstance(cache, str):
         if cache == "memory":
             return MemoryStore(policy.max_entries, policy.max_bytes)

@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 
 from magisterium_async._cache._store import StoreUnavailable
 from magisterium_async._errors import CacheError
-from magisterium_async._redis import Connection, connect, describe, masked_url, redis_errors
+from magisterium_async._redis import (
+    Connection,
+    connect,
+    describe,
+    masked_url,
+    redis_errors,
+    tls_refusal,
+)
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -151,5 +158,8 @@ class RedisStore:
         try:
             return await asyncio.wait_for(step, TIMEOUT)
         except redis_errors() as exc:
+            refused = tls_refusal(exc, self._where)
+            if refused is not None:  # a misconfiguration, not an outage: said, not bypassed
+                raise CacheError(f"the cache: {self._masked(refused)}") from None
             reason = self._masked(str(exc)) or type(exc).__name__
             raise StoreUnavailable(f"{type(exc).__name__}: {reason}") from None

@@ -137,7 +137,8 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         default=default(None),
         help="keep answers (documents, searches, readings, lookups; not ask): 'memory', a "
         "file kept between runs, or a Redis URL (redis://, rediss://, unix://, "
-        "redis+cluster://, redis+sentinel://) shared by every process naming it",
+        "redis+cluster://, redis+sentinel://) shared by every process naming it "
+        "(default: $MAGISTERIUM_CACHE, then none)",
     )
     group.add_argument(
         "--timeout",

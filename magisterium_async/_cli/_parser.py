@@ -41,6 +41,8 @@ environment:
                         (or --quota)
   MAGISTERIUM_REDIS_URL  a Redis through which processes share the token's quota
                         (or --redis URL of harvest and quota)
+  MAGISTERIUM_CACHE     where answers are kept: memory, a file or a Redis URL
+                        (or --cache)
   MAGISTERIUM_LOG       the library's log on stderr: info or debug
 
 examples:

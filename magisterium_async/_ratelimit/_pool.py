@@ -172,10 +172,11 @@ class Admissions:
     its start then, and a request sent later would not be where the shared log says.
     """
 
-    __slots__ = ("_asking", "_tickets", "gate")
+    __slots__ = ("_asking", "_fail", "_tickets", "gate")
 
-    def __init__(self, gate: RemoteGate) -> None:
+    def __init__(self, gate: RemoteGate, fail: Callable[[Exception], None] | None = None) -> None:
         self.gate = gate
+        self._fail = fail  # the gate could not admit (its error is each waiter's)
         self._asking: asyncio.Task[None] | None = None
         self._tickets: deque[str] = deque()
 
@@ -207,6 +208,13 @@ class Admissions:
             ticket = await self.gate.admit(line)
         except ClientClosedError:
             return  # closing: every waiter is told
+        except Exception as exc:
+            # Not an outage (the gate rides those out): a TLS certificate refused, a
+            # token= callable that raised. Every waiting call raises it.
+            if self._fail is None:
+                raise
+            self._fail(exc)
+            return
         finally:
             self._asking = None
         self._tickets.append(ticket)
@@ -325,7 +333,7 @@ class Pool:
         self._on_event = on_event
         self.closed = False
         self._limiter = limiter
-        self._admissions = Admissions(gate) if gate is not None else None
+        self._admissions = Admissions(gate, self.fail) if gate is not None else None
         self._configured = configured
         self._cap = concurrency if concurrency is not None else math.inf
         self.line: WaitingLine[Permit] = WaitingLine()
@@ -681,6 +689,16 @@ class Pool:
             next_start_in=max(at - now, paused_for),
             paused_for=paused_for,
         )
+
+    def fail(self, error: Exception) -> None:
+        """Fail every waiter with ``error`` (a copy each: each call raises its own); later
+        calls may still succeed."""
+        for waiter in self.line.drain():
+            if not waiter.future.done():
+                copy = type(error).__new__(type(error))  # not __init__: its arguments vary
+                copy.__dict__.update(error.__dict__)
+                copy.args = error.args
+                waiter.future.set_exception(copy)
 
     def close(self) -> None:
         """Fail every waiter, and every later :meth:`acquire`."""

@@ -57,7 +57,7 @@ from magisterium_async._config import (
     Priority,
     RateLimits,
 )
-from magisterium_async._errors import ClientClosedError
+from magisterium_async._errors import ClientClosedError, SharedQuotaError
 from magisterium_async._ratelimit._judge import Verdict
 from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._quota import PoolQuota, SharedQuota
@@ -80,7 +80,7 @@ from magisterium_async._ratelimit._tuning import (
     PACE_QUIET_WINDOWS,
     SHARED_ROUND_HOLD,
 )
-from magisterium_async._redis import Connection, connect, redis_errors, token_key
+from magisterium_async._redis import Connection, connect, redis_errors, tls_refusal, token_key
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -374,6 +374,9 @@ class SharedLimiter:
         try:
             reply = await self._bounded(self._acquire(keys=keys, args=args))
         except self._errors as exc:
+            refused = tls_refusal(exc, self._connection.where)
+            if refused is not None:  # a misconfiguration, not an outage: said, not waited out
+                raise SharedQuotaError(f"the shared quota: {refused}") from None
             self._lost(exc)
             return None
         wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])

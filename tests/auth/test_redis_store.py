@@ -192,7 +192,9 @@ async def test_tokens_refreshed_while_redis_was_away_are_stored_when_it_returns(
     clock: JumpClock,
     client: m.AsyncMagisterium,
     persistent_redis: RedisServer,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="magisterium_async")
     await client.search("grace")
     auth_server.token_gate = asyncio.Event()
     auth_server.token_arrived.clear()
@@ -206,6 +208,8 @@ async def test_tokens_refreshed_while_redis_was_away_are_stored_when_it_returns(
     await require_password(persistent_redis)
     clock.time += 1  # past the pause after the failure: the next call stores them
     await client.search("grace")
+    # The lease this process could not give back is its own: it is freed, not waited out.
+    assert "waiting for another process" not in caplog.text
     after = await stored(url, auth_server.origin)
     assert after is not None and after.refresh_token in auth_server.refresh_tokens
     async with client_for(auth_server, url, clock) as other:

@@ -180,6 +180,49 @@ async def test_a_cache_file_serves_the_next_client_without_a_request(
     assert (sent(emu, "document_fetch"), sent(emu, "document_search")) == (1, 1)
 
 
+async def test_the_cache_the_environment_names_serves_the_next_client_unless_cache_is_given(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "answers.sqlite"
+    monkeypatch.setenv("MAGISTERIUM_CACHE", f" {path} ")
+    async with client(emu) as c:
+        original = await c.fetch(DOC)
+    async with client(emu) as c:
+        assert await c.fetch(DOC) == original
+        assert c.cache_stats.hits == 1
+    assert sent(emu, "document_fetch") == 1
+    async with client(emu, cache="memory") as c:  # the argument wins over the variable
+        assert await c.fetch(DOC) == original
+        assert c.cache_stats.hits == 0
+    assert sent(emu, "document_fetch") == 2
+    monkeypatch.setenv("MAGISTERIUM_CACHE", "  ")  # blank: no cache
+    async with client(emu) as c:
+        await c.fetch(DOC)
+        assert (c.cache_stats.hits, c.cache_stats.entries) == (0, None)  # None: no cache
+    assert sent(emu, "document_fetch") == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("{tmp}/no/such/dir/answers.sqlite", "does not exist"),
+        ("{tmp}/state.sqlite", "did not make"),
+        ("redis+sentinel://u:hunter2@127.0.0.1:26379", "no SERVICE name"),
+        ("memcached://127.0.0.1:11211", "unknown scheme"),
+    ],
+)
+def test_a_bad_cache_in_the_environment_is_refused_at_construction_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, reason: str
+) -> None:
+    if "state.sqlite" in value:
+        sqlite3.connect(tmp_path / "state.sqlite").execute("CREATE TABLE t (x)").connection.close()
+    monkeypatch.setenv("MAGISTERIUM_CACHE", value.format(tmp=tmp_path))
+    with pytest.raises(m.CacheError, match=r"^\$MAGISTERIUM_CACHE: ") as raised:
+        m.AsyncMagisterium(token="t")
+    assert reason in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+
+
 def test_a_cache_file_the_cache_did_not_make_is_refused_at_construction(
     tmp_path: Path,
 ) -> None:

@@ -218,4 +218,7 @@ def test_an_unwritable_stdout_and_a_bad_cache_exit_2_as_the_harvest_does(tmp_pat
         run = cli(*argv, "--emulator", "--cache", missing, cwd=tmp_path)
         assert run.code == 2, run.err
         assert "does not exist" in run.err
+    named = cli("search", "grace", "--emulator", env={"MAGISTERIUM_CACHE": missing}, cwd=tmp_path)
+    assert named.code == 2, named.err
+    assert "error: $MAGISTERIUM_CACHE: " in named.err and "does not exist" in named.err
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -262,19 +262,19 @@ async def test_a_429_with_a_long_retry_after_says_the_wait_and_its_end(tmp_path:
 def test_verbose_on_a_pipe_says_each_retry_and_the_attempts(silent_server: str) -> None:
     token = "sk-never-logged-1234"
     run = cli(
-        "search", "grace", "--base-url", silent_server, "--timeout", "1", "--max-retries", "1",
+        "search", "grace", "--base-url", silent_server, "--timeout", "0.25", "--max-retries", "1",
         "-v", env={"MAGISTERIUM_TOKEN": token},
     )  # fmt: skip
     assert run.code == ExitCode.CONNECTION
     lines = run.err.splitlines()
     assert re.fullmatch(
-        r"\d\d:\d\d:\d\d INFO magisterium_async\.retry: message/send timed out after 1 s; "
+        r"\d\d:\d\d:\d\d INFO magisterium_async\.retry: message/send timed out after 0\.25 s; "
         r"retry 1 of 1 in [0-9.]+ s",
         lines[0],
     ), lines
     assert lines[-1].endswith("(after 2 attempts); raise the timeout with --timeout SECONDS")
     assert token not in run.err
-    quiet = cli("search", "grace", "--base-url", silent_server, "--timeout", "1",
+    quiet = cli("search", "grace", "--base-url", silent_server, "--timeout", "0.25",
                 "--max-retries", "0", env={"MAGISTERIUM_TOKEN": token})  # fmt: skip
     assert quiet.code == ExitCode.CONNECTION and len(quiet.err.splitlines()) == 1
     assert "attempts" not in quiet.err
@@ -283,7 +283,7 @@ def test_verbose_on_a_pipe_says_each_retry_and_the_attempts(silent_server: str) 
 def test_very_verbose_shows_each_request_and_no_token(silent_server: str) -> None:
     token = "sk-never-logged-5678"
     run = cli(
-        "search", "grace", "--base-url", silent_server, "--timeout", "1", "--max-retries", "0",
+        "search", "grace", "--base-url", silent_server, "--timeout", "0.25", "--max-retries", "0",
         "-vv", env={"MAGISTERIUM_TOKEN": token},
     )  # fmt: skip
     assert f"DEBUG magisterium_async.transport: POST {silent_server} method=message/send" in (

@@ -111,3 +111,22 @@ async def test_a_named_account_is_shared_whatever_token_it_holds_now(
         await first.search("grace")
         await bob.search("grace")
         await must_wait_for_the_next_minute(second)
+
+
+async def test_a_token_callable_that_raises_fails_the_call_instead_of_holding_it(
+    redis_server: RedisServer,
+) -> None:
+    # Asked whose quota it is before the first start, the callable's error is the call's:
+    # each waiting call raises it, and none waits forever.
+    def vault_down() -> str:
+        raise RuntimeError("the vault is down")
+
+    async with (
+        Emulator(EmulatorConfig(tokens=TOKENS)) as emu,
+        client(emu, redis_server, vault_down) as c,
+    ):
+        calls = [c.search(f"grace {i}") for i in range(3)]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert [str(r) for r in results] == ["the vault is down"] * 3, results
+        assert all(isinstance(r, RuntimeError) for r in results)
+        assert emu.stats.count(skill="document_search") == 0

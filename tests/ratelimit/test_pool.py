@@ -783,6 +783,48 @@ async def test_a_call_waiting_for_the_remote_gate_holds_no_slot_and_gives_its_tu
     await sched.aclose()
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        m.CredentialsError("TLS: the certificate was refused", path="rediss://***"),
+        RuntimeError("the token= callable's vault is down"),
+    ],
+    ids=["a MagisteriumError", "the application's"],
+)
+async def test_an_error_of_the_remote_gate_reaches_every_waiting_call(error: Exception) -> None:
+    """A remote gate that raises (a TLS certificate refused; a token= callable, asked whose
+    quota it is, failing) fails each waiting call with that error, each its own copy;
+    nobody is left waiting, and a later call asks the gate again."""
+    clock = VirtualClock()
+    asks = 0
+
+    class RaisingGate(HeldGate):
+        async def admit(self, line: Callable[[], tuple[Priority, int, bool]]) -> str:
+            nonlocal asks
+            asks += 1
+            raise error
+
+    sched = Scheduler(
+        RateLimits(10, 1, period=1.0), max_concurrency=4, clock=clock,
+        gates={"default": RaisingGate()},
+    )  # fmt: skip
+
+    async def call() -> None:
+        async with sched.pool("default").slot():
+            pass
+
+    results = await asyncio.gather(*(call() for _ in range(3)), return_exceptions=True)
+    assert [type(r) for r in results] == [type(error)] * 3, results
+    assert len({id(r) for r in results}) == 3
+    assert {str(r) for r in results} == {str(error)}
+    assert {getattr(r, "path", None) for r in results} == {getattr(error, "path", None)}
+    with pytest.raises(type(error)):
+        await call()
+    assert asks == 2
+    assert sched.stats.in_flight == 0 and sched.stats.default.waiting == 0
+    await sched.aclose()
+
+
 # Lifecycle, observability, the hot path ------------------------------------------------
 
 
