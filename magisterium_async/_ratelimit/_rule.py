@@ -7,9 +7,9 @@ It has no clock, no I/O and no lock, so it runs the same in one process or, with
 What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
 
 - *proven* (a window ran out): the rate goes down to what the server took of our starts in
-  that window (all of it, when nobody else spends the quota; none of them: others had
-  spent that window, the quota is busy now, its size unknown, and the rate stays), and
-  stays there for
+  that window (all of it, when nobody else spends the quota; none of them, or a window
+  that began before any start of ours: others may have spent it, the quota is busy now,
+  its size unknown, and the rate stays), and stays there for
   :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts;
 - then it *steps up*: one start more than the server allowed, or, once one of the server's
   windows took more than it allowed before (whoever shared the quota stopped), twice the
@@ -230,10 +230,12 @@ class RateRule:
         began = window_end - self.window
         slack = state.margin + state.rtt
         accepted = log.accepted(began - slack, now)
-        if accepted == 0 and began <= now + WHOLE_SECOND_BLUR:
-            # None of ours got into that window: others had spent it. The quota is busy
-            # now (the pause says so); its size this says nothing of. (A window end more
-            # than a window off, whole seconds aside, is a longer window's than ours:
+        seen = log.started(began - self.window - slack, began + slack) > 0
+        if (accepted == 0 or not seen) and began <= now + WHOLE_SECOND_BLUR:
+            # None of ours got into that window, or none of ours was there as it began:
+            # others may have spent it (all, or the part before ours came). The quota is
+            # busy now (the pause says so); its size this says nothing of. (A window end
+            # more than a window off, whole seconds aside, is a longer window's than ours:
             # none of ours could count, and the rate goes down as before.)
             logger.debug("pool %s: a window others had spent; the rate stays", self.name)
             return

@@ -887,14 +887,22 @@ async def test_catholic_qa_at_two_a_minute_when_the_server_allows_one() -> None:
 
 
 async def after_a_spent_window(
-    limits: RateLimits, pool: str, period: float, limit: int, windows: int
+    limits: RateLimits,
+    pool: str,
+    period: float,
+    limit: int,
+    windows: int,
+    *,
+    spent: int | None = None,
+    arrive: float = 0.5,
 ) -> tuple[list[float], list[float], Quota]:
-    """Another process spent the server's first window (``limit`` calls at once at 0);
-    this one, told the same quota, then calls one after another for ``windows`` windows.
-    Its starts (refused ones too), the starts the server took, and the server."""
+    """Another process spent ``spent`` of the server's first window (all ``limit`` of it
+    unless told); this one, told the same quota, arrives at ``arrive`` and calls one after
+    another until ``windows`` windows are over. Its starts (refused ones too), the starts
+    the server took, and the server."""
     clock = VirtualClock()
     quota = Quota(((0, limit),), period)
-    quota.window, quota.count = 0, limit  # the other process's calls
+    quota.window, quota.count = 0, limit if spent is None else spent  # the other's calls
     sched = Scheduler(limits, max_concurrency=16, clock=clock)
     rng = random.Random(1)
     starts: list[float] = []
@@ -907,7 +915,7 @@ async def after_a_spent_window(
         accepted.append(at)
 
     async def one_after_another() -> None:
-        await clock.sleep(0.5)
+        await clock.sleep(arrive)
         while clock.now() < windows * period:
             await call_with_retries(
                 attempt,
@@ -951,6 +959,18 @@ async def test_at_the_pro_quota_a_minute_another_process_spent_costs_that_minute
     assert per_window(accepted, 60.0, 8)[2:] == [limit] * 6
     assert quota.refused <= 2
     assert max_in_window(starts, 60.0) <= limit
+
+
+async def test_at_the_pro_quota_a_minute_another_process_spent_part_of_is_not_learned() -> None:
+    """The Pro quota, 10 of the first minute's 15 spent by another process before this one
+    arrives (20 s in): the 5 left and a 429 say the quota is busy now, not that it is 5;
+    back to 15 a minute by the third minute, 2 429s at most in all."""
+    starts, accepted, quota = await after_a_spent_window(
+        PRO, "default", 60.0, 15, windows=8, spent=10, arrive=20.0
+    )
+    assert per_window(accepted, 60.0, 8)[2:] == [15] * 6, per_window(accepted, 60.0, 8)
+    assert quota.refused <= 2
+    assert max_in_window(starts, 60.0) <= 15
 
 
 # Priorities and fairness ---------------------------------------------------------------
