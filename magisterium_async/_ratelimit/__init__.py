@@ -29,8 +29,9 @@ Terms, each defined before use:
   window over the rate) apart instead of a window's burst, so whoever arrives waits one
   interval or so, not a window: bulk starts while the pool is **contended** (an
   interactive call, or one with a fairness key, arrived within the last few windows; with
-  a shared quota, in any process), and every start while calls with a fairness key wait,
-  more than the log has free starts. A bulk job alone bursts as the log allows.
+  a shared quota, in any process) or its run of starts has lasted a few windows (a
+  harvest), and every start while calls with a fairness key wait, more than the log has
+  free starts. A short bulk job alone bursts as the log allows.
 - **first round**: what a metered pool starts before its first answer comes back; the pool
   holds further starts until that round is answered.
 - **pool** machinery (``_pool.py``): one quota's line, caps, pause, judge, first round and limiter;

@@ -30,15 +30,16 @@ now), :meth:`RateRule.paced_start`:
 
 - bulk starts, while the pool is *contended*: a call a burst would hold back (an
   interactive one, or one with a fairness key) arrived within the last
-  :data:`~._tuning.PACE_QUIET_WINDOWS` windows;
+  :data:`~._tuning.PACE_QUIET_WINDOWS` windows, or the pool's run of starts has lasted
+  :data:`~._tuning.PACE_RUN_WINDOWS` (a harvest: the limiter says so);
 - every start, while the line holds calls with a fairness key (the caller serves many
   users) and more calls wait than the log has free starts (a burst would empty the
   window).
 
 Paced, a backlog costs nothing in throughput (still N starts a span), and whoever arrives
-waits one gap at most. A bulk job alone, with nobody else seen for a while, bursts as the
-log allows; a bulk job that ends while paced ends up to one window later than a burst
-would.
+waits one gap at most. A short bulk job alone, with nobody else seen for a while, bursts
+as the log allows; a bulk job that ends while paced ends up to one window later than a
+burst would.
 """
 
 from __future__ import annotations

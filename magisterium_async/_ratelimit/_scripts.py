@@ -68,14 +68,17 @@ end
 #       it stays in the line after its turn), 17 whether this client's line contends ('1':
 #       its head is interactive, or it holds calls with a fairness key), 18 how long (µs)
 #       bulk starts stay paced after the last ask that contended, 19 how many quota
-#       intervals apart paced starts are,
-#       20... the ages (µs) of starts to add (a rejoin after Redis came back).
+#       intervals apart paced starts are, 20 how long (µs) a run of starts (less than two
+#       spans apart) lasts before its bulk starts are paced while it runs (a harvest),
+#       21... the ages (µs) of starts to add (a rejoin after Redis came back).
 # The line: a client's rank is its priority's offset plus its turn number, the pool's turn
 # counter when it last had a turn (or joined): turns go round-robin over clients. A call
 # is admitted only if the free starts outnumber those held for other clients: one for
 # each interactive client ahead of a bulk one, and among the clients of one priority,
 # the rest of each one's round-robin share of the span's starts (see below). Pacing (as
-# RateRule.paced_start): while an ask that contended came within ARGV 18, a bulk start
+# RateRule.paced_start): while an ask that contended came within ARGV 18, or, at the
+# full rate, the log's run of starts has lasted ARGV 20 (the rule hash's 'run': when it
+# began), a bulk start
 # waits until ARGV 19 quota intervals after the log's last start, and until it leaves a
 # start free within one interval, so whoever contends finds a start within about one
 # interval whatever bulk work waits in any process.
@@ -87,7 +90,7 @@ ACQUIRE = (
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'margin', 'step_up_at',
-  'version', 'answered', 'suspect_until', 'check', 'turns', 'contended')
+  'version', 'answered', 'suspect_until', 'check', 'turns', 'contended', 'run')
 local rate = tonumber(rule[1]) or limit
 local allowed = tonumber(rule[2]) or limit
 local margin = tonumber(rule[3]) or tonumber(ARGV[4])
@@ -116,18 +119,26 @@ local clients = redis.call('ZCARD', KEYS[11])
 for i = 1, 3 do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - 2 * span)
 end
-for i = 20, #ARGV do
+for i = 21, #ARGV do
   local at = now - tonumber(ARGV[i])
   if at > now - span then
     redis.call('ZADD', KEYS[1], at, ARGV[5] .. ':b' .. i)
   end
 end
--- A call a burst would hold back asks: bulk starts are paced for ARGV[18] µs from now.
+-- A call a burst would hold back asks: bulk starts are paced for ARGV[18] µs from now;
+-- and while a run of starts that lasted ARGV[20] µs goes on (a harvest).
 local contended = tonumber(rule[10]) or -math.huge
 if ARGV[17] == '1' then
   contended = now
   redis.call('HSET', KEYS[5], 'contended', now)
 end
+local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+local run = tonumber(rule[11]) or now
+if not newest[2] or tonumber(newest[2]) < now - 2 * span then
+  run = now  -- the next start begins a run
+end
+local paced = now < contended + tonumber(ARGV[18])
+  or (rate >= limit and now - run >= tonumber(ARGV[20]))
 -- The line: clients whose calls wait, by rank; those that went away dropped.
 local me = ARGV[8]
 local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now)
@@ -186,7 +197,7 @@ end
 -- Pacing: a bulk start one paced gap after the log's last start, while contended, and
 -- not before it leaves a start free within an interval (keeps_a_start_free: it and the
 -- rate - 1 newest starts span rate - 1 intervals).
-if tonumber(ARGV[11]) >= BULK and now < contended + tonumber(ARGV[18]) then
+if tonumber(ARGV[11]) >= BULK and paced then
   local interval = window / rate
   local paced = -1
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
@@ -286,6 +297,7 @@ if held > 0 and held >= free then
 end
 redis.call('ZADD', KEYS[1], now, ARGV[5])
 redis.call('PEXPIRE', KEYS[1], keep)
+redis.call('HSET', KEYS[5], 'run', run)
 if check then redis.call('HSET', KEYS[5], 'check', ARGV[5]) end
 -- This client had its turn: behind every client waiting now, if it has more waiting.
 turns = redis.call('HINCRBY', KEYS[5], 'turns', 1)

@@ -12,8 +12,9 @@ token draws on one quota and acts at once on what any of them learns:
   within a priority round-robin over processes per call waiting (each process's share of
   the span's starts, up to the calls it has waiting, is held for it until it asks).
   While an ask that contends (an interactive call first in its line, or calls with a
-  fairness key) came lately from any process, bulk starts are paced there, one quota
-  interval apart, as a local pool paces them (``RateRule.paced_start``).
+  fairness key) came lately from any process, or the shared log's run of starts has
+  lasted a few windows, bulk starts are paced there, one quota interval apart, as a local
+  pool paces them (``RateRule.paced_start``).
 - **Learning.** Each process's judge reads its own 429s; a verdict is applied by the same
   pure rate rule as a local pool's, to the shared log and the shared rule state, and
   written back only if nobody wrote meanwhile (a version). A proven window sets a pause
@@ -78,6 +79,7 @@ from magisterium_async._ratelimit._tuning import (
     LINE_RECOUNT,
     PACE_INTERVALS,
     PACE_QUIET_WINDOWS,
+    PACE_RUN_WINDOWS,
     SHARED_ROUND_HOLD,
 )
 from magisterium_async._redis import Connection, connect, redis_errors, token_key
@@ -367,6 +369,7 @@ class SharedLimiter:
             1 if contends else 0,
             round(PACE_QUIET_WINDOWS * state.window * 1e6),
             PACE_INTERVALS,
+            round(PACE_RUN_WINDOWS * state.window * 1e6),
             *ages,
         ]
         assert self._base is not None  # named by admit() before its first ask

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_STEP_UP_DOUBLINGS",
     "PACE_INTERVALS",
     "PACE_QUIET_WINDOWS",
+    "PACE_RUN_WINDOWS",
     "PROOF_429S",
     "PROOF_429S_WHOLE_SECONDS",
     "ROUND_HOLD_ROUND_TRIPS",
@@ -75,6 +76,14 @@ PACE_INTERVALS = 1.0
 # |   |   | window's wait. Five windows (five minutes at the Pro quota) span the gaps between
 # |   |   | an orchestrator's users; a bulk job alone bursts again after them. |
 PACE_QUIET_WINDOWS = 5.0
+# | PACE_RUN_WINDOWS | 4 | A bulk run (starts less than two spans apart) at the full rate
+# |   |   | that has lasted this many windows is paced as if contended, while it runs: a
+# |   |   | harvest, whose next window would otherwise go in a burst and hold a person's first
+# |   |   | call back for up to a window. Four windows let a batch of up to four windows'
+# |   |   | worth (60 searches at the Pro quota) burst as before; a longer run ends up to one
+# |   |   | window later (its last window spread), and gets every start of every span
+# |   |   | meanwhile. (Lowered, the log spaces starts already.) |
+PACE_RUN_WINDOWS = 4.0
 # | LINE_GRACE | 0.5 s | How long a process's head of line stays in the shared line past its
 # |   |   | next ask: a process that went away holds the others back this long at most. |
 LINE_GRACE = 0.5

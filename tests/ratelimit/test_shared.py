@@ -457,6 +457,43 @@ async def test_after_the_first_interactive_calls_wait_one_interval_beside_bulk_i
         await sched.aclose()
 
 
+@pytest.mark.parametrize("phase", [0.5, 29.0, 59.5])
+async def test_a_call_after_seven_windows_of_bulk_alone_in_others_waits_one_interval(
+    memory_redis: object, phase: float
+) -> None:
+    """Three processes have had the quota alone with bulk calls for seven windows when a
+    fourth asks, at any phase: the shared admission paces a run that lasted a few windows,
+    so the call starts within an interval (and the margin) of arriving, and every span
+    still held its 15 starts."""
+    clock = VirtualClock()
+    limits = RateLimits.pro()
+    _, scheds = processes(memory_redis, clock, limits, 4, 8)
+    bulk_starts: list[float] = []
+    person: list[float] = []
+
+    async def call(sched: Scheduler, priority: Priority, at: float = 0.0) -> None:
+        await clock.sleep(at)
+        async with sched.pool("default").slot(priority):
+            (bulk_starts if priority == "bulk" else person).append(clock.now())
+            await clock.sleep(0.5)
+
+    bulk = [asyncio.create_task(call(s, "bulk")) for s in scheds[:3] for _ in range(50)]
+    arrive = 7 * limits.period + phase
+    single = asyncio.create_task(call(scheds[3], "interactive", arrive))
+    await clock.advance(arrive + 20.0)
+    assert single.done()
+    interval = limits.period / 15
+    assert person[0] - arrive <= interval + limits.margin + 2 * LINE_POLL
+    span = limits.period + limits.margin
+    starts = bulk_starts + person
+    assert [sum(1 for t in starts if j * span <= t < (j + 1) * span) for j in range(7)] == [15] * 7
+    for task in bulk:
+        task.cancel()
+    await asyncio.gather(*bulk, return_exceptions=True)
+    for sched in scheds:
+        await sched.aclose()
+
+
 # Fairness, the shared line, the step-up lease, what a newcomer reads ----------------------
 
 
