@@ -67,7 +67,7 @@ class Limiter(Protocol):
         ...
 
     def learn(self, verdict: Verdict) -> None:
-        """What the judge decided about a 429 (or a suspect cleared)."""
+        """What the judge decided about a 429."""
         ...
 
     async def aclose(self) -> None:
@@ -122,11 +122,6 @@ class WindowLimiter:
     @property
     def rate(self) -> float:
         return self.rule.rate
-
-    @property
-    def margin(self) -> float:
-        """The safety margin in force, in seconds (it may have grown)."""
-        return self.rule.state.margin
 
     @property
     def stepping_up(self) -> bool:

@@ -381,12 +381,11 @@ class SharedLimiter:
             return None
         wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
         state.rate, state.allowed = float(reply[3]), float(reply[4])
-        state.margin = float(reply[5]) / 1e6
-        self._offset = 0.0 if self._own_time else float(reply[7]) / 1e6 - self._clock.now()
+        self._offset = 0.0 if self._own_time else float(reply[6]) / 1e6 - self._clock.now()
         self._learn_epoch(state, epoch.decode() if isinstance(epoch, bytes) else str(epoch))
         self._clients = max(clients, 1)
         state.rejoin = False
-        state.asked_at = float(reply[7]) / 1e6
+        state.asked_at = float(reply[6]) / 1e6
         if self._down_since is not None:
             logger.warning("Redis is back: the shared quota decides again")
             self._down_since = None
@@ -531,8 +530,6 @@ class SharedLimiter:
                 fields["proven_end"] = repr(end)
             elif kind == "step_up_refused" and not rule.stepping_up:
                 return True  # another process answered that step up already
-            elif kind == "cleared" and rule.state.margin > state.margin:
-                return True  # another process widened the margin already
             rule.learn(log, Verdict(kind, start, at, end, verdict.wait))
         fields.update(rule_fields(rule.state))
         args: list[Any] = [version, self._id]
@@ -541,7 +538,6 @@ class SharedLimiter:
         written = await self._bounded(self._write_rule(keys=state.keys[4:6], args=args))
         if written:
             state.rate, state.allowed = rule.state.rate, rule.state.allowed
-            state.margin = rule.state.margin
         return bool(written)
 
     async def _snapshot(self, state: PoolState) -> tuple[RateRule, int, float, StartLog]:
@@ -565,7 +561,7 @@ class SharedLimiter:
             log.add(start)
         limit = int(state.limit)
         rule = RateRule("shared", limit, state.window, state.margin, period=state.period)
-        rule.state = rule_state(fields, limit, state.margin, log)
+        rule.state = rule_state(fields, limit)
         version = int(fields.get("version", "0"))
         return rule, version, float(fields.get("proven_end", "-inf")), log
 

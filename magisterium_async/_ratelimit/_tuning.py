@@ -9,13 +9,11 @@ from __future__ import annotations
 
 __all__ = [
     "AGREE_SHARE",
-    "FIRST_MARGIN_SHARE",
     "KEEP_SPANS",
     "LINE_GRACE",
     "LINE_POLL",
     "LINE_RECOUNT",
     "LONG_QUOTA_WAIT",
-    "MAX_MARGIN_SHARE",
     "MAX_STEP_UP_DOUBLINGS",
     "PACE_INTERVALS",
     "PACE_QUIET_WINDOWS",
@@ -38,12 +36,6 @@ STARTS_PER_STEP_UP = 10
 # | MAX_STEP_UP_DOUBLINGS | 2 | Each step up refused in a row waits twice as long, this many
 # |   |   | times at most (4x): a limit that stays put costs fewer 429s. |
 MAX_STEP_UP_DOUBLINGS = 2
-# | FIRST_MARGIN_SHARE | 0.01 | The safety margin's first widening, as a share of the window,
-# |   |   | when it starts at 0: below that, doubling would take too many 429s to matter. |
-FIRST_MARGIN_SHARE = 0.01
-# | MAX_MARGIN_SHARE | 0.125 | The widest a learned safety margin gets, as a share of the
-# |   |   | window: past an eighth, the margin costs more throughput than jitter costs 429s. |
-MAX_MARGIN_SHARE = 0.125
 # | RTT_CAP_SHARE | 0.1 | The round trip the rule allows for where a window began, as a
 # |   |   | share of the window: a stalled request must not shift the whole window. |
 RTT_CAP_SHARE = 0.1

@@ -604,7 +604,7 @@ async def test_one_process_at_a_time_steps_the_shared_rate_up(
     limits = RateLimits(10, 2, period=60.0)
     shared, scheds = processes(memory_redis, clock, limits, 4, 4)
     redis = FakeAsyncRedis(server=memory_redis)
-    learned = RuleState(rate=6, allowed=6, margin=limits.margin, step_up_at=100.0)
+    learned = RuleState(rate=6, allowed=6, step_up_at=100.0)
     await redis.hset(rule_key(shared[0]), mapping={**_fields(learned), "version": 1})
     stepped: list[tuple[int, float]] = []
     for i, s in enumerate(shared):
@@ -821,7 +821,7 @@ async def test_a_lowered_rate_takes_turns_with_a_process_that_asks_late(
 
     clock, shared, scheds, calls = near_and_far(memory_redis, monkeypatch)
     redis = FakeAsyncRedis(server=memory_redis)
-    learned = RuleState(rate=4, allowed=4, margin=0.0)
+    learned = RuleState(rate=4, allowed=4)
     await redis.hset(rule_key(shared[0]), mapping={**_fields(learned), "version": 1})
     calls.spawn(scheds[0], "near", 10, duration=0.1)
     calls.spawn(scheds[1], "far", 10, duration=0.1)
