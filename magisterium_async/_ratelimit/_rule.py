@@ -244,7 +244,8 @@ class RateRule:
 
     def step_up(self, log: StartLog, now: float) -> None:
         """Try a higher rate: above what the server allowed only once one of its windows
-        took more than that; else one more than it allowed last."""
+        (or two together, more than twice) took more than that; else one more than it
+        allowed last."""
         state, window = self.state, self.window
         if state.rate > state.allowed:
             # Passed only once one window of the server's (its phase known from the ends its
@@ -253,11 +254,17 @@ class RateRule:
             # The window's end as measured is late by the way back; starts reach the server
             # late by the way there: a round trip (and the margin) before it, they surely
             # fell in.
-            took = log.accepted(end - window, end - state.rtt - self.margin)
-            if took <= state.allowed:
+            last = end - state.rtt - self.margin
+            took = log.accepted(end - window, last)
+            # Or the two windows together took more than twice as much (one of them did):
+            # evenly spaced, the stepped-up starts fit a trimmed window only at some phases,
+            # two windows at nearly every phase, so the proof does not wait on the phase.
+            took_two = log.accepted(end - 2 * window, last)
+            if took <= state.allowed and took_two <= 2 * state.allowed:
                 state.step_up_at = end + window
                 return
-            state.allowed = took  # whoever shared the quota stopped, or it grew back
+            # Whoever shared the quota stopped, or it grew back.
+            state.allowed = max(took, math.ceil(took_two / 2))
             state.refused_tries = 0
             # Back to the rate a window lowered, at once: the quota it had came back.
             new = max(2 * state.rate, state.before)

@@ -209,6 +209,18 @@ def test_doubling_stops_at_the_configured_rate() -> None:
     assert not r.stepping_up
 
 
+def test_two_windows_that_took_more_than_twice_allowed_confirm_a_step_up_at_any_phase() -> None:
+    """7 a span (61 s), evenly spaced, against a server that allowed 6: the last window,
+    trimmed by the round trip and the margin, holds only 6 of them at this phase, but the
+    two windows before the check hold 13 (> 2 x 6: one of them took 7)."""
+    r = rule(limit=20, margin=1.0)
+    r.state = RuleState(rate=7, allowed=6, step_up_at=240.0, phase=0.0, rtt=5.0)
+    log = log_of(*(121.0 + k * 61.0 / 7 for k in range(13)))
+    assert log.accepted(180.0, 234.0) == 6 and log.accepted(120.0, 234.0) == 13
+    r.step_up(log, 245.0)
+    assert r.state.allowed == 7 and r.state.rate == 14
+
+
 def test_a_step_up_not_yet_taken_by_a_whole_window_waits_a_window_more() -> None:
     r, log = stepping_up(took=6)
     r.next_start(log, 185.0)
