@@ -138,8 +138,8 @@ class RateLimits:
     (``None``, the default for both: only ``max_concurrency`` applies; the service documents
     no cap on calls in flight, only the rate). ``adaptive`` lets a pool lower its rate to
     what the server allowed over its window after a 429 (the quota is shared with the
-    user's MCP calls, or the numbers are wrong), probe back up once 429s stop, and widen its
-    safety margin when 429s come from timing rather than rate. ``safety_margin`` (seconds, default
+    user's MCP calls, or the numbers are wrong), and probe back up once 429s stop.
+    ``safety_margin`` (seconds, default
     ``min(0.02 * period, 1)``) widens the window against network jitter between the client's
     clock and the server's.
 

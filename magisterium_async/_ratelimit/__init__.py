@@ -13,7 +13,7 @@ Terms, each defined before use:
   window ends, the **window end**.
 - **verdict**: what the **judge** (``_judge.py``, pure) makes of a 429: ``suspect`` (one
   429 alone; the next start goes alone as the pool's **check**), ``proven`` (a window ran
-  out; the pool **pauses** to its end), ``step_up_refused``, ``cleared``, and a few more.
+  out; the pool **pauses** to its end), ``step_up_refused``, and a few more.
 - **rate**: the starts per window the **rule** (``_rule.py``, pure) allows now; it goes
   down to what the server took when a window is proven, and **steps up** toward the
   configured rate later. Its constants live in one table, ``_tuning.py``.
@@ -29,8 +29,9 @@ Terms, each defined before use:
   window over the rate) apart instead of a window's burst, so whoever arrives waits one
   interval or so, not a window: bulk starts while the pool is **contended** (an
   interactive call, or one with a fairness key, arrived within the last few windows; with
-  a shared quota, in any process), and every start while calls with a fairness key wait,
-  more than the log has free starts. A bulk job alone bursts as the log allows.
+  a shared quota, in any process) or its run of starts has lasted a few windows (a
+  harvest), and every start while calls with a fairness key wait, more than the log has
+  free starts. A short bulk job alone bursts as the log allows.
 - **first round**: what a metered pool starts before its first answer comes back; the pool
   holds further starts until that round is answered.
 - **pool** machinery (``_pool.py``): one quota's line, caps, pause, judge, first round and limiter;
@@ -48,7 +49,7 @@ The flow of one 429, in one direction::
     transport -> 429 -> Permit.rate_limited(wait)
               -> Pool.rate_limited  -> Judge.on_429 -> [Verdict, ...]
               -> Pool._apply(verdict): pause the pool (proven, late, step up refused)
-              -> Limiter.learn(verdict) -> the rule: the rate, the margin, the next step up
+              -> Limiter.learn(verdict) -> the rule: the rate and the next step up
                  (shared: the same rule, applied to the log and state in Redis)
 
 and of one call: ``Pool.acquire()`` -> the line -> ``Scheduler.pump`` (cap, pause, check,

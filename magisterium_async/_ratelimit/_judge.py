@@ -17,7 +17,9 @@ the server just before its window turned. So the judge gives a :class:`Verdict`:
 - ``expired``: a suspect whose window ended with nothing sent since getting through, and
   its check not out: proven by silence (the rule lowers the rate; nobody pauses, the
   window is over).
-- ``cleared``: a start no earlier than the suspect got through: it was no window running out.
+
+A start no earlier than the suspect that got through *clears* it: it was no window running
+out (:meth:`Judge.on_answer`).
 """
 
 from __future__ import annotations
@@ -36,14 +38,12 @@ from magisterium_async._ratelimit._tuning import (
 
 __all__ = ["Judge", "Verdict", "VerdictKind"]
 
-VerdictKind = Literal[
-    "late", "suspect", "agreeing", "proven", "expired", "step_up_refused", "cleared"
-]
+VerdictKind = Literal["late", "suspect", "agreeing", "proven", "expired", "step_up_refused"]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the judge decided about ``start`` (for ``cleared``: the suspect it cleared).
+    """What the judge decided about ``start``.
 
     ``at`` is when the 429 came (for a suspect proven by silence: when the suspect came),
     ``window_end`` where the server said its window ends, ``wait`` the 429's wait.
@@ -127,19 +127,18 @@ class Judge:
             verdicts.append(Verdict("suspect", start, now, until, wait))
         return verdicts
 
-    def on_answer(self, start: Start) -> Verdict | None:
-        """``start`` is over while a suspect stands: one sent no earlier that got through
-        clears it."""
+    def on_answer(self, start: Start) -> bool:
+        """``start`` is over: one sent no earlier than the suspect that got through clears
+        it (whether it did)."""
         suspect = self.suspect
         if suspect is None:
-            return None
+            return False
         if start is self.check:
             self.check = None  # answered: the next start checks, if still in doubt
         if not start.limited and start is not suspect and start.time >= suspect.time:
             self.suspect = self.check = None
-            return Verdict("cleared", suspect, self.suspect_at, self.suspect_end,
-                           self.suspect_wait)  # fmt: skip
-        return None
+            return True
+        return False
 
     def _expire(self) -> Verdict | None:
         """The suspect's window ended and nothing sent since got through: it was real,

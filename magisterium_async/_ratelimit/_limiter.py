@@ -14,6 +14,7 @@ from magisterium_async._config import Priority
 from magisterium_async._ratelimit._judge import Verdict
 from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._rule import RateRule
+from magisterium_async._ratelimit._tuning import PACE_RUN_WINDOWS
 
 __all__ = ["Limiter", "RemoteGate", "WindowLimiter"]
 
@@ -66,7 +67,7 @@ class Limiter(Protocol):
         ...
 
     def learn(self, verdict: Verdict) -> None:
-        """What the judge decided about a 429 (or a suspect cleared)."""
+        """What the judge decided about a 429."""
         ...
 
     async def aclose(self) -> None:
@@ -116,15 +117,11 @@ class WindowLimiter:
         self.rule = RateRule(name, limit, window, margin, period=period, adaptive=adaptive)
         self.log = StartLog()
         self.contended_at = -math.inf  # when a call a burst would hold back last arrived
+        self.run_since = self.last_start = -math.inf  # the run of starts going on
 
     @property
     def rate(self) -> float:
         return self.rule.rate
-
-    @property
-    def margin(self) -> float:
-        """The safety margin in force, in seconds (it may have grown)."""
-        return self.rule.state.margin
 
     @property
     def stepping_up(self) -> bool:
@@ -137,11 +134,22 @@ class WindowLimiter:
         self.contended_at = now
 
     def paced_start(self, now: float, waiting: int, *, keyed: bool, bulk: bool) -> float:
-        return self.rule.paced_start(
-            self.log, now, waiting, keyed=keyed, bulk=bulk, contended_at=self.contended_at
+        rule = self.rule
+        contended_at = self.contended_at
+        if (
+            rule.state.rate >= rule.limit
+            and self.last_start > now - 2 * rule.span
+            and now - self.run_since >= PACE_RUN_WINDOWS * rule.window
+        ):
+            contended_at = now  # a long run at the full rate (a harvest) is paced
+        return rule.paced_start(
+            self.log, now, waiting, keyed=keyed, bulk=bulk, contended_at=contended_at
         )
 
     def start(self, start: Start) -> None:
+        if start.time - self.last_start > 2 * self.rule.span:
+            self.run_since = start.time
+        self.last_start = start.time
         self.log.add(start)
 
     def usage(self, now: float) -> tuple[int, int, float]:

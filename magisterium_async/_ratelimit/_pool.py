@@ -442,10 +442,7 @@ class Pool:
             return
         start.done = True
         self._in_flight -= 1
-        if self.judge.suspect is not None:
-            verdict = self.judge.on_answer(start)
-            if verdict is not None:
-                self._apply(verdict)
+        self.judge.on_answer(start)
         if self._round is not None and self._round.answered(start.time, self._clock.now()):
             self._round = None
         if self._admissions is not None:

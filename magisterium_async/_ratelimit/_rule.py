@@ -7,19 +7,16 @@ It has no clock, no I/O and no lock, so it runs the same in one process or, with
 What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
 
 - *proven* (a window ran out): the rate goes down to what the server took of our starts in
-  that window (all of it, when nobody else spends the quota; none of them: others had
-  spent that window, the quota is busy now, its size unknown, and the rate stays), and
-  stays there for
+  that window (all of it, when nobody else spends the quota; none of them, or a window
+  that began before any start of ours: others may have spent it, the quota is busy now,
+  its size unknown, and the rate stays), and stays there for
   :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts;
 - then it *steps up*: one start more than the server allowed, or, once one of the server's
   windows took more than it allowed before (whoever shared the quota stopped), twice the
   rate, back toward the configured one, or at once what the server's window before the
   lowering took of ours, if more (the quota it had shown came back);
 - *step up refused* (a 429 while stepping up): back to what the server allowed, and the
-  next step up waits twice as long (up to :data:`~._tuning.MAX_STEP_UP_DOUBLINGS` times);
-- *cleared* (a 429 that a later success showed was no window running out): if it came at a
-  window's edge while the log was full, it came from timing (network jitter), and the
-  safety margin widens (doubling, up to :data:`~._tuning.MAX_MARGIN_SHARE` of the window).
+  next step up waits twice as long (up to :data:`~._tuning.MAX_STEP_UP_DOUBLINGS` times).
 
 And where starts go within a window, *pacing*: the log alone lets a window's N starts go
 in one burst as the window opens: the best for a lone job, and the worst for whoever
@@ -30,15 +27,16 @@ now), :meth:`RateRule.paced_start`:
 
 - bulk starts, while the pool is *contended*: a call a burst would hold back (an
   interactive one, or one with a fairness key) arrived within the last
-  :data:`~._tuning.PACE_QUIET_WINDOWS` windows;
+  :data:`~._tuning.PACE_QUIET_WINDOWS` windows, or the pool's run of starts has lasted
+  :data:`~._tuning.PACE_RUN_WINDOWS` (a harvest: the limiter says so);
 - every start, while the line holds calls with a fairness key (the caller serves many
   users) and more calls wait than the log has free starts (a burst would empty the
   window).
 
 Paced, a backlog costs nothing in throughput (still N starts a span), and whoever arrives
-waits one gap at most. A bulk job alone, with nobody else seen for a while, bursts as the
-log allows; a bulk job that ends while paced ends up to one window later than a burst
-would.
+waits one gap at most. A short bulk job alone, with nobody else seen for a while, bursts
+as the log allows; a bulk job that ends while paced ends up to one window later than a
+burst would.
 """
 
 from __future__ import annotations
@@ -51,9 +49,7 @@ from dataclasses import dataclass
 from magisterium_async._ratelimit._judge import Verdict
 from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._tuning import (
-    FIRST_MARGIN_SHARE,
     KEEP_SPANS,
-    MAX_MARGIN_SHARE,
     MAX_STEP_UP_DOUBLINGS,
     PACE_INTERVALS,
     PACE_QUIET_WINDOWS,
@@ -75,20 +71,16 @@ class RuleState:
     window at the last 429; ``step_up_at``: when the next step up is due (``inf``: at the
     configured rate); ``refused_tries``: step ups refused in a row; ``phase``: where the
     server's windows end, modulo one window (``None``: unknown); ``rtt``: the round trip of
-    the last request refused; ``margin``: the safety margin in force, in seconds;
-    ``refused_step``: the start whose step up was refused (its 429 says nothing of timing);
-    ``before``: what the server's window before a proven one took of ours (a step up the
-    server confirmed goes straight back to it; ``0``: none).
+    the last request refused; ``before``: what the server's window before a proven one took
+    of ours (a step up the server confirmed goes straight back to it; ``0``: none).
     """
 
     rate: int
     allowed: int
-    margin: float
     step_up_at: float = math.inf
     refused_tries: int = 0
     phase: float | None = None
     rtt: float = 0.0
-    refused_step: Start | None = None
     before: int = 0
 
 
@@ -96,7 +88,7 @@ class RateRule:
     """The rule for one pool of ``limit`` starts per ``window`` seconds (``period``: the
     unit ``rate`` is reported in). ``adaptive=False``: the rate never moves."""
 
-    __slots__ = ("adaptive", "limit", "name", "period", "state", "window")
+    __slots__ = ("adaptive", "limit", "margin", "name", "period", "state", "window")
 
     def __init__(
         self,
@@ -113,9 +105,10 @@ class RateRule:
         self.name = name
         self.limit = limit
         self.window = window
+        self.margin = margin
         self.period = window if period is None else period
         self.adaptive = adaptive
-        self.state = RuleState(rate=limit, allowed=limit, margin=margin)
+        self.state = RuleState(rate=limit, allowed=limit)
 
     # What the pool asks ----------------------------------------------------------------
 
@@ -127,7 +120,7 @@ class RateRule:
     @property
     def span(self) -> float:
         """The window plus the safety margin: the log's horizon."""
-        return self.window + self.state.margin
+        return self.window + self.margin
 
     @property
     def stepping_up(self) -> bool:
@@ -198,8 +191,6 @@ class RateRule:
             self.step_up_refused(start, verdict.at, verdict.window_end)
         elif kind in ("proven", "expired"):
             self.proven(log, start, verdict.at, verdict.window_end)
-        elif kind == "cleared":
-            self.cleared(log, start, verdict.wait)
 
     def suspect(self, start: Start, now: float, window_end: float) -> None:
         """An isolated 429: nothing changes but where the server's window ends, and the
@@ -213,7 +204,6 @@ class RateRule:
             return
         self._locate(start, now, window_end)
         state = self.state
-        state.refused_step = start
         state.refused_tries = min(state.refused_tries + 1, MAX_STEP_UP_DOUBLINGS)
         state.step_up_at = now + self._cautious()
         self._set(state.allowed, "a step up was refused")
@@ -228,12 +218,14 @@ class RateRule:
         # round trip (it counts on arrival, and said where its window ends before the way
         # back) and the margin.
         began = window_end - self.window
-        slack = state.margin + state.rtt
+        slack = self.margin + state.rtt
         accepted = log.accepted(began - slack, now)
-        if accepted == 0 and began <= now + WHOLE_SECOND_BLUR:
-            # None of ours got into that window: others had spent it. The quota is busy
-            # now (the pause says so); its size this says nothing of. (A window end more
-            # than a window off, whole seconds aside, is a longer window's than ours:
+        seen = log.started(began - self.window - slack, began + slack) > 0
+        if (accepted == 0 or not seen) and began <= now + WHOLE_SECOND_BLUR:
+            # None of ours got into that window, or none of ours was there as it began:
+            # others may have spent it (all, or the part before ours came). The quota is
+            # busy now (the pause says so); its size this says nothing of. (A window end
+            # more than a window off, whole seconds aside, is a longer window's than ours:
             # none of ours could count, and the rate goes down as before.)
             logger.debug("pool %s: a window others had spent; the rate stays", self.name)
             return
@@ -248,34 +240,12 @@ class RateRule:
         if rate < state.rate:
             self._set(rate, "rate limited by the server")
 
-    def cleared(self, log: StartLog, suspect: Start, wait: float) -> None:
-        """A later success cleared ``suspect`` (its 429 pointed ``wait`` seconds ahead): if
-        it came at a window's edge with the log full, widen the margin against jitter."""
-        state = self.state
-        if suspect is state.refused_step:
-            return  # that 429 answered a step up, not the timing
-        if not self.adaptive or state.margin >= MAX_MARGIN_SHARE * self.window:
-            return
-        edge = 2 * max(state.margin, FIRST_MARGIN_SHARE * self.window)
-        if wait > edge:
-            return  # not at a window's edge: a fluke, not the jitter
-        began = suspect.time
-        if log.started(began - self.span, began) >= state.rate:
-            state.margin = min(
-                max(2 * state.margin, FIRST_MARGIN_SHARE * self.window),
-                MAX_MARGIN_SHARE * self.window,
-            )
-            logger.debug(
-                "pool %s safety margin -> %.3g s (a 429 from timing, not rate)",
-                self.name,
-                state.margin,
-            )
-
     # Inside the rule -------------------------------------------------------------------
 
     def step_up(self, log: StartLog, now: float) -> None:
         """Try a higher rate: above what the server allowed only once one of its windows
-        took more than that; else one more than it allowed last."""
+        (or two together, more than twice) took more than that; else one more than it
+        allowed last."""
         state, window = self.state, self.window
         if state.rate > state.allowed:
             # Passed only once one window of the server's (its phase known from the ends its
@@ -284,11 +254,17 @@ class RateRule:
             # The window's end as measured is late by the way back; starts reach the server
             # late by the way there: a round trip (and the margin) before it, they surely
             # fell in.
-            took = log.accepted(end - window, end - state.rtt - state.margin)
-            if took <= state.allowed:
+            last = end - state.rtt - self.margin
+            took = log.accepted(end - window, last)
+            # Or the two windows together took more than twice as much (one of them did):
+            # evenly spaced, the stepped-up starts fit a trimmed window only at some phases,
+            # two windows at nearly every phase, so the proof does not wait on the phase.
+            took_two = log.accepted(end - 2 * window, last)
+            if took <= state.allowed and took_two <= 2 * state.allowed:
                 state.step_up_at = end + window
                 return
-            state.allowed = took  # whoever shared the quota stopped, or it grew back
+            # Whoever shared the quota stopped, or it grew back.
+            state.allowed = max(took, math.ceil(took_two / 2))
             state.refused_tries = 0
             # Back to the rate a window lowered, at once: the quota it had came back.
             new = max(2 * state.rate, state.before)

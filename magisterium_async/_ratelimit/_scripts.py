@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from magisterium_async._ratelimit._log import StartLog
 from magisterium_async._ratelimit._rule import RuleState
 
 __all__ = [
@@ -56,8 +55,8 @@ end
 """
 
 # KEYS: the pool's keys (POOL_KEYS), then epoch, clients.
-# ARGV: 1 now (µs; '': Redis's TIME), 2 limit, 3 window (µs), 4 margin (µs, until the rule
-#       learns one), 5 ticket, 6 known epoch ('' on first contact), 7 new epoch id,
+# ARGV: 1 now (µs; '': Redis's TIME), 2 limit, 3 window (µs), 4 margin (µs), 5 ticket,
+#       6 known epoch ('' on first contact), 7 new epoch id,
 #       8 client id, 9 clients horizon (µs), 10 the bulk rank offset (a rank at or above it
 #       is bulk), 11 the priority's rank offset (0 interactive, ARGV 10 for bulk: every
 #       interactive call ranks first), 12 the first round
@@ -68,31 +67,34 @@ end
 #       it stays in the line after its turn), 17 whether this client's line contends ('1':
 #       its head is interactive, or it holds calls with a fairness key), 18 how long (µs)
 #       bulk starts stay paced after the last ask that contended, 19 how many quota
-#       intervals apart paced starts are,
-#       20... the ages (µs) of starts to add (a rejoin after Redis came back).
+#       intervals apart paced starts are, 20 how long (µs) a run of starts (less than two
+#       spans apart) lasts before its bulk starts are paced while it runs (a harvest),
+#       21... the ages (µs) of starts to add (a rejoin after Redis came back).
 # The line: a client's rank is its priority's offset plus its turn number, the pool's turn
 # counter when it last had a turn (or joined): turns go round-robin over clients. A call
 # is admitted only if the free starts outnumber those held for other clients: one for
 # each interactive client ahead of a bulk one, and among the clients of one priority,
 # the rest of each one's round-robin share of the span's starts (see below). Pacing (as
-# RateRule.paced_start): while an ask that contended came within ARGV 18, a bulk start
+# RateRule.paced_start): while an ask that contended came within ARGV 18, or, at the
+# full rate, the log's run of starts has lasted ARGV 20 (the rule hash's 'run': when it
+# began), a bulk start
 # waits until ARGV 19 quota intervals after the log's last start, and until it leaves a
 # start free within one interval, so whoever contends finds a start within about one
 # interval whatever bulk work waits in any process.
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
-#          epoch, clients seen, rate, allowed, margin µs, version, now µs}.
+#          epoch, clients seen, rate, allowed, version, now µs}.
 ACQUIRE = (
     _NOW
     + """
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
-local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'margin', 'step_up_at',
-  'version', 'answered', 'suspect_until', 'check', 'turns', 'contended')
+local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'step_up_at',
+  'version', 'answered', 'suspect_until', 'check', 'turns', 'contended', 'run')
 local rate = tonumber(rule[1]) or limit
 local allowed = tonumber(rule[2]) or limit
-local margin = tonumber(rule[3]) or tonumber(ARGV[4])
-local step_up_at = tonumber(rule[4]) or -1
-local version = tonumber(rule[5]) or 0
+local margin = tonumber(ARGV[4])
+local step_up_at = tonumber(rule[3]) or -1
+local version = tonumber(rule[4]) or 0
 local span = window + margin
 local keep = math.ceil(2 * span / 1000) + 1000
 local epoch = redis.call('GET', KEYS[10])
@@ -116,18 +118,26 @@ local clients = redis.call('ZCARD', KEYS[11])
 for i = 1, 3 do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - 2 * span)
 end
-for i = 20, #ARGV do
+for i = 21, #ARGV do
   local at = now - tonumber(ARGV[i])
   if at > now - span then
     redis.call('ZADD', KEYS[1], at, ARGV[5] .. ':b' .. i)
   end
 end
--- A call a burst would hold back asks: bulk starts are paced for ARGV[18] µs from now.
-local contended = tonumber(rule[10]) or -math.huge
+-- A call a burst would hold back asks: bulk starts are paced for ARGV[18] µs from now;
+-- and while a run of starts that lasted ARGV[20] µs goes on (a harvest).
+local contended = tonumber(rule[9]) or -math.huge
 if ARGV[17] == '1' then
   contended = now
   redis.call('HSET', KEYS[5], 'contended', now)
 end
+local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+local run = tonumber(rule[10]) or now
+if not newest[2] or tonumber(newest[2]) < now - 2 * span then
+  run = now  -- the next start begins a run
+end
+local paced = now < contended + tonumber(ARGV[18])
+  or (rate >= limit and now - run >= tonumber(ARGV[20]))
 -- The line: clients whose calls wait, by rank; those that went away dropped.
 local me = ARGV[8]
 local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now)
@@ -136,7 +146,7 @@ for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[8], m)
   redis.call('HDEL', KEYS[9], m .. ':t', m .. ':w')
 end
-local turns = tonumber(rule[9]) or 0
+local turns = tonumber(rule[8]) or 0
 local BULK = tonumber(ARGV[10])
 local turn = tonumber(redis.call('HGET', KEYS[9], me .. ':t') or turns)
 local rank = tonumber(ARGV[11]) + turn
@@ -146,7 +156,7 @@ for i = 7, 9 do redis.call('PEXPIRE', KEYS[i], keep) end
 local function answer(wait)
   -- A waiting client stays in the line until its next ask, and a grace after.
   redis.call('ZADD', KEYS[8], now + math.max(wait, 0) + tonumber(ARGV[14]), me)
-  return {wait, epoch, clients, rate, allowed, margin, version, now}
+  return {wait, epoch, clients, rate, allowed, version, now}
 end
 local pause = tonumber(redis.call('GET', KEYS[4]) or '0')
 if pause > now then
@@ -186,7 +196,7 @@ end
 -- Pacing: a bulk start one paced gap after the log's last start, while contended, and
 -- not before it leaves a start free within an interval (keeps_a_start_free: it and the
 -- rate - 1 newest starts span rate - 1 intervals).
-if tonumber(ARGV[11]) >= BULK and now < contended + tonumber(ARGV[18]) then
+if tonumber(ARGV[11]) >= BULK and paced then
   local interval = window / rate
   local paced = -1
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
@@ -204,7 +214,7 @@ end
 -- answered (told a rate above the server's, the rest would only collect 429s), for
 -- ARGV[13] µs at most (a slow request must not hold every client).
 local first_round = tonumber(ARGV[12])
-if (tonumber(rule[6]) or 0) < first_round and count >= first_round then
+if (tonumber(rule[5]) or 0) < first_round and count >= first_round then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if oldest[2] and now < tonumber(oldest[2]) + tonumber(ARGV[13]) then
     return answer(tonumber(ARGV[15]))
@@ -212,9 +222,9 @@ if (tonumber(rule[6]) or 0) < first_round and count >= first_round then
 end
 -- A 429 is suspect: one start goes alone, as the check, until it is answered.
 local check = false
-if (tonumber(rule[7]) or 0) > now then
-  if rule[8] and rule[8] ~= '' then
-    return answer(math.min(tonumber(rule[7]) - now, 5 * tonumber(ARGV[15])))
+if (tonumber(rule[6]) or 0) > now then
+  if rule[7] and rule[7] ~= '' then
+    return answer(math.min(tonumber(rule[6]) - now, 5 * tonumber(ARGV[15])))
   end
   check = true
 end
@@ -286,6 +296,7 @@ if held > 0 and held >= free then
 end
 redis.call('ZADD', KEYS[1], now, ARGV[5])
 redis.call('PEXPIRE', KEYS[1], keep)
+redis.call('HSET', KEYS[5], 'run', run)
 if check then redis.call('HSET', KEYS[5], 'check', ARGV[5]) end
 -- This client had its turn: behind every client waiting now, if it has more waiting.
 turns = redis.call('HINCRBY', KEYS[5], 'turns', 1)
@@ -298,7 +309,7 @@ end
 redis.call('ZREM', KEYS[7], me)
 redis.call('ZREM', KEYS[8], me)
 redis.call('HDEL', KEYS[9], me .. ':t', me .. ':w')
-return {0, epoch, clients, rate, allowed, margin, version, now}
+return {0, epoch, clients, rate, allowed, version, now}
 """
 )
 
@@ -376,36 +387,31 @@ return 1
 
 
 # The rule's state in Redis: numbers as text; times in seconds of Redis's clock, but the
-# two the admission script reads (margin, step_up_at) in µs; -1 for "none".
+# one the admission script reads (step_up_at) in µs; -1 for "none".
 def rule_fields(state: RuleState) -> dict[str, Any]:
     return {
         "rate": state.rate,
         "allowed": state.allowed,
-        "margin": round(state.margin * 1e6),
         # Rounded up: the script must not find a step up due before the rule said.
         "step_up_at": -1 if math.isinf(state.step_up_at) else math.ceil(state.step_up_at * 1e6),
         "refused_tries": state.refused_tries,
         "phase": "" if state.phase is None else repr(state.phase),
         "rtt": repr(state.rtt),
-        "refused_step": "" if state.refused_step is None else state.refused_step.ticket or "",
         "before": state.before,
     }
 
 
-def rule_state(fields: dict[str, str], limit: int, margin: float, log: StartLog) -> RuleState:
+def rule_state(fields: dict[str, str], limit: int) -> RuleState:
     if "rate" not in fields:
-        return RuleState(rate=limit, allowed=limit, margin=margin)
+        return RuleState(rate=limit, allowed=limit)
     step_up_at = float(fields["step_up_at"])
-    refused = fields.get("refused_step", "")
     return RuleState(
         rate=int(float(fields["rate"])),
         allowed=int(float(fields["allowed"])),
-        margin=float(fields["margin"]) / 1e6,
         step_up_at=math.inf if step_up_at < 0 else step_up_at / 1e6,
         refused_tries=int(fields.get("refused_tries", "0")),
         phase=float(fields["phase"]) if fields.get("phase") else None,
         rtt=float(fields.get("rtt", "0")),
-        refused_step=next((s for s in log if refused and s.ticket == refused), None),
         before=int(fields.get("before", "0")),
     )
 

@@ -12,8 +12,9 @@ token draws on one quota and acts at once on what any of them learns:
   within a priority round-robin over processes per call waiting (each process's share of
   the span's starts, up to the calls it has waiting, is held for it until it asks).
   While an ask that contends (an interactive call first in its line, or calls with a
-  fairness key) came lately from any process, bulk starts are paced there, one quota
-  interval apart, as a local pool paces them (``RateRule.paced_start``).
+  fairness key) came lately from any process, or the shared log's run of starts has
+  lasted a few windows, bulk starts are paced there, one quota interval apart, as a local
+  pool paces them (``RateRule.paced_start``).
 - **Learning.** Each process's judge reads its own 429s; a verdict is applied by the same
   pure rate rule as a local pool's, to the shared log and the shared rule state, and
   written back only if nobody wrote meanwhile (a version). A proven window sets a pause
@@ -78,6 +79,7 @@ from magisterium_async._ratelimit._tuning import (
     LINE_RECOUNT,
     PACE_INTERVALS,
     PACE_QUIET_WINDOWS,
+    PACE_RUN_WINDOWS,
     SHARED_ROUND_HOLD,
 )
 from magisterium_async._redis import Connection, connect, redis_errors, tls_refusal, token_key
@@ -367,6 +369,7 @@ class SharedLimiter:
             1 if contends else 0,
             round(PACE_QUIET_WINDOWS * state.window * 1e6),
             PACE_INTERVALS,
+            round(PACE_RUN_WINDOWS * state.window * 1e6),
             *ages,
         ]
         assert self._base is not None  # named by admit() before its first ask
@@ -381,12 +384,11 @@ class SharedLimiter:
             return None
         wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
         state.rate, state.allowed = float(reply[3]), float(reply[4])
-        state.margin = float(reply[5]) / 1e6
-        self._offset = 0.0 if self._own_time else float(reply[7]) / 1e6 - self._clock.now()
+        self._offset = 0.0 if self._own_time else float(reply[6]) / 1e6 - self._clock.now()
         self._learn_epoch(state, epoch.decode() if isinstance(epoch, bytes) else str(epoch))
         self._clients = max(clients, 1)
         state.rejoin = False
-        state.asked_at = float(reply[7]) / 1e6
+        state.asked_at = float(reply[6]) / 1e6
         if self._down_since is not None:
             logger.warning("Redis is back: the shared quota decides again")
             self._down_since = None
@@ -531,8 +533,6 @@ class SharedLimiter:
                 fields["proven_end"] = repr(end)
             elif kind == "step_up_refused" and not rule.stepping_up:
                 return True  # another process answered that step up already
-            elif kind == "cleared" and rule.state.margin > state.margin:
-                return True  # another process widened the margin already
             rule.learn(log, Verdict(kind, start, at, end, verdict.wait))
         fields.update(rule_fields(rule.state))
         args: list[Any] = [version, self._id]
@@ -541,7 +541,6 @@ class SharedLimiter:
         written = await self._bounded(self._write_rule(keys=state.keys[4:6], args=args))
         if written:
             state.rate, state.allowed = rule.state.rate, rule.state.allowed
-            state.margin = rule.state.margin
         return bool(written)
 
     async def _snapshot(self, state: PoolState) -> tuple[RateRule, int, float, StartLog]:
@@ -565,7 +564,7 @@ class SharedLimiter:
             log.add(start)
         limit = int(state.limit)
         rule = RateRule("shared", limit, state.window, state.margin, period=state.period)
-        rule.state = rule_state(fields, limit, state.margin, log)
+        rule.state = rule_state(fields, limit)
         version = int(fields.get("version", "0"))
         return rule, version, float(fields.get("proven_end", "-inf")), log
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 __all__ = [
     "AGREE_SHARE",
-    "FIRST_MARGIN_SHARE",
     "KEEP_SPANS",
     "LINE_GRACE",
     "LINE_POLL",
     "LINE_RECOUNT",
     "LONG_QUOTA_WAIT",
-    "MAX_MARGIN_SHARE",
     "MAX_STEP_UP_DOUBLINGS",
     "PACE_INTERVALS",
     "PACE_QUIET_WINDOWS",
+    "PACE_RUN_WINDOWS",
     "PROOF_429S",
     "PROOF_429S_WHOLE_SECONDS",
     "ROUND_HOLD_ROUND_TRIPS",
@@ -37,12 +36,6 @@ STARTS_PER_STEP_UP = 10
 # | MAX_STEP_UP_DOUBLINGS | 2 | Each step up refused in a row waits twice as long, this many
 # |   |   | times at most (4x): a limit that stays put costs fewer 429s. |
 MAX_STEP_UP_DOUBLINGS = 2
-# | FIRST_MARGIN_SHARE | 0.01 | The safety margin's first widening, as a share of the window,
-# |   |   | when it starts at 0: below that, doubling would take too many 429s to matter. |
-FIRST_MARGIN_SHARE = 0.01
-# | MAX_MARGIN_SHARE | 0.125 | The widest a learned safety margin gets, as a share of the
-# |   |   | window: past an eighth, the margin costs more throughput than jitter costs 429s. |
-MAX_MARGIN_SHARE = 0.125
 # | RTT_CAP_SHARE | 0.1 | The round trip the rule allows for where a window began, as a
 # |   |   | share of the window: a stalled request must not shift the whole window. |
 RTT_CAP_SHARE = 0.1
@@ -75,6 +68,14 @@ PACE_INTERVALS = 1.0
 # |   |   | window's wait. Five windows (five minutes at the Pro quota) span the gaps between
 # |   |   | an orchestrator's users; a bulk job alone bursts again after them. |
 PACE_QUIET_WINDOWS = 5.0
+# | PACE_RUN_WINDOWS | 4 | A bulk run (starts less than two spans apart) at the full rate
+# |   |   | that has lasted this many windows is paced as if contended, while it runs: a
+# |   |   | harvest, whose next window would otherwise go in a burst and hold a person's first
+# |   |   | call back for up to a window. Four windows let a batch of up to four windows'
+# |   |   | worth (60 searches at the Pro quota) burst as before; a longer run ends up to one
+# |   |   | window later (its last window spread), and gets every start of every span
+# |   |   | meanwhile. (Lowered, the log spaces starts already.) |
+PACE_RUN_WINDOWS = 4.0
 # | LINE_GRACE | 0.5 s | How long a process's head of line stays in the shared line past its
 # |   |   | next ask: a process that went away holds the others back this long at most. |
 LINE_GRACE = 0.5

@@ -139,8 +139,7 @@ LIMIT, PERIOD = 10, 2.0
 # on a loaded 2-core machine (CI runs three suites side by side) the gap between the two
 # varies by more than the default 40 ms margin, which is for network jitter, and a sliding
 # window then sees one start too many. A tenth of the period covers the machine (the Pro
-# quota's margin is a sixtieth of its minute, at 1 s; in production a 429 from timing
-# widens the margin).
+# quota's margin is a sixtieth of its minute, at 1 s).
 MARGIN = PERIOD / 10
 
 

@@ -51,7 +51,7 @@ def test_what_proves_nothing_moves_no_rate(kind: VerdictKind) -> None:
     lim = limiter()
     refused = full(lim, 4)
     lim.learn(Verdict(kind, refused, 4.5, 60.0, 55.5))
-    assert lim.rate == 10.0 and lim.margin == 1.0
+    assert lim.rate == 10.0 and lim.rule.span == 61.0
 
 
 def test_a_refused_step_up_goes_back_to_what_the_server_allowed() -> None:
@@ -67,20 +67,12 @@ def test_a_refused_step_up_goes_back_to_what_the_server_allowed() -> None:
     assert lim.rate == 4.0 and not lim.stepping_up
 
 
-def test_a_cleared_429_at_the_edge_of_a_full_window_widens_the_margin() -> None:
-    lim = limiter()
-    edge = full(lim, 9)  # ten starts in one span, the last 429'd
-    lim.learn(Verdict("cleared", edge, 9.5, 10.5, 1.0))
-    assert lim.margin == 2.0
-    assert lim.next_start(9.5) == 0.0 + 62.0  # the wider span, for every later start
-
-
 def test_without_adaptive_nothing_is_learned() -> None:
     lim = limiter(adaptive=False)
     refused = full(lim, 4)
-    for kind in ("proven", "expired", "step_up_refused", "cleared"):
+    for kind in ("proven", "expired", "step_up_refused"):
         lim.learn(Verdict(kind, refused, 4.5, 5.5, 1.0))  # type: ignore[arg-type]
-    assert (lim.rate, lim.margin) == (10.0, 1.0)
+    assert (lim.rate, lim.rule.span) == (10.0, 61.0)
 
 
 def test_the_rate_is_per_period() -> None:

@@ -929,14 +929,22 @@ async def test_catholic_qa_at_two_a_minute_when_the_server_allows_one() -> None:
 
 
 async def after_a_spent_window(
-    limits: RateLimits, pool: str, period: float, limit: int, windows: int
+    limits: RateLimits,
+    pool: str,
+    period: float,
+    limit: int,
+    windows: int,
+    *,
+    spent: int | None = None,
+    arrive: float = 0.5,
 ) -> tuple[list[float], list[float], Quota]:
-    """Another process spent the server's first window (``limit`` calls at once at 0);
-    this one, told the same quota, then calls one after another for ``windows`` windows.
-    Its starts (refused ones too), the starts the server took, and the server."""
+    """Another process spent ``spent`` of the server's first window (all ``limit`` of it
+    unless told); this one, told the same quota, arrives at ``arrive`` and calls one after
+    another until ``windows`` windows are over. Its starts (refused ones too), the starts
+    the server took, and the server."""
     clock = VirtualClock()
     quota = Quota(((0, limit),), period)
-    quota.window, quota.count = 0, limit  # the other process's calls
+    quota.window, quota.count = 0, limit if spent is None else spent  # the other's calls
     sched = Scheduler(limits, max_concurrency=16, clock=clock)
     rng = random.Random(1)
     starts: list[float] = []
@@ -949,7 +957,7 @@ async def after_a_spent_window(
         accepted.append(at)
 
     async def one_after_another() -> None:
-        await clock.sleep(0.5)
+        await clock.sleep(arrive)
         while clock.now() < windows * period:
             await call_with_retries(
                 attempt,
@@ -993,6 +1001,18 @@ async def test_at_the_pro_quota_a_minute_another_process_spent_costs_that_minute
     assert per_window(accepted, 60.0, 8)[2:] == [limit] * 6
     assert quota.refused <= 2
     assert max_in_window(starts, 60.0) <= limit
+
+
+async def test_at_the_pro_quota_a_minute_another_process_spent_part_of_is_not_learned() -> None:
+    """The Pro quota, 10 of the first minute's 15 spent by another process before this one
+    arrives (20 s in): the 5 left and a 429 say the quota is busy now, not that it is 5;
+    back to 15 a minute by the third minute, 2 429s at most in all."""
+    starts, accepted, quota = await after_a_spent_window(
+        PRO, "default", 60.0, 15, windows=8, spent=10, arrive=20.0
+    )
+    assert per_window(accepted, 60.0, 8)[2:] == [15] * 6, per_window(accepted, 60.0, 8)
+    assert quota.refused <= 2
+    assert max_in_window(starts, 60.0) <= 15
 
 
 # Priorities and fairness ---------------------------------------------------------------
@@ -1062,9 +1082,10 @@ async def test_an_interactive_call_starts_at_the_next_free_start_before_100_bulk
 
 
 async def test_bulk_still_gets_every_start_interactive_calls_leave() -> None:
-    """Interactive calls cut in, and bulk is paced once they come: every span of the quota
-    still holds its 15 starts, and the job ends at most one window later than alone (its
-    last window's starts spread instead of sent at once)."""
+    """Interactive calls cut in, and bulk is paced once they come (and, alone, once its
+    run lasted four windows): every span of the quota still holds its 15 starts, and the
+    job ends at most one window later than bursting each window would (its last window's
+    starts spread instead of sent at once)."""
 
     async def run(people: int) -> list[float]:
         sched, clock = scheduler(max_concurrency=64)
@@ -1081,7 +1102,8 @@ async def test_bulk_still_gets_every_start_interactive_calls_leave() -> None:
     windows = [sum(1 for t in mixed if j * span <= t < (j + 1) * span) for j in range(7)]
     assert windows == [15] * 7  # nothing of the quota lost while paced
     assert max_in_window(mixed, PRO.period) == 15
-    assert max(alone) < max(mixed) <= max(alone) + PRO.period
+    bursts = (110 // 15) * span  # when the last window's burst would start
+    assert bursts < max(alone) <= max(mixed) <= bursts + PRO.period
 
 
 async def test_once_an_interactive_call_came_the_next_ones_wait_one_quota_interval() -> None:
@@ -1132,6 +1154,31 @@ async def test_at_any_phase_a_call_after_the_first_window_waits_one_interval(
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await sched.aclose()
+
+
+@pytest.mark.parametrize("in_flight", [16, 64])
+@pytest.mark.parametrize("phase", [0.5, 13.0, 29.0, 44.5, 59.5])
+async def test_a_call_after_seven_windows_of_bulk_alone_waits_one_interval(
+    in_flight: int, phase: float
+) -> None:
+    """A harvest has had the quota alone for seven windows when a person asks, at any
+    phase of the window: a bulk run that lasted a few windows is paced (a start stays free
+    within an interval), so the call waits one quota interval and the margin at most, not
+    the rest of the window; and the harvest still gets every start of every span."""
+    sched, clock = scheduler(max_concurrency=in_flight)
+    pool = sched.pool("default")
+    seen = Starts(clock)
+    tasks = seen.spawn(200, pool, "bulk", "bulk")
+    arrive = 7 * PRO.period + phase
+    tasks += seen.spawn(1, pool, "person", "interactive", at=arrive)
+    await finish(clock, sched, tasks)
+    (at,) = seen.times("person")
+    assert at - arrive <= QUOTA_INTERVAL + PRO.margin
+    span = PRO.period + PRO.margin
+    starts = sorted(t for _, t in seen.seen)
+    assert [sum(1 for t in starts if j * span <= t < (j + 1) * span) for j in range(12)] == [
+        15
+    ] * 12
 
 
 async def test_a_lone_bulk_job_bursts_and_bursts_again_once_quiet() -> None:

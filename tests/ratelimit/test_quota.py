@@ -67,14 +67,14 @@ async def test_a_proven_429_shows_the_pause_and_the_lowered_rate() -> None:
         async with pool.slot():
             pass  # five the server took
     async with pool.slot() as permit:
-        permit.rate_limited(20.5)  # a suspect: the window ends at 20.5
+        permit.rate_limited(60.5)  # a suspect: the window (begun with ours) ends at 60.5
     async with pool.slot() as permit:  # the probe
         await clock.advance(4)
-        permit.rate_limited(16.5)  # the same window end: proof, paused until 20.5
+        permit.rate_limited(56.5)  # the same window end: proof, paused until 60.5
     await clock.advance(8)
     quota = sched.quota().default
     assert (quota.limit, quota.configured, quota.used, quota.left) == (5.0, 15.0, 7, 0)
-    assert quota.paused_for == 8.5
+    assert quota.paused_for == 48.5
     # Lowered to the 5 it took, the next start waits for them to leave the window (61 s).
     assert quota.next_start_in == pytest.approx(49.0)
     await clock.advance(100)

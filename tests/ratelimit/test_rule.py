@@ -11,8 +11,6 @@ import pytest
 from magisterium_async._ratelimit import RateRule, RuleState, Start, StartLog
 from magisterium_async._ratelimit._rule import contended, keeps_a_start_free, paces
 from magisterium_async._ratelimit._tuning import (
-    FIRST_MARGIN_SHARE,
-    MAX_MARGIN_SHARE,
     MAX_STEP_UP_DOUBLINGS,
     PACE_INTERVALS,
     PACE_QUIET_WINDOWS,
@@ -170,7 +168,7 @@ def stepping_up(took: int) -> tuple[RateRule, StartLog]:
     """Stepped up to 7 of 20 (the server allowed 6); the last server window (its ends at
     whole minutes) took ``took`` of ours; a step up falls due at 180."""
     r = rule(limit=20)
-    r.state = RuleState(rate=7, allowed=6, margin=0.0, step_up_at=180.0, phase=0.0, rtt=0.1)
+    r.state = RuleState(rate=7, allowed=6, step_up_at=180.0, phase=0.0, rtt=0.1)
     log = log_of(*(121.0 + i for i in range(took)), 184.0)
     return r, log
 
@@ -203,12 +201,24 @@ def test_a_told_rate_no_window_took_is_not_gone_back_to() -> None:
 
 def test_doubling_stops_at_the_configured_rate() -> None:
     r = rule(limit=20)
-    r.state = RuleState(rate=14, allowed=7, margin=0.0, step_up_at=240.0, phase=0.0, rtt=0.1)
+    r.state = RuleState(rate=14, allowed=7, step_up_at=240.0, phase=0.0, rtt=0.1)
     log = log_of(*(181.0 + i for i in range(10)), 244.0)
     r.step_up(log, 245.0)
     assert r.state.rate == 20 and r.state.allowed == 20
     assert r.state.step_up_at == math.inf  # at the configured rate: nothing more to try
     assert not r.stepping_up
+
+
+def test_two_windows_that_took_more_than_twice_allowed_confirm_a_step_up_at_any_phase() -> None:
+    """7 a span (61 s), evenly spaced, against a server that allowed 6: the last window,
+    trimmed by the round trip and the margin, holds only 6 of them at this phase, but the
+    two windows before the check hold 13 (> 2 x 6: one of them took 7)."""
+    r = rule(limit=20, margin=1.0)
+    r.state = RuleState(rate=7, allowed=6, step_up_at=240.0, phase=0.0, rtt=5.0)
+    log = log_of(*(121.0 + k * 61.0 / 7 for k in range(13)))
+    assert log.accepted(180.0, 234.0) == 6 and log.accepted(120.0, 234.0) == 13
+    r.step_up(log, 245.0)
+    assert r.state.allowed == 7 and r.state.rate == 14
 
 
 def test_a_step_up_not_yet_taken_by_a_whole_window_waits_a_window_more() -> None:
@@ -218,64 +228,12 @@ def test_a_step_up_not_yet_taken_by_a_whole_window_waits_a_window_more() -> None
     assert r.state.step_up_at == 240.0  # the end of the next server window
 
 
-# Cleared: the margin --------------------------------------------------------------------
-
-
 def full_log_before(t: float, n: int = 10) -> tuple[StartLog, Start]:
     """``n`` starts up to ``t``, the last one 429'd: the log was full at a window's edge."""
     log = log_of(*(t - n + 1 + i for i in range(n - 1)))
     suspect = start(t, limited=True)
     log.add(suspect)
     return log, suspect
-
-
-def test_a_cleared_429_at_a_windows_edge_with_a_full_log_widens_the_margin() -> None:
-    r = rule(margin=1.0)
-    margins: list[float] = []
-    for _ in range(5):
-        log, suspect = full_log_before(100.0)
-        r.cleared(log, suspect, wait=1.0)
-        margins.append(r.state.margin)
-    cap = MAX_MARGIN_SHARE * WINDOW
-    assert margins == [2.0, 4.0, cap, cap, cap]
-    assert r.span == WINDOW + cap
-
-
-def test_a_margin_of_zero_widens_by_the_first_share() -> None:
-    r = rule(margin=0.0)
-    log, suspect = full_log_before(100.0)
-    r.cleared(log, suspect, wait=0.0)
-    assert r.state.margin == FIRST_MARGIN_SHARE * WINDOW
-
-
-def test_a_margin_of_zero_widens_after_a_jitter_429_a_moment_before_the_window_end() -> None:
-    r = rule(margin=0.0)
-    log, suspect = full_log_before(100.0)
-    r.cleared(log, suspect, wait=0.2)  # the server's window ended 0.2 s later than ours
-    assert r.state.margin == FIRST_MARGIN_SHARE * WINDOW
-
-
-def test_a_cleared_429_far_from_a_windows_edge_is_a_fluke() -> None:
-    r = rule(margin=1.0)
-    log, suspect = full_log_before(100.0)
-    r.cleared(log, suspect, wait=30.0)
-    assert r.state.margin == 1.0
-
-
-def test_a_cleared_429_with_room_in_the_log_is_no_timing_issue() -> None:
-    r = rule(margin=1.0)
-    log, suspect = full_log_before(100.0, n=3)
-    r.cleared(log, suspect, wait=1.0)
-    assert r.state.margin == 1.0
-
-
-def test_a_cleared_step_up_429_does_not_widen_the_margin() -> None:
-    r = rule(margin=1.0)
-    r.state = RuleState(rate=7, allowed=6, margin=1.0)
-    log, suspect = full_log_before(100.0)
-    r.step_up_refused(suspect, 100.5, 101.0)
-    r.cleared(log, suspect, wait=1.0)
-    assert r.state.margin == 1.0
 
 
 # Suspect, non-adaptive, reporting ---------------------------------------------------------
@@ -294,8 +252,7 @@ def test_non_adaptive_never_moves() -> None:
     r.suspect(suspect, 100.5, 101.0)
     r.proven(log, suspect, 100.5, 101.0)
     r.step_up_refused(suspect, 100.5, 101.0)
-    r.cleared(log, suspect, wait=1.0)
-    assert r.state == RuleState(rate=10, allowed=10, margin=1.0)
+    assert r.state == RuleState(rate=10, allowed=10)
     assert r.next_start(log, 100.5) == 91.0 + r.span
 
 

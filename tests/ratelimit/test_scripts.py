@@ -9,7 +9,6 @@ from typing import Any
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits
 from magisterium_async._ratelimit import RuleState, Scheduler, SharedLimiter, SharedQuota
-from magisterium_async._ratelimit._log import Start, StartLog
 from magisterium_async._ratelimit._scripts import (
     PAUSE,
     POOL_KEYS,
@@ -84,51 +83,42 @@ def test_the_scripts_take_the_pool_keys_in_one_order() -> None:
 
 
 async def test_a_learned_state_round_trips_through_redis(memory_redis: object) -> None:
-    refused = Start(12.5, "client:7")
-    log = StartLog([Start(10.0, "client:6"), refused])
     learned = RuleState(
         rate=6,
         allowed=5,
-        margin=1.25,
         step_up_at=123.5,
         refused_tries=2,
         phase=0.1 + 0.2,  # a float with no short decimal form keeps every digit
         rtt=0.037,
-        refused_step=refused,
+        before=4,
     )
     redis = memory_client(memory_redis)
     await redis.hset("rule", mapping=rule_fields(learned))
     raw = await redis.hgetall("rule")  # bytes, as Redis answers
     await redis.aclose()
     fields = {text(k): text(v) for k, v in raw.items()}
-    assert rule_state(fields, 10, 1.0, log) == learned
+    assert rule_state(fields, 10) == learned
 
 
-def test_nothing_stored_is_the_configured_rate_and_margin() -> None:
-    assert rule_state({}, 10, 1.0, StartLog()) == RuleState(rate=10, allowed=10, margin=1.0)
+def test_nothing_stored_is_the_configured_rate() -> None:
+    assert rule_state({}, 10) == RuleState(rate=10, allowed=10)
 
 
 def test_none_and_infinity_are_stored_as_the_scripts_read_them() -> None:
-    state = RuleState(rate=10, allowed=10, margin=0.5)
+    state = RuleState(rate=10, allowed=10)
     fields = rule_fields(state)
-    # The admission script reads margin and step_up_at in µs, -1 for "no step up due".
-    assert (fields["margin"], fields["step_up_at"]) == (500_000, -1)
-    assert fields["phase"] == "" and fields["refused_step"] == ""
-    decoded = rule_state({k: str(v) for k, v in fields.items()}, 10, 0.5, StartLog())
+    # The admission script reads step_up_at in µs, -1 for "no step up due".
+    assert fields["step_up_at"] == -1
+    assert fields["phase"] == ""
+    decoded = rule_state({k: str(v) for k, v in fields.items()}, 10)
     assert decoded == state and math.isinf(decoded.step_up_at) and decoded.phase is None
 
 
 def test_a_step_up_is_never_found_due_before_the_rule_said() -> None:
-    fields = rule_fields(RuleState(rate=5, allowed=5, margin=1.0, step_up_at=1.0000001))
+    fields = rule_fields(RuleState(rate=5, allowed=5, step_up_at=1.0000001))
     assert fields["step_up_at"] == 1_000_001  # rounded up to the µs
-    decoded = rule_state({k: str(v) for k, v in fields.items()}, 10, 1.0, StartLog())
+    decoded = rule_state({k: str(v) for k, v in fields.items()}, 10)
     assert decoded.step_up_at >= 1.0000001
-
-
-def test_a_refused_step_no_longer_in_the_log_is_forgotten() -> None:
-    gone = Start(1.0, "client:1")
-    fields = {k: str(v) for k, v in rule_fields(RuleState(5, 4, 1.0, refused_step=gone)).items()}
-    assert rule_state(fields, 10, 1.0, StartLog([Start(2.0, "client:2")])).refused_step is None
 
 
 def test_text_reads_what_redis_answers_either_way() -> None:

@@ -446,6 +446,43 @@ async def test_after_the_first_interactive_calls_wait_one_interval_beside_bulk_i
         await sched.aclose()
 
 
+@pytest.mark.parametrize("phase", [0.5, 29.0, 59.5])
+async def test_a_call_after_seven_windows_of_bulk_alone_in_others_waits_one_interval(
+    memory_redis: object, phase: float
+) -> None:
+    """Three processes have had the quota alone with bulk calls for seven windows when a
+    fourth asks, at any phase: the shared admission paces a run that lasted a few windows,
+    so the call starts within an interval (and the margin) of arriving, and every span
+    still held its 15 starts."""
+    clock = VirtualClock()
+    limits = RateLimits.pro()
+    _, scheds = processes(memory_redis, clock, limits, 4, 8)
+    bulk_starts: list[float] = []
+    person: list[float] = []
+
+    async def call(sched: Scheduler, priority: Priority, at: float = 0.0) -> None:
+        await clock.sleep(at)
+        async with sched.pool("default").slot(priority):
+            (bulk_starts if priority == "bulk" else person).append(clock.now())
+            await clock.sleep(0.5)
+
+    bulk = [asyncio.create_task(call(s, "bulk")) for s in scheds[:3] for _ in range(50)]
+    arrive = 7 * limits.period + phase
+    single = asyncio.create_task(call(scheds[3], "interactive", arrive))
+    await clock.advance(arrive + 20.0)
+    assert single.done()
+    interval = limits.period / 15
+    assert person[0] - arrive <= interval + limits.margin + 2 * LINE_POLL
+    span = limits.period + limits.margin
+    starts = bulk_starts + person
+    assert [sum(1 for t in starts if j * span <= t < (j + 1) * span) for j in range(7)] == [15] * 7
+    for task in bulk:
+        task.cancel()
+    await asyncio.gather(*bulk, return_exceptions=True)
+    for sched in scheds:
+        await sched.aclose()
+
+
 # Fairness, the shared line, the step-up lease, what a newcomer reads ----------------------
 
 
@@ -556,7 +593,7 @@ async def test_one_process_at_a_time_steps_the_shared_rate_up(
     limits = RateLimits(10, 2, period=60.0)
     shared, scheds = processes(memory_redis, clock, limits, 4, 4)
     redis = FakeAsyncRedis(server=memory_redis)
-    learned = RuleState(rate=6, allowed=6, margin=limits.margin, step_up_at=100.0)
+    learned = RuleState(rate=6, allowed=6, step_up_at=100.0)
     await redis.hset(rule_key(shared[0]), mapping={**_fields(learned), "version": 1})
     stepped: list[tuple[int, float]] = []
     for i, s in enumerate(shared):
@@ -773,7 +810,7 @@ async def test_a_lowered_rate_takes_turns_with_a_process_that_asks_late(
 
     clock, shared, scheds, calls = near_and_far(memory_redis, monkeypatch)
     redis = FakeAsyncRedis(server=memory_redis)
-    learned = RuleState(rate=4, allowed=4, margin=0.0)
+    learned = RuleState(rate=4, allowed=4)
     await redis.hset(rule_key(shared[0]), mapping={**_fields(learned), "version": 1})
     calls.spawn(scheds[0], "near", 10, duration=0.1)
     calls.spawn(scheds[1], "far", 10, duration=0.1)
