@@ -34,7 +34,7 @@ import contextlib
 import logging
 import math
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
@@ -85,11 +85,15 @@ class CallObserver:
     def retrying(self, attempt: int, reason: str) -> None:
         """The call is tried again: ``attempt`` is the retry's number, ``reason`` why."""
 
-    async def traced(self, work: Awaitable[Task]) -> Task:
-        """``await work`` inside the call's span; here, there is none."""
-        return await work
+    def current(self) -> contextlib.AbstractContextManager[object]:
+        """The call's span made current (so requests carry it); here, there is none."""
+        return _NOTHING
+
+    def finish(self, task: Any, error: BaseException | None) -> None:
+        """The call ended: with ``task`` (its answer), or with ``error``."""
 
 
+_NOTHING: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
 NO_OBSERVER = CallObserver()
 """The observer of a call nobody watches."""
 
@@ -174,23 +178,12 @@ class _CallRecord(CallObserver):
         if self.span is not None:
             self.span.add_event("magisterium.retry", {"attempt": attempt, "reason": reason})
 
-    async def traced(self, work: Awaitable[Task]) -> Task:
-        """``await work`` with the span current (so requests carry it), then end the span."""
-        scope = (
-            _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
-            if self.span is not None
-            else contextlib.nullcontext()
-        )
-        with scope:
-            try:
-                task = await work
-            except BaseException as error:
-                self.finish(None, error)
-                raise
-        self.finish(task, None)
-        return task
+    def current(self) -> contextlib.AbstractContextManager[object]:
+        if self.span is None:
+            return _NOTHING
+        return _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
 
-    def finish(self, task: Task | None, error: BaseException | None) -> None:
+    def finish(self, task: Any, error: BaseException | None) -> None:
         if self.instruments is not None:
             self.instruments.quota_wait.record(self.waited, self._labels)
         span = self.span
@@ -199,7 +192,7 @@ class _CallRecord(CallObserver):
         span.set_attribute("magisterium.attempts", self.attempts)
         span.set_attribute("magisterium.quota.wait", self.waited)
         failure: str | None = None
-        if task is not None:
+        if isinstance(task, Task):
             span.set_attribute("a2a.task.id", task.id)
             span.set_attribute("a2a.task.state", task.state)
             span.set_attribute("gen_ai.conversation.id", task.context_id)

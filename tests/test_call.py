@@ -1,4 +1,4 @@
-"""The retry loop's rate-limit path: one turning of a 429 into waits, and its bounds.
+"""One call's way down: the loop's budgets (429s, a refused token), and how deep it goes.
 
 Whatever a server answers (a wait of 0 forever, -0.0, a tiny one, nonsense, a 400-digit
 number), one call sends a bounded number of requests, in virtual time.
@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sys
+import types
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import magisterium_async as m
+from magisterium_async._call import CallPath, call_with_retries, rate_limit_wait
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import (
     DEFAULT_CALL_OPTIONS,
@@ -25,11 +29,10 @@ from magisterium_async._config import (
 from magisterium_async._errors import RateLimitError
 from magisterium_async._http._jsonrpc import Transport
 from magisterium_async._ratelimit import PoolEvent, Scheduler
-from magisterium_async._retry import CallPath, call_with_retries, rate_limit_wait
 from magisterium_async._skills import SendParams
 from magisterium_async._telemetry import Telemetry
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
-from tests.conftest import CARD, task_json
+from tests.conftest import CARD, artifact, data, task_json
 
 from .conftest import TOKEN, ScriptedServer
 
@@ -100,7 +103,7 @@ async def hammer(
     sched = Scheduler(RateLimits.pro(), max_concurrency=32, clock=clock, on_event=events.append)
     sent = 0
 
-    async def attempt() -> object:
+    async def attempt(token: str | None = None) -> object:
         nonlocal sent
         sent += 1
         await clock.sleep(0.05)
@@ -188,7 +191,7 @@ async def test_agent_card_429_honours_retry_after_like_rpc_calls(server: Scripte
 
 
 def _fails_with(error: BaseException) -> Any:
-    async def attempt() -> object:
+    async def attempt(token: str | None = None) -> object:
         raise error
 
     return attempt
@@ -199,7 +202,7 @@ async def assert_the_next_call_gets_through(sched: Scheduler, clock: VirtualCloc
     it would wait forever)."""
     assert sched.stats.in_flight == 0
 
-    async def ok() -> str:
+    async def ok(token: str | None = None) -> str:
         return "ok"
 
     pool = sched.pool("default")
@@ -243,7 +246,7 @@ async def test_a_call_cancelled_while_sending_or_waiting_frees_its_place() -> No
     pool = sched.pool("default")
     sending = asyncio.Event()
 
-    async def slow() -> object:
+    async def slow(token: str | None = None) -> object:
         sending.set()
         await clock.sleep(3600)
         return "late"
@@ -387,3 +390,64 @@ async def test_every_try_of_a_call_sends_the_same_params() -> None:
     assert len(tries) == 2  # the 503, then its retry
     first, retried = (json.loads(t) for t in tries)
     assert first["params"] == retried["params"] and first["id"] != retried["id"]
+
+
+# How deep one call goes ------------------------------------------------------------------
+
+_PACKAGE = Path(m.__file__).parent
+_TESTING = _PACKAGE / "testing"
+
+
+def _ours(code: types.CodeType) -> bool:
+    where = Path(code.co_filename)
+    return where.is_relative_to(_PACKAGE) and not where.is_relative_to(_TESTING)
+
+
+def _awaiting(coro: Any) -> list[types.FrameType]:
+    """The frames of a task that waits: its coroutine, the one it awaits, and so on down."""
+    frames = []
+    while coro is not None and getattr(coro, "cr_frame", None) is not None:
+        frames.append(coro.cr_frame)
+        coro = coro.cr_await
+    return frames
+
+
+@pytest.mark.parametrize("total_timeout", [None, 60.0])
+async def test_a_search_reaches_the_transport_through_at_most_ten_of_the_packages_frames(
+    total_timeout: float | None,
+) -> None:
+    """Counted when ``MockTransport`` is asked for the answer: every frame whose code is
+    the package's (the ``testing`` subpackage, where ``MockTransport`` lives, left out),
+    below ``client.search()`` itself, on the stack of the task that sends and on the chain
+    of coroutines the caller's task awaits (an identical call in flight is shared by a
+    task of its own, so a search crosses two tasks). Each frame counted once."""
+    stacks: list[list[types.FrameType]] = []
+    caller: asyncio.Task[Any] | None = None
+
+    def answer(request: MockRequest) -> MockResponse:
+        frames, frame = [], sys._getframe()
+        while frame is not None:
+            frames.append(frame)
+            frame = frame.f_back
+        assert caller is not None
+        stacks.append(frames + _awaiting(caller.get_coro()))
+        found = data({"results": [{"id": "1", "url": "u", "title": "T"}]})
+        return MockResponse.result(
+            request, task_json(artifacts=[artifact("search_results", found)])
+        )
+
+    policy = m.RetryPolicy(total_timeout=total_timeout)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url=URL,
+        transport=MockTransport(answer),
+        rate_limits=m.RateLimits.unlimited(),
+        retry_policy=policy,
+    )
+    async with client:
+        caller = asyncio.ensure_future(client.search("grace"))
+        assert [r.id for r in await caller] == ["1"]
+    (frames,) = stacks
+    seen = {id(f): f for f in frames if _ours(f.f_code) and f.f_code.co_name != "search"}
+    names = [f.f_code.co_name for f in seen.values()]
+    assert len(seen) <= 10, names
