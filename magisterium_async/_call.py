@@ -26,7 +26,7 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from magisterium_async._auth._tokens import TokenSource
 from magisterium_async._clock import Clock, within
@@ -51,7 +51,7 @@ from magisterium_async._http._jsonrpc import Transport, encode_params
 from magisterium_async._ratelimit import Pool, Scheduler
 from magisterium_async._telemetry import NO_OBSERVER, CallObserver, Telemetry, error_type
 
-__all__ = ["Attempt", "CallPath", "RateLimitWait", "call_with_retries", "rate_limit_wait"]
+__all__ = ["Attempt", "CallPath", "call_with_retries"]
 
 logger = logging.getLogger("magisterium_async.retry")
 
@@ -59,30 +59,6 @@ T = TypeVar("T")
 
 Attempt = Callable[[str | None], Awaitable[T]]
 """One try, given the token to send (``None``: no token source; the transport's own)."""
-
-
-class RateLimitWait(NamedTuple):
-    """What one 429 means in seconds: ``window``, until the server's window ends as it
-    said (what the pool learns from); ``delay``, what the call waits before its next try."""
-
-    window: float
-    delay: float
-
-
-def rate_limit_wait(error: RateLimitError, policy: RetryPolicy, limited: int) -> RateLimitWait:
-    """What a 429 means in waits; ``limited``: the call's 429s before this one.
-
-    ``window`` is the service's wait (or ``policy.fallback_retry_after`` when it gave
-    none), at most ``policy.max_retry_after``. ``delay`` is that, but at least
-    ``policy.min_retry_after * 2**limited``, so a wait of 0 or a tiny one cannot make a hot
-    loop, and it counts against ``policy.rate_limit_budget``.
-    """
-    wait = error.retry_after
-    if wait is None:
-        wait = policy.fallback_retry_after
-    window = min(wait, policy.max_retry_after)
-    floor = policy.min_retry_after * 2.0 ** min(limited, 64)
-    return RateLimitWait(window, min(max(window, floor), policy.max_retry_after))
 
 
 async def call_with_retries(
@@ -109,8 +85,8 @@ async def call_with_retries(
             try in its line (see ``_ratelimit/_lines.py``), a retry too.
         policy: the budgets: ``max_retries`` for transient failures (exponential backoff
             with ``jitter``, outside the slot; timeouts only if ``retry_timeouts``), the
-            429s' waits (:func:`rate_limit_wait`, outside the slot, within
-            ``rate_limit_budget``).
+            429s' waits (as the pool decides them: ``Permit.rate_limited``; outside the
+            slot, within ``rate_limit_budget``).
         clock: where the waits are slept and ``deadline`` read.
         what: the call's name, in the log.
         tokens: the token of each try; a token the service refuses is told to it, and the
@@ -121,7 +97,8 @@ async def call_with_retries(
             once, since sleeping to the deadline could only end in a timeout.
         observer: hears of each slot, answer and retry (telemetry).
 
-    A 429 is told to the pool (which decides whether everyone pauses). Each retry is
+    A 429 is told to the pool, which decides whether everyone pauses and how long this
+    call waits (the call does not work out a wait of its own). Each retry is
     logged (INFO), its record carrying ``retry_in`` (the seconds before it) for whoever
     shows waits: ``retry`` and ``reason`` after a failure, ``retry_after`` after a 429.
     """
@@ -138,10 +115,10 @@ async def call_with_retries(
                 result = await attempt(token)
             except RateLimitError as exc:
                 observer.answered(exc)
-                window, delay = rate_limit_wait(exc, policy, limited)
+                # The pool decides: its judge's verdict for everyone, and this call's wait.
+                delay = permit.rate_limited(exc.retry_after, policy, limited)
                 limited += 1
                 waited += delay
-                permit.rate_limited(window)
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
                 reason = "rate_limited"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._call import CallPath, call_with_retries, rate_limit_wait
+from magisterium_async._call import CallPath, call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import (
     DEFAULT_CALL_OPTIONS,
@@ -55,27 +55,40 @@ def requests_until_the_budget_runs_out(policy: RetryPolicy, window: float) -> in
             return sent
 
 
-# One turning of a 429 into waits -------------------------------------------------------
+# One 429 turned into waits, by the pool --------------------------------------------------
 
 
-def test_the_service_wait_is_the_window_and_the_delay() -> None:
-    assert rate_limit_wait(limited(7), DEFAULT, 0) == (7.0, 7.0)
-    assert rate_limit_wait(limited(2.5), DEFAULT, 3) == (2.5, 2.5)
+async def told(error: RateLimitError, policy: RetryPolicy = DEFAULT, earlier: int = 0) -> Any:
+    """What a fresh pool makes of ``error``: the window it learns (its ``rate_limited``
+    event) and the wait of the call (``earlier``: the call's 429s before)."""
+    events: list[PoolEvent] = []
+    clock = VirtualClock()
+    sched = Scheduler(RateLimits.pro(), max_concurrency=1, clock=clock, on_event=events.append)
+    async with sched.pool("default").slot() as permit:
+        delay = permit.rate_limited(error.retry_after, policy, earlier)
+    await sched.aclose()
+    (window,) = [e.value for e in events if e.kind == "rate_limited"]
+    return window, delay
 
 
-def test_a_tiny_wait_gets_a_floor_that_doubles_with_each_429_of_the_call() -> None:
-    waits = [rate_limit_wait(limited(0), DEFAULT, n) for n in range(13)]
-    assert [w.window for w in waits] == [0.0] * 13  # what the pool learns: as said
-    assert [w.delay for w in waits] == [0.1 * 2**n for n in range(11)] + [120.0, 120.0]
+async def test_the_service_wait_is_the_window_and_the_delay() -> None:
+    assert await told(limited(7)) == (7.0, 7.0)
+    assert await told(limited(2.5), earlier=3) == (2.5, 2.5)
 
 
-def test_no_wait_given_falls_back_and_absurd_ones_are_capped() -> None:
-    assert rate_limit_wait(limited(), DEFAULT, 0) == (5.0, 5.0)
-    assert rate_limit_wait(limited(10**400), DEFAULT, 0) == (120.0, 120.0)
-    assert rate_limit_wait(limited(3600), DEFAULT, 0) == (120.0, 120.0)
+async def test_a_tiny_wait_gets_a_floor_that_doubles_with_each_429_of_the_call() -> None:
+    waits = [await told(limited(0), earlier=n) for n in range(13)]
+    assert [w[0] for w in waits] == [0.0] * 13  # what the pool learns: as said
+    assert [w[1] for w in waits] == [0.1 * 2**n for n in range(11)] + [120.0, 120.0]
+
+
+async def test_no_wait_given_falls_back_and_absurd_ones_are_capped() -> None:
+    assert await told(limited()) == (5.0, 5.0)
+    assert await told(limited(10**400)) == (120.0, 120.0)
+    assert await told(limited(3600)) == (120.0, 120.0)
     policy = RetryPolicy(max_retry_after=30, fallback_retry_after=2, min_retry_after=1)
-    assert rate_limit_wait(limited("nan"), policy, 0) == (2.0, 2.0)
-    assert rate_limit_wait(limited(0), policy, 10) == (0.0, 30.0)
+    assert await told(limited("nan"), policy) == (2.0, 2.0)
+    assert await told(limited(0), policy, 10) == (0.0, 30.0)
 
 
 @pytest.mark.parametrize(

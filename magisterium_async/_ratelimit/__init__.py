@@ -45,11 +45,12 @@ Dependencies point one way, as listed: the pure parts (``_tuning``, ``_log``, ``
 
 The flow of one 429, in one direction::
 
-    transport -> 429 -> Permit.rate_limited(wait)
+    transport -> 429 -> Permit.rate_limited(wait, policy) -> the call's delay
               -> Pool.rate_limited  -> Judge.on_429 -> [Verdict, ...]
               -> Pool._apply(verdict): pause the pool (proven, late, step up refused)
               -> Limiter.learn(verdict) -> the rule: the rate, the margin, the next step up
                  (shared: the same rule, applied to the log and state in Redis)
+              <- how long the pool is paused: the call waits that at least
 
 and of one call: ``Pool.acquire()`` -> the line -> ``Scheduler.pump`` (cap, pause, check,
 first round, ``Limiter.next_start``, pacing, the remote gate) -> ``Permit`` -> the request ->

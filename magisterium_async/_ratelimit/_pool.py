@@ -37,7 +37,7 @@ from types import TracebackType
 from typing import Literal
 
 from magisterium_async._clock import Clock
-from magisterium_async._config import Priority
+from magisterium_async._config import Priority, RetryPolicy
 from magisterium_async._errors import ClientClosedError
 from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
@@ -238,13 +238,31 @@ class Permit:
         self._sent = True
         self.started = start.time
 
-    def rate_limited(self, retry_after: float) -> None:
-        """The request got HTTP 429: the server's window ends ``retry_after`` seconds from
-        now (the request itself may wait longer before it retries). The pool's judge
-        decides what that means for everyone else."""
-        if math.isnan(retry_after) or retry_after < 0 or math.isinf(retry_after):
+    def rate_limited(
+        self, retry_after: float | None, policy: RetryPolicy | None = None, earlier: int = 0
+    ) -> float:
+        """The request got HTTP 429 saying ``retry_after`` seconds (``None``: no usable
+        wait); the pool's judge decides what that means for everyone, and this returns the
+        seconds the request waits before its next try.
+
+        With the call's ``policy``: the server's window ends ``retry_after`` seconds from
+        now (``policy.fallback_retry_after`` when ``None``), at most
+        ``policy.max_retry_after``; the request waits until then, or until the pool
+        resumes if the judge paused it for longer, but at least ``policy.min_retry_after
+        * 2**earlier`` (``earlier``: the call's 429s before this one), so a wait of 0
+        cannot make a hot loop; at most ``policy.max_retry_after``. Without a policy it
+        waits ``retry_after`` (required), or until the pool resumes.
+        """
+        if policy is not None:
+            wait = policy.fallback_retry_after if retry_after is None else retry_after
+            retry_after = float(min(wait, policy.max_retry_after))
+        if retry_after is None or not 0 <= retry_after < math.inf:
             raise ValueError(f"retry_after must be a finite number >= 0, got {retry_after!r}")
-        self._pool.rate_limited(self._start, retry_after)
+        delay = max(retry_after, self._pool.rate_limited(self._start, retry_after))
+        if policy is None:
+            return delay
+        floor = policy.min_retry_after * 2.0 ** min(earlier, 64)
+        return min(max(delay, floor), policy.max_retry_after)
 
     def retried(self) -> None:
         """Count a retry of this request in the pool's stats."""
@@ -582,9 +600,9 @@ class Pool:
 
     # 429s ------------------------------------------------------------------------------
 
-    def rate_limited(self, start: Start, wait: float) -> None:
+    def rate_limited(self, start: Start, wait: float) -> float:
         """A 429 to ``start``, its window ending ``wait`` seconds from now: ask the judge,
-        apply its verdicts."""
+        apply its verdicts; the seconds until the pool resumes (0: it is not paused)."""
         now = self._clock.now()
         start.limited, start.wait = True, wait
         self._rate_limited += 1
@@ -599,6 +617,7 @@ class Pool:
         )
         for verdict in verdicts:
             self._apply(verdict)
+        return max(0.0, self._pause_until - now)
 
     def _apply(self, verdict: Verdict) -> None:
         """The pool's part of a verdict (a pause), then the limiter's (what it learns)."""
