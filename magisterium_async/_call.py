@@ -22,7 +22,6 @@ the transport sends it. Nothing here calls back up.
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,6 +44,7 @@ from magisterium_async._errors import (
     RateLimitError,
     is_transient,
 )
+from magisterium_async._events import OnEvent, PoolEvent, RetryEvent, unheard
 from magisterium_async._http._card import Answer, CardReader, Negotiation, get_card
 from magisterium_async._http._dialect import Dialect, ProtocolVersion
 from magisterium_async._http._jsonrpc import Transport, encode_params
@@ -52,8 +52,6 @@ from magisterium_async._ratelimit import Pool, Scheduler
 from magisterium_async._telemetry import NO_OBSERVER, CallObserver, Telemetry, error_type
 
 __all__ = ["Attempt", "CallPath", "call_with_retries"]
-
-logger = logging.getLogger("magisterium_async.retry")
 
 T = TypeVar("T")
 
@@ -76,6 +74,7 @@ async def call_with_retries(
     jitter: Callable[[], float] = random.random,
     deadline: float = math.inf,
     observer: CallObserver = NO_OBSERVER,
+    events: OnEvent = unheard,
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be tried again.
 
@@ -95,12 +94,12 @@ async def call_with_retries(
             ``None``; asked once, outside the slot (it may read the agent card).
         deadline: a time on ``clock``; a 429 whose wait would end after it is raised at
             once, since sleeping to the deadline could only end in a timeout.
-        observer: hears of each slot, answer and retry (telemetry).
+        observer: hears of each slot, answer and retry (the call's span).
+        events: the client's stream: each answer (``answered``) and each retry (a
+            :class:`RetryEvent`: its delay and why) is told there.
 
     A 429 is told to the pool, which decides whether everyone pauses and how long this
-    call waits (the call does not work out a wait of its own). Each retry is
-    logged (INFO), its record carrying ``retry_in`` (the seconds before it) for whoever
-    shows waits: ``retry`` and ``reason`` after a failure, ``retry_after`` after a 429.
+    call waits (the call does not work out a wait of its own).
     """
     retries = limited = 0  # transient failures retried; 429s answered
     waited = 0.0  # seconds slept after 429s
@@ -110,32 +109,33 @@ async def call_with_retries(
         refused: MagisteriumError | None = None
         async with pool.slot(priority, fairness_key) as permit:
             observer.admitted(permit.started - asked)
-            token = None if tokens is None else await tokens.token()
+
+            def answered(error: BaseException | None) -> None:
+                observer.answered(error)
+                events(PoolEvent("answered", pool.name, clock.now(), clock.now() - permit.started))
+
+            token = None
             try:
+                if tokens is not None:  # a refresh that fails is retried as the try would be
+                    token = await tokens.token()
                 result = await attempt(token)
             except RateLimitError as exc:
-                observer.answered(exc)
+                answered(exc)
                 # The pool decides: its judge's verdict for everyone, and this call's wait.
                 delay = permit.rate_limited(exc.retry_after, policy, limited)
                 limited += 1
                 waited += delay
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
-                reason = "rate_limited"
-                told = exc.retry_after
-                asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
-                logger.info(
-                    "%s: rate limited (HTTP 429%s); retrying in %.3g s", what, asked_for, delay,
-                    extra={"retry_in": delay, "retry_after": told},
-                )  # fmt: skip
+                why, number, told = ("rate_limited", ""), 0, exc.retry_after
             except AuthenticationError as exc:
-                observer.answered(exc)
+                answered(exc)
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
                     raise
                 resent = True  # a new token is ready: resend once, with it, in a new slot
                 continue
             except MagisteriumError as exc:
-                observer.answered(exc)
+                answered(exc)
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
                     permit.not_sent()  # the try spent no quota: its start is given back
                 if retries < policy.max_retries and is_transient(
@@ -143,23 +143,22 @@ async def call_with_retries(
                 ):
                     delay = policy.backoff(retries, jitter())
                     retries += 1
-                    reason = error_type(exc)
-                    # The error names the method already; the prefix is for those that do not.
-                    text = str(exc) if str(exc).startswith(what) else f"{what}: {exc}"
-                    logger.info(
-                        "%s; retry %d of %d in %.3g s", text, retries, policy.max_retries, delay,
-                        extra={"retry_in": delay, "retry": retries, "reason": str(exc)},
-                    )  # fmt: skip
+                    why, number, told = (error_type(exc), str(exc)), retries, None
                 elif redial is None or redialed:
                     raise
                 else:
                     refused = exc
             else:
-                observer.answered(None)
+                answered(None)
                 return result
             if refused is None:
                 permit.retried()
-                observer.retrying(retries + limited, reason)
+                retry = RetryEvent(
+                    "retried", pool.name, clock.now(), delay,
+                    what, *why, number, policy.max_retries, told,
+                )  # fmt: skip
+                observer.retried(retry)
+                events(retry)
         if refused is not None:
             assert redial is not None
             redialed = True
@@ -191,6 +190,7 @@ class CallPath:
         clock: the client's.
         tokens: the token of each try (``None``: the transport's fixed one).
         telemetry: a span and metrics per call, when asked for.
+        events: the client's stream (see :mod:`._events`).
         protocol: the dialect spoken (``"auto"``: the agent card's).
         extensions: URIs of A2A extensions every request asks for.
         card_timeout: seconds for each GET of the agent card.
@@ -205,6 +205,7 @@ class CallPath:
         tokens: TokenSource | None,
         telemetry: Telemetry,
         *,
+        events: OnEvent = unheard,
         protocol: ProtocolVersion = "0.3",
         extensions: Sequence[str] = (),
         card_timeout: float = 30.0,
@@ -215,6 +216,7 @@ class CallPath:
         self.clock = clock
         self.tokens = tokens
         self.telemetry = telemetry
+        self.events = events
         self._card_timeout = card_timeout
         self._card_policy = card_policy
         base_url = transport.base_url
@@ -276,6 +278,7 @@ class CallPath:
             retry_timeouts=pool != "expensive" or policy.retry_expensive_timeouts,
             deadline=deadline,
             observer=observer,
+            events=self.events,
         )
         if total is not None:
             work = within(self.clock, total, work, _expired(method, total))
@@ -300,6 +303,7 @@ class CallPath:
             clock=self.clock,
             what=what,
             deadline=math.inf if total is None else self.clock.now() + total,
+            events=self.events,
         )
         if total is None:
             return await work

@@ -49,6 +49,7 @@ from magisterium_async._config import (
     whole_number,
 )
 from magisterium_async._errors import ClientClosedError, NotSupportedError, masked_url
+from magisterium_async._events import EventKind, Events, PoolEvent
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
@@ -67,7 +68,6 @@ from magisterium_async._models import (
     TaskPage,
 )
 from magisterium_async._ratelimit import (
-    PoolEvent,
     Quota,
     SchedulerStats,
     SharedQuota,
@@ -95,7 +95,7 @@ from magisterium_async._skills import (
     require_text,
     send_params,
 )
-from magisterium_async._telemetry import Telemetry
+from magisterium_async._telemetry import Telemetry, log_event
 
 __all__ = ["CLOSED_MESSAGE", "OTHER_LOOP_MESSAGE", "AsyncMagisterium", "ClientState", "Lifetime"]
 
@@ -188,7 +188,9 @@ class AsyncMagisterium:
             (default :data:`DEFAULT_RETRY_POLICY`).
         clock: Where the client reads the time and waits (default: the event loop's;
             ``magisterium_async.testing.VirtualClock`` for tests in virtual time).
-        on_event: Called with every :class:`PoolEvent` of the scheduler.
+        on_event: Called with every event of the client (a :class:`PoolEvent`: a request
+            sent or answered, a retry with its delay, a 429, a pause, a wait for quota, a
+            refresh, a cache hit; see ``docs/observability.md``).
         trace_configs: aiohttp tracing, passed to its session.
         shared_quota: A Redis URL or a :class:`SharedQuota`: the rate limits are shared
             with every process on the same token, on any host.
@@ -276,8 +278,10 @@ class AsyncMagisterium:
         self._cache = AnswerCache(
             open_store(cache, keeping), keeping, self.base_url, sleep=self._clock.sleep
         )
+        # The client's one stream of events: the log, then the application, hear it.
+        self._events = Events(log_event) if on_event is None else Events(log_event, on_event)
         self._token, self._tokens = resolve_token(
-            token, credentials, base_url=self.base_url, clock=self._clock
+            token, credentials, base_url=self.base_url, clock=self._clock, events=self._events
         )
         self._rate_limits = rate_limits or quota_from_env() or RateLimits.pro()
         self._timeouts = Timeouts.of(timeout)
@@ -295,7 +299,7 @@ class AsyncMagisterium:
             self._rate_limits,
             max_concurrency=max_concurrency,
             clock=self._clock,
-            on_event=on_event,
+            on_event=self._events,
             shared_quota=self._shared_quota,
             account=account,
         )
@@ -325,6 +329,7 @@ class AsyncMagisterium:
             self._clock,
             self._tokens,
             self._telemetry,
+            events=self._events,
             protocol=protocol,
             extensions=extensions,
             card_timeout=self.timeouts.default,
@@ -756,6 +761,8 @@ class AsyncMagisterium:
             policy=self._cache_policy,
         )
         if outcome != "miss":
+            kind: EventKind = "cache_hit" if outcome == "hit" else "coalesced"
+            self._events(PoolEvent(kind, pool or "unmetered", self._clock.now(), 0.0))
             self._telemetry.answered_without_request(
                 method, pool or "unmetered", params, task, outcome, started
             )

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 from magisterium_async import _version
 from magisterium_async._config import log_level
 from magisterium_async._errors import JSONRPCError, RateLimitError
+from magisterium_async._events import PoolEvent, RetryEvent
 from magisterium_async._models import Message, Task, TaskState
 
 try:
@@ -59,6 +60,7 @@ __all__ = [
     "CallObserver",
     "Telemetry",
     "error_type",
+    "log_event",
     "log_from_environment",
     "log_to_stderr",
     "with_trace_context",
@@ -82,8 +84,8 @@ class CallObserver:
     def answered(self, error: BaseException | None) -> None:
         """An attempt ended: answered (``None``) or with ``error``."""
 
-    def retrying(self, attempt: int, reason: str) -> None:
-        """The call is tried again: ``attempt`` is the retry's number, ``reason`` why."""
+    def retried(self, event: RetryEvent) -> None:
+        """The call is tried again (the event the client's stream carries)."""
 
     def current(self) -> contextlib.AbstractContextManager[object]:
         """The call's span made current (so requests carry it); here, there is none."""
@@ -145,13 +147,14 @@ class _Instruments:
 class _CallRecord(CallObserver):
     """One watched call: its span (if traced) and the counts that end up on it."""
 
-    __slots__ = ("_labels", "attempts", "instruments", "span", "waited")
+    __slots__ = ("_labels", "attempts", "instruments", "retries", "span", "waited")
 
     def __init__(self, span: Any, instruments: _Instruments | None, pool: str) -> None:
         self.span = span
         self.instruments = instruments
         self._labels = {"pool": pool}
         self.attempts = 0
+        self.retries = 0
         self.waited = 0.0
 
     def admitted(self, waited: float) -> None:
@@ -174,9 +177,11 @@ class _CallRecord(CallObserver):
         if self.instruments is not None:
             self.instruments.requests.add(1, {**self._labels, "outcome": outcome})
 
-    def retrying(self, attempt: int, reason: str) -> None:
+    def retried(self, event: RetryEvent) -> None:
+        self.retries += 1
         if self.span is not None:
-            self.span.add_event("magisterium.retry", {"attempt": attempt, "reason": reason})
+            attributes = {"attempt": self.retries, "reason": event.reason}
+            self.span.add_event("magisterium.retry", attributes)
 
     def current(self) -> contextlib.AbstractContextManager[object]:
         if self.span is None:
@@ -353,6 +358,28 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: TextIO) -> None:
         pass
+
+
+_RETRY_LOG = logging.getLogger("magisterium_async.retry")
+
+
+def log_event(event: PoolEvent) -> None:
+    """The log's part of the client's stream: each retry, at INFO on
+    ``magisterium_async.retry`` (the method, why, the retry's number and the wait)."""
+    if not isinstance(event, RetryEvent) or not _RETRY_LOG.isEnabledFor(logging.INFO):
+        return
+    method, wait = event.method, event.value
+    if event.retry == 0:
+        told = event.retry_after
+        asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
+        _RETRY_LOG.info(
+            "%s: rate limited (HTTP 429%s); retrying in %.3g s", method, asked_for, wait
+        )
+        return
+    # The error names the method already; the prefix is for those that do not.
+    text = event.message if event.message.startswith(method) else f"{method}: {event.message}"
+    retry, limit = event.retry, event.max_retries
+    _RETRY_LOG.info("%s; retry %d of %d in %.3g s", text, retry, limit, wait)
 
 
 def log_to_stderr(level: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import sys
 import types
@@ -27,8 +28,9 @@ from magisterium_async._config import (
     RetryPolicy,
 )
 from magisterium_async._errors import RateLimitError
+from magisterium_async._events import PoolEvent
 from magisterium_async._http._jsonrpc import Transport
-from magisterium_async._ratelimit import PoolEvent, Scheduler
+from magisterium_async._ratelimit import Scheduler
 from magisterium_async._skills import SendParams
 from magisterium_async._telemetry import Telemetry
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
@@ -464,3 +466,56 @@ async def test_a_search_reaches_the_transport_through_at_most_ten_of_the_package
     seen = {id(f): f for f in frames if _ours(f.f_code) and f.f_code.co_name != "search"}
     names = [f.f_code.co_name for f in seen.values()]
     assert len(seen) <= 10, names
+
+
+# What a call tells ----------------------------------------------------------------------
+
+
+async def test_each_retry_is_one_event_with_its_real_delay_and_the_log_says_the_same(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="magisterium_async.retry")
+    answers = iter([503, 429, 200])
+
+    def answer(request: MockRequest) -> MockResponse:
+        status = next(answers)
+        if status == 503:
+            return MockResponse(status=503, content=b"busy")
+        if status == 429:
+            return MockResponse.error(
+                request, -32003, "Rate limited", {"retryAfter": 7}, status=429
+            )
+        return MockResponse.result(request, task_json())
+
+    clock = VirtualClock()
+    events: list[PoolEvent] = []
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url=URL,
+        transport=MockTransport(answer),
+        rate_limits=m.RateLimits.unlimited(),
+        clock=clock,
+        on_event=events.append,
+    )
+    async with client:
+        call = asyncio.ensure_future(client.get_task("t"))
+        await clock.run_until_idle()
+        await call
+    sent = [e.time for e in events if e.kind == "sent"]
+    retries = [e for e in events if isinstance(e, m.RetryEvent)]
+    assert [e.kind for e in events if e.kind != "sent"] == [
+        "answered", "retried", "answered", "rate_limited", "retried", "answered",
+    ]  # fmt: skip
+    failed, limited = retries
+    assert failed.value == sent[1] - sent[0] > 0  # the backoff slept, not 1.0
+    assert (failed.reason, failed.retry, failed.max_retries) == ("UnexpectedStatusError", 1, 2)
+    assert (limited.value, limited.reason, limited.retry, limited.retry_after) == (
+        7.0, "rate_limited", 0, 7.0,
+    )  # fmt: skip
+    assert sent[2] - sent[1] == 7.0
+    said = [r.getMessage() for r in caplog.records if r.name == "magisterium_async.retry"]
+    assert said == [
+        f"tasks/get: unexpected HTTP 503 [HTTP 503, request 1]; retry 1 of 2 in "
+        f"{failed.value:.3g} s",
+        "tasks/get: rate limited (HTTP 429; the service asks to wait 7 s); retrying in 7 s",
+    ]

@@ -62,7 +62,7 @@ from magisterium_async._ratelimit._judge import Judge, Verdict, VerdictKind
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
 from magisterium_async._ratelimit._lines import PRIORITIES, WaitingLine
 from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._pool import EventKind, Permit, Pool, PoolEvent, PoolStats
+from magisterium_async._ratelimit._pool import Permit, Pool, PoolStats
 from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._rule import RateRule, RuleState
 from magisterium_async._ratelimit._scheduler import Scheduler, SchedulerStats, client_scheduler
@@ -70,12 +70,10 @@ from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool
 
 __all__ = [
     "PRIORITIES",
-    "EventKind",
     "Judge",
     "Limiter",
     "Permit",
     "Pool",
-    "PoolEvent",
     "PoolQuota",
     "PoolStats",
     "Priority",

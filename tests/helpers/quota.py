@@ -19,7 +19,8 @@ from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
 from magisterium_async._call import call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._errors import RateLimitError
-from magisterium_async._ratelimit import PoolEvent, Scheduler, SharedQuota
+from magisterium_async._events import PoolEvent
+from magisterium_async._ratelimit import Scheduler, SharedQuota
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,

@@ -25,9 +25,9 @@ from magisterium_async._call import call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits, RetryPolicy
 from magisterium_async._errors import ClientClosedError, RateLimitError
+from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit import (
     Pool,
-    PoolEvent,
     Priority,
     Scheduler,
     Start,
@@ -405,6 +405,7 @@ async def test_two_429s_pointing_at_one_window_end_pause_the_whole_pool_and_only
     kinds = [(e.kind, e.time, e.value) for e in events if e.pool == "default" and e.kind != "sent"]
     assert kinds == [
         ("rate_limited", 1.0, 30.5),
+        ("waiting", 2.0, 29.5),  # the suspect's check is out: the next start waits
         ("rate_limited", 3.0, 28.5),
         ("paused", 3.0, 28.5),
         ("resumed", 31.5, 28.5),

@@ -24,8 +24,8 @@ from magisterium_async._call import call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import Priority
 from magisterium_async._errors import APIConnectionError, SharedQuotaError
+from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit import (
-    PoolEvent,
     RuleState,
     Scheduler,
     SharedLimiter,
