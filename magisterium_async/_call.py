@@ -109,18 +109,13 @@ async def call_with_retries(
         refused: MagisteriumError | None = None
         async with pool.slot(priority, fairness_key) as permit:
             observer.admitted(permit.started - asked)
-
-            def answered(error: BaseException | None) -> None:
-                observer.answered(error)
-                events(PoolEvent("answered", pool.name, clock.now(), clock.now() - permit.started))
-
             token = None
             try:
                 if tokens is not None:  # a refresh that fails is retried as the try would be
                     token = await tokens.token()
                 result = await attempt(token)
             except RateLimitError as exc:
-                answered(exc)
+                _answered(observer, events, pool.name, permit.started, clock, exc)
                 # The pool decides: its judge's verdict for everyone, and this call's wait.
                 delay = permit.rate_limited(exc.retry_after, policy, limited)
                 limited += 1
@@ -129,13 +124,13 @@ async def call_with_retries(
                     raise
                 why, number, told = ("rate_limited", ""), 0, exc.retry_after
             except AuthenticationError as exc:
-                answered(exc)
+                _answered(observer, events, pool.name, permit.started, clock, exc)
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
                     raise
                 resent = True  # a new token is ready: resend once, with it, in a new slot
                 continue
             except MagisteriumError as exc:
-                answered(exc)
+                _answered(observer, events, pool.name, permit.started, clock, exc)
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
                     permit.not_sent()  # the try spent no quota: its start is given back
                 if retries < policy.max_retries and is_transient(
@@ -149,7 +144,7 @@ async def call_with_retries(
                 else:
                     refused = exc
             else:
-                answered(None)
+                _answered(observer, events, pool.name, permit.started, clock, None)
                 return result
             if refused is None:
                 permit.retried()
@@ -168,6 +163,21 @@ async def call_with_retries(
             attempt = again
             continue
         await clock.sleep(delay)
+
+
+def _answered(
+    observer: CallObserver,
+    events: OnEvent,
+    pool: str,
+    started: float,
+    clock: Clock,
+    error: BaseException | None,
+) -> None:
+    """A try that ``started`` in ``pool`` is over: the call's span and the stream hear of
+    it (``answered``: how long it took)."""
+    observer.answered(error)
+    now = clock.now()
+    events(PoolEvent("answered", pool, now, now - started))
 
 
 def _expired(what: str, total: float) -> Callable[[], APITimeoutError]:

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 __all__ = ["EventKind", "Events", "OnEvent", "PoolEvent", "RetryEvent", "unheard"]
 
@@ -53,8 +54,7 @@ EventKind = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class PoolEvent:
+class PoolEvent(msgspec.Struct, frozen=True):
     """One thing that happened, for ``on_event`` callbacks (your own metrics).
 
     ``kind`` says what (the table in this module's docstring, and ``docs/observability.md``);
@@ -70,8 +70,7 @@ class PoolEvent:
     value: float
 
 
-@dataclass(frozen=True)
-class RetryEvent(PoolEvent):
+class RetryEvent(PoolEvent, frozen=True):
     """A retry (``kind="retried"``): ``value`` seconds before it, and why.
 
     - ``method``: the call's (``message/send``, ``tasks/get``, ``GET <card URL>``);
