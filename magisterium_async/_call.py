@@ -122,7 +122,7 @@ async def call_with_retries(
                 waited += delay
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
-                why, number, told = ("rate_limited", ""), 0, exc.retry_after
+                reason, message, number, told = "rate_limited", "", 0, exc.retry_after
             except AuthenticationError as exc:
                 _answered(observer, events, pool.name, permit.started, clock, exc)
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
@@ -138,7 +138,7 @@ async def call_with_retries(
                 ):
                     delay = policy.backoff(retries, jitter())
                     retries += 1
-                    why, number, told = (error_type(exc), str(exc)), retries, None
+                    reason, message, number, told = error_type(exc), str(exc), retries, None
                 elif redial is None or redialed:
                     raise
                 else:
@@ -150,7 +150,7 @@ async def call_with_retries(
                 permit.retried()
                 retry = RetryEvent(
                     "retried", pool.name, clock.now(), delay,
-                    what, *why, number, policy.max_retries, told,
+                    what, reason, message, number, policy.max_retries, told,
                 )  # fmt: skip
                 observer.retried(retry)
                 events(retry)
