@@ -17,12 +17,15 @@ in our environment and in a2a-sdk 0.3's. After ``warmup`` requests (connections 
 code paths warm), ``n`` requests run through ``concurrency`` workers; the wall time and
 this process's CPU time (``time.process_time()``: user + system, all threads) are taken
 around those ``n`` only. Every answer is checked to hold the 10 hits of the canned Task.
+Every call of every client asks its own query (:func:`_query`), so none is shared with an
+identical call in flight: each request is paid for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import sys
 import time
@@ -34,6 +37,12 @@ from typing import Any
 QUERY = "grace and nature"
 HITS = 10
 Call = Callable[[], Awaitable[int]]
+_QUERIES = itertools.count(1)
+
+
+def _query() -> str:
+    """A query no call asked before: ``grace and nature 17``."""
+    return f"{QUERY} {next(_QUERIES)}"
 
 
 def _request_body(request_id: int) -> bytes:
@@ -47,7 +56,7 @@ def _request_body(request_id: int) -> bytes:
                     "role": "user",
                     "kind": "message",
                     "messageId": str(uuid.uuid4()),
-                    "parts": [{"kind": "text", "text": QUERY}],
+                    "parts": [{"kind": "text", "text": _query()}],
                     "metadata": {"skillId": "document_search"},
                 }
             },
@@ -81,7 +90,7 @@ async def _magisterium(spec: dict[str, Any]) -> AsyncIterator[Call]:
     )
 
     async def call() -> int:
-        return len(await client.search(QUERY))
+        return len(await client.search(_query()))
 
     async with client:
         yield call
@@ -173,7 +182,7 @@ async def _a2a03(spec: dict[str, Any]) -> AsyncIterator[Call]:
         async def call() -> int:
             message = Message(
                 role=Role.user,
-                parts=[Part(root=TextPart(text=QUERY))],
+                parts=[Part(root=TextPart(text=_query()))],
                 message_id=str(uuid.uuid4()),
                 metadata={"skillId": "document_search"},
             )

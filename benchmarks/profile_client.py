@@ -2,17 +2,18 @@
 ``python -m benchmarks.profile_client [N] [--gather]``.
 
 Runs N ``client.search`` calls (default 3000, concurrency 16, limits lifted) against the
-canned server of ``bench_client`` under cProfile, and prints the functions with the most
-time of their own, then the ones with the most time in all they call, limited to the
-``magisterium_async`` package and to aiohttp's client request path. By 16 worker tasks,
-or with ``--gather`` all N at once through ``asyncio.gather`` (``max_concurrency=16``
-holding the rest back), as ``bench_client``'s gather pattern does.
+canned server of ``bench_client`` under cProfile (each call its own query), and prints
+the functions with the most time of their own, then the ones with the most time in all
+they call, limited to the ``magisterium_async`` package and to aiohttp's client request
+path. By 16 worker tasks, or with ``--gather`` all N at once through ``asyncio.gather``
+(``max_concurrency=16`` holding the rest back), as ``bench_client``'s gather pattern does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import cProfile
+import itertools
 import pstats
 import sys
 import tempfile
@@ -34,18 +35,19 @@ async def _run(base_url: str, token: str, n: int, profile: cProfile.Profile, gat
         max_concurrency=CONCURRENCY,
     )
     async with client:
-        await asyncio.gather(*(client.search("warm up") for _ in range(200)))
+        await asyncio.gather(*(client.search(f"warm up {i}") for i in range(200)))
         remaining = n
+        queries = itertools.count(1)  # each call its own query: none shared in flight
 
         async def worker() -> None:
             nonlocal remaining
             while remaining > 0:
                 remaining -= 1
-                await client.search("grace and nature")
+                await client.search(f"grace and nature {next(queries)}")
 
         profile.enable()
         if gather:
-            await asyncio.gather(*(client.search("grace and nature") for _ in range(n)))
+            await asyncio.gather(*(client.search(f"grace and nature {i}") for i in range(n)))
         else:
             await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         profile.disable()

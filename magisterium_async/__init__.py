@@ -75,6 +75,7 @@ if _typing.TYPE_CHECKING:
         UnexpectedStatusError,
         VersionNotSupportedError,
     )
+    from magisterium_async._events import EventKind, PoolEvent, RetryEvent
     from magisterium_async._harvest._batch import (
         Batch,
         BatchItem,
@@ -119,8 +120,6 @@ if _typing.TYPE_CHECKING:
         TextPart,
     )
     from magisterium_async._ratelimit import (
-        EventKind,
-        PoolEvent,
         PoolQuota,
         PoolStats,
         Quota,
@@ -211,8 +210,9 @@ _EXPORTS: dict[str, str] = {
     "TaskState": "magisterium_async._models",
     "TaskStatus": "magisterium_async._models",
     "TextPart": "magisterium_async._models",
-    "EventKind": "magisterium_async._ratelimit",
-    "PoolEvent": "magisterium_async._ratelimit",
+    "EventKind": "magisterium_async._events",
+    "PoolEvent": "magisterium_async._events",
+    "RetryEvent": "magisterium_async._events",
     "PoolQuota": "magisterium_async._ratelimit",
     "PoolStats": "magisterium_async._ratelimit",
     "Quota": "magisterium_async._ratelimit",
@@ -290,6 +290,7 @@ __all__ = [
     "RateLimitError",
     "RateLimits",
     "ResponseTooLargeError",
+    "RetryEvent",
     "RetryPolicy",
     "SchedulerStats",
     "SearchResult",

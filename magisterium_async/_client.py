@@ -31,6 +31,7 @@ from magisterium_async._cache import (
     CacheStats,
     open_store,
 )
+from magisterium_async._call import CallPath
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
     DEFAULT_CALL_OPTIONS,
@@ -54,12 +55,12 @@ from magisterium_async._errors import (
     NotSupportedError,
     masked_url,
 )
+from magisterium_async._events import EventKind, Events, PoolEvent
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
 from magisterium_async._http._base import HTTPTransport
-from magisterium_async._http._card import AgentCardCache, get_card
-from magisterium_async._http._dialect import Dialect, Negotiation, ProtocolVersion, offered
+from magisterium_async._http._dialect import Dialect, ProtocolVersion, offered
 from magisterium_async._http._jsonrpc import Transport, endpoint
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
@@ -73,13 +74,11 @@ from magisterium_async._models import (
     TaskPage,
 )
 from magisterium_async._ratelimit import (
-    PoolEvent,
     Quota,
     SchedulerStats,
     SharedQuota,
     client_scheduler,
 )
-from magisterium_async._retry import CallPath
 from magisterium_async._skills import (
     ASK,
     DEFAULT_SKILL_ID,
@@ -102,7 +101,7 @@ from magisterium_async._skills import (
     require_text,
     send_params,
 )
-from magisterium_async._telemetry import Telemetry
+from magisterium_async._telemetry import Telemetry, log_event
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -218,7 +217,9 @@ class AsyncMagisterium:
             (default :data:`DEFAULT_RETRY_POLICY`).
         clock: Where the client reads the time and waits (default: the event loop's;
             ``magisterium_async.testing.VirtualClock`` for tests in virtual time).
-        on_event: Called with every :class:`PoolEvent` of the scheduler.
+        on_event: Called with every event of the client (a :class:`PoolEvent`: a request
+            sent or answered, a retry with its delay, a 429, a pause, a wait for quota, a
+            refresh, a cache hit; see ``docs/observability.md``).
         trace_configs: aiohttp tracing, passed to its session.
         shared_quota: A Redis URL or a :class:`SharedQuota`: the rate limits are shared
             with every process on the same token, on any host.
@@ -307,8 +308,10 @@ class AsyncMagisterium:
         self._cache = AnswerCache(
             open_store(cache, keeping), keeping, self.base_url, sleep=self._clock.sleep
         )
+        # The client's one stream of events: the log, then the application, hear it.
+        self._events = Events(log_event) if on_event is None else Events(log_event, on_event)
         self._token, self._tokens = resolve_token(
-            token, credentials, base_url=self.base_url, clock=self._clock
+            token, credentials, base_url=self.base_url, clock=self._clock, events=self._events
         )
         self._rate_limits = rate_limits or quota_from_env() or RateLimits.pro()
         self._timeouts = Timeouts.of(timeout)
@@ -326,7 +329,7 @@ class AsyncMagisterium:
             self._rate_limits,
             max_concurrency=max_concurrency,
             clock=self._clock,
-            on_event=on_event,
+            on_event=self._events,
             shared_quota=self._shared_quota,
             account=account,
         )
@@ -346,11 +349,6 @@ class AsyncMagisterium:
             proxies=proxies,
         )
         self._proxy = None if proxy is None else masked_url(proxy)
-        self._agent_card = AgentCardCache(self.base_url)
-        self._card_lock = asyncio.Lock()  # shared with the views, as the card is
-        self._negotiation = Negotiation(
-            protocol, self.base_url, self.agent_card, extensions=extensions
-        )
         # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
         self._telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
@@ -361,8 +359,13 @@ class AsyncMagisterium:
             self._clock,
             self._tokens,
             self._telemetry,
-            self._negotiation,
+            events=self._events,
+            protocol=protocol,
+            extensions=extensions,
+            card_timeout=self.timeouts.default,
+            card_policy=policy,
         )
+        self._negotiation = self._path.negotiation  # the agent card's reader is in it
 
     def __repr__(self) -> str:
         proxy = f", proxy={self._proxy!r}" if self._proxy is not None else ""
@@ -622,11 +625,12 @@ class AsyncMagisterium:
         assert found is not None  # a lookup has no "nothing found" answer of its own
         return found
 
-    async def _send(
+    def _send(
         self, skill: Skill[Any, Any], argument: Any, context_id: str | None = None
-    ) -> Task:
+    ) -> Awaitable[Task]:
+        """The message to ``skill`` (its argument checked at once, before anything)."""
         params = send_params(skill.build(argument), skill.id, context_id)
-        return await self._task("message/send", params, skill.pool, skill.id)
+        return self._call("message/send", params, skill.pool, skill.id)
 
     # Protocol level ----------------------------------------------------------------
 
@@ -647,12 +651,14 @@ class AsyncMagisterium:
             require_text("skill_id", skill_id)
         params = send_params(parts_from(parts), skill_id, context_id)
         pool, named = pool_for(skill_id), skill_id or DEFAULT_SKILL_ID
-        return await self._task("message/send", params, pool, named)
+        task: Task = await self._call("message/send", params, pool, named)
+        return task
 
     async def get_task(self, task_id: str) -> Task:
         """A task by id (kept by the service for 24 hours); spends no quota."""
         params = {"id": require_text("task_id", task_id)}
-        return await self._task("tasks/get", params, None)
+        task: Task = await self._call("tasks/get", params, None)
+        return task
 
     async def cancel_task(self, task_id: str) -> Task:
         """Ask to cancel a task; spends no quota.
@@ -661,7 +667,8 @@ class AsyncMagisterium:
         :class:`InvalidParamsError` ("Invalid state transition") in practice.
         """
         params = {"id": require_text("task_id", task_id)}
-        return await self._task("tasks/cancel", params, None)
+        task: Task = await self._call("tasks/cancel", params, None)
+        return task
 
     @property
     def token_source(self) -> TokenSource | None:
@@ -736,12 +743,6 @@ class AsyncMagisterium:
         ``"1.0"``; with ``protocol="auto"`` it changes once an agent card offers 1.0."""
         return self._negotiation.dialect.version
 
-    async def _task(
-        self, method: str, params: Any, pool: PoolName | None, skill_id: str | None = None
-    ) -> Task:
-        task: Task = await self._call(method, params, pool, skill_id)
-        return task
-
     async def _call(
         self,
         method: str,
@@ -751,55 +752,51 @@ class AsyncMagisterium:
         *,
         dialect: Dialect | None = None,
     ) -> Any:
+        """One protocol call. A message to a skill the cache policy covers may be answered
+        before the pool, by an identical call in flight or a kept answer; else it sends."""
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
+        path, policy, options = self._path, self.retry_policy, self._options
+        timeout = self.timeouts.for_pool(pool)
         covered = skill_id is not None and self._cache.covers(skill_id, self._cache_policy)
-        if covered and isinstance(params, SendParams):
-            assert skill_id is not None
-            return await self._through_cache(params, pool, skill_id)
-        return await self._rpc(method, params, pool, skill_id, dialect=dialect)
-
-    async def _through_cache(
-        self, params: SendParams, pool: PoolName | None, skill_id: str
-    ) -> Task:
-        """A message to a skill the cache policy covers: before the pool, an identical
-        call in flight or a kept answer may answer it; else it sends."""
+        if not (covered and isinstance(params, SendParams)):
+            return await path.rpc(
+                method,
+                params,
+                pool,
+                timeout=timeout,
+                policy=policy,
+                options=options,
+                skill_id=skill_id,
+                dialect=dialect,
+            )
+        assert skill_id is not None
         started = time.time_ns()
         message = params.message
         task, outcome = await self._cache.answer(
             skill_id,
             message.parts,
             message.context_id,
-            lambda: self._rpc("message/send", params, pool, skill_id, cache="miss"),
+            functools.partial(
+                path.rpc,
+                method,
+                params,
+                pool,
+                timeout=timeout,
+                policy=policy,
+                options=options,
+                skill_id=skill_id,
+                cache="miss",
+            ),
             functools.partial(kept_as, SKILLS.get(skill_id)),
             policy=self._cache_policy,
         )
         if outcome != "miss":
+            kind: EventKind = "cache_hit" if outcome == "hit" else "coalesced"
+            self._events(PoolEvent(kind, pool or "unmetered", self._clock.now(), 0.0))
             self._telemetry.answered_without_request(
-                "message/send", pool or "unmetered", params, task, outcome, started
+                method, pool or "unmetered", params, task, outcome, started
             )
         return task
-
-    async def _rpc(
-        self,
-        method: str,
-        params: Any,
-        pool: PoolName | None,
-        skill_id: str | None,
-        cache: str | None = None,
-        *,
-        dialect: Dialect | None = None,
-    ) -> Any:
-        return await self._path.rpc(
-            method,
-            params,
-            pool,
-            timeout=self.timeouts.for_pool(pool),
-            policy=self.retry_policy,
-            options=self._options,
-            skill_id=skill_id,
-            cache=cache,
-            dialect=dialect,
-        )
 
     # Batch -------------------------------------------------------------------------
 
@@ -871,7 +868,7 @@ class AsyncMagisterium:
     def agent_card_url(self) -> str:
         """Where the agent card lives: the URL that answered, else ``/.well-known/agent.json``
         at the base URL's origin (``/.well-known/agent-card.json`` is tried after a 404)."""
-        return self._agent_card.url
+        return self._negotiation.reader.url
 
     async def agent_card(self) -> AgentCard:
         """The service's A2A agent card, decoded; spends no quota.
@@ -881,27 +878,11 @@ class AsyncMagisterium:
         Cached for the client's life, or for the ``max-age`` of the response's
         ``Cache-Control`` when it gives one.
         """
-        card = self._agent_card.cached(self._clock.now())
-        if card is not None:
-            return card
-        # One GET at a time: calls refused at once for their dialect all wait for this one.
-        async with self._card_lock:
-            now = self._clock.now()
-            card = self._agent_card.cached(now)
-            if card is None:
-                card = await self._agent_card.discover(self._get_card, now)
-                self._telemetry.know_agent(card.name, card.version)
-                self._negotiation.learn(card)
-        return card
+        self._lifetime.open()
+        return await self._negotiation.card()
 
     async def card_protocol(self) -> str:
         """The A2A version the agent card offers: ``"1.0"`` where it names an A2A 1.0
         JSON-RPC interface, else ``"0.3"`` (the service's own card, 0.2.6, is this
         dialect). Reads the card (cached; no quota)."""
         return offered(await self.agent_card(), self.base_url).version
-
-    async def _get_card(self, url: str) -> tuple[int, Any, bytes]:
-        self._lifetime.open()
-        transport, timeout = self._transport, self.timeouts.default
-        attempt = functools.partial(get_card, transport, url, timeout=timeout)
-        return await self._path.unmetered(f"GET {url}", attempt, self.retry_policy)

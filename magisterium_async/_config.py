@@ -276,9 +276,10 @@ class RetryPolicy:
     A 429 waits the service's ``retryAfter`` (or ``Retry-After``), at least
     ``min_retry_after * 2**n`` for the call's n-th 429 (so a wait of 0, or a tiny one, can
     never make a hot loop) and at most ``max_retry_after``; ``fallback_retry_after`` when
-    the service gave no usable wait. 429s do not count against ``max_retries``; once the
-    waits of one call add up to more than ``rate_limit_budget`` seconds, the
-    :class:`RateLimitError` is raised, so one call sends a bounded number of requests
+    the service gave no usable wait; longer when its pool is paused for longer (the pool
+    decides the wait, and whether every call waits). 429s do not count against
+    ``max_retries``; once the waits of one call add up to more than ``rate_limit_budget``
+    seconds, the :class:`RateLimitError` is raised, so one call sends a bounded number of requests
     whatever the service answers (17 with the defaults). ``retry_expensive_timeouts`` is
     off by default: a ``catholic_qa`` call that timed out may have run and spent the
     scarce expensive quota.

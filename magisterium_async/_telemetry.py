@@ -34,13 +34,14 @@ import contextlib
 import logging
 import math
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from magisterium_async import _version
 from magisterium_async._config import log_level
 from magisterium_async._errors import JSONRPCError, RateLimitError
+from magisterium_async._events import PoolEvent, RetryEvent
 from magisterium_async._models import Message, Task, TaskState
 
 try:
@@ -59,6 +60,7 @@ __all__ = [
     "CallObserver",
     "Telemetry",
     "error_type",
+    "log_event",
     "log_from_environment",
     "log_to_stderr",
     "with_trace_context",
@@ -82,14 +84,18 @@ class CallObserver:
     def answered(self, error: BaseException | None) -> None:
         """An attempt ended: answered (``None``) or with ``error``."""
 
-    def retrying(self, attempt: int, reason: str) -> None:
-        """The call is tried again: ``attempt`` is the retry's number, ``reason`` why."""
+    def retried(self, event: RetryEvent) -> None:
+        """The call is tried again (the event the client's stream carries)."""
 
-    async def traced(self, work: Awaitable[Task]) -> Task:
-        """``await work`` inside the call's span; here, there is none."""
-        return await work
+    def current(self) -> contextlib.AbstractContextManager[object]:
+        """The call's span made current (so requests carry it); here, there is none."""
+        return _NOTHING
+
+    def finish(self, task: Any, error: BaseException | None) -> None:
+        """The call ended: with ``task`` (its answer), or with ``error``."""
 
 
+_NOTHING: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
 NO_OBSERVER = CallObserver()
 """The observer of a call nobody watches."""
 
@@ -141,13 +147,14 @@ class _Instruments:
 class _CallRecord(CallObserver):
     """One watched call: its span (if traced) and the counts that end up on it."""
 
-    __slots__ = ("_labels", "attempts", "instruments", "span", "waited")
+    __slots__ = ("_labels", "attempts", "instruments", "retries", "span", "waited")
 
     def __init__(self, span: Any, instruments: _Instruments | None, pool: str) -> None:
         self.span = span
         self.instruments = instruments
         self._labels = {"pool": pool}
         self.attempts = 0
+        self.retries = 0
         self.waited = 0.0
 
     def admitted(self, waited: float) -> None:
@@ -170,27 +177,18 @@ class _CallRecord(CallObserver):
         if self.instruments is not None:
             self.instruments.requests.add(1, {**self._labels, "outcome": outcome})
 
-    def retrying(self, attempt: int, reason: str) -> None:
+    def retried(self, event: RetryEvent) -> None:
+        self.retries += 1
         if self.span is not None:
-            self.span.add_event("magisterium.retry", {"attempt": attempt, "reason": reason})
+            attributes = {"attempt": self.retries, "reason": event.reason}
+            self.span.add_event("magisterium.retry", attributes)
 
-    async def traced(self, work: Awaitable[Task]) -> Task:
-        """``await work`` with the span current (so requests carry it), then end the span."""
-        scope = (
-            _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
-            if self.span is not None
-            else contextlib.nullcontext()
-        )
-        with scope:
-            try:
-                task = await work
-            except BaseException as error:
-                self.finish(None, error)
-                raise
-        self.finish(task, None)
-        return task
+    def current(self) -> contextlib.AbstractContextManager[object]:
+        if self.span is None:
+            return _NOTHING
+        return _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
 
-    def finish(self, task: Task | None, error: BaseException | None) -> None:
+    def finish(self, task: Any, error: BaseException | None) -> None:
         if self.instruments is not None:
             self.instruments.quota_wait.record(self.waited, self._labels)
         span = self.span
@@ -199,7 +197,7 @@ class _CallRecord(CallObserver):
         span.set_attribute("magisterium.attempts", self.attempts)
         span.set_attribute("magisterium.quota.wait", self.waited)
         failure: str | None = None
-        if task is not None:
+        if isinstance(task, Task):
             span.set_attribute("a2a.task.id", task.id)
             span.set_attribute("a2a.task.state", task.state)
             span.set_attribute("gen_ai.conversation.id", task.context_id)
@@ -360,6 +358,28 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: TextIO) -> None:
         pass
+
+
+_RETRY_LOG = logging.getLogger("magisterium_async.retry")
+
+
+def log_event(event: PoolEvent) -> None:
+    """The log's part of the client's stream: each retry, at INFO on
+    ``magisterium_async.retry`` (the method, why, the retry's number and the wait)."""
+    if not isinstance(event, RetryEvent) or not _RETRY_LOG.isEnabledFor(logging.INFO):
+        return
+    method, wait = event.method, event.value
+    if event.retry == 0:
+        told = event.retry_after
+        asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
+        _RETRY_LOG.info(
+            "%s: rate limited (HTTP 429%s); retrying in %.3g s", method, asked_for, wait
+        )
+        return
+    # The error names the method already; the prefix is for those that do not.
+    text = event.message if event.message.startswith(method) else f"{method}: {event.message}"
+    retry, limit = event.retry, event.max_retries
+    _RETRY_LOG.info("%s; retry %d of %d in %.3g s", text, retry, limit, wait)
 
 
 def log_to_stderr(level: int) -> None:

@@ -23,7 +23,8 @@ import msgspec
 from magisterium_async import _version
 from magisterium_async._auth._credentials import origin_of
 from magisterium_async._errors import APIConnectionError, APITimeoutError, OAuthError
-from magisterium_async._http._jsonrpc import check_base_url, raise_alone
+from magisterium_async._http._base import check_base_url
+from magisterium_async._http._jsonrpc import raise_alone
 from magisterium_async._http._proxy import environment_proxy, request_arguments
 
 __all__ = [

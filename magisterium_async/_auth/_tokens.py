@@ -49,6 +49,7 @@ from magisterium_async._errors import (
     OAuthError,
     error_for_status,
 )
+from magisterium_async._events import OnEvent, PoolEvent, unheard
 
 __all__ = [
     "TOKEN_ENV",
@@ -147,7 +148,8 @@ class StoredToken:
     that does not answer are real time: a call with no usable token tries the store for
     ``store_wait`` seconds before :class:`CredentialsError`. ``credentials`` is the sign-in
     already read, or ``None`` to read it at the first call. Each refresh sent to the
-    authorization server is logged (INFO, logger ``magisterium_async.auth``).
+    authorization server is logged (INFO, logger ``magisterium_async.auth``) and told to
+    ``events`` (``refreshing``: the seconds it may take at most).
     """
 
     def __init__(
@@ -158,8 +160,10 @@ class StoredToken:
         clock: Clock,
         identity: str | None,
         store_wait: float = STORE_WAIT,
+        events: OnEvent = unheard,
     ) -> None:
         self.store = store
+        self.events = events
         self.identity = identity
         self._store_wait = non_negative_number("store_wait", store_wait)
         self._clock = clock
@@ -315,11 +319,8 @@ class StoredToken:
             )
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        logger.info(
-            "refreshing the access token at %s",
-            stored.token_endpoint,
-            extra={"status": "refreshing the sign-in", "wait_for": REFRESH_TIMEOUT},
-        )
+        logger.info("refreshing the access token at %s", stored.token_endpoint)
+        self.events(PoolEvent("refreshing", "", self._clock.now(), REFRESH_TIMEOUT))
         try:
             tokens = await _oauth.refresh(
                 self._session,
@@ -386,6 +387,7 @@ def resolve_token(
     *,
     base_url: str,
     clock: Clock,
+    events: OnEvent = unheard,
 ) -> tuple[str | None, TokenSource | None]:
     """The client's token: a fixed string, or a source to ask before each request.
 
@@ -414,7 +416,7 @@ def resolve_token(
 
         store = RedisStore(location, origin)
         identity = f"oauth:{origin} {store.key}"
-        return None, StoredToken(store, None, clock=clock, identity=identity)
+        return None, StoredToken(store, None, clock=clock, identity=identity, events=events)
     stored = load_credentials(location)
     if stored is None:
         if credentials is None and not os.environ.get(CREDENTIALS_ENV):
@@ -430,4 +432,5 @@ def resolve_token(
             f"sign in there with `magisterium-async login --base-url {base_url}`"
         )
     identity = f"oauth:{stored.issuer} {stored.client_id}"
-    return None, StoredToken(FileStore(location), stored, clock=clock, identity=identity)
+    kept = StoredToken(FileStore(location), stored, clock=clock, identity=identity, events=events)
+    return None, kept

@@ -24,8 +24,8 @@ from magisterium_async._config import (
 
 if TYPE_CHECKING:  # the client, and the network stack with it, load when a command runs
     from magisterium_async._client import AsyncMagisterium
+    from magisterium_async._events import PoolEvent
     from magisterium_async._http._dialect import ProtocolVersion
-    from magisterium_async._ratelimit import PoolEvent
     from magisterium_async.testing.emulator._config import Protocol as EmulatorProtocol
 
 __all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]

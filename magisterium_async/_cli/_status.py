@@ -1,10 +1,11 @@
 """A one-line status on stderr while a command waits: on a terminal only, never on a pipe.
 
 A call may wait minutes: for its quota, for the server's answer, for a retry after a
-failure or a 429. :class:`Watch` follows the call (the client's ``on_event``, the retry
-loop's log) and the line says which wait, and until when, so waiting does not look like
-hanging; with ``-v`` each wait is also one log line, on a pipe too. Plain ANSI, so it
-needs no rich.
+failure or a 429. :class:`Watch` follows the call through the client's events (its
+``on_event``) and the line says which wait, and until when, so waiting does not look like
+hanging; with ``-v`` each wait is also one log line, on a pipe too, said by the library's
+log from the same events (a retry) or here (a wait for quota). Plain ANSI, so it needs no
+rich.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
-import shutil
+import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from magisterium_async._clock import Clock, LoopClock
-from magisterium_async._ratelimit import PoolEvent
+from magisterium_async._events import PoolEvent, RetryEvent
 
 if TYPE_CHECKING:
     from magisterium_async._client import AsyncMagisterium
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Watch", "at_clock", "duration", "status_line", "waiting_text", "watching"]
 
 logger = logging.getLogger("magisterium_async.cli")
-HEARD = ("magisterium_async.retry", "magisterium_async.auth")  # what the line is told by
 
 _CLEAR = "\r\x1b[2K"
 
@@ -58,8 +57,14 @@ def waiting_text(seconds: float, wall: Callable[[], float] = time.time) -> str:
     return f"waiting for quota: next request in {duration(max(seconds, 1.0))} (at {at})"
 
 
-# "message/send timed out after 30 s" -> "timed out after 30 s": the command says what it does.
-_METHOD = re.compile(r"^[a-z]+/[a-zA-Z]+:? (failed: )?")
+def _failure(event: RetryEvent) -> str:
+    """What failed, without the method: the command says what it does ("message/send
+    timed out after 30 s" -> "timed out after 30 s")."""
+    text = " ".join(event.message.split())
+    for prefix in (f"{event.method}: ", f"{event.method} failed: ", f"{event.method} "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,7 @@ class Watch:
 
     ``label`` says what the command does (``searching``); ``pool`` is the call's
     (``default``, ``expensive``, ``unmetered``). Give :meth:`on_event` to the client as
-    its ``on_event``, then :meth:`attach` the client; :func:`watching` hears the retry
-    loop's log meanwhile.
+    its ``on_event``, then :meth:`attach` the client.
     """
 
     def __init__(
@@ -98,45 +102,40 @@ class Watch:
         self._sent_at: float | None = None
         self._retry: _Retry | None = None
         self._doing: tuple[str, float | None] | None = None  # before a request: a refresh
-        self._waiting = False  # in a wait for quota, already told to the log
+        self._quota_until: float | None = None  # the end of the wait for quota under way
 
     def attach(self, client: AsyncMagisterium) -> None:
-        """The client whose pools and settings the line reads."""
+        """The client whose settings the line reads."""
         self._client = client
 
     def on_event(self, event: PoolEvent) -> None:
-        """The client's ``on_event``: a request sent starts an attempt."""
-        if event.kind == "sent":
+        """The client's ``on_event``: a request sent starts an attempt; a retry, a wait
+        for quota or a refresh of the sign-in is what the line says until it is over."""
+        kind = event.kind
+        if kind == "sent":
             self.attempts += 1
             self._sent_at = event.time
-            self._waiting = False
+            self._quota_until = None
             self._doing = None
-            self.changed.set()
-
-    def on_record(self, record: logging.LogRecord) -> None:
-        """A record of the retry loop (a retry to come, in ``retry_in`` seconds) or of the
-        sign-in (a ``status``, for at most ``wait_for`` seconds: a refresh, a wait for
-        another process's)."""
-        now = self._clock.now()
-        status = getattr(record, "status", None)
-        if isinstance(status, str):
-            wait_for = getattr(record, "wait_for", None)
-            until = now + wait_for if isinstance(wait_for, (int, float)) else None
-            self._doing = (status, until)
-            self.changed.set()
-            return
-        delay = getattr(record, "retry_in", None)
-        if not isinstance(delay, (int, float)):
+        elif isinstance(event, RetryEvent):
+            if event.retry == 0:
+                told = event.retry_after
+                asks = ""
+                if told is not None and math.isfinite(told):
+                    asks = f"; it asks to wait {duration(told)}"
+                reason, number = f"rate limited by the service (HTTP 429{asks})", None
+            else:
+                reason, number = _failure(event) or "failed", event.retry
+            self._retry = _Retry(reason, event.time + event.value, number)
+        elif kind == "waiting" and event.pool == self.pool:
+            self._quota_until = event.time + event.value
+            if event.value > 1.0:
+                logger.info("%s: %s", self.label, waiting_text(event.value, self._wall))
+        elif kind == "refreshing":
+            self._doing = ("refreshing the sign-in", event.time + event.value)
+        else:
             return
         self.changed.set()
-        if hasattr(record, "retry_after"):
-            told = record.retry_after
-            usable = isinstance(told, (int, float)) and math.isfinite(told)
-            asks = f"; it asks to wait {duration(told)}" if usable else ""
-            self._retry = _Retry(f"rate limited by the service (HTTP 429{asks})", now + delay, None)
-        else:
-            reason = _METHOD.sub("", " ".join(str(getattr(record, "reason", "")).split()))
-            self._retry = _Retry(reason or "failed", now + delay, getattr(record, "retry", None))
 
     @property
     def _max_attempts(self) -> int:
@@ -165,11 +164,11 @@ class Watch:
         client = self._client
         if client is None:
             return f"{self.label}…"
-        pool = getattr(client.stats, self.pool)
-        if pool.waiting and pool.next_start_in > 0:
+        quota = self._quota_until
+        if quota is not None and now < quota:
             # When first: a narrow terminal cuts the end of the line.
             after = f", after: {retry.reason}" if retry is not None else ""
-            return f"{self.label}: {waiting_text(pool.next_start_in, self._wall)}{after}"
+            return f"{self.label}: {waiting_text(quota - now, self._wall)}{after}"
         if self._sent_at is None:
             return f"{self.label}…"
         timeout = client.timeouts.for_pool(self.pool)
@@ -179,67 +178,31 @@ class Watch:
             f"{self._max_attempts}, times out at {ends}"
         )
 
-    def log_waits(self) -> None:
-        """Say each wait for quota once, as it begins (INFO: ``-v`` shows it)."""
-        client = self._client
-        if client is None or not logger.isEnabledFor(logging.INFO):
-            return
-        pool = getattr(client.stats, self.pool)
-        waiting = bool(pool.waiting and pool.next_start_in > 1.0)
-        if waiting and not self._waiting:
-            logger.info("%s: %s", self.label, waiting_text(pool.next_start_in, self._wall))
-        self._waiting = waiting
-
-
-class _Records(logging.Handler):
-    def __init__(self, watch: Watch) -> None:
-        super().__init__(logging.INFO)
-        self.watch = watch
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.watch.on_record(record)
-
-
-@contextlib.contextmanager
-def _hearing(watch: Watch) -> Iterator[None]:
-    """The retry loop's and the sign-in's records go to ``watch`` too, while the block
-    runs (at INFO, whatever the loggers' levels: the line needs them, ``-v`` or not)."""
-    handler = _Records(watch)
-    loggers = [logging.getLogger(name) for name in HEARD]
-    levels = [heard.level for heard in loggers]
-    for heard in loggers:
-        heard.addHandler(handler)
-        if not heard.isEnabledFor(logging.INFO):
-            heard.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        for heard, level in zip(loggers, levels, strict=True):
-            heard.removeHandler(handler)
-            heard.setLevel(level)
-
 
 @contextlib.asynccontextmanager
 async def watching(
     watch: Watch, *, stream: TextIO | None = None, interval: float = 0.5
 ) -> AsyncIterator[None]:
     """While the block runs: ``watch``'s status line on ``stream`` (stderr) if it is a
-    terminal, and each wait for quota logged once (for ``-v``)."""
+    terminal."""
     out = stream if stream is not None else sys.stderr
-    shown = out.isatty()
-    with _hearing(watch):
-        if not shown and not logger.isEnabledFor(logging.INFO):
-            yield
-            return
+    if not out.isatty():
+        yield
+        return
+    async with status_line(watch.text, stream=out, interval=interval, changed=watch.changed):
+        yield
 
-        def text() -> str:
-            watch.log_waits()
-            return watch.text()
 
-        async with status_line(
-            text, stream=out, interval=interval, shown=shown, changed=watch.changed
-        ):
-            yield
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` writes to (stdout may be a pipe while stderr
+    is a wide terminal): ``$COLUMNS`` first, as :func:`shutil.get_terminal_size`, else 80."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 @contextlib.asynccontextmanager
@@ -248,20 +211,16 @@ async def status_line(
     *,
     stream: TextIO | None = None,
     interval: float = 0.5,
-    shown: bool | None = None,
     changed: asyncio.Event | None = None,
 ) -> AsyncIterator[None]:
     """Show ``text()`` on ``stream`` (stderr), refreshed every ``interval`` seconds and
     whenever ``changed`` is set, while the block runs, and clear it after; nothing unless
-    ``stream`` is a terminal (``shown`` says otherwise: ``False`` still calls ``text()``,
-    showing nothing)."""
+    ``stream`` is a terminal."""
     out = stream if stream is not None else sys.stderr
-    if shown is None:
-        shown = out.isatty()
-        if not shown:
-            yield
-            return
-    width = max(shutil.get_terminal_size().columns - 1, 20)
+    if not out.isatty():
+        yield
+        return
+    width = max(_columns(out) - 1, 20)
 
     woken = changed if changed is not None else asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -269,10 +228,8 @@ async def status_line(
     async def refresh() -> None:
         while True:  # a display, not a synchronisation: it only repaints
             woken.clear()
-            line = text()
-            if shown:
-                out.write(_CLEAR + line[:width])
-                out.flush()
+            out.write(_CLEAR + text()[:width])
+            out.flush()
             # At the next change, or after ``interval`` at the latest.
             timer = loop.call_later(interval, woken.set)
             try:
@@ -287,6 +244,5 @@ async def status_line(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        if shown:
-            out.write(_CLEAR)
-            out.flush()
+        out.write(_CLEAR)
+        out.flush()

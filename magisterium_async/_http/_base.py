@@ -10,11 +10,13 @@ whatever aiohttp version is installed.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import math
 import re
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import NamedTuple, Protocol
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -29,6 +31,7 @@ __all__ = [
     "HTTPTransport",
     "RawResponse",
     "body_snippet",
+    "check_base_url",
     "read_body",
 ]
 
@@ -40,6 +43,40 @@ _INFLATE_STEP = 256 * 1024  # decoded bytes per zlib call: bounds the temporary 
 SNIPPET = 500
 """How much of an answer's body, or of a failure's text, an error quotes."""
 _DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_base_url(url: str) -> str:
+    """``url`` (without a trailing slash) if it is safe to send the bearer token to, else
+    ``ValueError``.
+
+    Only ``https://`` is accepted, but for loopback hosts (the emulator), where
+    ``http://`` is fine: anywhere else the token would travel in clear.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"base_url must be a str, not {type(url).__name__}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL with a host, got {url!r}")
+    if parts.username or parts.password:
+        raise ValueError("base_url must not carry credentials; pass token= instead")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ValueError(
+            f"base_url {url!r} uses plain http:// to a non-loopback host; the bearer token "
+            "would travel in clear. Use https://"
+        )
+    if len(parts.path) > 1 and parts.path.endswith("/"):
+        # ".../api/v1/a2a/" is a 404 from the service: the endpoint has no trailing slash.
+        return parts._replace(path=parts.path.rstrip("/") or "/").geturl()
+    return url
 
 
 def body_snippet(payload: bytes) -> str:

@@ -1,30 +1,45 @@
-"""The agent card: where it lives, reading it, and keeping it as long as it may be kept.
+"""The agent card: where it lives, reading it, keeping it, and the dialect it makes us speak.
 
-Owns agent-card discovery (``/.well-known/agent.json``, then A2A 0.3's
+:class:`CardReader` owns agent-card discovery (``/.well-known/agent.json``, then A2A 0.3's
 ``/.well-known/agent-card.json`` after a 404; the URL that answered is used from then on),
-its decoding, and its cache (``Cache-Control: max-age``, else the client's life). How one
-GET is retried and bounded in time is the client's (its retry policy and deadline).
+its decoding, and its cache (``Cache-Control: max-age``, else the client's life); how one
+GET is retried and bounded in time is handed to it (the call path's retry loop).
+
+:class:`Negotiation` holds the dialect a client speaks: fixed for ``protocol="0.3"`` /
+``"1.0"``; for ``"auto"`` today's dialect until a card says otherwise. The card is read
+only when it is asked for, or when a call is refused as "method not found" or "version
+not supported" (then the call is sent once more if the card offers the other dialect), so
+a server that speaks today's dialect costs no request more than before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 
+from magisterium_async._clock import Clock
 from magisterium_async._errors import (
+    MagisteriumError,
     MalformedResponseError,
+    MethodNotFoundError,
     UnexpectedStatusError,
+    VersionNotSupportedError,
     error_for_status,
 )
 from magisterium_async._http._base import body_snippet
+from magisterium_async._http._dialect import PROTOCOLS, V03, V10, Dialect, ProtocolVersion, offered
 from magisterium_async._http._jsonrpc import Transport
 from magisterium_async._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
 
-__all__ = ["AgentCardCache", "get_card"]
+__all__ = ["Answer", "CardReader", "Negotiation", "get_card"]
+
+logger = logging.getLogger("magisterium_async.transport")
 
 _DECODER = msgspec.json.Decoder(AgentCard)
 _MAX_AGE = re.compile(r"max-age=\s*\"?([0-9]+)")
@@ -36,8 +51,11 @@ Answer = tuple[int, Any, bytes]
 """An HTTP answer: status, headers, body."""
 
 
-async def get_card(transport: Transport, url: str, *, timeout: float) -> Answer:
-    """One GET of the card at ``url``; any status but 200 is raised as its error."""
+async def get_card(
+    transport: Transport, url: str, token: str | None = None, *, timeout: float
+) -> Answer:
+    """One GET of the card at ``url``; any status but 200 is raised as its error.
+    ``token``: none is sent (the card is public); a try of the retry loop is handed one."""
     status, headers, body = await transport.get(url, timeout=timeout)
     if status != 200:
         what = f"HTTP {status}" if status == 429 else f"unexpected HTTP {status}"
@@ -47,32 +65,61 @@ async def get_card(transport: Transport, url: str, *, timeout: float) -> Answer:
     return status, headers, body
 
 
-class AgentCardCache:
-    """The card of one endpoint, the URL that served it, and until when it may be kept."""
+class CardReader:
+    """The card of one endpoint, read when asked, kept as long as it may be kept.
 
-    def __init__(self, base_url: str) -> None:
+    Arguments:
+        base_url: the endpoint whose origin serves the card.
+        get: one GET of a URL, retried and bounded as its owner retries (an error for
+            any status but 200: :func:`get_card`, in the call path's retry loop).
+        clock: where freshness is read.
+        on_card: told of each card read (the telemetry's agent name and version).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        get: Callable[[str], Awaitable[Answer]],
+        clock: Clock,
+        on_card: Callable[[AgentCard], None] = lambda card: None,
+    ) -> None:
         parts = urlsplit(base_url)
         self._candidates = [f"{parts.scheme}://{parts.netloc}{path}" for path in _PATHS]
+        self._get = get
+        self._clock = clock
+        self._on_card = on_card
         self._url: str | None = None
         self._card: AgentCard | None = None
         self._expires = 0.0
+        self._lock = asyncio.Lock()  # one GET at a time: every caller waits for that one
 
     @property
     def url(self) -> str:
         """The URL that answered, else the first one to try."""
         return self._url or self._candidates[0]
 
-    def cached(self, now: float) -> AgentCard | None:
-        """The card, if one is kept and still fresh at ``now``."""
-        return self._card if self._card is not None and now < self._expires else None
+    def _fresh(self) -> AgentCard | None:
+        card = self._card
+        return card if card is not None and self._clock.now() < self._expires else None
 
-    async def discover(self, get: Callable[[str], Awaitable[Answer]], now: float) -> AgentCard:
-        """Read the card with ``get`` (a GET, retried as the client retries), trying the
-        next path after a 404; decode it and keep it from ``now`` for its ``max-age``."""
+    async def read(self) -> AgentCard:
+        """The card: the kept one while it is fresh, else read (trying the next path after
+        a 404), decoded and kept for its ``max-age``."""
+        card = self._fresh()
+        if card is not None:
+            return card
+        async with self._lock:
+            card = self._fresh()
+            if card is None:
+                card = await self._discover(self._clock.now())
+                self._on_card(card)
+        return card
+
+    async def _discover(self, now: float) -> AgentCard:
         urls = [self._url] if self._url is not None else self._candidates
         for i, url in enumerate(urls):
             try:
-                status, headers, body = await get(url)
+                status, headers, body = await self._get(url)
             except UnexpectedStatusError as exc:
                 if exc.status_code == 404 and i + 1 < len(urls):
                     continue
@@ -107,3 +154,70 @@ def max_age(cache_control: str | None) -> float:
         return float("inf")
     digits = match.group(1)
     return float(_MAX_AGE_CAP if len(digits) > 10 else min(int(digits), _MAX_AGE_CAP))
+
+
+class Negotiation:
+    """The dialect one client speaks, and when it changes (shared by its views).
+
+    Arguments:
+        protocol: ``"auto"``, ``"0.3"`` or ``"1.0"`` (what ``AsyncMagisterium`` takes).
+        base_url: the client's endpoint (a card's interface elsewhere is not used).
+        reader: the client's agent card.
+        extensions: URIs of A2A extensions every request asks for.
+    """
+
+    def __init__(
+        self,
+        protocol: ProtocolVersion,
+        base_url: str,
+        reader: CardReader,
+        *,
+        extensions: Sequence[str] = (),
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
+        self.protocol: ProtocolVersion = protocol
+        self.reader = reader
+        self._base_url = base_url
+        self._extensions = tuple(extensions)
+        self.dialect = (V10 if protocol == "1.0" else V03).with_extensions(extensions)
+
+    def with_protocol(self, protocol: ProtocolVersion) -> Negotiation:
+        """A negotiation of ``protocol`` with the same service, card and extensions."""
+        return Negotiation(protocol, self._base_url, self.reader, extensions=self._extensions)
+
+    async def card(self) -> AgentCard:
+        """The agent card (the kept one while it is fresh); with ``"auto"``, the dialect
+        it offers is spoken from now on."""
+        card = await self.reader.read()
+        if self.protocol == "auto":
+            dialect = offered(card, self._base_url).with_extensions(self._extensions)
+            if dialect != self.dialect:
+                logger.info("agent card offers A2A %s: speaking it", dialect.version)
+            self.dialect = dialect
+        return card
+
+    async def switch_after(self, error: MagisteriumError, used: Dialect) -> Dialect | None:
+        """The dialect a call sent in ``used`` and refused with ``error`` goes again in,
+        or ``None``: with ``"auto"``, after "method not found" or "version not
+        supported", when the card (the kept one while it is fresh) offers another. A card
+        that cannot be read changes nothing: the error stands."""
+        if self.protocol != "auto":
+            return None
+        if not isinstance(error, (MethodNotFoundError, VersionNotSupportedError)):
+            return None
+        if self.dialect == used:
+            try:
+                await self.card()
+            except MagisteriumError as exc:
+                logger.info("agent card not read after %s: %s", type(error).__name__, exc)
+                return None
+        return self.dialect if self.dialect != used else None
+
+    async def for_list(self) -> Dialect:
+        """The dialect a ``tasks/list`` goes in; with ``"auto"``, when the one spoken has
+        none, after reading the card (the kept one while it is fresh; its errors raised).
+        Which may be one without it."""
+        if self.protocol == "auto" and not self.dialect.offers_list:
+            await self.card()
+        return self.dialect

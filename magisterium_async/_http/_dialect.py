@@ -1,4 +1,4 @@
-"""The two JSON-RPC dialects of A2A the client speaks, and how it picks one.
+"""The two JSON-RPC dialects of A2A the client speaks, and which one an agent card offers.
 
 A :class:`Dialect` is a small value: A2A 0.3's (the service's today: ``message/send``,
 ``kind``-tagged parts, ``"completed"``) or 1.0's (``SendMessage``, parts by field,
@@ -7,30 +7,22 @@ endpoint and tenant an agent card named for it. It turns the client's operations
 by their 0.3 methods: ``message/send``, ``tasks/get``, ``tasks/cancel``, and
 ``tasks/list`` for 1.0's ``ListTasks``) into the dialect's method and params, and its
 results back into the client's models (see :mod:`._v1`).
+The transport speaks whichever it is handed.
 
-:func:`offered` reads which dialect an agent card offers (either card shape).
-:class:`Negotiation` holds the one in use: fixed for ``protocol="0.3"`` / ``"1.0"``;
-for ``"auto"`` today's dialect until a card says otherwise. The card is read only when
-it is asked for, or when a call is refused as "method not found" or "version not
-supported" (then the call is sent once more if the card offers the other dialect), so a
-server that speaks today's dialect costs no request more than before.
+:func:`offered` reads which dialect an agent card offers (either card shape); which one
+a client speaks is the negotiation's (see :mod:`._card`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from magisterium_async._errors import (
-    MagisteriumError,
-    MethodNotFoundError,
-    VersionNotSupportedError,
-)
 from magisterium_async._http import _v1
-from magisterium_async._http._jsonrpc import check_base_url
+from magisterium_async._http._base import check_base_url
 from magisterium_async._models import AgentCard, AgentInterface, Task, TaskPage
 
 __all__ = [
@@ -38,7 +30,6 @@ __all__ = [
     "V03",
     "V10",
     "Dialect",
-    "Negotiation",
     "ProtocolVersion",
     "offered",
 ]
@@ -175,71 +166,3 @@ def offered(card: AgentCard, base_url: str) -> Dialect:
     if not card.supported_interfaces and _major(card.protocol_version) == 1:
         return Dialect("1.0", _endpoint(card.url, base_url))
     return V03
-
-
-async def _no_card() -> AgentCard:
-    raise AssertionError("a fixed protocol never reads the card")
-
-
-class Negotiation:
-    """The dialect one client speaks, and when it changes (shared by its views).
-
-    ``read_card`` reads the agent card (cached, unmetered) and tells :meth:`learn`
-    (required for ``"auto"``).
-    """
-
-    def __init__(
-        self,
-        protocol: ProtocolVersion,
-        base_url: str = "",
-        read_card: Callable[[], Awaitable[AgentCard]] | None = None,
-        *,
-        extensions: Sequence[str] = (),
-    ) -> None:
-        if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-        if protocol == "auto" and read_card is None:
-            raise ValueError('protocol="auto" needs a way to read the agent card')
-        self.protocol: ProtocolVersion = protocol
-        self._base_url = base_url
-        self._read_card = read_card or _no_card
-        self._extensions = tuple(extensions)
-        self.dialect = (V10 if protocol == "1.0" else V03).with_extensions(extensions)
-
-    def with_protocol(self, protocol: ProtocolVersion) -> Negotiation:
-        """A negotiation of ``protocol`` with the same service, card and extensions."""
-        return Negotiation(protocol, self._base_url, self._read_card, extensions=self._extensions)
-
-    def learn(self, card: AgentCard) -> None:
-        """A card was read: with ``"auto"``, speak the dialect it offers from now on."""
-        if self.protocol != "auto":
-            return
-        dialect = offered(card, self._base_url).with_extensions(self._extensions)
-        if dialect != self.dialect:
-            logger.info("agent card offers A2A %s: speaking it", dialect.version)
-        self.dialect = dialect
-
-    async def resend_after(self, error: MagisteriumError, used: Dialect) -> bool:
-        """Whether a call sent in ``used`` and refused with ``error`` should go again, in
-        :attr:`dialect`: with ``"auto"``, after "method not found" or "version not
-        supported", when the card (the cached one while it is fresh) offers another
-        dialect. A card that cannot be read changes nothing: the error stands."""
-        if self.protocol != "auto":
-            return False
-        if not isinstance(error, (MethodNotFoundError, VersionNotSupportedError)):
-            return False
-        if self.dialect == used:
-            try:
-                await self._read_card()
-            except MagisteriumError as exc:
-                logger.info("agent card not read after %s: %s", type(error).__name__, exc)
-                return False
-        return self.dialect != used
-
-    async def for_list(self) -> Dialect:
-        """The dialect a ``tasks/list`` goes in; with ``"auto"``, when the one spoken has
-        none, after reading the card (the cached one while it is fresh; its errors raised).
-        Which may be one without it."""
-        if self.protocol == "auto" and not self.dialect.offers_list:
-            await self._read_card()
-        return self.dialect

@@ -8,16 +8,14 @@ aiohttp, JSON or msgspec exception.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import itertools
 import logging
 import platform
 import reprlib
 import socket
 import ssl
-from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn, Protocol
-from urllib.parse import urlsplit
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import aiohttp
 import msgspec
@@ -45,7 +43,9 @@ from magisterium_async._http._base import (
     HTTPRequest,
     HTTPTransport,
     body_snippet,
+    check_base_url,
 )
+from magisterium_async._http._dialect import Dialect
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
     MAX_ANSWER_DEPTH,
@@ -59,9 +59,7 @@ from magisterium_async._models import (
 from magisterium_async._telemetry import with_trace_context
 
 __all__ = [
-    "Speech",
     "Transport",
-    "check_base_url",
     "decode_response",
     "encode_params",
     "endpoint",
@@ -115,62 +113,9 @@ _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 40, 40, 40
 
 
-class Speech(Protocol):
-    """What the transport needs of a dialect (see ``_dialect.Dialect``): the method's name,
-    the endpoint, the headers, and the reading of a result. Today's dialect (0.3) is the
-    transport's own: ``None`` stands for it."""
-
-    @property
-    def version(self) -> str: ...
-
-    @property
-    def url(self) -> str | None: ...
-
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-
-    def method(self, operation: str) -> str: ...
-
-    def decode(self, operation: str, raw: bytes) -> Any: ...
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def encode_params(params: Any) -> msgspec.Raw:
     """A request's params as JSON, ready to be sent in any request's envelope."""
     return msgspec.Raw(_ENCODER.encode(params))
-
-
-def check_base_url(url: str) -> str:
-    """``url`` (without a trailing slash) if it is safe to send the bearer token to, else
-    ``ValueError``.
-
-    Only ``https://`` is accepted, but for loopback hosts (the emulator), where
-    ``http://`` is fine: anywhere else the token would travel in clear.
-    """
-    if not isinstance(url, str):
-        raise TypeError(f"base_url must be a str, not {type(url).__name__}")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"base_url must be an http(s) URL with a host, got {url!r}")
-    if parts.username or parts.password:
-        raise ValueError("base_url must not carry credentials; pass token= instead")
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
-        raise ValueError(
-            f"base_url {url!r} uses plain http:// to a non-loopback host; the bearer token "
-            "would travel in clear. Use https://"
-        )
-    if len(parts.path) > 1 and parts.path.endswith("/"):
-        # ".../api/v1/a2a/" is a 404 from the service: the endpoint has no trailing slash.
-        return parts._replace(path=parts.path.rstrip("/") or "/").geturl()
-    return url
 
 
 def endpoint(given: str | None) -> str:
@@ -230,19 +175,19 @@ _NOT_SENT_ERRORS = (aiohttp.ClientConnectorError, ConnectionRefusedError, socket
 
 
 def _parse(
-    method: str, payload: bytes, speech: Speech | None = None
+    method: str, payload: bytes, dialect: Dialect | None = None
 ) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
     """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing).
 
     Today's dialect decodes its Task with the envelope, in one pass; another leaves the
-    result undecoded, for ``speech.decode``."""
+    result undecoded, for ``dialect.decode``."""
     envelope: _Envelope | _RawEnvelope
     # Before decoding: how deep a decoder recurses, and so what it refuses, differs between
     # interpreters, and it skips unknown fields unseen.
     brackets = opening_brackets(payload)
     if json_deeper_than(payload, MAX_ANSWER_DEPTH, brackets):
         return None, f"the response is nested more than {MAX_ANSWER_DEPTH} levels deep"
-    decoder = _ENVELOPE_DECODER if speech is None else _RAW_ENVELOPE_DECODER
+    decoder = _ENVELOPE_DECODER if dialect is None else _RAW_ENVELOPE_DECODER
     try:
         envelope = decoder.decode(payload)
     except RecursionError:
@@ -305,7 +250,7 @@ def decode_response(
     headers: Any = None,
     *,
     skill_id: str | None = None,
-    speech: Speech | None = None,
+    dialect: Dialect | None = None,
 ) -> Any:
     """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means.
 
@@ -317,11 +262,11 @@ def decode_response(
     :class:`MalformedResponseError`. Every error raised carries the answer (status,
     headers, ``request_id``: see :func:`with_answer`). ``skill_id`` is the skill the
     request named: a :class:`SkillNotFoundError` names it where the service did not.
-    ``speech`` is the dialect spoken (``None``: today's, whose results are Tasks); its
+    ``dialect`` is the one spoken (``None``: today's, whose results are Tasks); its
     ``decode`` reads the result of ``method``.
     """
     try:
-        return _decode(method, request_id, status, payload, headers, skill_id, speech)
+        return _decode(method, request_id, status, payload, headers, skill_id, dialect)
     except (APIResponseError, JSONRPCError) as error:
         with_answer(error, status=status, headers=headers, jsonrpc_id=request_id)
         raise
@@ -334,9 +279,9 @@ def _decode(
     payload: bytes,
     headers: Any,
     skill_id: str | None,
-    speech: Speech | None = None,
+    dialect: Dialect | None = None,
 ) -> Any:
-    envelope, problem = _parse(method, payload, speech)
+    envelope, problem = _parse(method, payload, dialect)
     if (
         status == 200
         and problem is None
@@ -379,8 +324,8 @@ def _decode(
     if isinstance(result, Task):
         return result
     assert isinstance(result, msgspec.Raw)
-    if speech is not None:
-        return _decode_with(speech, method, result, status, payload)
+    if dialect is not None:
+        return _decode_with(dialect, method, result, status, payload)
     try:
         task = _TASK_DECODER.decode(result)
     except RecursionError:
@@ -401,11 +346,11 @@ def _decode(
 
 
 def _decode_with(
-    speech: Speech, method: str, result: msgspec.Raw, status: int, payload: bytes
+    dialect: Dialect, method: str, result: msgspec.Raw, status: int, payload: bytes
 ) -> Any:
-    """The result of ``method`` as ``speech`` reads it; malformed when it cannot."""
+    """The result of ``method`` as ``dialect`` reads it; malformed when it cannot."""
     try:
-        decoded = speech.decode(method, bytes(result))
+        decoded = dialect.decode(method, bytes(result))
     except RecursionError:
         decoded = None
     except ValueError as exc:  # the dialect's "not what this method answers"
@@ -475,6 +420,11 @@ class Transport:
     def __repr__(self) -> str:
         return f"<Transport {self._url}>"
 
+    @property
+    def base_url(self) -> str:
+        """The endpoint requests go to (unless their dialect names another)."""
+        return self._url
+
     async def _exchange(
         self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
     ) -> tuple[int, Any, bytes]:
@@ -503,31 +453,31 @@ class Transport:
         self,
         method: str,
         params: Any,
+        token: str | None = None,
         *,
         timeout: float,
-        token: str | None = None,
         skill_id: str | None = None,
-        speech: Speech | None = None,
+        dialect: Dialect | None = None,
     ) -> Any:
         """Send one JSON-RPC request and return what it answers (a Task, in today's
         dialect), or raise.
 
-        ``method`` names the operation by its A2A 0.3 method; ``speech`` is the dialect to
+        ``method`` names the operation by its A2A 0.3 method; ``dialect`` is the dialect to
         speak (``None`` or a 0.3 one: today's), which names the method on the wire, may name
         another endpoint and adds its headers; ``params`` are already in its shape.
         ``token`` replaces the transport's own for this request and the next ones;
         ``skill_id`` (the skill a ``message/send`` names) goes into the errors it meets.
         """
-        if speech is not None and speech.version == "0.3" and not speech.headers:
-            speech = None  # today's dialect, spoken to the base URL: the transport's own
+        if dialect is not None and dialect.version == "0.3" and not dialect.headers:
+            dialect = None  # today's dialect, spoken to the base URL: the transport's own
         request_id = next(self._ids)
-        wire = method if speech is None else speech.method(method)
+        wire = method if dialect is None else dialect.method(method)
         body = _ENCODER.encode(_Request("2.0", request_id, wire, params))
         rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
         url = self._url
-        if speech is not None:
-            rpc_headers = {**rpc_headers, **speech.headers}
-            url = speech.url or url
+        if dialect is not None:
+            rpc_headers = {**rpc_headers, **dialect.headers}
+            url = dialect.url or url
         logger.debug("POST %s method=%s id=%d", url, wire, request_id)
         try:
             status, headers, payload = await self._exchange(
@@ -536,10 +486,10 @@ class Transport:
         except APIResponseError as error:  # the body could not be read (too large, corrupt)
             with_answer(error, jsonrpc_id=request_id)
             raise
-        if speech is not None and speech.version == "0.3":
-            speech = None  # 0.3's results are the transport's own Tasks
+        if dialect is not None and dialect.version == "0.3":
+            dialect = None  # 0.3's results are the transport's own Tasks
         return decode_response(
-            method, request_id, status, payload, headers, skill_id=skill_id, speech=speech
+            method, request_id, status, payload, headers, skill_id=skill_id, dialect=dialect
         )
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:

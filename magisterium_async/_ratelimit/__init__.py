@@ -46,11 +46,12 @@ Dependencies point one way, as listed: the pure parts (``_tuning``, ``_log``, ``
 
 The flow of one 429, in one direction::
 
-    transport -> 429 -> Permit.rate_limited(wait)
+    transport -> 429 -> Permit.rate_limited(wait, policy) -> the call's delay
               -> Pool.rate_limited  -> Judge.on_429 -> [Verdict, ...]
               -> Pool._apply(verdict): pause the pool (proven, late, step up refused)
               -> Limiter.learn(verdict) -> the rule: the rate and the next step up
                  (shared: the same rule, applied to the log and state in Redis)
+              <- how long the pool is paused: the call waits that at least
 
 and of one call: ``Pool.acquire()`` -> the line -> ``Scheduler.pump`` (cap, pause, check,
 first round, ``Limiter.next_start``, pacing, the remote gate) -> ``Permit`` -> the request ->
@@ -62,7 +63,7 @@ from magisterium_async._ratelimit._judge import Judge, Verdict, VerdictKind
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
 from magisterium_async._ratelimit._lines import PRIORITIES, WaitingLine
 from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._pool import EventKind, Permit, Pool, PoolEvent, PoolStats
+from magisterium_async._ratelimit._pool import Permit, Pool, PoolStats
 from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._rule import RateRule, RuleState
 from magisterium_async._ratelimit._scheduler import Scheduler, SchedulerStats, client_scheduler
@@ -70,12 +71,10 @@ from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool
 
 __all__ = [
     "PRIORITIES",
-    "EventKind",
     "Judge",
     "Limiter",
     "Permit",
     "Pool",
-    "PoolEvent",
     "PoolQuota",
     "PoolStats",
     "Priority",

@@ -11,8 +11,8 @@ A pool knows nothing of its scheduler. The scheduler makes its pools and hands e
 they share (one :class:`Capacity`: the client-wide cap on requests in flight, and the
 counter that numbers arrivals over every pool) and two callbacks: ``pump`` (something
 changed: let through whoever may start now) and ``idle`` (whether nobody waits in any
-pool). What the pool tells its users is here too: :class:`PoolEvent` for ``on_event``
-callbacks and the :class:`PoolStats` snapshot.
+pool). What the pool tells its users is here too: its events (``on_event``, the client's
+stream: see :mod:`magisterium_async._events`) and the :class:`PoolStats` snapshot.
 
 The first round: a metered pool's first burst is sent before any answer says what the
 server allows. Told a rate above the server's, the pool would send a whole window of
@@ -34,11 +34,11 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
 
 from magisterium_async._clock import Clock
-from magisterium_async._config import Priority
+from magisterium_async._config import Priority, RetryPolicy
 from magisterium_async._errors import ClientClosedError
+from magisterium_async._events import EventKind, PoolEvent
 from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate
 from magisterium_async._ratelimit._lines import Waiter, WaitingLine
@@ -49,34 +49,13 @@ from magisterium_async._ratelimit._tuning import LONG_QUOTA_WAIT, ROUND_HOLD_ROU
 __all__ = [
     "Admissions",
     "Capacity",
-    "EventKind",
     "FirstRound",
     "Permit",
     "Pool",
-    "PoolEvent",
     "PoolStats",
 ]
 
 logger = logging.getLogger("magisterium_async.ratelimit")
-
-EventKind = Literal["sent", "rate_limited", "paused", "resumed", "rate_changed", "retried"]
-
-
-@dataclass(frozen=True)
-class PoolEvent:
-    """One thing that happened in a pool, for ``on_event`` callbacks (your own metrics).
-
-    ``pool`` is ``"default"``, ``"expensive"`` or ``"unmetered"`` (``tasks/get``,
-    ``tasks/cancel``, the agent card); ``time`` is the clock's ``now()``. ``value`` by kind:
-    ``sent``: seconds the request waited for its slot; ``rate_limited``: the wait after the
-    429; ``paused``: seconds until the pool resumes; ``resumed``: seconds the pause lasted;
-    ``rate_changed``: the new rate (requests per period); ``retried``: 1.
-    """
-
-    kind: EventKind
-    pool: str
-    time: float
-    value: float
 
 
 @dataclass(frozen=True)
@@ -246,13 +225,31 @@ class Permit:
         self._sent = True
         self.started = start.time
 
-    def rate_limited(self, retry_after: float) -> None:
-        """The request got HTTP 429: the server's window ends ``retry_after`` seconds from
-        now (the request itself may wait longer before it retries). The pool's judge
-        decides what that means for everyone else."""
-        if math.isnan(retry_after) or retry_after < 0 or math.isinf(retry_after):
+    def rate_limited(
+        self, retry_after: float | None, policy: RetryPolicy | None = None, earlier: int = 0
+    ) -> float:
+        """The request got HTTP 429 saying ``retry_after`` seconds (``None``: no usable
+        wait); the pool's judge decides what that means for everyone, and this returns the
+        seconds the request waits before its next try.
+
+        With the call's ``policy``: the server's window ends ``retry_after`` seconds from
+        now (``policy.fallback_retry_after`` when ``None``), at most
+        ``policy.max_retry_after``; the request waits until then, or until the pool
+        resumes if the judge paused it for longer, but at least ``policy.min_retry_after
+        * 2**earlier`` (``earlier``: the call's 429s before this one), so a wait of 0
+        cannot make a hot loop; at most ``policy.max_retry_after``. Without a policy it
+        waits ``retry_after`` (required), or until the pool resumes.
+        """
+        if policy is not None:
+            wait = policy.fallback_retry_after if retry_after is None else retry_after
+            retry_after = float(min(wait, policy.max_retry_after))
+        if retry_after is None or not 0 <= retry_after < math.inf:
             raise ValueError(f"retry_after must be a finite number >= 0, got {retry_after!r}")
-        self._pool.rate_limited(self._start, retry_after)
+        delay = max(retry_after, self._pool.rate_limited(self._start, retry_after))
+        if policy is None:
+            return delay
+        floor = policy.min_retry_after * 2.0 ** min(earlier, 64)
+        return min(max(delay, floor), policy.max_retry_after)
 
     def retried(self) -> None:
         """Count a retry of this request in the pool's stats."""
@@ -349,6 +346,7 @@ class Pool:
         self._round: FirstRound | None = FirstRound() if limiter is not None else None
         self._pump_due = False  # a pump is scheduled for the end of this turn of the loop
         self._told_until = -math.inf  # the end of the last long wait logged
+        self._waiting_until = -math.inf  # the end of the last wait for quota told
 
     def slot(
         self, priority: Priority = "interactive", key: str | None = None
@@ -386,7 +384,7 @@ class Pool:
             self._pump_soon()  # calls that arrive together are in line when pacing counts
         else:
             self._pump()
-        self._tell_long_wait(now)
+        self._tell_wait(now)
         while True:
             try:
                 permit = await waiter.future
@@ -411,11 +409,17 @@ class Pool:
             self._pump()
         return self._sent_now(permit, waiter.since)
 
-    def _tell_long_wait(self, now: float) -> None:
-        """Log a wait for quota of :data:`LONG_QUOTA_WAIT` or more: the first of this pool
-        at WARNING, later ones at INFO; once per wait, however many calls share it."""
+    def _tell_wait(self, now: float) -> None:
+        """Tell a wait for quota as it begins (a ``waiting`` event), and log one of
+        :data:`LONG_QUOTA_WAIT` or more: the first of this pool at WARNING, later ones at
+        INFO; each once per wait, however many calls share it."""
+        if self._limiter is None:
+            return
         wake = self.wake_time(now)
-        if self._limiter is None or wake - now < LONG_QUOTA_WAIT or wake <= self._told_until:
+        if wake > now and wake > self._waiting_until:
+            self._waiting_until = wake
+            self._emit("waiting", wake - now, now)
+        if wake - now < LONG_QUOTA_WAIT or wake <= self._told_until:
             return
         level = logging.INFO if self._told_until > -math.inf else logging.WARNING
         self._told_until = wake
@@ -587,9 +591,9 @@ class Pool:
 
     # 429s ------------------------------------------------------------------------------
 
-    def rate_limited(self, start: Start, wait: float) -> None:
+    def rate_limited(self, start: Start, wait: float) -> float:
         """A 429 to ``start``, its window ending ``wait`` seconds from now: ask the judge,
-        apply its verdicts."""
+        apply its verdicts; the seconds until the pool resumes (0: it is not paused)."""
         now = self._clock.now()
         start.limited, start.wait = True, wait
         self._rate_limited += 1
@@ -604,6 +608,7 @@ class Pool:
         )
         for verdict in verdicts:
             self._apply(verdict)
+        return max(0.0, self._pause_until - now)
 
     def _apply(self, verdict: Verdict) -> None:
         """The pool's part of a verdict (a pause), then the limiter's (what it learns)."""
@@ -615,9 +620,8 @@ class Pool:
         self._check_rate()
 
     def retried(self) -> None:
-        """Count a retry."""
+        """Count a retry (the call loop tells it, with its delay and reason)."""
         self._retries += 1
-        self._emit("retried", 1.0)
 
     def _pause(self, now: float, until: float, wait: float) -> None:
         if until <= max(self._pause_until, now):

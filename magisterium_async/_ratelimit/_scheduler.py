@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import PoolName, RateLimits, non_negative_number, whole_number
+from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
-from magisterium_async._ratelimit._pool import Capacity, Pool, PoolEvent, PoolStats
+from magisterium_async._ratelimit._pool import Capacity, Pool, PoolStats
 from magisterium_async._ratelimit._quota import Quota, SharedQuota
 from magisterium_async._ratelimit._shared import SharedLimiter
 

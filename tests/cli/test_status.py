@@ -4,6 +4,7 @@ nothing."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import pty
@@ -11,19 +12,26 @@ import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import cast
 
 import pytest
 
-from magisterium_async import AsyncMagisterium, PoolEvent, PoolStats, RetryPolicy, Timeouts
+from magisterium_async import (
+    AsyncMagisterium,
+    PoolEvent,
+    RetryEvent,
+    RetryPolicy,
+    Timeouts,
+)
 from magisterium_async._cli._errors import ExitCode
-from magisterium_async._cli._status import Watch, waiting_text
+from magisterium_async._cli._status import Watch, status_line, waiting_text
 from magisterium_async._clock import VirtualClock
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 
@@ -85,21 +93,12 @@ def test_the_wait_for_quota_names_its_end_in_clock_time() -> None:
 NOON = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
 
 
-def _stats(waiting: int = 0, next_start_in: float = 0.0) -> PoolStats:
-    return PoolStats("default", 0, 0, 0, 0.0, 15.0, 15.0, 0, waiting, next_start_in)
-
-
 class _Client:
-    """What a :class:`Watch` reads of its client: the pools, the timeout, the retries."""
+    """What a :class:`Watch` reads of its client: the timeout, the retries."""
 
     def __init__(self) -> None:
-        self.pool = _stats()
         self.timeouts = Timeouts.of(30)
         self.retry_policy = RetryPolicy(max_retries=2)
-
-    @property
-    def stats(self) -> SimpleNamespace:
-        return SimpleNamespace(default=self.pool)
 
 
 def _watch() -> tuple[Watch, _Client, VirtualClock]:
@@ -108,6 +107,23 @@ def _watch() -> tuple[Watch, _Client, VirtualClock]:
     client = _Client()
     watch.attach(cast(AsyncMagisterium, client))
     return watch, client, clock
+
+
+def retried(
+    clock: VirtualClock,
+    delay: float,
+    message: str = "",
+    *,
+    retry: int = 0,
+    retry_after: float | None = None,
+) -> RetryEvent:
+    """The event of a retry in ``delay`` seconds: after a failure (``retry``, its number)
+    or a 429 (``retry=0``)."""
+    reason = "APITimeoutError" if retry else "rate_limited"
+    return RetryEvent(
+        "retried", "default", clock.now(), delay, "message/send", reason, message, retry, 2,
+        retry_after,
+    )  # fmt: skip
 
 
 async def test_in_flight_it_says_the_attempt_and_when_it_times_out() -> None:
@@ -123,10 +139,7 @@ async def test_before_a_retry_it_says_which_when_and_what_failed() -> None:
     watch, _, clock = _watch()
     watch.on_event(PoolEvent("sent", "default", clock.now(), 0.0))
     watch.changed.clear()
-    record = logging.makeLogRecord(
-        {"retry_in": 4.0, "retry": 1, "reason": "message/send timed out after 30 s"}
-    )
-    watch.on_record(record)
+    watch.on_event(retried(clock, 4.0, "message/send timed out after 30 s", retry=1))
     assert watch.changed.is_set()
     assert watch.text() == (
         "searching: retry 1 of 2 at 12:00:04 (in 4s), after: timed out after 30 s"
@@ -137,8 +150,8 @@ async def test_before_a_retry_it_says_which_when_and_what_failed() -> None:
 
 
 async def test_after_a_429_it_says_the_wait_the_service_asked_for() -> None:
-    watch, _, _ = _watch()
-    watch.on_record(logging.makeLogRecord({"retry_in": 120.0, "retry_after": 3600.0}))
+    watch, _, clock = _watch()
+    watch.on_event(retried(clock, 120.0, retry_after=3600.0))
     assert watch.text() == (
         "searching: next try at 12:02:00 (in 2m00s), "
         "after: rate limited by the service (HTTP 429; it asks to wait 1h00m)"
@@ -146,14 +159,10 @@ async def test_after_a_429_it_says_the_wait_the_service_asked_for() -> None:
 
 
 async def test_waiting_for_quota_after_a_failure_says_both() -> None:
-    watch, client, clock = _watch()
-    watch.on_record(
-        logging.makeLogRecord(
-            {"retry_in": 0.5, "retry": 1, "reason": "message/send failed: connection refused"}
-        )
-    )
+    watch, _, clock = _watch()
+    watch.on_event(retried(clock, 0.5, "message/send failed: connection refused", retry=1))
     await clock.advance(1)
-    client.pool = _stats(waiting=1, next_start_in=56)
+    watch.on_event(PoolEvent("waiting", "default", clock.now(), 56.0))
     assert watch.text() == (
         "searching: waiting for quota: next request in 56s (at 12:00:56), after: connection refused"
     )
@@ -163,15 +172,14 @@ async def test_each_wait_for_quota_is_logged_once_as_it_begins(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="magisterium_async.cli")
-    watch, client, _ = _watch()
-    client.pool = _stats(waiting=1, next_start_in=56)
-    watch.log_waits()
-    watch.log_waits()
-    client.pool = _stats()
-    watch.log_waits()
+    watch, _, clock = _watch()
+    watch.on_event(PoolEvent("waiting", "default", clock.now(), 56.0))
+    watch.on_event(PoolEvent("waiting", "expensive", clock.now(), 30.0))  # not this call's
+    watch.on_event(PoolEvent("sent", "default", clock.now() + 56, 56.0))
     assert [r.getMessage() for r in caplog.records] == [
         "searching: waiting for quota: next request in 56s (at 12:00:56)"
     ]
+    assert watch.text().startswith("searching… ")  # the wait is over once it is sent
 
 
 # Through the command line ------------------------------------------------------------------
@@ -245,12 +253,18 @@ def test_a_server_that_never_answers_is_waited_for_in_words(silent_server: str) 
 async def test_a_429_with_a_long_retry_after_says_the_wait_and_its_end(tmp_path: Path) -> None:
     async with Emulator(EmulatorConfig(rate_limits=None)) as emulator:
         emulator.script(Fault.rate_limit(retry_after=3600), skill="document_search")
-        args = ["search", "grace", "--base-url", emulator.base_url]
+        args = ["search", "grace", "--base-url", emulator.base_url, "-v"]
         env = {"MAGISTERIUM_TOKEN": emulator.token}
         asked = b"(HTTP 429; it asks to wait 1h00m)"
         code, shown = await asyncio.to_thread(_on_a_terminal, *args, env=env, until=asked)
     assert code == ExitCode.INTERRUPTED
     said = "\n".join(_frames(shown))
+    # -v: the log says the same wait, from the same event.
+    assert re.search(
+        r"INFO magisterium_async\.retry: message/send: rate limited \(HTTP 429; the service "
+        r"asks to wait 3600 s\); retrying in 120 s",
+        said,
+    ), said
     # The client waits at most RetryPolicy.max_retry_after (120 s) for a 429, then tries again.
     assert re.search(
         r"searching: next try at \d\d:\d\d:\d\d \(in 2m00s\), after: rate limited by the "
@@ -294,17 +308,47 @@ def test_very_verbose_shows_each_request_and_no_token(silent_server: str) -> Non
 
 async def test_before_the_request_it_says_the_sign_in_it_waits_for() -> None:
     watch, _, clock = _watch()
-    refreshing = {"status": "refreshing the sign-in", "wait_for": 15.0}
-    watch.on_record(logging.makeLogRecord({"msg": "refreshing the access token", **refreshing}))
+    watch.on_event(PoolEvent("refreshing", "", clock.now(), 15.0))
     assert watch.text() == "searching: refreshing the sign-in, until 12:00:15 at the latest"
     watch.on_event(PoolEvent("sent", "default", clock.now(), 0.0))  # then the request
     assert watch.text().startswith("searching… 0s, attempt 1 of 3")
 
 
 async def test_a_429_without_a_usable_wait_says_no_wait() -> None:
-    watch, _, _ = _watch()
+    watch, _, clock = _watch()
     for told in (None, float("inf"), float("nan")):
-        watch.on_record(logging.makeLogRecord({"retry_in": 5.0, "retry_after": told}))
+        watch.on_event(retried(clock, 5.0, retry_after=told))
         assert watch.text() == (
             "searching: next try at 12:00:05 (in 5s), after: rate limited by the service (HTTP 429)"
         )
+
+
+async def test_the_line_is_as_wide_as_the_terminal_it_is_written_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """stdout may be a pipe (piped to a file, 80 columns by default) while stderr, where
+    the line goes, is a wide terminal."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
+    line = "searching: " + "x" * 150
+    painted = asyncio.Event()
+
+    def text() -> str:
+        painted.set()  # the line is written as soon as this returns
+        return line
+
+    with os.fdopen(follower, "w", closefd=True) as stream:
+        async with status_line(text, stream=stream):
+            await painted.wait()
+    shown = b""
+    while select.select([leader], [], [], 0)[0]:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert line in shown.decode()

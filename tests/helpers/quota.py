@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
+from magisterium_async._call import call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._errors import RateLimitError
-from magisterium_async._ratelimit import PoolEvent, Scheduler, SharedQuota
-from magisterium_async._retry import call_with_retries
+from magisterium_async._events import PoolEvent
+from magisterium_async._ratelimit import Scheduler, SharedQuota
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -103,7 +104,7 @@ async def scenario(
     sched = Scheduler(limits, max_concurrency=16, clock=clock)
     rng = random.Random(seed)
 
-    def attempt() -> Awaitable[None]:
+    def attempt(token: str | None = None) -> Awaitable[None]:
         return quota.attempt(clock, rng)
 
     tasks = [

@@ -21,19 +21,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import magisterium_async as m
+from magisterium_async._call import call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits, RetryPolicy
 from magisterium_async._errors import ClientClosedError, RateLimitError
+from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit import (
     Pool,
-    PoolEvent,
     Priority,
     Scheduler,
     Start,
 )
 from magisterium_async._ratelimit._pool import Admissions, FirstRound
 from magisterium_async._ratelimit._tuning import PACE_QUIET_WINDOWS, ROUND_HOLD_ROUND_TRIPS
-from magisterium_async._retry import call_with_retries
 from tests.helpers.quota import PRO, PRO_SCENARIOS, Quota, scenario, scheduler
 
 
@@ -405,6 +405,7 @@ async def test_two_429s_pointing_at_one_window_end_pause_the_whole_pool_and_only
     kinds = [(e.kind, e.time, e.value) for e in events if e.pool == "default" and e.kind != "sent"]
     assert kinds == [
         ("rate_limited", 1.0, 30.5),
+        ("waiting", 2.0, 29.5),  # the suspect's check is out: the next start waits
         ("rate_limited", 3.0, 28.5),
         ("paused", 3.0, 28.5),
         ("resumed", 31.5, 28.5),
@@ -686,7 +687,7 @@ async def test_the_first_burst_is_not_refilled_before_its_429s_come_back() -> No
     refused: list[float] = []
     rng = random.Random(1)
 
-    async def attempt() -> None:
+    async def attempt(token: str | None = None) -> None:
         await clock.sleep(rng.uniform(0.004, 0.006))
         retry_after = server.answer(clock.now())
         await clock.sleep(0.005 if retry_after is None else 0.008)  # the 429s come back last
@@ -950,7 +951,7 @@ async def after_a_spent_window(
     starts: list[float] = []
     accepted: list[float] = []
 
-    async def attempt() -> None:
+    async def attempt(token: str | None = None) -> None:
         at = clock.now()
         starts.append(at)
         await quota.attempt(clock, rng)
@@ -1565,7 +1566,7 @@ async def test_a_try_that_reached_the_server_keeps_its_start() -> None:
     sched, clock = scheduler(RateLimits(15, 1, period=60.0), max_concurrency=4)
     pool = sched.pool("expensive")
 
-    async def attempt() -> None:
+    async def attempt(token: str | None = None) -> None:
         raise m.APITimeoutError("timed out")
 
     call = asyncio.create_task(

@@ -13,8 +13,8 @@ import pytest
 
 from magisterium_async import RateLimits, SharedQuota
 from magisterium_async._clock import VirtualClock
+from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit import (
-    PoolEvent,
     PoolStats,
     Priority,
     Scheduler,
@@ -141,10 +141,12 @@ async def test_a_burst_shows_what_went_what_waits_and_for_how_long() -> None:
         0,
         0,
     )
-    # ``sent`` says how long each request waited for its slot.
+    # ``sent`` says how long each request waited for its slot; ``waiting``, as the wait
+    # for quota begins, how long it will last.
     assert events == [
         PoolEvent("sent", "default", 0.0, 0.0),
         PoolEvent("sent", "default", 0.0, 0.0),
+        PoolEvent("waiting", "default", 0.0, 61.0),
         PoolEvent("sent", "default", 61.0, 61.0),
     ]
     await sched.aclose()
@@ -157,7 +159,7 @@ async def test_a_proven_429_is_counted_and_its_pause_adds_up_as_it_passes() -> N
         await clock.advance(at - clock.now())
         async with sched.pool("default").slot() as permit:
             permit.rate_limited(wait)
-            permit.retried()  # as the client does when it will try again
+            permit.retried()  # counted; the call loop tells the retry, with its delay
     await clock.advance(10.0)
     stats = sched.stats.default
     assert (stats.sent, stats.rate_limited, stats.retries) == (2, 2, 2)
@@ -167,11 +169,9 @@ async def test_a_proven_429_is_counted_and_its_pause_adds_up_as_it_passes() -> N
     assert [(e.kind, e.time, e.value) for e in events] == [
         ("sent", 0.0, 0.0),
         ("rate_limited", 0.0, 30.5),
-        ("retried", 0.0, 1.0),
         ("sent", 1.0, 0.0),
         ("rate_limited", 1.0, 29.5),
         ("paused", 1.0, 29.5),  # seconds until the pool resumes
-        ("retried", 1.0, 1.0),
     ]
     await sched.aclose()
 

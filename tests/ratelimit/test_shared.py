@@ -20,11 +20,12 @@ from typing import Any, cast
 import pytest
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
+from magisterium_async._call import call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import Priority
 from magisterium_async._errors import APIConnectionError, SharedQuotaError
+from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit import (
-    PoolEvent,
     RuleState,
     Scheduler,
     SharedLimiter,
@@ -37,7 +38,6 @@ from magisterium_async._ratelimit._scripts import POOL_KEYS
 from magisterium_async._ratelimit._scripts import rule_fields as _fields
 from magisterium_async._ratelimit._shared import PoolState
 from magisterium_async._ratelimit._tuning import LINE_GRACE, LINE_POLL
-from magisterium_async._retry import call_with_retries
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -275,7 +275,7 @@ async def shared_scenario(
         limiters += shared
     rng = random.Random(1)
 
-    def attempt() -> Awaitable[None]:
+    def attempt(token: str | None = None) -> Awaitable[None]:
         return quota.attempt(clock, rng)
 
     tasks = [
@@ -337,12 +337,12 @@ async def test_tries_that_never_reached_the_server_leave_the_shared_log(
     clock = VirtualClock()
     shared, scheds = processes(memory_redis, clock, RateLimits.pro(), 2, 4)
 
-    async def refused() -> None:
+    async def refused(token: str | None = None) -> None:
         error = APIConnectionError("connect failed: ClientConnectorError")
         error.reached_server = False
         raise error
 
-    async def answered() -> float:
+    async def answered(token: str | None = None) -> float:
         return clock.now()
 
     policy = RetryPolicy(max_retries=2)

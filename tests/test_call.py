@@ -1,4 +1,4 @@
-"""The retry loop's rate-limit path: one turning of a 429 into waits, and its bounds.
+"""One call's way down: the loop's budgets (429s, a refused token), and how deep it goes.
 
 Whatever a server answers (a wait of 0 forever, -0.0, a tiny one, nonsense, a 400-digit
 number), one call sends a bounded number of requests, in virtual time.
@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
+import sys
+import types
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import magisterium_async as m
+from magisterium_async._call import CallPath, call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import (
     DEFAULT_CALL_OPTIONS,
@@ -23,13 +28,13 @@ from magisterium_async._config import (
     RetryPolicy,
 )
 from magisterium_async._errors import RateLimitError
+from magisterium_async._events import PoolEvent
 from magisterium_async._http._jsonrpc import Transport
-from magisterium_async._ratelimit import PoolEvent, Scheduler
-from magisterium_async._retry import CallPath, call_with_retries, rate_limit_wait
+from magisterium_async._ratelimit import Scheduler
 from magisterium_async._skills import SendParams
 from magisterium_async._telemetry import Telemetry
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
-from tests.conftest import CARD, task_json
+from tests.conftest import CARD, artifact, data, task_json
 
 from .conftest import TOKEN, ScriptedServer
 
@@ -52,27 +57,40 @@ def requests_until_the_budget_runs_out(policy: RetryPolicy, window: float) -> in
             return sent
 
 
-# One turning of a 429 into waits -------------------------------------------------------
+# One 429 turned into waits, by the pool --------------------------------------------------
 
 
-def test_the_service_wait_is_the_window_and_the_delay() -> None:
-    assert rate_limit_wait(limited(7), DEFAULT, 0) == (7.0, 7.0)
-    assert rate_limit_wait(limited(2.5), DEFAULT, 3) == (2.5, 2.5)
+async def told(error: RateLimitError, policy: RetryPolicy = DEFAULT, earlier: int = 0) -> Any:
+    """What a fresh pool makes of ``error``: the window it learns (its ``rate_limited``
+    event) and the wait of the call (``earlier``: the call's 429s before)."""
+    events: list[PoolEvent] = []
+    clock = VirtualClock()
+    sched = Scheduler(RateLimits.pro(), max_concurrency=1, clock=clock, on_event=events.append)
+    async with sched.pool("default").slot() as permit:
+        delay = permit.rate_limited(error.retry_after, policy, earlier)
+    await sched.aclose()
+    (window,) = [e.value for e in events if e.kind == "rate_limited"]
+    return window, delay
 
 
-def test_a_tiny_wait_gets_a_floor_that_doubles_with_each_429_of_the_call() -> None:
-    waits = [rate_limit_wait(limited(0), DEFAULT, n) for n in range(13)]
-    assert [w.window for w in waits] == [0.0] * 13  # what the pool learns: as said
-    assert [w.delay for w in waits] == [0.1 * 2**n for n in range(11)] + [120.0, 120.0]
+async def test_the_service_wait_is_the_window_and_the_delay() -> None:
+    assert await told(limited(7)) == (7.0, 7.0)
+    assert await told(limited(2.5), earlier=3) == (2.5, 2.5)
 
 
-def test_no_wait_given_falls_back_and_absurd_ones_are_capped() -> None:
-    assert rate_limit_wait(limited(), DEFAULT, 0) == (5.0, 5.0)
-    assert rate_limit_wait(limited(10**400), DEFAULT, 0) == (120.0, 120.0)
-    assert rate_limit_wait(limited(3600), DEFAULT, 0) == (120.0, 120.0)
+async def test_a_tiny_wait_gets_a_floor_that_doubles_with_each_429_of_the_call() -> None:
+    waits = [await told(limited(0), earlier=n) for n in range(13)]
+    assert [w[0] for w in waits] == [0.0] * 13  # what the pool learns: as said
+    assert [w[1] for w in waits] == [0.1 * 2**n for n in range(11)] + [120.0, 120.0]
+
+
+async def test_no_wait_given_falls_back_and_absurd_ones_are_capped() -> None:
+    assert await told(limited()) == (5.0, 5.0)
+    assert await told(limited(10**400)) == (120.0, 120.0)
+    assert await told(limited(3600)) == (120.0, 120.0)
     policy = RetryPolicy(max_retry_after=30, fallback_retry_after=2, min_retry_after=1)
-    assert rate_limit_wait(limited("nan"), policy, 0) == (2.0, 2.0)
-    assert rate_limit_wait(limited(0), policy, 10) == (0.0, 30.0)
+    assert await told(limited("nan"), policy) == (2.0, 2.0)
+    assert await told(limited(0), policy, 10) == (0.0, 30.0)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +118,7 @@ async def hammer(
     sched = Scheduler(RateLimits.pro(), max_concurrency=32, clock=clock, on_event=events.append)
     sent = 0
 
-    async def attempt() -> object:
+    async def attempt(token: str | None = None) -> object:
         nonlocal sent
         sent += 1
         await clock.sleep(0.05)
@@ -188,7 +206,7 @@ async def test_agent_card_429_honours_retry_after_like_rpc_calls(server: Scripte
 
 
 def _fails_with(error: BaseException) -> Any:
-    async def attempt() -> object:
+    async def attempt(token: str | None = None) -> object:
         raise error
 
     return attempt
@@ -199,7 +217,7 @@ async def assert_the_next_call_gets_through(sched: Scheduler, clock: VirtualCloc
     it would wait forever)."""
     assert sched.stats.in_flight == 0
 
-    async def ok() -> str:
+    async def ok(token: str | None = None) -> str:
         return "ok"
 
     pool = sched.pool("default")
@@ -243,7 +261,7 @@ async def test_a_call_cancelled_while_sending_or_waiting_frees_its_place() -> No
     pool = sched.pool("default")
     sending = asyncio.Event()
 
-    async def slow() -> object:
+    async def slow(token: str | None = None) -> object:
         sending.set()
         await clock.sleep(3600)
         return "late"
@@ -387,3 +405,117 @@ async def test_every_try_of_a_call_sends_the_same_params() -> None:
     assert len(tries) == 2  # the 503, then its retry
     first, retried = (json.loads(t) for t in tries)
     assert first["params"] == retried["params"] and first["id"] != retried["id"]
+
+
+# How deep one call goes ------------------------------------------------------------------
+
+_PACKAGE = Path(m.__file__).parent
+_TESTING = _PACKAGE / "testing"
+
+
+def _ours(code: types.CodeType) -> bool:
+    where = Path(code.co_filename)
+    return where.is_relative_to(_PACKAGE) and not where.is_relative_to(_TESTING)
+
+
+def _awaiting(coro: Any) -> list[types.FrameType]:
+    """The frames of a task that waits: its coroutine, the one it awaits, and so on down."""
+    frames = []
+    while coro is not None and getattr(coro, "cr_frame", None) is not None:
+        frames.append(coro.cr_frame)
+        coro = coro.cr_await
+    return frames
+
+
+@pytest.mark.parametrize("total_timeout", [None, 60.0])
+async def test_a_search_reaches_the_transport_through_at_most_ten_of_the_packages_frames(
+    total_timeout: float | None,
+) -> None:
+    """Counted when ``MockTransport`` is asked for the answer: every frame whose code is
+    the package's (the ``testing`` subpackage, where ``MockTransport`` lives, left out),
+    below ``client.search()`` itself, on the stack of the task that sends and on the chain
+    of coroutines the caller's task awaits (an identical call in flight is shared by a
+    task of its own, so a search crosses two tasks). Each frame counted once."""
+    stacks: list[list[types.FrameType]] = []
+    caller: asyncio.Task[Any] | None = None
+
+    def answer(request: MockRequest) -> MockResponse:
+        frames, frame = [], sys._getframe()
+        while frame is not None:
+            frames.append(frame)
+            frame = frame.f_back
+        assert caller is not None
+        stacks.append(frames + _awaiting(caller.get_coro()))
+        found = data({"results": [{"id": "1", "url": "u", "title": "T"}]})
+        return MockResponse.result(
+            request, task_json(artifacts=[artifact("search_results", found)])
+        )
+
+    policy = m.RetryPolicy(total_timeout=total_timeout)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url=URL,
+        transport=MockTransport(answer),
+        rate_limits=m.RateLimits.unlimited(),
+        retry_policy=policy,
+    )
+    async with client:
+        caller = asyncio.ensure_future(client.search("grace"))
+        assert [r.id for r in await caller] == ["1"]
+    (frames,) = stacks
+    seen = {id(f): f for f in frames if _ours(f.f_code) and f.f_code.co_name != "search"}
+    names = [f.f_code.co_name for f in seen.values()]
+    assert len(seen) <= 10, names
+
+
+# What a call tells ----------------------------------------------------------------------
+
+
+async def test_each_retry_is_one_event_with_its_real_delay_and_the_log_says_the_same(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="magisterium_async.retry")
+    answers = iter([503, 429, 200])
+
+    def answer(request: MockRequest) -> MockResponse:
+        status = next(answers)
+        if status == 503:
+            return MockResponse(status=503, content=b"busy")
+        if status == 429:
+            return MockResponse.error(
+                request, -32003, "Rate limited", {"retryAfter": 7}, status=429
+            )
+        return MockResponse.result(request, task_json())
+
+    clock = VirtualClock()
+    events: list[PoolEvent] = []
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url=URL,
+        transport=MockTransport(answer),
+        rate_limits=m.RateLimits.unlimited(),
+        clock=clock,
+        on_event=events.append,
+    )
+    async with client:
+        call = asyncio.ensure_future(client.get_task("t"))
+        await clock.run_until_idle()
+        await call
+    sent = [e.time for e in events if e.kind == "sent"]
+    retries = [e for e in events if isinstance(e, m.RetryEvent)]
+    assert [e.kind for e in events if e.kind != "sent"] == [
+        "answered", "retried", "answered", "rate_limited", "retried", "answered",
+    ]  # fmt: skip
+    failed, limited = retries
+    assert failed.value == sent[1] - sent[0] > 0  # the backoff slept, not 1.0
+    assert (failed.reason, failed.retry, failed.max_retries) == ("UnexpectedStatusError", 1, 2)
+    assert (limited.value, limited.reason, limited.retry, limited.retry_after) == (
+        7.0, "rate_limited", 0, 7.0,
+    )  # fmt: skip
+    assert sent[2] - sent[1] == 7.0
+    said = [r.getMessage() for r in caplog.records if r.name == "magisterium_async.retry"]
+    assert said == [
+        f"tasks/get: unexpected HTTP 503 [HTTP 503, request 1]; retry 1 of 2 in "
+        f"{failed.value:.3g} s",
+        "tasks/get: rate limited (HTTP 429; the service asks to wait 7 s); retrying in 7 s",
+    ]

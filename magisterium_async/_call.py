@@ -1,0 +1,320 @@
+"""One call, from the client down to the transport: its deadline, its tries, its token.
+
+:class:`CallPath` turns a protocol call the client built into tries of
+:func:`call_with_retries`, the one loop every request goes through (the agent card's GET
+too). Its budgets, each read in one place, top to bottom:
+
+- the total deadline (``RetryPolicy.total_timeout``, read once: the loop's deadline and
+  the cut-off are one moment);
+- ``RetryPolicy.max_retries`` tries more for a transient failure (backoff outside the
+  slot);
+- the 429 budget (``RetryPolicy.rate_limit_budget`` seconds of waiting; a 429 spends no
+  retry);
+- one resend with a new token after the service refused one (a slot of its own);
+- one resend in the other dialect after a refusal that may be the dialect's ("method not
+  found", "version not supported"), when the agent card offers it (see
+  :class:`._http._card.Negotiation`).
+
+The client builds requests and reads answers; the scheduler decides when a try may go;
+the transport sends it. Nothing here calls back up.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from magisterium_async._auth._tokens import TokenSource
+from magisterium_async._clock import Clock, within
+from magisterium_async._config import (
+    DEFAULT_RETRY_POLICY,
+    CallOptions,
+    PoolName,
+    Priority,
+    RetryPolicy,
+)
+from magisterium_async._errors import (
+    APIConnectionError,
+    APITimeoutError,
+    AuthenticationError,
+    MagisteriumError,
+    RateLimitError,
+    is_transient,
+)
+from magisterium_async._events import OnEvent, PoolEvent, RetryEvent, unheard
+from magisterium_async._http._card import Answer, CardReader, Negotiation, get_card
+from magisterium_async._http._dialect import Dialect, ProtocolVersion
+from magisterium_async._http._jsonrpc import Transport, encode_params
+from magisterium_async._ratelimit import Pool, Scheduler
+from magisterium_async._telemetry import NO_OBSERVER, CallObserver, Telemetry, error_type
+
+__all__ = ["Attempt", "CallPath", "call_with_retries"]
+
+T = TypeVar("T")
+
+Attempt = Callable[[str | None], Awaitable[T]]
+"""One try, given the token to send (``None``: no token source; the transport's own)."""
+
+
+async def call_with_retries(
+    attempt: Attempt[T],
+    *,
+    pool: Pool,
+    policy: RetryPolicy,
+    clock: Clock,
+    what: str,
+    tokens: TokenSource | None = None,
+    redial: Callable[[MagisteriumError], Awaitable[Attempt[T] | None]] | None = None,
+    priority: Priority = "interactive",
+    fairness_key: str | None = None,
+    retry_timeouts: bool = True,
+    jitter: Callable[[], float] = random.random,
+    deadline: float = math.inf,
+    observer: CallObserver = NO_OBSERVER,
+    events: OnEvent = unheard,
+) -> T:
+    """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be tried again.
+
+    Arguments:
+        attempt: one try, handed the token of ``tokens`` (``None`` without them).
+        pool: whose slots the tries take; ``priority`` and ``fairness_key`` place each
+            try in its line (see ``_ratelimit/_lines.py``), a retry too.
+        policy: the budgets: ``max_retries`` for transient failures (exponential backoff
+            with ``jitter``, outside the slot; timeouts only if ``retry_timeouts``), the
+            429s' waits (as the pool decides them: ``Permit.rate_limited``; outside the
+            slot, within ``rate_limit_budget``).
+        clock: where the waits are slept and ``deadline`` read.
+        what: the call's name, in the log.
+        tokens: the token of each try; a token the service refuses is told to it, and the
+            try is sent once more if it has a new one (not one of ``max_retries``).
+        redial: after a refusal no retry answers, the same try in another dialect, or
+            ``None``; asked once, outside the slot (it may read the agent card).
+        deadline: a time on ``clock``; a 429 whose wait would end after it is raised at
+            once, since sleeping to the deadline could only end in a timeout.
+        observer: hears of each slot, answer and retry (the call's span).
+        events: the client's stream: each answer (``answered``) and each retry (a
+            :class:`RetryEvent`: its delay and why) is told there.
+
+    A 429 is told to the pool, which decides whether everyone pauses and how long this
+    call waits (the call does not work out a wait of its own).
+    """
+    retries = limited = 0  # transient failures retried; 429s answered
+    waited = 0.0  # seconds slept after 429s
+    resent = redialed = False  # the one resend with a new token; the one in another dialect
+    while True:
+        asked = clock.now()
+        refused: MagisteriumError | None = None
+        async with pool.slot(priority, fairness_key) as permit:
+            observer.admitted(permit.started - asked)
+            token = None
+            try:
+                if tokens is not None:  # a refresh that fails is retried as the try would be
+                    token = await tokens.token()
+                result = await attempt(token)
+            except RateLimitError as exc:
+                _answered(observer, events, pool.name, permit.started, clock, exc)
+                # The pool decides: its judge's verdict for everyone, and this call's wait.
+                delay = permit.rate_limited(exc.retry_after, policy, limited)
+                limited += 1
+                waited += delay
+                if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
+                    raise
+                reason, message, number, told = "rate_limited", "", 0, exc.retry_after
+            except AuthenticationError as exc:
+                _answered(observer, events, pool.name, permit.started, clock, exc)
+                if tokens is None or token is None or resent or not await tokens.rejected(token):
+                    raise
+                resent = True  # a new token is ready: resend once, with it, in a new slot
+                continue
+            except MagisteriumError as exc:
+                _answered(observer, events, pool.name, permit.started, clock, exc)
+                if isinstance(exc, APIConnectionError) and not exc.reached_server:
+                    permit.not_sent()  # the try spent no quota: its start is given back
+                if retries < policy.max_retries and is_transient(
+                    exc, retry_timeouts=retry_timeouts
+                ):
+                    delay = policy.backoff(retries, jitter())
+                    retries += 1
+                    reason, message, number, told = error_type(exc), str(exc), retries, None
+                elif redial is None or redialed:
+                    raise
+                else:
+                    refused = exc
+            else:
+                _answered(observer, events, pool.name, permit.started, clock, None)
+                return result
+            if refused is None:
+                permit.retried()
+                retry = RetryEvent(
+                    "retried", pool.name, clock.now(), delay,
+                    what, reason, message, number, policy.max_retries, told,
+                )  # fmt: skip
+                observer.retried(retry)
+                events(retry)
+        if refused is not None:
+            assert redial is not None
+            redialed = True
+            again = await redial(refused)
+            if again is None:
+                raise refused
+            attempt = again
+            continue
+        await clock.sleep(delay)
+
+
+def _answered(
+    observer: CallObserver,
+    events: OnEvent,
+    pool: str,
+    started: float,
+    clock: Clock,
+    error: BaseException | None,
+) -> None:
+    """A try that ``started`` in ``pool`` is over: the call's span and the stream hear of
+    it (``answered``: how long it took)."""
+    observer.answered(error)
+    now = clock.now()
+    events(PoolEvent("answered", pool, now, now - started))
+
+
+def _expired(what: str, total: float) -> Callable[[], APITimeoutError]:
+    def expired() -> APITimeoutError:
+        return APITimeoutError(
+            f"{what}: no answer within RetryPolicy.total_timeout ({total:g} s), "
+            "over every attempt and wait"
+        )
+
+    return expired
+
+
+class CallPath:
+    """The way down of one client's calls (shared by the views ``with_options`` makes,
+    which pass their own policy, timeout and options with each call).
+
+    Arguments:
+        transport: sends each try.
+        scheduler: whose pools' slots the tries take.
+        clock: the client's.
+        tokens: the token of each try (``None``: the transport's fixed one).
+        telemetry: a span and metrics per call, when asked for.
+        events: the client's stream (see :mod:`._events`).
+        protocol: the dialect spoken (``"auto"``: the agent card's).
+        extensions: URIs of A2A extensions every request asks for.
+        card_timeout: seconds for each GET of the agent card.
+        card_policy: how the agent card's GET is retried.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        scheduler: Scheduler,
+        clock: Clock,
+        tokens: TokenSource | None,
+        telemetry: Telemetry,
+        *,
+        events: OnEvent = unheard,
+        protocol: ProtocolVersion = "0.3",
+        extensions: Sequence[str] = (),
+        card_timeout: float = 30.0,
+        card_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    ) -> None:
+        self.transport = transport
+        self.scheduler = scheduler
+        self.clock = clock
+        self.tokens = tokens
+        self.telemetry = telemetry
+        self.events = events
+        self._card_timeout = card_timeout
+        self._card_policy = card_policy
+        base_url = transport.base_url
+        reader = CardReader(base_url, self._get_card, clock, self._know_agent)
+        self.negotiation = Negotiation(protocol, base_url, reader, extensions=extensions)
+        """The dialect calls are sent in, and the agent card that says which."""
+
+    def _know_agent(self, card: Any) -> None:
+        self.telemetry.know_agent(card.name, card.version)
+
+    async def rpc(
+        self,
+        method: str,
+        params: Any,
+        pool: PoolName | None,
+        *,
+        timeout: float,
+        policy: RetryPolicy,
+        options: CallOptions,
+        skill_id: str | None = None,
+        cache: str | None = None,
+        dialect: Dialect | None = None,
+    ) -> Any:
+        """One JSON-RPC call (``method`` named by its A2A 0.3 method), in ``dialect``
+        (default: the negotiation's): a Task, or a TaskPage for ``tasks/list``.
+        ``cache``: ``"miss"`` for a call the cache policy covers (on its span)."""
+        observer = self.telemetry.observe(method, pool or "unmetered", params, cache)
+        negotiation = self.negotiation
+        used = dialect or negotiation.dialect
+
+        def attempt_in(dialect: Dialect) -> Attempt[Any]:
+            # Encoded once per dialect: every try sends the same bytes.
+            encoded = encode_params(dialect.params(method, params))
+            return functools.partial(
+                self.transport.rpc,
+                method,
+                encoded,
+                timeout=timeout,
+                skill_id=skill_id,
+                dialect=dialect,
+            )
+
+        async def redial(error: MagisteriumError) -> Attempt[Any] | None:
+            switched = await negotiation.switch_after(error, used)
+            return None if switched is None else attempt_in(switched)
+
+        total = policy.total_timeout
+        deadline = math.inf if total is None else self.clock.now() + total
+        work = call_with_retries(
+            attempt_in(used),
+            pool=self.scheduler.pool(pool),
+            policy=policy,
+            clock=self.clock,
+            what=method,
+            tokens=self.tokens,
+            redial=redial if negotiation.protocol == "auto" else None,
+            priority=options.priority,
+            fairness_key=options.fairness_key,
+            retry_timeouts=pool != "expensive" or policy.retry_expensive_timeouts,
+            deadline=deadline,
+            observer=observer,
+            events=self.events,
+        )
+        if total is not None:
+            work = within(self.clock, total, work, _expired(method, total))
+        with observer.current():
+            try:
+                result = await work
+            except BaseException as error:
+                observer.finish(None, error)
+                raise
+        observer.finish(result, None)
+        return result
+
+    async def _get_card(self, url: str) -> Answer:
+        """One GET of the agent card at ``url``, retried in the unmetered pool's slots,
+        within the total deadline."""
+        policy, what = self._card_policy, f"GET {url}"
+        total = policy.total_timeout
+        work = call_with_retries(
+            functools.partial(get_card, self.transport, url, timeout=self._card_timeout),
+            pool=self.scheduler.pool(None),
+            policy=policy,
+            clock=self.clock,
+            what=what,
+            deadline=math.inf if total is None else self.clock.now() + total,
+            events=self.events,
+        )
+        if total is None:
+            return await work
+        return await within(self.clock, total, work, _expired(what, total))
