@@ -758,17 +758,19 @@ class AsyncMagisterium:
         path, policy, options = self._path, self.retry_policy, self._options
         timeout = self.timeouts.for_pool(pool)
         covered = skill_id is not None and self._cache.covers(skill_id, self._cache_policy)
+        send = functools.partial(
+            path.rpc,
+            method,
+            params,
+            pool,
+            timeout=timeout,
+            policy=policy,
+            options=options,
+            skill_id=skill_id,
+            dialect=dialect,
+        )
         if not (covered and isinstance(params, SendParams)):
-            return await path.rpc(
-                method,
-                params,
-                pool,
-                timeout=timeout,
-                policy=policy,
-                options=options,
-                skill_id=skill_id,
-                dialect=dialect,
-            )
+            return await send()
         assert skill_id is not None
         started = time.time_ns()
         message = params.message
@@ -776,17 +778,7 @@ class AsyncMagisterium:
             skill_id,
             message.parts,
             message.context_id,
-            functools.partial(
-                path.rpc,
-                method,
-                params,
-                pool,
-                timeout=timeout,
-                policy=policy,
-                options=options,
-                skill_id=skill_id,
-                cache="miss",
-            ),
+            functools.partial(send, cache="miss"),
             functools.partial(kept_as, SKILLS.get(skill_id)),
             policy=self._cache_policy,
         )
