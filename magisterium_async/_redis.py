@@ -281,7 +281,8 @@ def _sentinel(url: str, scheme: str, timeout: float) -> tuple[Any, list[Any]]:
                 bounds[name] = sentinel_kwargs[name] = options.pop(name)
     if options:
         raise ValueError(f"unknown options {sorted(options)}")
-    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **bounds)  # type: ignore[no-untyped-call]
+    # redis-py before 8.2 leaves Sentinel untyped; 8.2 types it.
+    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **bounds)  # type: ignore[no-untyped-call, unused-ignore]
     client = sentinel.master_for(service, db=db, username=user, password=password)
     return client, list(sentinel.sentinels)
 
