@@ -159,7 +159,14 @@ async def call_with_retries(
             redialed = True
             again = await redial(refused)
             if again is None:
-                raise refused
+                context = refused.__context__
+                try:
+                    raise refused
+                finally:
+                    # Raised outside its handler, where on 3.10 a pure-Python task's own
+                    # handler of aiohttp's error (with the token in its repr) would attach
+                    # it: the error keeps the context it had (see raise_alone).
+                    refused.__context__ = context
             attempt = again
             continue
         await clock.sleep(delay)
