@@ -17,6 +17,7 @@ from magisterium_async._cli._output import plural, quoted
 from magisterium_async._cli._quota import seconds
 from magisterium_async._cli.harvest._plan import Plan, plan
 from magisterium_async._config import RateLimits, quota_from_env
+from magisterium_async._skills import require_query
 
 __all__ = ["dry_run", "starts_take"]
 
@@ -31,13 +32,17 @@ def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
     return ((count - 1) // starts) * (window + limits.margin)
 
 
-def _record(where: Plan, queries: list[str], limits: RateLimits) -> dict[str, Any]:
+def _record(where: Plan, lines: list[str], limits: RateLimits) -> dict[str, Any]:
+    # The harvest searches a repeated query once (each as the one query rule makes it;
+    # the plan has refused any the rule refuses already).
+    queries = list(dict.fromkeys(require_query("query", line) for line in lines))
     starts, window = limits.window_for("default")
     limit = limits.limit_for("default")
     return {
         "dry_run": True,
         "sent": 0,
         "searches": queries,
+        "repeated": len(lines) - len(queries),
         "fetches": None,
         "pool": "default",
         "quota": {"limit": None if math.isinf(limit) else limit, "period": limits.period},
@@ -58,6 +63,11 @@ def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
         f"from the default pool at {pace}:"
     ]
     lines += [f"  search {quoted(query)}" for query in queries]
+    if record["repeated"]:
+        lines.append(
+            f"({plural(record['repeated'], 'query', 'queries')} repeated in the input "
+            "would not be searched again.)"
+        )
     took = record["searches_take"]
     lines.append(
         f"The searches alone take {seconds(took).removeprefix('in ')} at this quota (a "

@@ -51,3 +51,23 @@ def test_a_dry_run_refuses_what_the_harvest_would(tmp_path: Path) -> None:
     assert run.code == 2 and "docs.jsonl already exists" in run.err
     assert (tmp_path / "docs.jsonl").read_text() == "mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
+
+
+def test_a_dry_run_counts_the_searches_the_harvest_sends(tmp_path: Path) -> None:
+    """A repeated query is searched once by the harvest: the dry run counts it once too,
+    and says so."""
+    (tmp_path / "queries.txt").write_text("grace\nmercy\n  grace \n")
+    run = cli(
+        "harvest", "--emulator", "queries.txt", "--out", "docs.jsonl", "--dry-run", "--json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    record = json.loads(run.out)
+    assert record["searches"] == ["grace", "mercy"] and record["repeated"] == 1
+    shown = cli(
+        "harvest", "--emulator", "-q", "grace", "-q", "mercy", "-q", " grace",
+        "--out", "docs.jsonl", "--dry-run", cwd=tmp_path,
+    )  # fmt: skip
+    assert shown.out.startswith("Dry run: 2 searches would be sent first")
+    assert "(1 query repeated in the input would not be searched again.)" in shown.out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
