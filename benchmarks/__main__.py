@@ -3,7 +3,9 @@ table, write results.json, results.md and chart.png.
 
 The full run writes ``benchmarks/results/``; ``--quick`` (the CI smoke run: small N, the
 competitors only where their environments already exist) writes
-``benchmarks/results/quick/`` so it never overwrites the full results. Exits 1 when one of
+``benchmarks/results/quick/`` so it never overwrites the full results. ``--only`` merges
+into the results already there: the sections it ran replace theirs, the others are kept,
+and the header says which run (command, date) each section comes from. Exits 1 when one of
 our own benchmarks breaks; a competitor that cannot run is reported, not an error; a goal
 missed is reported, not an error.
 """
@@ -35,7 +37,7 @@ from . import (
 )
 from ._envs import COMPETITORS, Resolved, resolve
 from ._fixtures import write_fixtures
-from ._report import Section, print_table, write_results
+from ._report import Section, merge_results, print_table, write_results
 
 BENCHMARKS = (
     "decode",
@@ -55,7 +57,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smoke run: small N, < 60 s")
     parser.add_argument(
-        "--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}"
+        "--only",
+        default=",".join(BENCHMARKS),
+        help=f"comma-separated subset of {BENCHMARKS}: replaces those sections in the results "
+        "already in the folder, keeping the others",
     )
     parser.add_argument(
         "--no-build",
@@ -191,7 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     if out == RESULTS / "quick":  # smoke-run output is never committed
         out.mkdir(parents=True, exist_ok=True)
         (out / ".gitignore").write_text("# written by python -m benchmarks --quick\n*\n")
-    for note in write_results(sections, meta, out):
+    table = sections
+    if set(args.only) != set(BENCHMARKS):  # a part: the other sections are kept
+        try:
+            table, meta = merge_results(sections, meta, out / "results.json", BENCHMARKS)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _say(f"cannot read {out / 'results.json'} ({exc!r}): this run's sections alone")
+        kept = [s.key for s in table if s.key not in args.only]
+        if kept:
+            _say(f"kept from the earlier results in {out}: {', '.join(kept)}")
+    for note in write_results(table, meta, out):
         _say(note)
     _say(f"results written to {out}")
     broken = [s.key for s in sections if not s.ok]

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Goal", "Row", "Section", "print_table", "write_results"]
+__all__ = ["Goal", "Row", "Section", "merge_results", "print_table", "write_results"]
 
 
 @dataclass
@@ -122,14 +122,35 @@ def _print_goals(sections: list[Section], out: Any) -> None:
             out(f"[ERROR] {section.key}: {error}")
 
 
+def _run_line(run: dict[str, Any]) -> str:
+    return (
+        f"`{run['command']}` on {run['machine']} ({run['date']}), "
+        f"{'quick run' if run['quick'] else 'full run'}, {run['seconds']:.0f} s, load "
+        f"average {run.get('load', 'unknown')}"
+    )
+
+
 def _markdown(sections: list[Section], meta: dict[str, Any]) -> str:
+    runs = meta.get("runs", [])
+    if len(runs) > 1:
+        header = [
+            f"The sections come from {len(runs)} runs (`--only` replaced the sections it ran"
+            " and kept the others). Absolute numbers drift on shared machines and between"
+            " runs; compare the ratios within a section.",
+            "",
+            *(
+                f"- {', '.join(f'`{key}`' for key in run['sections'])}: {_run_line(run)}."
+                for run in runs
+            ),
+        ]
+    else:
+        header = [
+            f"{_run_line(meta)}. Absolute numbers drift on shared machines; compare the ratios."
+        ]
     lines = [
         "# Benchmark results",
         "",
-        f"`{meta['command']}` on {meta['machine']} ({meta['date']}), "
-        f"{'quick run' if meta['quick'] else 'full run'}, {meta['seconds']:.0f} s, load "
-        f"average {meta.get('load', 'unknown')}. "
-        "Absolute numbers drift on shared machines; compare the ratios.",
+        *header,
         "",
         "| " + " | ".join(_HEADERS) + " |",
         "|" + "---|" * len(_HEADERS),
@@ -146,7 +167,12 @@ def _markdown(sections: list[Section], meta: dict[str, Any]) -> str:
         lines += [f"  - {note}" for note in section.notes]
         lines += [f"  - ERROR: {error}" for error in section.errors]
     lines += ["", "## Environments", ""]
-    lines += [f"- {line}" for line in meta["environments"]]
+    if len(runs) > 1:
+        for run in runs:
+            lines.append(f"- `{run['command']}` ({run['date']}):")
+            lines += [f"  - {line}" for line in run["environments"]]
+    else:
+        lines += [f"- {line}" for line in meta["environments"]]
     lines += [
         "",
         "## Reproduce",
@@ -156,7 +182,7 @@ def _markdown(sections: list[Section], meta: dict[str, Any]) -> str:
         "python -m benchmarks            # full run, < 10 min on 2 cores; builds"
         " benchmarks/.venvs/ once",
         "python -m benchmarks --quick    # smoke run (CI), writes benchmarks/results/quick/",
-        "python -m benchmarks --only decode,client   # a subset",
+        "python -m benchmarks --only decode,client   # a subset: replaces those sections",
         "python -m benchmarks.profile_client         # cProfile of this SDK's request path",
         "```",
         "",
@@ -322,6 +348,36 @@ def _plot_harvest(ax: Any, data: dict[str, Any] | None) -> None:
     ax.set_xlabel("documents harvested")
     ax.legend(fontsize=8)
     ax.set_title(title)
+
+
+def _section(data: dict[str, Any]) -> Section:
+    """A section read back from results.json."""
+    section = Section(**data)
+    section.rows = [Row(**row) for row in data["rows"]]
+    section.goals = [Goal(**goal) for goal in data["goals"]]
+    return section
+
+
+def merge_results(
+    sections: list[Section], meta: dict[str, Any], previous: Path, order: tuple[str, ...]
+) -> tuple[list[Section], dict[str, Any]]:
+    """The sections of this run in place of theirs among those of ``previous`` (a
+    results.json), the others kept as they were, in ``order``; and the meta of this run with
+    ``runs``: each run still present in the table (its command, date, ...) and the sections
+    it gave. Nothing to merge (no ``previous``): this run alone."""
+    ran = [section.key for section in sections]
+    this_run = {**meta, "sections": ran}
+    if not previous.exists():
+        return sections, {**meta, "runs": [this_run]}
+    document = json.loads(previous.read_text())
+    kept = {data["key"]: _section(data) for data in document["sections"] if data["key"] not in ran}
+    old = document["meta"]
+    runs = old.get("runs") or [{**old, "sections": [data["key"] for data in document["sections"]]}]
+    runs = [{**run, "sections": [key for key in run["sections"] if key in kept]} for run in runs]
+    runs = [run for run in runs if run["sections"]] + [this_run]
+    by_key = {**kept, **{section.key: section for section in sections}}
+    merged = [by_key.pop(key) for key in order if key in by_key] + list(by_key.values())
+    return merged, {**meta, "runs": runs}
 
 
 def write_results(sections: list[Section], meta: dict[str, Any], out: Path) -> list[str]:

@@ -232,6 +232,7 @@ def _announce(emulator: Emulator, output: Output) -> None:
         "quota": _quota(emulator.config),
         "port": emulator.port,
         "protocol": emulator.config.protocol,
+        "card_url": emulator.card_url,
         "faults": _faults(emulator.config),
     }
     output.result(line, lambda: _instructions(emulator))

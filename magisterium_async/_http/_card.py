@@ -1,9 +1,10 @@
 """The agent card: where it lives, reading it, keeping it, and the dialect it makes us speak.
 
-:class:`CardReader` owns agent-card discovery (``/.well-known/agent.json``, then A2A 0.3's
-``/.well-known/agent-card.json`` after a 404; the URL that answered is used from then on),
-its decoding, and its cache (``Cache-Control: max-age``, else the client's life); how one
-GET is retried and bounded in time is handed to it (the call path's retry loop).
+:class:`CardReader` owns agent-card discovery (the well-known path a server of the client's
+protocol serves, then the other after a 404: see :func:`card_paths`; the URL that answered
+is used from then on), its decoding, and its cache (``Cache-Control: max-age``, else the
+client's life); how one GET is retried and bounded in time is handed to it (the call path's
+retry loop).
 
 :class:`Negotiation` holds the dialect a client speaks: fixed for ``protocol="0.3"`` /
 ``"1.0"``; for ``"auto"`` today's dialect until a card says otherwise. The card is read
@@ -37,7 +38,7 @@ from magisterium_async._http._dialect import PROTOCOLS, V03, V10, Dialect, Proto
 from magisterium_async._http._jsonrpc import Transport
 from magisterium_async._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
 
-__all__ = ["Answer", "CardReader", "Negotiation", "get_card"]
+__all__ = ["Answer", "CardReader", "Negotiation", "card_paths", "get_card"]
 
 logger = logging.getLogger("magisterium_async.transport")
 
@@ -45,10 +46,24 @@ _DECODER = msgspec.json.Decoder(AgentCard)
 _MAX_AGE = re.compile(r"max-age=\s*\"?([0-9]+)")
 # RFC 9111 5.2.1: a delta-seconds too large to represent is taken as 2**31.
 _MAX_AGE_CAP = 2**31
-_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json")
+AGENT_JSON = "/.well-known/agent.json"
+"""A2A 0.2.x's well-known card path: the service's (0.2.6)."""
+AGENT_CARD_JSON = "/.well-known/agent-card.json"
+"""A2A 0.3.0's and 1.0's well-known card path (0.3.0 renamed it)."""
 
 Answer = tuple[int, Any, bytes]
 """An HTTP answer: status, headers, body."""
+
+
+def card_paths(protocol: ProtocolVersion) -> tuple[str, str]:
+    """The well-known paths a client of ``protocol`` tries for the card, in order: for
+    ``"1.0"`` A2A 1.0's ``agent-card.json`` first (every 1.0 server serves it there; none
+    need serve ``agent.json``); for ``"auto"`` and ``"0.3"`` the service's ``agent.json``
+    first (the service speaks 0.2.6, the dialect ``"0.3"`` names; a2a-sdk 0.3's servers
+    serve it there too, and an A2A 0.3 server that does not costs one 404, once)."""
+    if protocol == "1.0":
+        return (AGENT_CARD_JSON, AGENT_JSON)
+    return (AGENT_JSON, AGENT_CARD_JSON)
 
 
 async def get_card(
@@ -84,7 +99,8 @@ class CardReader:
         on_card: Callable[[AgentCard], None] = lambda card: None,
     ) -> None:
         parts = urlsplit(base_url)
-        self._candidates = [f"{parts.scheme}://{parts.netloc}{path}" for path in _PATHS]
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._candidates = [self._origin + path for path in card_paths("auto")]
         self._get = get
         self._clock = clock
         self._on_card = on_card
@@ -92,6 +108,11 @@ class CardReader:
         self._card: AgentCard | None = None
         self._expires = 0.0
         self._lock = asyncio.Lock()  # one GET at a time: every caller waits for that one
+
+    def look_first_for(self, protocol: ProtocolVersion) -> None:
+        """Try the well-known paths in ``protocol``'s order (:func:`card_paths`) until one
+        answers (``"auto"``'s until told)."""
+        self._candidates = [self._origin + path for path in card_paths(protocol)]
 
     @property
     def url(self) -> str:
@@ -162,8 +183,11 @@ class Negotiation:
     Arguments:
         protocol: ``"auto"``, ``"0.3"`` or ``"1.0"`` (what ``AsyncMagisterium`` takes).
         base_url: the client's endpoint (a card's interface elsewhere is not used).
-        reader: the client's agent card.
+        reader: the client's agent card; the client's own negotiation has it look first
+            where a server of ``protocol`` serves it (:func:`card_paths`).
         extensions: URIs of A2A extensions every request asks for.
+        view: a view's negotiation (:meth:`with_protocol`): the card, and the order it is
+            looked for in, stay the client's.
     """
 
     def __init__(
@@ -173,9 +197,12 @@ class Negotiation:
         reader: CardReader,
         *,
         extensions: Sequence[str] = (),
+        view: bool = False,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
+        if not view:
+            reader.look_first_for(protocol)
         self.protocol: ProtocolVersion = protocol
         self.reader = reader
         self._base_url = base_url
@@ -184,7 +211,9 @@ class Negotiation:
 
     def with_protocol(self, protocol: ProtocolVersion) -> Negotiation:
         """A negotiation of ``protocol`` with the same service, card and extensions."""
-        return Negotiation(protocol, self._base_url, self.reader, extensions=self._extensions)
+        return Negotiation(
+            protocol, self._base_url, self.reader, extensions=self._extensions, view=True
+        )
 
     async def card(self) -> AgentCard:
         """The agent card (the kept one while it is fresh); with ``"auto"``, the dialect

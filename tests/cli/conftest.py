@@ -16,6 +16,8 @@ from .helpers import TIMEOUT, clean_env
 class Served:
     base_url: str
     token: str
+    card_url: str
+    """Where the banner says the agent card is."""
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +43,17 @@ def _serve(*flags: str) -> Iterator[Served]:
     )
     assert proc.stdout is not None and proc.stderr is not None
     try:
+        card_url = ""
         for line in proc.stdout:
+            if line.strip().startswith("protocol: "):  # "protocol: A2A 1.0 (agent card: URL)"
+                card_url = line.rsplit("agent card: ", 1)[1].strip().rstrip(")")
             if line.strip().startswith("export "):
                 values = dict(item.split("=", 1) for item in line.split()[1:])
                 break
         else:
             pytest.fail(f"the emulator printed no export line: {proc.stderr.read()}")
         assert values["MAGISTERIUM_QUOTA"] == "unlimited"  # no limits unless --limits
-        yield Served(values["MAGISTERIUM_BASE_URL"], values["MAGISTERIUM_TOKEN"])
+        yield Served(values["MAGISTERIUM_BASE_URL"], values["MAGISTERIUM_TOKEN"], card_url)
     finally:
         proc.terminate()
         assert proc.wait(timeout=TIMEOUT) == 0  # SIGTERM stops it cleanly

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from .conftest import Served
 from .helpers import cli
@@ -20,6 +23,36 @@ def test_card_says_the_service_speaks_today_s_dialect() -> None:
     record = json.loads(cli("card", "--emulator", "--json").out)
     assert (record["protocol"], record["card"]["protocolVersion"]) == ("0.3", "0.2.6")
     assert record["card_url"].endswith("/.well-known/agent.json")
+
+
+@pytest.mark.parametrize(
+    ("protocol", "path"),
+    [
+        ("auto", "agent.json"),  # the service's own (A2A 0.2.6)
+        ("0.3", "agent-card.json"),  # A2A 0.3.0 renamed it
+        ("1.0", "agent-card.json"),  # and 1.0 kept the name
+    ],
+)
+def test_card_names_where_the_emulator_of_each_dialect_serves_it(protocol: str, path: str) -> None:
+    run = cli("card", "--emulator", "--protocol", protocol)
+    assert run.code == 0, run.err
+    assert re.search(rf"^  card: +http://127\.0\.0\.1:\d+/\.well-known/{path}$", run.out, re.M)
+    record = json.loads(cli("card", "--emulator", "--protocol", protocol, "--json").out)
+    assert record["card_url"].endswith(f"/.well-known/{path}")
+
+
+@pytest.mark.parametrize("server", ["served", "served_v1"])
+def test_card_says_what_the_emulator_s_banner_says(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    served: Served = request.getfixturevalue(server)
+    path = "agent-card.json" if server == "served_v1" else "agent.json"
+    assert served.card_url.endswith(f"/.well-known/{path}")
+    for protocol in ("auto", "0.3", "1.0"):  # whatever the client speaks, it finds the card
+        run = cli("card", "--json", "--protocol", protocol, env=_env(served))
+        assert run.code == 0, run.err
+        assert json.loads(run.out)["card_url"] == served.card_url, protocol
+    assert f"  card:     {served.card_url}\n" in cli("card", env=_env(served)).out
 
 
 def test_card_and_task_list_against_a_1_0_server(served_v1: Served) -> None:

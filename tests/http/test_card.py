@@ -1,4 +1,4 @@
-"""The agent card: discovery (with the A2A 0.3 path after a 404), decoding, caching."""
+"""The agent card: discovery (the protocol's path, the other after a 404), decoding, caching."""
 
 from __future__ import annotations
 
@@ -87,6 +87,39 @@ async def test_agent_card_falls_back_to_the_a2a_0_3_path_and_keeps_it(
         "/.well-known/agent-card.json",
         "/.well-known/agent-card.json",
     ]
+
+
+@pytest.mark.parametrize(
+    ("protocol", "first", "then"),
+    [
+        ("auto", "agent.json", "agent-card.json"),  # the service's (0.2.6) path first
+        ("0.3", "agent.json", "agent-card.json"),  # the service's dialect: the same
+        ("1.0", "agent-card.json", "agent.json"),  # where every 1.0 server serves it
+    ],
+)
+async def test_agent_card_is_looked_for_where_the_protocol_s_servers_serve_it(
+    server: ScriptedServer, clock: JumpClock, protocol: m.ProtocolVersion, first: str, then: str
+) -> None:
+    hits: list[str] = []
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        hits.append(request.path.rsplit("/", 1)[1])
+        if len(hits) == 1:
+            return web.Response(status=404, text="Not Found")
+        return web.json_response(CARD)
+
+    server.extra_routes["/.well-known/agent.json"] = serve
+    server.extra_routes["/.well-known/agent-card.json"] = serve
+    async with m.AsyncMagisterium(
+        token=TOKEN, base_url=server.url, protocol=protocol, clock=clock
+    ) as client:
+        assert client.agent_card_url.endswith(f"/.well-known/{first}")  # before reading
+        # A view speaking another dialect shares the card, and the order it is looked for in.
+        other = client.with_options(protocol="1.0" if protocol != "1.0" else "0.3")
+        assert (await other.agent_card()).name == "Magisterium AI"
+        assert client.agent_card_url.endswith(f"/.well-known/{then}")  # what answered
+        await client.agent_card()
+    assert hits == [first, then]
 
 
 async def test_agent_card_missing_at_both_paths_names_both(

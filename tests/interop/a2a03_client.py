@@ -1,7 +1,8 @@
 """Drive an A2A server with the a2a-sdk 0.3 client and report, as JSON, how the client took
 every answer. Run with the .venv-interop03 python.
 
-stdin: ``{"origin": "http://127.0.0.1:<port>", "token": ..., "steps": [...]}``; each step is
+stdin: ``{"origin": "http://127.0.0.1:<port>", "card_path": ..., "token": ..., "steps": [...]}``
+(the card read at ``card_path``, where the server serves it); each step is
 ``{"label", "call": "send", "message": {...}}`` (an A2A 0.3 Message without ``messageId``)
 or ``{"label", "call": "get" | "cancel", "id": "<task id>" | {"task_of": "<label>"}}``
 or ``{"label", "call": "raw", "body": "<request body>"}`` (posted as is with httpx, the
@@ -135,7 +136,8 @@ async def main() -> None:
     report: dict[str, Any] = {"steps": {}}
     async with httpx.AsyncClient(headers=headers, timeout=30.0) as http:
         try:
-            card = await A2ACardResolver(http, plan["origin"]).get_agent_card()
+            resolver = A2ACardResolver(http, plan["origin"], agent_card_path=plan["card_path"])
+            card = await resolver.get_agent_card()
         except Exception as exc:
             report["card"] = {"kind": "exception", "type": type(exc).__name__, "detail": str(exc)}
             print(json.dumps(report))

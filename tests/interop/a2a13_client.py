@@ -1,13 +1,15 @@
 """Drive an A2A server with the official a2a-sdk 1.x client and report, as JSON, how the
 client took every answer. Run with the .venv-interop13 python.
 
-The client is made as a 1.x user makes it: the card read by ``A2ACardResolver`` (A2A 0.3's
-``/.well-known/agent-card.json``), then ``ClientFactory(ClientConfig(...)).create(card)``,
-which picks its JSON-RPC transport from the card: A2A 1.0's for a 1.0 interface, its v0.3
-compat transport for a 0.3 one, and none for anything older ("no compatible transports").
+The client is made as a 1.x user makes it: the card read by ``A2ACardResolver`` (at the
+plan's ``card_path``: the resolver's default, ``/.well-known/agent-card.json``, is A2A 0.3's
+and 1.0's, not the service's ``agent.json``), then
+``ClientFactory(ClientConfig(...)).create(card)``, which picks its JSON-RPC transport from
+the card: A2A 1.0's for a 1.0 interface, its v0.3 compat transport for a 0.3 one, and none
+for anything older ("no compatible transports").
 
-stdin: as ``a2a03_client.py``'s (``origin``, ``token``, ``steps``; a send step's message in
-A2A 0.3's shape, turned into a 1.0 ``Message`` here).
+stdin: as ``a2a03_client.py``'s (``origin``, ``card_path``, ``token``, ``steps``; a send
+step's message in A2A 0.3's shape, turned into a 1.0 ``Message`` here).
 
 stdout: ``{"card": <outcome>, "client": <outcome>, "steps": {label: <outcome>}}``, an
 outcome being ``{"kind": "card", "card": {...}}`` (the card as 1.0 JSON, whatever its
@@ -101,7 +103,8 @@ async def main() -> None:
     report: dict[str, Any] = {"steps": {}}
     async with httpx.AsyncClient(headers=headers, timeout=30.0) as http:
         try:
-            card = await A2ACardResolver(http, plan["origin"]).get_agent_card()
+            resolver = A2ACardResolver(http, plan["origin"], agent_card_path=plan["card_path"])
+            card = await resolver.get_agent_card()
         except Exception as exc:
             report["card"] = _error_outcome(exc)
             print(json.dumps(report))

@@ -1,8 +1,12 @@
 """The plans the interop clients run: their steps, and the subprocess that runs one.
 
-A plan is JSON on the client's stdin (``origin``, ``token``, ``steps``); its report is JSON
-on its stdout. Steps name a call (``send``, ``get``, ``cancel``) and a label the report is
-keyed by; an id given as ``{"task_of": label}`` is the task an earlier step created.
+A plan is JSON on the client's stdin (``origin``, ``card_path``, ``token``, ``steps``); its
+report is JSON on its stdout. ``card_path`` is where the server serves its agent card
+(:func:`plan_of`): A2A 0.2.6's ``/.well-known/agent.json`` for the service's own dialect,
+which a peer of 0.3 or 1.x, whose default is ``agent-card.json``, must be told, as its user
+pointing it at the service must. Steps name a call (``send``, ``get``, ``cancel``) and a
+label the report is keyed by; an id given as ``{"task_of": label}`` is the task an earlier
+step created.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from magisterium_async.testing import CorpusDocument
+from magisterium_async.testing import CorpusDocument, Emulator
 
 __all__ = [
     "CLIENT_TIMEOUT",
@@ -23,12 +28,21 @@ __all__ = [
     "data",
     "every_skill_and_task_method",
     "get",
+    "plan_of",
     "run_plan",
     "text",
 ]
 
 CLIENT_TIMEOUT = 120.0
 MISSING_TASK = "00000000-0000-0000-0000-000000000000"
+
+
+def plan_of(emulator: Emulator, steps: list[dict[str, Any]], token: str | None = None) -> Any:
+    """The plan of ``steps`` against ``emulator``: its origin, where it serves its card, and
+    ``token`` (else its own)."""
+    card_path = urlsplit(emulator.card_url).path
+    token = token or emulator.token
+    return {"origin": emulator.origin, "card_path": card_path, "token": token, "steps": steps}
 
 
 def text(value: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from magisterium_async.testing import (
 )
 
 from .conftest import HERE
-from .plans import every_skill_and_task_method, run_plan, text
+from .plans import every_skill_and_task_method, plan_of, run_plan, text
 
 pytestmark = pytest.mark.interop
 
@@ -55,7 +55,7 @@ async def run_a2a_client(
     script: str = "a2a03_client.py",
 ) -> dict[str, Any]:
     """Run the steps through an a2a-sdk client (0.3's unless ``script`` names 1.3's)."""
-    plan = {"origin": emulator.origin, "token": token or emulator.token, "steps": steps}
+    plan = plan_of(emulator, steps, token)
     client = [str(python), str(HERE / script)]
     report: dict[str, Any] = await run_plan(client, HERE, plan)
     return report

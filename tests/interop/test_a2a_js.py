@@ -30,7 +30,7 @@ from magisterium_async.testing.emulator._config import Protocol
 
 from .conftest import _in_ci
 from .js_common import JS, SDKS, missing_sdks, send
-from .plans import MISSING_TASK, every_skill_and_task_method, run_plan, text
+from .plans import MISSING_TASK, every_skill_and_task_method, plan_of, run_plan, text
 
 pytestmark = pytest.mark.interop
 
@@ -68,7 +68,7 @@ def sdk(request: pytest.FixtureRequest) -> str:
 
 async def run_js_client(sdk: str, emulator: Emulator, steps: list[dict[str, Any]]) -> Any:
     """Run the steps through @a2a-js/sdk ``sdk``; its report."""
-    plan = {"origin": emulator.origin, "token": emulator.token, "steps": steps}
+    plan = plan_of(emulator, steps)
     report = await run_plan([_node(), str(JS / "a2a_js_client.mjs"), sdk], JS, plan)
     assert report["sdk"] == SDKS[sdk]
     return report

@@ -20,6 +20,7 @@ import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -34,7 +35,7 @@ from magisterium_async.testing import (
 )
 
 from .js_common import JS, missing_sdks, send
-from .plans import data, get, text
+from .plans import data, get, plan_of, text
 
 pytestmark = pytest.mark.interop
 
@@ -189,7 +190,7 @@ async def test_a_page_on_another_origin_reads_every_kind_of_answer(
                     _send("unavailable", "catholic_qa"),
                     _send("bad_token", "document_search", "wrong-token"),
                     _send("free_plan", "document_search", "free-token"),
-                    {"label": "card", "method": "GET", "path": "/.well-known/agent.json"},
+                    {"label": "card", "method": "GET", "path": urlsplit(emulator.card_url).path},
                 ],
             }
         )
@@ -278,7 +279,7 @@ async def test_the_a2a_js_sdk_in_a_page_on_another_origin(
     ]
     # A 0.3 card: @a2a-js/sdk 1.3 turns its v0.3 compat layer on only for one.
     async with Emulator(EmulatorConfig(rate_limits=None, protocol="0.3")) as emulator:
-        plan = {"origin": emulator.origin, "token": emulator.token, "steps": steps}
+        plan = plan_of(emulator, steps)
         page.html = SDK_PAGE % json.dumps(plan)
         report = await _run_browser(browser, origin + "/", tmp_path / "profile", page)
 

@@ -353,7 +353,8 @@ async def test_every_answer_carries_cors_headers(start_wire: StartWire) -> None:
         "no_token": await _cors_headers(wire, "POST", a2a, **_search(None)),
         "paid_plan": await _cors_headers(wire, "POST", a2a, **_search("free-token")),
         "card": await _cors_headers(wire, "GET", "/.well-known/agent.json"),
-        "card_v03": await _cors_headers(wire, "GET", "/.well-known/agent-card.json"),
+        # A2A 0.3's path: a 0.2.6 server (the service) serves its card at agent.json alone.
+        "card_elsewhere": await _cors_headers(wire, "GET", "/.well-known/agent-card.json"),
         "oauth_metadata": await _cors_headers(
             wire, "GET", "/.well-known/oauth-authorization-server"
         ),
@@ -384,7 +385,7 @@ async def test_every_answer_carries_cors_headers(start_wire: StartWire) -> None:
         "no_token": "401",
         "paid_plan": "403",
         "card": "200",
-        "card_v03": "200",
+        "card_elsewhere": "404",
         "oauth_metadata": "200",
         "no_route": "404",
         "get_a2a": "405",
@@ -407,41 +408,43 @@ async def test_every_answer_carries_cors_headers(start_wire: StartWire) -> None:
 
 
 async def test_agent_card_is_the_services_own(wire: Wire) -> None:
-    # The service's card, to the letter (its Discovery): A2A 0.2.6, state history kept.
-    for path in ("/.well-known/agent.json", "/.well-known/agent-card.json"):
-        async with wire.session.get(wire.emu.origin + path) as response:
-            assert response.status == 200
-            assert response.headers["Cache-Control"] == "public, max-age=3600"
-            card = await response.json()
-        assert card["url"] == wire.emu.base_url
-        assert card["protocolVersion"] == "0.2.6"
-        assert card["preferredTransport"] == "JSONRPC"
-        assert card["capabilities"] == {
-            "streaming": False,
-            "pushNotifications": False,
-            "stateTransitionHistory": True,
-        }
-        assert "supportedInterfaces" not in card
-        for key in ("name", "description", "version", "capabilities"):
-            assert card[key]
-        assert card["defaultInputModes"] and card["defaultOutputModes"]
-        skills = {skill["id"]: skill for skill in card["skills"]}
-        assert set(skills) == {
-            "catholic_qa",
-            "document_search",
-            "document_fetch",
-            "liturgical_readings",
-            "saints_of_the_day",
-            "saint_lookup",
-            "person_lookup",
-            "pope_lookup",
-            "diocese_lookup",
-            "diocese_statistics_lookup",
-        }
-        assert set(skills) == set(SKILLS)  # the card lists the skills the emulator serves
-        for skill in skills.values():
-            assert skill["name"] and skill["description"]
-            assert skill["tags"] and skill["examples"]
+    # The service's card, to the letter (its Discovery): A2A 0.2.6, state history kept, at
+    # 0.2.6's path alone (0.3 renamed it agent-card.json).
+    async with wire.session.get(wire.emu.origin + "/.well-known/agent-card.json") as response:
+        assert response.status == 404
+    async with wire.session.get(wire.emu.origin + "/.well-known/agent.json") as response:
+        assert response.status == 200
+        assert response.headers["Cache-Control"] == "public, max-age=3600"
+        card = await response.json()
+    assert card["url"] == wire.emu.base_url
+    assert card["protocolVersion"] == "0.2.6"
+    assert card["preferredTransport"] == "JSONRPC"
+    assert card["capabilities"] == {
+        "streaming": False,
+        "pushNotifications": False,
+        "stateTransitionHistory": True,
+    }
+    assert "supportedInterfaces" not in card
+    for key in ("name", "description", "version", "capabilities"):
+        assert card[key]
+    assert card["defaultInputModes"] and card["defaultOutputModes"]
+    skills = {skill["id"]: skill for skill in card["skills"]}
+    assert set(skills) == {
+        "catholic_qa",
+        "document_search",
+        "document_fetch",
+        "liturgical_readings",
+        "saints_of_the_day",
+        "saint_lookup",
+        "person_lookup",
+        "pope_lookup",
+        "diocese_lookup",
+        "diocese_statistics_lookup",
+    }
+    assert set(skills) == set(SKILLS)  # the card lists the skills the emulator serves
+    for skill in skills.values():
+        assert skill["name"] and skill["description"]
+        assert skill["tags"] and skill["examples"]
     assert wire.emu.card_url.endswith("/.well-known/agent.json")
     assert wire.emu.stats.total == 0
     assert wire.emu.arrivals == []
@@ -452,6 +455,8 @@ async def test_agent_card_of_a2a_03(start_wire: StartWire) -> None:
     async with wire.session.get(wire.emu.card_url) as response:
         card = await response.json()
     assert wire.emu.card_url.endswith("/.well-known/agent-card.json")
+    async with wire.session.get(wire.emu.origin + "/.well-known/agent.json") as response:
+        assert response.status == 404  # 0.2.6's path: 0.3 serves agent-card.json alone
     assert (card["url"], card["protocolVersion"]) == (wire.emu.base_url, "0.3.0")
     assert card["capabilities"]["stateTransitionHistory"] is True
 
@@ -461,6 +466,8 @@ async def test_agent_card_of_a2a_10(start_wire: StartWire) -> None:
     async with wire.session.get(wire.emu.card_url) as response:
         card = await response.json()
     assert wire.emu.card_url.endswith("/.well-known/agent-card.json")
+    async with wire.session.get(wire.emu.origin + "/.well-known/agent.json") as response:
+        assert response.status == 404  # 0.2.6's path: 1.0 serves agent-card.json alone
     assert card["supportedInterfaces"] == [
         {"url": wire.emu.base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
     ]

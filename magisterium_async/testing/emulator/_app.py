@@ -6,7 +6,7 @@ import asyncio
 
 from aiohttp import web
 
-from magisterium_async.testing.emulator._card import agent_card
+from magisterium_async.testing.emulator._card import CARD_PATH, agent_card
 from magisterium_async.testing.emulator._config import EmulatorConfig
 from magisterium_async.testing.emulator._faults import Fault
 from magisterium_async.testing.emulator._jsonrpc import INTERNAL_ERROR, Call, RPCError, parse_call
@@ -15,10 +15,9 @@ from magisterium_async.testing.emulator._v1 import VERSION_HEADER
 from magisterium_async.testing.emulator._wire import encode
 from magisterium_async.testing.emulator.oauth._routes import add_oauth_routes
 
-__all__ = ["A2A_PATH", "CARD_PATHS", "SERVICE", "create_app"]
+__all__ = ["A2A_PATH", "SERVICE", "create_app"]
 
 A2A_PATH = "/api/v1/a2a"
-CARD_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json")
 SERVICE = web.AppKey("magisterium_emulator_service", Service)
 
 _JSON = "application/json"
@@ -154,10 +153,11 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """The emulator as an aiohttp application (``app[SERVICE]`` holds its state).
 
     Routes: ``POST /api/v1/a2a`` (JSON-RPC), ``OPTIONS /api/v1/a2a`` (CORS preflight),
-    ``GET /.well-known/agent.json`` and ``/.well-known/agent-card.json`` (the agent card
-    of the config's ``protocol``, the same at both),
-    and the OAuth authorization server (see :mod:`.oauth._routes`). Every answer carries
-    ``Access-Control-Allow-Origin: *``, as the service's do.
+    ``GET`` of the agent card of the config's ``protocol`` where a server of that protocol
+    serves it (``/.well-known/agent.json`` for 0.2.6, ``/.well-known/agent-card.json`` for
+    0.3 and 1.0; the other path is a 404), and the OAuth authorization server (see
+    :mod:`.oauth._routes`). Every answer carries ``Access-Control-Allow-Origin: *``, as the
+    service's do.
     """
     service = Service(config if config is not None else EmulatorConfig())
     endpoint = _Endpoint(service)
@@ -166,7 +166,6 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     app.on_response_prepare.append(_add_cors)
     app.router.add_post(A2A_PATH, endpoint.post)
     app.router.add_route("OPTIONS", A2A_PATH, _preflight)
-    for path in CARD_PATHS:
-        app.router.add_get(path, endpoint.card)
+    app.router.add_get(CARD_PATH[service.config.protocol], endpoint.card)
     add_oauth_routes(app, service.oauth, service.faults)
     return app

@@ -19,7 +19,10 @@ CARD_PATH: dict[Protocol, str] = {
     "0.3": "/.well-known/agent-card.json",
     "1.0": "/.well-known/agent-card.json",
 }
-"""Where each protocol's clients look first (the emulator serves the card at both)."""
+"""Where a server of each protocol serves its card, and where the emulator serves it (there
+alone, so a client finds the card where it would find the real one's). A2A 0.2.6's
+specification names ``/.well-known/agent.json``; 0.3.0 renamed it ``agent-card.json``
+(A2A's changelog, #841), and 1.0 kept that; the service, 0.2.6, serves ``agent.json``."""
 
 _SKILLS: tuple[dict[str, Any], ...] = (
     {

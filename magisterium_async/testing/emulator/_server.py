@@ -146,9 +146,8 @@ class Emulator:
 
     @property
     def card_url(self) -> str:
-        """Where the agent card is served: ``/.well-known/agent.json`` for the service's
-        protocol (0.2.6), ``/.well-known/agent-card.json`` for 0.3 and 1.0 (it is served at
-        both paths whatever the protocol)."""
+        """Where the agent card is served, and only there: ``/.well-known/agent.json`` for
+        the service's protocol (0.2.6), ``/.well-known/agent-card.json`` for 0.3 and 1.0."""
         return self.origin + CARD_PATH[self.config.protocol]
 
     @property

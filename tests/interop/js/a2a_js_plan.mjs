@@ -2,7 +2,8 @@
 // answer. Shared by the node entry point (a2a_js_client.mjs) and the browser page of
 // tests/interop/test_browser.py, so both run the same client code.
 //
-// A plan: {"origin": "http://127.0.0.1:<port>", "token": "...", "steps": [...]}; each step is
+// A plan: {"origin": "http://127.0.0.1:<port>", "card_path": "/.well-known/...", "token": "...",
+// "steps": [...]} (the card read at card_path, where the server serves it); each step is
 //   {"label", "call": "send", "skill": <skillId or null>, "parts": [<A2A 0.3 parts>]}
 //   {"label", "call": "get" | "cancel", "id": "<task id>" | {"task_of": "<label>"}}
 // with an optional "token" overriding the plan's for that step (its own client).
@@ -74,7 +75,7 @@ function sendParams(which, step) {
 
 // A client for one token, made as the SDK's README shows: a ClientFactory whose JSON-RPC
 // transport fetches through createAuthenticatingFetchWithRetry.
-async function makeClient(sdk, which, origin, token, baseFetch) {
+async function makeClient(sdk, which, origin, cardPath, token, baseFetch) {
   const fetchImpl = sdk.createAuthenticatingFetchWithRetry(baseFetch, {
     headers: async () => ({ Authorization: `Bearer ${token}` }),
     shouldRetryWithHeaders: async () => undefined,
@@ -87,13 +88,15 @@ async function makeClient(sdk, which, origin, token, baseFetch) {
         cardResolver: new sdk.DefaultAgentCardResolver({ legacyCompat: { enabled: true }, fetchImpl: baseFetch }),
       };
   const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, overrides));
-  return factory.createFromUrl(origin);
+  return factory.createFromUrl(origin, cardPath);
 }
 
 export async function runPlan(sdk, which, version, plan, baseFetch = globalThis.fetch.bind(globalThis)) {
   const clients = new Map();
   const clientFor = async (token) => {
-    if (!clients.has(token)) clients.set(token, await makeClient(sdk, which, plan.origin, token, baseFetch));
+    if (!clients.has(token)) {
+      clients.set(token, await makeClient(sdk, which, plan.origin, plan.card_path, token, baseFetch));
+    }
     return clients.get(token);
   };
   const report = { sdk: version, card: null, steps: {} };
