@@ -263,33 +263,23 @@ class CallPath:
         observer = self.telemetry.observe(method, pool or "unmetered", params, cache)
         negotiation = self.negotiation
         used = dialect or negotiation.dialect
-
-        def attempt_in(dialect: Dialect) -> Attempt[Any]:
-            # Encoded once per dialect: every try sends the same bytes.
-            encoded = encode_params(dialect.params(method, params))
-            return functools.partial(
-                self.transport.rpc,
-                method,
-                encoded,
-                timeout=timeout,
-                skill_id=skill_id,
-                dialect=dialect,
+        # Partials of methods, not closures: a call waiting for its slot holds them, and
+        # thousands may wait at once (each cell would be one more object for the GC).
+        redial = None
+        if negotiation.protocol == "auto":
+            redial = functools.partial(
+                self._redial, negotiation, used, method, params, timeout, skill_id
             )
-
-        async def redial(error: MagisteriumError) -> Attempt[Any] | None:
-            switched = await negotiation.switch_after(error, used)
-            return None if switched is None else attempt_in(switched)
-
         total = policy.total_timeout
         deadline = math.inf if total is None else self.clock.now() + total
         work = call_with_retries(
-            attempt_in(used),
+            self._attempt(method, params, used, timeout, skill_id),
             pool=self.scheduler.pool(pool),
             policy=policy,
             clock=self.clock,
             what=method,
             tokens=self.tokens,
-            redial=redial if negotiation.protocol == "auto" else None,
+            redial=redial,
             priority=options.priority,
             fairness_key=options.fairness_key,
             retry_timeouts=pool != "expensive" or policy.retry_expensive_timeouts,
@@ -307,6 +297,32 @@ class CallPath:
                 raise
         observer.finish(result, None)
         return result
+
+    def _attempt(
+        self, method: str, params: Any, dialect: Dialect, timeout: float, skill_id: str | None
+    ) -> Attempt[Any]:
+        """One try of the call in ``dialect``, encoded once: every try sends the same bytes."""
+        encoded = encode_params(dialect.params(method, params))
+        return functools.partial(
+            self.transport.rpc, method, encoded, timeout=timeout, skill_id=skill_id, dialect=dialect
+        )
+
+    async def _redial(
+        self,
+        negotiation: Negotiation,
+        used: Dialect,
+        method: str,
+        params: Any,
+        timeout: float,
+        skill_id: str | None,
+        error: MagisteriumError,
+    ) -> Attempt[Any] | None:
+        """After ``error`` refused the call in ``used``, the same try in the dialect the
+        negotiation switches to, or ``None``."""
+        switched = await negotiation.switch_after(error, used)
+        return (
+            None if switched is None else self._attempt(method, params, switched, timeout, skill_id)
+        )
 
     async def _get_card(self, url: str) -> Answer:
         """One GET of the agent card at ``url``, retried in the unmetered pool's slots,

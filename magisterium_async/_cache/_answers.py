@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import logging
 import math
@@ -258,10 +259,11 @@ class AnswerCache:
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
-
-        def work() -> Awaitable[_Shared]:
-            return self._lookup_or_send(key, rule, policy.not_found, day_end, send, keep)
-
+        # A partial, not a closure: a call waiting for the pool's slot holds it, and
+        # thousands may wait at once (each cell would be one more object for the GC).
+        work = functools.partial(
+            self._lookup_or_send, key, rule, policy.not_found, day_end, send, keep
+        )
         if not rule.coalesce:
             task, _, outcome = await work()
             return task, outcome
