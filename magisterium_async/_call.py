@@ -197,6 +197,60 @@ def _expired(what: str, total: float) -> Callable[[], APITimeoutError]:
     return expired
 
 
+class _Tries:
+    """The tries of one call in ``dialect`` (encoded once: every try sends the same
+    bytes), called with each try's token; :meth:`redial` gives the same call in the
+    dialect the negotiation switches to after a refusal.
+
+    One object rather than closures or partials: a call waiting for its slot holds it,
+    and thousands may wait at once (each object more is one more for the cyclic GC).
+    """
+
+    __slots__ = (
+        "dialect", "encoded", "method", "negotiation", "params", "skill_id", "timeout", "transport",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        negotiation: Negotiation,
+        dialect: Dialect,
+        method: str,
+        params: Any,
+        timeout: float,
+        skill_id: str | None,
+        transport: Transport,
+    ) -> None:
+        self.negotiation = negotiation
+        self.dialect = dialect
+        self.method = method
+        self.params = params
+        self.timeout = timeout
+        self.skill_id = skill_id
+        self.transport = transport
+        self.encoded = encode_params(dialect.params(method, params))
+
+    def __call__(self, token: str | None) -> Awaitable[Any]:
+        return self.transport.rpc(
+            self.method,
+            self.encoded,
+            token,
+            timeout=self.timeout,
+            skill_id=self.skill_id,
+            dialect=self.dialect,
+        )
+
+    async def redial(self, error: MagisteriumError) -> _Tries | None:
+        """The call in the dialect the negotiation switches to after ``error`` refused it
+        in this one, or ``None``."""
+        switched = await self.negotiation.switch_after(error, self.dialect)
+        if switched is None:
+            return None
+        return _Tries(
+            self.negotiation, switched, self.method, self.params,
+            self.timeout, self.skill_id, self.transport,
+        )  # fmt: skip
+
+
 class CallPath:
     """The way down of one client's calls (shared by the views ``with_options`` makes,
     which pass their own policy, timeout and options with each call).
@@ -263,33 +317,17 @@ class CallPath:
         observer = self.telemetry.observe(method, pool or "unmetered", params, cache)
         negotiation = self.negotiation
         used = dialect or negotiation.dialect
-
-        def attempt_in(dialect: Dialect) -> Attempt[Any]:
-            # Encoded once per dialect: every try sends the same bytes.
-            encoded = encode_params(dialect.params(method, params))
-            return functools.partial(
-                self.transport.rpc,
-                method,
-                encoded,
-                timeout=timeout,
-                skill_id=skill_id,
-                dialect=dialect,
-            )
-
-        async def redial(error: MagisteriumError) -> Attempt[Any] | None:
-            switched = await negotiation.switch_after(error, used)
-            return None if switched is None else attempt_in(switched)
-
+        tries = _Tries(negotiation, used, method, params, timeout, skill_id, self.transport)
         total = policy.total_timeout
         deadline = math.inf if total is None else self.clock.now() + total
         work = call_with_retries(
-            attempt_in(used),
+            tries,
             pool=self.scheduler.pool(pool),
             policy=policy,
             clock=self.clock,
             what=method,
             tokens=self.tokens,
-            redial=redial if negotiation.protocol == "auto" else None,
+            redial=tries.redial if negotiation.protocol == "auto" else None,
             priority=options.priority,
             fairness_key=options.fairness_key,
             retry_timeouts=pool != "expensive" or policy.retry_expensive_timeouts,

@@ -757,7 +757,11 @@ class AsyncMagisterium:
         self._lifetime.open()  # before the pool: a dead loop's client fails clearly
         path, policy, options = self._path, self.retry_policy, self._options
         timeout = self.timeouts.for_pool(pool)
-        covered = skill_id is not None and self._cache.covers(skill_id, self._cache_policy)
+        cached = (
+            skill_id is not None
+            and isinstance(params, SendParams)
+            and self._cache.covers(skill_id, self._cache_policy)
+        )
         send = functools.partial(
             path.rpc,
             method,
@@ -767,9 +771,10 @@ class AsyncMagisterium:
             policy=policy,
             options=options,
             skill_id=skill_id,
+            cache="miss" if cached else None,  # a cached call sends on a miss only
             dialect=dialect,
         )
-        if not (covered and isinstance(params, SendParams)):
+        if not cached:
             return await send()
         assert skill_id is not None
         started = time.time_ns()
@@ -778,7 +783,7 @@ class AsyncMagisterium:
             skill_id,
             message.parts,
             message.context_id,
-            functools.partial(send, cache="miss"),
+            send,
             functools.partial(kept_as, SKILLS.get(skill_id)),
             policy=self._cache_policy,
         )

@@ -758,3 +758,46 @@ async def test_closing_a_client_closes_its_views_and_they_say_so() -> None:
     with pytest.raises(m.ClientClosedError):
         async with client:
             pass
+
+
+async def test_identical_searches_share_a_request_that_outlives_the_first_caller() -> None:
+    """The first caller is cancelled once its request has left and a second call joined:
+    the second gets the answer of that one request; a lone call cancelled cancels its own."""
+    arrived, release, cancelled = asyncio.Event(), asyncio.Event(), []
+
+    async def answer(request: MockRequest) -> MockResponse:
+        arrived.set()
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(request)
+            raise
+        hits = data({"results": [{"id": "1", "url": "https://x.example/1", "title": "One"}]})
+        return MockResponse.result(request, completed(artifact("search_results", hits)))
+
+    client, transport = mock_client(answer, VirtualClock())
+    async with client:
+        first = asyncio.ensure_future(client.search("grace"))
+        await arrived.wait()  # the request is at the server
+        second = asyncio.ensure_future(client.search("grace"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        first.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert first.cancelled() and not second.done()
+        release.set()
+        assert [r.id for r in await second] == ["1"]
+        assert len(transport.requests) == 1 and not cancelled
+        assert client.cache_stats.coalesced == 1
+
+        release.clear()
+        arrived.clear()
+        lone = asyncio.ensure_future(client.search("nature"))
+        await arrived.wait()
+        lone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await lone
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert len(transport.requests) == 2 and len(cancelled) == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import logging
 import math
@@ -142,7 +143,7 @@ _ENTRY = msgspec.json.Decoder(_Entry)
 _TASK = msgspec.json.Decoder(Task)
 _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
-_Shared = tuple[Task, bytes, Outcome]
+_Shared = tuple[Task, Outcome]
 
 
 def request_key(
@@ -258,17 +259,19 @@ class AnswerCache:
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
-
-        def work() -> Awaitable[_Shared]:
-            return self._lookup_or_send(key, rule, policy.not_found, day_end, send, keep)
-
+        # A partial, not a closure: a call waiting for the pool's slot holds it, and
+        # thousands may wait at once (each cell would be one more object for the GC).
+        work = functools.partial(
+            self._lookup_or_send, key, rule, policy.not_found, day_end, send, keep
+        )
         if not rule.coalesce:
-            task, _, outcome = await work()
-            return task, outcome
-        (task, body, outcome), joined = await self._flights.run(key, work)
+            return await work()
+        (task, outcome), joined = await self._flights.run(key, work)
         if joined:
+            # A task of its own, decoded from the same bytes (encoded here, per joiner:
+            # most calls are never joined, and pay nothing for it).
             self._coalesced += 1
-            return _TASK.decode(body), "coalesced"
+            return _TASK.decode(_ENCODER.encode(task)), "coalesced"
         return task, outcome
 
     async def _lookup_or_send(
@@ -292,7 +295,7 @@ class AnswerCache:
                 found = await self._after_claim(shared, key)
                 if found is not None:
                     self._coalesced += 1
-                    return found[0], found[1], "coalesced"
+                    return found[0], "coalesced"
         self._misses += 1
         try:
             task = await send()
@@ -300,7 +303,6 @@ class AnswerCache:
             if shared is not None:
                 await self._release(shared, key)
             raise
-        body = _ENCODER.encode(task)
         if store is not None:
             assert rule.fresh is not None
             worth = keep(task)
@@ -309,10 +311,11 @@ class AnswerCache:
                 expires = self._wall() + fresh
                 if day_end is not None:
                     expires = min(expires, day_end)
-                await self._put(key, _ENCODER.encode(_Entry(expires, msgspec.Raw(body))), expires)
+                entry = _Entry(expires, msgspec.Raw(_ENCODER.encode(task)))
+                await self._put(key, _ENCODER.encode(entry), expires)
             elif shared is not None:
                 await self._release(shared, key)
-        return task, body, "miss"
+        return task, "miss"
 
     async def _after_claim(self, store: SharedStore, key: str) -> _Shared | None:
         """Claim ``key`` (``None``: go and send); if another process holds it, wait for
@@ -368,7 +371,7 @@ class AnswerCache:
             entry = _ENTRY.decode(raw)
             if entry.expires <= self._wall():
                 return None
-            return _TASK.decode(entry.body), bytes(entry.body), "hit"
+            return _TASK.decode(entry.body), "hit"
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             if not self._warned_corrupt:
                 self._warned_corrupt = True

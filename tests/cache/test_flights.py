@@ -169,3 +169,88 @@ async def test_a_single_call_gets_the_work_s_answer_unchanged(n: int) -> None:
     result, joined = await flights.run("k", work)
     assert result is work.result
     assert not joined
+
+
+async def test_the_first_caller_cancelled_after_a_second_joined_leaves_the_work_to_it() -> None:
+    flights: Flights[object] = Flights()
+    work = Work()
+    first = asyncio.create_task(flights.run("k", work))
+    await settle()  # the work has started, for the first caller alone
+    second = asyncio.create_task(flights.run("k", work))
+    await settle()
+    first.cancel()
+    await settle()
+    assert first.cancelled()  # it left at once, not when the work ended
+    assert (work.started, work.cancelled) == (1, 0)
+    assert len(flights) == 1  # still in flight: a third call would join it too
+    work.release.set()
+    assert await second == ("answer", True)
+    assert (work.started, work.cancelled) == (1, 0)
+    assert len(flights) == 0
+
+
+async def test_a_lone_caller_cancelled_cancels_its_work_and_a_later_call_starts_afresh() -> None:
+    flights: Flights[object] = Flights()
+    work = Work()
+    call = asyncio.create_task(flights.run("k", work))
+    await settle()
+    call.cancel()
+    await settle()
+    assert call.cancelled()
+    assert (work.started, work.cancelled) == (1, 1)
+    assert len(flights) == 0
+    again = Work("again")
+    again.release.set()
+    assert await flights.run("k", again) == ("again", False)
+
+
+async def test_a_caller_joining_after_the_work_ended_but_before_its_callers_woke_shares_it() -> (
+    None
+):
+    flights: Flights[object] = Flights()
+    work = Work()
+    first = asyncio.create_task(flights.run("k", work))
+    await settle()
+    (flight,) = flights._flights.values()
+    work.release.set()
+    for _ in range(10):  # a turn at a time, to stop between the work's end and its callback
+        if flight.task.done():
+            break
+        await asyncio.sleep(0)
+    assert len(flights) == 1  # the work is over; its callback has not run yet
+    # Awaited here, not in a task: it joins in this very turn of the loop.
+    assert await flights.run("k", work) == ("answer", True)
+    assert await first == ("answer", False)
+    assert work.started == 1
+    assert len(flights) == 0
+
+
+async def test_work_cancelled_by_another_hand_cancels_every_caller() -> None:
+    flights: Flights[object] = Flights()
+    work = Work()
+    calls = [asyncio.create_task(flights.run("k", work)) for _ in range(3)]
+    await settle()
+    (flight,) = flights._flights.values()
+    flight.task.cancel()  # as the loop's end cancels every task
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    assert len(flights) == 0
+
+
+async def test_a_failure_nobody_waits_for_any_more_is_not_logged_as_never_retrieved(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flights: Flights[object] = Flights()
+    work = Work()
+    work.error = RuntimeError("boom")
+    call = asyncio.create_task(flights.run("k", work))
+    await settle()
+    work.release.set()
+    await asyncio.sleep(0)  # the work fails; its caller is woken in a later turn
+    call.cancel()  # and leaves before it reads the failure
+    await asyncio.gather(call, return_exceptions=True)
+    del call, flights, work
+    import gc
+
+    gc.collect()
+    assert "never retrieved" not in caplog.text
