@@ -863,15 +863,17 @@ class AsyncMagisterium:
 
     @property
     def agent_card_url(self) -> str:
-        """Where the agent card lives: the URL that answered, else ``/.well-known/agent.json``
-        at the base URL's origin (``/.well-known/agent-card.json`` is tried after a 404)."""
+        """Where the agent card lives: the URL that answered, else the first tried at the
+        base URL's origin: ``/.well-known/agent.json`` (``/.well-known/agent-card.json``
+        after a 404), or ``agent-card.json`` first with ``protocol="1.0"``."""
         return self._negotiation.reader.url
 
     async def agent_card(self) -> AgentCard:
         """The service's A2A agent card, decoded; spends no quota.
 
         Read from ``/.well-known/agent.json``; where that is a 404, from A2A 0.3's
-        ``/.well-known/agent-card.json`` (the URL that answered is used from then on).
+        ``/.well-known/agent-card.json`` (with ``protocol="1.0"`` the other way round; the
+        URL that answered is used from then on).
         Cached for the client's life, or for the ``max-age`` of the response's
         ``Cache-Control`` when it gives one.
         """
