@@ -23,7 +23,8 @@ import datetime as dt
 import json
 import os
 import socket
-from typing import Protocol
+import time
+from typing import Any, Protocol
 
 import filelock
 
@@ -32,6 +33,11 @@ from magisterium_async._errors import MagisteriumError
 __all__ = ["FileInUse", "HarvestLock"]
 
 _ATTEMPTS = 5  # locked files found removed under us before giving up, in a row
+# How long a refused harvest reads the holder's ``.info`` again while it names nobody, or
+# a process this host no longer runs: the holder writes it just after taking the lock,
+# and a harvest killed outright leaves its own behind, so for that moment the file is
+# missing or names the dead one. Only a refusal waits, and only this long at most.
+_HOLDER_WAIT = 2.0
 
 
 class FileInUse(Protocol):
@@ -41,13 +47,43 @@ class FileInUse(Protocol):
 
 
 def _holder_text(info_path: str) -> str:
-    """``pid 123 on host, since 2026-12-02T14:03:05+01:00``, or a word that it is unknown."""
+    """``pid 123 on host, since 2026-12-02T14:03:05+01:00``, or a word that it is unknown.
+
+    Read again (see ``_HOLDER_WAIT``) while the file is missing or names a process gone
+    from this host: never the harvest that was killed before the one holding it now.
+    """
+    deadline = time.monotonic() + _HOLDER_WAIT
+    while True:
+        holder = _read_holder(info_path)
+        if holder is not None and not _gone(holder):
+            return f"pid {holder['pid']} on {holder['host']}, since {holder['since']}"
+        if time.monotonic() >= deadline:
+            return "which one, it does not say"
+        time.sleep(0.01)
+
+
+def _read_holder(info_path: str) -> dict[str, Any] | None:
     try:
         with open(info_path, encoding="utf-8") as file:
             holder = json.loads(file.read(4096))
-        return f"pid {int(holder['pid'])} on {holder['host']}, since {holder['since']}"
+        pid = int(holder["pid"])
+        found = {"pid": pid, "host": str(holder["host"]), "since": str(holder["since"])}
     except (OSError, ValueError, KeyError, TypeError):
-        return "which one, it does not say"
+        return None
+    return found if pid > 0 else None
+
+
+def _gone(holder: dict[str, Any]) -> bool:
+    """Whether ``holder`` is a process of this host that has ended (elsewhere: unknown)."""
+    if os.name != "posix" or holder["host"] != socket.gethostname():
+        return False  # Windows' os.kill(pid, 0) sends a CTRL_C_EVENT: never asked there
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it runs, as another user (EPERM)
+    return False
 
 
 class HarvestLock:

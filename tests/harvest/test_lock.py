@@ -3,8 +3,11 @@ refused at once naming the first, and the lock files go when the holder lets go.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,42 @@ def test_a_lock_left_by_a_killed_holder_is_taken(tmp_path: Path) -> None:
     assert f'"pid": {os.getpid()}' in (tmp_path / "s.sqlite.lock.info").read_text()
     lock.release()
     assert names(tmp_path) == []
+
+
+def ended_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_refusal_never_names_the_killed_holder_before_the_new_one_wrote_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After kill -9, the next harvest takes the lock, then writes itself into the .info the
+    # killed one left: a harvest refused in between must wait for that, not name the dead.
+    holder = HarvestLock(tmp_path / "s.sqlite", "state", StateError)
+    holder.acquire()
+    info = tmp_path / "s.sqlite.lock.info"
+    mine = info.read_text()
+    dead = {"pid": ended_pid(), "host": socket.gethostname(), "since": "2026-12-05T17:11:02"}
+    info.write_text(json.dumps(dead))
+    monkeypatch.setattr(
+        "magisterium_async._harvest._lock.time.sleep", lambda _: info.write_text(mine)
+    )
+    with pytest.raises(StateError, match=rf"in use by another harvest \(pid {os.getpid()} on "):
+        HarvestLock(tmp_path / "s.sqlite", "state", StateError).acquire()
+    holder.release()
+
+
+def test_a_holder_that_never_says_who_it_is_is_not_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = HarvestLock(tmp_path / "s.sqlite", "state", StateError)
+    holder.acquire()
+    info = tmp_path / "s.sqlite.lock.info"
+    info.write_text(json.dumps({"pid": ended_pid(), "host": socket.gethostname(), "since": "x"}))
+    monkeypatch.setattr("magisterium_async._harvest._lock._HOLDER_WAIT", 0.0)
+    with pytest.raises(StateError, match=r"another harvest \(which one, it does not say\)"):
+        HarvestLock(tmp_path / "s.sqlite", "state", StateError).acquire()
+    holder.release()
