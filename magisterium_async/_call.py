@@ -107,7 +107,10 @@ async def call_with_retries(
     while True:
         asked = clock.now()
         refused: MagisteriumError | None = None
-        async with pool.slot(priority, fairness_key) as permit:
+        # The pool's turn, taken and let go here rather than by ``pool.slot()``: thousands
+        # of calls may wait at once, and each waits with one coroutine and object fewer.
+        permit = await pool.acquire(priority, fairness_key)
+        try:
             observer.admitted(permit.started - asked)
             token = None
             try:
@@ -154,6 +157,8 @@ async def call_with_retries(
                 )  # fmt: skip
                 observer.retried(retry)
                 events(retry)
+        finally:
+            permit.release()
         if refused is not None:
             assert redial is not None
             redialed = True
@@ -337,6 +342,8 @@ class CallPath:
         )
         if total is not None:
             work = within(self.clock, total, work, _expired(method, total))
+        if observer is NO_OBSERVER:  # nobody watches: no span to make current, or finish
+            return await work
         with observer.current():
             try:
                 result = await work

@@ -128,6 +128,11 @@ RUNNING_LOOP_MESSAGE = (
     "asyncio.run_coroutine_threadsafe(client.search(...), loop).result()"
 )
 
+# What the cache may keep each skill's answer as, made once (a call waiting for the pool
+# holds its own, and thousands may wait at once).
+_KEEP = {skill_id: functools.partial(kept_as, skill) for skill_id, skill in SKILLS.items()}
+_KEEP_ANY = functools.partial(kept_as, None)
+
 
 class ClientState(enum.Enum):
     """Where a client is in its life: a closed client cannot be reopened."""
@@ -784,7 +789,7 @@ class AsyncMagisterium:
             message.parts,
             message.context_id,
             send,
-            functools.partial(kept_as, SKILLS.get(skill_id)),
+            _KEEP.get(skill_id, _KEEP_ANY),
             policy=self._cache_policy,
         )
         if outcome != "miss":

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import functools
 import hashlib
 import logging
 import math
@@ -259,13 +258,11 @@ class AnswerCache:
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
-        # A partial, not a closure: a call waiting for the pool's slot holds it, and
-        # thousands may wait at once (each cell would be one more object for the GC).
-        work = functools.partial(
-            self._lookup_or_send, key, rule, policy.not_found, day_end, send, keep
-        )
+        # The work as a coroutine not yet started, neither a partial nor a closure: a call
+        # waiting for the pool's slot holds it, and thousands may wait at once.
+        work = self._lookup_or_send(key, rule, policy.not_found, day_end, send, keep)
         if not rule.coalesce:
-            return await work()
+            return await work
         (task, outcome), joined = await self._flights.run(key, work)
         if joined:
             # A task of its own, decoded from the same bytes (encoded here, per joiner:

@@ -20,7 +20,7 @@ per caller and one callback per flight, not a shield's future, callbacks and con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
 __all__ = ["Flights"]
@@ -70,18 +70,21 @@ class Flights(Generic[T]):
     def __len__(self) -> int:
         return len(self._flights)
 
-    async def run(self, key: str, work: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
-        """``work()``'s result, and whether it was another call's (``True``: this call
+    async def run(self, key: str, work: Coroutine[Any, Any, T]) -> tuple[T, bool]:
+        """``work``'s result, and whether it was another call's (``True``: this call
         joined one already in flight for ``key`` and sent nothing of its own).
 
         Arguments:
             key: what makes two calls identical.
-            work: the call itself, started only when no identical call is in flight.
+            work: the call itself, a coroutine not yet started: started only when no
+                identical call is in flight, else closed unstarted.
         """
         flight = self._flights.get(key)
         joined = flight is not None
-        if flight is None:
-            flight = _Flight(self._flights, key, asyncio.ensure_future(work()))
+        if flight is not None:
+            work.close()
+        else:
+            flight = _Flight(self._flights, key, asyncio.ensure_future(work))
             self._flights[key] = flight
             flight.task.add_done_callback(flight.landed)
         waiter = asyncio.get_running_loop().create_future()

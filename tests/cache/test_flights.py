@@ -43,7 +43,7 @@ async def settle() -> None:
 async def test_fifty_identical_calls_do_the_work_once_and_all_get_its_answer() -> None:
     flights: Flights[object] = Flights()
     work = Work()
-    calls = [asyncio.create_task(flights.run("k", work)) for _ in range(50)]
+    calls = [asyncio.create_task(flights.run("k", work())) for _ in range(50)]
     await settle()
     work.release.set()
     results = await asyncio.gather(*calls)
@@ -56,20 +56,20 @@ async def test_fifty_identical_calls_do_the_work_once_and_all_get_its_answer() -
 async def test_other_keys_are_not_shared_and_a_landed_flight_is_not_joined() -> None:
     flights: Flights[object] = Flights()
     a, b = Work("a"), Work("b")
-    calls = [asyncio.create_task(flights.run(k, w)) for k, w in (("a", a), ("b", b))]
+    calls = [asyncio.create_task(flights.run(k, w())) for k, w in (("a", a), ("b", b))]
     await settle()
     a.release.set()
     b.release.set()
     assert [r for r, _ in await asyncio.gather(*calls)] == ["a", "b"]
     again = Work("again")
     again.release.set()
-    assert await flights.run("a", again) == ("again", False)
+    assert await flights.run("a", again()) == ("again", False)
 
 
 async def test_a_cancelled_waiter_leaves_and_the_work_goes_on_for_the_others() -> None:
     flights: Flights[object] = Flights()
     work = Work()
-    first, second, third = (asyncio.create_task(flights.run("k", work)) for _ in range(3))
+    first, second, third = (asyncio.create_task(flights.run("k", work())) for _ in range(3))
     await settle()
     first.cancel()  # the one that started the work
     await settle()
@@ -83,7 +83,7 @@ async def test_a_cancelled_waiter_leaves_and_the_work_goes_on_for_the_others() -
 async def test_the_work_is_cancelled_when_every_waiter_has_gone() -> None:
     flights: Flights[object] = Flights()
     work = Work()
-    calls = [asyncio.create_task(flights.run("k", work)) for _ in range(3)]
+    calls = [asyncio.create_task(flights.run("k", work())) for _ in range(3)]
     await settle()
     for call in calls:
         call.cancel()
@@ -93,15 +93,15 @@ async def test_the_work_is_cancelled_when_every_waiter_has_gone() -> None:
     assert len(flights) == 0
     fresh = Work("fresh")
     fresh.release.set()
-    assert await flights.run("k", fresh) == ("fresh", False)  # not the cancelled one
+    assert await flights.run("k", fresh()) == ("fresh", False)  # not the cancelled one
 
 
 async def test_a_waiter_joining_after_another_left_is_served_by_the_same_work() -> None:
     flights: Flights[object] = Flights()
     work = Work()
-    early = asyncio.create_task(flights.run("k", work))
+    early = asyncio.create_task(flights.run("k", work()))
     await settle()
-    late = asyncio.create_task(flights.run("k", work))
+    late = asyncio.create_task(flights.run("k", work()))
     await settle()
     early.cancel()
     await settle()
@@ -121,7 +121,7 @@ async def test_a_failure_reaches_every_waiter_as_its_own_exception() -> None:
     original = APIConnectionError("the service did not answer")
     original.__cause__ = cause
     work.error = original
-    calls = [asyncio.create_task(flights.run("k", work)) for _ in range(10)]
+    calls = [asyncio.create_task(flights.run("k", work())) for _ in range(10)]
     await settle()
     work.release.set()
     errors = await asyncio.gather(*calls, return_exceptions=True)
@@ -166,7 +166,7 @@ async def test_a_single_call_gets_the_work_s_answer_unchanged(n: int) -> None:
     flights: Flights[object] = Flights()
     work = Work([n])
     work.release.set()
-    result, joined = await flights.run("k", work)
+    result, joined = await flights.run("k", work())
     assert result is work.result
     assert not joined
 
@@ -174,9 +174,9 @@ async def test_a_single_call_gets_the_work_s_answer_unchanged(n: int) -> None:
 async def test_the_first_caller_cancelled_after_a_second_joined_leaves_the_work_to_it() -> None:
     flights: Flights[object] = Flights()
     work = Work()
-    first = asyncio.create_task(flights.run("k", work))
+    first = asyncio.create_task(flights.run("k", work()))
     await settle()  # the work has started, for the first caller alone
-    second = asyncio.create_task(flights.run("k", work))
+    second = asyncio.create_task(flights.run("k", work()))
     await settle()
     first.cancel()
     await settle()
@@ -192,7 +192,7 @@ async def test_the_first_caller_cancelled_after_a_second_joined_leaves_the_work_
 async def test_a_lone_caller_cancelled_cancels_its_work_and_a_later_call_starts_afresh() -> None:
     flights: Flights[object] = Flights()
     work = Work()
-    call = asyncio.create_task(flights.run("k", work))
+    call = asyncio.create_task(flights.run("k", work()))
     await settle()
     call.cancel()
     await settle()
@@ -201,7 +201,7 @@ async def test_a_lone_caller_cancelled_cancels_its_work_and_a_later_call_starts_
     assert len(flights) == 0
     again = Work("again")
     again.release.set()
-    assert await flights.run("k", again) == ("again", False)
+    assert await flights.run("k", again()) == ("again", False)
 
 
 async def test_a_caller_joining_after_the_work_ended_but_before_its_callers_woke_shares_it() -> (
@@ -209,7 +209,7 @@ async def test_a_caller_joining_after_the_work_ended_but_before_its_callers_woke
 ):
     flights: Flights[object] = Flights()
     work = Work()
-    first = asyncio.create_task(flights.run("k", work))
+    first = asyncio.create_task(flights.run("k", work()))
     await settle()
     (flight,) = flights._flights.values()
     work.release.set()
@@ -219,7 +219,7 @@ async def test_a_caller_joining_after_the_work_ended_but_before_its_callers_woke
         await asyncio.sleep(0)
     assert len(flights) == 1  # the work is over; its callback has not run yet
     # Awaited here, not in a task: it joins in this very turn of the loop.
-    assert await flights.run("k", work) == ("answer", True)
+    assert await flights.run("k", work()) == ("answer", True)
     assert await first == ("answer", False)
     assert work.started == 1
     assert len(flights) == 0
@@ -228,7 +228,7 @@ async def test_a_caller_joining_after_the_work_ended_but_before_its_callers_woke
 async def test_work_cancelled_by_another_hand_cancels_every_caller() -> None:
     flights: Flights[object] = Flights()
     work = Work()
-    calls = [asyncio.create_task(flights.run("k", work)) for _ in range(3)]
+    calls = [asyncio.create_task(flights.run("k", work())) for _ in range(3)]
     await settle()
     (flight,) = flights._flights.values()
     flight.task.cancel()  # as the loop's end cancels every task
@@ -243,7 +243,7 @@ async def test_a_failure_nobody_waits_for_any_more_is_not_logged_as_never_retrie
     flights: Flights[object] = Flights()
     work = Work()
     work.error = RuntimeError("boom")
-    call = asyncio.create_task(flights.run("k", work))
+    call = asyncio.create_task(flights.run("k", work()))
     await settle()
     work.release.set()
     await asyncio.sleep(0)  # the work fails; its caller is woken in a later turn
