@@ -78,7 +78,13 @@ the application owns."""
 class UnreadableCredentialsError(CredentialsError):
     """The store holds something that is not a sign-in this version can read (a damaged
     file, another version's, far too large): ``login`` sets it aside and signs in anew,
-    ``logout`` removes it."""
+    ``logout`` removes it, where the store is this SDK's own (the default file, a Redis
+    key, any file another version wrote). A file the user named holding something else
+    (``foreign``) may be any file of theirs: it is left as it is, and the error says so."""
+
+    def __init__(self, message: str, *, path: str, foreign: bool = False) -> None:
+        super().__init__(message, path=path)
+        self.foreign = foreign
 
 
 @dataclass(frozen=True)
@@ -191,8 +197,15 @@ def credentials_flag(location: Location) -> str:
     return f" --credentials {mask_url(location)}"
 
 
-def way_out(location: Location) -> str:
-    """The commands that get out of a store holding no usable sign-in, for a message."""
+def way_out(location: Location, *, foreign: bool = False) -> str:
+    """The commands that get out of a store holding no usable sign-in, for a message;
+    ``foreign``: a file the user named that holds something else (no command touches it)."""
+    if foreign:
+        return (
+            f"no command moves or deletes a file you named: if it is a damaged sign-in, "
+            f"remove it (rm {shlex.quote(str(location))}) and sign in again, or sign in to "
+            "another file with `magisterium-async login --credentials PATH`"
+        )
     flag = credentials_flag(location)
     return (
         f"`magisterium-async login{flag}` replaces it (keeping it aside), "
@@ -231,16 +244,21 @@ def decode_credentials(data: bytes, where: str, location: Location) -> Credentia
     ``where`` (and the commands that get out, for ``location``) when ``data`` is not a
     credentials document of this version."""
 
-    def unreadable(what: str) -> UnreadableCredentialsError:
-        return UnreadableCredentialsError(f"{where} {what}; {way_out(location)}", path=where)
+    # What is not a credentials file at all, at a path the user named, may be theirs.
+    named = isinstance(location, Path) and location != default_credentials_path()
+
+    def unreadable(what: str, *, foreign: bool = False) -> UnreadableCredentialsError:
+        way = way_out(location, foreign=foreign)
+        return UnreadableCredentialsError(f"{where} {what}; {way}", path=where, foreign=foreign)
 
     if len(data) > _MAX_SIZE:
-        raise unreadable("is too large to be a credentials file")
+        raise unreadable("is too large to be a credentials file", foreign=named)
     try:
         credentials = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         # The decoder's message names a field, never a value: no token leaks through it.
-        raise unreadable(f"is not a magisterium-async credentials file ({exc})") from None
+        what = f"is not a magisterium-async credentials file ({exc})"
+        raise unreadable(what, foreign=named) from None
     if credentials.version != _VERSION:
         raise unreadable(f"was written by another version (format {credentials.version})")
     return credentials

@@ -290,8 +290,11 @@ async def _login(
     origin = origin_of(url)
     try:
         existing = await store.load()
-    except UnreadableCredentialsError:
-        # Never a trap: what cannot be read is kept aside, and the sign-in starts anew.
+    except UnreadableCredentialsError as exc:
+        # Never a trap: what cannot be read is kept aside, and the sign-in starts anew;
+        # a file the user named that holds something else is theirs, left as it is.
+        if exc.foreign:
+            raise
         aside = await store.set_aside()
         say(f"{store.where} holds no readable sign-in: moved it to {aside}; signing in anew")
         existing = None
@@ -386,7 +389,9 @@ async def logout(
 async def _logout(store: CredentialStore) -> LogoutResult:
     try:
         stored = await store.load()
-    except UnreadableCredentialsError:
+    except UnreadableCredentialsError as exc:
+        if exc.foreign:  # a file the user named, holding something else: never deleted
+            raise
         removed = await store.delete()
         return LogoutResult(store.where, removed=removed, revoked=None, unreadable=True)
     if stored is None:

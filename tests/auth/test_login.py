@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import urllib.request
 import webbrowser
 from collections.abc import AsyncIterator
@@ -12,7 +13,7 @@ import aiohttp
 import pytest
 
 import magisterium_async as m
-from magisterium_async._auth._credentials import load_credentials
+from magisterium_async._auth._credentials import default_credentials_path, load_credentials
 from magisterium_async._auth._login import auth_status, login, logout
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
 
@@ -213,9 +214,11 @@ async def test_status_tells_issuer_expiry_and_scopes_never_a_token(
 
 
 async def test_a_damaged_file_is_set_aside_by_login_and_removed_by_logout(
-    auth_server: FakeAuthServer, tmp_path: Path
+    auth_server: FakeAuthServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "credentials.json"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    path = default_credentials_path()  # the SDK's own file: what it holds is the SDK's
+    path.parent.mkdir(parents=True)
     path.write_text('{"origin": ')
     path.chmod(0o600)
     with pytest.raises(m.CredentialsError) as caught:
@@ -223,7 +226,7 @@ async def test_a_damaged_file_is_set_aside_by_login_and_removed_by_logout(
     assert str(path) in str(caught.value) and "logout" in str(caught.value)
     said: list[str] = []
     await sign_in(auth_server, path, say=said.append)
-    [aside] = await asyncio.to_thread(lambda: list(tmp_path.glob("credentials.json.corrupt-*")))
+    [aside] = await asyncio.to_thread(lambda: list(path.parent.glob("credentials.json.corrupt-*")))
     assert aside.read_text() == '{"origin": ' and aside.stat().st_mode & 0o777 == 0o600
     assert any(f"{path} holds no readable sign-in: moved it to {aside}" in s for s in said)
     assert load_credentials(path) is not None
@@ -231,6 +234,25 @@ async def test_a_damaged_file_is_set_aside_by_login_and_removed_by_logout(
     result = await logout(path)
     assert result.removed and result.unreadable and result.revoked is None
     assert not path.exists() and auth_server.revoked == []
+
+
+async def test_a_named_file_that_is_no_sign_in_is_never_moved_or_deleted(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    # `logout --credentials ~/notes.txt` (private, as a key file is): the user's own file.
+    path = tmp_path / "notes.txt"
+    path.write_text("my precious notes\n")
+    path.chmod(0o600)
+    with pytest.raises(m.CredentialsError) as refused_out:
+        await logout(path)
+    with pytest.raises(m.CredentialsError) as refused_in:
+        await sign_in(auth_server, path, say=lambda _: None)
+    for refused in (refused_out, refused_in):
+        assert "no command moves or deletes a file you named" in str(refused.value)
+        assert f"rm {path}" in str(refused.value)
+    assert path.read_text() == "my precious notes\n"
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+    assert auth_server.requests == []
 
 
 async def test_a_directory_at_the_path_is_refused_by_each_flow_naming_it(

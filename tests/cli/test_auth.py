@@ -285,3 +285,18 @@ async def test_a_directory_at_the_credentials_path_exits_3_naming_it(
         assert len(run.err.strip().splitlines()) == 1
     assert path.is_dir() and list(path.iterdir()) == []  # left as it was
     assert (auth_server.requests, auth_server.rpc_calls) == ([], 0)
+
+
+async def test_logout_of_a_named_private_file_that_is_no_sign_in_leaves_it_as_it_is(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"  # a typo for the credentials file, or ~/.ssh/id_ed25519
+    notes.write_text("my precious notes\n")
+    notes.chmod(0o600)
+    for words in (["logout"], ["auth", "status"]):
+        run = await cli(*words, "--credentials", str(notes))
+        assert run.code == 3, run.err
+        assert "no command moves or deletes a file you named" in run.err, run.err
+        assert "logout --credentials" not in run.err  # never suggested for it
+    assert notes.read_text() == "my precious notes\n"
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
