@@ -314,7 +314,9 @@ class AsyncMagisterium:
             open_store(cache, keeping), keeping, self.base_url, sleep=self._clock.sleep
         )
         # The client's one stream of events: the log, then the application, hear it.
-        self._events = Events(log_event) if on_event is None else Events(log_event, on_event)
+        self._events = (
+            Events(log_event) if on_event is None else Events(log_event, on_event, watched=True)
+        )
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock, events=self._events
         )

@@ -104,10 +104,13 @@ class Events:
     in the order they subscribed. A subscriber that raises is logged (WARNING) and
     ignored: observing never fails a call."""
 
-    __slots__ = ("_subscribers",)
+    __slots__ = ("_subscribers", "watched")
 
-    def __init__(self, *subscribers: OnEvent) -> None:
+    def __init__(self, *subscribers: OnEvent, watched: bool = False) -> None:
         self._subscribers = list(subscribers)
+        self.watched = watched
+        """Whether the application itself hears the stream (``on_event=``): then a long
+        wait for quota is told to it, and the log keeps it at INFO."""
 
     def __repr__(self) -> str:
         return f"<Events subscribers={len(self._subscribers)}>"

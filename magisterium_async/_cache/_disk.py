@@ -62,19 +62,27 @@ def check_cache_file(path: str) -> None:
         raise CacheError(f"cache {path!r}: the directory {parent!r} does not exist")
     try:
         with open(path, "rb") as file:
-            header = file.read(100)
+            header: bytes | None = file.read(100)
     except FileNotFoundError:
-        return
+        header = None
     except OSError as exc:
         raise CacheError(f"cache {path!r} cannot be read: {exc.strerror or exc}") from None
-    if not header:
-        return  # an empty file: what SQLite leaves before its first write
-    if len(header) < 72 or not header.startswith(_SQLITE_MAGIC):
+    # An empty file is what SQLite leaves before its first write: a cache's, as is none.
+    if header and (len(header) < 72 or not header.startswith(_SQLITE_MAGIC)):
         raise CacheError(f"cache {path!r} is not a cache file (not SQLite); it is left as it is")
-    if int.from_bytes(header[68:72], "big") != APPLICATION_ID:
+    if header and int.from_bytes(header[68:72], "big") != APPLICATION_ID:
         raise CacheError(
             f"cache {path!r} is an SQLite database this library did not make; "
             "it is left as it is: name another file"
+        )
+    # Refused now rather than found at the first call (then only a warning, and every
+    # call would go to the service): a cache that can never be written is a wrong name.
+    writable, what = (
+        (path, "the file") if header is not None else (parent, f"its directory {parent!r}")
+    )
+    if not os.access(writable, os.W_OK):
+        raise CacheError(
+            f"cache {path!r} cannot be written ({what} is read-only): name another file"
         )
 
 

@@ -147,6 +147,7 @@ def _client(
     on_event: OnEvent | None,
 ) -> AsyncMagisterium:
     from magisterium_async._client import AsyncMagisterium
+    from magisterium_async._events import unheard
     from magisterium_async._ratelimit import SharedQuota
 
     timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
@@ -164,7 +165,10 @@ def _client(
             cache=options.cache,
             credentials=options.credentials if token is None else None,
             proxy=options.proxy,
-            on_event=on_event,
+            # The command line tells its waits itself (the status line, the harvest's
+            # progress): its client hears the events, so the library's log keeps a long
+            # wait at INFO (``-v``), and ``--json`` keeps stderr to one object.
+            on_event=on_event or unheard,
             protocol=options.protocol,
             # The in-process emulator is this host: no environment proxy can reach it.
             trust_env=not options.emulator,

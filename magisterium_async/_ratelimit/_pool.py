@@ -421,7 +421,11 @@ class Pool:
             self._emit("waiting", wake - now, now)
         if wake - now < LONG_QUOTA_WAIT or wake <= self._told_until:
             return
-        level = logging.INFO if self._told_until > -math.inf else logging.WARNING
+        # The first long wait is a WARNING, so that a program that watches nothing (Python
+        # shows a WARNING where logging was never set up) does not sit silent for a
+        # minute; one that hears the events (``on_event=``) is told there, as is the CLI.
+        watched = getattr(self._on_event, "watched", False)
+        level = logging.INFO if watched or self._told_until > -math.inf else logging.WARNING
         self._told_until = wake
         logger.log(
             level,

@@ -6,6 +6,7 @@ Run as users run it: ``python -m magisterium_async`` in a subprocess.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -222,3 +223,13 @@ def test_an_unwritable_stdout_and_a_bad_cache_exit_2_as_the_harvest_does(tmp_pat
     assert named.code == 2, named.err
     assert "error: $MAGISTERIUM_CACHE: " in named.err and "does not exist" in named.err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.access("/proc/sys", os.W_OK), reason="/proc/sys is writable here")
+def test_a_cache_that_can_never_be_written_exits_2_before_sending(tmp_path: Path) -> None:
+    # A read-only directory (as root, only a read-only mount is one: /proc/sys here).
+    for argv in (("search", "grace"), ("harvest", "-q", "grace")):
+        run = cli(*argv, "--emulator", "--cache", "/proc/sys/c.sqlite", cwd=tmp_path)
+        assert run.code == 2, run.err
+        assert "cannot be written (its directory '/proc/sys' is read-only)" in run.err
+        assert "Traceback" not in run.err

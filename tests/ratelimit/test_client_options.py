@@ -401,6 +401,24 @@ async def test_a_long_wait_for_quota_is_logged_at_warning_once_then_at_info(
     assert "default pool" in told[0][1] and "wait 61 s" in told[0][1]
 
 
+async def test_a_program_that_hears_the_events_is_told_of_a_long_wait_there_not_by_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As the CLI does: its status line shows the wait, and --json keeps stderr to one object.
+    clock = VirtualClock()
+    heard: list[m.PoolEvent] = []
+    client, _ = client_for(
+        clock, [], rate_limits=m.RateLimits(1, 1, period=60.0), on_event=heard.append
+    )
+    caplog.set_level(logging.INFO, logger="magisterium_async.ratelimit")
+    async with client:
+        await client.search("first")
+        await client.search("second")  # waits a minute
+    told = [r.levelno for r in caplog.records if "quota is spent" in r.getMessage()]
+    assert told == [logging.INFO]
+    assert [e.value for e in heard if e.kind == "waiting"] == [pytest.approx(61.0)]
+
+
 async def test_a_short_wait_for_quota_is_not_news(caplog: pytest.LogCaptureFixture) -> None:
     clock = VirtualClock()
     client, _ = client_for(clock, [], rate_limits=m.RateLimits(10, 1, period=5.0))
