@@ -73,6 +73,7 @@ from magisterium_async._models import Document
 
 __all__ = [
     "APPLICATION_ID",
+    "DAMAGED_STATE",
     "SCHEMA",
     "SCHEMA_VERSION",
     "Fetched",
@@ -457,13 +458,25 @@ def is_finished(path: str) -> bool:
         store.close()
 
 
+DAMAGED_STATE = (
+    "it was left as it is: put back a copy from a backup, or start a new harvest with "
+    "another state (the documents its output holds are fetched again)"
+)
+"""What a state that is not a whole database any more leaves the user to do."""
+
+
 @contextmanager
 def _state_errors(path: str) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError) as exc:
         where = path if path else "(temporary)"
-        raise StateError(f"harvest state {where}: {exc}", path=path) from exc
+        damaged = isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc,
+            sqlite3.OperationalError,  # locked, read-only, ...: the file may be whole
+        )
+        advice = f"; {DAMAGED_STATE}" if damaged or not isinstance(exc, sqlite3.Error) else ""
+        raise StateError(f"harvest state {where}: {exc}{advice}", path=path) from exc
 
 
 class HarvestState:

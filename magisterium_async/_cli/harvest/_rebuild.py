@@ -169,7 +169,7 @@ def _rebuild(args: argparse.Namespace) -> _Sink:
     import zlib
 
     from magisterium_async._harvest import HarvestLock, OutputMark
-    from magisterium_async._harvest._state import Store
+    from magisterium_async._harvest._state import DAMAGED_STATE, Store
 
     state_path: str = args.state
     out = None if args.out in (None, "-") else args.out
@@ -209,8 +209,10 @@ def _rebuild(args: argparse.Namespace) -> _Sink:
                 f"{state_path} was left as it is"
             )
         raise CliError(message, ExitCode.USAGE) from None
-    except (sqlite3.Error, zlib.error) as exc:
-        raise CliError(f"harvest state {state_path}: {exc}") from None
+    except (sqlite3.Error, zlib.error) as exc:  # a damaged file: the harvest says the same
+        raise CliError(
+            f"harvest state {state_path}: {exc}; {DAMAGED_STATE}", ExitCode.USAGE
+        ) from None
 
 
 def _copy(store: Store, sink: _Sink) -> None:
