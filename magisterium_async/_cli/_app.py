@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -93,9 +94,29 @@ def _usage_error(error: UsageError, argv: Sequence[str]) -> int:
     return ExitCode.USAGE
 
 
+# A word argparse takes for an option though no option of ours starts with a digit: it
+# lets ``-5`` and ``-0.5`` through as values, and only those.
+_NOT_A_PLAIN_NUMBER = re.compile(r"-[0-9](?![0-9]*$|[0-9]*\.[0-9]+$)")
+
+
+def _negative_values_joined(argv: list[str]) -> list[str]:
+    """``--quota -1/2`` as ``--quota=-1/2``: argparse takes a value starting with ``-``
+    for an option unless it is a plain number, and says "expected one argument" instead
+    of what is wrong with the value."""
+    joined: list[str] = []
+    for word in argv:
+        previous = joined[-1] if joined else ""
+        an_option_waiting = previous.startswith("--") and previous != "--" and "=" not in previous
+        if an_option_waiting and "--" not in joined and _NOT_A_PLAIN_NUMBER.match(word):
+            joined[-1] = f"{previous}={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _negative_values_joined(sys.argv[1:] if argv is None else list(argv))
     try:
         args = build_parser().parse_args(argv)
     except UsageError as error:

@@ -39,6 +39,12 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _token(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty or blank")
+    return text
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -70,7 +76,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--port", type=_port, default=8765, help="port; 0 picks a free one (default: %(default)s)"
     )
     where.add_argument(
-        "--token", default="emu-token", help="the bearer token it accepts (default: %(default)s)"
+        "--token",
+        type=_token,
+        default="emu-token",
+        help="the bearer token it accepts (default: %(default)s)",
     )
     where.add_argument(
         "--protocol",
@@ -81,7 +90,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     oauth = parser.add_argument_group("OAuth (the emulator's authorization server)")
     oauth.add_argument(
         "--token-lifetime",
-        type=float,
+        type=positive(float),
         default=3600.0,
         metavar="SECONDS",
         help="seconds an access token it issues lives (default: 3600)",
@@ -96,21 +105,21 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     limits.add_argument(
         "--default-limit",
-        type=float,
+        type=positive(float),
         default=None,
         metavar="N",
         help="requests per period for every skill but catholic_qa (implies --limits; default: 15)",
     )
     limits.add_argument(
         "--expensive-limit",
-        type=float,
+        type=positive(float),
         default=None,
         metavar="N",
         help="catholic_qa requests per period (implies --limits; default: 2)",
     )
     limits.add_argument(
         "--period",
-        type=float,
+        type=positive(float),
         default=None,
         metavar="SECONDS",
         help="(implies --limits; default: 60)",
@@ -272,7 +281,11 @@ async def _serve(invocation: Invocation) -> int:
     try:
         emulator = await Emulator(config, host=args.host, port=args.port).start()
     except OSError as exc:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        # The address the user named cannot be had (taken, or no such host): a usage error.
+        raise CliError(
+            f"cannot listen on --host {args.host} --port {args.port}: {exc.strerror or exc}",
+            ExitCode.USAGE,
+        ) from None
     try:
         _announce(emulator, invocation.output)
         stop = asyncio.Event()

@@ -36,7 +36,7 @@ def _words(values: Sequence[str]) -> str:
 
 
 def _when(words: Sequence[str]) -> str:
-    return _words(words) or "today"
+    return _words(words) if words else "today"  # "" is a blank day, refused as the library does
 
 
 def _ask_arguments(parser: argparse.ArgumentParser) -> None:

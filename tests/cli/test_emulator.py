@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 
@@ -24,6 +25,35 @@ def test_a_port_out_of_range_is_a_usage_error(
     # Bound as is, 99999 would listen on 34463 (the port modulo 65536) and say so.
     assert main(["emulator", "--port", port]) == 2
     assert f"must be a port from 0 to 65535, got {port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--default-limit", "-5"], "argument --default-limit: must be > 0, got -5"),
+        (["--expensive-limit", "0"], "argument --expensive-limit: must be > 0, got 0"),
+        (["--period", "nan"], "argument --period: must be > 0, got nan"),
+        (["--token-lifetime", "-1"], "argument --token-lifetime: must be > 0, got -1"),
+        (["--token", ""], "argument --token: must not be empty or blank"),
+    ],
+)
+def test_a_bad_value_names_its_flag_and_exits_2(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["emulator", *flags]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_an_address_it_cannot_listen_on_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["emulator", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on --host 127.0.0.1 --port {port}: " in err
 
 
 def config_for(*flags: str) -> EmulatorConfig:

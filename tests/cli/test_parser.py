@@ -12,6 +12,7 @@ import pytest
 import magisterium_async
 from magisterium_async import _config as _env
 from magisterium_async._cli import main
+from magisterium_async._cli._app import _negative_values_joined
 from magisterium_async._cli._command import Command, Group
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._parser import COMMANDS, PROG, build_parser
@@ -112,6 +113,29 @@ def test_under_json_a_usage_error_is_one_json_object_wherever_json_stands(
     record = json.loads(line)
     assert record["exit_code"] == 2 and set(record) == {"error", "exit_code"}
     assert record["error"] and "usage:" not in record["error"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["search", "x", "--quota", "-1/2"], "argument --quota: expected DEFAULT/EXPENSIVE"),
+        (["--json", "harvest", "-q", "x", "--quota", "-1/2/60"], "got '-1/2/60'"),
+        (["search", "x", "--timeout", "-3s"], "argument --timeout: "),
+    ],
+)
+def test_a_value_that_starts_with_a_minus_is_judged_as_the_option_s_value(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert says in err and "expected one argument" not in err
+
+
+def test_a_negative_number_or_anything_after_a_double_dash_stays_a_query() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["search", "--emulator", "-5"]).query == ["-5"]
+    dashed = ["search", "--", "--quota", "-1/2"]
+    assert _negative_values_joined(dashed) == dashed
 
 
 def test_json_after_a_double_dash_is_an_argument_not_the_option(

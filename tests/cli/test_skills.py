@@ -62,6 +62,14 @@ def test_readings_and_saints() -> None:
     assert body["when"] == "2026-03-19" and "Saint Joseph" in body["text"]
 
 
+def test_a_blank_day_is_refused_as_the_library_refuses_it_never_taken_for_today() -> None:
+    for command in ("readings", "saints"):
+        for blank in ("", "   "):
+            run = cli(command, "--emulator", blank)
+            assert run.code == 2, (command, blank, run.err)
+            assert "when must not be empty or blank" in run.err and run.out == ""
+
+
 def test_readings_not_found_exits_6() -> None:
     run = cli("readings", "--emulator", "no", "such", "day")
     assert run.code == 6
