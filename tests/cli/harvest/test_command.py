@@ -164,13 +164,15 @@ def test_resume_appends_to_its_own_output_and_refuses_a_replaced_one(tmp_path: P
     ids = [record["id"] for record in records]
     assert len(ids) == len(set(ids))
 
-    # The same bytes in another file (a copy put in its place) are not the harvest's file.
+    # Other bytes in another file put in its place are not the harvest's output.
     kept = out.read_bytes()
-    (tmp_path / "elsewhere").write_bytes(kept)  # made while the original holds its inode
+    other = kept.replace(b'"title":"', b'"title":"X', 1)
+    (tmp_path / "elsewhere").write_bytes(other)  # made while the original holds its inode
     (tmp_path / "elsewhere").replace(out)
     refused = cli(*more, "-q", "mercy", "--resume", cwd=tmp_path)
-    assert refused.code == 2 and "another file than the one the harvest wrote" in refused.err
-    assert out.read_bytes() == kept
+    assert refused.code == 2, refused.err
+    assert "another file is in its place, and its bytes differ" in refused.err
+    assert out.read_bytes() == other
 
 
 def _limit_memory() -> None:

@@ -225,6 +225,25 @@ def test_an_edited_output_is_refused_and_left_byte_for_byte(
     assert out.read_bytes() == edited
 
 
+def test_an_output_restored_byte_for_byte_from_a_backup_is_the_harvests_output(
+    tmp_path: Path,
+) -> None:
+    argv = (*HARVEST, "-q", "grace", "-q", "hope", "--out", "d.jsonl")
+    assert cli(*argv, cwd=tmp_path).code == 0
+    out = tmp_path / "d.jsonl"
+    backup = out.read_bytes()
+    out.unlink()
+    out.write_bytes(backup)  # a new inode, the bytes the harvest wrote
+    again = cli(*argv, cwd=tmp_path)
+    assert again.code == 0, again.err
+    assert out.read_bytes() == backup  # nothing written twice
+    more = cli(*argv, "-q", "mary", "--resume", cwd=tmp_path)
+    assert more.code == 0, more.err
+    ids = ids_in(out)
+    assert out.read_bytes().startswith(backup) and len(ids) > len(jsonl(backup.decode()))
+    assert len(ids) == len(set(ids))
+
+
 def test_a_line_torn_by_a_killed_run_is_cut_with_a_word_and_written_again(
     tmp_path: Path,
 ) -> None:
