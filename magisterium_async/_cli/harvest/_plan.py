@@ -213,6 +213,39 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
         _check_writable(option, path)
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one file: one path once links are followed, or, both
+    there, one device and inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_distinct(out: str | None, state: str | None, queries: list[str]) -> None:
+    """:class:`CliError` when the output, the state and the queries files are not each a
+    file of their own: one would be written over another (or locked twice, by itself)."""
+    written = [(option, path) for option, path in (("--out", out), ("--state", state)) if path]
+    written = [(option, path) for option, path in written if not _special(path)]
+    if len(written) == 2 and _same_file(written[0][1], written[1][1]):
+        names = out if out == state else f"{out} and {state}"
+        raise CliError(
+            f"--out and --state name the same file ({names}): the state needs a file "
+            "of its own (leave --state out for FILE.state.sqlite beside --out)",
+            ExitCode.USAGE,
+        )
+    for option, path in written:
+        for name in queries:
+            if name != "-" and _same_file(path, name):
+                raise CliError(
+                    f"{option} {path} is the queries file {name}: the harvest would write "
+                    f"into its own queries; give {option} another file",
+                    ExitCode.USAGE,
+                )
+
+
 def _regular(path: str) -> bool:
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
@@ -315,8 +348,12 @@ def plan(args: argparse.Namespace) -> Plan:
     """The plan of one harvest process, its files opened; :class:`CliError` if unusable."""
     out = None if args.out in (None, "-") else args.out
     # No state beside /dev/null or a pipe: as with stdout, only --state keeps one.
-    state = args.state or (f"{out}.state.sqlite" if out and not _special(out) else None)
+    if args.state is not None:
+        state: str | None = args.state
+    else:
+        state = f"{out}.state.sqlite" if out and not _special(out) else None
     _check_queries_given(args)
+    _check_distinct(out, state, args.queries)
     if args.resume and state is None:
         raise CliError(
             "--resume needs --out FILE or --state FILE: the state is what it resumes from",
