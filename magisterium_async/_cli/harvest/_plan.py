@@ -141,11 +141,16 @@ _WHY = {
     errno.EROFS: "the file system is read-only",
     errno.ENOSPC: "the disk is full",
     errno.ENAMETOOLONG: "the name is too long",
+    errno.EPIPE: "broken pipe (its reader has gone)",
 }
 
 
-def unwritable(option: str, path: str, error: OSError) -> CliError:
-    """The error for ``option``'s ``path`` that ``error`` says cannot be written."""
+def unwritable(option: str, path: str | None, error: OSError) -> CliError:
+    """The error for ``option``'s ``path`` that ``error`` says cannot be written
+    (``path`` ``None``: stdout, which no option names)."""
+    if path is None:
+        why = _WHY.get(error.errno or 0) or (error.strerror or str(error)).lower()
+        return CliError(f"cannot write stdout: {why}", ExitCode.USAGE)
     parent = os.path.dirname(os.path.abspath(path))
     if error.errno == errno.ENOENT and not os.path.isdir(parent):
         why = f"the directory {parent} does not exist"

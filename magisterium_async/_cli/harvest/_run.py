@@ -320,12 +320,12 @@ async def _drive(
                 async for document in run:
                     await sink.write(document)
             except OSError as exc:
-                raise unwritable("--out", where.out or "-", exc) from None
+                raise unwritable("--out", where.out, exc) from None
             finally:
                 try:
                     await sink.aclose()  # before the harvest closes: it records what is on disk
                 except OSError as exc:
-                    raise unwritable("--out", where.out or "-", exc) from None
+                    raise unwritable("--out", where.out, exc) from None
         ending = "done"
     except _StopHarvest as stop:
         ending, fatal = "stopped", stop.error

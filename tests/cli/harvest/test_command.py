@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import select
 import signal
 import subprocess
@@ -202,6 +203,35 @@ def test_a_device_output_is_never_read_and_a_full_one_ends_with_a_message(
     assert proc.returncode == 2, proc.stderr
     assert "cannot write --out /dev/full: the disk is full" in proc.stderr
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+
+
+def _harvest_to(stdout: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "magisterium_async", "harvest", "--emulator", *argv],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT,
+    )
+
+
+def test_a_stdout_that_cannot_be_written_is_named_stdout(tmp_path: Path) -> None:
+    """No --out was given: the message names stdout, for a full disk or a reader gone."""
+    read, write = os.pipe()
+    os.close(read)  # the reader gone before the first line (`| head -c 10`, later)
+    try:
+        broken = _harvest_to(write, "-q", "grace")
+    finally:
+        os.close(write)
+    assert broken.returncode == 2, broken.stderr
+    assert "error: cannot write stdout: broken pipe" in broken.stderr
+    assert "--out" not in broken.stderr
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            filled = _harvest_to(full.fileno(), "-q", "grace")
+        assert filled.returncode == 2, filled.stderr
+        assert "error: cannot write stdout: the disk is full" in filled.stderr
 
 
 @pytest.mark.parametrize(
