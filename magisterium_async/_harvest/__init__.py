@@ -33,7 +33,12 @@ from magisterium_async._harvest._results import (
     HarvestStats,
     quoted,
 )
-from magisterium_async._harvest._state import HarvestState, StateSummary, is_finished
+from magisterium_async._harvest._state import (
+    HarvestState,
+    StateSummary,
+    check_is_state,
+    is_finished,
+)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -54,6 +59,7 @@ __all__ = [
     "OutputMark",
     "SearchFetchClient",
     "StateSummary",
+    "check_is_state",
     "fetch_many",
     "harvest",
     "harvest_holding",

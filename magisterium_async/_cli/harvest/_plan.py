@@ -12,16 +12,16 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._errors import StateError
-from magisterium_async._harvest import HarvestLock, is_finished
+from magisterium_async._harvest import HarvestLock, check_is_state, is_finished
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "QueriesFile", "plan", "query_of", "unwritable"]
+__all__ = ["Plan", "QueriesFile", "not_continuable", "plan", "query_of", "unwritable"]
 
 # -- the queries ----------------------------------------------------------------------------
 
@@ -197,9 +197,38 @@ def _special(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
-    """``(option, path)`` pairs: usable for writing, and new unless ``resume``."""
-    for option, path in files:
+def not_continuable(out: str, state: str) -> CliError:
+    """The refusal of an existing ``out`` that no state at ``state`` says a harvest wrote:
+    ``--resume`` would refuse it too, so the ways on that work instead."""
+    return CliError(
+        f"{out} exists and this harvest did not write it (there is no harvest state at "
+        f"{state}); it was left as it is. It is not a harvest's output that can be "
+        "continued: give another --out to harvest into a new file; or, with the state of "
+        "the harvest that wrote it, continue it (--state STATE --resume) or rebuild it from "
+        "that state, sending nothing (`magisterium-async rebuild STATE --out NEW`)",
+        ExitCode.USAGE,
+    )
+
+
+def _exists(path: str, out: str | None, state: str | None) -> CliError:
+    """The refusal of ``path`` (``out`` or ``state``), found there without ``--resume``,
+    pointing to the way on that works: ``--resume`` only where it would continue."""
+    if path == out and state is not None and _no_state(state):
+        return not_continuable(out, state)
+    if state is not None and os.path.exists(state) and not _special(state):
+        try:
+            check_is_state(state)  # --resume would refuse a file that is not a state
+        except StateError as exc:
+            return CliError(str(exc), ExitCode.USAGE)
+    return CliError(
+        f"{path} already exists: add --resume to continue that harvest, or choose another --out",
+        ExitCode.USAGE,
+    )
+
+
+def _check_files(out: str | None, state: str | None, resume: bool) -> None:
+    """``--out`` and the state: usable for writing, and new unless ``resume``."""
+    for option, path in (("--out", out), ("--state", state)):
         if path is None:
             continue
         if os.path.isdir(path):
@@ -210,11 +239,7 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
             )
         if not resume and os.path.exists(path) and not _special(path):
             _check_not_in_use(path)
-            raise CliError(
-                f"{path} already exists: add --resume to continue that harvest, "
-                "or choose another --out",
-                ExitCode.USAGE,
-            )
+            raise _exists(path, out, state)
         _check_writable(option, path)
 
 
@@ -388,7 +413,7 @@ def plan(args: argparse.Namespace) -> Plan:
         and _regular(state)
         and _finished(state)
     )
-    _check_files((("--out", out), ("--state", state)), args.resume or continued)
+    _check_files(out, state, args.resume or continued)
     files: list[QueriesFile] = []
     try:
         for name in args.queries:

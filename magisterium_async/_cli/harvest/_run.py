@@ -23,7 +23,7 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest._plan import Plan, plan, unwritable
+from magisterium_async._cli.harvest._plan import Plan, not_continuable, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._cli.harvest._summary import Status, live, summary
 from magisterium_async._cli.harvest._tally import Before, Tally
@@ -219,15 +219,12 @@ async def _before(where: Plan) -> tuple[Before, OutputMark | None, set[str]]:
     if recorded is None and _regular(where.out):
         # --resume to a file no state says this harvest wrote: a user's file, or the
         # output of another harvest. Left alone.
-        why = (
-            f"its state {where.state} records no output"
-            if resuming
-            else f"there is no harvest state at {where.state}"
-        )
+        if not resuming:
+            raise not_continuable(where.out, where.state or "")
         raise CliError(
-            f"{where.out} exists and this harvest did not write it ({why}); it was left as "
-            "it is. Give another --out to harvest into a new file (or --state, the state of "
-            "the harvest that wrote it)",
+            f"{where.out} exists and this harvest did not write it (its state {where.state} "
+            "records no output); it was left as it is. Give another --out to harvest into a "
+            "new file (or --state, the state of the harvest that wrote it)",
             ExitCode.USAGE,
         )
     return before, recorded, pending

@@ -152,6 +152,25 @@ def test_resume_leaves_a_file_it_did_not_write_byte_for_byte(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_an_output_whose_state_is_gone_is_refused_with_ways_that_work(tmp_path: Path) -> None:
+    argv = ("harvest", "--emulator", "-q", "grace", "--out", "b.jsonl")
+    assert cli(*argv, cwd=tmp_path).code == 0
+    (tmp_path / "b.jsonl.state.sqlite").unlink()
+    kept = (tmp_path / "b.jsonl").read_bytes()
+    # With --resume or without, the same refusal: no hint that leads to another one.
+    for resume in ((), ("--resume",)):
+        refused = cli(*argv, *resume, cwd=tmp_path)
+        assert refused.code == 2, refused.err
+        assert "b.jsonl exists and this harvest did not write it (there is no harvest " in (
+            refused.err
+        )
+        assert "not a harvest's output that can be continued: give another --out" in refused.err
+        assert "magisterium-async rebuild STATE --out NEW" in refused.err
+        assert "add --resume" not in refused.err
+    assert (tmp_path / "b.jsonl").read_bytes() == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.jsonl"]
+
+
 def test_resume_appends_to_its_own_output_and_refuses_a_replaced_one(tmp_path: Path) -> None:
     out = tmp_path / "docs.jsonl"
     first = cli("harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", cwd=tmp_path)

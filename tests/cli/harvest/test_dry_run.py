@@ -48,7 +48,7 @@ def test_a_dry_run_refuses_what_the_harvest_would(tmp_path: Path) -> None:
     run = cli(
         "harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", "--dry-run", cwd=tmp_path
     )
-    assert run.code == 2 and "docs.jsonl already exists" in run.err
+    assert run.code == 2 and "docs.jsonl exists and this harvest did not write it" in run.err
     assert (tmp_path / "docs.jsonl").read_text() == "mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
 

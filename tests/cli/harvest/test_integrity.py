@@ -291,12 +291,12 @@ def test_a_state_the_harvest_did_not_create_is_refused_and_left_byte_for_byte(
 ) -> None:
     mine = user_database(tmp_path / "my.db")
     argv = (*HARVEST, "-q", "grace", "--out", "d.jsonl", "--state", "my.db")
-    assert "already exists: add --resume" in cli(*argv, cwd=tmp_path).err
-    refused = cli(*argv, "--resume", cwd=tmp_path)
-    assert refused.code == 2, refused.err
-    assert "my.db is not a harvest state (an SQLite database the harvest did not create)" in (
-        refused.err
-    )
+    for resume in ((), ("--resume",)):  # no hint to --resume: it would be refused too
+        refused = cli(*argv, *resume, cwd=tmp_path)
+        assert refused.code == 2, refused.err
+        assert "my.db is not a harvest state (an SQLite database the harvest did not create)" in (
+            refused.err
+        )
     assert (tmp_path / "my.db").read_bytes() == mine
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my.db"]  # no -wal, no d.jsonl
 
