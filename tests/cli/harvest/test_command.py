@@ -43,6 +43,15 @@ def test_harvest_writes_jsonl_once_and_resume_adds_nothing(tmp_path: Path) -> No
     # All runs counted: the queries searched before and the documents already in the file.
     assert f"all runs: 2 of 2 queries done · {len(ids)} documents in docs.jsonl" in resumed.err
 
+    # A finished harvest given a new query, without --resume: only the new one is searched,
+    # its new documents appended, as the docs say.
+    grown = cli(*args, "-q", "mercy", "--out", "docs.jsonl", cwd=tmp_path)
+    assert grown.code == 0, grown.err
+    assert "hold a finished harvest: continuing it" in grown.err and "searched 1 " in grown.err
+    records = jsonl((tmp_path / "docs.jsonl").read_text())
+    assert records[: len(lines)] == lines and len(records) > len(lines)
+    assert len({record["id"] for record in records}) == len(records)
+
 
 async def test_an_unfinished_harvest_run_again_without_resume_is_refused(
     tmp_path: Path,
