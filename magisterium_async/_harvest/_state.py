@@ -22,6 +22,9 @@ Queries (``queries``, ``id`` in the order they were first taken):
 - ``searched``: answered; ``ids`` holds the JSON list of the ids it returned;
 - ``failed``: failed after retries in run ``run`` (searched again by a later run).
 
+``run`` is the last run that took the query (searched it, or skipped it as answered), so
+a run tells a query its input repeats from one an earlier run answered.
+
 Documents (``documents``, ``seq`` in discovery order):
 
 - ``pending``: found by a search, not fetched yet;
@@ -271,10 +274,13 @@ class Store:
                 )
                 return "search"
             status, run = row
-            if status == "searched":
-                return "recorded"
-            if run == self.run:
+            if run == self.run:  # taken by this run already: the input repeats it
                 return "duplicate"
+            if status == "searched":
+                # Taken by this run, not searched: a repeat later in the input is then
+                # told from a query an earlier run answered.
+                self.db.execute("UPDATE queries SET run = ? WHERE query = ?", (self.run, query))
+                return "recorded"
             self.db.execute(
                 "UPDATE queries SET status = 'pending', run = ?, error = NULL WHERE query = ?",
                 (self.run, query),

@@ -35,11 +35,12 @@ def _check_queries_given(args: argparse.Namespace) -> None:
         _check_query("--query", query)
 
 
-def _check_query(where: str, query: str) -> None:
+def _check_query(where: str, query: str) -> str:
     """The rule every skill method applies (a bound on its length, ...), up front: one
-    query the service cannot be sent is refused before the harvest, not failed in it."""
+    query the service cannot be sent is refused before the harvest, not failed in it.
+    Returns the query as the harvest searches it (stripped)."""
     try:
-        require_query("query", query)
+        return require_query("query", query)
     except ValueError as exc:
         raise CliError(f"{where}: {exc}", ExitCode.USAGE) from None
 
@@ -85,17 +86,16 @@ class QueriesFile:
                     ExitCode.USAGE,
                 ) from None
 
-    def count(self) -> int | None:
-        """How many queries the file holds (``None``: stdin or a pipe, read once)."""
+    def count_into(self, seen: set[str]) -> bool:
+        """Add the file's queries to ``seen``, each checked as the harvest checks it;
+        ``False`` for stdin or a pipe (read once: not counted)."""
         if self._stream or not self.file.seekable():
-            return None
-        count = 0
+            return False
         for number, line in enumerate(self.lines(), 1):
             if (query := query_of(line)) is not None:
-                _check_query(f"{self.name}, line {number}", query)
-                count += 1
+                seen.add(_check_query(f"{self.name}, line {number}", query))
         self.file.seek(0)
-        return count
+        return True
 
     def close(self) -> None:
         """Close the file (not stdin: a thread may still read it)."""
@@ -314,7 +314,7 @@ class Plan:
     out: str | None
     state: str | None
     total: int | None
-    """How many queries in all, when the input can be counted (not stdin)."""
+    """How many distinct queries, when the input can be counted (not stdin)."""
     resuming: bool = False
     """Whether the state exists: a harvest to continue."""
     continued: bool = False
@@ -424,7 +424,9 @@ def plan(args: argparse.Namespace) -> Plan:
                 files.append(QueriesFile("stdin", reader, stream=True))
             else:
                 files.append(QueriesFile(name, open(name, "rb")))  # noqa: SIM115
-        counts = [file.count() for file in files]
+        # Distinct queries, as the harvest searches them: a repeat is searched once.
+        seen = {require_query("query", query) for query in args.query}
+        counted = [file.count_into(seen) for file in files]
     except OSError as exc:
         for file in files:
             file.close()
@@ -433,7 +435,7 @@ def plan(args: argparse.Namespace) -> Plan:
         for file in files:
             file.close()
         raise
-    total = None if None in counts else len(args.query) + sum(c or 0 for c in counts)
+    total = len(seen) if all(counted) else None
     resuming = state is not None and os.path.exists(state)
     if total == 0 and not resuming:
         for file in files:

@@ -165,11 +165,12 @@ def summary(
     record.update(tally.record(), elapsed=stats.elapsed)
 
     def lines() -> list[str]:
-        skipped = (
-            f" (skipped {stats.skipped_queries}: repeated or searched before)"
-            if stats.skipped_queries
-            else ""
-        )
+        # Every figure counts distinct queries: a repeat in the input is said apart.
+        before, repeated = tally.queries_searched_before, stats.repeated_queries
+        notes = [f"skipped {before} searched before"] if before else []
+        if repeated:
+            notes.append(f"{repeated} repeated in the input, counted once")
+        skipped = f" ({'; '.join(notes)})" if notes else ""
         text = [
             f"{_head(ending, sink.written, stats.searched)}"
             f" in {seconds(stats.elapsed)} → {out or 'stdout'}",
