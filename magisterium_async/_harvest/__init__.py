@@ -36,6 +36,7 @@ from magisterium_async._harvest._results import (
 from magisterium_async._harvest._state import (
     HarvestState,
     StateSummary,
+    answered,
     check_is_state,
     is_finished,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "OutputMark",
     "SearchFetchClient",
     "StateSummary",
+    "answered",
     "check_is_state",
     "fetch_many",
     "harvest",

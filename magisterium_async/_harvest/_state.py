@@ -86,6 +86,7 @@ __all__ = [
     "Searched",
     "StateSummary",
     "Store",
+    "answered",
     "check_is_state",
     "is_finished",
 ]
@@ -461,6 +462,28 @@ def is_finished(path: str) -> bool:
         return False
     finally:
         store.close()
+
+
+def answered(path: str, queries: Sequence[str]) -> tuple[list[str], int]:
+    """What the state at ``path`` spares a run of ``queries``, for a dry run: those of
+    ``queries`` it records answered (not searched again), and the documents it found and
+    has not fetched (fetched first). Only reads; a caller that must not read under a
+    running harvest holds its lock. :class:`StateError` for a file that is not a state."""
+    check_is_state(path)
+    with _state_errors(path):
+        store = Store(path, keep_bodies=False, new_run=False)
+        try:
+            done = [
+                query
+                for query in queries
+                if store.db.execute(
+                    "SELECT 1 FROM queries WHERE query = ? AND status = 'searched'", (query,)
+                ).fetchone()
+            ]
+            documents = store.summary().documents
+        finally:
+            store.close()
+    return done, documents.get("pending", 0) + documents.get("failed", 0)
 
 
 @contextmanager
