@@ -362,6 +362,9 @@ class JsonlWriter:
         self.recovered: list[str] = []
         """The ids of the whole records :meth:`open` found after ``mark`` (written, not
         acknowledged: a crash in between), in the order of the file."""
+        self.changed: str | None = None
+        """Set by :meth:`aclose` when the file was changed under the writer (cut, added
+        to, removed or replaced while it was open): what differs. ``None``: as written."""
 
     async def __aenter__(self) -> JsonlWriter:
         await self.open()
@@ -485,10 +488,26 @@ class JsonlWriter:
         try:
             await self._stop_timer()
             await self.flush()
+            self.changed = await anyio.to_thread.run_sync(self._changed_under_us)
         finally:
             file, self._file = self._file, None
             file.close()
             self._release()
+
+    def _changed_under_us(self) -> str | None:
+        # Cheap and sound: every byte was written here (the lock keeps other harvests
+        # out), so the file ends at the mark unless someone else changed it.
+        mark, file = self._mark, self._file
+        if mark is None or file is None:
+            return None
+        stat = os.fstat(file.fileno())
+        if stat.st_size != mark.offset:
+            return f"it holds {stat.st_size} bytes, not the {mark.offset} the harvest wrote"
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            return "it was removed"
+        return None if os.path.samestat(stat, there) else "another file was put in its place"
 
     async def _stop_timer(self) -> None:
         timer, self._timer = self._timer, None

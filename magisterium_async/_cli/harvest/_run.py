@@ -332,11 +332,20 @@ async def _drive(
     finally:
         if display is not None:
             display.stop()
+        changed = sink.changed if isinstance(sink, JsonlWriter) else None
         if run.stats.queries or sink.written:
             summary(
-                output, tally, ending=ending, out=where.out, state=where.state, emulator=emulator
+                output,
+                tally,
+                ending=ending,
+                out=where.out,
+                state=where.state,
+                emulator=emulator,
+                changed=changed,
             )
     if fatal is not None:
         raise fatal
+    if changed is not None:  # the file named is not what was written: the user's move
+        return ExitCode.USAGE
     # One code whatever failed first: the summary says what it was.
     return ExitCode.PARTIAL if run.failures else ExitCode.OK

@@ -347,3 +347,23 @@ def test_a_queries_file_without_line_ends_is_refused_not_read_whole() -> None:
     run = cli(*HARVEST, "/dev/zero")
     assert run.code == 2
     assert "/dev/zero, line 1: longer than 1,048,576 bytes" in run.err
+
+
+def test_an_output_cut_while_the_harvest_writes_it_is_said_in_the_summary(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "u.jsonl"
+    with running(tmp_path, "--out", "u.jsonl") as proc:
+        deadline = time.monotonic() + TIMEOUT  # a failure bound, never the condition
+        while not out.exists() or not out.stat().st_size:  # the first batch is on disk
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        out.write_bytes(b"")  # `: > u.jsonl` while it runs
+        done = finish(proc, "mercy\n")
+    assert done.code == 2, done.err
+    assert "u.jsonl was changed while the harvest wrote it (it holds " in done.err
+    assert "Nothing is lost: the state holds every document" in done.err
+    assert "magisterium-async rebuild u.jsonl.state.sqlite --out u.rebuilt.jsonl" in done.err
+    rebuilt = cli("rebuild", "u.jsonl.state.sqlite", cwd=tmp_path)
+    assert rebuilt.code == 0 and len(jsonl(rebuilt.out)) > len(ids_in(out))
