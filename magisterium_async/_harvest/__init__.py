@@ -33,7 +33,13 @@ from magisterium_async._harvest._results import (
     HarvestStats,
     quoted,
 )
-from magisterium_async._harvest._state import HarvestState, StateSummary, is_finished
+from magisterium_async._harvest._state import (
+    HarvestState,
+    StateSummary,
+    answered,
+    check_is_state,
+    is_finished,
+)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -54,6 +60,8 @@ __all__ = [
     "OutputMark",
     "SearchFetchClient",
     "StateSummary",
+    "answered",
+    "check_is_state",
     "fetch_many",
     "harvest",
     "harvest_holding",

@@ -48,10 +48,11 @@ logger = logging.getLogger("magisterium_async.harvest")
 class OutputMark(NamedTuple):
     """Where a :class:`JsonlWriter` left its file: what a harvest's state records of it.
 
-    ``device`` and ``inode`` name the file; ``offset`` is the end of its last whole
-    record; ``fingerprint`` is a digest of every byte before ``offset`` (``sha256:...``),
-    so a file edited anywhere,
-    cut, or deleted and made anew (which may reuse the inode) is told apart.
+    ``device`` and ``inode`` name the file it was; ``offset`` is the end of its last
+    whole record; ``fingerprint`` is a digest of every byte before ``offset``
+    (``sha256:...``). The bytes are what a resume checks: a file edited anywhere, cut,
+    or replaced by other bytes is told apart, while a copy restored from a backup (a new
+    inode, the same bytes) is the harvest's output still.
     """
 
     device: int
@@ -123,15 +124,14 @@ def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
     return OutputFileError(
         f"{path} is not the output this harvest wrote: {why}. It was left as it is. "
         f"{after}To continue without spending the quota again, put back the file as the "
-        "harvest left it (from a backup or version control) and run again; to start over, "
-        "give another --out and its own --state (every document is then fetched again)",
+        "harvest left it (a copy of it from a backup or version control, byte for byte) and "
+        "run again; to start over, give another --out and its own --state (every document "
+        "is then fetched again)",
         path=path,
     )
 
 
-def _check_identity(path: str, stat: os.stat_result, mark: OutputMark) -> None:
-    if (stat.st_dev, stat.st_ino) != (mark.device, mark.inode):
-        raise _refuse(path, "it is another file than the one the harvest wrote there")
+def _check_size(path: str, stat: os.stat_result, mark: OutputMark) -> None:
     if stat.st_size < mark.offset:
         raise _refuse(
             path,
@@ -213,10 +213,19 @@ def _open(
         recovered: list[str] = []
         with open(file.fileno(), "rb", closefd=False) as reader:
             if mark is not None:
-                _check_identity(path, stat, mark)
+                # The bytes, not the inode: a backup put back is a new inode, the same
+                # bytes, and the harvest's output still.
+                _check_size(path, stat, mark)
                 scan.read(reader, 0, mark.offset, note)
                 if _DIGEST + scan.digest.hexdigest() != mark.fingerprint:
-                    raise _refuse(path, "it was edited since the harvest wrote it")
+                    same = (stat.st_dev, stat.st_ino) == (mark.device, mark.inode)
+                    raise _refuse(
+                        path,
+                        "it was edited since the harvest wrote it"
+                        if same
+                        else "another file is in its place, and its bytes differ from those "
+                        "the harvest wrote",
+                    )
                 check = _check_after_mark(path, mark, pending, scan, recovered)
 
                 def note_after(line_start: int, head: bytes) -> None:
@@ -291,9 +300,9 @@ class JsonlWriter:
     (``/dev/null``, a pipe) is not read at all.
 
     A file is altered only where this writer can tell it wrote it. ``mark`` is where a
-    writer left it (its :attr:`mark`, which a harvest's state records): the file must be
-    that one (same device and inode), still there, no shorter, and unchanged in every byte
-    up to the mark, or :class:`OutputFileError` is raised saying which. After the mark,
+    writer left it (its :attr:`mark`, which a harvest's state records): the file must
+    still be there, no shorter, and hold the same bytes up to the mark (a copy put back
+    from a backup does), or :class:`OutputFileError` is raised saying which. After the mark,
     only what a crash between a write and its acknowledgement leaves is accepted: whole
     records of the ids in ``pending`` (those handed to the writer and not acknowledged
     when the mark was recorded; a harvest's state knows them), each once, and then at
@@ -353,6 +362,9 @@ class JsonlWriter:
         self.recovered: list[str] = []
         """The ids of the whole records :meth:`open` found after ``mark`` (written, not
         acknowledged: a crash in between), in the order of the file."""
+        self.changed: str | None = None
+        """Set by :meth:`aclose` when the file was changed under the writer (cut, added
+        to, removed or replaced while it was open): what differs. ``None``: as written."""
 
     async def __aenter__(self) -> JsonlWriter:
         await self.open()
@@ -476,10 +488,26 @@ class JsonlWriter:
         try:
             await self._stop_timer()
             await self.flush()
+            self.changed = await anyio.to_thread.run_sync(self._changed_under_us)
         finally:
             file, self._file = self._file, None
             file.close()
             self._release()
+
+    def _changed_under_us(self) -> str | None:
+        # Cheap and sound: every byte was written here (the lock keeps other harvests
+        # out), so the file ends at the mark unless someone else changed it.
+        mark, file = self._mark, self._file
+        if mark is None or file is None:
+            return None
+        stat = os.fstat(file.fileno())
+        if stat.st_size != mark.offset:
+            return f"it holds {stat.st_size} bytes, not the {mark.offset} the harvest wrote"
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            return "it was removed"
+        return None if os.path.samestat(stat, there) else "another file was put in its place"
 
     async def _stop_timer(self) -> None:
         timer, self._timer = self._timer, None

@@ -282,11 +282,14 @@ class HarvestRun:
             except ITEM_ERRORS as exc:
                 self.fail("search", query, exc)
                 return
-            if await state.claim_query(query) == "search":
+            taken = await state.claim_query(query)
+            if taken == "search":
                 await backlog.room()
                 await to_search.send(query)
-            else:
-                self.stats.skipped_queries += 1
+                return
+            self.stats.skipped_queries += 1
+            if taken == "duplicate":
+                self.stats.repeated_queries += 1
 
         async with to_search:
             await for_each(self.queries, claim)

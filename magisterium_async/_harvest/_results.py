@@ -68,6 +68,10 @@ class HarvestStats:
     """Searches answered in this run."""
     skipped_queries: int = 0
     """Queries not searched: answered in an earlier run, or repeated in the input."""
+    repeated_queries: int = 0
+    """Of :attr:`skipped_queries`, those repeated in this run's input (the same query
+    read again): ``searched + skipped_queries - repeated_queries`` is the distinct
+    queries of the input answered, now or before."""
     results: int = 0
     """Search results received, duplicates included."""
     unique_ids: int = 0

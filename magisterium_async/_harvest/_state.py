@@ -22,6 +22,9 @@ Queries (``queries``, ``id`` in the order they were first taken):
 - ``searched``: answered; ``ids`` holds the JSON list of the ids it returned;
 - ``failed``: failed after retries in run ``run`` (searched again by a later run).
 
+``run`` is the last run that took the query (searched it, or skipped it as answered), so
+a run tells a query its input repeats from one an earlier run answered.
+
 Documents (``documents``, ``seq`` in discovery order):
 
 - ``pending``: found by a search, not fetched yet;
@@ -84,6 +87,7 @@ __all__ = [
     "Searched",
     "StateSummary",
     "Store",
+    "answered",
     "check_is_state",
     "is_finished",
 ]
@@ -272,10 +276,13 @@ class Store:
                 )
                 return "search"
             status, run = row
-            if status == "searched":
-                return "recorded"
-            if run == self.run:
+            if run == self.run:  # taken by this run already: the input repeats it
                 return "duplicate"
+            if status == "searched":
+                # Taken by this run, not searched: a repeat later in the input is then
+                # told from a query an earlier run answered.
+                self.db.execute("UPDATE queries SET run = ? WHERE query = ?", (self.run, query))
+                return "recorded"
             self.db.execute(
                 "UPDATE queries SET status = 'pending', run = ?, error = NULL WHERE query = ?",
                 (self.run, query),
@@ -456,6 +463,28 @@ def is_finished(path: str) -> bool:
         return False
     finally:
         store.close()
+
+
+def answered(path: str, queries: Sequence[str]) -> tuple[list[str], int]:
+    """What the state at ``path`` spares a run of ``queries``, for a dry run: those of
+    ``queries`` it records answered (not searched again), and the documents it found and
+    has not fetched (fetched first). Only reads; a caller that must not read under a
+    running harvest holds its lock. :class:`StateError` for a file that is not a state."""
+    check_is_state(path)
+    with _state_errors(path):
+        store = Store(path, keep_bodies=False, new_run=False)
+        try:
+            done = [
+                query
+                for query in queries
+                if store.db.execute(
+                    "SELECT 1 FROM queries WHERE query = ? AND status = 'searched'", (query,)
+                ).fetchone()
+            ]
+            documents = store.summary().documents
+        finally:
+            store.close()
+    return done, documents.get("pending", 0) + documents.get("failed", 0)
 
 
 DAMAGED_STATE = (

@@ -571,8 +571,17 @@ async def test_jsonl_writer_alters_no_file_it_cannot_tell_it_wrote(tmp_path: Pat
     async with JsonlWriter(ours) as out:
         await out.write(document("a"))
     assert out.mark is not None
-    with pytest.raises(OutputFileError, match="another file"):
+    with pytest.raises(OutputFileError, match="less than"):
         await JsonlWriter(notes, mark=out.mark).open()
+    other = tmp_path / "other.jsonl"  # as long as ours, other bytes
+    other.write_bytes(b"x" * (out.mark.offset - 1) + b"\n")
+    with pytest.raises(OutputFileError, match="another file is in its place"):
+        await JsonlWriter(other, mark=out.mark).open()
+    copy = tmp_path / "copy.jsonl"  # the same bytes in another file: a backup put back
+    copy.write_bytes(ours.read_bytes())
+    async with JsonlWriter(copy, mark=out.mark) as again:
+        assert not await again.write(document("a"))
+    assert copy.read_bytes() == ours.read_bytes()
     ours.write_bytes(ours.read_bytes().replace(b'"a"', b'"z"'))  # edited in place
     with pytest.raises(OutputFileError, match="it was edited since the harvest wrote it"):
         await JsonlWriter(ours, mark=out.mark).open()

@@ -36,6 +36,13 @@ def _concurrency(text: str) -> int:
     return value
 
 
+def _path(text: str) -> str:
+    """``--out`` and ``--state``: a path, never an empty one (it names no file)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must name a file, not be empty")
+    return text
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "queries",
@@ -47,11 +54,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--out",
+        type=_path,
         metavar="FILE",
         help="JSON Lines output, one document a line (default: stdout)",
     )
     parser.add_argument(
         "--state",
+        type=_path,
         metavar="PATH",
         help="the resumable state (default: FILE.state.sqlite with --out)",
     )

@@ -12,16 +12,16 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._errors import StateError
-from magisterium_async._harvest import HarvestLock, is_finished
+from magisterium_async._harvest import HarvestLock, check_is_state, is_finished
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "QueriesFile", "plan", "query_of", "unwritable"]
+__all__ = ["Plan", "QueriesFile", "not_continuable", "plan", "query_of", "unwritable"]
 
 # -- the queries ----------------------------------------------------------------------------
 
@@ -35,11 +35,12 @@ def _check_queries_given(args: argparse.Namespace) -> None:
         _check_query("--query", query)
 
 
-def _check_query(where: str, query: str) -> None:
+def _check_query(where: str, query: str) -> str:
     """The rule every skill method applies (a bound on its length, ...), up front: one
-    query the service cannot be sent is refused before the harvest, not failed in it."""
+    query the service cannot be sent is refused before the harvest, not failed in it.
+    Returns the query as the harvest searches it (stripped)."""
     try:
-        require_query("query", query)
+        return require_query("query", query)
     except ValueError as exc:
         raise CliError(f"{where}: {exc}", ExitCode.USAGE) from None
 
@@ -85,17 +86,16 @@ class QueriesFile:
                     ExitCode.USAGE,
                 ) from None
 
-    def count(self) -> int | None:
-        """How many queries the file holds (``None``: stdin or a pipe, read once)."""
+    def count_into(self, seen: set[str]) -> bool:
+        """Add the file's queries to ``seen``, each checked as the harvest checks it;
+        ``False`` for stdin or a pipe (read once: not counted)."""
         if self._stream or not self.file.seekable():
-            return None
-        count = 0
+            return False
         for number, line in enumerate(self.lines(), 1):
             if (query := query_of(line)) is not None:
-                _check_query(f"{self.name}, line {number}", query)
-                count += 1
+                seen.add(_check_query(f"{self.name}, line {number}", query))
         self.file.seek(0)
-        return count
+        return True
 
     def close(self) -> None:
         """Close the file (not stdin: a thread may still read it)."""
@@ -141,11 +141,16 @@ _WHY = {
     errno.EROFS: "the file system is read-only",
     errno.ENOSPC: "the disk is full",
     errno.ENAMETOOLONG: "the name is too long",
+    errno.EPIPE: "broken pipe (its reader has gone)",
 }
 
 
-def unwritable(option: str, path: str, error: OSError) -> CliError:
-    """The error for ``option``'s ``path`` that ``error`` says cannot be written."""
+def unwritable(option: str, path: str | None, error: OSError) -> CliError:
+    """The error for ``option``'s ``path`` that ``error`` says cannot be written
+    (``path`` ``None``: stdout, which no option names)."""
+    if path is None:
+        why = _WHY.get(error.errno or 0) or (error.strerror or str(error)).lower()
+        return CliError(f"cannot write stdout: {why}", ExitCode.USAGE)
     parent = os.path.dirname(os.path.abspath(path))
     if error.errno == errno.ENOENT and not os.path.isdir(parent):
         why = f"the directory {parent} does not exist"
@@ -192,9 +197,38 @@ def _special(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
-    """``(option, path)`` pairs: usable for writing, and new unless ``resume``."""
-    for option, path in files:
+def not_continuable(out: str, state: str) -> CliError:
+    """The refusal of an existing ``out`` that no state at ``state`` says a harvest wrote:
+    ``--resume`` would refuse it too, so the ways on that work instead."""
+    return CliError(
+        f"{out} exists and this harvest did not write it (there is no harvest state at "
+        f"{state}); it was left as it is. It is not a harvest's output that can be "
+        "continued: give another --out to harvest into a new file; or, with the state of "
+        "the harvest that wrote it, continue it (--state STATE --resume) or rebuild it from "
+        "that state, sending nothing (`magisterium-async rebuild STATE --out NEW`)",
+        ExitCode.USAGE,
+    )
+
+
+def _exists(path: str, out: str | None, state: str | None) -> CliError:
+    """The refusal of ``path`` (``out`` or ``state``), found there without ``--resume``,
+    pointing to the way on that works: ``--resume`` only where it would continue."""
+    if path == out and state is not None and _no_state(state):
+        return not_continuable(out, state)
+    if state is not None and os.path.exists(state) and not _special(state):
+        try:
+            check_is_state(state)  # --resume would refuse a file that is not a state
+        except StateError as exc:
+            return CliError(str(exc), ExitCode.USAGE)
+    return CliError(
+        f"{path} already exists: add --resume to continue that harvest, or choose another --out",
+        ExitCode.USAGE,
+    )
+
+
+def _check_files(out: str | None, state: str | None, resume: bool) -> None:
+    """``--out`` and the state: usable for writing, and new unless ``resume``."""
+    for option, path in (("--out", out), ("--state", state)):
         if path is None:
             continue
         if os.path.isdir(path):
@@ -205,12 +239,41 @@ def _check_files(files: Iterable[tuple[str, str | None]], resume: bool) -> None:
             )
         if not resume and os.path.exists(path) and not _special(path):
             _check_not_in_use(path)
-            raise CliError(
-                f"{path} already exists: add --resume to continue that harvest, "
-                "or choose another --out",
-                ExitCode.USAGE,
-            )
+            raise _exists(path, out, state)
         _check_writable(option, path)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one file: one path once links are followed, or, both
+    there, one device and inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_distinct(out: str | None, state: str | None, queries: list[str]) -> None:
+    """:class:`CliError` when the output, the state and the queries files are not each a
+    file of their own: one would be written over another (or locked twice, by itself)."""
+    written = [(option, path) for option, path in (("--out", out), ("--state", state)) if path]
+    written = [(option, path) for option, path in written if not _special(path)]
+    if len(written) == 2 and _same_file(written[0][1], written[1][1]):
+        names = out if out == state else f"{out} and {state}"
+        raise CliError(
+            f"--out and --state name the same file ({names}): the state needs a file "
+            "of its own (leave --state out for FILE.state.sqlite beside --out)",
+            ExitCode.USAGE,
+        )
+    for option, path in written:
+        for name in queries:
+            if name != "-" and _same_file(path, name):
+                raise CliError(
+                    f"{option} {path} is the queries file {name}: the harvest would write "
+                    f"into its own queries; give {option} another file",
+                    ExitCode.USAGE,
+                )
 
 
 def _regular(path: str) -> bool:
@@ -251,7 +314,7 @@ class Plan:
     out: str | None
     state: str | None
     total: int | None
-    """How many queries in all, when the input can be counted (not stdin)."""
+    """How many distinct queries, when the input can be counted (not stdin)."""
     resuming: bool = False
     """Whether the state exists: a harvest to continue."""
     continued: bool = False
@@ -315,8 +378,12 @@ def plan(args: argparse.Namespace) -> Plan:
     """The plan of one harvest process, its files opened; :class:`CliError` if unusable."""
     out = None if args.out in (None, "-") else args.out
     # No state beside /dev/null or a pipe: as with stdout, only --state keeps one.
-    state = args.state or (f"{out}.state.sqlite" if out and not _special(out) else None)
+    if args.state is not None:
+        state: str | None = args.state
+    else:
+        state = f"{out}.state.sqlite" if out and not _special(out) else None
     _check_queries_given(args)
+    _check_distinct(out, state, args.queries)
     if args.resume and state is None:
         raise CliError(
             "--resume needs --out FILE or --state FILE: the state is what it resumes from",
@@ -346,7 +413,7 @@ def plan(args: argparse.Namespace) -> Plan:
         and _regular(state)
         and _finished(state)
     )
-    _check_files((("--out", out), ("--state", state)), args.resume or continued)
+    _check_files(out, state, args.resume or continued)
     files: list[QueriesFile] = []
     try:
         for name in args.queries:
@@ -357,7 +424,9 @@ def plan(args: argparse.Namespace) -> Plan:
                 files.append(QueriesFile("stdin", reader, stream=True))
             else:
                 files.append(QueriesFile(name, open(name, "rb")))  # noqa: SIM115
-        counts = [file.count() for file in files]
+        # Distinct queries, as the harvest searches them: a repeat is searched once.
+        seen = {require_query("query", query) for query in args.query}
+        counted = [file.count_into(seen) for file in files]
     except OSError as exc:
         for file in files:
             file.close()
@@ -366,7 +435,7 @@ def plan(args: argparse.Namespace) -> Plan:
         for file in files:
             file.close()
         raise
-    total = None if None in counts else len(args.query) + sum(c or 0 for c in counts)
+    total = len(seen) if all(counted) else None
     resuming = state is not None and os.path.exists(state)
     if total == 0 and not resuming:
         for file in files:

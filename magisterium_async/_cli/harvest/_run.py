@@ -23,7 +23,7 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest._plan import Plan, plan, unwritable
+from magisterium_async._cli.harvest._plan import Plan, not_continuable, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._cli.harvest._summary import Status, live, summary
 from magisterium_async._cli.harvest._tally import Before, Tally
@@ -219,15 +219,12 @@ async def _before(where: Plan) -> tuple[Before, OutputMark | None, set[str]]:
     if recorded is None and _regular(where.out):
         # --resume to a file no state says this harvest wrote: a user's file, or the
         # output of another harvest. Left alone.
-        why = (
-            f"its state {where.state} records no output"
-            if resuming
-            else f"there is no harvest state at {where.state}"
-        )
+        if not resuming:
+            raise not_continuable(where.out, where.state or "")
         raise CliError(
-            f"{where.out} exists and this harvest did not write it ({why}); it was left as "
-            "it is. Give another --out to harvest into a new file (or --state, the state of "
-            "the harvest that wrote it)",
+            f"{where.out} exists and this harvest did not write it (its state {where.state} "
+            "records no output); it was left as it is. Give another --out to harvest into a "
+            "new file (or --state, the state of the harvest that wrote it)",
             ExitCode.USAGE,
         )
     return before, recorded, pending
@@ -320,12 +317,12 @@ async def _drive(
                 async for document in run:
                     await sink.write(document)
             except OSError as exc:
-                raise unwritable("--out", where.out or "-", exc) from None
+                raise unwritable("--out", where.out, exc) from None
             finally:
                 try:
                     await sink.aclose()  # before the harvest closes: it records what is on disk
                 except OSError as exc:
-                    raise unwritable("--out", where.out or "-", exc) from None
+                    raise unwritable("--out", where.out, exc) from None
         ending = "done"
     except _StopHarvest as stop:
         ending, fatal = "stopped", stop.error
@@ -335,11 +332,20 @@ async def _drive(
     finally:
         if display is not None:
             display.stop()
+        changed = sink.changed if isinstance(sink, JsonlWriter) else None
         if run.stats.queries or sink.written:
             summary(
-                output, tally, ending=ending, out=where.out, state=where.state, emulator=emulator
+                output,
+                tally,
+                ending=ending,
+                out=where.out,
+                state=where.state,
+                emulator=emulator,
+                changed=changed,
             )
     if fatal is not None:
         raise fatal
+    if changed is not None:  # the file named is not what was written: the user's move
+        return ExitCode.USAGE
     # One code whatever failed first: the summary says what it was.
     return ExitCode.PARTIAL if run.failures else ExitCode.OK

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from magisterium_async._cli._errors import describe
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._status import duration, waiting_text
+from magisterium_async._cli.harvest._rebuild import rebuild_command
 from magisterium_async._cli.harvest._tally import Tally
 from magisterium_async._harvest import QUOTED, quoted
 
@@ -153,8 +154,10 @@ def summary(
     out: str | None,
     state: str | None,
     emulator: bool,
+    changed: str | None = None,
 ) -> None:
-    """The summary of a harvest, when it ends."""
+    """The summary of a harvest, when it ends; ``changed``: how ``out`` was changed under
+    the harvest while it wrote it (see :attr:`JsonlWriter.changed`)."""
     run, sink = tally.run, tally.sink
     stats = run.stats
     fields = dataclasses.asdict(stats)
@@ -162,14 +165,15 @@ def summary(
     fields.pop("finished")
     record: dict[str, Any] = {"ending": ending, "out": out, "state": state}
     record.update(fields, written=sink.written, already_in_file=sink.skipped)
-    record.update(tally.record(), elapsed=stats.elapsed)
+    record.update(tally.record(), elapsed=stats.elapsed, output_changed=changed)
 
     def lines() -> list[str]:
-        skipped = (
-            f" (skipped {stats.skipped_queries}: repeated or searched before)"
-            if stats.skipped_queries
-            else ""
-        )
+        # Every figure counts distinct queries: a repeat in the input is said apart.
+        before, repeated = tally.queries_searched_before, stats.repeated_queries
+        notes = [f"skipped {before} searched before"] if before else []
+        if repeated:
+            notes.append(f"{repeated} repeated in the input, counted once")
+        skipped = f" ({'; '.join(notes)})" if notes else ""
         text = [
             f"{_head(ending, sink.written, stats.searched)}"
             f" in {seconds(stats.elapsed)} → {out or 'stdout'}",
@@ -186,6 +190,13 @@ def summary(
             noun = "query" if counted == 1 else "queries"
             text.append(f"  all runs: {queries} {noun} done{documents}")
         text += _already(sink.skipped, out)
+        if changed is not None:
+            rebuild = f": `{rebuild_command(out, state)}`" if out and state else ""
+            text.append(
+                f"  {out} was changed while the harvest wrote it ({changed}): it does not hold "
+                f"what the figures say. Nothing is lost: the state holds every document; "
+                f"rebuild the output from it, sending nothing{rebuild}"
+            )
         if run.failures:
             first = run.failures[0]
             what = f"{first.kind} {quoted(first.input)}"

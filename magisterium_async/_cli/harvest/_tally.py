@@ -77,7 +77,7 @@ class Tally:
         self.run = run
         self.sink = sink
         self.total = total
-        """Queries in the input, when it can be counted (not stdin)."""
+        """Distinct queries in the input, when it can be counted (not stdin)."""
         self.quota = quota
         self.before = before or Before()
         self._pool = pool
@@ -92,11 +92,17 @@ class Tally:
         return self.run.stats.searched
 
     @property
-    def queries_done(self) -> int:
-        """Queries answered, over all runs: searched now or before, or repeated (a failed
-        search is not done: ``--resume`` tries it again)."""
+    def queries_searched_before(self) -> int:
+        """Distinct queries of the input an earlier run answered (not searched again)."""
         stats = self.run.stats
-        return stats.searched + stats.skipped_queries
+        return stats.skipped_queries - stats.repeated_queries
+
+    @property
+    def queries_done(self) -> int:
+        """Distinct queries of the input answered, over all runs: searched now or before
+        (a query repeated in the input counts once; a failed search is not done:
+        ``--resume`` tries it again)."""
+        return self.run.stats.searched + self.queries_searched_before
 
     @property
     def documents_this_run(self) -> int:

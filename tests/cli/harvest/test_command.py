@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import select
 import signal
 import subprocess
@@ -41,6 +42,15 @@ def test_harvest_writes_jsonl_once_and_resume_adds_nothing(tmp_path: Path) -> No
     assert "Harvested 0 documents" in resumed.err
     # All runs counted: the queries searched before and the documents already in the file.
     assert f"all runs: 2 of 2 queries done · {len(ids)} documents in docs.jsonl" in resumed.err
+
+    # A finished harvest given a new query, without --resume: only the new one is searched,
+    # its new documents appended, as the docs say.
+    grown = cli(*args, "-q", "mercy", "--out", "docs.jsonl", cwd=tmp_path)
+    assert grown.code == 0, grown.err
+    assert "hold a finished harvest: continuing it" in grown.err and "searched 1 " in grown.err
+    records = jsonl((tmp_path / "docs.jsonl").read_text())
+    assert records[: len(lines)] == lines and len(records) > len(lines)
+    assert len({record["id"] for record in records}) == len(records)
 
 
 async def test_an_unfinished_harvest_run_again_without_resume_is_refused(
@@ -151,6 +161,25 @@ def test_resume_leaves_a_file_it_did_not_write_byte_for_byte(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_an_output_whose_state_is_gone_is_refused_with_ways_that_work(tmp_path: Path) -> None:
+    argv = ("harvest", "--emulator", "-q", "grace", "--out", "b.jsonl")
+    assert cli(*argv, cwd=tmp_path).code == 0
+    (tmp_path / "b.jsonl.state.sqlite").unlink()
+    kept = (tmp_path / "b.jsonl").read_bytes()
+    # With --resume or without, the same refusal: no hint that leads to another one.
+    for resume in ((), ("--resume",)):
+        refused = cli(*argv, *resume, cwd=tmp_path)
+        assert refused.code == 2, refused.err
+        assert "b.jsonl exists and this harvest did not write it (there is no harvest " in (
+            refused.err
+        )
+        assert "not a harvest's output that can be continued: give another --out" in refused.err
+        assert "magisterium-async rebuild STATE --out NEW" in refused.err
+        assert "add --resume" not in refused.err
+    assert (tmp_path / "b.jsonl").read_bytes() == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.jsonl"]
+
+
 def test_resume_appends_to_its_own_output_and_refuses_a_replaced_one(tmp_path: Path) -> None:
     out = tmp_path / "docs.jsonl"
     first = cli("harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", cwd=tmp_path)
@@ -164,13 +193,15 @@ def test_resume_appends_to_its_own_output_and_refuses_a_replaced_one(tmp_path: P
     ids = [record["id"] for record in records]
     assert len(ids) == len(set(ids))
 
-    # The same bytes in another file (a copy put in its place) are not the harvest's file.
+    # Other bytes in another file put in its place are not the harvest's output.
     kept = out.read_bytes()
-    (tmp_path / "elsewhere").write_bytes(kept)  # made while the original holds its inode
+    other = kept.replace(b'"title":"', b'"title":"X', 1)
+    (tmp_path / "elsewhere").write_bytes(other)  # made while the original holds its inode
     (tmp_path / "elsewhere").replace(out)
     refused = cli(*more, "-q", "mercy", "--resume", cwd=tmp_path)
-    assert refused.code == 2 and "another file than the one the harvest wrote" in refused.err
-    assert out.read_bytes() == kept
+    assert refused.code == 2, refused.err
+    assert "another file is in its place, and its bytes differ" in refused.err
+    assert out.read_bytes() == other
 
 
 def _limit_memory() -> None:
@@ -200,6 +231,35 @@ def test_a_device_output_is_never_read_and_a_full_one_ends_with_a_message(
     assert proc.returncode == 2, proc.stderr
     assert "cannot write --out /dev/full: the disk is full" in proc.stderr
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+
+
+def _harvest_to(stdout: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "magisterium_async", "harvest", "--emulator", *argv],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT,
+    )
+
+
+def test_a_stdout_that_cannot_be_written_is_named_stdout(tmp_path: Path) -> None:
+    """No --out was given: the message names stdout, for a full disk or a reader gone."""
+    read, write = os.pipe()
+    os.close(read)  # the reader gone before the first line (`| head -c 10`, later)
+    try:
+        broken = _harvest_to(write, "-q", "grace")
+    finally:
+        os.close(write)
+    assert broken.returncode == 2, broken.stderr
+    assert "error: cannot write stdout: broken pipe" in broken.stderr
+    assert "--out" not in broken.stderr
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            filled = _harvest_to(full.fileno(), "-q", "grace")
+        assert filled.returncode == 2, filled.stderr
+        assert "error: cannot write stdout: the disk is full" in filled.stderr
 
 
 @pytest.mark.parametrize(

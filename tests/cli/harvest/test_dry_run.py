@@ -48,7 +48,7 @@ def test_a_dry_run_refuses_what_the_harvest_would(tmp_path: Path) -> None:
     run = cli(
         "harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", "--dry-run", cwd=tmp_path
     )
-    assert run.code == 2 and "docs.jsonl already exists" in run.err
+    assert run.code == 2 and "docs.jsonl exists and this harvest did not write it" in run.err
     assert (tmp_path / "docs.jsonl").read_text() == "mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
 
@@ -71,3 +71,26 @@ def test_a_dry_run_counts_the_searches_the_harvest_sends(tmp_path: Path) -> None
     assert shown.out.startswith("Dry run: 2 searches would be sent first")
     assert "(1 query repeated in the input would not be searched again.)" in shown.out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
+
+
+def test_a_dry_run_of_a_harvest_to_continue_counts_what_a_real_run_sends(tmp_path: Path) -> None:
+    """The state read (and left byte for byte): the queries it answered are not counted."""
+    (tmp_path / "q.txt").write_text("grace\nhope\nmercy\nmary\nlove\n")
+    argv = ("harvest", "--emulator", "q.txt", "--out", "b.jsonl")
+    assert cli(*argv, cwd=tmp_path).code == 0
+    state = (tmp_path / "b.jsonl.state.sqlite").read_bytes()
+    made = sorted(p.name for p in tmp_path.iterdir())
+    for resume in ((), ("--resume",)):  # finished: continued with or without it
+        shown = cli(*argv, *resume, "--dry-run", cwd=tmp_path)
+        assert shown.code == 0, shown.err
+        assert shown.out.startswith("Dry run: no search would be sent.")
+        assert "(5 queries answered before, as the state b.jsonl.state.sqlite records" in (
+            shown.out
+        )
+        assert "a run now would send no request" in shown.out
+    record = json.loads(cli(*argv, "-q", "peace", "--dry-run", "--json", cwd=tmp_path).out)
+    assert (record["searches"], record["answered"], record["found_to_fetch"]) == (["peace"], 5, 0)
+    assert (tmp_path / "b.jsonl.state.sqlite").read_bytes() == state
+    assert sorted(p.name for p in tmp_path.iterdir()) == made
+    real = cli(*argv, cwd=tmp_path)
+    assert "searched 0 (skipped 5 searched before)" in real.err  # as the dry run said

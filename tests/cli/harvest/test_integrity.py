@@ -225,6 +225,25 @@ def test_an_edited_output_is_refused_and_left_byte_for_byte(
     assert out.read_bytes() == edited
 
 
+def test_an_output_restored_byte_for_byte_from_a_backup_is_the_harvests_output(
+    tmp_path: Path,
+) -> None:
+    argv = (*HARVEST, "-q", "grace", "-q", "hope", "--out", "d.jsonl")
+    assert cli(*argv, cwd=tmp_path).code == 0
+    out = tmp_path / "d.jsonl"
+    backup = out.read_bytes()
+    out.unlink()
+    out.write_bytes(backup)  # a new inode, the bytes the harvest wrote
+    again = cli(*argv, cwd=tmp_path)
+    assert again.code == 0, again.err
+    assert out.read_bytes() == backup  # nothing written twice
+    more = cli(*argv, "-q", "mary", "--resume", cwd=tmp_path)
+    assert more.code == 0, more.err
+    ids = ids_in(out)
+    assert out.read_bytes().startswith(backup) and len(ids) > len(jsonl(backup.decode()))
+    assert len(ids) == len(set(ids))
+
+
 def test_a_line_torn_by_a_killed_run_is_cut_with_a_word_and_written_again(
     tmp_path: Path,
 ) -> None:
@@ -272,12 +291,12 @@ def test_a_state_the_harvest_did_not_create_is_refused_and_left_byte_for_byte(
 ) -> None:
     mine = user_database(tmp_path / "my.db")
     argv = (*HARVEST, "-q", "grace", "--out", "d.jsonl", "--state", "my.db")
-    assert "already exists: add --resume" in cli(*argv, cwd=tmp_path).err
-    refused = cli(*argv, "--resume", cwd=tmp_path)
-    assert refused.code == 2, refused.err
-    assert "my.db is not a harvest state (an SQLite database the harvest did not create)" in (
-        refused.err
-    )
+    for resume in ((), ("--resume",)):  # no hint to --resume: it would be refused too
+        refused = cli(*argv, *resume, cwd=tmp_path)
+        assert refused.code == 2, refused.err
+        assert "my.db is not a harvest state (an SQLite database the harvest did not create)" in (
+            refused.err
+        )
     assert (tmp_path / "my.db").read_bytes() == mine
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my.db"]  # no -wal, no d.jsonl
 
@@ -328,3 +347,23 @@ def test_a_queries_file_without_line_ends_is_refused_not_read_whole() -> None:
     run = cli(*HARVEST, "/dev/zero")
     assert run.code == 2
     assert "/dev/zero, line 1: longer than 1,048,576 bytes" in run.err
+
+
+def test_an_output_cut_while_the_harvest_writes_it_is_said_in_the_summary(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "u.jsonl"
+    with running(tmp_path, "--out", "u.jsonl") as proc:
+        deadline = time.monotonic() + TIMEOUT  # a failure bound, never the condition
+        while not out.exists() or not out.stat().st_size:  # the first batch is on disk
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        out.write_bytes(b"")  # `: > u.jsonl` while it runs
+        done = finish(proc, "mercy\n")
+    assert done.code == 2, done.err
+    assert "u.jsonl was changed while the harvest wrote it (it holds " in done.err
+    assert "Nothing is lost: the state holds every document" in done.err
+    assert "magisterium-async rebuild u.jsonl.state.sqlite --out u.rebuilt.jsonl" in done.err
+    rebuilt = cli("rebuild", "u.jsonl.state.sqlite", cwd=tmp_path)
+    assert rebuilt.code == 0 and len(jsonl(rebuilt.out)) > len(ids_in(out))

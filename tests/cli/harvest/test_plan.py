@@ -180,3 +180,44 @@ def test_a_query_past_the_bound_is_refused_before_the_harvest(tmp_path: Path) ->
     message = _refused(tmp_path, "-q", "y" * 70_000)
     assert message.startswith("--query: query is 70,000 bytes long")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
+
+
+@pytest.mark.parametrize("state", ["same.jsonl", "./same.jsonl", "link.sqlite"])
+def test_out_and_state_naming_one_file_are_refused_and_nothing_is_made(
+    tmp_path: Path, state: str
+) -> None:
+    (tmp_path / "link.sqlite").symlink_to("same.jsonl")  # two names of one file
+    refused = cli(
+        "harvest", "--emulator", "-q", "grace", "--out", "same.jsonl", "--state", state,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.code == 2, refused.err
+    assert "--out and --state name the same file" in refused.err
+    assert "in use by another harvest" not in refused.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.sqlite"]
+
+
+@pytest.mark.parametrize("option", ["--out", "--state"])
+def test_an_output_or_state_that_is_the_queries_file_is_refused(
+    tmp_path: Path, option: str
+) -> None:
+    (tmp_path / "q.txt").write_text("grace\nhope\n")
+    other = ("--out", "x.jsonl") if option == "--state" else ()
+    for resume in ((), ("--resume",)):
+        refused = cli(
+            "harvest", "--emulator", "q.txt", *other, option, "q.txt", *resume, cwd=tmp_path
+        )
+        assert refused.code == 2, refused.err
+        assert f"{option} q.txt is the queries file q.txt" in refused.err
+        assert "--resume" not in refused.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.txt"]
+    assert (tmp_path / "q.txt").read_text() == "grace\nhope\n"
+
+
+@pytest.mark.parametrize("option", ["--out", "--state"])
+def test_an_empty_out_or_state_is_refused(tmp_path: Path, option: str) -> None:
+    other = ("--out", "z.jsonl") if option == "--state" else ()
+    refused = cli("harvest", "--emulator", "-q", "grace", *other, option, "", cwd=tmp_path)
+    assert refused.code == 2, refused.err
+    assert f"{option}: must name a file, not be empty" in refused.err
+    assert list(tmp_path.iterdir()) == []

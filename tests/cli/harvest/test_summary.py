@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from magisterium_async._cli.harvest._summary import Status, summary
 from magisterium_async._cli.harvest._tally import Tally
 from magisterium_async._harvest import HarvestFailure, HarvestStats
 from magisterium_async._ratelimit import PoolStats
+from tests.cli.helpers import cli
 from tests.helpers.tally_fakes import tally_of
 
 
@@ -106,3 +108,33 @@ def test_a_finished_harvest_with_failures_says_resume_retries_them(
     assert not [
         line for line in _summary_lines(tally_of(clean, 2), "done", capsys) if "--resume" in line
     ]
+
+
+def test_the_summary_counts_distinct_queries_when_the_input_repeats_them(tmp_path: Path) -> None:
+    """A queries file twice and stdin that repeats it: each figure counts a query once."""
+    (tmp_path / "bom.txt").write_bytes("\ufeffgrace\nhope\nmercy\n".encode())
+    stdin = "grace\nhope\nmary\n"  # 4 distinct queries in all, 5 lines repeat them
+    first = cli("harvest", "--emulator", "bom.txt", "bom.txt", "-", "--out", "v.jsonl",
+                stdin=stdin, cwd=tmp_path)  # fmt: skip
+    assert first.code == 0, first.err
+    lines = first.err.splitlines()
+    assert " from 4 queries in " in lines[0]
+    assert lines[1].startswith("  this run: searched 4 (5 repeated in the input, counted once) ")
+    assert lines[2].startswith("  all runs: 4 queries done · ")
+    # Run again with a new query: the answered ones are skipped once each, the repeats said
+    # apart, and the done figure is out of the distinct total.
+    again = cli("harvest", "--emulator", "--json", "bom.txt", "bom.txt", "-q", "saints",
+                "--out", "v.jsonl", cwd=tmp_path)  # fmt: skip
+    assert again.code == 0, again.err
+    record = json.loads(again.err.splitlines()[-1])
+    assert (record["searched"], record["skipped_queries"], record["repeated_queries"]) == (1, 6, 3)
+    assert (record["queries_done"], record["queries_total"]) == (4, 4)
+    shown = cli("harvest", "--emulator", "bom.txt", "bom.txt", "-q", "saints", "-q", "love",
+                "--out", "v.jsonl", cwd=tmp_path)  # fmt: skip
+    lines = shown.err.splitlines()
+    assert " from 1 query in " in lines[1]
+    assert (
+        "searched 1 (skipped 4 searched before; 3 repeated in the input, counted once)"
+        in (lines[2])
+    )
+    assert lines[3].startswith("  all runs: 5 of 5 queries done · ")
