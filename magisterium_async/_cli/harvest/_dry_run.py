@@ -12,6 +12,7 @@ holds is refused, as the harvest would be) and never written.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import anyio.to_thread
@@ -41,10 +42,15 @@ def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
 
 
 def _in_state(state: str, queries: list[str]) -> tuple[list[str], int]:
-    """What the state spares the run (see :func:`answered`), read under its lock."""
+    """What the state spares the run (see :func:`answered`), read under its lock; none
+    there, nothing. A state a running harvest holds is refused, as the real run would be
+    (whether it resumes or had just made it)."""
+    lock = HarvestLock(state, "state", StateError)
+    if not os.path.lexists(lock.lock_path) and not os.path.lexists(state):
+        return [], 0  # nobody has begun this harvest
     try:
-        with HarvestLock(state, "state", StateError):
-            return answered(state, queries)
+        with lock:  # a harvest just begun holds the lock before its state exists
+            return answered(state, queries) if os.path.lexists(state) else ([], 0)
     except StateError as exc:  # held by a harvest, or not a harvest's state
         raise CliError(str(exc), ExitCode.USAGE) from None
     except OSError as exc:
@@ -57,8 +63,10 @@ async def _record(where: Plan, lines: list[str], limits: RateLimits) -> dict[str
     distinct = list(dict.fromkeys(require_query("query", line) for line in lines))
     done: list[str] = []
     to_fetch = 0
-    if where.resuming and where.state is not None:
+    if where.state is not None:
         done, to_fetch = await anyio.to_thread.run_sync(_in_state, where.state, distinct)
+        if not where.resuming:  # a new harvest's state, made by one just started
+            done, to_fetch = [], 0
     answered_before = set(done)
     queries = [query for query in distinct if query not in answered_before]
     starts, window = limits.window_for("default")

@@ -135,6 +135,15 @@ def test_two_outputs_with_one_state_the_second_is_refused(tmp_path: Path) -> Non
     assert not (tmp_path / "b.jsonl").exists()
 
 
+def test_a_dry_run_of_a_state_a_harvest_holds_is_refused_naming_it(tmp_path: Path) -> None:
+    with running(tmp_path, "--out", "d.jsonl") as first:
+        holding(first, tmp_path / "d.jsonl.state.sqlite.lock.info")
+        dry = cli(*HARVEST, "-q", "grace", "--out", "d.jsonl", "--dry-run", cwd=tmp_path)
+        assert finish(first).code == 0
+    assert dry.code == 2, (dry.out, dry.err)
+    assert f"is in use by another harvest (pid {first.pid} on " in dry.err
+
+
 def test_after_kill_9_two_resumes_at_once_one_runs_and_nothing_is_doubled(
     tmp_path: Path,
 ) -> None:
