@@ -9,7 +9,7 @@ from typing import Any
 
 from magisterium_async._config import REDIS_URL_ENV, positive_number, redis_url, whole_number
 from magisterium_async._errors import SharedQuotaError
-from magisterium_async._redis import is_client
+from magisterium_async._redis import describe, is_client
 
 __all__ = ["PoolQuota", "Quota", "SharedQuota"]
 
@@ -132,6 +132,14 @@ class SharedQuota:
                 raise TypeError(f"account must be a str, not {type(self.account).__name__}")
             if not self.account.strip():
                 raise ValueError("account must name the account: a non-blank string")
+
+    def __repr__(self) -> str:
+        # Written out, not the dataclass's: the URL's password is masked (as everywhere).
+        return (
+            f"SharedQuota(url={describe(self.url)!r}, workers={self.workers}, "
+            f"timeout={self.timeout}, retry_interval={self.retry_interval}, "
+            f"prefix={self.prefix!r}, account={self.account!r})"
+        )
 
     @classmethod
     def of(cls, value: SharedQuota | str | Any) -> SharedQuota:

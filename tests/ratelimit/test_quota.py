@@ -171,3 +171,19 @@ async def test_with_redis_down_the_quota_is_this_processs_view() -> None:
     assert not quota.shared and not quota.default.shared
     assert dataclasses.astuple(quota.default)[:6] == ("default", 15.0, 15.0, 60.0, 0, 15)
     assert sent == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:Sup3rS3cret@127.0.0.1:6379/0",
+        "rediss://alice:Sup3rS3cret@127.0.0.1:6379/0",
+        "redis+sentinel://alice:Sup3rS3cret@127.0.0.1:26379/primary",
+    ],
+)
+def test_a_shared_quota_shows_its_url_with_the_password_masked(url: str) -> None:
+    quota = m.SharedQuota(url)
+    client = m.AsyncMagisterium(token="t", shared_quota=url)
+    for shown in (repr(quota), str(quota), f"{client.shared_quota}", repr(client)):
+        assert "Sup3rS3cret" not in shown
+    assert ":***@127.0.0.1" in repr(quota) and "workers=1" in repr(quota)
