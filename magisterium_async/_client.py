@@ -14,6 +14,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import inspect
 import os
 import threading
 import time
@@ -46,6 +47,7 @@ from magisterium_async._config import (
     RateLimits,
     RetryPolicy,
     Timeouts,
+    boolean,
     quota_from_env,
     whole_number,
 )
@@ -196,6 +198,42 @@ class Lifetime:
         self.state = ClientState.CLOSED
 
 
+def _check_arguments(
+    retry_policy: object,
+    clock: object,
+    on_event: object,
+    trace_configs: object,
+    transport: object,
+    tracer_provider: object,
+    meter_provider: object,
+) -> None:
+    """The constructor's objects, checked before anything is made: a wrong one is a
+    ``TypeError`` naming it now, not an ``AttributeError`` at some later call."""
+    if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
+        name = type(retry_policy).__name__
+        raise TypeError(f"retry_policy must be RetryPolicy or None, not {name}")
+    needs = (
+        ("clock", clock, ("now", "sleep")),
+        ("transport", transport, ("send", "aclose")),
+        ("tracer_provider", tracer_provider, ("get_tracer",)),
+        ("meter_provider", meter_provider, ("get_meter",)),
+    )
+    for name, value, methods in needs:
+        if value is not None and not all(callable(getattr(value, m, None)) for m in methods):
+            wanted = " and ".join(f"{m}()" for m in methods)
+            raise TypeError(f"{name} must have {wanted}, not be {type(value).__name__}")
+    if on_event is not None:
+        if not callable(on_event):
+            raise TypeError(f"on_event must be callable, not {type(on_event).__name__}")
+        if inspect.iscoroutinefunction(on_event):
+            # Called in the event loop as each event happens: an async one would never run.
+            raise TypeError("on_event must be a plain function, not async def")
+    if isinstance(trace_configs, (str, bytes)) or not isinstance(trace_configs, Sequence):
+        raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
+    if not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs):
+        raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
+
+
 class AsyncMagisterium:
     """An async client of the Magisterium A2A API.
 
@@ -298,6 +336,10 @@ class AsyncMagisterium:
         extensions: Sequence[str] = (),
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
+        _check_arguments(
+            retry_policy, clock, on_event, trace_configs, transport, tracer_provider, meter_provider
+        )
+        boolean("trust_env", trust_env)
         if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
             raise TypeError(f"cache_policy must be CachePolicy, not {type(cache_policy).__name__}")
         if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
@@ -575,8 +617,9 @@ class AsyncMagisterium:
         """One document's content and metadata; ``None`` when it is not found."""
         return read_result(FETCH, await self._send(FETCH, document_id))
 
-    async def mass_readings(self, when: str = "today") -> str | None:
-        """The Mass readings for ``when`` (``"today"``, ``"next Sunday"``, ...), or ``None``."""
+    async def mass_readings(self, when: str | dt.date = "today") -> str | None:
+        """The Mass readings for ``when`` (``"today"``, ``"next Sunday"``, ..., or a date,
+        sent as its ISO text), or ``None``."""
         return read_result(MASS_READINGS, await self._send(MASS_READINGS, when))
 
     async def saints(self, when: str | dt.date = "today") -> str | None:

@@ -57,6 +57,7 @@ __all__ = [
     "RetryPolicy",
     "Timeouts",
     "base_url",
+    "boolean",
     "cache_from_env",
     "fraction",
     "non_negative_number",
@@ -110,6 +111,13 @@ def whole_number(name: str, value: object, *, minimum: int = 1) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def boolean(name: str, value: object) -> bool:
+    """``value`` if it is a bool: ``"no"`` or ``0`` for a flag is a mistake, not False."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
     return value
 
 
@@ -178,7 +186,7 @@ class RateLimits:
             if value is not None:
                 whole_number(name, value)
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "adaptive", bool(adaptive))
+        object.__setattr__(self, "adaptive", boolean("adaptive", adaptive))
         if safety_margin is not None:
             safety_margin = non_negative_number("safety_margin", safety_margin)
         object.__setattr__(self, "safety_margin", safety_margin)
@@ -304,6 +312,7 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         whole_number("max_retries", self.max_retries, minimum=0)
+        boolean("retry_expensive_timeouts", self.retry_expensive_timeouts)
         if self.total_timeout is not None:
             positive_number("total_timeout", self.total_timeout, infinite=True)
         for name in (
@@ -411,8 +420,11 @@ def token_from_env() -> str | None:
 
 
 def base_url(given: str | None) -> str:
-    """The endpoint: ``given``, else ``$MAGISTERIUM_BASE_URL``, else the service's."""
-    return given or _read(BASE_URL_ENV) or DEFAULT_BASE_URL
+    """The endpoint: ``given`` (an empty one included: it is refused, never taken for the
+    service's), else ``$MAGISTERIUM_BASE_URL`` (set and not blank), else the service's."""
+    if given is not None:
+        return given
+    return (_read(BASE_URL_ENV) or "").strip() or DEFAULT_BASE_URL
 
 
 def redis_url(given: str | None) -> str | None:

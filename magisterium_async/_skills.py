@@ -221,6 +221,17 @@ def _build_fetch(document_id: str) -> list[Part]:
     return [DataPart(data={"id": require_query("document_id", document_id)})]
 
 
+def _build_readings(when: str | dt.date) -> list[Part]:
+    # The skill takes a day in words only: a date goes as its ISO text, which is one.
+    if isinstance(when, dt.datetime):
+        when = when.date()
+    if isinstance(when, dt.date):
+        return [TextPart(text=when.isoformat())]
+    if not isinstance(when, str):
+        raise TypeError(f"when must be a str or a datetime.date, not {type(when).__name__}")
+    return [TextPart(text=require_query("when", when))]
+
+
 def _build_saints(when: str | dt.date) -> list[Part]:
     if isinstance(when, dt.datetime):
         when = when.date()
@@ -448,11 +459,11 @@ FETCH: Skill[str, Document] = Skill(
     description="The full text and metadata (title, author, reference) of one document, "
     "by the id document_search gave.",
 )
-MASS_READINGS: Skill[str, str] = Skill(
+MASS_READINGS: Skill[str | dt.date, str] = Skill(
     "liturgical_readings",
     "default",
     "mass_readings",
-    _text_only("when"),
+    _build_readings,
     parse_text,
     not_found="No mass readings found.",
     description="The readings of the Catholic Mass for a day (first reading, psalm, "

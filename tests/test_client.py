@@ -51,6 +51,10 @@ def test_default_base_url_and_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     assert client.timeouts.expensive > client.timeouts.default
 
 
+async def _an_async_callback(event: m.PoolEvent) -> None:
+    """Never awaited where events are heard: refused as an ``on_event``."""
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "name"),
     [
@@ -66,6 +70,19 @@ def test_default_base_url_and_limits(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"token": "a\x00b"}, ValueError, "token"),
         ({"token": "abc\ndef"}, ValueError, "token"),
         ({"base_url": "http://example.com/a2a"}, ValueError, "base_url"),
+        ({"base_url": ""}, ValueError, "base_url"),  # never taken for the service's
+        ({"base_url": "http://127.0.0.1:99999/"}, ValueError, "base_url has no valid port"),
+        # What would fail only at a later call, with an AttributeError naming nothing:
+        ({"retry_policy": {"max_retries": 5}}, TypeError, "retry_policy must be RetryPolicy"),
+        ({"clock": "x"}, TypeError, r"clock must have now\(\) and sleep\(\)"),
+        ({"transport": "x"}, TypeError, "transport must have send"),
+        ({"tracer_provider": 1}, TypeError, "tracer_provider must have get_tracer"),
+        ({"meter_provider": "x"}, TypeError, "meter_provider must have get_meter"),
+        ({"on_event": "print"}, TypeError, "on_event must be callable"),
+        ({"on_event": _an_async_callback}, TypeError, "on_event must be a plain function"),
+        ({"trace_configs": 1}, TypeError, "trace_configs must be a sequence"),
+        ({"trust_env": "no"}, TypeError, "trust_env must be True or False"),
+        ({"cache": "Memory"}, ValueError, "'memory' \\(in lower case\\)"),
     ],
 )
 def test_bad_construction_arguments(kwargs: dict[str, Any], error: type, name: str) -> None:
@@ -162,6 +179,7 @@ async def test_each_skill_against_the_wire(
         ),
         server.result(completed(artifact("mass_readings", text("Readings")))),
         server.result(completed(artifact("martyrology", text("Saint Joseph")))),
+        server.result(completed(artifact("mass_readings", text("Readings")))),
     )
     answer = await client.ask("What is grace?", context_id="ctx-7")
     assert answer.text == "Grace perfects nature."
@@ -171,6 +189,7 @@ async def test_each_skill_against_the_wire(
     assert document is not None and document.text == "body"
     assert await client.mass_readings() == "Readings"
     assert await client.saints(dt.date(2026, 3, 19)) == "Saint Joseph"
+    assert await client.mass_readings(dt.date(2026, 4, 5)) == "Readings"  # as ISO text
     skills = [r["params"]["message"]["metadata"]["skillId"] for r in server.requests]
     assert skills == [
         "catholic_qa",
@@ -178,6 +197,7 @@ async def test_each_skill_against_the_wire(
         "document_fetch",
         "liturgical_readings",
         "saints_of_the_day",
+        "liturgical_readings",
     ]
     assert server.requests[0]["params"]["message"]["contextId"] == "ctx-7"
     assert server.requests[2]["params"]["message"]["parts"] == [
@@ -187,6 +207,9 @@ async def test_each_skill_against_the_wire(
         {"kind": "data", "data": {"date": "2026-03-19"}}
     ]
     assert server.requests[3]["params"]["message"]["parts"] == [{"kind": "text", "text": "today"}]
+    assert server.requests[5]["params"]["message"]["parts"] == [
+        {"kind": "text", "text": "2026-04-05"}
+    ]
 
 
 async def test_not_found_answers_are_none(

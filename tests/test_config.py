@@ -316,3 +316,16 @@ def test_a_bad_argument_is_named_as_the_argument_not_the_variable(
     monkeypatch.setenv("MAGISTERIUM_BASE_URL", "https://fine.example/a2a")
     with pytest.raises(ValueError, match=r"^base_url"):
         m.AsyncMagisterium("t", base_url="not a url")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: m.RateLimits(15, 2, adaptive="no"),
+        lambda: m.RetryPolicy(retry_expensive_timeouts="no"),
+        lambda: m.RetryPolicy(retry_expensive_timeouts=1),
+    ],
+)
+def test_a_flag_is_a_bool_never_a_truthy_word(make: Any) -> None:
+    with pytest.raises(TypeError, match="must be True or False"):
+        make()

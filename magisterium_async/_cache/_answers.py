@@ -101,6 +101,11 @@ def _open(cache: str | os.PathLike[str] | Any, policy: CachePolicy) -> Store:
             return RedisStore(cache)
         if not cache.strip():
             raise ValueError("cache must not be empty: 'memory', a path or a redis:// URL")
+        if cache.strip().lower() == "memory":  # a typo, not a file to make in the cwd
+            raise ValueError(
+                f"cache {cache!r}: 'memory' (in lower case) keeps answers in memory; "
+                f"a file of that name is given as ./{cache.strip()}"
+            )
     elif is_client(cache):
         return RedisStore(cache)
     elif not isinstance(cache, os.PathLike):

@@ -64,6 +64,10 @@ def check_base_url(url: str) -> str:
     if not isinstance(url, str):
         raise TypeError(f"base_url must be a str, not {type(url).__name__}")
     parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - read for its check: a port out of range raises here
+    except ValueError:
+        raise ValueError(f"base_url has no valid port (0 to 65535), got {url!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"base_url must be an http(s) URL with a host, got {url!r}")
     if parts.username or parts.password:
