@@ -45,7 +45,7 @@ __all__ = [
     "looks_like_redis",
     "masked_url",
     "redis_errors",
-    "tls_refusal",
+    "refusal",
     "token_key",
 ]
 
@@ -294,12 +294,15 @@ def redis_errors() -> tuple[type[BaseException], ...]:
     return (RedisError, OSError, asyncio.TimeoutError)
 
 
-def tls_refusal(exc: BaseException, where: str) -> str | None:
-    """What to say when ``exc`` (a failing Redis call's) is a TLS handshake that refused
-    the server's certificate (a CA that did not sign it, a name it does not carry), else
-    ``None``. Not an outage to wait out: the same certificate is refused at every call.
+def refusal(exc: BaseException, where: str) -> str | None:
+    """What to say when ``exc`` (a failing Redis call's) is a refusal that no wait will
+    change, else ``None``: a TLS handshake that refused the server's certificate (a CA that
+    did not sign it, a name it does not carry), or Redis refusing the URL's user and
+    password. Not an outage to wait out: the same call is refused every time.
     ``where``: the location as a message may show it (:func:`describe`)."""
     import ssl
+
+    from redis.exceptions import AuthenticationError
 
     seen: set[int] = set()
     error: BaseException | None = exc
@@ -312,6 +315,12 @@ def tls_refusal(exc: BaseException, where: str) -> str | None:
             return (
                 f"TLS: the certificate of {where} was refused ({reason}): check that "
                 "ssl_ca_certs names the CA that signed the server's certificate"
+            )
+        if isinstance(error, AuthenticationError):
+            # Redis's own words name no secret ("invalid username-password pair ...").
+            return (
+                f"Redis at {where} refused the sign-in ({error}): check the user and "
+                "password in the URL"
             )
         error = error.__cause__ or error.__context__
     return None

@@ -214,6 +214,31 @@ async def test_rediss_with_the_test_s_ca_and_a_wrong_ca_named_as_tls(
         assert caught_error.__cause__ is None
 
 
+@pytest.fixture
+def guarded() -> Iterator[RedisServer]:
+    """A ``redis-server`` that asks for a password."""
+    yield from _servers(RedisServer(["--requirepass", "hunter2"]))
+
+
+async def test_a_wrong_redis_password_is_a_refusal_at_each_call_never_an_outage(
+    emulator: Emulator, guarded: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No wait mends a password Redis refuses: no fallback to a local share, no bypass of
+    # the cache, but the call refused naming it (the password masked, as ever).
+    options: Any = {"token": emulator.token, "base_url": emulator.base_url}
+    for password in ("Wr0ngPass", ""):
+        url = f"redis://:{password}@127.0.0.1:{guarded.port}/0".replace(":@", "@")
+        for option, error in (("shared_quota", m.SharedQuotaError), ("cache", m.CacheError)):
+            async with m.AsyncMagisterium(**options, **{option: url}) as client:
+                for _ in range(2):
+                    with pytest.raises(error, match="refused the sign-in") as caught:
+                        await client.fetch("10234")
+                    assert "Wr0ngPass" not in str(caught.value) + repr(caught.value)
+                    assert "check the user and password in the URL" in str(caught.value)
+    assert emulator.stats.count(skill="document_fetch") == 0  # nothing was sent
+    assert caplog.records == []
+
+
 # A Cluster: the quota, the cache and the sign-in ----------------------------------------
 
 

@@ -25,7 +25,7 @@ from magisterium_async._redis import (
     describe,
     masked_url,
     redis_errors,
-    tls_refusal,
+    refusal,
 )
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class RedisStore:
         try:
             return await asyncio.wait_for(step, TIMEOUT)
         except redis_errors() as exc:
-            refused = tls_refusal(exc, self._where)
+            refused = refusal(exc, self._where)
             if refused is not None:  # a misconfiguration, not an outage: said, not bypassed
                 raise CacheError(f"the cache: {self._masked(refused)}") from None
             reason = self._masked(str(exc)) or type(exc).__name__

@@ -82,7 +82,7 @@ from magisterium_async._ratelimit._tuning import (
     PACE_RUN_WINDOWS,
     SHARED_ROUND_HOLD,
 )
-from magisterium_async._redis import Connection, connect, redis_errors, tls_refusal, token_key
+from magisterium_async._redis import Connection, connect, redis_errors, refusal, token_key
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -377,7 +377,7 @@ class SharedLimiter:
         try:
             reply = await self._bounded(self._acquire(keys=keys, args=args))
         except self._errors as exc:
-            refused = tls_refusal(exc, self._connection.where)
+            refused = refusal(exc, self._connection.where)
             if refused is not None:  # a misconfiguration, not an outage: said, not waited out
                 raise SharedQuotaError(f"the shared quota: {refused}") from None
             self._lost(exc)
