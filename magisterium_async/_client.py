@@ -18,6 +18,7 @@ import inspect
 import os
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -59,7 +60,7 @@ from magisterium_async._errors import (
 )
 from magisterium_async._events import EventKind, Events, PoolEvent
 from magisterium_async._harvest import _batch, _harvest
-from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, Batch
+from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, BackgroundIterator, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
 from magisterium_async._http._base import HTTPTransport
 from magisterium_async._http._dialect import Dialect, ProtocolVersion, offered
@@ -115,6 +116,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+IteratorT = TypeVar("IteratorT", bound="BackgroundIterator[Any]")
 
 CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
 OTHER_LOOP_MESSAGE = (
@@ -386,6 +388,9 @@ class AsyncMagisterium:
         self._cache_policy = keeping
         self._owner = True  # a view made by with_options() owns nothing
         self._lifetime = Lifetime()  # shared with the views: closing this closes them
+        # The batches and harvests made by this client or its views, stopped when it
+        # closes: one left by a bare ``break`` would go on failing every call it makes.
+        self._iterators: weakref.WeakSet[BackgroundIterator[Any]] = weakref.WeakSet()
         self._transport = Transport(
             self.base_url,
             self._token,
@@ -441,6 +446,8 @@ class AsyncMagisterium:
         owns the connections."""
         if not self._owner:
             return
+        for iterator in list(self._iterators):  # each records what it delivered
+            await iterator.aclose()
         self._lifetime.close()
         await self._scheduler.aclose()
         await self._transport.aclose()
@@ -864,7 +871,9 @@ class AsyncMagisterium:
         its calls are ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
         """
         client = self.with_options(priority=priority)
-        return _batch.search_many(client, queries, concurrency=concurrency, ordered=ordered)
+        return self._tracked(
+            _batch.search_many(client, queries, concurrency=concurrency, ordered=ordered)
+        )
 
     def fetch_many(
         self,
@@ -878,7 +887,9 @@ class AsyncMagisterium:
         :meth:`search_many`, bulk by default; ``item.result`` is ``None`` for a document
         not found)."""
         client = self.with_options(priority=priority)
-        return _batch.fetch_many(client, ids, concurrency=concurrency, ordered=ordered)
+        return self._tracked(
+            _batch.fetch_many(client, ids, concurrency=concurrency, ordered=ordered)
+        )
 
     def harvest(
         self,
@@ -899,15 +910,21 @@ class AsyncMagisterium:
         instead). See :class:`Harvest` for what a resumed harvest yields. Its calls are
         ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
         """
-        return _harvest.harvest(
-            self.with_options(priority=priority),
-            queries,
-            state=state,
-            on_error=on_error,
-            concurrency=concurrency,
-            acknowledge=acknowledge,
-            clock=self._clock,
+        return self._tracked(
+            _harvest.harvest(
+                self.with_options(priority=priority),
+                queries,
+                state=state,
+                on_error=on_error,
+                concurrency=concurrency,
+                acknowledge=acknowledge,
+                clock=self._clock,
+            )
         )
+
+    def _tracked(self, iterator: IteratorT) -> IteratorT:
+        self._iterators.add(iterator)
+        return iterator
 
     # Discovery ---------------------------------------------------------------------
 

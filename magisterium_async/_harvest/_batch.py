@@ -178,9 +178,10 @@ class BackgroundIterator(Generic[T]):
     """An async iterator over what a background task produces; an async context manager.
 
     The task starts at the first ``__anext__`` and is stopped by :meth:`aclose` (or by
-    leaving ``async with``). Left by ``break`` without either, it is cancelled when the
-    iterator is garbage collected, which CPython does at once when nothing else refers to
-    it; ``async with`` makes the clean-up deterministic.
+    leaving ``async with``, or by closing the client that made it). Left by ``break``
+    without any of them, it is cancelled when the iterator is garbage collected, which
+    CPython does at once when nothing else refers to it; ``async with`` makes the
+    clean-up deterministic.
     """
 
     def __init__(self, produce: Produce[T]) -> None:

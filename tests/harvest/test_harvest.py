@@ -729,3 +729,32 @@ async def test_a_refused_token_stops_the_harvest_resumably(
     # The resumed run asks for nothing the stopped one recorded.
     assert not searched & searched_again
     assert not fetched & fetched_again
+
+
+async def test_closing_the_client_stops_a_harvest_and_a_batch_left_by_a_bare_break(
+    tmp_path: Path,
+) -> None:
+    from magisterium_async import AsyncMagisterium, RateLimits
+    from magisterium_async.testing import Emulator, EmulatorConfig
+
+    state = tmp_path / "h.sqlite"
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emu:
+        unlimited = RateLimits.unlimited()
+        async with AsyncMagisterium(
+            emu.token, base_url=emu.base_url, rate_limits=unlimited
+        ) as client:
+            harvest = client.harvest([f"grace {i}" for i in range(30)], state=state)
+            batch = client.search_many([f"mercy {i}" for i in range(30)], concurrency=2)
+            async for _ in harvest:
+                break  # and kept: the variable holds it, nothing collects it
+            async for _ in batch:
+                break
+        # Closed with the client: the state's lock is let go, nothing more is yielded.
+        assert sorted(os.listdir(tmp_path)) == ["h.sqlite"]
+        assert [d async for d in harvest] == [] and [i async for i in batch] == []
+        assert harvest.failures == []  # stopped, not failed call by call
+        async with AsyncMagisterium(
+            emu.token, base_url=emu.base_url, rate_limits=unlimited
+        ) as again:
+            resumed = [d.id async for d in again.harvest(["grace 0"], state=state)]
+    assert len(resumed) == len(set(resumed))  # the state is whole and free
