@@ -447,7 +447,7 @@ class AsyncMagisterium:
         if not self._owner:
             return
         for iterator in list(self._iterators):  # each records what it delivered
-            await iterator.aclose()
+            await iterator.abort(ClientClosedError("the client was closed while it ran"))
         self._lifetime.close()
         await self._scheduler.aclose()
         await self._transport.aclose()

@@ -217,6 +217,8 @@ class BackgroundIterator(Generic[T]):
 
     async def __anext__(self) -> T:
         if self._closed:
+            if self._box:  # stopped from outside (its client closed): said once
+                raise self._box.pop()
             raise StopAsyncIteration
         receive = self._receive if self._receive is not None else self._start()
         try:
@@ -231,6 +233,14 @@ class BackgroundIterator(Generic[T]):
     async def aclose(self) -> None:
         """Stop all work now and wait until it has stopped. Idempotent."""
         await self._stop(cancel=True)
+
+    async def abort(self, error: Exception) -> None:
+        """Stop as :meth:`aclose` does, and raise ``error`` in the reader's next
+        ``__anext__`` (one waiting now included): stopped from outside (its client
+        closed), it must not look like a run that ended with nothing left to do."""
+        if not self._closed:
+            self._box[:] = [error]
+        await self.aclose()
 
     async def _stop(self, *, cancel: bool) -> None:
         self._closed = True

@@ -19,6 +19,7 @@ import pytest
 
 from magisterium_async import (
     AsyncMagisterium,
+    ClientClosedError,
     Document,
     MagisteriumError,
     RateLimits,
@@ -749,12 +750,41 @@ async def test_closing_the_client_stops_a_harvest_and_a_batch_left_by_a_bare_bre
                 break  # and kept: the variable holds it, nothing collects it
             async for _ in batch:
                 break
-        # Closed with the client: the state's lock is let go, nothing more is yielded.
+        # Closed with the client: the state's lock is let go, and each says so once.
         assert sorted(os.listdir(tmp_path)) == ["h.sqlite"]
-        assert [d async for d in harvest] == [] and [i async for i in batch] == []
+        for stopped in (harvest, batch):
+            with pytest.raises(ClientClosedError, match="the client was closed while it ran"):
+                await anext(stopped)
+            assert [x async for x in stopped] == []  # then it has ended
         assert harvest.failures == []  # stopped, not failed call by call
         async with AsyncMagisterium(
             emu.token, base_url=emu.base_url, rate_limits=unlimited
         ) as again:
             resumed = [d.id async for d in again.harvest(["grace 0"], state=state)]
     assert len(resumed) == len(set(resumed))  # the state is whole and free
+
+
+async def test_a_reader_in_another_task_hears_that_the_client_closed_never_a_quiet_end() -> None:
+    from magisterium_async import AsyncMagisterium, RateLimits
+    from magisterium_async.testing import Emulator, EmulatorConfig
+
+    # A shutdown while a harvest runs must not look like a harvest that found everything.
+    async with Emulator(EmulatorConfig(rate_limits=None)) as emu:
+        client = AsyncMagisterium(
+            emu.token, base_url=emu.base_url, rate_limits=RateLimits.unlimited()
+        )
+        harvest = client.harvest([f"grace {i}" for i in range(40)], concurrency=2)
+        got: list[str] = []
+        first = asyncio.Event()
+
+        async def read() -> None:
+            async for document in harvest:
+                got.append(document.id)
+                first.set()
+
+        reader = asyncio.create_task(read())
+        await first.wait()
+        await client.aclose()
+        with pytest.raises(ClientClosedError, match="the client was closed while it ran"):
+            await reader
+    assert got and harvest.failures == []
