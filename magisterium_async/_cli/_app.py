@@ -8,6 +8,7 @@ exits 130 or 143.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -99,15 +100,32 @@ def _usage_error(error: UsageError, argv: Sequence[str]) -> int:
 _NOT_A_PLAIN_NUMBER = re.compile(r"-[0-9](?![0-9]*$|[0-9]*\.[0-9]+$)")
 
 
-def _negative_values_joined(argv: list[str]) -> list[str]:
-    """``--quota -1/2`` as ``--quota=-1/2``: argparse takes a value starting with ``-``
-    for an option unless it is a plain number, and says "expected one argument" instead
-    of what is wrong with the value."""
+def _taking_values(parser: argparse.ArgumentParser) -> set[str]:
+    """The option strings of ``parser`` and its commands' parsers that take a value."""
+    found: set[str] = set()
+    for action in parser._actions:  # argparse keeps them here; no public way to list them
+        if action.option_strings and action.nargs != 0:
+            found.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found |= _taking_values(command)
+    return found
+
+
+def _negative_values_joined(argv: list[str], options: set[str]) -> list[str]:
+    """``--quota -1/2`` as ``--quota=-1/2`` for each of ``options`` (those that take a
+    value): argparse takes a value starting with ``-`` for an option unless it is a plain
+    number, and says "expected one argument" instead of what is wrong with the value. A
+    word with a space (``ask "-3 reasons for hope?"``) is a question, never joined."""
     joined: list[str] = []
     for word in argv:
         previous = joined[-1] if joined else ""
-        an_option_waiting = previous.startswith("--") and previous != "--" and "=" not in previous
-        if an_option_waiting and "--" not in joined and _NOT_A_PLAIN_NUMBER.match(word):
+        if (
+            previous in options
+            and "--" not in joined
+            and _NOT_A_PLAIN_NUMBER.match(word)
+            and not any(c.isspace() for c in word)
+        ):
             joined[-1] = f"{previous}={word}"
         else:
             joined.append(word)
@@ -116,9 +134,11 @@ def _negative_values_joined(argv: list[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    argv = _negative_values_joined(sys.argv[1:] if argv is None else list(argv))
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _negative_values_joined(argv, _taking_values(parser))
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except UsageError as error:
         return _usage_error(error, argv)
     if args.verbose:

@@ -12,7 +12,7 @@ import pytest
 import magisterium_async
 from magisterium_async import _config as _env
 from magisterium_async._cli import main
-from magisterium_async._cli._app import _negative_values_joined
+from magisterium_async._cli._app import _negative_values_joined, _taking_values
 from magisterium_async._cli._command import Command, Group
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._parser import COMMANDS, PROG, build_parser
@@ -131,11 +131,19 @@ def test_a_value_that_starts_with_a_minus_is_judged_as_the_option_s_value(
     assert says in err and "expected one argument" not in err
 
 
-def test_a_negative_number_or_anything_after_a_double_dash_stays_a_query() -> None:
+def test_a_negative_number_a_question_or_anything_after_a_double_dash_stays_a_query() -> None:
     parser = build_parser()
+    options = _taking_values(parser)
     assert parser.parse_args(["search", "--emulator", "-5"]).query == ["-5"]
-    dashed = ["search", "--", "--quota", "-1/2"]
-    assert _negative_values_joined(dashed) == dashed
+    for argv in (
+        ["search", "--", "--quota", "-1/2"],
+        ["ask", "--emulator", "-3 reasons for hope?"],  # after a flag: a question
+        ["search", "--json", "-1/2"],
+        ["ask", "--context-id", "c1", "-3 reasons for hope?"],
+    ):
+        assert _negative_values_joined(argv, options) == argv
+    asked = parser.parse_args(["ask", "--emulator", "-3 reasons for hope?"])
+    assert asked.question == ["-3 reasons for hope?"]
 
 
 def test_json_after_a_double_dash_is_an_argument_not_the_option(
