@@ -689,8 +689,9 @@ def with_answer(
 
 
 def masked_url(url: str) -> str:
-    """``url`` as a message or a log line may show it: its password, and any ``password=``
-    in its query (redis-py reads one there too), replaced by ``***``.
+    """``url`` as a message or a log line may show it: its password, and any query key
+    ending in ``password`` (``password=``, ``sentinel_password=``, ``ssl_password=``: redis-py
+    reads them there), replaced by ``***``.
 
     For every URL the library names in its messages: a Redis URL, a credential store's
     location, a proxy.
@@ -702,7 +703,7 @@ def masked_url(url: str) -> str:
         user, colon, _ = userinfo.partition(":")
         hidden = ":***" if colon else ("***" if not user else "")
         base = f"{scheme}://{user}{hidden}@{host}"
-    return base + sep + re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", query)
+    return base + sep + re.sub(r"(?i)(^|&)([^=&]*password=)[^&]*", r"\1\2***", query)
 
 
 def _redact(headers: Mapping[str, str]) -> Mapping[str, str]:

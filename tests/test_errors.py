@@ -379,6 +379,10 @@ def test_retry_after_from_data_even_when_malformed(data: Any, expected: float | 
         ("redis://user@h/1", "redis://user@h/1"),
         ("redis://h/0?password=pw&db=1", "redis://h/0?password=***&db=1"),
         ("redis://h/0?db=1&PASSWORD=pw", "redis://h/0?db=1&PASSWORD=***"),
+        (
+            "redis+sentinel://h1,h2/svc?sentinel_password=s3&ssl_password=k&db=2",
+            "redis+sentinel://h1,h2/svc?sentinel_password=***&ssl_password=***&db=2",
+        ),
         ("http://u:p@w@proxy:3128", "http://u:***@proxy:3128"),
         ("https://proxy.example:8443", "https://proxy.example:8443"),
         ("/var/lib/credentials.json", "/var/lib/credentials.json"),
