@@ -142,6 +142,25 @@ _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(Credentials)
 
 
+class _Versioned(msgspec.Struct):
+    """What every version of the credentials file holds: a JSON object with its format."""
+
+    version: int
+
+
+_VERSIONED = msgspec.json.Decoder(_Versioned)
+
+
+def _versioned(data: bytes) -> bool:
+    """Whether ``data`` is a credentials file of some version (this SDK's, if damaged or
+    another version's), not a file of the user's that happens to sit at the path."""
+    try:
+        _VERSIONED.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return True
+
+
 def origin_of(url: str) -> str:
     """``scheme://host[:port]`` of ``url``, lower-cased: what a token is bound to."""
     parts = urlsplit(url)
@@ -202,8 +221,8 @@ def way_out(location: Location, *, foreign: bool = False) -> str:
     ``foreign``: a file the user named that holds something else (no command touches it)."""
     if foreign:
         return (
-            f"no command moves or deletes a file you named: if it is a damaged sign-in, "
-            f"remove it (rm {shlex.quote(str(location))}) and sign in again, or sign in to "
+            "no command moves or deletes a file you named: check the path (if it really is "
+            "a damaged sign-in, remove it yourself and sign in again), or sign in to "
             "another file with `magisterium-async login --credentials PATH`"
         )
     flag = credentials_flag(location)
@@ -258,7 +277,7 @@ def decode_credentials(data: bytes, where: str, location: Location) -> Credentia
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         # The decoder's message names a field, never a value: no token leaks through it.
         what = f"is not a magisterium-async credentials file ({exc})"
-        raise unreadable(what, foreign=named) from None
+        raise unreadable(what, foreign=named and not _versioned(data)) from None
     if credentials.version != _VERSION:
         raise unreadable(f"was written by another version (format {credentials.version})")
     return credentials
@@ -296,6 +315,8 @@ def load_credentials(path: Path) -> Credentials | None:
     finally:
         if fd >= 0:
             os.close(fd)
+    if not data.strip():  # an empty file (``mktemp``, say): no sign-in yet, nothing to keep
+        return None
     return decode_credentials(data, str(path), path)
 
 
