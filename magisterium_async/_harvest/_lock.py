@@ -50,7 +50,9 @@ def _holder_text(info_path: str) -> str:
     """``pid 123 on host, since 2026-12-02T14:03:05+01:00``, or a word that it is unknown.
 
     Read again (see ``_HOLDER_WAIT``) while the file is missing or names a process gone
-    from this host: never the harvest that was killed before the one holding it now.
+    from this host: the harvest that was killed before the one holding it now is named
+    only if nothing else comes, and then as one that may have ended (a process of
+    another PID namespace, a container's, looks gone from here while it runs).
     """
     deadline = time.monotonic() + _HOLDER_WAIT
     while True:
@@ -58,7 +60,12 @@ def _holder_text(info_path: str) -> str:
         if holder is not None and not _gone(holder):
             return f"pid {holder['pid']} on {holder['host']}, since {holder['since']}"
         if time.monotonic() >= deadline:
-            return "which one, it does not say"
+            if holder is None:
+                return "which one, it does not say"
+            return (
+                f"pid {holder['pid']} on {holder['host']}, since {holder['since']}, as far "
+                "as it says: that process may have ended"
+            )
         time.sleep(0.01)
 
 
@@ -111,7 +118,9 @@ class HarvestLock:
         return self._lock is not None
 
     def acquire(self) -> None:
-        """Take the lock now, or raise the ``error`` naming who holds it. Never waits."""
+        """Take the lock now, or raise the ``error`` naming who holds it. Never waits for
+        the lock; a refusal may read who holds it for up to ``_HOLDER_WAIT`` seconds (call
+        it off the event loop)."""
         if self._lock is not None:
             return
         for _ in range(_ATTEMPTS):

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from typing import Literal, Protocol, TypeVar
 
 import anyio
+import anyio.to_thread
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -224,7 +225,9 @@ class HarvestRun:
         self._rate_limited_before = rate_limited(self.client.stats)
         try:
             if self._own_lock is not None:
-                self._own_lock.acquire()  # before the state is read: refused at once if held
+                # Before the state is read: refused at once if held (in a thread: a
+                # refusal may take a moment to name the holder).
+                await anyio.to_thread.run_sync(self._own_lock.acquire)
             # Nothing between the open and the ``try`` may yield to the loop: a cancellation
             # there would leave the database open.
             state = self.state = await HarvestState.open(self.path)

@@ -97,14 +97,20 @@ def test_a_refusal_never_names_the_killed_holder_before_the_new_one_wrote_itself
     holder.release()
 
 
-def test_a_holder_that_never_says_who_it_is_is_not_named(
+def test_a_holder_that_looks_ended_is_named_as_one_that_may_have_ended(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Nothing newer came: what the .info says is all there is (a container's process, of
+    # another PID namespace, looks ended from here while it runs).
     holder = HarvestLock(tmp_path / "s.sqlite", "state", StateError)
     holder.acquire()
     info = tmp_path / "s.sqlite.lock.info"
-    info.write_text(json.dumps({"pid": ended_pid(), "host": socket.gethostname(), "since": "x"}))
+    pid = ended_pid()
+    info.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "since": "x"}))
     monkeypatch.setattr("magisterium_async._harvest._lock._HOLDER_WAIT", 0.0)
+    with pytest.raises(StateError, match=rf"\(pid {pid} on .*that process may have ended\)"):
+        HarvestLock(tmp_path / "s.sqlite", "state", StateError).acquire()
+    info.unlink()
     with pytest.raises(StateError, match=r"another harvest \(which one, it does not say\)"):
         HarvestLock(tmp_path / "s.sqlite", "state", StateError).acquire()
     holder.release()
