@@ -362,6 +362,7 @@ class JsonlWriter:
         self.recovered: list[str] = []
         """The ids of the whole records :meth:`open` found after ``mark`` (written, not
         acknowledged: a crash in between), in the order of the file."""
+        self._torn = False  # a write that failed, perhaps part-way
         self.changed: str | None = None
         """Set by :meth:`aclose` when the file was changed under the writer (cut, added
         to, removed or replaced while it was open): what differs. ``None``: as written."""
@@ -475,7 +476,13 @@ class JsonlWriter:
             if lines and self._file is not None:
                 data = b"".join(lines)
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(_write, self._file, data, self._mark is not None)
+                    try:
+                        await anyio.to_thread.run_sync(
+                            _write, self._file, data, self._mark is not None
+                        )
+                    except BaseException:
+                        self._torn = True  # part of it may be there: the end is not ours to judge
+                        raise
                 self._advance(data)
                 self.written += len(lines)
             if pending and self.on_durable is not None:
@@ -498,8 +505,8 @@ class JsonlWriter:
         # Cheap and sound: every byte was written here (the lock keeps other harvests
         # out), so the file ends at the mark unless someone else changed it.
         mark, file = self._mark, self._file
-        if mark is None or file is None:
-            return None
+        if mark is None or file is None or self._torn:
+            return None  # a write of ours failed: its error says so, not this
         stat = os.fstat(file.fileno())
         if stat.st_size != mark.offset:
             return f"it holds {stat.st_size} bytes, not the {mark.offset} the harvest wrote"
@@ -507,6 +514,8 @@ class JsonlWriter:
             there = os.stat(self.path)
         except FileNotFoundError:
             return "it was removed"
+        except OSError:
+            return None  # cannot be told: the next resume checks every byte
         return None if os.path.samestat(stat, there) else "another file was put in its place"
 
     async def _stop_timer(self) -> None:

@@ -122,3 +122,24 @@ def test_batch_size_must_be_a_whole_number(tmp_path: Path) -> None:
         JsonlWriter(tmp_path / "out.jsonl", batch_size=0)
     with pytest.raises(TypeError, match="batch_size must be an int, not float"):
         JsonlWriter(tmp_path / "out.jsonl", batch_size=2.0)  # type: ignore[arg-type]
+
+
+async def test_a_write_that_failed_part_way_is_its_own_error_never_a_change_by_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "docs.jsonl"
+
+    def half_then_full(file: object, data: bytes, sync: bool) -> None:
+        file.write(data[: len(data) // 2])  # type: ignore[attr-defined]
+        file.flush()  # type: ignore[attr-defined]
+        raise OSError(28, "No space left on device")
+
+    writer = JsonlWriter(out, batch_size=100)
+    await writer.open()
+    await writer.write(document("a"))
+    monkeypatch.setattr("magisterium_async._harvest._jsonl._write", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        await writer.flush()
+    await writer.aclose()
+    assert writer.changed is None  # the disk's error was said; no one else changed it
+    assert out.stat().st_size > 0
