@@ -302,7 +302,7 @@ def refusal(exc: BaseException, where: str) -> str | None:
     ``where``: the location as a message may show it (:func:`describe`)."""
     import ssl
 
-    from redis.exceptions import AuthenticationError
+    from redis.exceptions import AuthenticationError, NoPermissionError
 
     seen: set[int] = set()
     error: BaseException | None = exc
@@ -316,11 +316,18 @@ def refusal(exc: BaseException, where: str) -> str | None:
                 f"TLS: the certificate of {where} was refused ({reason}): check that "
                 "ssl_ca_certs names the CA that signed the server's certificate"
             )
-        if isinstance(error, AuthenticationError):
+        if isinstance(error, AuthenticationError) or "wrong number of arguments for 'auth'" in (
+            str(error).lower()  # a user name sent to a Redis older than 6 (no ACL users)
+        ):
             # Redis's own words name no secret ("invalid username-password pair ...").
             return (
                 f"Redis at {where} refused the sign-in ({error}): check the user and "
                 "password in the URL"
+            )
+        if isinstance(error, NoPermissionError):  # an ACL user without the commands used
+            return (
+                f"Redis at {where} refused a command to this user ({error}): allow the URL's "
+                "user the scripts (EVALSHA, EVAL) and commands on the SDK's keys"
             )
         error = error.__cause__ or error.__context__
     return None

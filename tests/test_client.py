@@ -824,3 +824,8 @@ async def test_identical_searches_share_a_request_that_outlives_the_first_caller
         for _ in range(5):
             await asyncio.sleep(0)
         assert len(transport.requests) == 2 and len(cancelled) == 1
+
+
+async def test_memory_is_memory_with_spaces_around_it_never_a_file() -> None:
+    async with m.AsyncMagisterium(token="t", cache=" memory ") as client:
+        assert client.cache_stats.entries == 0  # a memory store: 0, where none is None

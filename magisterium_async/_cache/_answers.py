@@ -95,7 +95,7 @@ def open_store(cache: str | os.PathLike[str] | Any | None, policy: CachePolicy) 
 
 def _open(cache: str | os.PathLike[str] | Any, policy: CachePolicy) -> Store:
     if isinstance(cache, str):
-        if cache == "memory":
+        if cache.strip() == "memory":
             return MemoryStore(policy.max_entries, policy.max_bytes)
         if looks_like_redis(cache):
             return RedisStore(cache)

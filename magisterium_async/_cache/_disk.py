@@ -77,13 +77,15 @@ def check_cache_file(path: str) -> None:
         )
     # Refused now rather than found at the first call (then only a warning, and every
     # call would go to the service): a cache that can never be written is a wrong name.
-    writable, what = (
-        (path, "the file") if header is not None else (parent, f"its directory {parent!r}")
-    )
-    if not os.access(writable, os.W_OK):
-        raise CacheError(
-            f"cache {path!r} cannot be written ({what} is read-only): name another file"
-        )
+    # SQLite writes its journal beside the file: the directory must take writes too.
+    must_write = [(parent, f"its directory {parent!r}")]
+    if header is not None:
+        must_write.append((path, "the file"))
+    for writable, what in must_write:
+        if not os.access(writable, os.W_OK):
+            raise CacheError(
+                f"cache {path!r} cannot be written ({what} is read-only): name another file"
+            )
 
 
 class DiskStore:

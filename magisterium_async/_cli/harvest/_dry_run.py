@@ -137,7 +137,7 @@ def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
         lines.append("Nothing to fetch either: a run now would send no request.")
     where = record["out"] or "stdout"
     state = f" (state {record['state']})" if record["state"] else ""
-    lines.append(f"Documents would go to {where}{state}. Nothing was sent; no file was written.")
+    lines.append(f"Documents would go to {where}{state}. Nothing was sent; no file was changed.")
     return lines
 
 
