@@ -230,9 +230,11 @@ def _check_arguments(
         if inspect.iscoroutinefunction(on_event):
             # Called in the event loop as each event happens: an async one would never run.
             raise TypeError("on_event must be a plain function, not async def")
-    if isinstance(trace_configs, (str, bytes)) or not isinstance(trace_configs, Sequence):
-        raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
-    if not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs):
+    if (
+        isinstance(trace_configs, (str, bytes))
+        or not isinstance(trace_configs, Sequence)
+        or not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs)
+    ):
         raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
 
 

@@ -221,25 +221,28 @@ def _build_fetch(document_id: str) -> list[Part]:
     return [DataPart(data={"id": require_query("document_id", document_id)})]
 
 
-def _build_readings(when: str | dt.date) -> list[Part]:
-    # The skill takes a day in words only: a date goes as its ISO text, which is one.
+def _day(when: str | dt.date) -> str | dt.date:
+    """``when`` as a date (a datetime's day), or as the text the one query rule makes."""
     if isinstance(when, dt.datetime):
-        when = when.date()
+        return when.date()
     if isinstance(when, dt.date):
-        return [TextPart(text=when.isoformat())]
+        return when
     if not isinstance(when, str):
         raise TypeError(f"when must be a str or a datetime.date, not {type(when).__name__}")
-    return [TextPart(text=require_query("when", when))]
+    return require_query("when", when)
+
+
+def _build_readings(when: str | dt.date) -> list[Part]:
+    # The skill takes a day in words only: a date goes as its ISO text, which is one.
+    day = _day(when)
+    return [TextPart(text=day if isinstance(day, str) else day.isoformat())]
 
 
 def _build_saints(when: str | dt.date) -> list[Part]:
-    if isinstance(when, dt.datetime):
-        when = when.date()
-    if isinstance(when, dt.date):
-        return [DataPart(data={"date": when.isoformat()})]
-    if not isinstance(when, str):
-        raise TypeError(f"when must be a str or a datetime.date, not {type(when).__name__}")
-    return [TextPart(text=require_query("when", when))]
+    day = _day(when)
+    if isinstance(day, str):
+        return [TextPart(text=day)]
+    return [DataPart(data={"date": day.isoformat()})]
 
 
 # Reading artifacts --------------------------------------------------------------------

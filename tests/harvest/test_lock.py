@@ -78,14 +78,19 @@ def ended_pid() -> int:
     return proc.pid
 
 
+def held(tmp_path: Path) -> tuple[HarvestLock, Path]:
+    """A lock held by this process on ``s.sqlite``, and its ``.info``."""
+    holder = HarvestLock(tmp_path / "s.sqlite", "state", StateError)
+    holder.acquire()
+    return holder, tmp_path / "s.sqlite.lock.info"
+
+
 def test_a_refusal_never_names_the_killed_holder_before_the_new_one_wrote_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # After kill -9, the next harvest takes the lock, then writes itself into the .info the
     # killed one left: a harvest refused in between must wait for that, not name the dead.
-    holder = HarvestLock(tmp_path / "s.sqlite", "state", StateError)
-    holder.acquire()
-    info = tmp_path / "s.sqlite.lock.info"
+    holder, info = held(tmp_path)
     mine = info.read_text()
     dead = {"pid": ended_pid(), "host": socket.gethostname(), "since": "2026-12-05T17:11:02"}
     info.write_text(json.dumps(dead))
@@ -102,9 +107,7 @@ def test_a_holder_that_looks_ended_is_named_as_one_that_may_have_ended(
 ) -> None:
     # Nothing newer came: what the .info says is all there is (a container's process, of
     # another PID namespace, looks ended from here while it runs).
-    holder = HarvestLock(tmp_path / "s.sqlite", "state", StateError)
-    holder.acquire()
-    info = tmp_path / "s.sqlite.lock.info"
+    holder, info = held(tmp_path)
     pid = ended_pid()
     info.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "since": "x"}))
     monkeypatch.setattr("magisterium_async._harvest._lock._HOLDER_WAIT", 0.0)
