@@ -40,10 +40,9 @@ import itertools
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
 
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
@@ -289,29 +288,6 @@ class Permit:
             self._pool.release(self._start, sent=self._sent)
 
 
-class _Slot(AbstractAsyncContextManager["Permit"]):
-    __slots__ = ("_key", "_permit", "_pool", "_priority")
-
-    def __init__(self, pool: Pool, priority: Priority, key: str | None) -> None:
-        self._pool = pool
-        self._priority: Priority = priority
-        self._key = key
-        self._permit: Permit | None = None
-
-    async def __aenter__(self) -> Permit:
-        self._permit = await self._pool.acquire(self._priority, self._key)
-        return self._permit
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._permit is not None:
-            self._permit.release()
-
-
 class Pool:
     """One quota: a limiter (or none: unmetered), an optional remote gate, a cap on requests
     in flight, a pause, a judge and a waiting line.
@@ -369,16 +345,21 @@ class Pool:
         self._told_until = -math.inf  # the end of the last long wait logged
         self._waiting_until = -math.inf  # the end of the last wait for quota told
 
-    def slot(
+    @asynccontextmanager
+    async def slot(
         self, priority: Priority = "interactive", key: str | None = None
-    ) -> AbstractAsyncContextManager[Permit]:
+    ) -> AsyncIterator[Permit]:
         """``async with pool.slot() as permit:``, the request's turn; leaving frees the slot.
 
         ``priority`` and ``key`` (a fairness key) place it in the line (see ``_lines.py``).
         Raises :class:`ClientClosedError` if the scheduler is (or gets) closed meanwhile. A
         waiter that is cancelled gives its place back.
         """
-        return _Slot(self, priority, key)
+        permit = await self.acquire(priority, key)
+        try:
+            yield permit
+        finally:
+            permit.release()
 
     # Entering and leaving -------------------------------------------------------------
 
@@ -506,10 +487,6 @@ class Pool:
         self._pump()
 
     # Whose turn, and when --------------------------------------------------------------
-
-    def head(self) -> Waiter[Permit] | None:
-        """The waiter whose turn is next here, or ``None``."""
-        return self.line.head()
 
     def ready(self, now: float) -> Waiter[Permit] | None:
         """The pool's head, if it may start now."""
@@ -729,11 +706,7 @@ class Pool:
     def close(self) -> None:
         """Fail every waiter, and every later :meth:`acquire`."""
         self.closed = True
-        for waiter in self.line.drain():
-            if not waiter.future.done():
-                waiter.future.set_exception(
-                    ClientClosedError("the client was closed while this call waited")
-                )
+        self.fail(ClientClosedError("the client was closed while this call waited"))
 
     async def aclose(self) -> None:
         """:meth:`close`, then stop asking the gate and close the limiter."""
@@ -895,7 +868,7 @@ class Scheduler:
         wake = math.inf
         waiting = False
         for pool in pools:
-            if pool.head() is not None:
+            if pool.line.head() is not None:
                 waiting = True
                 wake = min(wake, pool.wake_time(now))
         if not waiting and self._timer is not None:
