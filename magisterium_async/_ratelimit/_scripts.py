@@ -199,8 +199,7 @@ end
 if tonumber(ARGV[11]) >= BULK and paced then
   local interval = window / rate
   local paced = -1
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  if last[2] then paced = tonumber(last[2]) + tonumber(ARGV[19]) * interval end
+  if newest[2] then paced = tonumber(newest[2]) + tonumber(ARGV[19]) * interval end
   if rate >= 2 and count >= rate - 1 then
     local k = count - (rate - 1)
     local entry = redis.call('ZRANGE', KEYS[1], k, k, 'WITHSCORES')

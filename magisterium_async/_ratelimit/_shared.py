@@ -265,10 +265,14 @@ class SharedLimiter:
         """The pools' remote gates (the same objects as :attr:`limiters`)."""
         return self.limiters
 
-    @property
-    def available(self) -> bool:
-        """Whether Redis answered the last call (``False``: the local fallback decides)."""
-        return self._down_since is None
+    async def _name_account(self) -> None:
+        """Key every pool by the account, once it is known (a ``token=`` callable's token
+        is known only at the first ask)."""
+        if self._base is None:
+            assert not isinstance(self._account, str)
+            account = await self._account()
+            if self._base is None:  # the first of the calls that asked at once names it
+                self._locate(account)
 
     def _locate(self, account: str) -> None:
         """Key every pool by ``account``: hashed, in one hash tag (one Cluster slot)."""
@@ -293,11 +297,7 @@ class SharedLimiter:
         """Wait until ``pool`` may start one request (shared, or local when Redis is
         down); the start's ticket."""
         state = self._pools[pool]
-        if self._base is None:
-            assert not isinstance(self._account, str)
-            account = await self._account()
-            if self._base is None:  # the first of the calls that asked at once names it
-                self._locate(account)
+        await self._name_account()
         while True:
             if self._closed:
                 raise ClientClosedError("the client was closed while this call waited")
@@ -575,11 +575,7 @@ class SharedLimiter:
         state = self._pools[local.pool]
         if math.isinf(state.limit) or self._closed:
             return local
-        if self._base is None:
-            assert not isinstance(self._account, str)
-            account = await self._account()
-            if self._base is None:
-                self._locate(account)
+        await self._name_account()
         try:
             rule, _, _, log = await self._snapshot(state)
             pipe = self._redis.pipeline(transaction=False)
