@@ -525,8 +525,12 @@ class Pool:
             self._apply(expired)
         if held:
             return False  # the check goes alone
-        if self._round is not None and self._round_holds(now):
-            return False
+        if self._round is not None:
+            holds = self._round.holds(now)
+            if holds is None:
+                self._round = None  # the round is over
+            elif holds:
+                return False
         limiter = self._limiter
         if limiter is None:
             return True
@@ -579,17 +583,6 @@ class Pool:
         self._in_flight += 1
         self._capacity.in_flight += 1
         return Permit(self, start)
-
-    # The first round -------------------------------------------------------------------
-
-    def _round_holds(self, now: float) -> bool:
-        """Whether starts wait for the first round's answers (see :class:`FirstRound`)."""
-        assert self._round is not None
-        holds = self._round.holds(now)
-        if holds is None:
-            self._round = None
-            return False
-        return holds
 
     # 429s ------------------------------------------------------------------------------
 

@@ -384,11 +384,11 @@ class SharedLimiter:
             return None
         wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
         state.rate, state.allowed = float(reply[3]), float(reply[4])
-        self._offset = 0.0 if self._own_time else float(reply[6]) / 1e6 - self._clock.now()
+        self._offset = 0.0 if self._own_time else float(reply[5]) / 1e6 - self._clock.now()
         self._learn_epoch(state, epoch.decode() if isinstance(epoch, bytes) else str(epoch))
         self._clients = max(clients, 1)
         state.rejoin = False
-        state.asked_at = float(reply[6]) / 1e6
+        state.asked_at = float(reply[5]) / 1e6
         if self._down_since is not None:
             logger.warning("Redis is back: the shared quota decides again")
             self._down_since = None
