@@ -34,15 +34,15 @@ Terms, each defined before use:
   free starts. A short bulk job alone bursts as the log allows.
 - **first round**: what a metered pool starts before its first answer comes back; the pool
   holds further starts until that round is answered.
-- **pool** machinery (``_pool.py``): one quota's line, caps, pause, judge, first round and limiter;
-  a request holds a **permit** while it runs. The **scheduler** (``_scheduler.py``) makes
-  the pools, hands each what they share (the client-wide cap) and two callbacks, and
-  decides whose turn is next over all of them; ``client_scheduler`` picks the local or the
-  shared limiters for a client.
+- **pool** and **scheduler** (``_scheduler.py``): a pool is one quota's line, caps, pause,
+  judge, first round and limiter; a request holds a **permit** while it runs. The
+  scheduler makes the pools, hands each what they share (the client-wide cap) and two
+  callbacks, and decides whose turn is next over all of them; ``client_scheduler`` picks
+  the local or the shared limiters for a client.
 
 Dependencies point one way, as listed: the pure parts (``_tuning``, ``_log``, ``_judge``,
 ``_rule``), then the line and the limiter seams, the shared quota (``_scripts``,
-``_shared``), the pool, and the scheduler on top. Nothing imports a module above it.
+``_shared``), and the pools with their scheduler on top. Nothing imports a module above it.
 
 The flow of one 429, in one direction::
 
@@ -63,10 +63,16 @@ from magisterium_async._ratelimit._judge import Judge, Verdict, VerdictKind
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
 from magisterium_async._ratelimit._lines import PRIORITIES, WaitingLine
 from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._pool import Permit, Pool, PoolStats
 from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._rule import RateRule, RuleState
-from magisterium_async._ratelimit._scheduler import Scheduler, SchedulerStats, client_scheduler
+from magisterium_async._ratelimit._scheduler import (
+    Permit,
+    Pool,
+    PoolStats,
+    Scheduler,
+    SchedulerStats,
+    client_scheduler,
+)
 from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool
 
 __all__ = [

@@ -1,9 +1,21 @@
-"""The scheduler: the pools of one client, and the one loop that lets waiters through.
+"""The scheduler and its pools: each pool one quota's waiting line, concurrency cap, pause
+and first-round hold; the scheduler the one loop that lets waiters through over them all.
 
-The scheduler makes its pools and owns them; each gets what it needs through its
-constructor (the shared :class:`~._pool.Capacity`, the ``pump`` and ``idle`` callbacks),
-and none knows of the scheduler. :func:`client_scheduler` is the one place that decides
-which limiters a client's pools use: the local ones, or a shared quota's.
+A pool owns the machinery; the decisions are made elsewhere: the judge (``_judge.py``)
+says what a 429 means, the limiter (``_limiter.py``) when the next start may happen, the
+line (``_lines.py``) whose turn it is. A request holds a :class:`Permit` from its start
+until it leaves ``slot()``; while it waits it holds nothing (no slot under any cap, and
+with a remote gate no admission either: the pool asks the gate for the line, and the
+admission goes to whoever is first when it comes, see :class:`Admissions`).
+
+A pool knows nothing of its scheduler. The scheduler makes its pools and hands each what
+they share (one :class:`Capacity`: the client-wide cap on requests in flight, and the
+counter that numbers arrivals over every pool) and two callbacks: ``pump`` (something
+changed: let through whoever may start now) and ``idle`` (whether nobody waits in any
+pool). What the pool tells its users is here too: its events (``on_event``, the client's
+stream: see :mod:`magisterium_async._events`) and the :class:`PoolStats` snapshot.
+:func:`client_scheduler` is the one place that decides which limiters a client's pools
+use: the local ones, or a shared quota's.
 
 Everything happens in :meth:`Scheduler.pump`, a plain function run whenever something
 changes (a request arrives, leaves, is cancelled, a wait ends, a remote gate answers).
@@ -11,24 +23,694 @@ When the first waiter of a pool must wait for time to pass, one timer task sleep
 clock until then; besides the timer, the only tasks the scheduler starts are a remote
 gate's admissions (one per pool at a time, only while someone waits for it), and
 :meth:`Scheduler.aclose` cancels and awaits them all.
+
+The first round: a metered pool's first burst is sent before any answer says what the
+server allows. Told a rate above the server's, the pool would send a whole window of
+requests only to collect 429s. So once the first answer of that burst is back, further
+starts wait until every request of the first round is answered, or
+:data:`~._tuning.ROUND_HOLD_ROUND_TRIPS` of that first round trip at most (one slow
+request must not hold the pool): by then the answers say what the server allows
+(:class:`FirstRound`; the pool drops it once the round is over).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from magisterium_async._clock import Clock, LoopClock
-from magisterium_async._config import PoolName, RateLimits, non_negative_number, whole_number
-from magisterium_async._events import PoolEvent
+from magisterium_async._config import (
+    PoolName,
+    Priority,
+    RateLimits,
+    RetryPolicy,
+    non_negative_number,
+    whole_number,
+)
+from magisterium_async._errors import ClientClosedError
+from magisterium_async._events import EventKind, PoolEvent
+from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
-from magisterium_async._ratelimit._pool import Capacity, Pool, PoolStats
-from magisterium_async._ratelimit._quota import Quota, SharedQuota
+from magisterium_async._ratelimit._lines import Waiter, WaitingLine
+from magisterium_async._ratelimit._log import Start
+from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._shared import SharedLimiter
+from magisterium_async._ratelimit._tuning import LONG_QUOTA_WAIT, ROUND_HOLD_ROUND_TRIPS
 
-__all__ = ["Scheduler", "SchedulerStats", "client_scheduler"]
+__all__ = [
+    "Admissions",
+    "Capacity",
+    "FirstRound",
+    "Permit",
+    "Pool",
+    "PoolStats",
+    "Scheduler",
+    "SchedulerStats",
+    "client_scheduler",
+]
+
+logger = logging.getLogger("magisterium_async.ratelimit")
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """A snapshot of one pool.
+
+    ``sent``: requests let through (a retry is one more); ``rate_limited``: 429s;
+    ``retries``: retries counted by the client; ``paused_seconds``: time spent paused so far;
+    ``current_rate`` / ``configured_rate``: requests per ``RateLimits.period`` now in force
+    (lower after a 429 when adaptive) and as configured (``inf``: unlimited); ``in_flight``:
+    requests let through and not yet done; ``waiting``: requests waiting for their turn;
+    ``next_start_in``: seconds until time alone lets the first of them start (``0.0`` when
+    nobody waits, or the wait is for a free slot rather than for quota).
+    """
+
+    name: str
+    sent: int
+    rate_limited: int
+    retries: int
+    paused_seconds: float
+    current_rate: float
+    configured_rate: float
+    in_flight: int
+    waiting: int
+    next_start_in: float = 0.0
+
+
+class Capacity:
+    """What the pools of one scheduler share: the cap on requests in flight over all of
+    them (``limit``, the client's ``max_concurrency``; ``in_flight``: let through and not
+    yet done), and the numbering of arrivals (waiters of one priority go oldest first
+    across pools)."""
+
+    __slots__ = ("_arrivals", "in_flight", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self._arrivals = itertools.count()
+
+    def full(self) -> bool:
+        """Whether every client-wide slot is taken."""
+        return self.in_flight >= self.limit
+
+    def room(self) -> int:
+        """How many more requests may start before the cap is reached."""
+        return self.limit - self.in_flight
+
+    def arrival(self) -> int:
+        """The next arrival number."""
+        return next(self._arrivals)
+
+
+class FirstRound:
+    """The starts of the first round, and when the hold after its first answer ends."""
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[Start] = []
+        self.ends = math.inf  # the most the hold lasts: set by the first answer
+
+    def started(self, start: Start) -> None:
+        """A request of the first round started."""
+        self.starts.append(start)
+
+    def holds(self, now: float) -> bool | None:
+        """Whether starts wait for the round's answers now; ``None``: the round is over
+        (the pool drops it)."""
+        if self.ends == math.inf:
+            return False  # no answer yet: still the first round
+        if now < self.ends and not all(s.done for s in self.starts):
+            return True
+        return None
+
+    def answered(self, started: float, now: float) -> bool:
+        """A request sent at ``started`` is over at ``now``; whether the round is over."""
+        if self.ends == math.inf:
+            self.ends = now + ROUND_HOLD_ROUND_TRIPS * (now - started)
+        return all(s.done for s in self.starts)
+
+    def held_until(self) -> float:
+        """When the hold ends at the latest (``-inf``: no hold yet)."""
+        return self.ends if self.ends != math.inf else -math.inf
+
+
+class Admissions:
+    """The admissions of one pool's :class:`RemoteGate`: asked for, held, used or given back.
+
+    While calls wait, the pool asks the gate for one start at a time on behalf of its line
+    (never one per call: the gate is told how many wait). An admission that comes back is
+    used by the line's head in the same turn of the loop, or given back: the gate logged
+    its start then, and a request sent later would not be where the shared log says.
+    """
+
+    __slots__ = ("_asking", "_fail", "_tickets", "gate")
+
+    def __init__(self, gate: RemoteGate, fail: Callable[[Exception], None] | None = None) -> None:
+        self.gate = gate
+        self._fail = fail  # the gate could not admit (its error is each waiter's)
+        self._asking: asyncio.Task[None] | None = None
+        self._tickets: deque[str] = deque()
+
+    def ready(
+        self, line: Callable[[], tuple[Priority, int, bool]], pump: Callable[[], None]
+    ) -> bool:
+        """Whether an admission is in hand; if not, ask the gate for one (one ask at a
+        time). ``line`` tells the gate the line's first priority, how many could start and
+        whether the line contends (see :class:`RemoteGate`); ``pump`` is called once an
+        admission comes, to use it."""
+        if self._tickets:
+            return True
+        if self._asking is None:
+            self._asking = asyncio.ensure_future(self._ask(line, pump))
+        return False
+
+    def take(self) -> str:
+        """The admission in hand, for the start being made now."""
+        return self._tickets.popleft()
+
+    def answered(self, start: Start) -> None:
+        """A request the gate admitted is over."""
+        self.gate.answered(start)
+
+    async def _ask(
+        self, line: Callable[[], tuple[Priority, int, bool]], pump: Callable[[], None]
+    ) -> None:
+        try:
+            ticket = await self.gate.admit(line)
+        except ClientClosedError:
+            return  # closing: every waiter is told
+        except Exception as exc:
+            # Not an outage (the gate rides those out): a TLS certificate refused, a
+            # token= callable that raised. Every waiting call raises it.
+            if self._fail is None:
+                raise
+            self._fail(exc)
+            return
+        finally:
+            self._asking = None
+        self._tickets.append(ticket)
+        pump()
+        if ticket in self._tickets:  # not used in this turn of the loop: given back
+            self._tickets.remove(ticket)
+            self.gate.give_back(ticket)
+
+    async def aclose(self) -> None:
+        """Stop asking."""
+        asking, self._asking = self._asking, None
+        if asking is not None:
+            asking.cancel()
+            await asyncio.wait((asking,))
+
+
+class Permit:
+    """A request's place in its pool, from its start until it leaves ``slot()``.
+
+    ``started`` is the clock time at which it was let through.
+    """
+
+    __slots__ = ("_pool", "_released", "_sent", "_start", "started")
+
+    def __init__(self, pool: Pool, start: Start) -> None:
+        self._pool = pool
+        self._start = start
+        self._released = False
+        self._sent = True
+        self.started = start.time
+
+    def rate_limited(
+        self, retry_after: float | None, policy: RetryPolicy | None = None, earlier: int = 0
+    ) -> float:
+        """The request got HTTP 429 saying ``retry_after`` seconds (``None``: no usable
+        wait); the pool's judge decides what that means for everyone, and this returns the
+        seconds the request waits before its next try.
+
+        With the call's ``policy``: the server's window ends ``retry_after`` seconds from
+        now (``policy.fallback_retry_after`` when ``None``), at most
+        ``policy.max_retry_after``; the request waits until then, or until the pool
+        resumes if the judge paused it for longer, but at least ``policy.min_retry_after
+        * 2**earlier`` (``earlier``: the call's 429s before this one), so a wait of 0
+        cannot make a hot loop; at most ``policy.max_retry_after``. Without a policy it
+        waits ``retry_after`` (required), or until the pool resumes.
+        """
+        if policy is not None:
+            wait = policy.fallback_retry_after if retry_after is None else retry_after
+            retry_after = float(min(wait, policy.max_retry_after))
+        if retry_after is None or not 0 <= retry_after < math.inf:
+            raise ValueError(f"retry_after must be a finite number >= 0, got {retry_after!r}")
+        delay = max(retry_after, self._pool.rate_limited(self._start, retry_after))
+        if policy is None:
+            return delay
+        floor = policy.min_retry_after * 2.0 ** min(earlier, 64)
+        return min(max(delay, floor), policy.max_retry_after)
+
+    def retried(self) -> None:
+        """Count a retry of this request in the pool's stats."""
+        self._pool.retried()
+
+    def not_sent(self) -> None:
+        """The request never reached the server (the connection was refused, the host did
+        not resolve): on release its start is given back to the pool's log, as if it had
+        never been made, so it spends none of the quota."""
+        self._sent = False
+
+    def release(self) -> None:
+        """The request is over (idempotent); ``slot()`` calls it on the way out."""
+        if not self._released:
+            self._released = True
+            self._pool.release(self._start, sent=self._sent)
+
+
+class Pool:
+    """One quota: a limiter (or none: unmetered), an optional remote gate, a cap on requests
+    in flight, a pause, a judge and a waiting line.
+
+    Args:
+        name: ``"default"``, ``"expensive"`` or ``"unmetered"``.
+        limiter: when the next start may happen (``None``: unmetered).
+        configured: the configured rate, for the stats.
+        concurrency: the pool's own cap on requests in flight (``None``: none).
+        gate: another party's leave for each start (the shared quota), or ``None``.
+        clock: the client's clock.
+        capacity: the client-wide cap, shared with the scheduler's other pools.
+        pump: called whenever someone may start now (the scheduler decides whom).
+        idle: whether nobody waits in any pool of the scheduler.
+        on_event: receives every :class:`PoolEvent` (an exception it raises is logged).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        limiter: Limiter | None,
+        configured: float,
+        concurrency: int | None,
+        gate: RemoteGate | None = None,
+        *,
+        clock: Clock,
+        capacity: Capacity,
+        pump: Callable[[], None],
+        idle: Callable[[], bool],
+        on_event: Callable[[PoolEvent], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._clock = clock
+        self._capacity = capacity
+        self._pump = pump
+        self._idle = idle
+        self._on_event = on_event
+        self.closed = False
+        self._limiter = limiter
+        self._admissions = Admissions(gate, self.fail) if gate is not None else None
+        self._configured = configured
+        self._cap = concurrency if concurrency is not None else math.inf
+        self.line: WaitingLine[Permit] = WaitingLine()
+        self.judge = Judge()
+        self._in_flight = 0
+        self._sent = self._rate_limited = self._retries = 0
+        self._pause_start = self._pause_until = -math.inf
+        self._paused = False
+        self._paused_total = 0.0
+        self._rate = limiter.rate if limiter is not None else math.inf
+        # The first round: what a metered pool starts before its first answer. Once that
+        # answer is in, the next starts wait for the rest of the round (FirstRound).
+        self._round: FirstRound | None = FirstRound() if limiter is not None else None
+        self._pump_due = False  # a pump is scheduled for the end of this turn of the loop
+        self._told_until = -math.inf  # the end of the last long wait logged
+        self._waiting_until = -math.inf  # the end of the last wait for quota told
+
+    @asynccontextmanager
+    async def slot(
+        self, priority: Priority = "interactive", key: str | None = None
+    ) -> AsyncIterator[Permit]:
+        """``async with pool.slot() as permit:``, the request's turn; leaving frees the slot.
+
+        ``priority`` and ``key`` (a fairness key) place it in the line (see ``_lines.py``).
+        Raises :class:`ClientClosedError` if the scheduler is (or gets) closed meanwhile. A
+        waiter that is cancelled gives its place back.
+        """
+        permit = await self.acquire(priority, key)
+        try:
+            yield permit
+        finally:
+            permit.release()
+
+    # Entering and leaving -------------------------------------------------------------
+
+    async def acquire(self, priority: Priority, key: str | None) -> Permit:
+        """Wait for this request's turn; see :meth:`slot`."""
+        if self.closed:
+            raise ClientClosedError("the client is closed")
+        now = self._clock.now()
+        paced = key is not None and self._limiter is not None
+        if self._limiter is not None and (priority == "interactive" or key is not None):
+            self._limiter.contention(now)  # a burst would hold it back: bulk is paced
+        if (
+            not paced
+            and not self._capacity.full()
+            and self._admissions is None
+            and self._idle()
+            and self._may_start(now, bulk=priority == "bulk")
+        ):
+            # Nobody waits and the pool may start now: no place in line to keep.
+            return self._sent_now(self._start_now(now), now)
+        waiter: Waiter[Permit] = Waiter(self._capacity.arrival(), now, priority, key)
+        self.line.push(waiter)
+        if paced:
+            self._pump_soon()  # calls that arrive together are in line when pacing counts
+        else:
+            self._pump()
+        self._tell_wait(now)
+        while True:
+            try:
+                permit = await waiter.future
+            except asyncio.CancelledError:
+                self._abandon(waiter)
+                raise
+            judge = self.judge
+            if self.closed or (
+                permit.started >= self._pause_until
+                and (
+                    judge.suspect is None
+                    or judge.suspect_at < permit.started
+                    or judge.check is permit._start
+                )
+            ):
+                break
+            # Let through, then a 429 came before this task could send (answers that came
+            # in the same turn of the loop): back in line, in its place.
+            self._give_back(permit)
+            waiter = Waiter(waiter.seq, waiter.since, waiter.priority, waiter.key)
+            self.line.requeue(waiter)
+            self._pump()
+        return self._sent_now(permit, waiter.since)
+
+    def _tell_wait(self, now: float) -> None:
+        """Tell a wait for quota as it begins (a ``waiting`` event), and log one of
+        :data:`LONG_QUOTA_WAIT` or more: the first of this pool at WARNING, later ones at
+        INFO; each once per wait, however many calls share it."""
+        if self._limiter is None:
+            return
+        wake = self.wake_time(now)
+        if wake > now and wake > self._waiting_until:
+            self._waiting_until = wake
+            self._emit("waiting", wake - now, now)
+        if wake - now < LONG_QUOTA_WAIT or wake <= self._told_until:
+            return
+        # The first long wait is a WARNING, so that a program that watches nothing (Python
+        # shows a WARNING where logging was never set up) does not sit silent for a
+        # minute; one that hears the events (``on_event=``) is told there, as is the CLI.
+        watched = getattr(self._on_event, "watched", False)
+        level = logging.INFO if watched or self._told_until > -math.inf else logging.WARNING
+        self._told_until = wake
+        logger.log(
+            level,
+            "the %s pool's quota is spent for now: calls wait %.0f s for the next start "
+            "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
+            self.name,
+            wake - now,
+            self.name,
+        )
+
+    def _sent_now(self, permit: Permit, since: float) -> Permit:
+        self._sent += 1
+        self._emit("sent", permit.started - since)
+        return permit
+
+    def release(self, start: Start, *, sent: bool = True) -> None:
+        """A request let through is over: free its slot, tell the judge and the gate
+        (``sent=False``: nothing reached the server; the start is forgotten instead)."""
+        if not sent:
+            self._forget(start)
+            self._pump()
+            return
+        start.done = True
+        self._in_flight -= 1
+        self.judge.on_answer(start)
+        if self._round is not None and self._round.answered(start.time, self._clock.now()):
+            self._round = None
+        if self._admissions is not None:
+            self._admissions.answered(start)
+        self._capacity.in_flight -= 1
+        self._pump()
+
+    def _give_back(self, permit: Permit) -> None:
+        """A permit let through but never used: its start is forgotten, its slot freed."""
+        permit._released = True
+        self._forget(permit._start)
+
+    def _forget(self, start: Start) -> None:
+        """A start that sent nothing: out of the log (and the shared one), its slot freed.
+        It answers nothing: the judge's check goes to the next start, and the first round
+        does not count it as an answer."""
+        if self._limiter is not None:
+            self._limiter.forget(start)
+        if self.judge.check is start:
+            self.judge.check = None  # not answered: the next start checks instead
+        start.done = True
+        self._in_flight -= 1
+        self._capacity.in_flight -= 1
+
+    def _abandon(self, waiter: Waiter[Permit]) -> None:
+        future = waiter.future
+        if not future.done() or future.cancelled():
+            self.line.remove(waiter)
+        elif future.exception() is None:
+            # Let through, then cancelled before it could send: give the permit back.
+            self._give_back(future.result())
+        self._pump()
+
+    # Whose turn, and when --------------------------------------------------------------
+
+    def ready(self, now: float) -> Waiter[Permit] | None:
+        """The pool's head, if it may start now."""
+        head = self.line.head()
+        if head is None or not self._may_start(now, bulk=head.priority == "bulk"):
+            return None
+        admissions = self._admissions
+        if admissions is None or admissions.ready(lambda: self._gate_line(head), self._pump):
+            return head
+        return None
+
+    def _gate_line(self, head: Waiter[Permit]) -> tuple[Priority, int, bool]:
+        """What the gate is told of the line: its first priority, how many calls could
+        start now (the caps bound what this process would take), and whether it contends
+        (an interactive call first, or calls with a fairness key: see :class:`RemoteGate`)."""
+        line = self.line
+        priority = (line.head() or head).priority
+        room = min(self._cap - self._in_flight, self._capacity.room())
+        waiting = line.waiting()
+        count = max(1, int(room) if room < waiting else waiting)
+        return priority, count, priority == "interactive" or line.keyed()
+
+    def _may_start(self, now: float, *, bulk: bool) -> bool:
+        """Whether a request may start now (waiters aside): cap, pause, check, round,
+        limiter, pacing (``bulk``: whether it is a bulk call)."""
+        if self._in_flight >= self._cap:
+            return False
+        if self._paused and now >= self._pause_until:
+            self._paused = False
+            logger.debug("pool %s resumed", self.name)
+            self._emit("resumed", self._pause_until - self._pause_start, self._pause_until)
+        if now < self._pause_until:
+            return False
+        held, expired = self.judge.holds(now)
+        if expired is not None:
+            self._apply(expired)
+        if held:
+            return False  # the check goes alone
+        if self._round is not None:
+            holds = self._round.holds(now)
+            if holds is None:
+                self._round = None  # the round is over
+            elif holds:
+                return False
+        limiter = self._limiter
+        if limiter is None:
+            return True
+        at = limiter.next_start(now)
+        self._check_rate()
+        return at <= now and self._paced_start(now, bulk) <= now
+
+    def wake_time(self, now: float) -> float:
+        """When time alone next lets this pool's first waiter through (``now``: it does)."""
+        at = self._limiter.next_start(now) if self._limiter is not None else now
+        head = self.line.head()
+        if self._limiter is not None and head is not None:
+            at = max(at, self._paced_start(now, head.priority == "bulk"))
+        if self.judge.check is not None:
+            at = max(at, self.judge.suspect_until)
+        if self._round is not None:
+            at = max(at, self._round.held_until())  # until the round is in, at the latest
+        return max(at, self._pause_until, now)
+
+    def _paced_start(self, now: float, bulk: bool) -> float:
+        """When pacing (:meth:`RateRule.paced_start`) lets the next start happen, a bulk
+        one (``bulk``) or not."""
+        assert self._limiter is not None
+        line = self.line
+        return self._limiter.paced_start(now, line.held(), keyed=line.keyed(), bulk=bulk)
+
+    def _pump_soon(self) -> None:
+        """Pump once at the end of this turn of the event loop."""
+        if not self._pump_due:
+            self._pump_due = True
+            asyncio.get_running_loop().call_soon(self._pump_now)
+
+    def _pump_now(self) -> None:
+        self._pump_due = False
+        self._pump()
+
+    def grant(self, now: float) -> None:
+        """Start the head now (:meth:`ready` said it may)."""
+        ticket = self._admissions.take() if self._admissions is not None else None
+        waiter = self.line.pop()
+        waiter.future.set_result(self._start_now(now, ticket))
+
+    def _start_now(self, now: float, ticket: str | None = None) -> Permit:
+        start = Start(now, ticket)
+        if self._limiter is not None:
+            self._limiter.start(start)
+        self.judge.started(start)
+        if self._round is not None:  # only open here: _may_start ends a held round first
+            self._round.started(start)
+        self._in_flight += 1
+        self._capacity.in_flight += 1
+        return Permit(self, start)
+
+    # 429s ------------------------------------------------------------------------------
+
+    def rate_limited(self, start: Start, wait: float) -> float:
+        """A 429 to ``start``, its window ending ``wait`` seconds from now: ask the judge,
+        apply its verdicts; the seconds until the pool resumes (0: it is not paused)."""
+        now = self._clock.now()
+        start.limited, start.wait = True, wait
+        self._rate_limited += 1
+        self._emit("rate_limited", wait, now)
+        limiter = self._limiter
+        verdicts = self.judge.on_429(
+            start,
+            now,
+            wait,
+            paused=now < self._pause_until,
+            stepping_up=limiter is not None and limiter.stepping_up,
+        )
+        for verdict in verdicts:
+            self._apply(verdict)
+        return max(0.0, self._pause_until - now)
+
+    def _apply(self, verdict: Verdict) -> None:
+        """The pool's part of a verdict (a pause), then the limiter's (what it learns)."""
+        if verdict.pause:
+            self._pause(verdict.at, verdict.window_end, verdict.wait)
+        if verdict.kind in ("late", "agreeing") or self._limiter is None:
+            return
+        self._limiter.learn(verdict)
+        self._check_rate()
+
+    def retried(self) -> None:
+        """Count a retry (the call loop tells it, with its delay and reason)."""
+        self._retries += 1
+
+    def _pause(self, now: float, until: float, wait: float) -> None:
+        if until <= max(self._pause_until, now):
+            return
+        if self._pause_until > now:
+            self._paused_total += until - self._pause_until
+        else:
+            self._paused_total += wait
+            self._pause_start = now
+        self._pause_until = until
+        self._paused = True
+        logger.info("pool %s paused for %.3f s after a 429", self.name, wait)
+        self._emit("paused", wait, now)
+
+    # What it tells ---------------------------------------------------------------------
+
+    def _check_rate(self) -> None:
+        rate = self._limiter.rate if self._limiter is not None else math.inf
+        if rate != self._rate:
+            self._rate = rate
+            self._emit("rate_changed", rate)
+
+    def _emit(self, kind: EventKind, value: float, time: float | None = None) -> None:
+        callback = self._on_event
+        if callback is None:
+            return
+        when = self._clock.now() if time is None else time
+        try:
+            callback(PoolEvent(kind, self.name, when, value))
+        except Exception:
+            logger.warning("on_event callback failed on %s event; ignored", kind, exc_info=True)
+
+    def stats(self, now: float) -> PoolStats:
+        """A snapshot of this pool's counters."""
+        waiting = self.line.waiting()
+        return PoolStats(
+            name=self.name,
+            sent=self._sent,
+            rate_limited=self._rate_limited,
+            retries=self._retries,
+            paused_seconds=self._paused_total - max(0.0, self._pause_until - now),
+            current_rate=self._limiter.rate if self._limiter is not None else math.inf,
+            configured_rate=self._configured,
+            in_flight=self._in_flight,
+            waiting=waiting,
+            next_start_in=self.wake_time(now) - now if waiting else 0.0,
+        )
+
+    def quota(self, now: float, period: float) -> PoolQuota:
+        """What is left of this pool's quota at ``now``, as its own limiter sees it
+        (``period``: ``RateLimits.period``); reading it changes nothing."""
+        paused_for = max(0.0, self._pause_until - now)
+        limiter = self._limiter
+        if limiter is None or math.isinf(limiter.rate):
+            return PoolQuota(
+                self.name, math.inf, self._configured, period, 0, None, paused_for, paused_for
+            )
+        used, left, at = limiter.usage(now)
+        return PoolQuota(
+            pool=self.name,
+            limit=limiter.rate,
+            configured=self._configured,
+            period=period,
+            used=used,
+            left=0 if paused_for else left,
+            next_start_in=max(at - now, paused_for),
+            paused_for=paused_for,
+        )
+
+    def fail(self, error: Exception) -> None:
+        """Fail every waiter with ``error`` (a copy each: each call raises its own); later
+        calls may still succeed."""
+        for waiter in self.line.drain():
+            if not waiter.future.done():
+                copy = type(error).__new__(type(error))  # not __init__: its arguments vary
+                copy.__dict__.update(error.__dict__)
+                copy.args = error.args
+                waiter.future.set_exception(copy)
+
+    def close(self) -> None:
+        """Fail every waiter, and every later :meth:`acquire`."""
+        self.closed = True
+        self.fail(ClientClosedError("the client was closed while this call waited"))
+
+    async def aclose(self) -> None:
+        """:meth:`close`, then stop asking the gate and close the limiter."""
+        self.close()
+        if self._admissions is not None:
+            await self._admissions.aclose()
+        if self._limiter is not None:
+            await self._limiter.aclose()
+
+    def __repr__(self) -> str:
+        return f"<Pool {self.name} rate={self._rate:g}>"
 
 
 @dataclass(frozen=True)
@@ -179,7 +861,7 @@ class Scheduler:
         wake = math.inf
         waiting = False
         for pool in pools:
-            if pool.head() is not None:
+            if pool.line.head() is not None:
                 waiting = True
                 wake = min(wake, pool.wake_time(now))
         if not waiting and self._timer is not None:

@@ -82,19 +82,18 @@ end
 # start free within one interval, so whoever contends finds a start within about one
 # interval whatever bulk work waits in any process.
 # Returns {wait µs (0: admitted; -1: a step up is due and this client holds the lease),
-#          epoch, clients seen, rate, allowed, version, now µs}.
+#          epoch, clients seen, rate, allowed, now µs}.
 ACQUIRE = (
     _NOW
     + """
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local rule = redis.call('HMGET', KEYS[5], 'rate', 'allowed', 'step_up_at',
-  'version', 'answered', 'suspect_until', 'check', 'turns', 'contended', 'run')
+  'answered', 'suspect_until', 'check', 'turns', 'contended', 'run')
 local rate = tonumber(rule[1]) or limit
 local allowed = tonumber(rule[2]) or limit
 local margin = tonumber(ARGV[4])
 local step_up_at = tonumber(rule[3]) or -1
-local version = tonumber(rule[4]) or 0
 local span = window + margin
 local keep = math.ceil(2 * span / 1000) + 1000
 local epoch = redis.call('GET', KEYS[10])
@@ -126,13 +125,13 @@ for i = 21, #ARGV do
 end
 -- A call a burst would hold back asks: bulk starts are paced for ARGV[18] µs from now;
 -- and while a run of starts that lasted ARGV[20] µs goes on (a harvest).
-local contended = tonumber(rule[9]) or -math.huge
+local contended = tonumber(rule[8]) or -math.huge
 if ARGV[17] == '1' then
   contended = now
   redis.call('HSET', KEYS[5], 'contended', now)
 end
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local run = tonumber(rule[10]) or now
+local run = tonumber(rule[9]) or now
 if not newest[2] or tonumber(newest[2]) < now - 2 * span then
   run = now  -- the next start begins a run
 end
@@ -146,7 +145,7 @@ for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[8], m)
   redis.call('HDEL', KEYS[9], m .. ':t', m .. ':w')
 end
-local turns = tonumber(rule[8]) or 0
+local turns = tonumber(rule[7]) or 0
 local BULK = tonumber(ARGV[10])
 local turn = tonumber(redis.call('HGET', KEYS[9], me .. ':t') or turns)
 local rank = tonumber(ARGV[11]) + turn
@@ -156,7 +155,7 @@ for i = 7, 9 do redis.call('PEXPIRE', KEYS[i], keep) end
 local function answer(wait)
   -- A waiting client stays in the line until its next ask, and a grace after.
   redis.call('ZADD', KEYS[8], now + math.max(wait, 0) + tonumber(ARGV[14]), me)
-  return {wait, epoch, clients, rate, allowed, version, now}
+  return {wait, epoch, clients, rate, allowed, now}
 end
 local pause = tonumber(redis.call('GET', KEYS[4]) or '0')
 if pause > now then
@@ -199,8 +198,7 @@ end
 if tonumber(ARGV[11]) >= BULK and paced then
   local interval = window / rate
   local paced = -1
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  if last[2] then paced = tonumber(last[2]) + tonumber(ARGV[19]) * interval end
+  if newest[2] then paced = tonumber(newest[2]) + tonumber(ARGV[19]) * interval end
   if rate >= 2 and count >= rate - 1 then
     local k = count - (rate - 1)
     local entry = redis.call('ZRANGE', KEYS[1], k, k, 'WITHSCORES')
@@ -214,7 +212,7 @@ end
 -- answered (told a rate above the server's, the rest would only collect 429s), for
 -- ARGV[13] µs at most (a slow request must not hold every client).
 local first_round = tonumber(ARGV[12])
-if (tonumber(rule[5]) or 0) < first_round and count >= first_round then
+if (tonumber(rule[4]) or 0) < first_round and count >= first_round then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if oldest[2] and now < tonumber(oldest[2]) + tonumber(ARGV[13]) then
     return answer(tonumber(ARGV[15]))
@@ -222,9 +220,9 @@ if (tonumber(rule[5]) or 0) < first_round and count >= first_round then
 end
 -- A 429 is suspect: one start goes alone, as the check, until it is answered.
 local check = false
-if (tonumber(rule[6]) or 0) > now then
-  if rule[7] and rule[7] ~= '' then
-    return answer(math.min(tonumber(rule[6]) - now, 5 * tonumber(ARGV[15])))
+if (tonumber(rule[5]) or 0) > now then
+  if rule[6] and rule[6] ~= '' then
+    return answer(math.min(tonumber(rule[5]) - now, 5 * tonumber(ARGV[15])))
   end
   check = true
 end
@@ -309,7 +307,7 @@ end
 redis.call('ZREM', KEYS[7], me)
 redis.call('ZREM', KEYS[8], me)
 redis.call('HDEL', KEYS[9], me .. ':t', me .. ':w')
-return {0, epoch, clients, rate, allowed, version, now}
+return {0, epoch, clients, rate, allowed, now}
 """
 )
 

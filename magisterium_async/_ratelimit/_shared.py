@@ -265,10 +265,14 @@ class SharedLimiter:
         """The pools' remote gates (the same objects as :attr:`limiters`)."""
         return self.limiters
 
-    @property
-    def available(self) -> bool:
-        """Whether Redis answered the last call (``False``: the local fallback decides)."""
-        return self._down_since is None
+    async def _name_account(self) -> None:
+        """Key every pool by the account, once it is known (a ``token=`` callable's token
+        is known only at the first ask)."""
+        if self._base is None:
+            assert not isinstance(self._account, str)
+            account = await self._account()
+            if self._base is None:  # the first of the calls that asked at once names it
+                self._locate(account)
 
     def _locate(self, account: str) -> None:
         """Key every pool by ``account``: hashed, in one hash tag (one Cluster slot)."""
@@ -293,11 +297,7 @@ class SharedLimiter:
         """Wait until ``pool`` may start one request (shared, or local when Redis is
         down); the start's ticket."""
         state = self._pools[pool]
-        if self._base is None:
-            assert not isinstance(self._account, str)
-            account = await self._account()
-            if self._base is None:  # the first of the calls that asked at once names it
-                self._locate(account)
+        await self._name_account()
         while True:
             if self._closed:
                 raise ClientClosedError("the client was closed while this call waited")
@@ -384,11 +384,11 @@ class SharedLimiter:
             return None
         wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
         state.rate, state.allowed = float(reply[3]), float(reply[4])
-        self._offset = 0.0 if self._own_time else float(reply[6]) / 1e6 - self._clock.now()
+        self._offset = 0.0 if self._own_time else float(reply[5]) / 1e6 - self._clock.now()
         self._learn_epoch(state, epoch.decode() if isinstance(epoch, bytes) else str(epoch))
         self._clients = max(clients, 1)
         state.rejoin = False
-        state.asked_at = float(reply[6]) / 1e6
+        state.asked_at = float(reply[5]) / 1e6
         if self._down_since is not None:
             logger.warning("Redis is back: the shared quota decides again")
             self._down_since = None
@@ -575,11 +575,7 @@ class SharedLimiter:
         state = self._pools[local.pool]
         if math.isinf(state.limit) or self._closed:
             return local
-        if self._base is None:
-            assert not isinstance(self._account, str)
-            account = await self._account()
-            if self._base is None:
-                self._locate(account)
+        await self._name_account()
         try:
             rule, _, _, log = await self._snapshot(state)
             pipe = self._redis.pipeline(transaction=False)

@@ -1,6 +1,6 @@
 """Every tuning constant of the rate-limit engine, in one table, each with its reason.
 
-The rule (``_rule.py``), the judge (``_judge.py``), the pool (``_pool.py``) and the shared
+The rule (``_rule.py``), the judge (``_judge.py``), the pool (``_scheduler.py``) and the shared
 quota (``_shared.py``) read them from here by name; nothing else in the engine holds a bare
 number that tunes behaviour.
 """

@@ -32,7 +32,7 @@ from magisterium_async._ratelimit import (
     Scheduler,
     Start,
 )
-from magisterium_async._ratelimit._pool import Admissions, FirstRound
+from magisterium_async._ratelimit._scheduler import Admissions, FirstRound
 from magisterium_async._ratelimit._tuning import PACE_QUIET_WINDOWS, ROUND_HOLD_ROUND_TRIPS
 from tests.helpers.quota import PRO, PRO_SCENARIOS, Quota, scenario, scheduler
 
