@@ -385,7 +385,7 @@ class SharedLimiter:
         wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
         state.rate, state.allowed = float(reply[3]), float(reply[4])
         self._offset = 0.0 if self._own_time else float(reply[5]) / 1e6 - self._clock.now()
-        self._learn_epoch(state, epoch.decode() if isinstance(epoch, bytes) else str(epoch))
+        self._learn_epoch(state, text(epoch))
         self._clients = max(clients, 1)
         state.rejoin = False
         state.asked_at = float(reply[5]) / 1e6
