@@ -10,13 +10,20 @@ What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
   that window (all of it, when nobody else spends the quota; none of them, or a window
   that began before any start of ours: others may have spent it, the quota is busy now,
   its size unknown, and the rate stays), and stays there for
-  :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts;
+  :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts, until the start of the
+  server's window that the last of them falls in;
 - then it *steps up*: one start more than the server allowed, or, once one of the server's
   windows took more than it allowed before (whoever shared the quota stopped), twice the
   rate, back toward the configured one, or at once what the server's window before the
   lowering took of ours, if more (the quota it had shown came back);
 - *step up refused* (a 429 while stepping up): back to what the server allowed, and the
   next step up waits twice as long (up to :data:`~._tuning.MAX_STEP_UP_DOUBLINGS` times).
+
+A step up begins as one of the server's windows opens (its phase is known from the ends
+its 429s gave): its starts then have one whole window to show in, and one window proves
+it. Begun anywhere else, they straddle two windows, neither holds more than the server
+allowed before, and the proof waits for two (four processes sharing a quota recovered
+from the shift scenario 0.7 s later in half the runs).
 
 And where starts go within a window, *pacing*: the log alone lets a window's N starts go
 in one burst as the window opens: the best for a lone job, and the worst for whoever
@@ -205,7 +212,7 @@ class RateRule:
         self._locate(start, now, window_end)
         state = self.state
         state.refused_tries = min(state.refused_tries + 1, MAX_STEP_UP_DOUBLINGS)
-        state.step_up_at = now + self._cautious()
+        state.step_up_at = self._window_start(now + self._cautious())
         self._set(state.allowed, "a step up was refused")
 
     def proven(self, log: StartLog, start: Start, now: float, window_end: float) -> None:
@@ -236,7 +243,7 @@ class RateRule:
         took_before = log.accepted(began - self.window - slack, began - slack)
         state.before = max(state.before, min(took_before, state.rate))
         state.allowed = rate
-        state.step_up_at = max(now + self._cautious(), window_end)
+        state.step_up_at = max(self._window_start(now + self._cautious()), window_end)
         if rate < state.rate:
             self._set(rate, "rate limited by the server")
 
@@ -278,6 +285,17 @@ class RateRule:
     def _locate(self, start: Start, now: float, window_end: float) -> None:
         self.state.phase = window_end % self.window
         self.state.rtt = min(now - start.time, RTT_CAP_SHARE * self.window)
+
+    def _window_start(self, t: float) -> float:
+        """The last of the server's window starts at or before ``t`` (``t`` itself while
+        its phase is unknown). A step up that begins there has one whole window of the
+        server's to show itself in: begun anywhere else, its starts straddle two windows,
+        none holds more than the server allowed before, and the proof waits for two."""
+        phase = self.state.phase
+        if phase is None:
+            return t
+        # A t on a window start, give or take a float's rounding, is that start.
+        return phase + math.floor((t - phase) / self.window + 1e-9) * self.window
 
     def _cautious(self) -> float:
         state = self.state

@@ -104,7 +104,9 @@ def test_a_step_up_is_due_after_starts_per_step_up_of_the_servers_starts(allowed
     r, log = rule(), StartLog()
     proven_at(r, log, allowed)
     windows = math.ceil(STARTS_PER_STEP_UP / allowed)
-    assert r.state.step_up_at == allowed + 0.5 + windows * WINDOW
+    # The server's window that the last of them falls in begins the step up (its windows
+    # start at whole minutes here): the stepped-up starts have one whole window to show in.
+    assert r.state.step_up_at == windows * WINDOW
     assert windows * allowed >= STARTS_PER_STEP_UP
 
 
@@ -114,6 +116,19 @@ def test_a_step_up_is_never_due_before_the_proven_window_ends() -> None:
     log.add(early)
     r.proven(log, early, 0.1, 1000.0)  # a window ending far off (a longer quota)
     assert r.state.step_up_at == 1000.0
+
+
+def test_a_step_up_begins_at_one_of_the_servers_window_starts() -> None:
+    """Begun mid-window, the stepped-up starts straddle two of the server's windows, neither
+    holds more than it allowed before, and the proof waits for two; begun as one opens, that
+    window shows it."""
+    r, log = rule(), log_of(0.0, *(10.0 + i for i in range(6)))
+    refused = start(16.0, limited=True)
+    log.add(refused)
+    r.proven(log, refused, 16.5, 65.0)  # the server's windows end at 5 s past each minute
+    assert r.state.rate == 6
+    # Due after two windows of 6 (at 136.5): the window that began at 125 begins it.
+    assert r.state.step_up_at == 125.0
 
 
 def steps_up_from_six() -> tuple[RateRule, StartLog, float]:
@@ -158,9 +173,17 @@ def test_a_refused_step_up_goes_back_and_the_next_waits_twice_as_long_up_to_4x()
         log.add(refused)
         r.step_up_refused(refused, now + 0.5, now + 10.0)
         assert r.state.rate == 6 and not r.stepping_up
+        # The next step up begins one of the server's windows (they end at now + 10 + k
+        # windows), the one that the wait's end falls in.
+        assert (r.state.step_up_at - (now + 10.0)) % WINDOW == 0
         waits.append(r.state.step_up_at - (now + 0.5))
         now += 1.0
-    assert waits == [2 * base, 4 * base, 4 * base, 4 * base]
+    assert [math.ceil(wait / WINDOW) * WINDOW for wait in waits] == [
+        2 * base,
+        4 * base,
+        4 * base,
+        4 * base,
+    ]
     assert MAX_STEP_UP_DOUBLINGS == 2
 
 
