@@ -83,7 +83,14 @@ def _rich_console() -> Console | None:
         from rich.console import Console
     except ImportError:
         return None
-    return Console(highlight=False)
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 here; raised instead, main() ends quietly with 0, as it does
+            # when plain text meets a reader gone (`| head`): one exit code either way.
+            raise BrokenPipeError
+
+    return _Console(highlight=False)
 
 
 def _print_lines(lines: Sequence[Line]) -> None:

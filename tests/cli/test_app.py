@@ -233,3 +233,27 @@ def test_a_cache_that_can_never_be_written_exits_2_before_sending(tmp_path: Path
         assert run.code == 2, run.err
         assert "cannot be written (its directory '/proc/sys' is read-only)" in run.err
         assert "Traceback" not in run.err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("fetch", "10301"), ("search", "grace"), ("pope-lookup", "Pius X"), ("card",)],
+    ids=lambda argv: argv[0],
+)
+def test_a_reader_gone_ends_every_command_quietly_with_0(argv: tuple[str, ...]) -> None:
+    """`| head -1`: rich's text and plain text alike end with 0 and nothing on stderr (rich
+    on its own exits 1, which says an error of the service)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader gone before the first line
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "magisterium_async", *argv, "--emulator"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+            timeout=TIMEOUT,
+        )
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (0, "")
