@@ -418,6 +418,8 @@ def plan(args: argparse.Namespace) -> Plan:
     try:
         for name in args.queries:
             if name == "-":
+                if sys.stdin is None:  # started with stdin closed (`<&-`): Python sets None
+                    raise OSError(errno.EBADF, "it is closed", "stdin")
                 # A reader of its own: the interpreter's stdin may not be locked by a
                 # thread still reading when the process ends (Ctrl-C at a terminal).
                 reader = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115

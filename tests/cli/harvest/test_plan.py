@@ -140,6 +140,16 @@ def test_stdin_that_holds_no_query_is_refused_and_writes_nothing(tmp_path: Path,
     assert json.loads(done.err)["queries"] == 1 and (tmp_path / "docs.jsonl").read_text()
 
 
+def test_a_closed_stdin_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`harvest - --out docs.jsonl <&-`: Python leaves ``sys.stdin`` None; no traceback."""
+    monkeypatch.setattr("sys.stdin", None)
+    out = str(tmp_path / "docs.jsonl")
+    assert _refused(tmp_path, "-", "--out", out) == "cannot read stdin: it is closed"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_resume_where_no_state_exists_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     refused = cli(
         "harvest", "--emulator", "-q", "grace", "--out", "docs.jsonl", "--resume", cwd=tmp_path
