@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
+import io
 import json
 import logging
 import os
@@ -132,8 +134,22 @@ def _negative_values_joined(argv: list[str], options: set[str]) -> list[str]:
     return joined
 
 
+class _ClosedStdout(io.RawIOBase):
+    """stdout for a process started with it closed (``>&-``): Python leaves ``sys.stdout``
+    ``None``, which ``print()`` takes for "write nothing" and ``.buffer`` for a traceback.
+    Every write fails instead, so the command says it cannot write stdout (exit 2)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    if sys.stdout is None:
+        sys.stdout = io.TextIOWrapper(_ClosedStdout(), write_through=True)
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = _negative_values_joined(argv, _taking_values(parser))

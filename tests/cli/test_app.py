@@ -257,3 +257,27 @@ def test_a_reader_gone_ends_every_command_quietly_with_0(argv: tuple[str, ...]) 
     finally:
         os.close(write)
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def _close_stdout() -> None:
+    os.close(1)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("search", "grace", "--emulator"), ("--json", "search", "grace", "--emulator"), ("quota",)],
+)
+def test_a_closed_stdout_is_named_and_exits_2(argv: tuple[str, ...]) -> None:
+    """`search grace >&-`: Python leaves ``sys.stdout`` None, where ``print()`` writes
+    nothing (exit 0, no result) and ``--json`` met a traceback."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "magisterium_async", *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT,
+        preexec_fn=_close_stdout,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot write stdout: it is closed" in proc.stderr
+    assert "Traceback" not in proc.stderr
