@@ -43,9 +43,12 @@ def _line(pool: PoolQuota) -> str:
     head = f"{pool.pool} ({_WHAT[pool.pool]}):"
     if pool.unlimited:
         return f"{head} unlimited"
+    # A limit of 1 or more per period counts whole starts (2.9 allows 2): only below that
+    # did the service's refusals lower it.
+    whole = math.floor(pool.configured) if pool.configured >= 1 else pool.configured
     lowered = (
         f" (lowered from {pool.configured:g} after the service refused)"
-        if pool.limit < pool.configured
+        if pool.limit < whole
         else ""
     )
     text = (

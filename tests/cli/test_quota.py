@@ -9,6 +9,8 @@ import json
 import socket
 from pathlib import Path
 
+from magisterium_async._cli._quota import _line
+from magisterium_async._ratelimit import PoolQuota
 from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
 from tests.cli.helpers import cli
 from tests.helpers.redis_server import RedisServer
@@ -82,3 +84,14 @@ def test_quota_with_redis_down_says_it_is_this_processs_view() -> None:
     record = json.loads(run.out)
     assert record["shared"] is False and record["pools"]["default"]["left"] == 15
     assert "Redis did not answer: this process's view only" in cli(*args).out
+
+
+def test_a_quota_of_part_of_a_request_is_not_said_lowered_by_the_service() -> None:
+    """`quota --quota 2.9/1`: 2.9 a minute allows 2 starts; nothing was refused."""
+    run = cli("quota", "--quota", "2.9/1.5")
+    assert run.code == 0, run.err
+    assert "lowered" not in run.out and "refused" not in run.out
+    assert "default (every skill but ask): 0 of 2 per 60 s used, 2 left" in run.out
+    lowered = PoolQuota("default", 12.0, 15.0, 60.0, 0, 1, 0.0)
+    assert "(lowered from 15 after the service refused)" in _line(lowered)
+    assert "lowered" not in _line(PoolQuota("default", 0.5, 0.5, 60.0, 0, 1, 0.0))
