@@ -471,7 +471,8 @@ def parse_quota(text: str) -> RateLimits:
         return RateLimits.unlimited()
     try:
         numbers = [float(part) for part in cleaned.split("/")]
-        if len(numbers) in (2, 3):
+        # float() reads "inf" and "1e309" as infinity: a pool would be unlimited unsaid.
+        if len(numbers) in (2, 3) and all(math.isfinite(number) for number in numbers):
             period = numbers[2] if len(numbers) == 3 else 60.0
             return RateLimits(numbers[0], numbers[1], period=period)
     except ValueError:

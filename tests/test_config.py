@@ -153,6 +153,13 @@ def test_a_quota_in_the_command_lines_words() -> None:
             parse_quota(bad)
 
 
+def test_a_quota_of_infinite_requests_is_refused_not_taken_for_unlimited() -> None:
+    """`--quota 1e309/2`: float() reads infinity; "unlimited" is the one word for it."""
+    for bad in ("inf/2", "15/Infinity", "1e309/2", "15/2/inf"):
+        with pytest.raises(ValueError, match=r"DEFAULT/EXPENSIVE\[/PERIOD\]"):
+            parse_quota(bad)
+
+
 def test_the_client_reads_its_quota_from_the_environment_unless_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
