@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_RETRY_POLICY",
     "DEFAULT_TIMEOUTS",
     "LOG_ENV",
+    "MAX_RETRIES_CEILING",
     "NOT_GIVEN",
     "QUOTA_ENV",
     "REDIS_URL_ENV",
@@ -105,12 +106,15 @@ def fraction(name: str, value: object) -> float:
     return checked
 
 
-def whole_number(name: str, value: object, *, minimum: int = 1) -> int:
-    """``value`` if it is an int (not a bool) of at least ``minimum``."""
+def whole_number(name: str, value: object, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) of at least ``minimum`` (and at most
+    ``maximum``, if given)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
     return value
 
 
@@ -127,6 +131,10 @@ PoolName = Literal["default", "expensive"]
 
 DEFAULT_BASE_URL = "https://www.magisterium.com/api/v1/a2a"
 DEFAULT_MAX_RETRIES = 2
+MAX_RETRIES_CEILING = 100
+"""The most retries of transient failures one call may be given: 100 tries of a server
+that is down, at the backoff's 8 s cap, take about 13 minutes; a number beyond that is a
+slip, and a call must end."""
 DEFAULT_MAX_CONCURRENCY = 32
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """The largest answer the client reads, decompressed: 64 MiB (the longest documents of the
@@ -279,7 +287,8 @@ class RetryPolicy:
     """How transient failures and rate limits are retried.
 
     Connection errors, timeouts, HTTP 5xx and -32603 are retried up to ``max_retries``
-    times, waiting ``min(initial_backoff * 2**n, max_backoff)`` with jitter.
+    times (at most 100: a call must end), waiting
+    ``min(initial_backoff * 2**n, max_backoff)`` with jitter.
 
     A 429 waits the service's ``retryAfter`` (or ``Retry-After``), at least
     ``min_retry_after * 2**n`` for the call's n-th 429 (so a wait of 0, or a tiny one, can
@@ -311,7 +320,7 @@ class RetryPolicy:
     total_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        whole_number("max_retries", self.max_retries, minimum=0)
+        whole_number("max_retries", self.max_retries, minimum=0, maximum=MAX_RETRIES_CEILING)
         boolean("retry_expensive_timeouts", self.retry_expensive_timeouts)
         if self.total_timeout is not None:
             positive_number("total_timeout", self.total_timeout, infinite=True)

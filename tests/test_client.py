@@ -60,6 +60,7 @@ async def _an_async_callback(event: m.PoolEvent) -> None:
     [
         ({"max_retries": -1}, ValueError, "max_retries"),
         ({"max_retries": 1.5}, TypeError, "max_retries"),
+        ({"max_retries": 10**30}, ValueError, "max_retries must be <= 100"),  # a call must end
         ({"timeout": 0}, ValueError, "timeout"),
         ({"timeout": -3}, ValueError, "timeout"),
         ({"timeout": "10"}, TypeError, "timeout"),

@@ -123,6 +123,7 @@ def test_backoff_doubles_up_to_its_cap_and_jitter_only_shortens_it() -> None:
     ("kwargs", "error", "message"),
     [
         ({"max_retries": -1}, ValueError, "max_retries must be >= 0, got -1"),
+        ({"max_retries": 101}, ValueError, "max_retries must be <= 100, got 101"),
         ({"max_retries": 2.0}, TypeError, "max_retries must be an int, not float"),
         ({"initial_backoff": 0}, ValueError, "initial_backoff must be a positive number"),
         ({"max_backoff": math.inf}, ValueError, "max_backoff must be a positive number"),

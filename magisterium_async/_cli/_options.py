@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from magisterium_async._cli._client import ClientOptions
 from magisterium_async._cli._output import Output
-from magisterium_async._config import RateLimits, parse_quota
+from magisterium_async._config import MAX_RETRIES_CEILING, RateLimits, parse_quota
 
 __all__ = [
     "add_common_options",
@@ -49,8 +49,8 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
     return parse
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An argument type: a whole number ``minimum`` or more."""
+def at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argument type: a whole number ``minimum`` or more (and ``maximum`` or less)."""
 
     def parse(text: str) -> int:
         try:
@@ -59,6 +59,8 @@ def at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {text}")
         return value
 
     parse.__name__ = "int"
@@ -149,7 +151,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
     )
     group.add_argument(
         "--max-retries",
-        type=at_least(0),
+        type=at_least(0, MAX_RETRIES_CEILING),
         metavar="N",
         default=default(2),
         help="retries of transient failures per call (default: 2)",

@@ -179,6 +179,7 @@ def test_messages_name_flags_and_variables_never_constructor_arguments(tmp_path:
     runs = [
         cli("search", "x", "--token-file", str(token), "--base-url", "https://u:pw@h.example/a2a"),
         cli("search", "x", "--token-file", str(token), "--max-retries", "-1"),
+        cli("search", "x", "--token-file", str(token), "--max-retries", "1" + "0" * 30),
         cli("search", "x", "--credentials", str(tmp_path / "none.json")),
         cli("search", "x", env={"MAGISTERIUM_BASE_URL": "ftp://x", "MAGISTERIUM_TOKEN": "t"}),
     ]
@@ -187,8 +188,9 @@ def test_messages_name_flags_and_variables_never_constructor_arguments(tmp_path:
         assert not re.search(r"\b[a-z_]+=(\s|$|\)|;|,)", run.err), run.err  # "token=", ...
     assert "--base-url" in runs[0].err and "--token-file" in runs[0].err
     assert "argument --max-retries: must be >= 0" in runs[1].err
-    assert "(--credentials)" in runs[2].err and "--token-file PATH" in runs[2].err
-    assert "$MAGISTERIUM_BASE_URL" in runs[3].err
+    assert "argument --max-retries: must be <= 100" in runs[2].err  # a call must end
+    assert "(--credentials)" in runs[3].err and "--token-file PATH" in runs[3].err
+    assert "$MAGISTERIUM_BASE_URL" in runs[4].err
 
 
 def test_one_result_is_one_document(tmp_path: Path) -> None:

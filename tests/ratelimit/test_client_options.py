@@ -252,6 +252,7 @@ async def test_a_views_protocol_is_its_own_on_the_same_connections() -> None:
         ({"max_retries": -1}, ValueError, "max_retries"),
         ({"max_retries": "2"}, TypeError, "max_retries"),
         ({"max_retries": True}, TypeError, "max_retries"),
+        ({"max_retries": 10**30}, ValueError, "max_retries must be <= 100"),
         ({"timeout": -1}, ValueError, "timeout"),
         ({"timeout": "30"}, TypeError, "timeout"),
         ({"retry_policy": 3}, TypeError, "retry_policy"),
