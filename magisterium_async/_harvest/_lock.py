@@ -128,6 +128,7 @@ class HarvestLock:
             try:
                 lock.acquire(timeout=0)
             except filelock.Timeout:
+                self._check_lock_file_can_be_made()
                 raise self._error(
                     f"{self.path} is in use by another harvest ({_holder_text(self.info_path)}): "
                     f"one harvest at a time uses a harvest's {self._what}. Wait for that one "
@@ -140,6 +141,21 @@ class HarvestLock:
                 return
             lock.release()  # its holder removed it as we took it: take the one there now
         raise self._error(f"{self.path}: its lock file keeps being replaced", path=self.path)
+
+    def _check_lock_file_can_be_made(self) -> None:
+        """Raise the ``error`` naming why, if the lock file cannot be opened at all (a
+        folder we may not write, ``/proc``): filelock reports that as a timeout, and the
+        user would be sent looking for another harvest that is not there."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._error(
+                f"{self.path}: cannot make its lock file {self.lock_path} "
+                f"({exc.strerror or exc}): a harvest's {self._what} must be in a folder "
+                "it may write",
+                path=self.path,
+            ) from None
+        os.close(fd)
 
     def _names_the_locked_file(self, lock: filelock.BaseFileLock) -> bool:
         fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)

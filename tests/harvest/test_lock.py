@@ -117,3 +117,10 @@ def test_a_holder_that_looks_ended_is_named_as_one_that_may_have_ended(
     with pytest.raises(StateError, match=r"another harvest \(which one, it does not say\)"):
         HarvestLock(tmp_path / "s.sqlite", "state", StateError).acquire()
     holder.release()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/version"), reason="Linux's /proc: no file made")
+def test_a_lock_file_that_cannot_be_made_is_named_not_blamed_on_another_harvest() -> None:
+    # filelock reports a lock file it cannot create as a timeout, as it does one held.
+    with pytest.raises(OutputFileError, match=r"cannot make its lock file /proc/version\.lock"):
+        HarvestLock("/proc/version", "output", OutputFileError).acquire()
