@@ -20,8 +20,9 @@ class PoolQuota:
 
     Attributes:
         pool: ``"default"`` (every skill but ``catholic_qa``) or ``"expensive"``.
-        limit: starts allowed per ``period`` now (lower than ``configured`` after the
-            service showed a smaller quota; ``math.inf``: unlimited).
+        limit: starts allowed per ``period`` now: ``configured`` in whole starts per
+            window (``2.9`` a minute allows 2), lower after the service showed a smaller
+            quota (``math.inf``: unlimited).
         configured: starts per ``period`` as configured (``RateLimits``).
         period: the quota's period, in seconds (``RateLimits.period``).
         used: starts in the last window (the period, or longer for a limit below 1 per
