@@ -9,9 +9,9 @@ What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
 - *proven* (a window ran out): the rate goes down to what the server took of our starts in
   that window (all of it, when nobody else spends the quota; none of them, or a window
   that began before any start of ours: others may have spent it, the quota is busy now,
-  its size unknown, and the rate stays), and stays there for
-  :data:`~._tuning.STARTS_PER_STEP_UP` of the server's starts, until the start of the
-  server's window that the last of them falls in;
+  its size unknown, and the rate stays), and stays there until the first of the server's
+  windows to open once its windows, the one that ran out counted, have taken
+  :data:`~._tuning.STARTS_PER_STEP_UP` starts at that rate;
 - then it *steps up*: one start more than the server allowed, or, once one of the server's
   windows took more than it allowed before (whoever shared the quota stopped), twice the
   rate, back toward the configured one, or at once what the server's window before the
@@ -23,7 +23,9 @@ A step up begins as one of the server's windows opens (its phase is known from t
 its 429s gave): its starts then have one whole window to show in, and one window proves
 it. Begun anywhere else, they straddle two windows, neither holds more than the server
 allowed before, and the proof waits for two (four processes sharing a quota recovered
-from the shift scenario 0.7 s later in half the runs).
+from the shift scenario 0.7 s later in half the runs). The price: a step up that finds the
+quota unchanged is refused for certain, where one begun mid-window sometimes slipped
+through unproven (one process, told 1000/s against 10/s: 16 429s for 300, not 12).
 
 And where starts go within a window, *pacing*: the log alone lets a window's N starts go
 in one burst as the window opens: the best for a lone job, and the worst for whoever
@@ -257,7 +259,10 @@ class RateRule:
         if state.rate > state.allowed:
             # Passed only once one window of the server's (its phase known from the ends its
             # 429s gave) took more than it allowed before: not by luck with the phase.
-            end = now if state.phase is None else now - (now - state.phase) % window
+            # The last window start at or before now. Checks fall on window starts: one
+            # taken a whole window early by a float's rounding would make the next check
+            # due now, and "now" the answer to every start the log holds back.
+            end = self._window_start(now)
             # The window's end as measured is late by the way back; starts reach the server
             # late by the way there: a round trip (and the margin) before it, they surely
             # fell in.

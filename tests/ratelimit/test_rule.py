@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 
 import pytest
 
@@ -185,6 +186,36 @@ def test_a_refused_step_up_goes_back_and_the_next_waits_twice_as_long_up_to_4x()
         4 * base,
     ]
     assert MAX_STEP_UP_DOUBLINGS == 2
+
+
+def test_a_step_up_checked_on_a_window_start_never_lets_the_log_be_passed() -> None:
+    """Step ups and their checks fall on the server's window starts. Where a float's
+    rounding took the window before for the one beginning, the next check fell due at
+    once, and every start the log held back was told it may go now (a burst over the
+    limit). Many phases, each a refused step up, a step up, then its check."""
+    rng, window, bursts = random.Random(3), 1.0, []
+    for _ in range(2000):
+        window_end = round(rng.uniform(1, 100), rng.choice([2, 3, 6, 15]))
+        r = RateRule("default", 15, window, window / 60)
+        r.state.rate, r.state.allowed = 12, 11
+        began = window_end - window
+        log = StartLog([start(began + (0.02 + i * 0.05) * window) for i in range(11)])
+        refused = start(began + 0.6 * window, limited=True)
+        log.add(refused)
+        r.step_up_refused(refused, began + 0.62 * window, window_end)
+        due = r.state.step_up_at
+        log = StartLog([start(due - (0.95 - i * 0.05) * window) for i in range(11)])
+        r.next_start(log, due)  # the step up, at a window start
+        check = r.state.step_up_at  # its check, at the next one
+        for i in range(11):
+            log.add(start(due + (0.05 + i * 0.085) * window))
+        said_now = 0
+        while said_now < 5 and r.next_start(log, check) <= check:
+            said_now += 1
+            log.add(start(check))
+        if said_now > 1 or log.started(check - r.span, check) > r.limit:
+            bursts.append(window_end)
+    assert bursts == []
 
 
 def stepping_up(took: int) -> tuple[RateRule, StartLog]:
