@@ -44,11 +44,11 @@ def _line(pool: PoolQuota) -> str:
     if pool.unlimited:
         return f"{head} unlimited"
     # A limit of 1 or more per period counts whole starts (2.9 allows 2): only below that
-    # did the service's refusals lower it.
-    whole = math.floor(pool.configured) if pool.configured >= 1 else pool.configured
+    # did the service's refusals lower it. Below 1 per period (one start per longer
+    # window) it cannot be lowered at all, and its limit is only the float it was.
     lowered = (
         f" (lowered from {pool.configured:g} after the service refused)"
-        if pool.limit < whole
+        if pool.configured >= 1 and pool.limit < math.floor(pool.configured)
         else ""
     )
     text = (

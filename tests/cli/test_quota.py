@@ -95,3 +95,7 @@ def test_a_quota_of_part_of_a_request_is_not_said_lowered_by_the_service() -> No
     lowered = PoolQuota("default", 12.0, 15.0, 60.0, 0, 1, 0.0)
     assert "(lowered from 15 after the service refused)" in _line(lowered)
     assert "lowered" not in _line(PoolQuota("default", 0.5, 0.5, 60.0, 0, 1, 0.0))
+    # Below 1 a period, one start per longer window: never lowered, whatever the float.
+    slow = cli("quota", "--quota", "0.11/0.055")
+    assert slow.code == 0, slow.err
+    assert "lowered" not in slow.out and "0 of 0.11 per 60 s used" in slow.out
