@@ -135,6 +135,8 @@ class HarvestLock:
                     "to end, or stop it (a harvest that was killed holds nothing)",
                     path=self.path,
                 ) from None
+            except OSError as exc:  # a folder it may not write, a read-only file system
+                raise self._cannot_make(exc) from None
             if self._names_the_locked_file(lock):
                 self._lock = lock
                 self._write_info()
@@ -143,19 +145,21 @@ class HarvestLock:
         raise self._error(f"{self.path}: its lock file keeps being replaced", path=self.path)
 
     def _check_lock_file_can_be_made(self) -> None:
-        """Raise the ``error`` naming why, if the lock file cannot be opened at all (a
-        folder we may not write, ``/proc``): filelock reports that as a timeout, and the
-        user would be sent looking for another harvest that is not there."""
+        """Raise the ``error`` naming why, if the lock file cannot be opened at all: filelock
+        reports some such failures (beside a file in ``/proc``) as a timeout, and the user
+        would be sent looking for another harvest that is not there."""
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise self._error(
-                f"{self.path}: cannot make its lock file {self.lock_path} "
-                f"({exc.strerror or exc}): a harvest's {self._what} must be in a folder "
-                "it may write",
-                path=self.path,
-            ) from None
+            raise self._cannot_make(exc) from None
         os.close(fd)
+
+    def _cannot_make(self, exc: OSError) -> MagisteriumError:
+        return self._error(
+            f"{self.path}: cannot make its lock file {self.lock_path} ({exc.strerror or exc}): "
+            f"a harvest's {self._what} must be in a folder it may write",
+            path=self.path,
+        )
 
     def _names_the_locked_file(self, lock: filelock.BaseFileLock) -> bool:
         fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)

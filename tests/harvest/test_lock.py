@@ -119,8 +119,11 @@ def test_a_holder_that_looks_ended_is_named_as_one_that_may_have_ended(
     holder.release()
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/version"), reason="Linux's /proc: no file made")
+@pytest.mark.skipif(not os.path.exists("/proc/version"), reason="Linux's /proc and /sys")
 def test_a_lock_file_that_cannot_be_made_is_named_not_blamed_on_another_harvest() -> None:
-    # filelock reports a lock file it cannot create as a timeout, as it does one held.
+    # filelock reports a lock file it cannot create beside /proc/version as a timeout, as
+    # it does one held; in /sys (not writable, even by root), as a PermissionError.
     with pytest.raises(OutputFileError, match=r"cannot make its lock file /proc/version\.lock"):
         HarvestLock("/proc/version", "output", OutputFileError).acquire()
+    with pytest.raises(StateError, match=r"cannot make its lock file /sys/s\.sqlite\.lock"):
+        HarvestLock("/sys/s.sqlite", "state", StateError).acquire()
