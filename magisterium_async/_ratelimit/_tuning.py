@@ -30,8 +30,9 @@ __all__ = [
 # | name | value | what it does, and why this value |
 # |---|---|---|
 # | STARTS_PER_STEP_UP | 10 | A lowered pool tries one start more than the server allowed after
-# |   |   | this many of the server's starts (one window at least): a refused try costs one 429
-# |   |   | in this many at most, and a limit that came back is found within a few windows. |
+# |   |   | this many of the server's starts (the window that ran out counted, so one window at
+# |   |   | least), as the next of its windows opens: a refused try costs one 429 in this many at
+# |   |   | most, and a limit that came back is found within a few windows. |
 STARTS_PER_STEP_UP = 10
 # | MAX_STEP_UP_DOUBLINGS | 2 | Each step up refused in a row waits twice as long, this many
 # |   |   | times at most (4x): a limit that stays put costs fewer 429s. |
