@@ -41,7 +41,6 @@ from magisterium_async._config import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
-    MAX_RETRIES_CEILING,
     NOT_GIVEN,
     NotGiven,
     PoolName,
@@ -499,7 +498,7 @@ class AsyncMagisterium:
             view._retry_policy = retry_policy or DEFAULT_RETRY_POLICY
         if not isinstance(max_retries, NotGiven):
             retries = DEFAULT_RETRY_POLICY.max_retries if max_retries is None else max_retries
-            whole_number("max_retries", retries, minimum=0, maximum=MAX_RETRIES_CEILING)
+            # RetryPolicy checks it (type and range), naming max_retries.
             view._retry_policy = dataclasses.replace(view._retry_policy, max_retries=retries)
         view._options = self._options.replace(priority=priority, fairness_key=fairness_key)
         if not isinstance(cache_policy, NotGiven):
