@@ -1,11 +1,13 @@
 """One call, from the client down to the transport: its deadline, its tries, its token.
 
-:class:`CallPath` turns a protocol call the client built into tries of
-:func:`call_with_retries`, the one loop every request goes through (the agent card's GET
-too). Its budgets, each read in one place, top to bottom:
+:class:`CallPath` makes a protocol call the client built into a :class:`Call`, whose
+tries go through :func:`call_with_retries`, the one loop every request goes through (the
+agent card's GET too). A call the cache may share takes its first turn in the pool's line
+alone first (:meth:`Call.turn`), before its tries are made. Its budgets, each read in one
+place, top to bottom:
 
-- the total deadline (``RetryPolicy.total_timeout``, read once: the loop's deadline and
-  the cut-off are one moment);
+- the total deadline (``RetryPolicy.total_timeout``, read once, from when the call asks
+  for its first turn: the loop's deadline and the cut-off are one moment);
 - ``RetryPolicy.max_retries`` tries more for a transient failure (backoff outside the
   slot);
 - the 429 budget (``RetryPolicy.rate_limit_budget`` seconds of waiting; a 429 spends no
@@ -24,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -48,10 +51,10 @@ from magisterium_async._events import OnEvent, PoolEvent, RetryEvent, unheard
 from magisterium_async._http._card import Answer, CardReader, Negotiation, get_card
 from magisterium_async._http._dialect import Dialect, ProtocolVersion
 from magisterium_async._http._jsonrpc import Transport, encode_params
-from magisterium_async._ratelimit import Pool, Scheduler
+from magisterium_async._ratelimit import Permit, Pool, Scheduler
 from magisterium_async._telemetry import NO_OBSERVER, CallObserver, Telemetry, error_type
 
-__all__ = ["Attempt", "CallPath", "call_with_retries"]
+__all__ = ["Attempt", "Call", "CallPath", "call_with_retries"]
 
 T = TypeVar("T")
 
@@ -75,6 +78,7 @@ async def call_with_retries(
     deadline: float = math.inf,
     observer: CallObserver = NO_OBSERVER,
     events: OnEvent = unheard,
+    first: tuple[Permit, float] | None = None,
 ) -> T:
     """Run ``attempt`` in a slot of ``pool`` until it succeeds or may not be tried again.
 
@@ -97,6 +101,8 @@ async def call_with_retries(
         observer: hears of each slot, answer and retry (the call's span).
         events: the client's stream: each answer (``answered``) and each retry (a
             :class:`RetryEvent`: its delay and why) is told there.
+        first: the first try's turn, already taken (see :meth:`Call.turn`): its permit,
+            and when it was asked for.
 
     A 429 is told to the pool, which decides whether everyone pauses and how long this
     call waits (the call does not work out a wait of its own).
@@ -105,11 +111,14 @@ async def call_with_retries(
     waited = 0.0  # seconds slept after 429s
     resent = redialed = False  # the one resend with a new token; the one in another dialect
     while True:
-        asked = clock.now()
         refused: MagisteriumError | None = None
         # The pool's turn, taken and let go here rather than by ``pool.slot()``: thousands
         # of calls may wait at once, and each waits with one coroutine and object fewer.
-        permit = await pool.acquire(priority, fairness_key)
+        if first is not None:
+            (permit, asked), first = first, None
+        else:
+            asked = clock.now()
+            permit = await pool.acquire(priority, fairness_key)
         try:
             observer.admitted(permit.started - asked)
             token = None
@@ -256,6 +265,115 @@ class _Tries:
         )  # fmt: skip
 
 
+class Call:
+    """One protocol call, made by :meth:`CallPath.call`: :meth:`send` sends it (its tries
+    and their budgets, in one span); :meth:`turn` may first take its first turn in its
+    pool's line, alone.
+
+    Why the turn apart: thousands of calls may wait for the pool at once. A call the cache
+    may share waits for its turn in its caller's own task, holding only this object and its
+    request, and only then are its flight's task, its span and its tries made (each object
+    a waiting call holds is one more for the cyclic GC to walk, again and again). The
+    deadline (``RetryPolicy.total_timeout``) runs from the moment the turn is asked for.
+    """
+
+    __slots__ = (
+        "_begun", "_first", "_path", "cache", "dialect", "method", "options", "params", "policy",
+        "pool", "skill_id", "timeout",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        path: CallPath,
+        method: str,
+        params: Any,
+        pool: PoolName | None,
+        timeout: float,
+        policy: RetryPolicy,
+        options: CallOptions,
+        skill_id: str | None,
+        cache: str | None,
+        dialect: Dialect | None,
+    ) -> None:
+        self._path = path
+        self.method = method
+        self.params = params
+        self.pool = pool
+        self.timeout = timeout
+        self.policy = policy
+        self.options = options
+        self.skill_id = skill_id
+        self.cache = cache
+        self.dialect = dialect
+        self._first: tuple[Permit, float] | None = None  # the turn taken, when asked for
+        self._begun = 0
+
+    async def turn(self) -> None:
+        """Wait for the call's first turn in its pool's line (within the deadline) and
+        keep it for :meth:`send`."""
+        path, total = self._path, self.policy.total_timeout
+        asked, begun = path.clock.now(), time.time_ns()
+        options = self.options
+        waiting = path.scheduler.pool(self.pool).acquire(options.priority, options.fairness_key)
+        if total is not None:
+            waiting = within(path.clock, total, waiting, _expired(self.method, total))
+        self._first, self._begun = (await waiting, asked), begun
+
+    def give_back(self) -> None:
+        """A turn taken and never used (the call was cancelled before it sent) goes back
+        to the pool: its start and its slot (nothing if it was used)."""
+        if self._first is not None:
+            self._first[0].give_back()
+
+    async def send(self) -> Any:
+        """Send the call (in the turn taken, if any): a Task, or a TaskPage for
+        ``tasks/list``."""
+        path, method, policy, options, pool = (
+            self._path, self.method, self.policy, self.options, self.pool,
+        )  # fmt: skip
+        first = self._first
+        observer = path.telemetry.observe(
+            method, pool or "unmetered", self.params, self.cache, self._begun or None
+        )
+        negotiation = path.negotiation
+        used = self.dialect or negotiation.dialect
+        tries = _Tries(
+            negotiation, used, method, self.params, self.timeout, self.skill_id, path.transport,
+        )  # fmt: skip
+        total = policy.total_timeout
+        now = path.clock.now()
+        begun = now if first is None else first[1]
+        deadline = math.inf if total is None else begun + total
+        work = call_with_retries(
+            tries,
+            pool=path.scheduler.pool(pool),
+            policy=policy,
+            clock=path.clock,
+            what=method,
+            tokens=path.tokens,
+            redial=tries.redial if negotiation.protocol == "auto" else None,
+            priority=options.priority,
+            fairness_key=options.fairness_key,
+            retry_timeouts=pool != "expensive" or policy.retry_expensive_timeouts,
+            deadline=deadline,
+            observer=observer,
+            events=path.events,
+            first=first,
+        )
+        if total is not None:
+            work = within(path.clock, deadline - now, work, _expired(method, total))
+        if observer is NO_OBSERVER:  # nobody watches: no span to make current, or finish
+            return await work
+        with observer.current():
+            try:
+                result = await work
+            except BaseException as error:
+                observer.finish(None, error)
+                raise
+        observer.finish(result, None)
+        return result
+
+
 class CallPath:
     """The way down of one client's calls (shared by the views ``with_options`` makes,
     which pass their own policy, timeout and options with each call).
@@ -303,7 +421,7 @@ class CallPath:
     def _know_agent(self, card: Any) -> None:
         self.telemetry.know_agent(card.name, card.version)
 
-    async def rpc(
+    def call(
         self,
         method: str,
         params: Any,
@@ -315,43 +433,11 @@ class CallPath:
         skill_id: str | None = None,
         cache: str | None = None,
         dialect: Dialect | None = None,
-    ) -> Any:
+    ) -> Call:
         """One JSON-RPC call (``method`` named by its A2A 0.3 method), in ``dialect``
-        (default: the negotiation's): a Task, or a TaskPage for ``tasks/list``.
-        ``cache``: ``"miss"`` for a call the cache policy covers (on its span)."""
-        observer = self.telemetry.observe(method, pool or "unmetered", params, cache)
-        negotiation = self.negotiation
-        used = dialect or negotiation.dialect
-        tries = _Tries(negotiation, used, method, params, timeout, skill_id, self.transport)
-        total = policy.total_timeout
-        deadline = math.inf if total is None else self.clock.now() + total
-        work = call_with_retries(
-            tries,
-            pool=self.scheduler.pool(pool),
-            policy=policy,
-            clock=self.clock,
-            what=method,
-            tokens=self.tokens,
-            redial=tries.redial if negotiation.protocol == "auto" else None,
-            priority=options.priority,
-            fairness_key=options.fairness_key,
-            retry_timeouts=pool != "expensive" or policy.retry_expensive_timeouts,
-            deadline=deadline,
-            observer=observer,
-            events=self.events,
-        )
-        if total is not None:
-            work = within(self.clock, total, work, _expired(method, total))
-        if observer is NO_OBSERVER:  # nobody watches: no span to make current, or finish
-            return await work
-        with observer.current():
-            try:
-                result = await work
-            except BaseException as error:
-                observer.finish(None, error)
-                raise
-        observer.finish(result, None)
-        return result
+        (default: the negotiation's), to be sent by :meth:`Call.send`. ``cache``:
+        ``"miss"`` for a call the cache policy covers (on its span)."""
+        return Call(self, method, params, pool, timeout, policy, options, skill_id, cache, dialect)
 
     async def _get_card(self, url: str) -> Answer:
         """One GET of the agent card at ``url``, retried in the unmetered pool's slots,

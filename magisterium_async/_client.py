@@ -821,8 +821,7 @@ class AsyncMagisterium:
             and isinstance(params, SendParams)
             and self._cache.covers(skill_id, self._cache_policy)
         )
-        send = functools.partial(
-            path.rpc,
+        call = path.call(
             method,
             params,
             pool,
@@ -834,7 +833,7 @@ class AsyncMagisterium:
             dialect=dialect,
         )
         if not cached:
-            return await send()
+            return await call.send()
         assert skill_id is not None
         started = time.time_ns()
         message = params.message
@@ -842,7 +841,7 @@ class AsyncMagisterium:
             skill_id,
             message.parts,
             message.context_id,
-            send,
+            call,
             _KEEP.get(skill_id, _KEEP_ANY),
             policy=self._cache_policy,
         )

@@ -258,11 +258,18 @@ class Telemetry:
         return instruments
 
     def observe(
-        self, method: str, pool: str, params: Any, cache: str | None = None
+        self,
+        method: str,
+        pool: str,
+        params: Any,
+        cache: str | None = None,
+        started: int | None = None,
     ) -> CallObserver:
-        """The observer of one call starting now: its span is started here when anyone
-        listens; else :data:`NO_OBSERVER`, and nothing is made. ``cache``: ``"miss"`` for
-        a call the cache policy covers (it sends because nothing answered it)."""
+        """The observer of one call: its span is started here when anyone listens; else
+        :data:`NO_OBSERVER`, and nothing is made. ``cache``: ``"miss"`` for a call the
+        cache policy covers (it sends because nothing answered it). ``started``: when the
+        call began (ns since the epoch; ``None``: now), for one that waited for its turn
+        before it came here."""
         if _trace is None:
             return NO_OBSERVER
         tracer = self._current_tracer()
@@ -283,7 +290,9 @@ class Telemetry:
             }
             if cache is not None:
                 attributes["magisterium.cache"] = cache
-            span = tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attributes)
+            span = tracer.start_span(
+                method, kind=SpanKind.CLIENT, attributes=attributes, start_time=started
+            )
         return _CallRecord(span, instruments, pool)
 
     def answered_without_request(

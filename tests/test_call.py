@@ -328,14 +328,14 @@ def calls_over(http: MockTransport, tokens: Tokens) -> tuple[CallPath, Scheduler
 
 
 async def call(calls: CallPath) -> m.Task:
-    return await calls.rpc(
+    return await calls.call(
         "tasks/get",
         {"id": "t"},
         "default",
         timeout=5.0,
         policy=DEFAULT_RETRY_POLICY,
         options=DEFAULT_CALL_OPTIONS,
-    )
+    ).send()
 
 
 async def test_the_resend_after_a_renewed_token_takes_a_slot_the_pool_counts() -> None:
@@ -385,14 +385,14 @@ async def test_every_try_of_a_call_sends_the_same_params() -> None:
 
     def send(text: str) -> Awaitable[m.Task]:
         message = m.Message(role="user", parts=[m.TextPart(text=text)], message_id=text)
-        return calls.rpc(
+        return calls.call(
             "message/send",
             SendParams(message),
             "default",
             timeout=5.0,
             policy=m.RetryPolicy(max_retries=1),
             options=DEFAULT_CALL_OPTIONS,
-        )
+        ).send()
 
     pending = [asyncio.ensure_future(send(f"waiting-{i}")) for i in range(50)]
     gate.set()

@@ -478,6 +478,59 @@ async def test_total_timeout_counts_the_wait_for_the_quota() -> None:
     assert len(transport.requests) == 1 and clock.now() == 30.0
 
 
+async def test_calls_waiting_for_the_pool_hold_no_task_of_their_own() -> None:
+    # Thousands may wait at once: each waits in its caller's task, and the task that
+    # shares a call in flight is made only once its turn has come.
+    clock, gate = VirtualClock(), asyncio.Event()
+
+    async def answer(request: MockRequest) -> MockResponse:
+        await gate.wait()
+        return MockResponse.result(
+            request, completed(artifact("search_results", data({"results": []})))
+        )
+
+    client, transport = mock_client(answer, clock, max_concurrency=2)
+    async with client:
+        before = len(asyncio.all_tasks())
+        calls = [asyncio.ensure_future(client.search(f"q{i}")) for i in range(200)]
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert client.stats.default.waiting == 198
+        # The 200 callers and what the two calls in flight run: not a task per waiting call.
+        assert 200 < len(asyncio.all_tasks()) - before <= 200 + 2 * 2
+        gate.set()
+        assert await asyncio.gather(*calls) == [[]] * 200
+    assert len(transport.requests) == 200
+
+
+async def test_calls_cancelled_at_any_moment_of_their_turn_give_their_slots_back() -> None:
+    clock = VirtualClock()
+
+    async def answer(request: MockRequest) -> MockResponse:
+        await clock.sleep(1.0)
+        return MockResponse.result(
+            request, completed(artifact("search_results", data({"results": []})))
+        )
+
+    client, _ = mock_client(answer, clock, max_concurrency=3)
+    async with client:
+        for turns in range(8):  # cancelled after 0 to 7 turns of the loop: in line, just
+            calls = [asyncio.ensure_future(client.search(f"{turns}-{i}")) for i in range(9)]
+            for _ in range(turns):  # let through, with a flight not yet started, sending
+                await asyncio.sleep(0)
+            for call in calls[::2]:
+                call.cancel()
+            await clock.run_until_idle()
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            assert all(r == [] for r in results[1::2])
+            stats = client.stats.default
+            assert (stats.in_flight, stats.waiting) == (0, 0)
+        # Every slot is free: three calls at once still go together.
+        start = clock.now()
+        await run(clock, asyncio.gather(*(client.search(f"last {i}") for i in range(3))))
+        assert clock.now() - start == 1.0
+
+
 @pytest.mark.parametrize(("retry_after", "requests"), [(30, 1), (4, 3)])
 async def test_a_429_waiting_past_total_timeout_is_raised_at_once(
     retry_after: float, requests: int

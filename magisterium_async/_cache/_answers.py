@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import msgspec
 
@@ -42,6 +42,7 @@ __all__ = [
     "CacheStats",
     "Kept",
     "Outcome",
+    "Request",
     "open_store",
     "request_key",
 ]
@@ -150,6 +151,23 @@ _CANONICAL = msgspec.json.Encoder(order="sorted")
 _Shared = tuple[Task, Outcome]
 
 
+class Request(Protocol):
+    """The request of a call the cache may answer without sending it (the call path's
+    :class:`._call.Call` is one)."""
+
+    def turn(self) -> Awaitable[None]:
+        """Wait for the request's first turn in its pool's line, and keep it."""
+        ...
+
+    def send(self) -> Awaitable[Task]:
+        """Send the request (in the turn kept, if any) and return its task."""
+        ...
+
+    def give_back(self) -> None:
+        """A turn kept and never used goes back to the pool (nothing if it was used)."""
+        ...
+
+
 def request_key(
     origin: str,
     skill_id: str,
@@ -235,7 +253,7 @@ class AnswerCache:
         skill_id: str,
         parts: Sequence[Part],
         context_id: str | None,
-        send: Callable[[], Awaitable[Task]],
+        request: Request,
         keep: Callable[[Task], Kept | None],
         *,
         policy: CachePolicy | None = None,
@@ -246,7 +264,7 @@ class AnswerCache:
             skill_id: the skill called (its rule says what is done).
             parts: the message's parts.
             context_id: the message's conversation, if any.
-            send: the call's own request, made only on a miss.
+            request: the call's own request, sent only on a miss.
             keep: what the task sent back is worth keeping as, or ``None``.
             policy: a client view's policy (``None``: the cache's own).
 
@@ -263,18 +281,41 @@ class AnswerCache:
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
-        # The work as a coroutine not yet started, neither a partial nor a closure: a call
-        # waiting for the pool's slot holds it, and thousands may wait at once.
-        work = self._lookup_or_send(key, rule, policy.not_found, day_end, send, keep)
+        not_found = policy.not_found
         if not rule.coalesce:
-            return await work
-        (task, outcome), joined = await self._flights.run(key, work)
-        if joined:
-            # A task of its own, decoded from the same bytes (encoded here, per joiner:
-            # most calls are never joined, and pay nothing for it).
+            return await self._lookup_or_send(key, rule, not_found, day_end, request, keep)
+        flight = self._flights.get(key)
+        if flight is not None:
+            # An identical call leads: its answer, as a task of its own (decoded from
+            # bytes encoded here, per joiner: most calls are never joined, and pay nothing).
+            task, _ = await flight.wait()
             self._coalesced += 1
             return _TASK.decode(_ENCODER.encode(task)), "coalesced"
-        return task, outcome
+        flight = self._flights.lead(key)
+        shared: SharedStore | None = None
+        try:
+            found, shared = await self._look(key, rule)
+            if found is None:
+                # The request's turn in its pool's line, waited for here in this caller's
+                # task, before the flight's task and the request's tries are made.
+                await request.turn()
+        except BaseException:
+            if shared is not None:
+                await self._release(shared, key)
+            if flight.waiters:  # others joined: the same work, afresh, serves them
+                work = self._lookup_or_send(key, rule, not_found, day_end, request, keep)
+                flight.start(work, request.give_back)
+            else:
+                flight.land()
+            raise
+        if found is not None:
+            flight.settle(found)
+            return found
+        # The turn is the work's from here; given back if the work never uses it.
+        flight.start(
+            self._send(key, rule, not_found, day_end, request, keep, shared), request.give_back
+        )
+        return await flight.wait()
 
     async def _lookup_or_send(
         self,
@@ -282,31 +323,54 @@ class AnswerCache:
         rule: CacheRule,
         not_found: float,
         day_end: float | None,
-        send: Callable[[], Awaitable[Task]],
+        request: Request,
         keep: Callable[[Task], Kept | None],
     ) -> _Shared:
+        found, shared = await self._look(key, rule)
+        if found is not None:
+            return found
+        return await self._send(key, rule, not_found, day_end, request, keep, shared)
+
+    async def _look(self, key: str, rule: CacheRule) -> tuple[_Shared | None, SharedStore | None]:
+        """What a call finds before it sends: a fresh answer (in the store, or another
+        process's it waited for), else ``None`` and the shared store whose claim on
+        ``key`` it holds (``None``: not shared)."""
         store = self.store if rule.fresh is not None else None
-        shared: SharedStore | None = None
-        if store is not None:
-            found = await self._get(key)
-            if found is not None:
-                self._hits += 1
-                return found
-            if store.shared:
-                shared = cast(SharedStore, store)
-                found = await self._after_claim(shared, key)
-                if found is not None:
-                    self._coalesced += 1
-                    return found[0], "coalesced"
+        if store is None:
+            return None, None
+        found = await self._get(key)
+        if found is not None:
+            self._hits += 1
+            return found, None
+        if not store.shared:
+            return None, None
+        shared = cast(SharedStore, store)
+        found = await self._after_claim(shared, key)
+        if found is not None:
+            self._coalesced += 1
+            return (found[0], "coalesced"), None
+        return None, shared
+
+    async def _send(
+        self,
+        key: str,
+        rule: CacheRule,
+        not_found: float,
+        day_end: float | None,
+        request: Request,
+        keep: Callable[[Task], Kept | None],
+        shared: SharedStore | None,
+    ) -> _Shared:
+        """The request sent, and its answer kept when it is worth keeping (the claim on
+        ``key`` in ``shared`` let go when it is not)."""
         self._misses += 1
         try:
-            task = await send()
+            task = await request.send()
         except BaseException:
             if shared is not None:
                 await self._release(shared, key)
             raise
-        if store is not None:
-            assert rule.fresh is not None
+        if rule.fresh is not None and self.store is not None:
             worth = keep(task)
             if worth is not None:
                 fresh = rule.fresh if worth == "answer" else min(rule.fresh, not_found)

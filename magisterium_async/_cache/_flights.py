@@ -1,43 +1,65 @@
 """Calls in flight, shared: identical calls made while one is running wait for its answer.
 
-Each key in flight has one task doing the work, and each caller waits for it on a future
-of its own, woken when the work is over: a caller that is cancelled leaves (its future
+Each key in flight has one leader, the first call, and the others join it. The leader
+readies the work in its own task (it looks in the store, waits for its turn in the pool's
+line) and then starts it in a task of its own; each caller waits for that task on a future
+of its own, woken when the work is over. A caller that is cancelled leaves (its future
 goes, the task is not touched), and the work goes on for the others. When the last caller
 has left, nobody wants the answer any more and the work is cancelled (a cancelled single
-call cancels its request, as it would without sharing). A failure reaches every caller as
-an exception of its own: a copy of the work's, with the work's traceback under the
-caller's frames, so no instance is raised twice and no traceback grows with each caller.
+call cancels its request, as it would without sharing). A leader cancelled while it
+readies the work, with others joined, has them served by the same work started afresh
+(nothing was sent yet). A failure reaches every caller as an exception of its own: a copy
+of the work's, with the work's traceback under the caller's frames, so no instance is
+raised twice and no traceback grows with each caller.
 
-Why a task, even for a call nobody joins: a second identical call may come at any time,
-and from then on the first caller's cancellation must not reach the work. Cancelling a
-task cancels what its innermost ``await`` waits for (inside the work itself), so work
-awaited in the first caller's own task could not be kept going once it is cancelled; only
-work in a task of its own can. What a flight costs besides is kept small (a call waiting
-for the pool's slot holds it all the while, and thousands may wait at once): one future
-per caller and one callback per flight, not a shield's future, callbacks and contexts.
+Why a task once the work starts, even for a call nobody joins: a second identical call
+may come at any time, and from then on the first caller's cancellation must not reach
+the work. Cancelling a task cancels what its innermost ``await`` waits for (inside the
+work itself), so work awaited in the first caller's own task could not be kept going once
+it is cancelled; only work in a task of its own can. Why not before: thousands of calls
+may wait for the pool's line at once, and a task (with its context, its weak reference,
+its callbacks and the work's coroutines) for each would be thousands of objects more for
+the cyclic GC to walk, again and again, while nothing of theirs runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Flights"]
+__all__ = ["Flight", "Flights"]
 
 T = TypeVar("T")
 
 
-class _Flight(Generic[T]):
-    """One key's work in flight and the futures of the callers waiting for it."""
+class Flight(Generic[T]):
+    """One key's work in flight (or being readied by its leader) and the futures of the
+    callers waiting for it."""
 
-    __slots__ = ("flights", "key", "task", "waiters")
+    __slots__ = ("cleanup", "flights", "key", "task", "waiters")
 
-    def __init__(self, flights: dict[str, _Flight[T]], key: str, task: asyncio.Future[T]) -> None:
+    def __init__(self, flights: dict[str, Flight[T]], key: str) -> None:
         self.flights = flights
         self.key = key
-        self.task = task
+        self.task: asyncio.Future[T] | None = None  # None while the leader readies it
+        self.cleanup: Callable[[], None] | None = None
         self.waiters: list[asyncio.Future[None]] = []
+
+    def start(self, work: Coroutine[Any, Any, T], cleanup: Callable[[], None] | None) -> None:
+        """Run ``work`` in a task of its own; ``cleanup`` is called once it is over
+        (whether or not it ever ran: a task cancelled before its first step runs none of
+        its code)."""
+        self.task = asyncio.ensure_future(work)
+        self.cleanup = cleanup
+        self.task.add_done_callback(self.landed)
+
+    def settle(self, result: T) -> None:
+        """The leader found the answer without any work (in the store): it is everyone's."""
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        done.set_result(result)
+        self.task = done
+        self.landed(done)
 
     def land(self) -> None:
         """No identical call joins this one any more: a later one starts afresh."""
@@ -47,6 +69,8 @@ class _Flight(Generic[T]):
     def landed(self, task: asyncio.Future[T]) -> None:
         """The work is over (the task's done callback): every caller still waiting is woken."""
         self.land()
+        if self.cleanup is not None:
+            self.cleanup()
         if not task.cancelled():
             task.exception()  # read by the callers; never "exception never retrieved"
         for waiter in self.waiters:
@@ -54,52 +78,30 @@ class _Flight(Generic[T]):
                 waiter.set_result(None)
 
     def leave(self, waiter: asyncio.Future[None]) -> None:
-        """A caller is cancelled: it stops waiting; the last to go cancels the work."""
+        """A caller is cancelled: it stops waiting; the last to go cancels the work (none
+        is started yet while the leader readies it, and the leader decides then)."""
         self.waiters.remove(waiter)
-        if not self.waiters and not self.task.done():
+        task = self.task
+        if not self.waiters and task is not None and not task.done():
             self.land()
-            self.task.cancel()
+            task.cancel()
 
-
-class Flights(Generic[T]):
-    """The calls in flight of one client, by key."""
-
-    def __init__(self) -> None:
-        self._flights: dict[str, _Flight[T]] = {}
-
-    def __len__(self) -> int:
-        return len(self._flights)
-
-    async def run(self, key: str, work: Coroutine[Any, Any, T]) -> tuple[T, bool]:
-        """``work``'s result, and whether it was another call's (``True``: this call
-        joined one already in flight for ``key`` and sent nothing of its own).
-
-        Arguments:
-            key: what makes two calls identical.
-            work: the call itself, a coroutine not yet started: started only when no
-                identical call is in flight, else closed unstarted.
-        """
-        flight = self._flights.get(key)
-        joined = flight is not None
-        if flight is not None:
-            work.close()
-        else:
-            flight = _Flight(self._flights, key, asyncio.ensure_future(work))
-            self._flights[key] = flight
-            flight.task.add_done_callback(flight.landed)
+    async def wait(self) -> T:
+        """The work's result (or its failure, as an exception of this caller's own)."""
         waiter = asyncio.get_running_loop().create_future()
-        flight.waiters.append(waiter)
+        self.waiters.append(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
-            flight.leave(waiter)
+            self.leave(waiter)
             raise
-        task = flight.task
+        task = self.task
+        assert task is not None  # a waiter is woken only by the work's end
         if task.cancelled():  # cancelled by another hand (the loop's end): so is this call
             raise asyncio.CancelledError
         failure = task.exception()
         if failure is None:
-            return task.result(), joined
+            return task.result()
         copy = own_copy(failure)
         context, suppressed = copy.__context__, copy.__suppress_context__
         try:
@@ -109,6 +111,30 @@ class Flights(Generic[T]):
             # caller (Python 3.10 resumes it inside an except): the work's own goes back.
             copy.__context__, copy.__suppress_context__ = context, suppressed
             raise
+
+
+class Flights(Generic[T]):
+    """The calls in flight of one client, by key."""
+
+    def __init__(self) -> None:
+        self._flights: dict[str, Flight[T]] = {}
+
+    def __len__(self) -> int:
+        return len(self._flights)
+
+    def get(self, key: str) -> Flight[T] | None:
+        """The flight an identical call leads for ``key`` (join it: :meth:`Flight.wait`),
+        or ``None``."""
+        return self._flights.get(key)
+
+    def lead(self, key: str) -> Flight[T]:
+        """A new flight for ``key``, led by the caller: identical calls join it from now
+        on. The leader then starts its work (:meth:`Flight.start`), settles it
+        (:meth:`Flight.settle`), or, failing before either, starts it afresh for those
+        who joined or lands it."""
+        flight: Flight[T] = Flight(self._flights, key)
+        self._flights[key] = flight
+        return flight
 
 
 def own_copy(error: BaseException) -> BaseException:

@@ -281,6 +281,13 @@ class Permit:
         never been made, so it spends none of the quota."""
         self._sent = False
 
+    def give_back(self) -> None:
+        """The permit was never used (its call was cancelled before it sent): its start
+        goes back to the pool's log and its slot is freed; nothing if it was released."""
+        if not self._released:
+            self._sent = False
+            self.release()
+
     def release(self) -> None:
         """The request is over (idempotent); ``slot()`` calls it on the way out."""
         if not self._released:

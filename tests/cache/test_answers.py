@@ -52,15 +52,23 @@ def task(text: str = "the text", *, state: str = "completed", name: str = "docum
 
 
 class Service:
-    """A ``send`` that counts its requests; answers ``answer`` or raises ``error``."""
+    """A call's request that counts its turns and requests; answers ``answer`` or raises
+    ``error``."""
 
     def __init__(self, answer: Task | None = None) -> None:
+        self.turns = self.given_back = 0
         self.requests = 0
         self.answer = answer or task()
         self.error: BaseException | None = None
         self.gate: asyncio.Event | None = None
 
-    async def __call__(self) -> Task:
+    async def turn(self) -> None:
+        self.turns += 1
+
+    def give_back(self) -> None:
+        self.given_back += 1
+
+    async def send(self) -> Task:
         self.requests += 1
         if self.gate is not None:
             await self.gate.wait()
@@ -145,6 +153,66 @@ async def test_fifty_concurrent_identical_calls_send_one_request() -> None:
     assert len({id(t) for t, _ in answers}) == 50  # every caller its own task
     assert all(t == service.answer for t, _ in answers)
     assert cache.stats == CacheStats(hits=0, misses=1, coalesced=49, entries=1)
+
+
+async def test_a_miss_waits_for_its_turn_once_and_a_hit_or_a_joiner_never() -> None:
+    cache, service = front(), Service()
+    service.gate = asyncio.Event()
+    calls = [asyncio.create_task(ask(cache, service)) for _ in range(3)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    service.gate.set()
+    await asyncio.gather(*calls)
+    assert (service.turns, service.requests) == (1, 1)  # the leader's; the joiners' none
+    assert (await ask(cache, service))[1] == "hit"
+    assert service.turns == 1  # a kept answer takes no turn in the pool's line
+    assert service.given_back == 1  # asked after the work; nothing to give back then
+
+
+class Queued(Service):
+    """A request whose turn comes only when ``line`` is set (a long line for the pool)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.line = asyncio.Event()
+
+    async def turn(self) -> None:
+        self.turns += 1
+        await self.line.wait()
+
+
+async def test_a_leader_cancelled_while_it_waits_for_its_turn_leaves_one_request_to_the_rest() -> (
+    None
+):
+    cache, service = front(), Queued()
+    leader = asyncio.create_task(ask(cache, service))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    joiners = [asyncio.create_task(ask(cache, service)) for _ in range(2)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert (service.turns, service.requests) == (1, 0)
+    leader.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert leader.cancelled()
+    service.line.set()
+    answers = await asyncio.gather(*joiners)
+    assert service.requests == 1  # started afresh for the two, once
+    assert [how for _, how in answers] == ["coalesced"] * 2
+    assert len(cache._flights) == 0
+
+
+async def test_a_lone_leader_cancelled_in_line_sends_nothing_and_the_next_call_leads() -> None:
+    cache, service = front(), Queued()
+    leader = asyncio.create_task(ask(cache, service))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    leader.cancel()
+    await asyncio.gather(leader, return_exceptions=True)
+    assert (service.requests, len(cache._flights)) == (0, 0)
+    service.line.set()
+    assert (await ask(cache, service))[1] == "miss"
 
 
 async def test_calls_are_shared_in_flight_without_a_store_too() -> None:
