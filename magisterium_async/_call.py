@@ -278,8 +278,8 @@ class Call:
     """
 
     __slots__ = (
-        "_begun", "_first", "_path", "cache", "dialect", "method", "options", "params", "policy",
-        "pool", "skill_id", "timeout",
+        "_asked", "_begun", "_first", "_path", "cache", "dialect", "method", "options", "params",
+        "policy", "pool", "skill_id", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -305,25 +305,38 @@ class Call:
         self.skill_id = skill_id
         self.cache = cache
         self.dialect = dialect
-        self._first: tuple[Permit, float] | None = None  # the turn taken, when asked for
-        self._begun = 0
+        # Set by turn(): when the call began (clock time, and ns since the epoch for its
+        # span), and the turn it was given.
+        self._asked: float | None = None
+        self._begun: int | None = None
+        self._first: Permit | None = None
 
     async def turn(self) -> None:
         """Wait for the call's first turn in its pool's line (within the deadline) and
-        keep it for :meth:`send`."""
-        path, total = self._path, self.policy.total_timeout
-        asked, begun = path.clock.now(), time.time_ns()
-        options = self.options
+        keep it for :meth:`send`. The call begins here: its deadline runs from now, even
+        if it is sent later without this turn (for others who joined it)."""
+        path, total, options = self._path, self.policy.total_timeout, self.options
+        self._asked, self._begun = path.clock.now(), time.time_ns()
         waiting = path.scheduler.pool(self.pool).acquire(options.priority, options.fairness_key)
         if total is not None:
             waiting = within(path.clock, total, waiting, _expired(self.method, total))
-        self._first, self._begun = (await waiting, asked), begun
+        try:
+            self._first = await waiting
+        except BaseException as error:
+            # Over before it was sent: its span and metrics say how, as a call's that
+            # ends in its tries would.
+            pool = self.pool or "unmetered"
+            observer = path.telemetry.observe(
+                self.method, pool, self.params, self.cache, self._begun
+            )
+            observer.finish(None, error)
+            raise
 
     def give_back(self) -> None:
         """A turn taken and never used (the call was cancelled before it sent) goes back
         to the pool: its start and its slot (nothing if it was used)."""
         if self._first is not None:
-            self._first[0].give_back()
+            self._first.give_back()
 
     async def send(self) -> Any:
         """Send the call (in the turn taken, if any): a Task, or a TaskPage for
@@ -331,9 +344,8 @@ class Call:
         path, method, policy, options, pool = (
             self._path, self.method, self.policy, self.options, self.pool,
         )  # fmt: skip
-        first = self._first
         observer = path.telemetry.observe(
-            method, pool or "unmetered", self.params, self.cache, self._begun or None
+            method, pool or "unmetered", self.params, self.cache, self._begun
         )
         negotiation = path.negotiation
         used = self.dialect or negotiation.dialect
@@ -342,8 +354,9 @@ class Call:
         )  # fmt: skip
         total = policy.total_timeout
         now = path.clock.now()
-        begun = now if first is None else first[1]
-        deadline = math.inf if total is None else begun + total
+        asked = now if self._asked is None else self._asked
+        deadline = math.inf if total is None else asked + total
+        first = None if self._first is None else (self._first, asked)
         work = call_with_retries(
             tries,
             pool=path.scheduler.pool(pool),

@@ -531,6 +531,68 @@ async def test_calls_cancelled_at_any_moment_of_their_turn_give_their_slots_back
         assert clock.now() - start == 1.0
 
 
+@pytest.mark.parametrize("leader_cancelled", [False, True])
+async def test_a_call_joining_one_in_line_ends_by_that_call_s_deadline(
+    leader_cancelled: bool,
+) -> None:
+    # The shared call keeps the deadline of the call that began it, whether that call
+    # times out in line (everyone gets its timeout) or leaves (the rest goes on for them).
+    clock = VirtualClock(autojump=False)
+
+    def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(
+            request, completed(artifact("search_results", data({"results": []})))
+        )
+
+    policy = m.RetryPolicy(total_timeout=30.0)
+    client, transport = mock_client(
+        answer, clock, retry_policy=policy, rate_limits=m.RateLimits(1, 1, period=120.0)
+    )
+    async with client:
+        first = asyncio.ensure_future(client.search("a"))
+        leader = asyncio.ensure_future(client.search("b"))  # in line until t=120
+        await clock.advance(20.0)
+        joiner = asyncio.ensure_future(client.search("b"))
+        await clock.advance(5.0)
+        if leader_cancelled:
+            leader.cancel()
+        await clock.advance(5.0)
+        assert joiner.done()
+        with pytest.raises(m.APITimeoutError, match="total_timeout"):
+            await joiner
+        assert clock.now() == 30.0
+        assert await first == []
+        await asyncio.gather(leader, return_exceptions=True)
+    assert len(transport.requests) == 1
+
+
+async def test_a_call_failing_before_it_is_sent_fails_those_who_joined_it() -> None:
+    clock, gate = VirtualClock(), asyncio.Event()
+
+    async def answer(request: MockRequest) -> MockResponse:
+        await gate.wait()
+        return MockResponse.result(
+            request, completed(artifact("search_results", data({"results": []})))
+        )
+
+    client, transport = mock_client(answer, clock, max_concurrency=1)
+    async with client:
+        busy = asyncio.ensure_future(client.search("other"))  # holds the only slot
+        for _ in range(5):
+            await asyncio.sleep(0)
+        calls = [asyncio.ensure_future(client.search("same")) for _ in range(3)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        client._path.scheduler.pool("default").close()  # ends the wait in line, as aclose()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        gate.set()
+        assert await busy == []
+    assert all(isinstance(r, m.ClientClosedError) for r in results)
+    assert len({id(r) for r in results}) == 3  # each its own
+    assert len(transport.requests) == 1  # "other" only
+    assert len(client._cache._flights) == 0
+
+
 @pytest.mark.parametrize(("retry_after", "requests"), [(30, 1), (4, 3)])
 async def test_a_429_waiting_past_total_timeout_is_raised_at_once(
     retry_after: float, requests: int

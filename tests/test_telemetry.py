@@ -3,6 +3,7 @@ and nothing at all when no provider is configured."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -19,8 +20,10 @@ import magisterium_async as m
 from magisterium_async.testing import (
     Emulator,
     Fault,
+    MockRequest,
     MockResponse,
     MockTransport,
+    VirtualClock,
 )
 
 pytest.importorskip("opentelemetry.sdk")
@@ -142,6 +145,38 @@ async def test_a_failed_call_is_an_error_with_its_type(
     assert (lost.attributes or {})["error.type"] == "-32001"
     assert failed.status.status_code is StatusCode.ERROR
     assert (failed.attributes or {})["a2a.task.state"] == "failed"
+
+
+async def test_a_call_that_times_out_waiting_for_its_turn_has_its_error_span(
+    tracer_provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    clock = VirtualClock()
+
+    def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(request, _task())
+
+    async with m.AsyncMagisterium(
+        token="t",
+        base_url="https://a2a.example/api",
+        clock=clock,
+        transport=MockTransport(answer),
+        retry_policy=m.RetryPolicy(total_timeout=30.0),
+        rate_limits=m.RateLimits(1, 1, period=120.0),
+        tracer_provider=tracer_provider,
+    ) as client:
+        # Calls the cache may share (a search), as they come back: a Task each.
+        first = asyncio.ensure_future(client.send_message("a", skill_id="document_search"))
+        second = asyncio.ensure_future(client.send_message("b", skill_id="document_search"))
+        await clock.run_until_idle()
+        await first
+        with pytest.raises(m.APITimeoutError):
+            await second
+    sent, timed_out = client_spans(exporter)
+    assert sent.status.status_code is StatusCode.UNSET
+    assert timed_out.status.status_code is StatusCode.ERROR
+    assert (timed_out.attributes or {})["error.type"] == "APITimeoutError"
+    assert timed_out.end_time is not None and timed_out.start_time is not None
+    assert timed_out.end_time - timed_out.start_time >= 0
 
 
 async def test_a_429_and_a_retry_are_events_and_attempts(

@@ -293,20 +293,34 @@ class AnswerCache:
             return _TASK.decode(_ENCODER.encode(task)), "coalesced"
         flight = self._flights.lead(key)
         shared: SharedStore | None = None
+        looked = False
         try:
             found, shared = await self._look(key, rule)
+            looked = True
             if found is None:
                 # The request's turn in its pool's line, waited for here in this caller's
                 # task, before the flight's task and the request's tries are made.
                 await request.turn()
-        except BaseException:
-            if shared is not None:
-                await self._release(shared, key)
-            if flight.waiters:  # others joined: the same work, afresh, serves them
-                work = self._lookup_or_send(key, rule, not_found, day_end, request, keep)
-                flight.start(work, request.give_back)
+        except BaseException as error:
+            # The flight is decided first, without waiting: a wait here could be cancelled
+            # too and leave it undecided, with every later identical call joining it.
+            cancelled = isinstance(error, asyncio.CancelledError)
+            if not cancelled:
+                flight.fail(error)  # as the work's own failure would: everyone's
+            elif flight.waiters:
+                # Others joined: the rest of the work is theirs, in the leader's request
+                # (its options, its deadline; the claim it holds). Nothing was sent yet.
+                rest = (
+                    self._send(key, rule, not_found, day_end, request, keep, shared)
+                    if looked
+                    else self._lookup_or_send(key, rule, not_found, day_end, request, keep)
+                )
+                flight.start(rest, request.give_back)
+                raise
             else:
                 flight.land()
+            if shared is not None and (cancelled or isinstance(error, Exception)):
+                await self._release(shared, key)  # not while a coroutine is closed
             raise
         if found is not None:
             flight.settle(found)

@@ -6,11 +6,13 @@ line) and then starts it in a task of its own; each caller waits for that task o
 of its own, woken when the work is over. A caller that is cancelled leaves (its future
 goes, the task is not touched), and the work goes on for the others. When the last caller
 has left, nobody wants the answer any more and the work is cancelled (a cancelled single
-call cancels its request, as it would without sharing). A leader cancelled while it
-readies the work, with others joined, has them served by the same work started afresh
-(nothing was sent yet). A failure reaches every caller as an exception of its own: a copy
-of the work's, with the work's traceback under the caller's frames, so no instance is
-raised twice and no traceback grows with each caller.
+call cancels its request, as it would without sharing). A leader ends its part in exactly
+one of four ways, each without waiting: it starts the work, settles the flight with an
+answer it found, fails it with the error that stopped it, or, cancelled, starts the rest
+of the work for those who joined (nothing was sent yet) or lands the flight when nobody
+did. A failure reaches every caller as an exception of its own: a copy of the work's,
+with the work's traceback under the caller's frames, so no instance is raised twice and no
+traceback grows with each caller.
 
 Why a task once the work starts, even for a call nobody joins: a second identical call
 may come at any time, and from then on the first caller's cancellation must not reach
@@ -58,6 +60,14 @@ class Flight(Generic[T]):
         """The leader found the answer without any work (in the store): it is everyone's."""
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         done.set_result(result)
+        self.task = done
+        self.landed(done)
+
+    def fail(self, error: BaseException) -> None:
+        """The leader failed before any work started (its turn timed out, the client was
+        closed): everyone who joined it fails alike, each with a copy of ``error``."""
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        done.set_exception(error)
         self.task = done
         self.landed(done)
 
@@ -129,9 +139,10 @@ class Flights(Generic[T]):
 
     def lead(self, key: str) -> Flight[T]:
         """A new flight for ``key``, led by the caller: identical calls join it from now
-        on. The leader then starts its work (:meth:`Flight.start`), settles it
-        (:meth:`Flight.settle`), or, failing before either, starts it afresh for those
-        who joined or lands it."""
+        on. The leader then ends its part without waiting in between (see the module's
+        docstring): :meth:`Flight.start`, :meth:`Flight.settle`, :meth:`Flight.fail`, or,
+        cancelled, :meth:`Flight.start` for those who joined, else :meth:`Flight.land`;
+        until then a joiner waits and the flight stays (every later call joins it)."""
         flight: Flight[T] = Flight(self._flights, key)
         self._flights[key] = flight
         return flight

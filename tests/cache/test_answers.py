@@ -215,6 +215,66 @@ async def test_a_lone_leader_cancelled_in_line_sends_nothing_and_the_next_call_l
     assert (await ask(cache, service))[1] == "miss"
 
 
+class SlowRelease(MemoryStore):
+    """A shared store (as Redis is) whose release of a claim takes a round trip that only
+    ends when ``released`` is set."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        super().__init__(100, 1 << 20)
+        self.claims: set[str] = set()
+        self.released = asyncio.Event()
+
+    async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
+        mine = key not in self.claims
+        self.claims.add(key)
+        return None, mine
+
+    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
+        return None, key in self.claims
+
+    async def release(self, key: str) -> None:
+        await self.released.wait()
+        self.claims.discard(key)
+
+
+async def test_a_leader_cancelled_twice_while_it_lets_its_claim_go_strands_no_one() -> None:
+    store, service = SlowRelease(), Queued()
+    cache = AnswerCache(store, CachePolicy(), ORIGIN, wall=Wall(), tz=UTC)
+    leader = asyncio.create_task(ask(cache, service))  # claims, then waits in line
+    for _ in range(5):
+        await asyncio.sleep(0)
+    leader.cancel()  # nobody joined yet: it lets its claim go, slowly
+    for _ in range(5):
+        await asyncio.sleep(0)
+    leader.cancel()  # and is cancelled again on the way
+    await asyncio.gather(leader, return_exceptions=True)
+    assert len(cache._flights) == 0  # decided before the release: a later call leads
+    store.claims.clear()  # the claim the cancelled release left expires (CLAIM_SECONDS)
+    service.line.set()
+    assert (await ask(cache, service))[1] == "miss"
+
+
+async def test_a_leader_cancelled_after_others_joined_hands_them_its_claim() -> None:
+    store, service = SlowRelease(), Queued()
+    cache = AnswerCache(store, CachePolicy(), ORIGIN, wall=Wall(), tz=UTC)
+    leader = asyncio.create_task(ask(cache, service))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    joiner = asyncio.create_task(ask(cache, service))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    leader.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    service.line.set()
+    # The joiner is served at once: the claim is the rest of the work's, not let go and
+    # claimed again (which would wait on its own process's claim for up to 10 s).
+    assert await joiner == (service.answer, "coalesced")
+    assert service.requests == 1
+
+
 async def test_calls_are_shared_in_flight_without_a_store_too() -> None:
     cache, service = front(store=None), Service()
     service.gate = asyncio.Event()
