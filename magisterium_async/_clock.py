@@ -227,11 +227,14 @@ async def within(
         return await work
     current = asyncio.current_task()
     assert current is not None, "within() runs inside a task"
-    fired = False
+    fired = over = False
 
     def expire(timer: asyncio.Future[None]) -> None:
         nonlocal fired
-        if not timer.cancelled() and timer.exception() is None and not current.done():
+        # ``over``: the timer ended in the same turn of the loop as the work, after it; its
+        # callback was scheduled before it could be removed, and must not cancel the
+        # caller once it has gone on past this function.
+        if not over and not timer.cancelled() and timer.exception() is None:
             fired = True
             current.cancel()
 
@@ -246,6 +249,7 @@ async def within(
         if hasattr(current, "uncancel") and current.uncancel() > 0:
             raise
     finally:
+        over = True
         timer.remove_done_callback(expire)
         timer.cancel()
     # Raised here, outside the except block: the CancelledError is no part of the story.

@@ -331,3 +331,32 @@ async def test_errors_of_the_work_are_its_own() -> None:
 
     with pytest.raises(KeyError):
         await within(VirtualClock(), 3, work(), Expired)
+
+
+async def test_a_deadline_that_ends_just_after_the_work_never_cancels_the_caller_later() -> None:
+    """The work ends and the deadline's timer ends in the same turn of the loop, the work
+    first (two timers due together on a busy loop): the result is returned, and the
+    caller goes on uncancelled."""
+    wake = asyncio.get_running_loop().create_future()
+
+    class Manual(VirtualClock):
+        async def sleep(self, seconds: float) -> None:
+            await wake
+
+    work: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    after: list[str] = []
+
+    async def caller() -> str:
+        got = await within(Manual(), 5, work, Expired)
+        await asyncio.sleep(0)  # the caller goes on with its own work
+        await asyncio.sleep(0)
+        after.append(got)
+        return got
+
+    task = asyncio.ensure_future(caller())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    asyncio.get_running_loop().call_soon(work.set_result, "permit")
+    wake.set_result(None)
+    assert await task == "permit"
+    assert after == ["permit"]
