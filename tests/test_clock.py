@@ -10,7 +10,7 @@ import time
 import pytest
 
 import magisterium_async as m
-from magisterium_async._clock import Clock, LoopClock, VirtualClock, within
+from magisterium_async._clock import Clock, LoopClock, VirtualClock, wait_at_most, within
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 from tests.conftest import artifact, data, task_json
 
@@ -360,3 +360,33 @@ async def test_a_deadline_that_ends_just_after_the_work_never_cancels_the_caller
     wake.set_result(None)
     assert await task == "permit"
     assert after == ["permit"]
+
+
+# wait_at_most(): asyncio.wait_for on the loop's clock, without losing a cancellation
+# --------------------------------------------------------------------------------
+
+
+async def test_a_task_cancelled_as_its_bounded_wait_ends_is_cancelled() -> None:
+    """``asyncio.wait_for`` before Python 3.12 returned the result here, and the task went
+    on as if never cancelled (a cancelled call went on to send its request)."""
+    work: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    went_on = []
+
+    async def caller() -> None:
+        await wait_at_most(5, work)
+        await asyncio.sleep(0)
+        went_on.append(True)
+
+    task = asyncio.ensure_future(caller())
+    await asyncio.sleep(0)
+    work.set_result(1)
+    task.cancel()  # in the same turn of the loop
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert went_on == []
+
+
+async def test_a_bounded_wait_times_out_and_returns_in_time() -> None:
+    assert await wait_at_most(5, asyncio.sleep(0, "done")) == "done"
+    with pytest.raises(asyncio.TimeoutError):
+        await wait_at_most(0, asyncio.get_running_loop().create_future())

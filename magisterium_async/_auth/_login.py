@@ -34,6 +34,7 @@ from magisterium_async._auth._credentials import (
     origin_of,
 )
 from magisterium_async._auth._store import CredentialStore, FileStore
+from magisterium_async._clock import wait_at_most
 from magisterium_async._errors import MagisteriumError, OAuthError
 from magisterium_async._http._jsonrpc import endpoint
 
@@ -198,7 +199,7 @@ async def _wait_for_code(
     if pasted is not None:
         paste_task = asyncio.ensure_future(_pasted(pasted, state, arrived, say))
     try:
-        redirect = await asyncio.wait_for(arrived.get(), timeout)
+        redirect = await wait_at_most(timeout, arrived.get())
     except asyncio.TimeoutError:
         raise OAuthError(f"no sign-in arrived within {timeout:g} s; try again") from None
     finally:

@@ -36,6 +36,7 @@ from magisterium_async._auth._credentials import (
 )
 from magisterium_async._auth._oauth import CLIENT_NAME
 from magisterium_async._auth._store import StoreUnreachableError, fence, waiting_for_another
+from magisterium_async._clock import wait_at_most
 from magisterium_async._errors import CredentialsError
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class RedisStore:
         from magisterium_async._redis import redis_errors
 
         try:
-            return await asyncio.wait_for(step, TIMEOUT)
+            return await wait_at_most(TIMEOUT, step)
         except redis_errors() as exc:
             raise self._unreachable(exc) from None
 
@@ -182,10 +183,10 @@ class RedisStore:
         )
         try:
             # Each attempt is one bounded SET NX PX; the attempts are bounded by LOCK_WAIT.
-            acquired = await asyncio.wait_for(lock.acquire(blocking=False), TIMEOUT)
+            acquired = await wait_at_most(TIMEOUT, lock.acquire(blocking=False))
             if not acquired:
                 waiting_for_another(self.where, LOCK_WAIT)
-                acquired = await asyncio.wait_for(lock.acquire(), LOCK_WAIT + TIMEOUT)
+                acquired = await wait_at_most(LOCK_WAIT + TIMEOUT, lock.acquire())
         except asyncio.TimeoutError:  # before OSError: on 3.11+ it is TimeoutError
             acquired = False
         except redis_errors() as exc:
@@ -202,7 +203,7 @@ class RedisStore:
 
             token = lock.local.token
             try:
-                await asyncio.wait_for(lock.release(), TIMEOUT)
+                await wait_at_most(TIMEOUT, lock.release())
             except LockError:
                 pass  # the lease lapsed (LockNotOwnedError): nothing is left to free
             except redis_errors():  # Redis gone: freed at the next refresh, or it lapses

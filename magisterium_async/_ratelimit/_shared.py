@@ -52,7 +52,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._clock import Clock, LoopClock, wait_at_most
 from magisterium_async._config import (
     DEFAULT_MAX_CONCURRENCY,
     Priority,
@@ -288,8 +288,8 @@ class SharedLimiter:
     def _now_us(self) -> str:
         return str(round(self._clock.now() * 1e6)) if self._own_time else ""
 
-    def _bounded(self, call: Awaitable[Any]) -> Awaitable[Any]:
-        return asyncio.wait_for(call, self.config.timeout)
+    async def _bounded(self, call: Awaitable[Any]) -> Any:
+        return await wait_at_most(self.config.timeout, call)
 
     # Admission -------------------------------------------------------------------------
 
