@@ -311,15 +311,25 @@ class Call:
         self._begun: int | None = None
         self._first: Permit | None = None
 
+    def _begin(self) -> float:
+        """The call begins at its first wait (its deadline runs from then): the seconds
+        it has left."""
+        clock, total = self._path.clock, self.policy.total_timeout
+        if self._asked is None:
+            self._asked, self._begun = clock.now(), time.time_ns()
+        return math.inf if total is None else self._asked + total - clock.now()
+
     async def turn(self) -> None:
         """Wait for the call's first turn in its pool's line (within the deadline) and
-        keep it for :meth:`send`. The call begins here: its deadline runs from now, even
-        if it is sent later without this turn (for others who joined it)."""
-        path, total, options = self._path, self.policy.total_timeout, self.options
-        self._asked, self._begun = path.clock.now(), time.time_ns()
+        keep it for :meth:`send`. The call begins here unless it began waiting earlier
+        (:meth:`within_deadline`); its deadline runs even if it is sent later without
+        this turn (for others who joined it)."""
+        path, options = self._path, self.options
+        left = self._begin()
         waiting = path.scheduler.pool(self.pool).acquire(options.priority, options.fairness_key)
+        total = self.policy.total_timeout
         if total is not None:
-            waiting = within(path.clock, total, waiting, _expired(self.method, total))
+            waiting = within(path.clock, left, waiting, _expired(self.method, total))
         try:
             self._first = await waiting
         except BaseException as error:
@@ -331,6 +341,15 @@ class Call:
             )
             observer.finish(None, error)
             raise
+
+    async def within_deadline(self, waiting: Awaitable[T]) -> T:
+        """``waiting`` (an identical call's answer, here or in another process), within
+        this call's own deadline (``RetryPolicy.total_timeout``), which runs from its
+        first wait: :class:`APITimeoutError` when it ends first."""
+        left, total = self._begin(), self.policy.total_timeout
+        if total is None:
+            return await waiting
+        return await within(self._path.clock, left, waiting, _expired(self.method, total))
 
     def give_back(self) -> None:
         """A turn taken and never used (the call was cancelled before it sent) goes back

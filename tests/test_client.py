@@ -566,6 +566,61 @@ async def test_a_call_joining_one_in_line_ends_by_that_call_s_deadline(
     assert len(transport.requests) == 1
 
 
+async def test_a_call_joining_another_ends_by_its_own_deadline_and_the_other_goes_on() -> None:
+    clock = VirtualClock(autojump=False)
+
+    def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(
+            request, completed(artifact("search_results", data({"results": []})))
+        )
+
+    client, transport = mock_client(answer, clock, rate_limits=m.RateLimits(1, 1, period=120.0))
+    async with client:
+        first = asyncio.ensure_future(client.search("a"))
+        leader = asyncio.ensure_future(client.search("b"))  # in line until t=120
+        await clock.advance(10.0)
+        hasty = client.with_options(retry_policy=m.RetryPolicy(total_timeout=5.0))
+        joiner = asyncio.ensure_future(hasty.search("b"))
+        await clock.advance(5.0)
+        assert joiner.done()
+        with pytest.raises(m.APITimeoutError, match=r"total_timeout \(5 s\)"):
+            await joiner
+        assert not leader.done()
+        await clock.advance(120.0)
+        assert await leader == [] and await first == []
+    assert len(transport.requests) == 2
+
+
+async def test_total_timeout_bounds_the_wait_for_another_process_s_answer(
+    memory_redis: Any,
+) -> None:
+    from fakeredis import FakeAsyncRedis
+
+    redis: Any = FakeAsyncRedis(server=memory_redis)
+    clock = VirtualClock()
+
+    def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(
+            request, completed(artifact("search_results", data({"results": []})))
+        )
+
+    policy = m.RetryPolicy(total_timeout=2.0)
+    client, transport = mock_client(answer, clock, retry_policy=policy, cache=redis)
+    async with client:
+        store: Any = client._cache.store
+
+        async def held_by_another(key: str, seconds: float, owner: str) -> tuple[None, bool]:
+            await redis.set(f"magisterium:cache-claim:{{{key}}}", b"another", px=60_000)
+            return None, False
+
+        store.claim = held_by_another  # another process sends every call, for a minute
+        with pytest.raises(m.APITimeoutError, match=r"total_timeout \(2 s\)"):
+            await run(clock, client.search("q"))
+        assert clock.now() == 2.0
+    assert transport.requests == []
+    await redis.aclose()
+
+
 async def test_a_call_failing_before_it_is_sent_fails_those_who_joined_it() -> None:
     clock, gate = VirtualClock(), asyncio.Event()
 

@@ -297,7 +297,7 @@ async def test_an_application_s_cluster_client_is_used_and_left_open(
     try:
         store = open_store(app, CachePolicy())
         assert store is not None and "RedisCluster" in store.where
-        assert await store.claim("app", 5.0) == (None, True)
+        assert await store.claim("app", 5.0, "me") == (None, True)
         await store.put("app", b"answer", 100.0, 0.0)
         assert await store.get("app", 0.0) == b"answer"
         await store.aclose()

@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -149,6 +149,22 @@ _TASK = msgspec.json.Decoder(Task)
 _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
 _Shared = tuple[Task, Outcome]
+T = TypeVar("T")
+
+
+class _Claim:
+    """A call's claim on its key in a shared store, under a token of its own: only the
+    call's own claim is ever given up, and the rest of a call whose first caller left
+    finds it its own rather than wait for it. ``held``: it may be held (from when it is
+    asked for until it is given up, or an answer took its place)."""
+
+    __slots__ = ("held", "key", "owner", "store")
+
+    def __init__(self, store: SharedStore, key: str) -> None:
+        self.store = store
+        self.key = key
+        self.owner = os.urandom(8).hex()
+        self.held = False
 
 
 class Request(Protocol):
@@ -165,6 +181,10 @@ class Request(Protocol):
 
     def give_back(self) -> None:
         """A turn kept and never used goes back to the pool (nothing if it was used)."""
+        ...
+
+    def within_deadline(self, waiting: Awaitable[T]) -> Awaitable[T]:
+        """``waiting`` (another call's answer), bounded by the request's own deadline."""
         ...
 
 
@@ -227,6 +247,7 @@ class AnswerCache:
         self._wall = wall
         self._tz = tz
         self._flights: Flights[_Shared] = Flights()
+        self._releasing: set[asyncio.Future[None]] = set()  # claims given up after a flight
         self._hits = self._misses = self._coalesced = 0
         self._healthy = True
         self._retry_at = -math.inf  # the store is left alone until then
@@ -283,20 +304,19 @@ class AnswerCache:
         key = request_key(self._origin, skill_id, parts, context_id, day)
         not_found = policy.not_found
         if not rule.coalesce:
-            return await self._lookup_or_send(key, rule, not_found, day_end, request, keep)
+            claim = self._claim_for(key, rule)
+            return await self._lookup_or_send(key, rule, not_found, day_end, request, keep, claim)
         flight = self._flights.get(key)
         if flight is not None:
             # An identical call leads: its answer, as a task of its own (decoded from
             # bytes encoded here, per joiner: most calls are never joined, and pay nothing).
-            task, _ = await flight.wait()
+            task, _ = await request.within_deadline(flight.wait())
             self._coalesced += 1
             return _TASK.decode(_ENCODER.encode(task)), "coalesced"
         flight = self._flights.lead(key)
-        shared: SharedStore | None = None
-        looked = False
+        claim = self._claim_for(key, rule)
         try:
-            found, shared = await self._look(key, rule)
-            looked = True
+            found = await self._look(key, rule, claim, request)
             if found is None:
                 # The request's turn in its pool's line, waited for here in this caller's
                 # task, before the flight's task and the request's tries are made.
@@ -307,29 +327,49 @@ class AnswerCache:
             cancelled = isinstance(error, asyncio.CancelledError)
             if not cancelled:
                 flight.fail(error)  # as the work's own failure would: everyone's
-            elif flight.waiters:
-                # Others joined: the rest of the work is theirs, in the leader's request
-                # (its options, its deadline; the claim it holds). Nothing was sent yet.
-                rest = (
-                    self._send(key, rule, not_found, day_end, request, keep, shared)
-                    if looked
-                    else self._lookup_or_send(key, rule, not_found, day_end, request, keep)
-                )
-                flight.start(rest, request.give_back)
+            elif any(not waiter.cancelled() for waiter in flight.waiters):
+                # Others still wait: the rest of the work is theirs, in the leader's request
+                # (its options, its deadline) and under its claim, which the rest finds its
+                # own. Nothing was sent yet.
+                rest = self._lookup_or_send(key, rule, not_found, day_end, request, keep, claim)
+                flight.start(rest, self._cleanup(request, claim))
                 raise
             else:
                 flight.land()
-            if shared is not None and (cancelled or isinstance(error, Exception)):
-                await self._release(shared, key)  # not while a coroutine is closed
+            if claim is not None and (cancelled or isinstance(error, Exception)):
+                await self._release(claim)  # not while a coroutine is closed
             raise
         if found is not None:
             flight.settle(found)
             return found
         # The turn is the work's from here; given back if the work never uses it.
-        flight.start(
-            self._send(key, rule, not_found, day_end, request, keep, shared), request.give_back
-        )
+        work = self._send(key, rule, not_found, day_end, request, keep, claim)
+        flight.start(work, self._cleanup(request, claim))
         return await flight.wait()
+
+    def _claim_for(self, key: str, rule: CacheRule) -> _Claim | None:
+        """The claim a call on ``key`` makes before it sends, if its answer is kept in a
+        shared store."""
+        store = self.store
+        if rule.fresh is None or store is None or not store.shared:
+            return None
+        return _Claim(cast(SharedStore, store), key)
+
+    def _cleanup(self, request: Request, claim: _Claim | None) -> Callable[[], None]:
+        """What a flight gives back once its work is over, whether or not it ran (a task
+        cancelled before its first step runs none of its code): the request's turn if it
+        was never used, and the claim if the work did not give it up."""
+        if claim is None:
+            return request.give_back
+
+        def cleanup() -> None:
+            request.give_back()
+            if claim.held:
+                task = asyncio.ensure_future(self._release(claim))
+                self._releasing.add(task)
+                task.add_done_callback(self._releasing.discard)
+
+        return cleanup
 
     async def _lookup_or_send(
         self,
@@ -339,31 +379,32 @@ class AnswerCache:
         day_end: float | None,
         request: Request,
         keep: Callable[[Task], Kept | None],
+        claim: _Claim | None,
     ) -> _Shared:
-        found, shared = await self._look(key, rule)
+        found = await self._look(key, rule, claim, request)
         if found is not None:
             return found
-        return await self._send(key, rule, not_found, day_end, request, keep, shared)
+        return await self._send(key, rule, not_found, day_end, request, keep, claim)
 
-    async def _look(self, key: str, rule: CacheRule) -> tuple[_Shared | None, SharedStore | None]:
+    async def _look(
+        self, key: str, rule: CacheRule, claim: _Claim | None, request: Request
+    ) -> _Shared | None:
         """What a call finds before it sends: a fresh answer (in the store, or another
-        process's it waited for), else ``None`` and the shared store whose claim on
-        ``key`` it holds (``None``: not shared)."""
-        store = self.store if rule.fresh is not None else None
-        if store is None:
-            return None, None
+        process's it waited for under ``claim``, within ``request``'s deadline), else
+        ``None`` (and ``claim`` is the call's, if it could be taken)."""
+        if rule.fresh is None or self.store is None:
+            return None
         found = await self._get(key)
         if found is not None:
             self._hits += 1
-            return found, None
-        if not store.shared:
-            return None, None
-        shared = cast(SharedStore, store)
-        found = await self._after_claim(shared, key)
+            return found
+        if claim is None:
+            return None
+        found = await self._after_claim(claim, request)
         if found is not None:
             self._coalesced += 1
-            return (found[0], "coalesced"), None
-        return None, shared
+            return found[0], "coalesced"
+        return None
 
     async def _send(
         self,
@@ -373,16 +414,16 @@ class AnswerCache:
         day_end: float | None,
         request: Request,
         keep: Callable[[Task], Kept | None],
-        shared: SharedStore | None,
+        claim: _Claim | None,
     ) -> _Shared:
-        """The request sent, and its answer kept when it is worth keeping (the claim on
-        ``key`` in ``shared`` let go when it is not)."""
+        """The request sent, and its answer kept when it is worth keeping (``claim``
+        given up when it is not)."""
         self._misses += 1
         try:
             task = await request.send()
         except BaseException:
-            if shared is not None:
-                await self._release(shared, key)
+            if claim is not None:
+                await self._release(claim)
             raise
         if rule.fresh is not None and self.store is not None:
             worth = keep(task)
@@ -392,23 +433,39 @@ class AnswerCache:
                 if day_end is not None:
                     expires = min(expires, day_end)
                 entry = _Entry(expires, msgspec.Raw(_ENCODER.encode(task)))
-                await self._put(key, _ENCODER.encode(entry), expires)
-            elif shared is not None:
-                await self._release(shared, key)
+                if await self._put(key, _ENCODER.encode(entry), expires) and claim is not None:
+                    claim.held = False  # the answer took the claim's place
+        if claim is not None:
+            await self._release(claim)
         return task, "miss"
 
-    async def _after_claim(self, store: SharedStore, key: str) -> _Shared | None:
-        """Claim ``key`` (``None``: go and send); if another process holds it, wait for
-        its answer (that answer; ``None`` when none came: send after all)."""
+    async def _after_claim(self, claim: _Claim, request: Request) -> _Shared | None:
+        """Take ``claim`` (``None``: go and send); if another process holds it, wait for
+        its answer within ``request``'s deadline (that answer; ``None`` when none came:
+        send after all)."""
         if self._wall() < self._retry_at:
             return None
+        store = claim.store
         try:
-            raw, mine = await store.claim(key, CLAIM_SECONDS)
-            found = None if raw is None else self._read(store, raw)
-            if found is not None or mine:
-                return found
-            deadline = self._wall() + CLAIM_SECONDS
-            delay = _POLL_FIRST
+            # Held from the moment it is asked for: a reply never heard may have taken it.
+            claim.held = True
+            raw, claim.held = await store.claim(claim.key, CLAIM_SECONDS, claim.owner)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
+            return None
+        found = None if raw is None else self._read(store, raw)
+        if found is not None or claim.held:
+            return found
+        return await request.within_deadline(self._answer_of_another(claim))
+
+    async def _answer_of_another(self, claim: _Claim) -> _Shared | None:
+        """The answer of the process holding the claim, when it comes within
+        :data:`CLAIM_SECONDS`; else ``None``, ``claim`` taken (whoever holds it now, this
+        call sends) so that later callers wait for this request."""
+        store, key = claim.store, claim.key
+        deadline = self._wall() + CLAIM_SECONDS
+        delay = _POLL_FIRST
+        try:
             while True:
                 await self._sleep(delay)
                 raw, held = await store.peek(key, self._wall())
@@ -416,22 +473,25 @@ class AnswerCache:
                 if found is not None:
                     return found
                 if not held or self._wall() >= deadline:
-                    # Given up, or run out, without an answer: claim it (whoever holds it
-                    # now, this call sends), so that later callers wait for this request.
-                    raw, _ = await store.claim(key, CLAIM_SECONDS)
+                    claim.held = True
+                    raw, claim.held = await store.claim(key, CLAIM_SECONDS, claim.owner)
                     return None if raw is None else self._read(store, raw)
                 delay = min(delay * 2, _POLL_MOST)
         except StoreUnavailable as exc:
             self._trouble(store, exc)
             return None
 
-    async def _release(self, store: SharedStore, key: str) -> None:
-        if self._wall() < self._retry_at:
+    async def _release(self, claim: _Claim) -> None:
+        """Give ``claim`` up if it may be held (a release cut short leaves it held: the
+        flight's cleanup tries again)."""
+        if not claim.held:
             return
-        try:
-            await store.release(key)
-        except StoreUnavailable as exc:
-            self._trouble(store, exc)
+        if self._wall() >= self._retry_at:
+            try:
+                await claim.store.release(claim.key, claim.owner)
+            except StoreUnavailable as exc:
+                self._trouble(claim.store, exc)
+        claim.held = False  # else the store is left alone for now: the claim runs out
 
     async def _get(self, key: str) -> _Shared | None:
         store, now = self.store, self._wall()
@@ -463,16 +523,18 @@ class AnswerCache:
                 )
             return None
 
-    async def _put(self, key: str, value: bytes, expires: float) -> None:
+    async def _put(self, key: str, value: bytes, expires: float) -> bool:
+        """Keep ``value`` under ``key`` until ``expires``; whether it was kept."""
         store, now = self.store, self._wall()
         if store is None or now < self._retry_at or expires <= now:
-            return
+            return False
         try:
             await store.put(key, value, expires, now)
         except StoreUnavailable as exc:
             self._trouble(store, exc)
-            return
+            return False
         self._well(store)
+        return True
 
     def _trouble(self, store: Store, exc: StoreUnavailable) -> None:
         if self._retry_at == math.inf:
@@ -498,6 +560,8 @@ class AnswerCache:
     async def aclose(self) -> None:
         """Close the store; a call still finishing afterwards goes without it, quietly.
         Idempotent."""
+        if self._releasing:  # claims still being given up go first, while the store is open
+            await asyncio.wait(self._releasing)
         self._retry_at = math.inf
         if self.store is not None:
             await self.store.aclose()

@@ -3,8 +3,9 @@
 Each answer is one string key under :data:`PREFIX` (its key in braces: a hash tag), set
 with the time it stays fresh as its TTL, so Redis drops it when it is stale. A process
 about to ask the service for an answer claims it first (a key under :data:`CLAIMS`,
-``SET NX`` with a TTL): the others wait for the answer rather than send the same
-request, and go ahead themselves if the claim is given up or runs out without one. The
+``SET NX`` with a TTL, holding a token of the call's own): the others wait for the
+answer rather than send the same request, and go ahead themselves if the claim is given
+up or runs out without one; only its owner gives a claim up. The
 bound in bytes is the server's: give it a ``maxmemory`` and ``maxmemory-policy
 allkeys-lru`` (or ``volatile-lru``) and it evicts the least recently used answers itself. The
 same server may hold the shared quota: their keys do not meet.
@@ -12,12 +13,12 @@ same server may hold the shared quota: their keys do not meet.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from magisterium_async._cache._store import StoreUnavailable
+from magisterium_async._clock import wait_at_most
 from magisterium_async._errors import CacheError
 from magisterium_async._redis import (
     Connection,
@@ -47,14 +48,24 @@ redis.call('DEL', KEYS[2])
 return 1
 """
 
-# KEYS: the answer, its claim. ARGV: the claim's time to live (ms). Returns {taken, answer}
-# ({taken} alone without an answer: a Lua nil ends a table).
+# KEYS: the answer, its claim. ARGV: the claim's time to live (ms), its owner. Returns
+# {0, answer} when there is one, else {1} when the claim is the owner's (new, or its own
+# renewed: the rest of a call whose first step did not hear the reply), else {0}.
 _CLAIM = """
 local answer = redis.call('GET', KEYS[1])
-local taken = 0
-if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then taken = 1 end
-if answer then return {taken, answer} end
-return {taken}
+if answer then return {0, answer} end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[1]) then return {1} end
+if redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+  return {1}
+end
+return {0}
+"""
+
+# KEYS: a claim. ARGV: its owner. Deleted only if it is still the owner's.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 
@@ -105,6 +116,7 @@ class RedisStore:
         # the application's own commands on a client it shares.
         self._put = self._redis.register_script(_PUT)
         self._claim = self._redis.register_script(_CLAIM)
+        self._release = self._redis.register_script(_RELEASE)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r})"
@@ -124,27 +136,25 @@ class RedisStore:
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
         milliseconds = math.ceil((expires - now) * 1000)
         if milliseconds <= 0:
-            await self.release(key)
+            await self._step(self._redis.delete(_claim(key)))
             return
         keys = [_answer(key), _claim(key)]
         await self._step(self._put(keys=keys, args=[value, milliseconds]))
 
-    async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
+    async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
         milliseconds = max(1, math.ceil(seconds * 1000))
-        reply = await self._step(self._claim(keys=[_answer(key), _claim(key)], args=[milliseconds]))
-        taken, value = reply[0], (reply[1] if len(reply) > 1 else None)
-        if value is not None:
-            if taken:
-                await self.release(key)
-            return bytes(value), False
-        return None, bool(taken)
+        keys, args = [_answer(key), _claim(key)], [milliseconds, owner]
+        reply = await self._step(self._claim(keys=keys, args=args))
+        if len(reply) > 1:
+            return bytes(reply[1]), False
+        return None, bool(reply[0])
 
     async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
         value, claim = await self._step(self._redis.mget(_answer(key), _claim(key)))
         return (None if value is None else bytes(value)), claim is not None
 
-    async def release(self, key: str) -> None:
-        await self._step(self._redis.delete(_claim(key)))
+    async def release(self, key: str, owner: str) -> None:
+        await self._step(self._release(keys=[_claim(key)], args=[owner]))
 
     async def aclose(self) -> None:
         await self._connection.aclose()
@@ -156,7 +166,7 @@ class RedisStore:
 
     async def _step(self, step: Any) -> Any:
         try:
-            return await asyncio.wait_for(step, TIMEOUT)
+            return await wait_at_most(TIMEOUT, step)
         except redis_errors() as exc:
             refused = refusal(exc, self._where)
             if refused is not None:  # a misconfiguration, not an outage: said, not bypassed

@@ -55,9 +55,10 @@ class SharedStore(Store, Protocol):
     about to ask the service *claims* the key, and callers elsewhere wait for its answer
     instead of sending the same request."""
 
-    async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
+    async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
         """The bytes under ``key`` if there are some now; else claim ``key`` for
-        ``seconds``: ``True`` if no one else held it (then send, and :meth:`put` or
+        ``seconds`` under ``owner`` (a token of the claimant's own): ``True`` if no one
+        else held it (a claim of ``owner``'s own is renewed: then send, and :meth:`put` or
         :meth:`release`), ``False`` if someone does (wait for it). In one step, so an
         answer that lands just before the claim is never asked for again."""
         ...
@@ -66,8 +67,9 @@ class SharedStore(Store, Protocol):
         """The bytes under ``key`` (or ``None``), and whether someone holds its claim."""
         ...
 
-    async def release(self, key: str) -> None:
-        """Give up a claim without an answer to keep (the call failed, or it is not kept)."""
+    async def release(self, key: str, owner: str) -> None:
+        """Give up ``owner``'s claim on ``key`` without an answer to keep (the call failed,
+        or it is not kept); a claim someone else holds now is left alone."""
         ...
 
 

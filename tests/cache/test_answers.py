@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from magisterium_async._cache import (
     StoreUnavailable,
     request_key,
 )
+from magisterium_async._cache._redis_store import CLAIMS
 from magisterium_async._errors import APIConnectionError
 from magisterium_async._models import Artifact, DataPart, Part, Task, TaskStatus, TextPart
 
@@ -67,6 +68,9 @@ class Service:
 
     def give_back(self) -> None:
         self.given_back += 1
+
+    async def within_deadline(self, waiting: Awaitable[Any]) -> Any:
+        return await waiting
 
     async def send(self) -> Task:
         self.requests += 1
@@ -223,20 +227,20 @@ class SlowRelease(MemoryStore):
 
     def __init__(self) -> None:
         super().__init__(100, 1 << 20)
-        self.claims: set[str] = set()
+        self.claims: dict[str, str] = {}  # key -> owner
         self.released = asyncio.Event()
 
-    async def claim(self, key: str, seconds: float) -> tuple[bytes | None, bool]:
-        mine = key not in self.claims
-        self.claims.add(key)
-        return None, mine
+    async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
+        holder = self.claims.setdefault(key, owner)
+        return None, holder == owner
 
     async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
         return None, key in self.claims
 
-    async def release(self, key: str) -> None:
+    async def release(self, key: str, owner: str) -> None:
         await self.released.wait()
-        self.claims.discard(key)
+        if self.claims.get(key) == owner:
+            del self.claims[key]
 
 
 async def test_a_leader_cancelled_twice_while_it_lets_its_claim_go_strands_no_one() -> None:
@@ -592,7 +596,7 @@ async def test_a_claim_whose_holder_died_holds_nobody_up_past_its_time(memory_re
     wall = Wall()
     dead, alive = Host(memory_redis, wall), Host(memory_redis, wall)
     key = request_key(ORIGIN, "document_fetch", FETCH, None)
-    assert await dead.store.claim(key, 3600) == (None, True)  # claimed; then it died
+    assert await dead.store.claim(key, 3600, "dead") == (None, True)  # claimed; then it died
     _, how = await alive.ask()
     assert how == "miss"
     assert alive.service.requests == 1
@@ -623,3 +627,122 @@ async def test_a_closed_cache_is_left_alone_quietly(
     with caplog.at_level(logging.DEBUG, "magisterium_async.cache"):
         assert (await ask(cache, service))[1] == "miss"
     assert caplog.records == []
+
+
+async def _claims(memory_redis: Any) -> list[bytes]:
+    from fakeredis import FakeAsyncRedis
+
+    redis = FakeAsyncRedis(server=memory_redis)
+    try:
+        return [key async for key in redis.scan_iter(CLAIMS + "*")]
+    finally:
+        await redis.aclose()
+
+
+async def test_a_leader_and_its_joiner_cancelled_together_in_line_leave_no_claim(
+    memory_redis: Any,
+) -> None:
+    """``asyncio.timeout()`` around ``gather(fetch(x), fetch(x))`` fires while the first
+    waits in the pool's line: nobody sends, and no claim is left for every other process
+    to wait on."""
+    host, service = Host(memory_redis, Wall()), Queued()
+    both = asyncio.gather(*(ask(host.cache, service) for _ in range(2)))
+    await _until(lambda: service.turns == 1)
+    assert len(await _claims(memory_redis)) == 1  # the leader's, while it waits in line
+    both.cancel()  # both callers, in one turn of the loop
+    await asyncio.gather(both, return_exceptions=True)
+    assert await _claims(memory_redis) == []
+    assert service.requests == 0
+
+
+class SlowClaim(RedisStore):
+    """Redis that takes a claim at once but whose reply comes only when ``reply`` is set."""
+
+    def __init__(self, memory_redis: Any) -> None:
+        from fakeredis import FakeAsyncRedis
+
+        super().__init__("redis://x/0", redis=FakeAsyncRedis(server=memory_redis))
+        self.taken, self.reply = asyncio.Event(), asyncio.Event()
+
+    async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
+        got = await super().claim(key, seconds, owner)
+        self.taken.set()
+        await self.reply.wait()
+        return got
+
+
+async def test_the_rest_of_a_leader_cancelled_before_its_claim_s_reply_finds_the_claim_its_own(
+    memory_redis: Any,
+) -> None:
+    host = Host(memory_redis, Wall())
+    host.store = store = SlowClaim(memory_redis)
+    host.cache.store = store
+    leader = asyncio.create_task(host.ask())
+    await store.taken.wait()  # Redis took the claim; its reply is on the way
+    joiner = asyncio.create_task(host.ask())
+    for _ in range(5):
+        await asyncio.sleep(0)  # it joins the leader's flight
+    leader.cancel()
+    await asyncio.gather(leader, return_exceptions=True)
+    store.reply.set()
+    assert (await joiner)[1] == "coalesced"
+    assert host.service.requests == 1
+    assert host.slept == 0  # no wait on its own process's claim (it would be 10 s)
+    await host.cache.aclose()
+    assert await _claims(memory_redis) == []  # the answer took its place
+
+
+class RoundTrips(MemoryStore):
+    """A shared store whose every command takes a turn of the loop to reach it, and one
+    more for its reply (fakeredis's client loses a cancellation that comes meanwhile;
+    redis-py's with a server does not)."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        super().__init__(100, 1 << 20)
+        self.claims: dict[str, str] = {}  # key -> owner
+
+    async def get(self, key: str, now: float) -> bytes | None:
+        await asyncio.sleep(0)
+        found = await super().get(key, now)
+        await asyncio.sleep(0)
+        return found
+
+    async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
+        await asyncio.sleep(0)
+        holder = self.claims.setdefault(key, owner)
+        await asyncio.sleep(0)
+        return None, holder == owner
+
+    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
+        return None, key in self.claims
+
+    async def release(self, key: str, owner: str) -> None:
+        await asyncio.sleep(0)
+        if self.claims.get(key) == owner:
+            del self.claims[key]
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("steps", range(12))
+async def test_a_leader_cancelled_in_line_then_its_joiner_leave_no_claim(steps: int) -> None:
+    """The rest of the leader's work, cancelled by its last joiner leaving at any step
+    (before it ran, while it looks in the store again, while it sends), gives the claim
+    up."""
+    store, service = RoundTrips(), Queued()
+    cache = AnswerCache(store, CachePolicy(), ORIGIN, wall=Wall(), tz=UTC)
+    service.gate = asyncio.Event()  # a request sent is never answered
+    leader = asyncio.create_task(ask(cache, service))
+    await _until(lambda: service.turns == 1)
+    joiner = asyncio.create_task(ask(cache, service))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    service.line.set()
+    leader.cancel()
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    joiner.cancel()
+    await asyncio.gather(leader, joiner, return_exceptions=True)
+    await _until(lambda: not store.claims)
+    assert len(cache._flights) == 0

@@ -313,17 +313,20 @@ async def test_redis_claims_are_taken_once_and_given_up_by_an_answer_or_a_releas
     fake_redis: Any,
 ) -> None:
     store = RedisStore("redis://127.0.0.1:1/0", redis=fake_redis)
-    assert await store.claim("k", 5) == (None, True)
-    assert await store.claim("k", 5) == (None, False)  # held
+    assert await store.claim("k", 5, "a") == (None, True)
+    assert await store.claim("k", 5, "b") == (None, False)  # held by another
+    assert await store.claim("k", 5, "a") == (None, True)  # its own, taken again
     assert await store.peek("k", NOW) == (None, True)
     await store.put("k", b"answer", NOW + 60, NOW)  # the answer gives the claim up
     assert await store.peek("k", NOW) == (b"answer", False)
     # An answer already there is the claim's answer, and leaves no claim behind.
-    assert await store.claim("k", 5) == (b"answer", False)
+    assert await store.claim("k", 5, "b") == (b"answer", False)
     assert await fake_redis.exists(CLAIMS + "{k}") == 0
-    assert await store.claim("j", 5) == (None, True)
-    await store.release("j")
-    assert await store.claim("j", 5) == (None, True)
+    assert await store.claim("j", 5, "a") == (None, True)
+    await store.release("j", "b")  # not b's to give up
+    assert await store.claim("j", 5, "b") == (None, False)
+    await store.release("j", "a")
+    assert await store.claim("j", 5, "b") == (None, True)
     assert 0 < await fake_redis.pttl(CLAIMS + "{j}") <= 5000
     await store.aclose()
 
