@@ -365,6 +365,12 @@ _HIT_KEYS = frozenset({"id", "url", "title"})
 
 def _search_result(task: Task, raw: object) -> SearchResult:
     """One hit, its values converted where a server sent another type; or refused."""
+    if type(raw) is dict and len(raw) == 3:
+        # The service's own shape, three strings and nothing else, is taken as it is: the
+        # checks below cost more than the rest of a hit's reading.
+        ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
+        if type(ident) is str and ident and type(url) is str and type(title) is str:
+            return SearchResult(id=ident, url=url, title=title)
     if not isinstance(raw, dict):
         raise malformed(task, f"a search result is not an object: {brief(raw)}")
     ident = _as_id(raw.get("id"))
