@@ -44,15 +44,28 @@ from magisterium_async._errors import JSONRPCError, RateLimitError
 from magisterium_async._events import PoolEvent, RetryEvent
 from magisterium_async._models import Message, Task, TaskState
 
-try:
-    from opentelemetry import metrics as _metrics
-    from opentelemetry import propagate as _propagate
-    from opentelemetry import trace as _trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-except ImportError:  # the [otel] extra is not installed: telemetry is off
-    _trace = None  # type: ignore[assignment]
-    _metrics = None  # type: ignore[assignment]
-    _propagate = None  # type: ignore[assignment]
+# OpenTelemetry's API, loaded by _in_use() once the application has imported it.
+_trace: Any = None
+_metrics: Any = None
+_propagate: Any = None
+
+
+def _in_use() -> bool:
+    """Whether OpenTelemetry may be listening: only once the application has imported it
+    (a provider can only be set, or handed to the client, that way). Until then it is not
+    loaded here: a program that does not use it neither imports it (some 9,000 objects,
+    and entry points read at import) nor pays for it in each call."""
+    global _trace, _metrics, _propagate
+    if _trace is None:
+        if "opentelemetry.trace" not in sys.modules and "opentelemetry.metrics" not in sys.modules:
+            return False
+        try:
+            from opentelemetry import metrics, propagate, trace
+        except ImportError:  # a partial installation: telemetry stays off
+            return False
+        _trace, _metrics, _propagate = trace, metrics, propagate
+    return True
+
 
 __all__ = [
     "LOGGER",
@@ -110,7 +123,7 @@ def error_type(error: BaseException) -> str:
 def with_trace_context(headers: Mapping[str, str]) -> Mapping[str, str]:
     """``headers``, plus ``traceparent`` (and the other configured propagators' headers)
     when a span is current; the very same mapping, uncopied, when none is."""
-    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
+    if not _in_use() or not _trace.get_current_span().get_span_context().is_valid:
         return headers
     carrier = dict(headers)
     _propagate.inject(carrier)
@@ -186,7 +199,10 @@ class _CallRecord(CallObserver):
     def current(self) -> contextlib.AbstractContextManager[object]:
         if self.span is None:
             return _NOTHING
-        return _trace.use_span(self.span, record_exception=False, set_status_on_exception=False)
+        used: contextlib.AbstractContextManager[object] = _trace.use_span(
+            self.span, record_exception=False, set_status_on_exception=False
+        )
+        return used
 
     def finish(self, task: Any, error: BaseException | None) -> None:
         if self.instruments is not None:
@@ -207,7 +223,7 @@ class _CallRecord(CallObserver):
             failure = error_type(error)
         if failure is not None:
             span.set_attribute("error.type", failure)
-            span.set_status(Status(StatusCode.ERROR, failure))
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, failure))
         span.end()
 
 
@@ -229,7 +245,7 @@ class Telemetry:
         self._agent: dict[str, str] = {}
 
     def __repr__(self) -> str:
-        return f"<Telemetry {'available' if _trace is not None else 'not installed'}>"
+        return f"<Telemetry {'in use' if _in_use() else 'off (OpenTelemetry not imported)'}>"
 
     def know_agent(self, name: str, version: str | None) -> None:
         """The agent card's name and version: on every span from now on."""
@@ -270,7 +286,7 @@ class Telemetry:
         cache policy covers (it sends because nothing answered it). ``started``: when the
         call began (ns since the epoch; ``None``: now), for one that waited for its turn
         before it came here."""
-        if _trace is None:
+        if not _in_use():
             return NO_OBSERVER
         tracer = self._current_tracer()
         instruments = self._current_instruments()
@@ -291,7 +307,7 @@ class Telemetry:
             if cache is not None:
                 attributes["magisterium.cache"] = cache
             span = tracer.start_span(
-                method, kind=SpanKind.CLIENT, attributes=attributes, start_time=started
+                method, kind=_trace.SpanKind.CLIENT, attributes=attributes, start_time=started
             )
         return _CallRecord(span, instruments, pool)
 
@@ -301,7 +317,7 @@ class Telemetry:
         """A call the cache (``cache="hit"``) or an identical call in flight
         (``"coalesced"``) answered: counted, and a span from ``started`` (ns since the
         epoch) to now that sent nothing."""
-        if _trace is None:
+        if not _in_use():
             return
         tracer = self._current_tracer()
         instruments = self._current_instruments()
@@ -325,11 +341,11 @@ class Telemetry:
             "gen_ai.conversation.id": task.context_id,
         }
         span = tracer.start_span(
-            method, kind=SpanKind.CLIENT, attributes=attributes, start_time=started
+            method, kind=_trace.SpanKind.CLIENT, attributes=attributes, start_time=started
         )
         if task.state == TaskState.FAILED:  # another call's failed task, shared
             span.set_attribute("error.type", "TaskFailedError")
-            span.set_status(Status(StatusCode.ERROR, "TaskFailedError"))
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, "TaskFailedError"))
         span.end()
 
 

@@ -346,7 +346,40 @@ def test_the_client_works_without_the_extra() -> None:
         print((await client.get_task("t1")).id, repr(client._telemetry))
         """,
     )
-    assert out == ["t1 <Telemetry not installed>", "[false]"]
+    assert out == ["t1 <Telemetry off (OpenTelemetry not imported)>", "[false]"]
+
+
+def test_a_program_that_does_not_import_opentelemetry_does_not_load_it() -> None:
+    out = _run(
+        "",
+        """
+        await client.get_task("t1")
+        print(sorted(name for name in sys.modules if name.startswith("opentelemetry")))
+        """,
+    )
+    assert out == ["[]", "[false]"]
+
+
+def test_opentelemetry_imported_after_the_client_was_made_is_heard() -> None:
+    out = _run(
+        "",
+        """
+        await client.get_task("t1")  # OpenTelemetry not imported yet: no span
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        await client.get_task("t1")
+        print(json.dumps([s.name for s in exporter.get_finished_spans()]))
+        """,
+    )
+    assert out == ['["tasks/get"]', "[false, true]"]
 
 
 def test_the_global_provider_is_used_once_configured() -> None:
