@@ -305,19 +305,18 @@ class Call:
         self.skill_id = skill_id
         self.cache = cache
         self.dialect = dialect
-        # Set by turn(): when the call began (clock time, and ns since the epoch for its
-        # span), and the turn it was given.
+        # When the call began (clock time, and ns since the epoch for its span: _begin()),
+        # and the turn turn() was given.
         self._asked: float | None = None
         self._begun: int | None = None
         self._first: Permit | None = None
 
     def _begin(self) -> float:
-        """The call begins at its first wait (its deadline runs from then): the seconds
-        it has left."""
-        clock, total = self._path.clock, self.policy.total_timeout
+        """When the call began, on the client's clock: at its first wait (its deadline
+        runs from then)."""
         if self._asked is None:
-            self._asked, self._begun = clock.now(), time.time_ns()
-        return math.inf if total is None else self._asked + total - clock.now()
+            self._asked, self._begun = self._path.clock.now(), time.time_ns()
+        return self._asked
 
     async def turn(self) -> None:
         """Wait for the call's first turn in its pool's line (within the deadline) and
@@ -325,13 +324,9 @@ class Call:
         (:meth:`within_deadline`); its deadline runs even if it is sent later without
         this turn (for others who joined it)."""
         path, options = self._path, self.options
-        left = self._begin()
         waiting = path.scheduler.pool(self.pool).acquire(options.priority, options.fairness_key)
-        total = self.policy.total_timeout
-        if total is not None:
-            waiting = within(path.clock, left, waiting, _expired(self.method, total))
         try:
-            self._first = await waiting
+            self._first = await self.within_deadline(waiting)
         except BaseException as error:
             # Over before it was sent: its span and metrics say how, as a call's that
             # ends in its tries would.
@@ -342,14 +337,15 @@ class Call:
             observer.finish(None, error)
             raise
 
-    async def within_deadline(self, waiting: Awaitable[T]) -> T:
-        """``waiting`` (an identical call's answer, here or in another process), within
-        this call's own deadline (``RetryPolicy.total_timeout``), which runs from its
-        first wait: :class:`APITimeoutError` when it ends first."""
-        left, total = self._begin(), self.policy.total_timeout
+    def within_deadline(self, waiting: Awaitable[T]) -> Awaitable[T]:
+        """``waiting`` (the call's tries, its turn, or an identical call's answer here or
+        in another process), within this call's own deadline (``RetryPolicy
+        .total_timeout``), which runs from its first wait: :class:`APITimeoutError` when
+        it ends first."""
+        asked, total, clock = self._begin(), self.policy.total_timeout, self._path.clock
         if total is None:
-            return await waiting
-        return await within(self._path.clock, left, waiting, _expired(self.method, total))
+            return waiting
+        return within(clock, asked + total - clock.now(), waiting, _expired(self.method, total))
 
     def give_back(self) -> None:
         """A turn taken and never used (the call was cancelled before it sent) goes back
@@ -363,6 +359,8 @@ class Call:
         path, method, policy, options, pool = (
             self._path, self.method, self.policy, self.options, self.pool,
         )  # fmt: skip
+        asked, total = self._begin(), policy.total_timeout
+        deadline = math.inf if total is None else asked + total
         observer = path.telemetry.observe(
             method, pool or "unmetered", self.params, self.cache, self._begun
         )
@@ -371,12 +369,8 @@ class Call:
         tries = _Tries(
             negotiation, used, method, self.params, self.timeout, self.skill_id, path.transport,
         )  # fmt: skip
-        total = policy.total_timeout
-        now = path.clock.now()
-        asked = now if self._asked is None else self._asked
-        deadline = math.inf if total is None else asked + total
         first = None if self._first is None else (self._first, asked)
-        work = call_with_retries(
+        tried = call_with_retries(
             tries,
             pool=path.scheduler.pool(pool),
             policy=policy,
@@ -392,8 +386,7 @@ class Call:
             events=path.events,
             first=first,
         )
-        if total is not None:
-            work = within(path.clock, deadline - now, work, _expired(method, total))
+        work = self.within_deadline(tried)
         if observer is NO_OBSERVER:  # nobody watches: no span to make current, or finish
             return await work
         with observer.current():

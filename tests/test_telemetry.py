@@ -360,47 +360,29 @@ def test_a_program_that_does_not_import_opentelemetry_does_not_load_it() -> None
     assert out == ["[]", "[false]"]
 
 
-def test_opentelemetry_imported_after_the_client_was_made_is_heard() -> None:
-    out = _run(
-        "",
-        """
-        await client.get_task("t1")  # OpenTelemetry not imported yet: no span
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-            InMemorySpanExporter,
-        )
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        trace.set_tracer_provider(provider)
-        await client.get_task("t1")
-        print(json.dumps([s.name for s in exporter.get_finished_spans()]))
-        """,
-    )
-    assert out == ['["tasks/get"]', "[false, true]"]
+_IMPORT_SDK = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+"""
 
 
-def test_the_global_provider_is_used_once_configured() -> None:
+@pytest.mark.parametrize("imported", ["before the client", "after its first call"])
+def test_the_global_provider_is_used_once_configured(imported: str) -> None:
+    early = imported == "before the client"
     out = _run(
-        """
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-            InMemorySpanExporter,
-        )
-        """,
-        """
-        await client.get_task("t1")  # before: no provider, no span
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        trace.set_tracer_provider(provider)
-        await client.get_task("t1")
-        print(json.dumps([s.name for s in exporter.get_finished_spans()]))
-        """,
+        _IMPORT_SDK if early else "",
+        'await client.get_task("t1")  # no provider yet: no span\n'
+        + ("" if early else _IMPORT_SDK)
+        + """
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+await client.get_task("t1")
+print(json.dumps([s.name for s in exporter.get_finished_spans()]))
+""",
     )
     assert out == ['["tasks/get"]', "[false, true]"]
 
