@@ -166,6 +166,13 @@ class _Claim:
         self.owner = os.urandom(8).hex()
         self.held = False
 
+    async def take(self) -> bytes | None:
+        """Claim the key now: the answer already there, if any (``held`` says whether the
+        claim is the call's)."""
+        self.held = True  # from the moment it is asked for: a reply never heard may take it
+        raw, self.held = await self.store.claim(self.key, CLAIM_SECONDS, self.owner)
+        return raw
+
 
 class Request(Protocol):
     """The request of a call the cache may answer without sending it (the call path's
@@ -447,9 +454,7 @@ class AnswerCache:
             return None
         store = claim.store
         try:
-            # Held from the moment it is asked for: a reply never heard may have taken it.
-            claim.held = True
-            raw, claim.held = await store.claim(claim.key, CLAIM_SECONDS, claim.owner)
+            raw = await claim.take()
         except StoreUnavailable as exc:
             self._trouble(store, exc)
             return None
@@ -473,8 +478,7 @@ class AnswerCache:
                 if found is not None:
                     return found
                 if not held or self._wall() >= deadline:
-                    claim.held = True
-                    raw, claim.held = await store.claim(key, CLAIM_SECONDS, claim.owner)
+                    raw = await claim.take()
                     return None if raw is None else self._read(store, raw)
                 delay = min(delay * 2, _POLL_MOST)
         except StoreUnavailable as exc:
