@@ -1,0 +1,115 @@
+"""``python -m benchmarks.tunnel [--group TEXT] [--jobs N] [--worst K] [--out FILE]``."""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.tunnel.measure import Figures, Verdict, judge, measure
+from benchmarks.tunnel.scenarios import SEEDS, Group, Scenario, matrix
+
+_FORMAT = {
+    "refused": "{:.3f}",
+    "wall": "{:.2f}x",
+    "extra_429s": "{:.0f}",
+    "heard": "{:.0f}",
+    "latency": "{:.2f}",
+    "used": "{:.2f}",
+    "over": "{:.0f}",
+    "recovered": "{:.0f}",
+    "spread": "{:.3f}",
+}
+_LABEL = {
+    "refused": "429s per success",
+    "wall": "wall / ideal",
+    "extra_429s": "429s past the first window's overshoot",
+    "heard": "429s once the first came back",
+    "latency": "interactive wait (windows)",
+    "used": "quota used",
+    "over": "starts over the limit in a window",
+    "recovered": "window the told rate is back",
+    "spread": "spread between seeds (wall)",
+}
+
+
+def _one(job: tuple[Scenario, int]) -> Figures:
+    import asyncio
+    import logging
+
+    logging.getLogger("magisterium_async").setLevel(logging.ERROR)  # its waits are the point
+    return asyncio.run(measure(*job))
+
+
+def table(verdicts: list[Verdict]) -> str:
+    lines = [
+        "| group | scenarios x seeds | figure | p50 | p95 | worst | floor | |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in verdicts:
+        first = True
+        for name, (p50, p95, worst) in v.rows.items():
+            fmt = _FORMAT[name]
+            floor = getattr(v.group.floor, name)
+            ok = "met" if not any(m.startswith(name + " ") for m in v.misses) else "**MISSED**"
+            lines.append(
+                f"| {v.group.name if first else ''} | "
+                f"{f'{len(v.group.scenarios)} x {len(SEEDS)}' if first else ''} | "
+                f"{_LABEL[name]} | {fmt.format(p50)} | {fmt.format(p95)} | {fmt.format(worst)} | "
+                f"{fmt.format(floor)} | {ok} |"
+            )
+            first = False
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tunnel", description=__doc__)
+    parser.add_argument("--group", default="", help="only the groups whose name holds this")
+    parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    parser.add_argument("--worst", type=int, default=0, help="list the K worst runs per figure")
+    parser.add_argument("--out", type=Path, help="write the table (markdown) here too")
+    args = parser.parse_args(argv)
+    groups = [g for g in matrix() if args.group in g.name]
+    jobs = [(s, seed) for g in groups for s in g.scenarios for seed in SEEDS]
+    begun = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        figures = list(pool.map(_one, jobs, chunksize=4))
+    by_group: dict[str, list[Figures]] = {}
+    for f in figures:
+        by_group.setdefault(f.scenario.group, []).append(f)
+    verdicts = [judge(g, by_group[g.name]) for g in groups]
+    text = table(verdicts)
+    print(text)
+    seconds = time.perf_counter() - begun
+    print(f"\n{len(jobs)} runs of {len(jobs) // len(SEEDS)} scenarios in {seconds:.0f} s")
+    if args.worst:
+        for v in verdicts:
+            for name in v.rows:
+                from benchmarks.tunnel.measure import _READ
+
+                read, higher = _READ.get(name, (None, False))
+                if read is None:
+                    continue
+                ranked = sorted(
+                    (f for f in v.figures if read(f) is not None),
+                    key=read,
+                    reverse=not higher,
+                )[: args.worst]
+                print(f"\n{v.group.name} / {name}:")
+                for f in ranked:
+                    print(
+                        f"  {read(f):.3f}  {f.scenario.name} seed {f.seed}: "
+                        f"{f.successes} ok, {f.refused} x 429, wall {f.wall:.2f} ideal {f.ideal:.2f}"
+                    )
+    if args.out:
+        args.out.write_text(text + "\n")
+    missed = [m for v in verdicts for m in (f"{v.group.name}: {x}" for x in v.misses)]
+    for m in missed:
+        print("MISSED", m, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
