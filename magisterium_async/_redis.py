@@ -184,12 +184,8 @@ def connect(
             client, sentinels = _sentinel(target, scheme, timeout)
         else:
             raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
-    except (ValueError, TypeError) as exc:
-        reason = str(exc)
-        password = _password(target)
-        if password:
-            reason = reason.replace(password, "***")
-        raise error(f"{what}: invalid Redis URL {where!r}: {reason}; use one of: {FORMS}") from None
+    except (ValueError, TypeError) as exc:  # their words name no password
+        raise error(f"{what}: invalid Redis URL {where!r}: {exc}; use one of: {FORMS}") from None
     connection = Connection(client, owned=True, where=where, **rule)
     connection.sentinels = sentinels
     return connection
@@ -216,13 +212,6 @@ async def check_redis(
         await connection.check()
     finally:
         await connection.aclose()
-
-
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
 
 
 def _bounds(timeout: float) -> dict[str, Any]:

@@ -105,7 +105,7 @@ class Skill(Generic[In, Out]):
     about: str
     not_found: str | None = None
     default: str | None = None
-    from_text: Callable[[str], In] = lambda text: text  # type: ignore[assignment, return-value]
+    from_text: Callable[[str], Any] = str
     conversation: bool = False
 
 
