@@ -112,6 +112,7 @@ async def call_with_retries(
     resent = redialed = False  # the one resend with a new token; the one in another dialect
     while True:
         refused: MagisteriumError | None = None
+        sent = True
         # The pool's turn, taken and let go here rather than by ``pool.slot()``: thousands
         # of calls may wait at once, and each waits with one coroutine and object fewer.
         if first is not None:
@@ -129,7 +130,10 @@ async def call_with_retries(
             except RateLimitError as exc:
                 _answered(observer, events, pool.name, permit.started, clock, exc)
                 # The pool decides: its judge's verdict for everyone, and this call's wait.
-                delay = permit.rate_limited(exc.retry_after, policy, limited)
+                told_wait = policy.fallback_retry_after if exc.retry_after is None else exc.retry_after
+                delay = permit.rate_limited(min(told_wait, policy.max_retry_after))
+                floor = policy.min_retry_after * 2.0 ** min(limited, 64)
+                delay = min(max(delay, floor), policy.max_retry_after)
                 limited += 1
                 waited += delay
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
@@ -144,7 +148,7 @@ async def call_with_retries(
             except MagisteriumError as exc:
                 _answered(observer, events, pool.name, permit.started, clock, exc)
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
-                    permit.not_sent()  # the try spent no quota: its start is given back
+                    sent = False  # the try spent no quota: its start is given back
                 if retries < policy.max_retries and is_transient(
                     exc, retry_timeouts=retry_timeouts
                 ):
@@ -159,7 +163,6 @@ async def call_with_retries(
                 _answered(observer, events, pool.name, permit.started, clock, None)
                 return result
             if refused is None:
-                permit.retried()
                 retry = RetryEvent(
                     "retried", pool.name, clock.now(), delay,
                     what, reason, message, number, policy.max_retries, told,
@@ -167,7 +170,7 @@ async def call_with_retries(
                 observer.retried(retry)
                 events(retry)
         finally:
-            permit.release()
+            permit.release(sent=sent)
         if refused is not None:
             assert redial is not None
             redialed = True
@@ -351,7 +354,7 @@ class Call:
         """A turn taken and never used (the call was cancelled before it sent) goes back
         to the pool: its start and its slot (nothing if it was used)."""
         if self._first is not None:
-            self._first.give_back()
+            self._first.release(sent=False)
 
     async def send(self) -> Any:
         """Send the call (in the turn taken, if any): a Task, or a TaskPage for

@@ -58,7 +58,7 @@ from magisterium_async._errors import (
     NotSupportedError,
     masked_url,
 )
-from magisterium_async._events import EventKind, EventLog, Events, PoolEvent
+from magisterium_async._events import Counters, EventKind, EventLog, Events, PoolEvent
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, BackgroundIterator, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
@@ -77,10 +77,11 @@ from magisterium_async._models import (
     TaskPage,
 )
 from magisterium_async._ratelimit import (
+    PoolStats,
     Quota,
+    Scheduler,
     SchedulerStats,
     SharedQuota,
-    client_scheduler,
 )
 from magisterium_async._skills import (
     ASK,
@@ -361,7 +362,12 @@ class AsyncMagisterium:
         )
         # The client's one stream of events: the log, then the application, hear it.
         log = EventLog(quiet_waits=on_event is not None)
-        self._events = Events(log) if on_event is None else Events(log, on_event)
+        self._counters = Counters()
+        self._events = (
+            Events(log, self._counters)
+            if on_event is None
+            else Events(log, self._counters, on_event)
+        )
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock, events=self._events
         )
@@ -377,12 +383,12 @@ class AsyncMagisterium:
         account: str | Callable[[], Awaitable[str]] | None = self._token
         if self._tokens is not None:
             account = self._tokens.identity or self._tokens.token
-        self._scheduler, self._shared = client_scheduler(
+        self._scheduler = Scheduler(
             self._rate_limits,
             max_concurrency=max_concurrency,
             clock=self._clock,
-            on_event=self._events,
-            shared_quota=self._shared_quota,
+            emit=self._events,
+            shared=self._shared_quota,
             account=account,
         )
         self._options = DEFAULT_CALL_OPTIONS
@@ -568,7 +574,21 @@ class AsyncMagisterium:
     @property
     def stats(self) -> SchedulerStats:
         """Per-pool counters: requests sent, 429s, retries, seconds paused, current rate."""
-        return self._scheduler.stats
+        now, counters = self._clock.now(), self._counters
+        pools = []
+        for pool in self._scheduler.pools:
+            sent, limited, retries = counters.of(pool.name)
+            pools.append(
+                PoolStats(
+                    pool.name, sent, limited, retries, counters.paused_seconds(pool.name, now),
+                    pool.rate, pool.configured, pool.in_flight, pool.waiting, pool.next_start_in(),
+                )  # fmt: skip
+            )
+        scheduler = self._scheduler
+        default, expensive, unmetered = pools
+        return SchedulerStats(
+            default, expensive, unmetered, scheduler.in_flight, scheduler.max_concurrency
+        )
 
     async def quota(self) -> Quota:
         """What is left of each metered pool's quota now, and when its next start is free.
@@ -583,13 +603,7 @@ class AsyncMagisterium:
             ClientClosedError: the client is closed.
         """
         self._lifetime.check_not_closed()
-        local = self._scheduler.quota()
-        if self._shared is None:
-            return local
-        default = await self._shared.quota(local.default)
-        if not default.shared and not default.unlimited:
-            return Quota(default, local.expensive)  # Redis did not answer: no second wait
-        return Quota(default, await self._shared.quota(local.expensive))
+        return await self._scheduler.quota()
 
     @property
     def cache_stats(self) -> CacheStats:

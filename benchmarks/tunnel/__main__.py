@@ -70,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--worst", type=int, default=0, help="list the K worst runs per figure")
     parser.add_argument("--out", type=Path, help="write the table (markdown) here too")
+    parser.add_argument("--local", action="store_true", help="only scenarios of one process")
     args = parser.parse_args(argv)
     groups = [g for g in matrix() if args.group in g.name]
+    if args.local:
+        for g in groups:
+            g.scenarios[:] = [s for s in g.scenarios if s.procs == 1]
+        groups = [g for g in groups if g.scenarios]
     jobs = [(s, seed) for g in groups for s in g.scenarios for seed in SEEDS]
     begun = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:

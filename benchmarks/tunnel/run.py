@@ -76,6 +76,7 @@ def make_server(scenario: Scenario, clock: VirtualClock, seed: int) -> Server:
         random.Random(seed),
         spurious=scenario.spurious,
         spurious_wait=scenario.spurious_wait,
+        others=random.Random(seed + 1000),  # the same in every client's run
     )
 
 

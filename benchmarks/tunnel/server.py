@@ -120,6 +120,7 @@ class Server:
     spurious: float = 0.0
     spurious_wait: float = 1.0
     arrivals: list[Arrival] = field(default_factory=list)
+    others: random.Random = field(default_factory=random.Random)  # the other party's own
 
     def arrive(self, pool: str, who: str) -> float:
         """A request of ``who`` reaches the server now: 0.0 if admitted, else its wait."""
@@ -180,7 +181,7 @@ class Other:
         elif self.mode == "bursts":
             index = 0
             while index * period < until:
-                if server.rng.random() < 0.5:
+                if server.others.random() < 0.5:
                     for _ in range(max(1, round(self.share * limit))):
                         server.arrive(pool, "other")
                 index += 1
