@@ -221,6 +221,8 @@ class Pool:
         if rule is not None and start.outcome == "out":
             now = self._clock.now()
             if sent:
+                if self._shared is not None:
+                    self._shared.answered(start)
                 self._apply(rule.answered(start, now), now)
             else:
                 self._apply(rule.unsent(start, now), now)

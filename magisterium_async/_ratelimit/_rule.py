@@ -139,7 +139,7 @@ class Rule:
         self.refusals: deque[float] = deque()  # when the starts refused lately started
         self.rate = self.proven = limit  # allowed now; the most the server took lately
         self.before = 0  # what the server took of ours in the window before a lowering
-        self.backoff, self.step_at = 1, math.inf
+        self.backoff, self.step_at, self.stepped_at = 1, math.inf, -math.inf
         self.paused_until = self.recovering_until = -math.inf
         self._round: _Round | None = None
         self._first = True  # the pool's first round is still to come
@@ -277,7 +277,9 @@ class Rule:
             return
         if verdict.kind == "step_refused":
             if self.rate > self.proven:  # back to what the server took; wait longer next time
-                self.rate = self.before = self.proven
+                if self.rate > self.proven + 1:
+                    self.before = self.proven  # the jump back was refused: not again
+                self.rate = self.proven
                 self.backoff = min(2 * self.backoff, MAX_BACKOFF)
                 self.step_at = verdict.until + self.backoff * self.window
             return
@@ -292,8 +294,10 @@ class Rule:
             # one start more is taken: the quota it showed has come back.
             self.before = max(took, self._took(began - self.span, began))
             self.rate = self.proven = took
-            # The wait for a step up stays as long as refusals made it: a limit found
-            # again is tried again no sooner.
+            if verdict.at < self.stepped_at + 2 * FIRST_STEP * self.window:
+                # Lowered soon after a step up: that step was one too many, taken for a
+                # while only out of slack (a token bucket's): wait longer next time.
+                self.backoff = min(2 * self.backoff, MAX_BACKOFF)
             self.step_at = verdict.until + max(FIRST_STEP, self.backoff) * self.window
 
     def _took(self, after: float, until: float) -> int:
@@ -305,9 +309,12 @@ class Rule:
         more, or straight back to what the window before the lowering took once one
         more was taken; up to the configured rate."""
         stepped = self.rate > self.proven
-        self.proven = self.rate
+        self.proven, self.stepped_at = self.rate, now
         self.rate = min(self.limit, max(self.rate + 1, self.before if stepped else 0))
-        self.step_at = now + self.window
+        # Back toward a rate the server took before, a window a step; beyond it, where
+        # none was taken, as long a wait as after a lowering (a token bucket's slack
+        # takes one start more for a while).
+        self.step_at = now + (1 if self.rate <= self.before else FIRST_STEP) * self.window
         if self.rate >= self.limit:
             self.proven, self.backoff, self.step_at = self.limit, 1, math.inf
 

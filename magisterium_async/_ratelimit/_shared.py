@@ -14,6 +14,7 @@ the SHA-256 of the account or token, never the token; the braces keep an account
 one Cluster slot) and one pool (``default`` or ``expensive``)::
 
     P:{H}:POOL:log     sorted set: a ticket per start not refused, scored by its time (µs)
+    P:{H}:POOL:ok      sorted set: the same, for the starts answered without a 429
     P:{H}:POOL:rule    hash: what the rule keeps (rate, pause, ...) and the state's epoch
     P:{H}:POOL:first   set: the clients whose part of the first round is not yet judged
     P:{H}:clients      sorted set: client id -> when last seen (sizes the fallback)
@@ -66,20 +67,23 @@ FIRST_HOLD = 2.0
 every other start while it is answered: a slow answer must not stall every process."""
 _NEVER = 9e18  # a time that never comes, in µs (Lua has no portable infinity in a hash)
 
-# KEYS: the pool's log and rule, the account's clients, the pool's first round's clients.
+# KEYS: the pool's log and rule, the account's clients, the pool's first round's clients,
+#   the pool's starts answered without a 429.
 # ARGV: 1 mode, 2 now (µs; '' reads Redis's TIME), 3 limit, 4 window (µs), 5 margin (µs),
 #   6 adaptive ('1'/'0'), 7 the epoch this client knows ('' at first), 8 a new epoch, then
 #   per mode:
 #   admit   9 ticket, 10 bulk ('1'/'0'), 11 contends ('1'/'0'), 12 client id, 13 how long a
 #           client counts as seen (µs), 14 QUIET, 15 RUN (windows), 16 the first round's
-#           size (a client's max_concurrency), 17 how long it holds at most (µs)
+#           size (a client's max_concurrency), 17 how long it holds at most (µs),
+#           18 FIRST_STEP
 #   settle  9 client id: its part of the first round was judged
 #   learn   9 kind, 10 at, 11 end, 12 until (µs), 13 rtt (µs), 14 refused, 15 REFILL,
 #           16 FIRST_STEP, 17 MAX_BACKOFF
-#   forget  9... tickets to take out of the log
+#   forget  9... tickets to take out of the log (refused, or never sent)
+#   ok      9... tickets answered without a 429
 #   add     9... start times (µs) to add, each its own ticket (a rejoin)
 #   read    (nothing more)
-# Returns {wait (µs; 0: admitted), rate, proven, paused until, now, epoch, clients seen,
+# Returns {wait (µs; 0: admitted; -2: learn again soon, answers are missing), rate, proven, paused until, now, epoch, clients seen,
 #   starts in the span}.
 SCRIPT = """
 local mode = ARGV[1]
@@ -103,7 +107,7 @@ local rate, proven = s.rate or limit, s.proven or limit
 local before, backoff, step_at = s.before or 0, s.backoff or 1, s.step_at or NEVER
 local paused, recovering = s.paused or -NEVER, s.recovering or -NEVER
 local contended, run_since = s.contended or -NEVER, s.run_since or -NEVER
-local last, held = s.last or -NEVER, s.held or -NEVER
+local last, held, stepped = s.last or -NEVER, s.held or -NEVER, s.stepped or -NEVER
 -- The first round: until a client has judged its first answers, no more start than one
 -- client would send, so that told far more than allowed, four processes send one round,
 -- not four, before they know.
@@ -114,6 +118,7 @@ if ARGV[7] ~= '' and ARGV[7] ~= epoch then
 end
 if not epoch then epoch = ARGV[8] end
 redis.call('ZREMRANGEBYSCORE', log, '-inf', now - 2 * span)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 2 * span)
 
 local function in_span(t)
   return redis.call('ZCOUNT', log, '(' .. (t - span), '+inf')
@@ -136,10 +141,10 @@ if mode == 'admit' then
   clients = redis.call('ZCARD', KEYS[3])
   local at = math.max(paused, log_free())
   if at > now and rate < limit and now >= step_at then
-    local stepped = rate > proven
-    proven = rate
-    rate = math.min(limit, math.max(rate + 1, stepped and before or 0))
-    step_at = now + window
+    local stepped_up = rate > proven
+    proven, stepped = rate, now
+    rate = math.min(limit, math.max(rate + 1, stepped_up and before or 0))
+    step_at = now + (rate <= before and 1 or tonumber(ARGV[18])) * window
     if rate >= limit then proven, backoff, step_at = limit, 1, NEVER end
     at = math.max(paused, log_free())
   end
@@ -174,17 +179,28 @@ elseif mode == 'learn' then
   if ARGV[6] == '1' then
     if kind == 'step_refused' then
       if rate > proven then
-        rate, before = proven, proven
+        if rate > proven + 1 then before = proven end
+        rate = proven
         backoff = math.min(2 * backoff, tonumber(ARGV[17]))
         step_at = untl + backoff * window
       end
     else
       local began = e - window - tonumber(ARGV[13]) - margin
-      local took = redis.call('ZCOUNT', log, '(' .. began, '+inf')
-      if kind == 'fell_short' then took = rate - tonumber(ARGV[14]) end
+      local took = redis.call('ZCOUNT', KEYS[5], '(' .. began, '+inf')
+      if kind == 'fell_short' then
+        took = rate - tonumber(ARGV[14])
+      elseif redis.call('ZCOUNT', log, '(' .. began, '+inf') > took and now < untl then
+        -- Some starts in that window are still unanswered (other processes'): learn
+        -- once they are, or once the window is over.
+        wait = -2
+        took = rate
+      end
       if took >= 1 and took < rate then
-        before = math.max(took, redis.call('ZCOUNT', log, '(' .. (began - span), began))
+        before = math.max(took, redis.call('ZCOUNT', KEYS[5], '(' .. (began - span), began))
         rate, proven = took, took
+        if at < stepped + 2 * tonumber(ARGV[16]) * window then
+          backoff = math.min(2 * backoff, tonumber(ARGV[17]))
+        end
         step_at = untl + math.max(tonumber(ARGV[16]), backoff) * window
       end
     end
@@ -194,19 +210,31 @@ elseif mode == 'settle' then
   redis.call('SREM', KEYS[4], ARGV[9])
   if redis.call('SCARD', KEYS[4]) == 0 then first = -NEVER end
 elseif mode == 'forget' then
-  for i = 9, #ARGV do redis.call('ZREM', log, ARGV[i]) end
+  for i = 9, #ARGV do
+    redis.call('ZREM', log, ARGV[i])
+    redis.call('ZREM', KEYS[5], ARGV[i])
+  end
+elseif mode == 'ok' then
+  for i = 9, #ARGV do
+    local at = redis.call('ZSCORE', log, ARGV[i])
+    if at then redis.call('ZADD', KEYS[5], at, ARGV[i]) end
+  end
 elseif mode == 'add' then
-  for i = 9, #ARGV do redis.call('ZADD', log, tonumber(ARGV[i]), ARGV[8] .. ':' .. i) end
+  for i = 9, #ARGV do
+    redis.call('ZADD', log, tonumber(ARGV[i]), ARGV[8] .. ':' .. i)
+    redis.call('ZADD', KEYS[5], tonumber(ARGV[i]), ARGV[8] .. ':' .. i)
+  end
 end
 if mode ~= 'read' then
   redis.call('HSET', rule, 'rate', rate, 'proven', proven, 'before', before,
     'backoff', backoff, 'step_at', step_at, 'paused', paused, 'recovering', recovering,
     'contended', contended, 'run_since', run_since, 'last', last, 'held', held,
-    'first', first, 'epoch', epoch)
+    'first', first, 'stepped', stepped, 'epoch', epoch)
   local keep = math.ceil(2 * span / 1000) + 60000
   redis.call('PEXPIRE', rule, keep)
   redis.call('PEXPIRE', log, keep)
   redis.call('PEXPIRE', KEYS[4], keep)
+  redis.call('PEXPIRE', KEYS[5], keep)
 end
 return {tostring(wait), rate, proven, tostring(paused), tostring(now), epoch,
   clients, in_span(now)}
@@ -269,6 +297,7 @@ class SharedLimits:
             f"{base}:{pool}:rule",
             f"{base}:clients",
             f"{base}:{pool}:first",
+            f"{base}:{pool}:ok",
         ]
 
     async def run(self, pool: SharedPool, mode: str, *args: object) -> list[Any] | None:
@@ -395,6 +424,7 @@ class SharedPool:
         self._next_ask = -math.inf
         self._contends = False
         self._settled = False
+        self._answered: list[str] = []  # answered without a 429, not yet told
         self._seq = 0
         self._fallback: Rule | None = None  # while Redis does not answer
         self.fail: Callable[[Exception], None] = _unheard  # the pool's: fails its waiters
@@ -437,7 +467,7 @@ class SharedPool:
             reply = await shared.run(
                 self, "admit", ticket, "1" if bulk else "0", "1" if contends else "0",
                 shared.id, round(max(4 * self.local.span, 10.0) * _US), QUIET, RUN,
-                shared.first_round, round(FIRST_HOLD * _US),
+                shared.first_round, round(FIRST_HOLD * _US), FIRST_STEP,
             )  # fmt: skip
         except Exception as exc:  # a refusal, or a token callable that raised
             self.fail(exc)  # every waiting call raises it; a later one asks again
@@ -493,10 +523,29 @@ class SharedPool:
 
     async def _learn(self, args: list[object]) -> None:
         with contextlib.suppress(Exception):  # a refusal: the next ask raises it
-            reply = await self.shared.run(self, "learn", *args)
-            if reply is not None:
-                self._mirror(reply)
+            while True:
+                await self._flush()  # what this process knows goes first
+                reply = await self.shared.run(self, "learn", *args)
+                if reply is not None:
+                    self._mirror(reply)
+                if reply is None or float(reply[0]) != -2:
+                    break
+                await self.shared.clock.sleep(self.local.margin)
         self.shared.pump()
+
+    def answered(self, start: Start) -> None:
+        """A start answered without a 429: told with the others of this turn."""
+        if start.ticket is not None:
+            self._answered.append(start.ticket)
+            if len(self._answered) == 1:
+                self.shared.spawn(self._flush(wait=True))
+
+    async def _flush(self, *, wait: bool = False) -> None:
+        if wait:
+            await asyncio.sleep(0)  # gather the answers of this turn of the loop
+        tickets, self._answered = self._answered, []
+        if tickets:
+            await self._quietly("ok", *tickets)
 
     async def _quietly(self, mode: str, *args: object) -> None:
         with contextlib.suppress(Exception):  # a refusal: the next ask raises it
