@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._ratelimit import Permit, Pool, Priority
+from magisterium_async import Priority
+from magisterium_async._ratelimit import Permit, Pool
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
 from tests.conftest import TOKEN, task_json
 from tests.helpers.quota import Sent, service
