@@ -181,8 +181,11 @@ class BackgroundIterator(Generic[T]):
     leaving ``async with``, or by closing the client that made it). Left by ``break``
     without any of them, it is cancelled when the iterator is garbage collected, which
     CPython does at once when nothing else refers to it; ``async with`` makes the
-    clean-up deterministic.
+    clean-up deterministic. It is iterated once: asked for an item after it ended (ran to
+    its end, or was closed) it raises ``RuntimeError``.
     """
+
+    _ended = "this batch has ended (it ran to its end, or was closed): make a new one"
 
     def __init__(self, produce: Produce[T]) -> None:
         self._produce: Produce[T] | None = produce
@@ -219,7 +222,7 @@ class BackgroundIterator(Generic[T]):
         if self._closed:
             if self._box:  # stopped from outside (its client closed): said once
                 raise self._box.pop()
-            raise StopAsyncIteration
+            raise RuntimeError(self._ended)  # a second pass would end quietly, with nothing
         receive = self._receive if self._receive is not None else self._start()
         try:
             return await receive.receive()

@@ -1,20 +1,23 @@
 """``JsonlWriter``: documents appended to a JSON Lines file, durable in small batches.
 
-Made for harvests that may be interrupted: on opening it cuts a line torn by a crash and
-skips documents the file already holds, and it tells the harvest which documents are on
-disk (``on_durable``) only after ``fsync``, so the harvest's state never runs ahead of the
-file. Together they put every document in the file exactly once across resumes.
+Made for harvests that may be interrupted: on opening it checks the file is the one the
+harvest wrote, as it left it, cuts a line torn by a crash and skips documents the file
+already holds, and it tells the harvest which documents are on disk (``on_durable``) only
+after ``fsync``, so the harvest's state never runs ahead of the file. Together they put
+every document in the file exactly once across resumes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
 from collections.abc import Callable, Collection, Container
+from io import FileIO
 from stat import S_ISREG
 from types import TracebackType
 from typing import Any, BinaryIO, NamedTuple
@@ -26,15 +29,13 @@ import msgspec
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import non_negative_number, whole_number
 from magisterium_async._errors import OutputFileError
+from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._lock import HarvestLock
-from magisterium_async._harvest._results import quoted
 from magisterium_async._models import Document
 
-__all__ = ["JsonlWriter", "OutputMark"]
+__all__ = ["JsonlWriter", "OutputMark", "quoted", "why_not_written"]
 
 _ENCODER = msgspec.json.Encoder()
-
-
 _CHUNK = 1024 * 1024
 _HEAD = 4096  # of each line: where its "id" is
 _DIGEST = "sha256:"  # a fingerprint: the digest of every byte before the offset
@@ -44,21 +45,48 @@ _OPENING = b'{"id":"'  # how every line JsonlWriter writes begins
 
 logger = logging.getLogger("magisterium_async.harvest")
 
+_WHY = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EFBIG: "the file is as large as this system allows",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENAMETOOLONG: "the name is too long",
+    errno.EPIPE: "broken pipe (its reader has gone)",
+    errno.EISDIR: "it is a directory",
+}
+
+
+def why_not_written(error: OSError) -> str:
+    """What an ``OSError`` of a write (or an open) says, in words: ``the disk is full``."""
+    return _WHY.get(error.errno or 0) or (error.strerror or str(error)).lower()
+
+
+def quoted(value: str | bytes, limit: int = 200) -> str:
+    """``value`` (a user's input: a query, a line of a file) as a message quotes it: at
+    most ``limit`` characters, and its length when cut (``'abc…' (6,000,553 characters)``)."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text):,} characters)"
+
 
 class OutputMark(NamedTuple):
     """Where a :class:`JsonlWriter` left its file: what a harvest's state records of it.
 
-    ``device`` and ``inode`` name the file it was; ``offset`` is the end of its last
-    whole record; ``fingerprint`` is a digest of every byte before ``offset``
-    (``sha256:...``). The bytes are what a resume checks: a file edited anywhere, cut,
-    or replaced by other bytes is told apart, while a copy restored from a backup (a new
-    inode, the same bytes) is the harvest's output still.
+    ``device`` and ``inode`` name the file it was, ``path`` where (absolute); ``offset``
+    is the end of its last whole record; ``fingerprint`` a digest of every byte before
+    ``offset`` (``sha256:...``). The bytes are what a resume checks: a file edited
+    anywhere, cut, or replaced by other bytes is told apart, while a copy restored from a
+    backup, or moved (a new inode, the same bytes), is the harvest's output still.
     """
 
     device: int
     inode: int
     offset: int
     fingerprint: str
+    path: str = ""
 
 
 def _id_of(head: bytes) -> str | None:
@@ -83,41 +111,28 @@ class _Scan:
         """Of the bytes before :attr:`whole`."""
         self.whole = 0
         self.lines = 0
-        self.head = bytearray()  # of the line under way
+        self._head = bytearray()  # of the line under way
 
-    def read(
-        self, file: BinaryIO, start: int, end: int, on_line: Callable[[int, bytes], None]
-    ) -> None:
-        """Read ``[start, end)`` (``start``: where the last read ended); ``on_line(start of
-        the line, its head)`` for each whole line."""
-        file.seek(start)
-        position = line_start = start
-        while position < end:
-            chunk = file.read(min(_CHUNK, end - position))
-            if not chunk:
-                break
+    def read(self, file: BinaryIO, end: int, on_line: Callable[[int, bytes], None]) -> None:
+        """Read on from :attr:`whole` to ``end``; ``on_line(its start, its head)`` for each
+        whole line."""
+        file.seek(self.whole)
+        position = self.whole
+        while position < end and (chunk := file.read(min(_CHUNK, end - position))):
             at = 0
             while (newline := chunk.find(b"\n", at)) >= 0:
-                self.head += chunk[at : min(newline, at + max(_HEAD - len(self.head), 0))]
-                on_line(line_start, bytes(self.head))
-                self.head.clear()
+                self._head += chunk[at : min(newline, at + max(_HEAD - len(self._head), 0))]
+                on_line(self.whole, bytes(self._head))
+                self._head.clear()
                 self.lines += 1
                 at = newline + 1
-                line_start = self.whole = position + at
+                self.whole = position + at
             if at:
                 self._digest.update(chunk[:at])
                 self.digest = self._digest.copy()
             self._digest.update(chunk[at:])
-            if len(self.head) < _HEAD:
-                self.head += chunk[at : at + _HEAD - len(self.head)]
+            self._head += chunk[at : at + max(_HEAD - len(self._head), 0)]
             position += len(chunk)
-
-
-def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
-    # Not os.pread (POSIX only). Moving the position is harmless: the file is opened to
-    # append, and every write goes to its end whatever the position.
-    file.seek(offset)
-    return file.read(size)
 
 
 def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
@@ -131,40 +146,27 @@ def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
     )
 
 
-def _check_size(path: str, stat: os.stat_result, mark: OutputMark) -> None:
-    if stat.st_size < mark.offset:
-        raise _refuse(
-            path,
-            f"it holds {stat.st_size} bytes, less than the {mark.offset} the harvest wrote "
-            "(it was cut short, or lines were removed from it)",
+def _gone(path: str, mark: OutputMark) -> OutputFileError:
+    """The refusal of a missing ``path`` that ``mark`` says the harvest wrote to, or, when
+    it names another file, of a harvest that never wrote ``path``."""
+    if mark.path and os.path.abspath(path) != mark.path:
+        return OutputFileError(
+            f"this harvest wrote its output to {mark.path} ({mark.offset:,} bytes of records), "
+            f"not to {path}, which does not exist: give that file to continue the harvest "
+            "(a copy of it put here will do)",
+            path=path,
         )
-
-
-def _check_after_mark(
-    path: str, mark: OutputMark, pending: Container[str], scan: _Scan, seen: list[str]
-) -> Callable[[int, bytes], None]:
-    """The check of each whole line after the mark: a record the harvest wrote and had
-    not acknowledged (a crash between the write and the state's commit), once; each id
-    is added to ``seen``, in the order of the file."""
-
-    def check(start: int, head: bytes) -> None:
-        found = _id_of(head)
-        if found is None or found not in pending or found in seen:
-            raise _refuse(
-                path,
-                f"line {scan.lines + 1} (at byte {start}) is not a record the harvest wrote: "
-                f"{quoted(head.decode('utf-8', 'replace'))}",
-                f"The harvest's own records end at byte {mark.offset}: `truncate -s "
-                f"{mark.offset} {path}` keeps exactly them, and the harvest continues. ",
-            )
-        seen.append(found)
-
-    return check
+    return OutputFileError(
+        f"{path} is gone: the harvest had written {mark.offset:,} bytes of records there, "
+        "and would not write them again. Put the file back to continue, or start the "
+        "harvest anew into another file",
+        path=path,
+    )
 
 
 def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
-    """Whether an incomplete last line may be one the harvest was writing when it was
-    killed: the start of a record it had not acknowledged."""
+    """Whether an incomplete last line may be one the harvest was writing when it
+    stopped: the start of a record it had not acknowledged."""
     if len(partial) <= len(_OPENING):
         return _OPENING.startswith(partial)
     if not partial.startswith(_OPENING):
@@ -174,7 +176,7 @@ def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
 
 
 class _Opened(NamedTuple):
-    file: BinaryIO
+    file: FileIO
     ids: set[str]
     mark: OutputMark | None
     digest: Any
@@ -185,96 +187,104 @@ class _Opened(NamedTuple):
 def _open(
     path: str, skip_existing: bool, mark: OutputMark | None, pending: Container[str]
 ) -> _Opened:
-    if mark is not None and not os.path.lexists(path):
-        if mark.offset:
-            raise OutputFileError(
-                f"{path} is gone: the harvest had written {mark.offset} bytes of records "
-                "there, and would not write them again. Put the file back to continue, or "
-                "start the harvest anew into another file",
-                path=path,
-            )
-        mark = None  # it held nothing: made anew, the writer's from the start
+    """The file at ``path`` opened to append, checked against ``mark``; a regular file's
+    lock is taken by the caller."""
     # "a+b" alters nothing that is there (and creates a missing file); the checks below read
     # through the same descriptor, so the file checked is the file written.
-    file = open(path, "a+b")  # noqa: SIM115 - closed by JsonlWriter.aclose
+    file = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed by JsonlWriter.aclose
     try:
         stat = os.fstat(file.fileno())
         if not S_ISREG(stat.st_mode):
-            # /dev/null, a pipe, a terminal: nothing to read (it may never end), nothing to
-            # repair, no offset to record.
-            return _Opened(file, set(), None, _Scan().digest, None, [])
+            # A device or a pipe: nothing to read (it may never end), nothing to repair,
+            # no offset to record.
+            return _Opened(file, set(), None, hashlib.sha256(), None, [])
         ids: set[str] = set()
+        recovered: list[str] = []
+        scan = _Scan()
 
         def note(start: int, head: bytes) -> None:
             if skip_existing and (found := _id_of(head)) is not None:
                 ids.add(found)
 
-        scan = _Scan()
-        recovered: list[str] = []
-        with open(file.fileno(), "rb", closefd=False) as reader:
-            if mark is not None:
-                # The bytes, not the inode: a backup put back is a new inode, the same
-                # bytes, and the harvest's output still.
-                _check_size(path, stat, mark)
-                scan.read(reader, 0, mark.offset, note)
-                if _DIGEST + scan.digest.hexdigest() != mark.fingerprint:
-                    same = (stat.st_dev, stat.st_ino) == (mark.device, mark.inode)
-                    raise _refuse(
-                        path,
-                        "it was edited since the harvest wrote it"
-                        if same
-                        else "another file is in its place, and its bytes differ from those "
-                        "the harvest wrote",
-                    )
-                check = _check_after_mark(path, mark, pending, scan, recovered)
+        def after_mark(start: int, head: bytes) -> None:
+            # Only a record the harvest wrote and had not acknowledged (a crash between
+            # the write and the state's commit) may follow the mark, once.
+            found = _id_of(head)
+            if found is None or found not in pending or found in recovered:
+                raise _refuse(
+                    path,
+                    f"line {scan.lines + 1} (at byte {start}) is not a record the harvest "
+                    f"wrote: {quoted(head)}",
+                    f"The harvest's own records end at byte {start}: `truncate -s {start} "
+                    f"{path}` keeps exactly them, and the harvest continues. ",
+                )
+            recovered.append(found)
+            note(start, head)
 
-                def note_after(line_start: int, head: bytes) -> None:
-                    check(line_start, head)
-                    note(line_start, head)
-
-                scan.read(reader, mark.offset, stat.st_size, note_after)
-            else:
-                scan.read(reader, 0, stat.st_size, note)
-        whole = scan.whole
+        if mark is not None:
+            # The bytes, not the inode: a backup put back is a new inode, the same bytes,
+            # and the harvest's output still.
+            if stat.st_size < mark.offset:
+                raise _refuse(
+                    path,
+                    f"it holds {stat.st_size} bytes, less than the {mark.offset} the harvest "
+                    "wrote (it was cut short, or lines were removed from it)",
+                )
+            scan.read(file, mark.offset, note)
+            if scan.whole != mark.offset or _DIGEST + scan.digest.hexdigest() != mark.fingerprint:
+                same = (stat.st_dev, stat.st_ino) == (mark.device, mark.inode)
+                raise _refuse(
+                    path,
+                    "it was edited since the harvest wrote it"
+                    if same
+                    else "another file is in its place, and its bytes differ from those the "
+                    "harvest wrote",
+                )
+        scan.read(file, stat.st_size, note if mark is None else after_mark)
         cut = None
-        if whole < stat.st_size:
+        if scan.whole < stat.st_size:
             # A last line without its newline: cut only when the harvest may have been
-            # writing it when it was killed; a file nothing vouches for is never altered.
-            partial = _read_at(file, whole, min(stat.st_size - whole, _HEAD))
+            # writing it when it stopped; a file nothing vouches for is never altered.
+            file.seek(scan.whole)
+            partial = file.read(_HEAD)
             if mark is None or not _torn_by_the_harvest(partial, pending):
                 how = (
                     "end the line, or write to another file"
                     if mark is None
                     else f"To continue without spending the quota again, remove it (`truncate "
-                    f"-s {whole} {path}` keeps every whole line before it) or put back the file "
-                    "as the harvest left it, and run again; to start over, give another --out "
-                    "and its own --state (every document is then fetched again)"
+                    f"-s {scan.whole} {path}` keeps every whole line before it) or put back the "
+                    "file as the harvest left it, and run again; to start over, give another "
+                    "--out and its own --state (every document is then fetched again)"
                 )
                 raise OutputFileError(
-                    f"{path} ends in an incomplete line (after byte {whole}) that this writer "
-                    f"cannot tell it wrote: {quoted(partial.decode('utf-8', 'replace'))}. It "
-                    f"was left as it is{': ' if mark is None else '. '}{how}",
+                    f"{path} ends in an incomplete line (after byte {scan.whole}) that this "
+                    f"writer cannot tell it wrote: {quoted(partial)}. It was left as it is"
+                    f"{': ' if mark is None else '. '}{how}",
                     path=path,
                 )
-            file.truncate(whole)
-            cut = (whole, stat.st_size)
+            file.truncate(scan.whole)
+            cut = (scan.whole, stat.st_size)
             logger.warning(
                 "%s: cut its incomplete last line (bytes %d to %d), left by a harvest that "
-                "was killed while writing it",
+                "stopped while writing it",
                 path,
-                whole,
-                stat.st_size,
+                *cut,
             )
-        opened = OutputMark(stat.st_dev, stat.st_ino, whole, _DIGEST + scan.digest.hexdigest())
+        fingerprint = _DIGEST + scan.digest.hexdigest()
+        opened = OutputMark(
+            stat.st_dev, stat.st_ino, scan.whole, fingerprint, os.path.abspath(path)
+        )
         return _Opened(file, ids, opened, scan.digest, cut, recovered)
     except BaseException:
         file.close()
         raise
 
 
-def _write(file: BinaryIO, data: bytes, sync: bool) -> None:
-    file.write(data)
-    file.flush()
+def _write(file: FileIO, data: bytes, sync: bool) -> None:
+    # Unbuffered, so a failed write leaves nothing behind to be written again on close.
+    view = memoryview(data)
+    while view:
+        view = view[file.write(view) :]
     if sync:  # a regular file; /dev/null or a pipe cannot be synced (EINVAL)
         os.fsync(file.fileno())
 
@@ -289,15 +299,19 @@ class JsonlWriter:
     the disk takes) even when no other write follows, as when a harvest waits out its
     quota. After each ``fsync``, ``on_durable`` gets the ids now safe on disk (give it
     :meth:`Harvest.acknowledge` of a harvest started with ``acknowledge="manual"``).
-    A write that failed in the timer is raised by the next :meth:`write`, :meth:`flush`
-    or :meth:`aclose`. ``clock`` is where the timer reads the time and waits (a
-    :class:`VirtualClock` in tests).
+    ``clock`` is where the timer reads the time and waits (a :class:`VirtualClock` in
+    tests).
+
+    A write that fails (a full disk) raises :class:`OutputFileError` saying why, and
+    leaves the file as it was before that batch (the part written is cut off); none of
+    that batch's ids go to ``on_durable``. A write that failed in the timer is raised by
+    the next :meth:`write`, :meth:`flush` or :meth:`aclose`.
 
     Opening an existing file reads, with ``skip_existing`` (the default), the ids the file
     holds: writing one of them again is skipped (it is still reported to ``on_durable``).
     That set costs memory in proportion to the ids in the file, some tens of bytes each;
-    the file itself is read a chunk at a time, and a file that is not a regular one
-    (``/dev/null``, a pipe) is not read at all.
+    the file itself is read a chunk at a time, and a device or a pipe (``/dev/null``) is
+    never read, locked or checked. A directory, a socket or a block device is refused.
 
     A file is altered only where this writer can tell it wrote it. ``mark`` is where a
     writer left it (its :attr:`mark`, which a harvest's state records): the file must
@@ -305,11 +319,12 @@ class JsonlWriter:
     from a backup does), or :class:`OutputFileError` is raised saying which. After the mark,
     only what a crash between a write and its acknowledgement leaves is accepted: whole
     records of the ids in ``pending`` (those handed to the writer and not acknowledged
-    when the mark was recorded; a harvest's state knows them), each once, and then at
-    most an incomplete last line that begins as such a record does, which is cut, with a
-    warning on the ``magisterium_async.harvest`` logger and in :attr:`cut`. Any other
-    line after the mark (one added by hand) is refused, naming it. Without ``mark`` an
-    existing file is only appended to, and one that ends in an incomplete line is refused.
+    when the mark was recorded; a harvest's state knows them), each once, in
+    :attr:`recovered`, and then at most an incomplete last line that begins as such a
+    record does, which is cut (:attr:`cut`, and a warning on the
+    ``magisterium_async.harvest`` logger). Any other line after the mark (one added by
+    hand) is refused, naming it. Without ``mark`` an existing file is only appended to,
+    and one that ends in an incomplete line is refused.
 
     **One writer at a time per file.** :meth:`open` takes an exclusive OS lock beside a
     regular file (``PATH.lock``, who holds it in ``PATH.lock.info``; both removed by
@@ -342,7 +357,7 @@ class JsonlWriter:
         self._digest: Any = None  # of every byte of the file before the mark
         self._hold: HarvestLock | None = None
         self._clock: Clock = clock or LoopClock()
-        self._file: BinaryIO | None = None
+        self._file: FileIO | None = None
         self._ids: set[str] = set()
         self._lines: list[bytes] = []
         self._pending: list[str] = []
@@ -351,6 +366,7 @@ class JsonlWriter:
         self._due = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
+        self._torn = False  # a failed write left part of its batch there
         self.written = 0
         """Documents written by this writer."""
         self.skipped = 0
@@ -362,7 +378,6 @@ class JsonlWriter:
         self.recovered: list[str] = []
         """The ids of the whole records :meth:`open` found after ``mark`` (written, not
         acknowledged: a crash in between), in the order of the file."""
-        self._torn = False  # a write that failed, perhaps part-way
         self.changed: str | None = None
         """Set by :meth:`aclose` when the file was changed under the writer (cut, added
         to, removed or replaced while it was open): what differs. ``None``: as written."""
@@ -391,15 +406,23 @@ class JsonlWriter:
             )
 
     def _open(self) -> _Opened:
-        try:
-            regular = S_ISREG(os.stat(self.path).st_mode)
-        except FileNotFoundError:
-            regular = True  # made here: a regular file
-        if regular:
+        kind = kind_of(self.path)
+        if kind in ("directory", "socket", "block device"):
+            raise OutputFileError(
+                f"{self.path} is {describe(kind)}, not a file: give the path of a file",
+                path=self.path,
+            )
+        if self._mark is not None and self._mark.offset and kind == "missing":
+            raise _gone(self.path, self._mark)
+        if kind in ("missing", "file"):
             self._hold = HarvestLock(self.path, "output", OutputFileError)
             self._hold.acquire()
         try:
             return _open(self.path, self._skip_existing, self._mark, self._pending_ids)
+        except OSError as exc:
+            raise OutputFileError(
+                f"cannot write {self.path}: {why_not_written(exc)}", path=self.path
+            ) from exc
         except BaseException:
             self._release()
             raise
@@ -414,14 +437,6 @@ class JsonlWriter:
         """Where the file ends after the last ``fsync``: its last whole record (``None``:
         not open yet, or not a regular file). Give it back as ``mark=`` to resume."""
         return self._mark
-
-    def _advance(self, data: bytes) -> None:
-        mark = self._mark
-        if mark is not None:
-            self._digest.update(data)
-            self._mark = mark._replace(
-                offset=mark.offset + len(data), fingerprint=_DIGEST + self._digest.hexdigest()
-            )
 
     async def _flush_when_due(self) -> None:
         """The ``max_delay`` timer: flush a batch once its oldest line has waited so long."""
@@ -476,17 +491,29 @@ class JsonlWriter:
             if lines and self._file is not None:
                 data = b"".join(lines)
                 with anyio.CancelScope(shield=True):
-                    try:
-                        await anyio.to_thread.run_sync(
-                            _write, self._file, data, self._mark is not None
-                        )
-                    except BaseException:
-                        self._torn = True  # part of it may be there: the end is not ours to judge
-                        raise
-                self._advance(data)
+                    await anyio.to_thread.run_sync(self._append, self._file, data)
                 self.written += len(lines)
             if pending and self.on_durable is not None:
                 self.on_durable(pending)
+
+    def _append(self, file: FileIO, data: bytes) -> None:
+        mark = self._mark
+        try:
+            _write(file, data, mark is not None)
+        except OSError as exc:
+            if mark is not None:  # nothing half-made: the batch's part written is cut off
+                try:
+                    file.truncate(mark.offset)
+                except OSError:
+                    self._torn = True  # the next resume cuts it: a torn record of ours
+            raise OutputFileError(
+                f"cannot write {self.path}: {why_not_written(exc)}", path=self.path
+            ) from exc
+        if mark is not None:
+            self._digest.update(data)
+            self._mark = mark._replace(
+                offset=mark.offset + len(data), fingerprint=_DIGEST + self._digest.hexdigest()
+            )
 
     async def aclose(self) -> None:
         """Flush and close the file. Idempotent."""

@@ -1,30 +1,15 @@
 """What a harvest yields and counts: :class:`HarvestedDocument` (a document and the
-queries that found it), :class:`HarvestFailure` and :class:`HarvestStats`; and how any
-message quotes a user's input (:func:`quoted`: a couple of hundred characters at most).
-"""
+queries that found it), :class:`HarvestFailure` and :class:`HarvestStats`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, cast
 
-import msgspec
-
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._models import Document
 
-__all__ = ["QUOTED", "HarvestFailure", "HarvestStats", "HarvestedDocument", "harvested", "quoted"]
-
-QUOTED = 200
-"""The most characters of a user's input (a query, a line of a file) a message shows."""
-
-
-def quoted(value: object, limit: int = QUOTED) -> str:
-    """``value`` as a message quotes it: its ``repr``, cut to ``limit`` characters of the
-    value with the length said (``'abc…' (6,000,553 characters)``)."""
-    if isinstance(value, (str, bytes)) and len(value) > limit:
-        return f"{value[:limit]!r}… ({len(value):,} characters)"
-    return repr(value)
+__all__ = ["HarvestFailure", "HarvestStats", "HarvestedDocument"]
 
 
 class HarvestedDocument(Document, frozen=True, kw_only=True):
@@ -38,11 +23,6 @@ class HarvestedDocument(Document, frozen=True, kw_only=True):
     """
 
     queries: tuple[str, ...] = ()
-
-
-def harvested(document: Document, queries: tuple[str, ...]) -> HarvestedDocument:
-    """``document`` with the ``queries`` that found it."""
-    return HarvestedDocument(**msgspec.structs.asdict(document), queries=queries)
 
 
 class HarvestFailure(NamedTuple):
