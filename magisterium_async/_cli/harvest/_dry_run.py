@@ -12,21 +12,19 @@ holds is refused, as the harvest would be) and never written.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import anyio.to_thread
 
 from magisterium_async._cli._client import emulator_quota
 from magisterium_async._cli._command import Invocation
-from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._output import plural, quoted
-from magisterium_async._cli._quota import seconds
-from magisterium_async._cli.harvest._plan import Plan, plan
+from magisterium_async._cli._status import duration
+from magisterium_async._cli.harvest._plan import plan
 from magisterium_async._config import RateLimits, quota_from_env
 from magisterium_async._errors import StateError
-from magisterium_async._harvest import HarvestLock, answered
-from magisterium_async._skills import require_query
+from magisterium_async._harvest import HarvestLock, HarvestState
 
 __all__ = ["dry_run", "starts_take"]
 
@@ -41,58 +39,30 @@ def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
     return ((count - 1) // starts) * (window + limits.margin)
 
 
-def _in_state(state: str, queries: list[str]) -> tuple[list[str], int]:
-    """What the state spares the run (see :func:`answered`), read under its lock; none
-    there, nothing. A state a running harvest holds is refused, as the real run would be
-    (whether it resumes or had just made it)."""
+async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[str], int]:
+    """Those of ``queries`` the state answered, and the documents it found and did not
+    fetch, read under its lock (held by a harvest: refused, as the real run would be)."""
     lock = HarvestLock(state, "state", StateError)
-    if not os.path.lexists(lock.lock_path) and not os.path.lexists(state):
-        return [], 0  # nobody has begun this harvest
+    await anyio.to_thread.run_sync(lock.acquire)
     try:
-        with lock:  # a harvest just begun holds the lock before its state exists
-            return answered(state, queries) if os.path.lexists(state) else ([], 0)
-    except StateError as exc:  # held by a harvest, or not a harvest's state
-        raise CliError(str(exc), ExitCode.USAGE) from None
-    except OSError as exc:
-        raise CliError(f"cannot read the harvest state {state}: {exc}", ExitCode.USAGE) from None
+        if not resuming:
+            return [], 0
+        opened = await HarvestState.open(state)
+        try:
+            documents = (await opened.summary()).documents
+            return await opened.answered(queries), documents.get("pending", 0) + documents.get(
+                "failed", 0
+            )
+        finally:
+            await opened.aclose()
+    finally:
+        lock.release()
 
 
-async def _record(where: Plan, lines: list[str], limits: RateLimits) -> dict[str, Any]:
-    # The harvest searches a repeated query once (each as the one query rule makes it;
-    # the plan has refused any the rule refuses already).
-    distinct = list(dict.fromkeys(require_query("query", line) for line in lines))
-    done: list[str] = []
-    to_fetch = 0
-    if where.state is not None:
-        done, to_fetch = await anyio.to_thread.run_sync(_in_state, where.state, distinct)
-        if not where.resuming:  # a new harvest's state, made by one just started
-            done, to_fetch = [], 0
-    answered_before = set(done)
-    queries = [query for query in distinct if query not in answered_before]
-    starts, window = limits.window_for("default")
-    limit = limits.limit_for("default")
-    return {
-        "dry_run": True,
-        "sent": 0,
-        "searches": queries,
-        "repeated": len(lines) - len(distinct),
-        "answered": len(done),
-        "found_to_fetch": to_fetch,
-        "fetches": None if queries else to_fetch,
-        "pool": "default",
-        "quota": {"limit": None if math.isinf(limit) else limit, "period": limits.period},
-        "searches_take": starts_take(len(queries), limits),
-        "per_document": (window + limits.margin) / starts if starts else 0.0,
-        "out": where.out,
-        "state": where.state,
-        "resuming": where.resuming,
-    }
-
-
-def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
+def _lines(record: dict[str, Any]) -> list[str]:
     queries: list[str] = record["searches"]
-    limit = record["quota"]["limit"]
-    pace = "no quota (unlimited)" if limit is None else f"{limit:g} per {limits.period:g} s"
+    limit, period = record["quota"]["limit"], record["quota"]["period"]
+    pace = "no quota (unlimited)" if limit is None else f"{limit:g} per {period:g} s"
     lines = [
         f"Dry run: {plural(len(queries), 'search', 'searches')} would be sent first, "
         f"from the default pool at {pace}:"
@@ -113,18 +83,14 @@ def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
     took = record["searches_take"]
     if queries:
         lines.append(
-            f"The searches alone take {seconds(took).removeprefix('in ')} at this quota (a "
-            "window's at once, then the next window's)."
+            f"The searches alone take {duration(took)} at this quota (a window's at once, "
+            "then the next window's)."
             if took
             else "The searches can all go at once at this quota."
         )
-    cost = f", {record['per_document']:.1f} s of quota at this pace." if limit is not None else "."
+    cost = "." if limit is None else f", {duration(record['per_document'])} of quota at this pace."
     found = record["found_to_fetch"]
-    earlier = (
-        f"the {plural(found, 'document', 'documents')} found before and not fetched yet"
-        if found
-        else ""
-    )
+    earlier = f"the {plural(found, 'document')} found before and not fetched yet" if found else ""
     if queries:
         also = f"each of {earlier}, and one for " if earlier else ""
         lines.append(
@@ -135,9 +101,11 @@ def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
         lines.append(f"Then one fetch for each of {earlier}. Each costs one request" + cost)
     else:
         lines.append("Nothing to fetch either: a run now would send no request.")
-    where = record["out"] or "stdout"
     state = f" (state {record['state']})" if record["state"] else ""
-    lines.append(f"Documents would go to {where}{state}. Nothing was sent; no file was changed.")
+    lines.append(
+        f"Documents would go to {record['out'] or 'stdout'}{state}. Nothing was sent; no file "
+        "was changed."
+    )
     return lines
 
 
@@ -150,12 +118,32 @@ async def dry_run(invocation: Invocation) -> int:
         if options.emulator
         else options.quota or quota_from_env() or RateLimits.pro()
     )
-    where = plan(invocation.args)
-    try:
-        await where.check_not_empty()  # stdin with no query: refused as the harvest is
-        queries = [query async for query in where.lines()]
-    finally:
-        where.close()
-    record = await _record(where, queries, limits)
-    invocation.output.result(record, lambda: print("\n".join(_lines(record, limits))))
+    where = await plan(invocation.args)
+    await where.check_not_empty()  # stdin with no query: refused as the harvest is
+    lines = [query async for query in where.lines()]
+    distinct = list(dict.fromkeys(lines))  # the harvest searches a repeated query once
+    done: list[str] = []
+    to_fetch = 0
+    if where.state is not None:
+        done, to_fetch = await _spared(where.state, distinct, where.resuming)
+    queries = [query for query in distinct if query not in set(done)]
+    starts, window = limits.window_for("default")
+    limit = limits.limit_for("default")
+    record = {
+        "dry_run": True,
+        "sent": 0,
+        "searches": queries,
+        "repeated": len(lines) - len(distinct),
+        "answered": len(done),
+        "found_to_fetch": to_fetch,
+        "fetches": None if queries else to_fetch,
+        "pool": "default",
+        "quota": {"limit": None if math.isinf(limit) else limit, "period": limits.period},
+        "searches_take": starts_take(len(queries), limits),
+        "per_document": (window + limits.margin) / starts if starts else 0.0,
+        "out": where.out,
+        "state": where.state,
+        "resuming": where.resuming,
+    }
+    invocation.output.result(record, lambda: print("\n".join(_lines(record))))
     return ExitCode.OK
