@@ -190,6 +190,13 @@ def check_is_state(path: str) -> None:
         )
 
 
+def _why(error: Exception) -> str:
+    """What a failure of the database or its file says, in words."""
+    if isinstance(error, OSError):
+        return why_not_written(error)
+    return "the disk is full" if "full" in str(error) else str(error)  # SQLITE_FULL
+
+
 @contextlib.contextmanager
 def _errors(path: str) -> Iterator[None]:
     """Every failure of the database as a :class:`StateError` naming the file and what
@@ -197,23 +204,18 @@ def _errors(path: str) -> Iterator[None]:
     where = path or "(temporary)"
     try:
         yield
-    except OSError as exc:
-        why = why_not_written(exc)
+    except (OSError, sqlite3.OperationalError) as exc:  # full, locked, read-only: whole
+        why = _why(exc)
+        if why == "the disk is full":
+            why += " (what it recorded before is whole: with room made, the harvest goes on)"
         raise StateError(f"cannot write the harvest state {where}: {why}", path=path) from exc
     except (sqlite3.Error, msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:
-        if "full" in str(exc):  # SQLITE_FULL: the transaction was rolled back whole
-            advice = (
-                "cannot write the harvest state: the disk is full; what it recorded before "
-                "is whole: make room and run again to continue"
-            )
-        elif isinstance(exc, sqlite3.OperationalError):  # locked, read-only: whole
-            advice = str(exc)
-        else:
-            advice = (
-                f"{exc}; it was left as it is: put back a copy from a backup, or start a new "
-                "harvest with another state (the documents its output holds are fetched again)"
-            )
-        raise StateError(f"harvest state {where}: {advice}", path=path) from exc
+        raise StateError(
+            f"harvest state {where}: {exc}; it was left as it is: put back a copy from a "
+            "backup, or start a new harvest with another state (the documents its output "
+            "holds are fetched again)",
+            path=path,
+        ) from exc
 
 
 def _off_loop(
@@ -264,6 +266,11 @@ def _make(path: str) -> None:
         finally:
             db.close()  # the last connection: its -wal and -shm go with it
         os.link(building, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise StateError(
+            f"cannot make the harvest state {path}: {_why(exc)}; nothing was made there",
+            path=path,
+        ) from exc
     finally:
         for leftover in (building, f"{building}-wal", f"{building}-shm"):
             with contextlib.suppress(FileNotFoundError):
