@@ -13,7 +13,6 @@ import asyncio
 import errno
 import hashlib
 import json
-import logging
 import os
 import re
 from collections.abc import Callable, Collection, Container
@@ -29,6 +28,7 @@ import msgspec
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import non_negative_number, whole_number
 from magisterium_async._errors import OutputFileError
+from magisterium_async._events import log_event, notice
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._lock import HarvestLock
 from magisterium_async._models import Document
@@ -42,8 +42,6 @@ _DIGEST = "sha256:"  # a fingerprint: the digest of every byte before the offset
 # A line's id, as JsonlWriter writes it (first) or as a person might (spaces).
 _ID_FIELD = re.compile(rb'\s*\{\s*"id"\s*:\s*("(?:[^"\\\n]|\\.){0,1024}")')
 _OPENING = b'{"id":"'  # how every line JsonlWriter writes begins
-
-logger = logging.getLogger("magisterium_async.harvest")
 
 _WHY = {
     errno.ENOSPC: "the disk is full",
@@ -264,11 +262,13 @@ def _open(
                 )
             file.truncate(scan.whole)
             cut = (scan.whole, stat.st_size)
-            logger.warning(
-                "%s: cut its incomplete last line (bytes %d to %d), left by a harvest that "
-                "stopped while writing it",
-                path,
-                *cut,
+            log_event(
+                notice(
+                    "warning",
+                    "harvest",
+                    f"{path}: cut its incomplete last line (bytes {cut[0]} to {cut[1]}), left "
+                    "by a harvest that stopped while writing it",
+                )
             )
         fingerprint = _DIGEST + scan.digest.hexdigest()
         opened = OutputMark(

@@ -45,10 +45,12 @@ from magisterium_async._harvest import (
     why_not_written,
 )
 from magisterium_async._models import Document
+from magisterium_async._redis import RedisUnavailable, check_redis
 
 __all__ = ["run_harvest"]
 
 _ENCODER = msgspec.json.Encoder()
+_REDIS_CHECK = 5.0  # seconds the first word from --redis may take (a TLS handshake included)
 
 
 class _Stdout:
@@ -81,6 +83,11 @@ async def run_harvest(invocation: Invocation) -> int:
         options = dataclasses.replace(options, redis=url)
     where = await plan(args)
     await where.check_not_empty()  # stdin: counted only by reading it
+    if url is not None:  # a refusal (password, ACL, TLS) is said now, before any file is made
+        try:
+            await check_redis(url, _REDIS_CHECK, what="--redis")
+        except RedisUnavailable as exc:  # the shared quota's fallback applies
+            invocation.output.note(f"magisterium-async: warning: {exc}: going on without it")
     if where.continued:
         invocation.output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
