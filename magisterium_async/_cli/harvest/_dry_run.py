@@ -1,12 +1,11 @@
-"""``harvest --dry-run``: the requests a harvest would make, and the time they take at the
+"""``harvest --dry-run``: the requests a harvest would make and the time they take at the
 quota the client keeps to; nothing is sent and no file is written.
 
-The searches are known (one per query); the fetches are not, until the searches answer
-(one per new document found): the dry run says so, and gives what each document costs.
-A harvest that has a state to continue is counted as the real run would go: the queries
-the state records answered are not sent, and the documents it found and has not fetched
-are fetched first. The state is read while holding its lock (a state another harvest
-holds is refused, as the harvest would be) and never written.
+The searches are known (one per distinct query); the fetches are not until the searches
+answer (one per new document), so it says what each costs. A harvest with a state to
+continue is counted as the real run would go: queries the state records answered are
+not sent, documents found and not fetched are fetched first. The state is read under its
+lock (one another harvest holds is refused, as the harvest would be), never written.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
 
 async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[str], int]:
     """Those of ``queries`` the state answered, and the documents it found and did not
-    fetch, read under its lock (held by a harvest: refused, as the real run would be)."""
+    fetch, read under its lock."""
     lock = HarvestLock(state, "state", StateError)
     await anyio.to_thread.run_sync(lock.acquire)
     try:
@@ -50,9 +49,8 @@ async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[
         opened = await HarvestState.open(state)
         try:
             documents = (await opened.summary()).documents
-            return await opened.answered(queries), documents.get("pending", 0) + documents.get(
-                "failed", 0
-            )
+            left = documents.get("pending", 0) + documents.get("failed", 0)
+            return await opened.answered(queries), left
         finally:
             await opened.aclose()
     finally:
@@ -60,7 +58,7 @@ async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[
 
 
 def _lines(record: dict[str, Any]) -> list[str]:
-    queries: list[str] = record["searches"]
+    queries, found, took = record["searches"], record["found_to_fetch"], record["searches_take"]
     limit, period = record["quota"]["limit"], record["quota"]["period"]
     pace = "no quota (unlimited)" if limit is None else f"{limit:g} per {period:g} s"
     lines = [
@@ -72,15 +70,14 @@ def _lines(record: dict[str, Any]) -> list[str]:
     lines += [f"  search {quoted(query)}" for query in queries]
     if record["repeated"]:
         lines.append(
-            f"({plural(record['repeated'], 'query', 'queries')} repeated in the input "
-            "would not be searched again.)"
+            f"({plural(record['repeated'], 'query', 'queries')} repeated in the input would "
+            "not be searched again.)"
         )
     if record["answered"]:
         lines.append(
-            f"({plural(record['answered'], 'query', 'queries')} answered before, as the "
-            f"state {record['state']} records, would not be searched again.)"
+            f"({plural(record['answered'], 'query', 'queries')} answered before, as the state "
+            f"{record['state']} records, would not be searched again.)"
         )
-    took = record["searches_take"]
     if queries:
         lines.append(
             f"The searches alone take {duration(took)} at this quota (a window's at once, "
@@ -89,10 +86,9 @@ def _lines(record: dict[str, Any]) -> list[str]:
             else "The searches can all go at once at this quota."
         )
     cost = "." if limit is None else f", {duration(record['per_document'])} of quota at this pace."
-    found = record["found_to_fetch"]
-    earlier = f"the {plural(found, 'document')} found before and not fetched yet" if found else ""
+    earlier = f"the {plural(found, 'document')} found before and not fetched yet"
     if queries:
-        also = f"each of {earlier}, and one for " if earlier else ""
+        also = f"each of {earlier}, and one for " if found else ""
         lines.append(
             f"Then one fetch for {also}each new document the searches find: unknown until "
             "they answer. Each costs one request from the same pool" + cost

@@ -3,8 +3,8 @@ and state go. Each mistake is refused with one line, before any file is made.
 
 What each path is (a file, nothing, a directory, a FIFO, a device) is decided before it
 is opened (:func:`magisterium_async._files.kind_of`): ``--out`` may be a device or a FIFO
-(written as a stream, never read, with no state unless ``--state`` names one), ``--state``
-only a file or nothing, a queries file anything that can be read as a stream.
+(written as a stream, with no state unless ``--state`` names one), ``--state`` only a
+file or nothing, a queries file anything that can be read as a stream.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from magisterium_async._cli._errors import CliError, ExitCode
@@ -29,13 +28,16 @@ from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "not_continuable", "plan", "unwritable"]
+__all__ = ["Plan", "not_ours", "plan", "unwritable"]
 
 _MAX_LINE = 1024 * 1024
-"""The longest line of a queries file, in characters: far past any query the service
-answers, and short enough that a file with no line ends (``/dev/zero``) cannot fill the
-memory."""
+"""The longest line of a queries file, in characters: far past any query, and short
+enough that a file with no line ends (``/dev/zero``) cannot fill the memory."""
 _UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape keeps it
+
+
+def _usage(message: str) -> CliError:
+    return CliError(message, ExitCode.USAGE)
 
 
 def unwritable(option: str, path: str, error: OSError) -> CliError:
@@ -47,41 +49,35 @@ def unwritable(option: str, path: str, error: OSError) -> CliError:
         why = f"a part of {parent} is not a directory"
     else:
         why = why_not_written(error)
-    return CliError(f"cannot write {option} {path}: {why}", ExitCode.USAGE)
+    return _usage(f"cannot write {option} {path}: {why}")
 
 
-def not_continuable(out: str, state: str) -> CliError:
-    """The refusal of an existing ``out`` that no state at ``state`` says a harvest wrote:
-    ``--resume`` would refuse it too, so the ways on that work instead."""
-    return CliError(
-        f"{out} exists and this harvest did not write it (there is no harvest state at "
-        f"{state}); it was left as it is. It is not a harvest's output that can be "
-        "continued: give another --out to harvest into a new file; or, with the state of "
-        "the harvest that wrote it, continue it (--state STATE --resume) or rebuild it from "
-        "that state, sending nothing (`magisterium-async rebuild STATE --out NEW`)",
-        ExitCode.USAGE,
+def not_ours(out: str, why: str) -> CliError:
+    """The refusal of an existing ``out`` that no state says this harvest wrote: the ways
+    on that work (``--resume`` would refuse it too)."""
+    return _usage(
+        f"{out} exists and this harvest did not write it ({why}); it was left as it is. It "
+        "is not a harvest's output that can be continued: give another --out to harvest into "
+        "a new file; or, with the state of the harvest that wrote it, continue it (--state "
+        "STATE --resume) or rebuild it from that state, sending nothing (`magisterium-async "
+        "rebuild STATE --out NEW`)"
     )
 
 
 class _Queries:
     """A queries file (``-``: stdin), read as a stream a line at a time, each line decoded
-    on its own: a line that is not UTF-8, or longer than :data:`_MAX_LINE`, is refused
-    naming the file and the line. A byte order mark and any line end (``\\n``, ``\\r\\n``,
-    ``\\r``) are read alike."""
+    on its own; a byte order mark and any line end (``\\n``, ``\\r\\n``, ``\\r``) alike."""
 
     def __init__(self, name: str) -> None:
         self.name = "stdin" if name == "-" else name
         self._path = None if name == "-" else name
-        if self._path is None:
-            if sys.stdin is None:  # started with stdin closed (`<&-`): Python sets None
-                raise CliError("cannot read stdin: it is closed", ExitCode.USAGE)
-            self.countable = False
-            return
-        kind = kind_of(name)
+        if self._path is None and sys.stdin is None:  # started with `<&-`: Python sets None
+            raise _usage("cannot read stdin: it is closed")
+        kind = "fifo" if self._path is None else kind_of(name)
         if kind not in ("file", "fifo", "character device"):
             why = "does not exist" if kind == "missing" else f"is {describe(kind)}, not a file"
-            raise CliError(f"queries file {name} {why}", ExitCode.USAGE)
-        self.countable = kind == "file"  # a FIFO or a device can be read only once
+            raise _usage(f"queries file {name} {why}")
+        self.countable = kind == "file"  # a FIFO, a device or stdin is read only once
 
     def _open(self) -> BinaryIO:
         if self._path is None:
@@ -91,42 +87,39 @@ class _Queries:
         try:
             return open(self._path, "rb")
         except OSError as exc:
-            raise CliError(
-                f"cannot read {self.name}: {exc.strerror or exc}", ExitCode.USAGE
-            ) from None
+            raise _usage(f"cannot read {self.name}: {exc.strerror or exc}") from None
 
-    def lines(self) -> Iterator[tuple[int, str]]:
-        """``(number, query)`` of every line holding one: not blank, not a ``#`` comment,
-        stripped (blocking: read it off the event loop)."""
+    def lines(self) -> Iterator[str]:
+        """The queries: each line not blank nor a ``#`` comment, stripped and checked as a
+        skill checks it; a line that is not UTF-8, too long or not a query is refused
+        naming the file and the line (blocking: read it off the event loop)."""
         with self._open() as raw:
             text = io.TextIOWrapper(raw, "utf-8-sig", errors="surrogateescape", newline=None)
             for number, line in enumerate(iter(lambda: text.readline(_MAX_LINE + 1), ""), 1):
                 where = f"{self.name}, line {number}"
                 if len(line) > _MAX_LINE:
-                    raise CliError(
-                        f"{where}: longer than {_MAX_LINE:,} characters; a query is one line",
-                        ExitCode.USAGE,
+                    raise _usage(
+                        f"{where}: longer than {_MAX_LINE:,} characters; a query is one line"
                     )
                 if bad := _UNDECODED.search(line):
                     at = len(line[: bad.start()].encode("utf-8", "surrogateescape")) + 1
-                    raise CliError(
+                    raise _usage(
                         f"{where}: not UTF-8 text (byte {ord(bad.group()) - 0xDC00:#04x} at "
-                        f"byte {at} of the line); save the file as UTF-8",
-                        ExitCode.USAGE,
+                        f"byte {at} of the line); save the file as UTF-8"
                     )
                 query = line.strip().lstrip("\ufeff").strip()
                 if query and not query.startswith("#"):
-                    yield number, _checked(where, query)
+                    yield _checked(where, query)
             text.detach()  # the binary reader closes itself (stdin's leaves the fd open)
 
 
 def _checked(where: str, query: str) -> str:
-    """The query as the harvest searches it (the rule every skill method applies), or
-    refused up front: one the service cannot be sent is not failed in the harvest."""
+    """The query as the harvest searches it, or refused up front: one the service cannot
+    be sent is not failed in the harvest."""
     try:
         return require_query("query", query)
     except ValueError as exc:
-        raise CliError(f"{where}: {exc}", ExitCode.USAGE) from None
+        raise _usage(f"{where}: {exc}") from None
 
 
 async def _read(source: _Queries) -> AsyncIterator[str]:
@@ -139,7 +132,7 @@ async def _read(source: _Queries) -> AsyncIterator[str]:
     def pump() -> None:
         last: Exception | None = None
         try:
-            for _, query in source.lines():
+            for query in source.lines():
                 room.acquire()
                 loop.call_soon_threadsafe(queue.put_nowait, query)
         except Exception as exc:
@@ -155,41 +148,43 @@ async def _read(source: _Queries) -> AsyncIterator[str]:
         yield item
 
 
-@dataclass
 class Plan:
     """Where one harvest's queries come from and where documents and state go."""
 
-    queries: list[str]
-    """The ``--query`` ones, checked."""
-    files: list[_Queries]
-    out: str | None
-    """``None``: stdout."""
-    state: str | None
-    total: int | None
-    """Distinct queries, when the input can be counted (not stdin)."""
-    resuming: bool
-    """Whether a state is there: a harvest to continue."""
-    continued: bool
-    """Whether a finished harvest is continued without ``--resume`` (run again as it was)."""
-    _read: AsyncIterator[str] | None = field(default=None, repr=False)
-    _first: list[str] = field(default_factory=list, repr=False)
+    def __init__(
+        self,
+        queries: list[str],
+        files: list[_Queries],
+        out: str | None,
+        state: str | None,
+        total: int | None,
+        resuming: bool,
+        continued: bool,
+    ) -> None:
+        self.files = files
+        self.out = out
+        """``None``: stdout."""
+        self.state = state
+        self.total = total
+        """Distinct queries, when the input can be counted (not stdin)."""
+        self.resuming = resuming
+        """Whether a state is there: a harvest to continue."""
+        self.continued = continued
+        """Whether a finished harvest is continued without ``--resume``."""
+        self._first: list[str] = []
+        self._queries = self._all(queries)
 
-    def _files(self) -> AsyncIterator[str]:
-        if self._read is None:
-
-            async def read() -> AsyncIterator[str]:
-                for file in self.files:
-                    async for query in _read(file):
-                        yield query
-
-            self._read = read()
-        return self._read
+    async def _all(self, queries: list[str]) -> AsyncIterator[str]:
+        for query in queries:
+            yield query
+        for file in self.files:
+            async for query in _read(file):
+                yield query
 
     async def check_not_empty(self) -> None:
-        """Refuse input that holds no query and no state to continue, as an empty file is,
-        before any file is made: stdin is read up to its first query (off the event
-        loop), and a terminal is told it is read."""
-        if self.total is not None or self.queries or self.resuming:
+        """Refuse input that holds no query and no state to continue, before any file is
+        made: stdin is read up to its first query (a terminal is told it is read)."""
+        if self.total is not None or self.resuming:
             return
         if any(file.name == "stdin" for file in self.files) and sys.stdin.isatty():
             print(
@@ -198,25 +193,23 @@ class Plan:
                 file=sys.stderr,
                 flush=True,
             )
-        async for query in self._files():
+        async for query in self._queries:
             self._first.append(query)
             return
-        raise _nothing(self.files, "held")
+        raise _nothing(self.files)
 
     async def lines(self) -> AsyncIterator[str]:
         """The queries: ``--query`` ones, then each file's."""
-        for query in [*self.queries, *self._first]:
+        for query in self._first:
             yield query
-        async for query in self._files():
+        async for query in self._queries:
             yield query
 
 
-def _nothing(files: list[_Queries], held: str) -> CliError:
-    names = ", ".join(file.name for file in files)
-    return CliError(
-        f"nothing to harvest: {names} {held} no query (it was empty, or only blank lines and "
-        "# comments); nothing was written",
-        ExitCode.USAGE,
+def _nothing(files: list[_Queries]) -> CliError:
+    return _usage(
+        f"nothing to harvest: {', '.join(file.name for file in files)} holds no query (it "
+        "was empty, or only blank lines and # comments); nothing was written"
     )
 
 
@@ -254,7 +247,7 @@ def _held(path: str) -> CliError | None:
         with HarvestLock(path, "files", StateError):
             return None
     except StateError as exc:
-        return CliError(str(exc), ExitCode.USAGE)
+        return _usage(str(exc))
     except OSError:
         return None  # cannot even be locked: the checks that follow say why
 
@@ -263,14 +256,12 @@ async def _finished(state: str) -> bool:
     """Whether ``state`` records a finished harvest (anything else: not one)."""
     try:
         opened = await HarvestState.open(state)
+        try:
+            return (await opened.summary()).finished
+        finally:
+            await opened.aclose()
     except StateError:
         return False
-    try:
-        return (await opened.summary()).finished
-    except StateError:
-        return False
-    finally:
-        await opened.aclose()
 
 
 def _exists(path: str, out: str | None, state: str | None) -> CliError:
@@ -279,18 +270,43 @@ def _exists(path: str, out: str | None, state: str | None) -> CliError:
     if (held := _held(path)) is not None:
         return held
     if path == out and state is not None and kind_of(state) == "missing":
-        if (held := _held(state)) is not None:  # a harvest that has not made it yet
-            return held
-        return not_continuable(out, state)
+        return _held(state) or not_ours(out, f"there is no harvest state at {state}")
     if state is not None and kind_of(state) == "file":
         try:
             check_is_state(state)  # --resume would refuse a file that is not a state
         except StateError as exc:
-            return CliError(str(exc), ExitCode.USAGE)
-    return CliError(
-        f"{path} already exists: add --resume to continue that harvest, or choose another --out",
-        ExitCode.USAGE,
+            return _usage(str(exc))
+    return _usage(
+        f"{path} already exists: add --resume to continue that harvest, or choose another --out"
     )
+
+
+def _check_paths(out: str | None, stream: bool, state: str | None, queries: list[str]) -> None:
+    """Refuse an ``--out`` or ``--state`` that is a directory or no file, and any two of
+    the output, the state and the queries files that name one file."""
+    for option, path in (("--out", out), ("--state", state)):
+        kind = "missing" if path is None else kind_of(path)
+        if kind == "directory":
+            example = "docs.jsonl" if option == "--out" else "state.sqlite"
+            raise _usage(
+                f"{option} {path} is a directory: give a file in it, such as "
+                f"{os.path.join(path or '', example)}"
+            )
+        if kind not in ("missing", "file") and (option == "--state" or not stream):
+            raise _usage(f"{option} {path} is {describe(kind)}, not a file")
+    if out is not None and state is not None and not stream and _same_file(out, state):
+        names = out if out == state else f"{out} and {state}"
+        raise _usage(
+            f"--out and --state name the same file ({names}): the state needs a file of its "
+            "own (leave --state out for FILE.state.sqlite beside --out)"
+        )
+    for option, path in (("--out", None if stream else out), ("--state", state)):
+        for name in queries:
+            if path is not None and name != "-" and _same_file(path, name):
+                raise _usage(
+                    f"{option} {path} is the queries file {name}: the harvest would write into "
+                    f"its own queries; give {option} another file"
+                )
 
 
 async def plan(args: argparse.Namespace) -> Plan:
@@ -302,74 +318,38 @@ async def plan(args: argparse.Namespace) -> Plan:
     if state is None and out is not None and not stream:
         state = f"{out}.state.sqlite"
     if not args.queries and not args.query:
-        raise CliError("give a QUERIES_FILE (- for stdin) or at least one --query", ExitCode.USAGE)
-    queries = []
-    for query in args.query:
-        if not query.strip():
-            raise CliError("--query must not be blank", ExitCode.USAGE)
-        queries.append(_checked("--query", query))
-    for option, path in (("--out", out), ("--state", state)):
-        kind = "missing" if path is None else kind_of(path)
-        if kind == "directory":
-            example = os.path.join(
-                path or "", "docs.jsonl" if option == "--out" else "state.sqlite"
-            )
-            raise CliError(
-                f"{option} {path} is a directory: give a file in it, such as {example}",
-                ExitCode.USAGE,
-            )
-        if kind not in ("missing", "file") and (option == "--state" or not stream):
-            raise CliError(f"{option} {path} is {describe(kind)}, not a file", ExitCode.USAGE)
-    named = [
-        (option, path)
-        for option, path in (("--out", None if stream else out), ("--state", state))
-        if path is not None
-    ]
-    if len(named) == 2 and _same_file(named[0][1], named[1][1]):
-        names = out if out == state else f"{out} and {state}"
-        raise CliError(
-            f"--out and --state name the same file ({names}): the state needs a file of its "
-            "own (leave --state out for FILE.state.sqlite beside --out)",
-            ExitCode.USAGE,
-        )
-    for option, path in named:
-        for name in args.queries:
-            if name != "-" and _same_file(path, name):
-                raise CliError(
-                    f"{option} {path} is the queries file {name}: the harvest would write into "
-                    f"its own queries; give {option} another file",
-                    ExitCode.USAGE,
-                )
+        raise _usage("give a QUERIES_FILE (- for stdin) or at least one --query")
+    if any(not query.strip() for query in args.query):
+        raise _usage("--query must not be blank")
+    queries = [_checked("--query", query) for query in args.query]
+    _check_paths(out, stream, state, args.queries)
     if args.resume and state is None:
-        raise CliError(
-            "--resume needs --out FILE or --state FILE: the state is what it resumes from",
-            ExitCode.USAGE,
-        )
+        raise _usage("--resume needs --out FILE or --state FILE: the state is what it resumes from")
     has_state = state is not None and kind_of(state) == "file"
     has_out = out is not None and not stream and kind_of(out) == "file"
     if args.resume and state is not None and not has_state and _held(state) is None:
         if has_out:
-            raise not_continuable(out or "", state)
-        raise CliError(
+            raise not_ours(out or "", f"there is no harvest state at {state}")
+        raise _usage(
             f"--resume: there is no harvest state at {state} to continue (nothing was "
             "harvested there, or its state was moved); run without --resume to start a new "
-            "harvest, or give the --state it was written to",
-            ExitCode.USAGE,
+            "harvest, or give the --state it was written to"
         )
     # The same harvest run again (the README's first command, twice): it continues as
     # --resume does; nothing is searched again, only new queries spend quota.
     continued = not args.resume and has_out and has_state and await _finished(state or "")
-    for option, path in named:
-        if not (args.resume or continued) and kind_of(path) == "file":
-            raise _exists(path, out, state)
-        _check_writable(option, path)
+    for option, path in (("--out", None if stream else out), ("--state", state)):
+        if path is not None:
+            if not (args.resume or continued) and kind_of(path) == "file":
+                raise _exists(path, out, state)
+            _check_writable(option, path)
     sources = [_Queries(name) for name in args.queries]
     # Distinct queries, as the harvest searches them: a repeat is searched once.
     seen = set(queries)
     for source in sources:
         if source.countable:
-            seen.update(query for _, query in await asyncio.to_thread(list, source.lines()))
+            seen.update(await asyncio.to_thread(list, source.lines()))
     total = len(seen) if all(source.countable for source in sources) else None
     if total == 0 and not has_state:
-        raise _nothing(sources, "holds")
+        raise _nothing(sources)
     return Plan(queries, sources, out, state, total, has_state, continued)

@@ -1,13 +1,12 @@
 """The ``rebuild`` command: a harvest's output written again from its state, sending nothing.
 
-The state keeps every delivered document as the harvest wrote it (compressed), in the
-order of the output's lines: JSON Lines rebuilt from it are the output, byte for byte, as
-the harvest left it (a damaged, edited or lost file costs no quota); ``--format csv``
-writes the same documents as CSV, for tools that load a table. The rebuild writes only a
-new file, beside its final name first and linked there once whole (an interrupted rebuild
-leaves nothing at ``--out``), or to stdout, a pipe or a device as a stream. A JSON Lines
+The state keeps every delivered document as the harvest wrote it, in the order of the
+output's lines: JSON Lines rebuilt from it are the output, byte for byte, as the harvest
+left it; ``--format csv`` writes the same documents as a table. Only a new file is
+written, beside its final name first and linked there once whole (an interrupted rebuild
+leaves nothing at ``--out``), or stdout, a pipe or a device, as a stream. A JSON Lines
 file rebuilt becomes the harvest's output: the state records it, so the harvest continues
-into it (``--out FILE --state STATE --resume``, or moved to the old name).
+into it.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import os
 import secrets
 import shlex
 import sys
+from collections.abc import Iterable
 from typing import BinaryIO
 
 import anyio.to_thread
@@ -77,44 +77,43 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _Sink:
-    """Where the records go: bytes out, counted and digested (a JSON Lines file's mark is
-    the digest of every byte)."""
+    """Records out as bytes (blocking: written off the event loop), counted and digested
+    (a JSON Lines file's mark is the digest of every byte)."""
 
     def __init__(self, file: BinaryIO, form: str) -> None:
-        self.file = file
-        self.form = form
+        self.file, self.form = file, form
         self.digest = hashlib.sha256()
         self.size = self.count = 0
         if form == "csv":
-            self._row(CSV_COLUMNS)
+            self._put(_row(CSV_COLUMNS))
 
     def _put(self, data: bytes) -> None:
         self.file.write(data)
         self.digest.update(data)
         self.size += len(data)
 
-    def _row(self, cells: tuple[str, ...] | list[str]) -> None:
-        text = io.StringIO()
-        csv.writer(text).writerow(cells)
-        self._put(text.getvalue().encode("utf-8"))
-
     def write(self, records: list[tuple[int, bytes]]) -> None:
-        """Write ``records`` (blocking: off the event loop)."""
         for _, record in records:
             self.count += 1
             if self.form == "jsonl":
                 self._put(record + b"\n")
                 continue
             value = json.loads(record)
-            row = []
-            for column in CSV_COLUMNS:
-                cell = value.get(column)
-                if column in ("extra", "queries"):
-                    row.append(json.dumps(cell if cell is not None else [], ensure_ascii=False))
-                else:
-                    row.append("" if cell is None else str(cell))
-            self._row(row)
+            self._put(
+                _row(
+                    json.dumps(value[c] if value.get(c) is not None else [], ensure_ascii=False)
+                    if c in ("extra", "queries")
+                    else str(value.get(c) or "")
+                    for c in CSV_COLUMNS
+                )
+            )
         self.file.flush()
+
+
+def _row(cells: Iterable[str]) -> bytes:
+    text = io.StringIO()
+    csv.writer(text).writerow(cells)
+    return text.getvalue().encode("utf-8")
 
 
 def _open(out: str | None, stream: bool) -> tuple[BinaryIO, str | None]:
@@ -129,17 +128,16 @@ def _open(out: str | None, stream: bool) -> tuple[BinaryIO, str | None]:
     return open(building, "xb"), building
 
 
-def _close(file: BinaryIO, out: str | None, building: str | None, whole: bool) -> OutputMark:
+def _close(file: BinaryIO, out: str, building: str | None, whole: bool) -> OutputMark | None:
     """Close ``file``; a new file, ``whole``, is linked at ``out`` once on disk (never over
-    a file: one made there meanwhile is refused), and what it then is returned."""
+    a file: one made there meanwhile is refused), and what it is then returned."""
     try:
-        if building is not None and whole:
-            os.fsync(file.fileno())
-            file.close()
-            os.link(building, out or "")
-            stat = os.stat(building)
-            return OutputMark(stat.st_dev, stat.st_ino, 0, "", os.path.abspath(out or ""))
-        return OutputMark(0, 0, 0, "")
+        if building is None or not whole:
+            return None
+        os.fsync(file.fileno())
+        os.link(building, out)
+        stat = os.stat(building)
+        return OutputMark(stat.st_dev, stat.st_ino, 0, "", os.path.abspath(out))
     finally:
         if file is not sys.stdout.buffer:
             file.close()
@@ -151,24 +149,23 @@ def _close(file: BinaryIO, out: str | None, building: str | None, whole: bool) -
 async def _write(state: HarvestState, out: str | None, stream: bool, form: str) -> _Sink:
     """The records of ``state`` written to ``out``; a JSON Lines file made anew becomes
     the harvest's output (its mark recorded)."""
+    where = f"--out {out}" if out else "stdout"
     try:
         file, building = await anyio.to_thread.run_sync(_open, out, stream)
         whole = False
         try:
-            sink = _Sink(file, form)
-            after = 0
+            sink, after = _Sink(file, form), 0
             while page := await state.lines(after):
                 await anyio.to_thread.run_sync(sink.write, page)
                 after = page[-1][0]
             whole = True
         finally:
-            made = await anyio.to_thread.run_sync(_close, file, out, building, whole)
+            made = await anyio.to_thread.run_sync(_close, file, out or "", building, whole)
     except FileExistsError:
         raise _exists(out or "", "a file") from None
     except OSError as exc:
-        where = f"--out {out}" if out else "stdout"
         raise CliError(f"cannot write {where}: {why_not_written(exc)}", ExitCode.USAGE) from None
-    if made.path and form == "jsonl":
+    if made is not None and form == "jsonl":
         digest = "sha256:" + sink.digest.hexdigest()
         await state.record((), (), (), made._replace(offset=sink.size, fingerprint=digest))
     return sink
@@ -182,49 +179,54 @@ def _exists(out: str, what: str) -> CliError:
     )
 
 
-async def _run(invocation: Invocation) -> int:
-    args = invocation.args
-    path: str = args.state
-    out = None if args.out in (None, "-") else args.out
+async def _open_state(path: str) -> HarvestState:
+    """The state at ``path``, or a refusal saying what to give instead."""
     if kind_of(path) == "missing":
         raise CliError(
             f"there is no harvest state at {path}: give the state a harvest wrote "
             "(FILE.state.sqlite beside its --out, or its --state)",
             ExitCode.USAGE,
         )
-    stream = out is None or kind_of(out) in ("fifo", "character device")  # never read or linked
+    try:
+        return await HarvestState.open(path)
+    except StateError as exc:
+        if "is not a harvest state" not in str(exc):
+            raise
+    kept = f"{path}.state.sqlite"  # an output given for its state, say
+    named = f" (its harvest's is {kept})" if kind_of(kept) == "file" else ""
+    raise CliError(
+        f"{path} is not a harvest state{named}: give rebuild the state a harvest kept, "
+        f"FILE.state.sqlite beside its --out (or its --state); {path} was left as it is",
+        ExitCode.USAGE,
+    )
+
+
+async def _run(invocation: Invocation) -> int:
+    args, output = invocation.args, invocation.output
+    path: str = args.state
+    out = None if args.out in (None, "-") else args.out
+    stream = out is None or kind_of(out) in ("fifo", "character device")  # never linked
     if out is not None and not stream and kind_of(out) != "missing":
         raise _exists(out, describe(kind_of(out)))
     lock = HarvestLock(path, "state", StateError)  # no harvest changes it meanwhile
     await anyio.to_thread.run_sync(lock.acquire)
     try:
-        try:
-            state = await HarvestState.open(path)
-        except StateError as exc:
-            if "is not a harvest state" not in str(exc):
-                raise
-            kept = f"{path}.state.sqlite"
-            named = f" (its harvest's is {kept})" if kind_of(kept) == "file" else ""
-            raise CliError(
-                f"{path} is not a harvest state{named}: give rebuild the state a harvest kept, "
-                f"FILE.state.sqlite beside its --out (or its --state); {path} was left as it is",
-                ExitCode.USAGE,
-            ) from None
+        state = await _open_state(path)
         try:
             sink = await _write(state, out, stream, args.format)
         finally:
             await state.aclose()
     finally:
         lock.release()
-    record = {"documents": sink.count, "format": args.format, "out": out, "state": path}
-    if invocation.output.json:  # on stderr, as the harvest's summary: stdout may be the data
+    if output.json:  # on stderr, as the harvest's summary: stdout may be the data
+        record = {"documents": sink.count, "format": args.format, "out": out, "state": path}
         print(json.dumps({**record, "bytes": sink.size}), file=sys.stderr, flush=True)
-    invocation.output.note(
+    output.note(
         f"Rebuilt {plural(sink.count, 'document')} from {path} → {out or 'stdout'} "
         f"({args.format}, {sink.size:,} bytes); nothing was sent"
     )
     if not stream and args.format == "jsonl":
-        invocation.output.note(
+        output.note(
             f"  {out} is now this harvest's output: continue the harvest into it with "
             f"--out {shlex.quote(out or '')} --state {shlex.quote(path)} --resume, or move "
             "it in place of the old output and run the harvest as before"

@@ -1,19 +1,16 @@
-"""What a harvest tells its user: its figures (:class:`Tally`), the live status line on a
-terminal (:class:`Status`) and the summary when it ends (:func:`summary`), computed in one
-place so they agree.
-
-"This run" is this process since it started; "all runs" adds what the state held when it
-began (:class:`Before`).
+"""What a harvest tells its user, computed in one place so that it agrees: its figures
+(:class:`Tally`), the status line on a terminal (:func:`status`) and the summary when it
+ends (:func:`summary`). "This run" is this process; "all runs" adds what the state held
+when it began.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from magisterium_async._cli._errors import describe
 from magisterium_async._cli._output import Output, plural
@@ -22,35 +19,10 @@ from magisterium_async._config import RateLimits
 from magisterium_async._harvest import Harvest, StateSummary, quoted
 from magisterium_async._ratelimit import PoolStats
 
-if TYPE_CHECKING:
-    from rich.console import RenderableType
-    from rich.spinner import Spinner
-
-__all__ = ["Before", "Status", "Tally", "live", "summary"]
+__all__ = ["Sink", "Tally", "status", "summary"]
 
 RATE_AFTER = 10.0
 """Seconds a run must last before it shows a rate of documents a minute."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Before:
-    """What the harvest's state held when this run began (all 0 for a new harvest)."""
-
-    queries_searched: int = 0
-    documents_found: int = 0
-    documents_delivered: int = 0
-    documents_to_fetch: int = 0
-    """Found, and not fetched yet (or failed): this run fetches them first."""
-
-    @classmethod
-    def of(cls, summary: StateSummary) -> Before:
-        documents = summary.documents
-        return cls(
-            queries_searched=summary.queries.get("searched", 0),
-            documents_found=sum(documents.values()),
-            documents_delivered=documents.get("delivered", 0),
-            documents_to_fetch=documents.get("pending", 0) + documents.get("failed", 0),
-        )
 
 
 class Sink(Protocol):
@@ -66,7 +38,7 @@ class Sink(Protocol):
 
 class Tally:
     """A harvest's figures, read live: this run's (``run``'s stats, what the ``sink``
-    wrote), all runs' (``before`` added), the pace and the ETA."""
+    wrote), all runs' (what the state held ``before``), the pace and the ETA."""
 
     def __init__(
         self,
@@ -75,7 +47,7 @@ class Tally:
         *,
         total: int | None,
         quota: RateLimits,
-        before: Before,
+        before: StateSummary | None = None,
         pool: Callable[[], PoolStats] | None = None,
     ) -> None:
         self.run = run
@@ -83,11 +55,12 @@ class Tally:
         self.total = total
         """Distinct queries in the input, when it can be counted (not stdin)."""
         self.quota = quota
-        self.before = before
         self._pool = pool
-
-    def _failed(self, kind: str) -> int:
-        return sum(1 for failure in self.run.failures if failure.kind == kind)
+        held = before or StateSummary({}, {}, 0, None)
+        self._searched_before = held.queries.get("searched", 0)
+        self._found_before = sum(held.documents.values())
+        self._delivered_before = held.documents.get("delivered", 0)
+        self._to_fetch_before = held.documents.get("pending", 0) + held.documents.get("failed", 0)
 
     @property
     def queries_searched_before(self) -> int:
@@ -102,10 +75,9 @@ class Tally:
 
     @property
     def documents(self) -> int:
-        """Documents written over all runs: in the output before this run (the file's, or
-        delivered, by the state), and by it."""
-        before = max(self.sink.existing, self.before.documents_delivered)
-        return before + self.sink.written
+        """Documents written over all runs: in the output before this run (the file's,
+        or delivered, as the state says), and by it."""
+        return max(self.sink.existing, self._delivered_before) + self.sink.written
 
     @property
     def per_minute(self) -> float | None:
@@ -125,24 +97,22 @@ class Tally:
         return pool.next_start_in
 
     def eta(self) -> float | None:
-        """Seconds left: the searches and fetches left at the pool's pace (after the wait
-        for the quota, while requests wait for it); ``None``: cannot tell yet.
-
-        The fetches left are those of ids found and not fetched, and those the searches
-        left should find, at the rate of new ids per search so far (this run's, else the
-        state's).
-        """
+        """Seconds left (``None``: cannot tell yet): the searches and fetches left at the
+        pool's pace, after the wait for the quota while requests wait for it. The fetches
+        left are those of ids found and not fetched, and those the searches left should
+        find, at the rate of new ids per search so far (this run's, else the state's)."""
         if self.total is None:
             return None
-        stats, before = self.run.stats, self.before
-        searches = max(self.total - self.queries_done - self._failed("search"), 0)
-        attempted = stats.fetched + stats.not_found + self._failed("fetch")
-        fetches: float = max(before.documents_to_fetch + stats.unique_ids - attempted, 0)
+        stats, failures = self.run.stats, self.run.failures
+        failed = sum(1 for failure in failures if failure.kind == "search")
+        searches = max(self.total - self.queries_done - failed, 0)
+        attempted = stats.fetched + stats.not_found + len(failures) - failed
+        fetches: float = max(self._to_fetch_before + stats.unique_ids - attempted, 0)
         if searches:
             if stats.searched:
                 fetches += searches * stats.unique_ids / stats.searched
-            elif before.queries_searched:
-                fetches += searches * before.documents_found / before.queries_searched
+            elif self._searched_before:
+                fetches += searches * self._found_before / self._searched_before
             else:
                 return None
         left = searches + fetches
@@ -150,7 +120,7 @@ class Tally:
         if math.isfinite(rate):
             pace = rate / self.quota.period
         else:  # the quota lifted: the pace this run kept
-            done = stats.searched + stats.fetched + stats.not_found + len(self.run.failures)
+            done = stats.searched + stats.fetched + stats.not_found + len(failures)
             pace = done / stats.elapsed if done and stats.elapsed > 0 else 0.0
         if not left or not pace:
             return 0.0 if not left else None
@@ -170,63 +140,30 @@ def _both(figure: str, all_runs: int, this_run: int) -> str:
     return figure if all_runs == this_run else f"{figure} ({this_run} this run)"
 
 
-class Status:
-    """The live status line: queries and documents (all runs, this run), documents a
-    minute, 429s, the wait for the quota and the ETA."""
-
-    def __init__(self, tally: Tally, wall: Callable[[], float] = time.time) -> None:
-        self.tally = tally
-        self._wall = wall
-        self._spinner: Spinner | None = None
-
-    def line(self) -> str:
-        tally = self.tally
-        stats = tally.run.stats
-        written = tally.sink.written
-        queries = f"{tally.queries_done}" + (f"/{tally.total}" if tally.total is not None else "")
-        parts = [
-            f"queries {_both(queries, tally.queries_done, stats.searched)}",
-            f"docs {_both(str(tally.documents), tally.documents, written)}"
-            + _rate(tally.per_minute, "docs/min"),
-        ]
-        if stats.not_found:
-            parts.append(f"not found {stats.not_found}")
-        if stats.failed:
-            parts.append(f"failed {stats.failed}")
-        parts.append(f"429s {stats.rate_limited}")
-        wait = tally.waiting_for_quota()
-        if wait is not None:
-            parts.append(waiting_text(wait, self._wall))
-        eta = tally.eta()
-        parts.append(f"ETA {duration(eta) if eta is not None else '?'}")
-        return " · ".join(parts)
-
-    def __rich__(self) -> RenderableType:
-        from rich.spinner import Spinner
-
-        if self._spinner is None:
-            self._spinner = Spinner("dots", style="cyan")
-        self._spinner.update(text=self.line())
-        return self._spinner
-
-
-def live(status: Status) -> Any:
-    """A rich ``Live`` display of ``status`` on stderr, or ``None`` (not a terminal, no rich)."""
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from rich.console import Console
-        from rich.live import Live
-    except ImportError:
-        return None
-    return Live(status, console=Console(stderr=True), refresh_per_second=4, transient=True)
+def status(tally: Tally, wall: Callable[[], float] = time.time) -> str:
+    """The status line: queries and documents (all runs, this run), documents a minute,
+    429s, the wait for the quota and the ETA."""
+    stats, written = tally.run.stats, tally.sink.written
+    queries = f"{tally.queries_done}" + (f"/{tally.total}" if tally.total is not None else "")
+    parts = [
+        f"queries {_both(queries, tally.queries_done, stats.searched)}",
+        f"docs {_both(str(tally.documents), tally.documents, written)}"
+        + _rate(tally.per_minute, "docs/min"),
+    ]
+    if stats.not_found:
+        parts.append(f"not found {stats.not_found}")
+    if stats.failed:
+        parts.append(f"failed {stats.failed}")
+    parts.append(f"429s {stats.rate_limited}")
+    wait = tally.waiting_for_quota()
+    if wait is not None:
+        parts.append(waiting_text(wait, wall))
+    eta = tally.eta()
+    parts.append(f"ETA {duration(eta) if eta is not None else '?'}")
+    return " · ".join(parts)
 
 
 _HEAD = {"done": "Harvested", "stopped": "Stopped after", "interrupted": "Interrupted after"}
-_EMULATOR_HINT = (
-    "  served offline by the bundled emulator; sign in with `magisterium-async login` "
-    "and drop --emulator to harvest the real service"
-)
 
 
 def summary(
@@ -243,12 +180,10 @@ def summary(
     """The summary of a harvest, when it ends: ``ending`` ``done``, ``stopped`` or
     ``interrupted``; ``changed``: how ``out`` was changed under the harvest while it
     wrote it; ``rebuild``: the command that writes it again from the state."""
-    run = tally.run
-    stats = run.stats
-    written, skipped = tally.sink.written, tally.sink.skipped
+    run, stats = tally.run, tally.run.stats
+    written, skipped, rate = tally.sink.written, tally.sink.skipped, tally.per_minute
     fields = dataclasses.asdict(stats)
     del fields["started"], fields["finished"]
-    rate = tally.per_minute
     record: dict[str, Any] = {"ending": ending, "out": out, "state": state, **fields}
     record.update(
         written=written,
@@ -283,10 +218,10 @@ def summary(
             # "1 of 1 query done", "23 of 30 queries done": the noun follows the total.
             counted = tally.total if tally.total is not None else tally.queries_done
             queries = f"{tally.queries_done}" + (f" of {counted}" if tally.total else "")
-            noun = "query" if counted == 1 else "queries"
             where = f"in {out}" if out is not None else "delivered"
             text.append(
-                f"  all runs: {queries} {noun} done · {plural(tally.documents, 'document')} {where}"
+                f"  all runs: {queries} {'query' if counted == 1 else 'queries'} done · "
+                f"{plural(tally.documents, 'document')} {where}"
             )
         if skipped:
             text.append(f"  {skipped} already in {out}, not written again")
@@ -305,7 +240,10 @@ def summary(
         if state is not None and (ending != "done" or run.failures):
             text.append(f"  run the same command with --resume to continue (state: {state})")
         if emulator:
-            text.append(_EMULATOR_HINT)
+            text.append(
+                "  served offline by the bundled emulator; sign in with `magisterium-async "
+                "login` and drop --emulator to harvest the real service"
+            )
         return text
 
     output.summary(record, lines)

@@ -1,13 +1,11 @@
 """One harvest process: queries in, every document they find out, as JSON Lines.
 
-Documents go to ``--out`` through :class:`JsonlWriter` (written, flushed and fsync'd in
-small batches; the harvest's state learns a document was delivered only once it is on
-disk), so an interrupted harvest loses at most the lines in progress and ``--resume``
-writes every document exactly once. The state is held and made (whole) first, then the
-output is opened and checked against what the state records of it, and its mark recorded
-before any document is written. Whatever stops the harvest (its end, Ctrl-C, a full
-disk, a refused token), the writer is closed first, then the harvest, which records what
-is on disk; then the summary.
+The arguments and the Redis named are checked first; then the state is held and made
+(whole), the output opened and checked against what the state records of it, and its
+mark recorded before any document is written (:class:`JsonlWriter`: fsync'd in small
+batches, the state told a document was delivered only once it is on disk). Whatever
+stops the harvest (its end, Ctrl-C, a full disk, a refused token), the writer is closed
+first, then the harvest, which records what is on disk; then the summary.
 """
 
 from __future__ import annotations
@@ -24,9 +22,10 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output, plural
-from magisterium_async._cli.harvest._plan import Plan, plan, unwritable
+from magisterium_async._cli._status import status_line
+from magisterium_async._cli.harvest._plan import Plan, not_ours, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
-from magisterium_async._cli.harvest._report import Before, Status, Tally, live, summary
+from magisterium_async._cli.harvest._report import Tally, status, summary
 from magisterium_async._config import redis_url
 from magisterium_async._errors import (
     MethodNotFoundError,
@@ -40,6 +39,7 @@ from magisterium_async._harvest import (
     Harvest,
     HarvestLock,
     JsonlWriter,
+    StateSummary,
     harvest,
     hold,
     why_not_written,
@@ -66,7 +66,7 @@ class _Stdout:
         try:
             sys.stdout.buffer.write(_ENCODER.encode(document) + b"\n")
             sys.stdout.buffer.flush()
-        except OSError as exc:  # a reader gone, a full disk: said as any --out is
+        except OSError as exc:  # a reader gone, a full disk: said as for any --out
             raise CliError(f"cannot write stdout: {why_not_written(exc)}", ExitCode.USAGE) from None
         self.written += 1
         self.on_durable([document.id])
@@ -77,7 +77,7 @@ class _Stdout:
 
 async def run_harvest(invocation: Invocation) -> int:
     """Run the harvest; returns the exit code."""
-    args, options = invocation.args, invocation.options
+    args, options, output = invocation.args, invocation.options, invocation.output
     url = redis_url(args.redis)
     if url is not None:  # the token's quota, shared with whatever else uses it
         options = dataclasses.replace(options, redis=url)
@@ -87,9 +87,9 @@ async def run_harvest(invocation: Invocation) -> int:
         try:
             await check_redis(url, _REDIS_CHECK, what="--redis")
         except RedisUnavailable as exc:  # the shared quota's fallback applies
-            invocation.output.note(f"magisterium-async: warning: {exc}: going on without it")
+            output.note(f"magisterium-async: warning: {exc}: going on without it")
     if where.continued:
-        invocation.output.note(
+        output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
             "finished harvest: continuing it as --resume does (queries it answered are not "
             "searched again, documents it wrote are not written again)"
@@ -109,7 +109,7 @@ async def run_harvest(invocation: Invocation) -> int:
             fatal=fatal,
         )
         async with run:
-            before, sink = await _prepare(where, run, invocation.output)
+            before, sink = await _prepare(where, run, output)
             tally = Tally(
                 run,
                 sink,
@@ -118,30 +118,23 @@ async def run_harvest(invocation: Invocation) -> int:
                 before=before,
                 pool=lambda: client.stats.default,
             )
-            return await _drive(where, run, sink, tally, invocation.output, options.emulator)
+            return await _drive(where, run, sink, tally, output, options.emulator)
 
 
 async def _prepare(
     where: Plan, run: Harvest, output: Output
-) -> tuple[Before, JsonlWriter | _Stdout]:
+) -> tuple[StateSummary | None, JsonlWriter | _Stdout]:
     """Hold the state (made whole where there is none), read what it held before this
     run, and open the output it says the harvest wrote, recording its mark."""
     state = None if where.state is None else await hold(run)
-    held = None if state is None else await state.summary()
-    before = Before() if held is None else Before.of(held)
+    before = None if state is None else await state.summary()
     if where.out is None:
         return before, _Stdout(run.acknowledge)
-    out, mark = where.out, None if held is None else held.output
-    if state is not None and mark is None and kind_of(out) == "file":
-        # A state that records no output: a user's file, or another harvest's. Left alone.
-        raise CliError(
-            f"{out} exists and this harvest did not write it (its state {where.state} records "
-            "no output); it was left as it is. Give another --out to harvest into a new file "
-            "(or --state, the state of the harvest that wrote it)",
-            ExitCode.USAGE,
-        )
-    if mark is not None and mark.offset and kind_of(out) == "missing":
-        raise _gone(out, where.state or "", mark.path, before.documents_delivered)
+    out, mark = where.out, None if before is None else before.output
+    if before is not None and mark is None and kind_of(out) == "file":
+        raise not_ours(out, f"its state {where.state} records no output")
+    if before is not None and mark is not None and mark.offset and kind_of(out) == "missing":
+        raise _gone(out, where.state or "", mark.path, before.documents.get("delivered", 0))
 
     def durable(document_ids: list[str]) -> None:
         run.acknowledge(document_ids, output=writer.mark)
@@ -150,16 +143,15 @@ async def _prepare(
     writer = JsonlWriter(out, on_durable=durable, mark=mark, pending=pending)
     try:
         await writer.open()
-    except OutputFileError as exc:  # held by another harvest, or not as this one left it
+    except OutputFileError as exc:  # in use by another harvest, or not as this one left it
         if isinstance(exc.__cause__, OSError):
             raise unwritable("--out", out, exc.__cause__) from None
         raise CliError(_with_rebuild(str(exc), out, where.state), ExitCode.USAGE) from None
     if writer.cut is not None:
-        start, end = writer.cut
         output.note(
-            f"magisterium-async: note: {out} ended in an incomplete line (bytes {start} to "
-            f"{end}), left by a run that stopped while writing it (killed, or its disk "
-            "full): cut, and written again whole"
+            f"magisterium-async: note: {out} ended in an incomplete line (bytes "
+            f"{writer.cut[0]} to {writer.cut[1]}), left by a run that stopped while writing "
+            "it (killed, or its disk full): cut, and written again whole"
         )
     if state is not None and writer.mark is not None:
         # Before any document: a harvest killed in its first batch still owns its output.
@@ -182,13 +174,13 @@ def _gone(out: str, state: str, recorded: str, documents: int) -> CliError:
             "and the harvest continues into it",
             ExitCode.USAGE,
         )
-    rebuilt = shlex.quote(rebuilt_name(out))
     return CliError(
         f"{out} is gone, but its harvest's state {state} records {written}; resuming would "
         "not write them again. Put the file back to continue, or rebuild it from the state, "
-        f"sending nothing: `{rebuild_command(out, state)}` (then `mv {rebuilt} "
-        f"{shlex.quote(out)}` and run again); or start anew: remove {state} (every document "
-        "is fetched again), or give another --out and --state",
+        f"sending nothing: `{rebuild_command(out, state)}` (then `mv "
+        f"{shlex.quote(rebuilt_name(out))} {shlex.quote(out)}` and run again); or start "
+        f"anew: remove {state} (every document is fetched again), or give another --out "
+        "and --state",
         ExitCode.USAGE,
     )
 
@@ -220,16 +212,14 @@ async def _drive(
     output: Output,
     emulator: bool,
 ) -> int:
-    display = live(Status(tally))
     ending = "interrupted"
     try:
-        if display is not None:
-            display.start()
-        try:
-            async for document in run:
-                await sink.write(document)
-        finally:
-            await sink.aclose()  # before the harvest closes: it records what is on disk
+        async with status_line(lambda: status(tally)):
+            try:
+                async for document in run:
+                    await sink.write(document)
+            finally:
+                await sink.aclose()  # before the harvest closes: it records what is on disk
         ending = "done"
     except OutputFileError as exc:
         ending = "stopped"
@@ -240,8 +230,6 @@ async def _drive(
         ending = "stopped"
         raise
     finally:
-        if display is not None:
-            display.stop()
         if run.stats.queries or sink.written:
             rebuild = "" if where.out is None else rebuild_command(where.out, where.state or "")
             summary(

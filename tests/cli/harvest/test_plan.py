@@ -96,12 +96,12 @@ def test_stdin_that_holds_no_query_is_refused_and_writes_nothing(tmp_path: Path,
     """`harvest - --out docs.jsonl < /dev/null`: stdin can be counted only by reading it."""
     refused = cli("harvest", "--emulator", "-", "--out", "docs.jsonl", stdin=text, cwd=tmp_path)
     assert refused.code == 2, refused.err
-    assert "nothing to harvest: stdin held no query" in refused.err
+    assert "nothing to harvest: stdin holds no query" in refused.err
     assert list(tmp_path.iterdir()) == []
     dry = cli(
         "harvest", "--emulator", "-", "-o", "docs.jsonl", "--dry-run", stdin=text, cwd=tmp_path
     )
-    assert dry.code == 2 and "nothing to harvest: stdin held no query" in dry.err
+    assert dry.code == 2 and "nothing to harvest: stdin holds no query" in dry.err
     # One query on stdin is a harvest, the query read once.
     done = cli(
         "harvest",
