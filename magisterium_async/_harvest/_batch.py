@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+import itertools
+import math
+from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from magisterium_async._config import whole_number
@@ -122,20 +123,14 @@ class Guard:
 async def for_each(
     source: Iterable[T] | AsyncIterable[T], handle: Callable[[T], Awaitable[Any]]
 ) -> None:
-    """Await ``handle(item)`` for each item of ``source``, pulling the next only afterwards."""
-    async for item in items_of(source):
-        await handle(item)
-
-
-async def items_of(source: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
-    """The items of an iterable or an async iterable, as one async iterator, each pulled
-    from ``source`` only when asked for."""
+    """Await ``handle(item)`` for each item of an iterable or async iterable, pulling the
+    next only afterwards."""
     if isinstance(source, AsyncIterable):
         async for item in source:
-            yield item
+            await handle(item)
     else:
         for item in source:
-            yield item
+            await handle(item)
 
 
 def check_source(name: str, source: object) -> None:
@@ -281,63 +276,45 @@ async def _produce_batch(
     concurrency: int,
     ordered: bool,
 ) -> None:
-    # ``slots`` bounds the items taken from the input and not yet handed to the consumer;
-    # ``limiter`` the calls in flight. Unordered they are equal; ordered, the slots beyond
-    # ``concurrency`` are the reorder buffer, so one slow item does not stall all the others.
-    window = 2 * concurrency if ordered else concurrency
-    slots = anyio.Semaphore(window)
+    # ``slots`` bounds the items taken from the input and not yet handed over, ``limiter``
+    # the calls in flight: unordered they are equal; ordered, the slots beyond
+    # ``concurrency`` are the reorder buffer, so one slow item does not stall the others.
+    slots = anyio.Semaphore(2 * concurrency if ordered else concurrency)
     limiter = anyio.CapacityLimiter(concurrency)
-    done_send, done_receive = anyio.create_memory_object_stream[tuple[int, BatchItem[In, R]]](
-        window
-    )
+    done, finished = anyio.create_memory_object_stream[tuple[int, BatchItem[In, R]]](math.inf)
     guard = Guard()
+    started = itertools.count()
 
-    async def one(
-        index: int, value: In, done: MemoryObjectSendStream[tuple[int, BatchItem[In, R]]]
-    ) -> None:
-        async with done:
-            try:
-                async with limiter:
-                    result = await call(value)
-            except ITEM_ERRORS as exc:
-                item: BatchItem[In, R] = BatchItem(value, None, exc)
-            else:
-                item = BatchItem(value, result, None)
-            await done.send((index, item))
+    async def one(index: int, value: In) -> None:
+        try:
+            async with limiter:
+                result = await call(value)
+        except ITEM_ERRORS as exc:
+            done.send_nowait((index, BatchItem(value, None, exc)))
+        else:
+            done.send_nowait((index, BatchItem(value, result, None)))
 
-    async def feed(
-        tg: TaskGroup, done: MemoryObjectSendStream[tuple[int, BatchItem[In, R]]]
-    ) -> None:
-        index = 0
-
-        async def start(value: In) -> None:
-            nonlocal index
-            await slots.acquire()
-            tg.start_soon(guard(one), index, value, done.clone())
-            index += 1
-
-        async with done:
-            await for_each(inputs, start)
-
-    async def emit(done: MemoryObjectReceiveStream[tuple[int, BatchItem[In, R]]]) -> None:
+    async def emit() -> None:
         waiting: dict[int, BatchItem[In, R]] = {}
         following = 0
-        async with done:
-            async for index, item in done:
-                if not ordered:
-                    await send.send(item)
-                    slots.release()
-                    continue
-                waiting[index] = item
-                while following in waiting:
-                    await send.send(waiting.pop(following))
-                    slots.release()
-                    following += 1
+        async for index, item in finished:
+            waiting[index if ordered else following] = item  # unordered: the next to go
+            while following in waiting:
+                await send.send(waiting.pop(following))
+                slots.release()
+                following += 1
 
-    async with anyio.create_task_group() as tg:
+    async with done, finished, anyio.create_task_group() as tg:
         guard.watch(tg.cancel_scope)
-        tg.start_soon(guard(feed), tg, done_send)
-        tg.start_soon(guard(emit), done_receive)
+        tg.start_soon(guard(emit))
+        async with anyio.create_task_group() as calls:
+
+            async def start(value: In) -> None:
+                await slots.acquire()
+                calls.start_soon(guard(one), next(started), value)
+
+            await guard(for_each)(inputs, start)
+        done.close()  # every call has answered: emit ends with the last item
     guard.check()
 
 

@@ -1,29 +1,21 @@
 """The harvest: every document a list of queries finds, fetched once and yielded once.
 
-:class:`Harvest` is what its consumer holds (iterating, acknowledging, closing, asking who
-found a document); :class:`HarvestRun` is one run's stages, joined by anyio memory streams
-in one task group::
+:class:`Harvest` is what its consumer holds; :class:`HarvestRun` is one run's stages,
+joined by anyio memory streams in one task group::
 
     queries ─ claim ─▶ search ≤N ─┐                 ┌─▶ new ids ─▶ fetch ≤N ─┐
-                                  ├─▶ received ─▶ commit                     │
-    acknowledged by the consumer ─┘      ▲          └─▶ documents ─▶ deliver ─▶ consumer
-                                         └──────────────────────────────────┘
+    acknowledged by the consumer ─┼─▶ received ─▶ commit                     │
+                                  └───────────────  └─▶ documents ─▶ deliver ◀┘
     state: ids an earlier run found and did not fetch ──────────────▶ fetch
     state: documents an earlier run fetched and did not deliver ───────────▶ deliver
 
-**Every answer that arrives is kept.** A search's or a fetch's answer, and each
-acknowledgement, goes into the run's list of what was received in the same step as it
-arrives (nothing can cut in between), and that list is committed to the state in one
-transaction whenever anything is in it: by the committer while the run goes on, and once
-more, shielded, however the run ends (finished, left by ``break``, cancelled, failed).
-A resumed harvest therefore repeats at most the requests that were in flight when the
-consumer left. Nothing moves on before its answer is committed: new ids are fetched, and
-documents handed over, only once the state holds them.
-
-Backpressure is applied where work *starts*: no search starts while ``2 * N`` found ids
-wait for a fetch, and no fetch while ``2 * N`` documents are fetched and not handed over,
-so memory stays flat however long the input; the tasks alive are the work in flight. The
-dedupe set is the state's ``documents`` table (a temporary database without ``state=``).
+**Every answer that arrives is kept.** An answer, or an acknowledgement, goes into the
+run's list of what was received in the step it arrives (nothing can cut in between), and
+that list is committed in one transaction whenever anything is in it, and once more,
+shielded, however the run ends: a resume repeats at most the requests in flight. Nothing
+moves on before its answer is committed. Backpressure applies where work starts: no
+search while ``2 * N`` found ids wait for a fetch, no fetch while ``2 * N`` documents are
+not handed over, so memory stays flat and the tasks alive are the work in flight.
 """
 
 from __future__ import annotations
@@ -87,38 +79,28 @@ def _rate_limited(stats: SchedulerStats) -> int:
     return stats.default.rate_limited + stats.expensive.rate_limited + stats.unmetered.rate_limited
 
 
-class _Room:
-    """Ids found and not yet taken by a fetch; no new search starts while it is full."""
-
-    def __init__(self, limit: int) -> None:
-        self.size = 0
-        self.limit = limit
-        self._changed = anyio.Event()
-
-    def add(self, count: int) -> None:
-        self.size += count
-
-    def take(self) -> None:
-        self.size -= 1
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()  # every waiter of this round; the next round waits on a fresh event
-
-    async def wait(self) -> None:
-        while self.size >= self.limit:
-            await self._changed.wait()
-
-
 class _Handoff:
-    """Where committed answers go on while the stages run: new ids to the fetches,
-    documents towards the consumer; and what a fetch holds of the documents' room."""
+    """Where committed answers go while the stages run: new ids to the fetches (``found``
+    of them waiting, at most ``limit`` before a search starts), documents towards the
+    consumer (``slots``: fetched or being fetched and not handed over)."""
 
     def __init__(self, concurrency: int) -> None:
-        self.room = _Room(2 * concurrency)
-        self.slots = anyio.Semaphore(2 * concurrency)  # documents not yet handed over
+        self.found, self.limit = 0, 2 * concurrency
+        self._taken = anyio.Event()
+        self.slots = anyio.Semaphore(2 * concurrency)
         self.to_fetch, self.ids = anyio.create_memory_object_stream[str](math.inf)
         self.ready, self.documents = anyio.create_memory_object_stream[HarvestedDocument](
-            math.inf  # in type only: ``room`` and ``slots`` bound what they hold
+            math.inf  # in type only: ``found`` and ``slots`` bound what they hold
         )
+
+    def take(self) -> None:
+        self.found -= 1
+        taken, self._taken = self._taken, anyio.Event()
+        taken.set()  # every waiter of this round; the next round waits on a fresh event
+
+    async def room(self) -> None:
+        while self.found >= self.limit:
+            await self._taken.wait()
 
 
 class HarvestRun:
@@ -146,49 +128,41 @@ class HarvestRun:
         self.failures: list[HarvestFailure] = []
         self.guard = Guard()
         self.state: HarvestState | None = None
+        self.closed = False
+        """Whether :meth:`close` ran: nothing received after it is committed."""
         self._lock = None if path is None else HarvestLock(path, "state", StateError)
         self._rate_limited_before = _rate_limited(client.stats)
-        # Received and not committed yet.
-        self._searched: list[Searched] = []
-        self._fetched: list[Fetched] = []
+        self._answers: list[Searched | Fetched] = []  # received, not committed yet
         self._delivered: list[str] = []
         self._output: OutputMark | None = None
         self._arrived = anyio.Event()
         self._handoff: _Handoff | None = None
         self._searching = self._fetching = True
-        self.closed = False
-        """Whether :meth:`close` ran: nothing received after it is committed."""
-
-    # -- what arrives ---------------------------------------------------------------
 
     def received(
         self,
-        searched: Searched | None = None,
-        fetched: Fetched | None = None,
+        answer: Searched | Fetched | None = None,
         delivered: Iterable[str] = (),
         output: OutputMark | None = None,
     ) -> None:
-        """Keep what arrived, to be committed at once: never awaits, so whatever stops
+        """Keep what arrived, to be committed at once: it never awaits, so whatever stops
         the run next cannot come between an answer and this list."""
-        if searched is not None:
-            self._searched.append(searched)
-        if fetched is not None:
-            self._fetched.append(fetched)
+        if answer is not None:
+            self._answers.append(answer)
         self._delivered.extend(delivered)
-        if output is not None:
-            self._output = output
+        self._output = output or self._output
         self._arrived.set()
 
     async def commit(self, state: HarvestState) -> None:
         """Commit what was received, in one transaction, then count it and hand it on
-        (without awaiting: a cancellation after the commit loses nothing the state
-        does not hold)."""
-        searched, self._searched = self._searched, []
-        fetched, self._fetched = self._fetched, []
+        (without awaiting: a cancellation after the commit loses nothing)."""
+        answers, self._answers = self._answers, []
         delivered, self._delivered = self._delivered, []
         output, self._output = self._output, None
-        if not (searched or fetched or delivered or output):
+        if not (answers or delivered or output):
             return
+        searched = [answer for answer in answers if isinstance(answer, Searched)]
+        fetched = [answer for answer in answers if isinstance(answer, Fetched)]
         new, documents = await state.record(searched, fetched, delivered, output)
         handoff = self._handoff
         for query, ids, error in searched:
@@ -199,7 +173,7 @@ class HarvestRun:
                 self.stats.results += len(ids or ())
         self.stats.unique_ids += len(new)
         if handoff is not None:
-            handoff.room.add(len(new))
+            handoff.found += len(new)
             for document_id in new:
                 handoff.to_fetch.send_nowait(document_id)
         for document_id, document, error in fetched:
@@ -225,23 +199,21 @@ class HarvestRun:
         if self.on_error == "raise":
             self.guard.fail(error)
 
-    # -- the state ------------------------------------------------------------------
-
     async def open(self) -> HarvestState:
         """Hold the state (refused at once, naming the holder, when another harvest
-        does) and open it (made where no file is; an existing one is not written).
+        does) and open it (made where no file is; one that is there is not written).
         Idempotent."""
         if self.state is None:
             if self._lock is not None:  # in a thread: a refusal may take a moment
-                await anyio.to_thread.run_sync(self._lock.acquire)
+                with anyio.CancelScope(shield=True):  # taken is let go
+                    await anyio.to_thread.run_sync(self._lock.acquire)
             self.state = await HarvestState.open(self.path)
         return self.state
 
     async def close(self) -> None:
-        """Commit what waits (on the state reopened, when the run has closed it: a
+        """Commit what waits (on the state reopened when the run has closed it: a
         delivery acknowledged after the last document), close the state, let it go."""
-        state, self.state = self.state, None
-        self.closed = True
+        state, self.state, self.closed = self.state, None, True
         try:
             if state is None and (self._delivered or self._output) and self.path is not None:
                 state = await HarvestState.open(self.path)
@@ -258,8 +230,6 @@ class HarvestRun:
         if self._lock is not None:
             self._lock.release()
 
-    # -- the stages -----------------------------------------------------------------
-
     async def produce(self, out: MemoryObjectSendStream[HarvestedDocument | None]) -> None:
         self.stats.start(self.clock)
         try:
@@ -268,8 +238,7 @@ class HarvestRun:
                 await state.begin_run()
                 await self._stages(state, out)
             finally:  # whatever ended the run: what it received is kept
-                self._handoff = None
-                self.state = None
+                self._handoff, self.state = None, None
                 try:
                     await self.commit(state)
                 finally:
@@ -283,46 +252,49 @@ class HarvestRun:
         self, state: HarvestState, out: MemoryObjectSendStream[HarvestedDocument | None]
     ) -> None:
         handoff = self._handoff = _Handoff(self.concurrency)
-        streams = (handoff.to_fetch, handoff.ids, handoff.ready, handoff.documents)
         async with contextlib.AsyncExitStack() as ends, anyio.create_task_group() as tg:
-            for stream in streams:
+            for stream in (handoff.to_fetch, handoff.ids, handoff.ready, handoff.documents):
                 await ends.enter_async_context(stream)
             self.guard.watch(tg.cancel_scope)
-            tg.start_soon(self.guard(self._search), state, handoff)
-            tg.start_soon(self.guard(self._resume_fetches), state, handoff)
-            tg.start_soon(self.guard(self._fetch), handoff)
-            tg.start_soon(self.guard(self._resume_documents), state, handoff)
-            tg.start_soon(self.guard(self._committer), state, handoff)
+            stages = (self._search, self._resume_fetches, self._fetch, self._resume_documents)
+            for stage in (*stages, self._committer):
+                tg.start_soon(self.guard(stage), state, handoff)
             tg.start_soon(self.guard(self._deliver), handoff, out, tg.cancel_scope)
 
     async def _committer(self, state: HarvestState, handoff: _Handoff) -> None:
-        """Commit what arrives as it arrives; end the streams once nothing more can
-        come into them."""
+        """Commit what arrives as it arrives; end the streams once nothing more can come
+        into them."""
         while True:
             arrived = self._arrived
             await self.commit(state)
-            if not self._searching and not self._searched:
+            if not self._searching and not any(isinstance(a, Searched) for a in self._answers):
                 handoff.to_fetch.close()  # every search is recorded: no new id comes
-            if not self._fetching and not self._fetched:
+            if not self._fetching and not self._answers:
                 handoff.ready.close()  # every fetch is recorded: no document comes
             await arrived.wait()
             self._arrived = anyio.Event()
 
+    async def _ask(
+        self, kind: Literal["search", "fetch"], value: str, done: anyio.Semaphore
+    ) -> None:
+        """One search or fetch; its answer (or its failure) is received as it arrives."""
+        try:
+            if kind == "search":
+                results = await self.client.search(value)
+                self.received(Searched(value, [result.id for result in results], None))
+            else:
+                self.received(Fetched(value, await self.client.fetch(value), None))
+        except self.fatal:
+            raise  # every request after it would fail too: stop, resumable
+        except ITEM_ERRORS as exc:
+            self.received(
+                Searched(value, None, exc) if kind == "search" else Fetched(value, None, exc)
+            )
+        finally:
+            done.release()
+
     async def _search(self, state: HarvestState, handoff: _Handoff) -> None:
         in_flight = anyio.Semaphore(self.concurrency)
-
-        async def search(query: str) -> None:
-            try:
-                results = await self.client.search(query)
-            except self.fatal:
-                raise  # every request after it would fail too: stop, resumable
-            except ITEM_ERRORS as exc:
-                self.received(searched=Searched(query, None, exc))
-            else:
-                self.received(searched=Searched(query, [r.id for r in results], None))
-            finally:
-                in_flight.release()
-
         async with anyio.create_task_group() as searches:
 
             async def claim(query: str) -> None:
@@ -333,17 +305,28 @@ class HarvestRun:
                     self.fail("search", query, exc)
                     return
                 taken = await state.claim(query)
-                if taken != "search":
+                if taken == "search":
+                    await handoff.room()
+                    await in_flight.acquire()
+                    searches.start_soon(self.guard(self._ask), "search", query, in_flight)
+                else:
                     self.stats.skipped_queries += 1
                     if taken == "duplicate":
                         self.stats.repeated_queries += 1
-                    return
-                await handoff.room.wait()
-                await in_flight.acquire()
-                searches.start_soon(self.guard(search), query)
 
             await for_each(self.queries, claim)
         self._searching = False
+        self._arrived.set()
+
+    async def _fetch(self, state: HarvestState, handoff: _Handoff) -> None:
+        in_flight = anyio.Semaphore(self.concurrency)
+        async with anyio.create_task_group() as fetches:
+            async for document_id in handoff.ids:
+                handoff.take()
+                await handoff.slots.acquire()
+                await in_flight.acquire()
+                fetches.start_soon(self.guard(self._ask), "fetch", document_id, in_flight)
+        self._fetching = False
         self._arrived.set()
 
     async def _resume_fetches(self, state: HarvestState, handoff: _Handoff) -> None:
@@ -351,34 +334,10 @@ class HarvestRun:
             after = 0
             while page := await state.unfetched(after):
                 for _, document_id in page:
-                    await handoff.room.wait()
-                    handoff.room.add(1)
+                    await handoff.room()
+                    handoff.found += 1
                     to_fetch.send_nowait(document_id)
                 after = page[-1][0]
-
-    async def _fetch(self, handoff: _Handoff) -> None:
-        in_flight = anyio.Semaphore(self.concurrency)
-
-        async def fetch(document_id: str) -> None:
-            try:
-                document = await self.client.fetch(document_id)
-            except self.fatal:
-                raise
-            except ITEM_ERRORS as exc:
-                self.received(fetched=Fetched(document_id, None, exc))
-            else:
-                self.received(fetched=Fetched(document_id, document, None))
-            finally:
-                in_flight.release()
-
-        async with handoff.ids, anyio.create_task_group() as fetches:
-            async for document_id in handoff.ids:
-                handoff.room.take()
-                await handoff.slots.acquire()
-                await in_flight.acquire()
-                fetches.start_soon(self.guard(fetch), document_id)
-        self._fetching = False
-        self._arrived.set()
 
     async def _resume_documents(self, state: HarvestState, handoff: _Handoff) -> None:
         async with handoff.ready.clone() as ready:
@@ -396,13 +355,12 @@ class HarvestRun:
         out: MemoryObjectSendStream[HarvestedDocument | None],
         stages: anyio.CancelScope,
     ) -> None:
-        async with handoff.documents:
-            async for document in handoff.documents:
-                await out.send(document)
-                handoff.slots.release()
+        async for document in handoff.documents:
+            await out.send(document)
+            handoff.slots.release()
         if self.guard.error is None:
-            # Handed over once the consumer asks for the item after the last document:
-            # by then that document is acknowledged, and committed as the run ends.
+            # Handed over once the consumer asks for the item after the last document: by
+            # then that document is acknowledged, and committed as the run ends.
             await out.send(None)
         stages.cancel()  # the committer's wait: what it would commit, the end commits
 
@@ -410,46 +368,24 @@ class HarvestRun:
 class Harvest(BackgroundIterator[HarvestedDocument | None]):
     """Every document the queries find, fetched once and yielded once, as they arrive.
 
-    An async iterator of :class:`HarvestedDocument` (a :class:`Document` that also names
-    the ``queries`` that found it) and an async context manager; :meth:`aclose` (or
-    leaving ``async with``) stops all work at once. :attr:`stats` and :attr:`failures`
-    are live. A harvest is iterated once: asked for a document after it ended (ran to its
-    end, or was closed) it raises ``RuntimeError``; make a new one (with the same
-    ``state``, it resumes).
+    An async iterator of :class:`HarvestedDocument` (a :class:`Document` naming the
+    ``queries`` that found it) and an async context manager; :meth:`aclose` (or leaving
+    ``async with``) stops all work at once. :attr:`stats` and :attr:`failures` are live.
+    It is iterated once: asked for a document after it ended, it raises ``RuntimeError``.
 
-    With a ``state`` file the harvest is resumable. A harvest started again with the same
-    state sends no request whose answer it recorded: searched queries are not searched
-    again (the ids they found are still fetched if they were not), fetched or missing
-    documents are not fetched again, and failed searches and fetches *are* tried again.
-    Every answer that arrives is recorded, however the harvest is left: a resumed harvest
-    repeats at most the requests that were in flight.
+    With a ``state`` file the harvest is resumable: started again with the same state, it
+    sends no request whose answer was recorded (failed ones are tried again), however the
+    last run ended, and yields exactly the documents found and not *delivered* before:
+    with ``acknowledge="auto"``, a document is delivered when the consumer asks for the
+    next one or closes the harvest in order (``break`` and ``return`` included; not when
+    ``async with`` is left by an exception); with ``"manual"``, when its id is given to
+    :meth:`acknowledge` (by :class:`JsonlWriter`'s ``on_durable``, once on disk). Each
+    delivery is committed at once. A bare ``async for`` left by ``break`` stops the work
+    only when the harvest is garbage collected, without delivering the document in hand.
 
-    **Every document is yielded once, across runs, once it is delivered.** A resumed
-    harvest yields exactly the documents found and not *delivered* before (those already
-    fetched come from the state, without a request), each once. What counts as delivered:
-
-    - ``acknowledge="auto"`` (the default): a document handed to the consumer is delivered
-      when the consumer asks for the next one, or closes the harvest in order: leaving
-      ``async with`` normally (``break`` and ``return`` included) or calling
-      :meth:`aclose`. Leaving ``async with`` by an exception (a cancellation, Ctrl-C)
-      leaves the document in hand undelivered: a resumed harvest yields it again.
-    - ``acknowledge="manual"``: only the ids given to :meth:`acknowledge` are delivered;
-      a consumer that must keep each document exactly once acknowledges what it has made
-      durable (:class:`JsonlWriter`'s ``on_durable`` does).
-
-    Each delivery is committed to the state at once: only a process killed outright
-    (``kill -9``) in that moment may see those documents again on resume. A bare ``async
-    for`` left by ``break`` stops the work (and commits) only when the harvest object is
-    garbage collected, without delivering the document in hand: use ``async with`` or
-    :meth:`aclose` when you may leave early.
-
-    **One harvest at a time per state.** From the first document asked for until
-    :meth:`aclose` (leaving ``async with``), or until the harvest is garbage collected,
-    the harvest holds an exclusive OS lock on its state (``STATE.lock`` beside it, who
-    holds it in ``STATE.lock.info``; both removed when it ends). Another harvest of the
-    same state, in this process or any other of the host, raises :class:`StateError` at
-    its first document, naming the holder (pid, host, since when). A harvest killed
-    outright holds nothing.
+    From its first document until :meth:`aclose` (or garbage collection) it holds its
+    state (:mod:`._lock`): another harvest of the same state, in any process of the host,
+    raises :class:`StateError` naming the holder; a harvest killed outright holds nothing.
     """
 
     _ended = (
@@ -475,17 +411,16 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
 
     def acknowledge(self, document_ids: Iterable[str], *, output: OutputMark | None = None) -> None:
         """Mark documents as delivered: a resumed harvest will not yield them again.
+        Committed at once (off the event loop), and at the latest by :meth:`aclose`.
 
         Arguments:
-            document_ids: the ids of documents this harvest handed over (an iterable of
-                ``str``, such as a list; one id is ``[id]``: a lone ``str`` is a
-                ``TypeError``).
-            output: a :attr:`JsonlWriter.mark`, recorded with them: where the file that
+            document_ids: ids of documents this harvest handed over, an iterable of
+                ``str`` (one id: ``[id]``; a lone ``str`` is a ``TypeError``).
+            output: a :attr:`JsonlWriter.mark` recorded with them: where the file that
                 holds them ends, so a resume can check it appends to that file.
 
-        Committed to the state at once (in a transaction off the event loop), and at the
-        latest by :meth:`aclose`; after :meth:`aclose` it raises ``RuntimeError`` (what
-        it names would never be recorded). Needed only with ``acknowledge="manual"``.
+        Raises ``RuntimeError`` after :meth:`aclose`: what it names would never be
+        recorded.
         """
         if isinstance(document_ids, (str, bytes)) or not isinstance(document_ids, Iterable):
             raise TypeError(
@@ -509,13 +444,10 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         self._run.received(delivered=ids, output=output)
 
     async def found_by(self, document_id: str) -> tuple[str, ...]:
-        """Every query whose recorded answer holds ``document_id``, over every run.
-
-        Complete once the harvest has finished (while it runs: as far as it has got), where
-        :attr:`HarvestedDocument.queries` is what was known when the document was handed
-        over. ``()`` for an id no search returned. Needs the state: without ``state=`` it
-        works only while the harvest runs (its temporary database is gone afterwards).
-        """
+        """Every query whose recorded answer holds ``document_id``, over every run (``()``
+        for an id no search returned): complete once the harvest has finished, where
+        :attr:`HarvestedDocument.queries` is what was known when it was handed over.
+        Without ``state=``, only while the harvest runs."""
         run = self._run
         if run.state is not None:
             return await run.state.found_by(document_id)
@@ -557,9 +489,7 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
 
     async def aclose(self) -> None:
         """Stop all work now, record what was delivered, close the state. Idempotent.
-
-        With ``acknowledge="auto"`` the document last handed over counts as delivered.
-        """
+        With ``acknowledge="auto"`` the document last handed over counts as delivered."""
         self._deliver_last()
         try:
             await super().aclose()
@@ -576,8 +506,7 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
 
 async def hold(harvest: Harvest) -> HarvestState:
     """Take ``harvest``'s state before its first document (its lock, then the database,
-    nothing written), for the command line to read and record what its output needs
-    first."""
+    nothing written), for the command line to read and record what its output needs."""
     return await harvest._run.open()
 
 
@@ -592,25 +521,23 @@ def harvest(
     clock: Clock | None = None,
     fatal: tuple[type[Exception], ...] = (),
 ) -> Harvest:
-    """Search every query, fetch each document found once, and yield the documents.
+    """Search every query, fetch each document found once, and yield the documents
+    (:class:`Harvest`).
 
     Arguments:
-        queries: any iterable or async iterable of strings, read lazily. Ids are deduped
+        queries: any iterable or async iterable of strings, read lazily; ids are deduped
             across queries (and across runs, with ``state``).
         state: the path of a SQLite file recording the harvest as it goes; harvesting
-            again with the same path resumes (see :class:`Harvest`).
-        on_error: ``"record"``: searches and fetches that fail after the client's retries
-            are recorded in :attr:`Harvest.failures` and counted in ``stats.failed``;
-            ``"raise"``: the first of them stops the harvest and is raised.
-        concurrency: the searches, and separately the fetches, in flight at once (from 1
-            to 1000; the tasks alive follow the work in flight, not it).
-        acknowledge: when a document counts as delivered, so that a resumed harvest does
-            not yield it again (see :class:`Harvest`).
+            again with the same path resumes.
+        on_error: ``"record"``: a search or fetch that fails after the client's retries
+            is in :attr:`Harvest.failures` and ``stats.failed``; ``"raise"``: the first
+            stops the harvest and is raised.
+        concurrency: searches, and separately fetches, in flight at once (1 to 1000).
+        acknowledge: when a document counts as delivered (``"auto"`` or ``"manual"``).
         clock: the client's; times ``stats.elapsed``.
         fatal: failures that stop the harvest and are raised, as an
-            :class:`AuthenticationError` (a token refused, a sign-in that cannot be
-            renewed) always does: every request after one would fail too. The state keeps
-            what was done, for a resume.
+            :class:`AuthenticationError` always does (every request after one would fail
+            too); the state keeps what was done, for a resume.
     """
     check_source("queries", queries)
     if on_error not in ("record", "raise"):
@@ -619,13 +546,7 @@ def harvest(
         raise ValueError(f'acknowledge must be "auto" or "manual", not {acknowledge!r}')
     if state is not None and not isinstance(state, (str, os.PathLike)):
         raise TypeError(f"state must be a path or None, not {type(state).__name__}")
-    run = HarvestRun(
-        client,
-        queries,
-        state,
-        on_error,
-        check_concurrency(concurrency),
-        clock or LoopClock(),
-        (AuthenticationError, *fatal),
-    )
+    concurrency = check_concurrency(concurrency)
+    fatal = (AuthenticationError, *fatal)
+    run = HarvestRun(client, queries, state, on_error, concurrency, clock or LoopClock(), fatal)
     return Harvest(run, acknowledge)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Container
 from io import FileIO
 from stat import S_ISREG
 from types import TracebackType
-from typing import Any, BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -43,16 +43,11 @@ _DIGEST = "sha256:"  # a fingerprint: the digest of every byte before the offset
 _ID_FIELD = re.compile(rb'\s*\{\s*"id"\s*:\s*("(?:[^"\\\n]|\\.){0,1024}")')
 _OPENING = b'{"id":"'  # how every line JsonlWriter writes begins
 
+# Where the system's words are not a user's ("No space left on device").
 _WHY = {
     errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is used up",
-    errno.EFBIG: "the file is as large as this system allows",
     errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.ENAMETOOLONG: "the name is too long",
     errno.EPIPE: "broken pipe (its reader has gone)",
-    errno.EISDIR: "it is a directory",
 }
 
 
@@ -99,47 +94,43 @@ def _id_of(head: bytes) -> str | None:
 
 
 class _Scan:
-    """One pass over a file's bytes, a chunk at a time: the end of its last whole line, the
-    digest of every byte before it, and the first 4 KiB of each line (where its id is), so
-    memory is bounded whatever the file holds."""
+    """One pass over a file's bytes, a piece at a time: the end of its last whole line,
+    the digest of every byte before it, and the first 4 KiB of each line (where its id
+    is), so memory is bounded whatever the file holds."""
 
     def __init__(self) -> None:
         self._digest = hashlib.sha256()
         self.digest = self._digest.copy()
         """Of the bytes before :attr:`whole`."""
-        self.whole = 0
-        self.lines = 0
-        self._head = bytearray()  # of the line under way
+        self.whole = self.lines = 0
 
     def read(self, file: BinaryIO, end: int, on_line: Callable[[int, bytes], None]) -> None:
-        """Read on from :attr:`whole` to ``end``; ``on_line(its start, its head)`` for each
-        whole line."""
+        """Read on from :attr:`whole` to ``end``: ``on_line(its start, its first bytes)``
+        for each whole line."""
         file.seek(self.whole)
-        position = self.whole
-        while position < end and (chunk := file.read(min(_CHUNK, end - position))):
-            at = 0
-            while (newline := chunk.find(b"\n", at)) >= 0:
-                self._head += chunk[at : min(newline, at + max(_HEAD - len(self._head), 0))]
-                on_line(self.whole, bytes(self._head))
-                self._head.clear()
+        position, head = self.whole, b""
+        while position < end and (piece := file.readline(min(_CHUNK, end - position))):
+            position += len(piece)
+            self._digest.update(piece)
+            head += piece[: max(_HEAD - len(head), 0)]
+            if piece.endswith(b"\n"):
+                on_line(self.whole, head.removesuffix(b"\n"))
                 self.lines += 1
-                at = newline + 1
-                self.whole = position + at
-            if at:
-                self._digest.update(chunk[:at])
+                self.whole, head = position, b""
                 self.digest = self._digest.copy()
-            self._digest.update(chunk[at:])
-            self._head += chunk[at : at + max(_HEAD - len(self._head), 0)]
-            position += len(chunk)
+
+
+_WAYS_ON = (
+    "To continue without spending the quota again, put back the file as the harvest left it "
+    "(a copy of it from a backup or version control, byte for byte) and run again; to start "
+    "over, give another --out and its own --state (every document is then fetched again)"
+)
 
 
 def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
     return OutputFileError(
         f"{path} is not the output this harvest wrote: {why}. It was left as it is. "
-        f"{after}To continue without spending the quota again, put back the file as the "
-        "harvest left it (a copy of it from a backup or version control, byte for byte) and "
-        "run again; to start over, give another --out and its own --state (every document "
-        "is then fetched again)",
+        f"{after}{_WAYS_ON}",
         path=path,
     )
 
@@ -173,115 +164,7 @@ def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
     return found is None or found in pending  # None: cut within the id
 
 
-class _Opened(NamedTuple):
-    file: FileIO
-    ids: set[str]
-    mark: OutputMark | None
-    digest: Any
-    cut: tuple[int, int] | None
-    recovered: list[str]
-
-
-def _open(
-    path: str, skip_existing: bool, mark: OutputMark | None, pending: Container[str]
-) -> _Opened:
-    """The file at ``path`` opened to append, checked against ``mark``; a regular file's
-    lock is taken by the caller."""
-    # "a+b" alters nothing that is there (and creates a missing file); the checks below read
-    # through the same descriptor, so the file checked is the file written.
-    file = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed by JsonlWriter.aclose
-    try:
-        stat = os.fstat(file.fileno())
-        if not S_ISREG(stat.st_mode):
-            # A device or a pipe: nothing to read (it may never end), nothing to repair,
-            # no offset to record.
-            return _Opened(file, set(), None, hashlib.sha256(), None, [])
-        ids: set[str] = set()
-        recovered: list[str] = []
-        scan = _Scan()
-
-        def note(start: int, head: bytes) -> None:
-            if skip_existing and (found := _id_of(head)) is not None:
-                ids.add(found)
-
-        def after_mark(start: int, head: bytes) -> None:
-            # Only a record the harvest wrote and had not acknowledged (a crash between
-            # the write and the state's commit) may follow the mark, once.
-            found = _id_of(head)
-            if found is None or found not in pending or found in recovered:
-                raise _refuse(
-                    path,
-                    f"line {scan.lines + 1} (at byte {start}) is not a record the harvest "
-                    f"wrote: {quoted(head)}",
-                    f"The harvest's own records end at byte {start}: `truncate -s {start} "
-                    f"{path}` keeps exactly them, and the harvest continues. ",
-                )
-            recovered.append(found)
-            note(start, head)
-
-        if mark is not None:
-            # The bytes, not the inode: a backup put back is a new inode, the same bytes,
-            # and the harvest's output still.
-            if stat.st_size < mark.offset:
-                raise _refuse(
-                    path,
-                    f"it holds {stat.st_size} bytes, less than the {mark.offset} the harvest "
-                    "wrote (it was cut short, or lines were removed from it)",
-                )
-            scan.read(file, mark.offset, note)
-            if scan.whole != mark.offset or _DIGEST + scan.digest.hexdigest() != mark.fingerprint:
-                same = (stat.st_dev, stat.st_ino) == (mark.device, mark.inode)
-                raise _refuse(
-                    path,
-                    "it was edited since the harvest wrote it"
-                    if same
-                    else "another file is in its place, and its bytes differ from those the "
-                    "harvest wrote",
-                )
-        scan.read(file, stat.st_size, note if mark is None else after_mark)
-        cut = None
-        if scan.whole < stat.st_size:
-            # A last line without its newline: cut only when the harvest may have been
-            # writing it when it stopped; a file nothing vouches for is never altered.
-            file.seek(scan.whole)
-            partial = file.read(_HEAD)
-            if mark is None or not _torn_by_the_harvest(partial, pending):
-                how = (
-                    "end the line, or write to another file"
-                    if mark is None
-                    else f"To continue without spending the quota again, remove it (`truncate "
-                    f"-s {scan.whole} {path}` keeps every whole line before it) or put back the "
-                    "file as the harvest left it, and run again; to start over, give another "
-                    "--out and its own --state (every document is then fetched again)"
-                )
-                raise OutputFileError(
-                    f"{path} ends in an incomplete line (after byte {scan.whole}) that this "
-                    f"writer cannot tell it wrote: {quoted(partial)}. It was left as it is"
-                    f"{': ' if mark is None else '. '}{how}",
-                    path=path,
-                )
-            file.truncate(scan.whole)
-            cut = (scan.whole, stat.st_size)
-            log_event(
-                notice(
-                    "warning",
-                    "harvest",
-                    f"{path}: cut its incomplete last line (bytes {cut[0]} to {cut[1]}), left "
-                    "by a harvest that stopped while writing it",
-                )
-            )
-        fingerprint = _DIGEST + scan.digest.hexdigest()
-        opened = OutputMark(
-            stat.st_dev, stat.st_ino, scan.whole, fingerprint, os.path.abspath(path)
-        )
-        return _Opened(file, ids, opened, scan.digest, cut, recovered)
-    except BaseException:
-        file.close()
-        raise
-
-
 def _write(file: FileIO, data: bytes, sync: bool) -> None:
-    # Unbuffered, so a failed write leaves nothing behind to be written again on close.
     view = memoryview(data)
     while view:
         view = view[file.write(view) :]
@@ -290,47 +173,26 @@ def _write(file: FileIO, data: bytes, sync: bool) -> None:
 
 
 class JsonlWriter:
-    """Append :class:`Document`\\ s to ``path``, one JSON object a line.
+    """Append :class:`Document`\\ s to ``path``, one JSON object a line, durable in batches.
 
-    Lines are buffered and written, flushed and ``fsync``\\ ed once ``batch_size`` are
-    waiting or the oldest has waited ``max_delay`` seconds, and on :meth:`flush` /
-    :meth:`aclose`; all file work runs in a worker thread. ``max_delay`` is kept by a
-    timer, so a document written is on disk within ``max_delay`` seconds (plus the time
-    the disk takes) even when no other write follows, as when a harvest waits out its
-    quota. After each ``fsync``, ``on_durable`` gets the ids now safe on disk (give it
-    :meth:`Harvest.acknowledge` of a harvest started with ``acknowledge="manual"``).
-    ``clock`` is where the timer reads the time and waits (a :class:`VirtualClock` in
-    tests).
+    Lines are written, flushed and ``fsync``\\ ed (in a worker thread) once ``batch_size``
+    wait, once the oldest has waited ``max_delay`` seconds (a timer on ``clock``: even when
+    no write follows, as while a harvest waits for its quota), and on :meth:`flush` and
+    :meth:`aclose`; then ``on_durable`` gets their ids (give it :meth:`Harvest.acknowledge`
+    of a harvest with ``acknowledge="manual"``). A write that fails (a full disk) raises
+    :class:`OutputFileError` saying why, leaves the file as it was before its batch, and
+    tells ``on_durable`` nothing; one the timer met is raised by the next call.
 
-    A write that fails (a full disk) raises :class:`OutputFileError` saying why, and
-    leaves the file as it was before that batch (the part written is cut off); none of
-    that batch's ids go to ``on_durable``. A write that failed in the timer is raised by
-    the next :meth:`write`, :meth:`flush` or :meth:`aclose`.
-
-    Opening an existing file reads, with ``skip_existing`` (the default), the ids the file
-    holds: writing one of them again is skipped (it is still reported to ``on_durable``).
-    That set costs memory in proportion to the ids in the file, some tens of bytes each;
-    the file itself is read a chunk at a time, and a device or a pipe (``/dev/null``) is
-    never read, locked or checked. A directory, a socket or a block device is refused.
-
-    A file is altered only where this writer can tell it wrote it. ``mark`` is where a
-    writer left it (its :attr:`mark`, which a harvest's state records): the file must
-    still be there, no shorter, and hold the same bytes up to the mark (a copy put back
-    from a backup does), or :class:`OutputFileError` is raised saying which. After the mark,
-    only what a crash between a write and its acknowledgement leaves is accepted: whole
-    records of the ids in ``pending`` (those handed to the writer and not acknowledged
-    when the mark was recorded; a harvest's state knows them), each once, in
-    :attr:`recovered`, and then at most an incomplete last line that begins as such a
-    record does, which is cut (:attr:`cut`, and a warning on the
-    ``magisterium_async.harvest`` logger). Any other line after the mark (one added by
-    hand) is refused, naming it. Without ``mark`` an existing file is only appended to,
-    and one that ends in an incomplete line is refused.
-
-    **One writer at a time per file.** :meth:`open` takes an exclusive OS lock beside a
-    regular file (``PATH.lock``, who holds it in ``PATH.lock.info``; both removed by
-    :meth:`aclose`) before it reads a byte; a second writer of the same file, in this
-    process or another, gets :class:`OutputFileError` naming the holder (pid, host, since
-    when). A process killed outright holds nothing.
+    Opening checks the file before a byte is written, and alters only what this writer
+    can tell it wrote: with ``mark`` (a :attr:`mark` a harvest's state recorded), the file
+    must hold exactly the bytes before it (a copy put back from a backup does); after it,
+    only records of ``pending`` ids (written, not acknowledged: a crash in between), each
+    once (:attr:`recovered`), then at most a line torn as one of them, which is cut
+    (:attr:`cut`). Anything else is an :class:`OutputFileError` saying what differs. Without
+    ``mark`` a file is only appended to. With ``skip_existing`` a document whose id the file
+    holds is not written again. A device or a pipe is never read, locked or checked; a
+    directory, a socket or a block device is refused. :meth:`open` holds a regular file as a
+    harvest holds its state (:mod:`._lock`).
     """
 
     def __init__(
@@ -354,7 +216,7 @@ class JsonlWriter:
             raise TypeError(f"mark must be an OutputMark or None, not {type(mark).__name__}")
         self._mark = mark
         self._pending_ids = pending
-        self._digest: Any = None  # of every byte of the file before the mark
+        self._digest = hashlib.sha256()  # of every byte of the file before the mark
         self._hold: HarvestLock | None = None
         self._clock: Clock = clock or LoopClock()
         self._file: FileIO | None = None
@@ -398,14 +260,14 @@ class JsonlWriter:
         """Take the file's lock, check it, open it for appending (cutting a torn last
         line); ``async with`` does it for you."""
         if self._file is None:
-            opened = await anyio.to_thread.run_sync(self._open)
-            self._file, self._ids, self._mark, self._digest, self.cut, self.recovered = opened
+            await anyio.to_thread.run_sync(self._open)
             self.existing = len(self._ids)
             self._timer = asyncio.get_running_loop().create_task(
                 self._flush_when_due(), name=f"JsonlWriter({self.path!r}) timer"
             )
 
-    def _open(self) -> _Opened:
+    def _open(self) -> None:
+        """Take the lock, open the file to append and check it (in a worker thread)."""
         kind = kind_of(self.path)
         if kind in ("directory", "socket", "block device"):
             raise OutputFileError(
@@ -418,14 +280,105 @@ class JsonlWriter:
             self._hold = HarvestLock(self.path, "output", OutputFileError)
             self._hold.acquire()
         try:
-            return _open(self.path, self._skip_existing, self._mark, self._pending_ids)
-        except OSError as exc:
-            raise OutputFileError(
-                f"cannot write {self.path}: {why_not_written(exc)}", path=self.path
-            ) from exc
-        except BaseException:
+            # "a+b" alters nothing there (and makes a missing file); the checks read through
+            # the same descriptor, so the file checked is the file written. Unbuffered: a
+            # failed write leaves nothing behind to be written again on close.
+            self._file = open(self.path, "a+b", buffering=0)  # noqa: SIM115 - aclose
+            stat = os.fstat(self._file.fileno())
+            if S_ISREG(stat.st_mode):  # a device or a pipe: never read (it may never end)
+                self._check(self._file, stat)
+        except BaseException as exc:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
             self._release()
+            if isinstance(exc, OSError):
+                raise OutputFileError(
+                    f"cannot write {self.path}: {why_not_written(exc)}", path=self.path
+                ) from exc
             raise
+
+    def _check(self, file: FileIO, stat: os.stat_result) -> None:
+        """Check a regular file against the mark (see the class), cut a line the harvest
+        tore, note the ids it holds; then :attr:`mark` is where it ends."""
+        path, mark, pending = self.path, self._mark, self._pending_ids
+        scan = _Scan()
+        reader = open(file.fileno(), "rb", closefd=False)  # noqa: SIM115 - buffered reads
+
+        def note(start: int, head: bytes) -> None:
+            if self._skip_existing and (found := _id_of(head)) is not None:
+                self._ids.add(found)
+
+        def after_mark(start: int, head: bytes) -> None:
+            # Only a record the harvest wrote and had not acknowledged (a crash between
+            # the write and the state's commit) may follow the mark, once.
+            found = _id_of(head)
+            if found is None or found not in pending or found in self.recovered:
+                raise _refuse(
+                    path,
+                    f"line {scan.lines + 1} (at byte {start}) is not a record the harvest "
+                    f"wrote: {quoted(head)}",
+                    f"The harvest's own records end at byte {start}: `truncate -s {start} "
+                    f"{path}` keeps exactly them, and the harvest continues. ",
+                )
+            self.recovered.append(found)
+            note(start, head)
+
+        with reader:
+            if mark is not None:
+                # The bytes, not the inode: a backup put back is a new inode, the same
+                # bytes, and the harvest's output still.
+                if stat.st_size < mark.offset:
+                    raise _refuse(
+                        path,
+                        f"it holds {stat.st_size} bytes, less than the {mark.offset} the "
+                        "harvest wrote (it was cut short, or lines were removed from it)",
+                    )
+                scan.read(reader, mark.offset, note)
+                fingerprint = _DIGEST + scan.digest.hexdigest()
+                if scan.whole != mark.offset or fingerprint != mark.fingerprint:
+                    same = (stat.st_dev, stat.st_ino) == (mark.device, mark.inode)
+                    raise _refuse(
+                        path,
+                        "it was edited since the harvest wrote it"
+                        if same
+                        else "another file is in its place, and its bytes differ from those "
+                        "the harvest wrote",
+                    )
+            scan.read(reader, stat.st_size, note if mark is None else after_mark)
+            if scan.whole < stat.st_size:
+                # A last line without its newline: cut only when the harvest may have been
+                # writing it when it stopped; a file nothing vouches for is never altered.
+                reader.seek(scan.whole)
+                partial = reader.read(_HEAD)
+                if mark is None or not _torn_by_the_harvest(partial, pending):
+                    how = (
+                        ": end the line, or write to another file"
+                        if mark is None
+                        else f". Remove it (`truncate -s {scan.whole} {path}` keeps every whole "
+                        f"line before it), and the harvest continues. {_WAYS_ON}"
+                    )
+                    raise OutputFileError(
+                        f"{path} ends in an incomplete line (after byte {scan.whole}) that "
+                        f"this writer cannot tell it wrote: {quoted(partial)}. It was left as "
+                        f"it is{how}",
+                        path=path,
+                    )
+                file.truncate(scan.whole)
+                self.cut = (scan.whole, stat.st_size)
+                log_event(
+                    notice(
+                        "warning",
+                        "harvest",
+                        f"{path}: cut its incomplete last line (bytes {scan.whole} to "
+                        f"{stat.st_size}), left by a harvest that stopped while writing it",
+                    )
+                )
+        self._digest = scan.digest
+        fingerprint = _DIGEST + scan.digest.hexdigest()
+        self._mark = OutputMark(
+            stat.st_dev, stat.st_ino, scan.whole, fingerprint, os.path.abspath(path)
+        )
 
     def _release(self) -> None:
         hold, self._hold = self._hold, None

@@ -1,52 +1,26 @@
 """The harvest's state in SQLite: its schema, every statement, each call off the event loop.
 
-A state file records a harvest as it goes, so that a resumed harvest never asks again for
-an answer it recorded. :class:`HarvestState` holds one connection; each of its methods is
-one transaction, run in a worker thread, one at a time, that cancellation does not cut
-short; a failure of the database is a :class:`StateError` naming the file (a full disk
-says so: what was committed before is whole, and a run with room continues it). The
-database is in WAL mode with ``synchronous=NORMAL``, so a committed transaction survives
-the process being killed (not necessarily a power cut). One harvest at a time uses a
-state: :mod:`._lock` holds it while the harvest runs.
+A state records a harvest as it goes, so that a resumed harvest never asks again for an
+answer it recorded. Each :class:`HarvestState` method is one transaction, in a worker
+thread, one at a time, that cancellation does not cut short; a failure of the database is
+a :class:`StateError` naming the file (a full disk says so: what was committed is whole).
+WAL mode with ``synchronous=NORMAL``: a commit survives the process being killed.
 
 **A file the harvest did not create is never written.** A state is made only where no
-file is, and only whole: it is built beside its path and linked there once its schema is
-in, so a disk that fills meanwhile leaves nothing at the path. An existing file is first
-read as plain bytes (its SQLite header) and must carry the harvest's ``PRAGMA
-application_id`` (:data:`APPLICATION_ID`) and its ``user_version``
-(:data:`SCHEMA_VERSION`). Anything else (a user's database, an empty file, notes, a state
-of another version) is refused before any write, WAL switch included, and left byte for
-byte.
+file is, and only whole (built beside its path, linked there once its schema is in). An
+existing file is first read as plain bytes (its header) and must carry the harvest's
+``application_id`` (:data:`APPLICATION_ID`) and ``user_version`` (:data:`SCHEMA_VERSION`);
+anything else is refused before any write, WAL switch included, and left byte for byte.
 
-Queries (``queries``, ``id`` in the order they were first taken):
-
-- ``pending``: taken by a run, answer not recorded yet (searched again by a later run);
-- ``searched``: answered; ``ids`` holds the JSON list of the ids it returned;
-- ``failed``: failed after retries (searched again by a later run).
-
-``run`` is the last run that took the query (searched it, or skipped it as answered), so
-a run tells a query its input repeats from one an earlier run answered.
-
-Documents (``documents``, ``seq`` in discovery order):
-
-- ``pending``: found by a search, not fetched yet;
-- ``fetched``: fetched, not yet delivered (acknowledged);
-- ``delivered``: fetched and delivered; ``line`` is its place in the order of deliveries
-  (1, 2, ...: the order of the lines of the harvest's output);
-- ``not_found``: the service answered "Document not found.";
-- ``failed``: failed after retries (fetched again by a later run).
-
-``body`` (fetched and delivered documents, in a state file) is the document as the harvest
-hands it over, exactly the bytes of its JSON Lines record without the newline (the
-:class:`HarvestedDocument`, with the queries known when it was fetched), compressed with
-zlib: what :meth:`HarvestState.lines` rebuilds the output from, with no request. A
-temporary state keeps no bodies. ``fetched_run`` is the run that fetched a document: only
-documents fetched by an *earlier* run are handed over again from the state. ``found``
-holds one row per (document, query) that found it: the provenance of every document.
-
-``meta`` holds ``runs`` (the number of the last run) and ``output``: where the harvest's
-output file was left (a JSON :class:`OutputMark`), so a resume appends only to the file
-it wrote, as it left it.
+The tables (:data:`SCHEMA`): ``queries`` by when first taken, ``pending`` (taken, not
+answered: searched again by a later run), ``searched`` (``ids``: what it found) or
+``failed``, and ``run``, the last run that took it (a repeat in one run's input is told
+from an earlier run's answer); ``documents`` by discovery, ``pending`` (found), ``fetched``
+(not delivered yet), ``delivered`` (``line``: its place in the output), ``not_found`` or
+``failed``, with ``body``, the record as handed over (the JSON Lines bytes, zlib; none in a
+temporary state) and ``fetched_run`` (only an earlier run's are handed over from the
+state); ``found``, which query found which document; ``meta``: ``runs``, and ``output``,
+where the output was left (a JSON :class:`OutputMark`).
 """
 
 from __future__ import annotations
