@@ -3,11 +3,10 @@ every document a list of queries finds once, resumable from a SQLite state, into
 Lines file that holds each document once.
 
 The parts, each one job: :mod:`._batch` (``search_many``/``fetch_many`` and the
-background iterator they and the harvest share), :mod:`._harvest` (the :class:`Harvest`
-and its run's stages), :mod:`._results` (what a harvest yields and counts),
-:mod:`._state` (the state in SQLite), :mod:`._lock` (one harvest at a time per state and
-per output), :mod:`._jsonl` (the JSON Lines writer and the checks of the file it appends
-to).
+background iterator they and the harvest share), :mod:`._harvest` (the :class:`Harvest`,
+its run's stages and counts), :mod:`._state` (the state in SQLite and the documents it
+keeps), :mod:`._lock` (one harvest at a time per state and per output), :mod:`._jsonl`
+(the JSON Lines writer and the checks of the file it appends to).
 
 This module is the subpackage's seam: the client, the command line and the tests import
 from here.
@@ -25,14 +24,16 @@ from magisterium_async._harvest._batch import (
 from magisterium_async._harvest._harvest import (
     Acknowledge,
     Harvest,
+    HarvestedDocument,
+    HarvestFailure,
     HarvestRun,
+    HarvestStats,
     OnError,
     harvest,
     hold,
 )
 from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark, quoted, why_not_written
 from magisterium_async._harvest._lock import HarvestLock
-from magisterium_async._harvest._results import HarvestedDocument, HarvestFailure, HarvestStats
 from magisterium_async._harvest._state import (
     Fetched,
     HarvestState,

@@ -24,22 +24,6 @@ from magisterium_async._config import whole_number
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._models import Document, SearchResult
 
-__all__ = [
-    "DEFAULT_CONCURRENCY",
-    "ITEM_ERRORS",
-    "MAX_CONCURRENCY",
-    "BackgroundIterator",
-    "Batch",
-    "BatchItem",
-    "Guard",
-    "SearchFetchClient",
-    "check_concurrency",
-    "check_source",
-    "fetch_many",
-    "for_each",
-    "search_many",
-]
-
 DEFAULT_CONCURRENCY = 16
 """Calls a batch or a harvest keeps in flight unless told otherwise.
 
@@ -261,12 +245,9 @@ class BackgroundIterator(Generic[T]):
 
 
 class Batch(BackgroundIterator[BatchItem[In, R]]):
-    """Yields one :class:`BatchItem` per input, as each completes (or in input order).
-
-    Use as ``async for item in batch`` or ``async with batch as items``; :meth:`aclose`
-    stops the work. Inputs are pulled lazily: at most ``concurrency`` calls are in flight,
-    and the next input is read only when a slot is free.
-    """
+    """One :class:`BatchItem` per input, as each completes (or in input order). Inputs are
+    pulled lazily: at most ``concurrency`` calls are in flight (``ordered``: at most
+    ``2 * concurrency`` items held), the next input read only when one is free."""
 
 
 async def _produce_batch(
@@ -321,7 +302,6 @@ async def _produce_batch(
 def _batch(
     inputs: Iterable[In] | AsyncIterable[In],
     call: Callable[[In], Awaitable[R]],
-    *,
     name: str,
     concurrency: int,
     ordered: bool,
@@ -342,19 +322,12 @@ def search_many(
     concurrency: int = DEFAULT_CONCURRENCY,
     ordered: bool = False,
 ) -> Batch[str, list[SearchResult]]:
-    """Search every query; yield a :class:`BatchItem` per query as its search completes.
-
-    ``item.result`` is the ``list[SearchResult]``; ``item.error`` the
-    :class:`MagisteriumError` (after the client's retries), or the ``ValueError`` /
-    ``TypeError`` of a query that cannot be sent. One failing query never stops the others;
-    any other exception ends the batch and is raised by the iterator.
-
-    ``queries`` may be any iterable or async iterable, read lazily: at most ``concurrency``
-    searches are in flight (``ordered=True``: yield in input order, holding at most
-    ``2 * concurrency`` items). Use ``async with client.search_many(q) as items:`` (or
-    :meth:`Batch.aclose`) to stop the work deterministically when leaving early.
-    """
-    return _batch(queries, client.search, name="queries", concurrency=concurrency, ordered=ordered)
+    """Search every query (any iterable or async iterable, read lazily); a
+    :class:`BatchItem` per query as it completes (``ordered``: in input order).
+    ``item.error`` is the :class:`MagisteriumError` after the client's retries, or the
+    ``ValueError``/``TypeError`` of a query that cannot be sent: one failure never stops
+    the others; any other exception ends the batch and is raised by the iterator."""
+    return _batch(queries, client.search, "queries", concurrency, ordered)
 
 
 def fetch_many(
@@ -364,9 +337,6 @@ def fetch_many(
     concurrency: int = DEFAULT_CONCURRENCY,
     ordered: bool = False,
 ) -> Batch[str, Document | None]:
-    """Fetch every document id; yield a :class:`BatchItem` per id as its fetch completes.
-
-    ``item.result`` is the :class:`Document`, or ``None`` when the service does not know
-    the id. Errors, laziness, ``concurrency`` and ``ordered`` work as in :func:`search_many`.
-    """
-    return _batch(ids, client.fetch, name="ids", concurrency=concurrency, ordered=ordered)
+    """Fetch every document id, as :func:`search_many` searches: ``item.result`` is the
+    :class:`Document`, or ``None`` when the service does not know the id."""
+    return _batch(ids, client.fetch, "ids", concurrency, ordered)

@@ -33,8 +33,6 @@ from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._lock import HarvestLock
 from magisterium_async._models import Document
 
-__all__ = ["JsonlWriter", "OutputMark", "quoted", "why_not_written"]
-
 _ENCODER = msgspec.json.Encoder()
 _CHUNK = 1024 * 1024
 _HEAD = 4096  # of each line: where its "id" is
@@ -136,19 +134,10 @@ def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
 
 
 def _gone(path: str, mark: OutputMark) -> OutputFileError:
-    """The refusal of a missing ``path`` that ``mark`` says the harvest wrote to, or, when
-    it names another file, of a harvest that never wrote ``path``."""
-    if mark.path and os.path.abspath(path) != mark.path:
-        return OutputFileError(
-            f"this harvest wrote its output to {mark.path} ({mark.offset:,} bytes of records), "
-            f"not to {path}, which does not exist: give that file to continue the harvest "
-            "(a copy of it put here will do)",
-            path=path,
-        )
     return OutputFileError(
-        f"{path} is gone: the harvest had written {mark.offset:,} bytes of records there, "
-        "and would not write them again. Put the file back to continue, or start the "
-        "harvest anew into another file",
+        f"{path} does not exist, but the harvest wrote {mark.offset:,} bytes of records to "
+        f"{mark.path or path} and would not write them again: put that file here (a copy "
+        "will do) to continue, or start the harvest anew into another file",
         path=path,
     )
 
@@ -162,14 +151,6 @@ def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
         return False
     found = _id_of(partial)
     return found is None or found in pending  # None: cut within the id
-
-
-def _write(file: FileIO, data: bytes, sync: bool) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[file.write(view) :]
-    if sync:  # a regular file; /dev/null or a pipe cannot be synced (EINVAL)
-        os.fsync(file.fileno())
 
 
 class JsonlWriter:
@@ -238,11 +219,9 @@ class JsonlWriter:
         self.cut: tuple[int, int] | None = None
         """The bytes ``(start, end)`` of an incomplete last line :meth:`open` cut, if any."""
         self.recovered: list[str] = []
-        """The ids of the whole records :meth:`open` found after ``mark`` (written, not
-        acknowledged: a crash in between), in the order of the file."""
+        """The ids of the records :meth:`open` found after ``mark``, in the file's order."""
         self.changed: str | None = None
-        """Set by :meth:`aclose` when the file was changed under the writer (cut, added
-        to, removed or replaced while it was open): what differs. ``None``: as written."""
+        """What :meth:`aclose` found changed under the writer (cut, added to, replaced)."""
 
     async def __aenter__(self) -> JsonlWriter:
         await self.open()
@@ -452,7 +431,11 @@ class JsonlWriter:
     def _append(self, file: FileIO, data: bytes) -> None:
         mark = self._mark
         try:
-            _write(file, data, mark is not None)
+            view = memoryview(data)
+            while view:
+                view = view[file.write(view) :]
+            if mark is not None:  # a regular file; /dev/null or a pipe cannot be synced
+                os.fsync(file.fileno())
         except OSError as exc:
             if mark is not None:  # nothing half-made: the batch's part written is cut off
                 try:

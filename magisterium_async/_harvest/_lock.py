@@ -23,8 +23,6 @@ import filelock
 
 from magisterium_async._errors import MagisteriumError
 
-__all__ = ["HarvestLock"]
-
 _ATTEMPTS = 5  # lock files found removed under us before giving up, in a row
 # How long a refusal reads the holder's .info again while it names nobody, or a process
 # this host no longer runs: the holder writes it just after taking the lock, over the one a

@@ -42,19 +42,7 @@ import msgspec
 
 from magisterium_async._errors import StateError
 from magisterium_async._harvest._jsonl import OutputMark, why_not_written
-from magisterium_async._harvest._results import HarvestedDocument
 from magisterium_async._models import Document
-
-__all__ = [
-    "APPLICATION_ID",
-    "SCHEMA_VERSION",
-    "Fetched",
-    "HarvestState",
-    "QueryClaim",
-    "Searched",
-    "StateSummary",
-    "check_is_state",
-]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -84,6 +72,21 @@ SCHEMA = (
     " query INTEGER NOT NULL,"
     " PRIMARY KEY (document, query)) WITHOUT ROWID",
 )
+
+
+class HarvestedDocument(Document, frozen=True, kw_only=True):
+    """A :class:`Document` as a harvest yields it, with the queries that found it.
+
+    ``queries`` holds every query whose answer, recorded before the document was handed
+    over, contained it (in the order the queries were first read, over every run of a
+    resumed harvest). A query answered *after* the document was handed over is not in it;
+    :meth:`Harvest.found_by` reads them all from the state. Encoded (``msgspec``,
+    :class:`JsonlWriter`, the command line) it is the document's fields plus ``"queries"``.
+    """
+
+    queries: tuple[str, ...] = ()
+
+
 _MAGIC = b"SQLite format 3\x00"
 _DOCUMENT = msgspec.json.Decoder(HarvestedDocument)
 _MARK = msgspec.json.Decoder(OutputMark)

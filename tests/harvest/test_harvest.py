@@ -527,7 +527,7 @@ async def test_jsonl_writer_alters_no_file_it_cannot_tell_it_wrote(tmp_path: Pat
         await JsonlWriter(ours, mark=out.mark).open()
     assert notes.read_bytes() == text and ours.read_bytes() == b""
     ours.unlink()  # gone, with what the harvest had written: not made anew silently
-    with pytest.raises(OutputFileError, match="is gone: the harvest had written"):
+    with pytest.raises(OutputFileError, match="does not exist, but the harvest wrote"):
         await JsonlWriter(ours, mark=out.mark).open()
     assert not ours.exists()
 
