@@ -165,35 +165,28 @@ class _Handoff:
             await self._taken.wait()
 
 
+@dataclass(eq=False)
 class HarvestRun:
     """One harvest run: its stages, counters and failures, what it received and has not
     committed yet, and its hold on the state. Knows nothing of the consumer."""
 
-    def __init__(
-        self,
-        client: HarvestClient,
-        queries: Iterable[str] | AsyncIterable[str],
-        path: str | os.PathLike[str] | None,
-        on_error: OnError,
-        concurrency: int,
-        clock: Clock,
-        fatal: tuple[type[Exception], ...],
-    ) -> None:
-        self.client = client
-        self.queries = queries
-        self.path = path
-        self.on_error = on_error
-        self.concurrency = concurrency
-        self.clock = clock
-        self.fatal = fatal
-        self.stats = HarvestStats()
-        self.failures: list[HarvestFailure] = []
-        self.guard = Guard()
-        self.state: HarvestState | None = None
-        self.closed = False
-        """Whether :meth:`close` ran: nothing received after it is committed."""
-        self._lock = None if path is None else HarvestLock(path, "state", StateError)
-        self._rate_limited_before = _rate_limited(client.stats)
+    client: HarvestClient
+    queries: Iterable[str] | AsyncIterable[str]
+    path: str | os.PathLike[str] | None
+    on_error: OnError
+    concurrency: int
+    clock: Clock
+    fatal: tuple[type[Exception], ...]
+    stats: HarvestStats = field(default_factory=HarvestStats)
+    failures: list[HarvestFailure] = field(default_factory=list)
+    guard: Guard = field(default_factory=Guard)
+    state: HarvestState | None = None
+    closed: bool = False
+    """Whether :meth:`close` ran: nothing received after it is committed."""
+
+    def __post_init__(self) -> None:
+        self._lock = None if self.path is None else HarvestLock(self.path, "state", StateError)
+        self._rate_limited_before = _rate_limited(self.client.stats)
         self._answers: list[Searched | Fetched] = []  # received, not committed yet
         self._delivered: list[str] = []
         self._output: OutputMark | None = None

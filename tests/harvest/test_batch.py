@@ -18,7 +18,7 @@ from magisterium_async import (
     SearchResult,
     TaskFailedError,
 )
-from magisterium_async._harvest._batch import BatchItem, fetch_many, search_many
+from magisterium_async._harvest import BatchItem, fetch_many, search_many
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 
 
