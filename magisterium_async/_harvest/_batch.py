@@ -128,14 +128,9 @@ def check_source(name: str, source: object) -> None:
 
 
 def check_concurrency(value: object) -> int:
-    """``value`` if it is an int from 1 to :data:`MAX_CONCURRENCY`; else ``TypeError`` or
-    ``ValueError`` naming ``concurrency``."""
-    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_CONCURRENCY:
-        raise ValueError(
-            f"concurrency must be from 1 to {MAX_CONCURRENCY}, got {value}: the client's "
-            "quota and max_concurrency bound the calls in flight far below that anyway"
-        )
-    return whole_number("concurrency", value)
+    """``value`` if it is an int from 1 to :data:`MAX_CONCURRENCY`, else a ``TypeError``
+    or ``ValueError`` naming ``concurrency``."""
+    return whole_number("concurrency", value, maximum=MAX_CONCURRENCY)
 
 
 Produce = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]

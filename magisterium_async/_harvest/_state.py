@@ -242,7 +242,14 @@ def _make(path: str) -> None:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         finally:
             db.close()  # the last connection: its -wal and -shm go with it
-        os.link(building, path)
+        try:
+            os.link(building, path)  # never over a file made there meanwhile
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links (FAT): renamed there instead
+            if os.path.lexists(path):
+                raise
+            os.rename(building, path)
     except (OSError, sqlite3.Error) as exc:
         raise StateError(
             f"cannot make the harvest state {path}: {_why(exc)}; nothing was made there",

@@ -747,5 +747,5 @@ async def test_the_tasks_alive_follow_the_work_not_the_concurrency_asked(concurr
 
 @pytest.mark.parametrize("value", [0, 1001, 99_999_999_999])
 def test_a_concurrency_out_of_range_is_refused_naming_it(value: int) -> None:
-    with pytest.raises(ValueError, match=rf"^concurrency must be from 1 to 1000, got {value}"):
+    with pytest.raises(ValueError, match=rf"^concurrency must be [<>]= 1(000)?, got {value}"):
         harvest(FakeClient(), ["a"], concurrency=value)
