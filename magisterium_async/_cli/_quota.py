@@ -6,37 +6,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Command, Invocation
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._options import add_redis_option
+from magisterium_async._cli._output import duration
+from magisterium_async._config import redis_url
 
 if TYPE_CHECKING:
-    from magisterium_async._ratelimit import PoolQuota, Quota
+    from magisterium_async._ratelimit import PoolQuota
 
-__all__ = ["COMMAND", "pool_record", "seconds"]
+__all__ = ["COMMAND"]
 
 _WHAT = {"default": "every skill but ask", "expensive": "ask"}
-
-
-def seconds(value: float) -> str:
-    """A wait in words: ``now``, ``in 12.5 s``, ``in 2 min 5 s``."""
-    if value <= 0:
-        return "now"
-    if value < 60:
-        return f"in {value:.1f} s"
-    minutes, rest = divmod(round(value), 60)
-    return f"in {minutes} min {rest} s"
-
-
-def pool_record(pool: PoolQuota) -> dict[str, Any]:
-    """One pool as JSON (``null`` for what an unlimited pool does not have)."""
-    record = dataclasses.asdict(pool)
-    for name in ("limit", "configured"):
-        if math.isinf(record[name]):
-            record[name] = None
-    return record
 
 
 def _line(pool: PoolQuota) -> str:
@@ -46,59 +30,48 @@ def _line(pool: PoolQuota) -> str:
     # A limit of 1 or more per period counts whole starts (2.9 allows 2): only below that
     # did the service's refusals lower it. Below 1 per period (one start per longer
     # window) it cannot be lowered at all, and its limit is only the float it was.
-    lowered = (
-        f" (lowered from {pool.configured:g} after the service refused)"
-        if pool.configured >= 1 and pool.limit < math.floor(pool.configured)
-        else ""
-    )
+    lowered = pool.configured >= 1 and pool.limit < math.floor(pool.configured)
+    next_in = pool.next_start_in
     text = (
-        f"{head} {pool.used} of {pool.limit:g} per {pool.period:g} s used{lowered}, "
-        f"{pool.left} left; next request {seconds(pool.next_start_in)}"
+        f"{head} {pool.used} of {pool.limit:g} per {pool.period:g} s used"
+        + (f" (lowered from {pool.configured:g} after the service refused)" if lowered else "")
+        + f", {pool.left} left; next request {f'in {duration(next_in)}' if next_in > 0 else 'now'}"
     )
     if pool.paused_for > 0:
-        text += f" (paused after a 429 for {pool.paused_for:.1f} s more)"
+        text += f" (paused after a 429 for {duration(pool.paused_for)} more)"
     return text
 
 
-def _source(quota: Quota, shared: bool) -> str:
-    if all(pool.unlimited for pool in quota.pools):
-        return "no quota to count: both pools are unlimited"
-    if quota.shared:
-        return "from the shared quota in Redis: every process's requests on this token"
-    if shared:
-        return (
-            "Redis did not answer: this process's view only, which has sent nothing, so "
-            "other processes' requests are not counted"
-        )
-    return (
-        "this process's view only (a new process has sent nothing): give --redis URL or "
-        "$MAGISTERIUM_REDIS_URL to count every process's requests on the token"
-    )
-
-
 async def _run(invocation: Invocation) -> int:
-    from magisterium_async._cli._client import open_client
-    from magisterium_async._config import redis_url
-
-    options = invocation.options
     url = redis_url(invocation.args.redis)
-    if url is not None:
-        options = dataclasses.replace(options, redis=url)
+    options = dataclasses.replace(invocation.options, redis=url)
     # Without a shared quota there is nothing to read but this process's own view: no
     # token is needed for it (with one, the token names whose quota it is).
     async with open_client(options, sends=url is not None) as client:
         quota = await client.quota()
-    record = {
-        "shared": quota.shared,
-        "pools": {pool.pool: pool_record(pool) for pool in quota.pools},
-    }
+    pools = {}
+    for pool in quota.pools:  # JSON has no infinity: null for what an unlimited pool lacks
+        record = dataclasses.asdict(pool)
+        pools[pool.pool] = {k: None if v == math.inf else v for k, v in record.items()}
+    if all(pool.unlimited for pool in quota.pools):
+        source = "no quota to count: both pools are unlimited"
+    elif quota.shared:
+        source = "from the shared quota in Redis: every process's requests on this token"
+    elif url is not None:
+        source = (
+            "Redis did not answer: this process's view only, which has sent nothing, so "
+            "other processes' requests are not counted"
+        )
+    else:
+        source = (
+            "this process's view only (a new process has sent nothing): give --redis URL or "
+            "$MAGISTERIUM_REDIS_URL to count every process's requests on the token"
+        )
 
     def show() -> None:
-        for pool in quota.pools:
-            print(_line(pool))
-        print(f"({_source(quota, url is not None)})")
+        print("\n".join([*map(_line, quota.pools), f"({source})"]))
 
-    invocation.output.result(record, show)
+    invocation.output.result({"shared": quota.shared, "pools": pools}, show)
     return ExitCode.OK
 
 
