@@ -20,8 +20,7 @@ import anyio.to_thread
 from magisterium_async._cli._client import emulator_quota
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import plural, quoted
-from magisterium_async._cli._quota import seconds
+from magisterium_async._cli._output import duration, plural, quoted
 from magisterium_async._cli.harvest._plan import Plan, plan
 from magisterium_async._config import RateLimits, quota_from_env
 from magisterium_async._errors import StateError
@@ -113,7 +112,7 @@ def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
     took = record["searches_take"]
     if queries:
         lines.append(
-            f"The searches alone take {seconds(took).removeprefix('in ')} at this quota (a "
+            f"The searches alone take {duration(took)} at this quota (a "
             "window's at once, then the next window's)."
             if took
             else "The searches can all go at once at this quota."
