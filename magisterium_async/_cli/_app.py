@@ -16,7 +16,6 @@ import io
 import json
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -38,16 +37,13 @@ from magisterium_async._telemetry import log_to_stderr
 
 __all__ = ["main"]
 
-_STOPPING = (signal.SIGINT, signal.SIGTERM)
 
-
-def _error(message: str, output: Output | None = None, code: int = ExitCode.ERROR) -> None:
+def _error(message: str, output: Output, code: int) -> None:
     """The error on stderr: one line for people, or under ``--json`` one JSON object."""
-    if output is not None and output.json:
-        record = {"error": message, "exit_code": int(code)}
-        print(json.dumps(record), file=sys.stderr, flush=True)
+    if output.json:
+        print(json.dumps({"error": message, "exit_code": int(code)}), file=sys.stderr, flush=True)
     else:
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
 
 
 async def _run(command: Command, invocation: Invocation) -> int:
@@ -62,7 +58,7 @@ async def _run(command: Command, invocation: Invocation) -> int:
         task.cancel()  # a second signal cancels the cleanup too, but not shielded writes
 
     installed = []
-    for signum in _STOPPING:
+    for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # Windows
             loop.add_signal_handler(signum, stop, signum)
             installed.append(signum)
@@ -77,58 +73,23 @@ async def _run(command: Command, invocation: Invocation) -> int:
             loop.remove_signal_handler(signum)
 
 
-def _wants_json(argv: Sequence[str]) -> bool:
-    """Whether ``--json`` (or a prefix argparse takes for it) stands among the options of
-    ``argv``, wherever: what a usage error, found before the options are known, goes by."""
-    for word in argv:
-        if word == "--":
-            return False
-        if word.startswith("--j") and "--json".startswith(word):
-            return True
-    return False
-
-
-def _usage_error(error: UsageError, argv: Sequence[str]) -> int:
-    if _wants_json(argv):
-        _error(error.message, Output(json=True), ExitCode.USAGE)
-    else:  # as argparse prints it: the command's usage, then the line
-        error.parser.print_usage(sys.stderr)
-        print(f"{error.parser.prog}: error: {error.message}", file=sys.stderr)
-    return ExitCode.USAGE
-
-
-# A word argparse takes for an option though no option of ours starts with a digit: it
-# lets ``-5`` and ``-0.5`` through as values, and only those.
-_NOT_A_PLAIN_NUMBER = re.compile(r"-[0-9](?![0-9]*$|[0-9]*\.[0-9]+$)")
-
-
-def _taking_values(parser: argparse.ArgumentParser) -> set[str]:
-    """The option strings of ``parser`` and its commands' parsers that take a value."""
-    found: set[str] = set()
-    for action in parser._actions:  # argparse keeps them here; no public way to list them
-        if action.option_strings and action.nargs != 0:
-            found.update(action.option_strings)
-        if isinstance(action, argparse._SubParsersAction):
-            for command in action.choices.values():
-                found |= _taking_values(command)
-    return found
-
-
-def _negative_values_joined(argv: list[str], options: set[str]) -> list[str]:
-    """``--quota -1/2`` as ``--quota=-1/2`` for each of ``options`` (those that take a
-    value): argparse takes a value starting with ``-`` for an option unless it is a plain
-    number, and says "expected one argument" instead of what is wrong with the value. A
-    word with a space (``ask "-3 reasons for hope?"``) is a question, never joined."""
+def _values_joined(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--quota -1/2`` as ``--quota=-1/2``: the word after an option that takes a value
+    is its value, as getopt has it. argparse takes a word starting with ``-`` for an
+    option unless it is a plain number, and says "expected one argument" instead of
+    what is wrong with the value."""
+    taking: set[str] = set()
+    parsers = [parser]
+    for each in parsers:  # argparse keeps them here; no public way to list them
+        for action in each._actions:
+            if action.option_strings and action.nargs != 0:
+                taking.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
     joined: list[str] = []
     for word in argv:
-        previous = joined[-1] if joined else ""
-        if (
-            previous in options
-            and "--" not in joined
-            and _NOT_A_PLAIN_NUMBER.match(word)
-            and not any(c.isspace() for c in word)
-        ):
-            joined[-1] = f"{previous}={word}"
+        if joined and joined[-1] in taking and word.startswith("-") and "--" not in joined:
+            joined[-1] += f"={word}"
         else:
             joined.append(word)
     return joined
@@ -151,12 +112,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:
         sys.stdout = io.TextIOWrapper(_ClosedStdout(), write_through=True)
     parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    argv = _negative_values_joined(argv, _taking_values(parser))
+    words = _values_joined(sys.argv[1:] if argv is None else list(argv), parser)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except UsageError as error:
-        return _usage_error(error, argv)
+        # --json, or a prefix argparse takes for it, among the options: a JSON object.
+        options = words[: words.index("--")] if "--" in words else words
+        if any(w.startswith("--j") and "--json".startswith(w) for w in options):
+            _error(error.message, Output(json=True), ExitCode.USAGE)
+        else:  # as argparse prints it: the command's usage, then the line
+            error.parser.print_usage(sys.stderr)
+            print(f"{error.parser.prog}: error: {error.message}", file=sys.stderr)
+        return ExitCode.USAGE
+    except SystemExit as done:  # --help, --version: printed
+        return int(done.code or 0)
     if args.verbose:
         log_to_stderr(logging.INFO if args.verbose == 1 else logging.DEBUG)
     invocation = Invocation(args, output(args))
@@ -167,18 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             _error(str(stopped), invocation.output, stopped.code)
         return stopped.code
     except KeyboardInterrupt:  # before the handlers are in place, or where there are none
-        _error("interrupted", invocation.output, ExitCode.INTERRUPTED)
+        _error("interrupted (Ctrl-C)", invocation.output, ExitCode.INTERRUPTED)
         return ExitCode.INTERRUPTED
-    except (CliError, MagisteriumError, ValueError) as exc:
-        code = exit_code_for(exc)
-        _error(describe(exc), invocation.output, code)
-        return code
     except BrokenPipeError:
         # The reader went away (``| head``): exit quietly, without a second error at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK
-    except OSError as exc:  # stdout that cannot be written: as harvest's --out, exit 2
+    except (CliError, MagisteriumError, ValueError, OSError) as exc:
         code = exit_code_for(exc)
         _error(describe(exc), invocation.output, code)
         return code

@@ -44,6 +44,8 @@ environment:
   MAGISTERIUM_CACHE     where answers are kept: memory, a file or a Redis URL
                         (or --cache)
   MAGISTERIUM_LOG       the library's log on stderr: info or debug
+  A value that cannot be right is an error naming its variable (exit 2), as a
+  flag's is; MAGISTERIUM_LOG's is a warning.
 
 examples:
   {PROG} login

@@ -9,25 +9,15 @@ from typing import TYPE_CHECKING
 
 from magisterium_async._cli._command import Command, Group, Invocation, Run, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._options import positive
+from magisterium_async._cli._options import number
 from magisterium_async._cli._output import show_task
-from magisterium_async._errors import (
-    InvalidParamsError,
-    MagisteriumError,
-    TaskNotCancelableError,
-)
-from magisterium_async._models import TaskPage, TaskState
+from magisterium_async._errors import InvalidParamsError, TaskNotCancelableError
+from magisterium_async._models import TaskPage
 
 if TYPE_CHECKING:  # the client loads when a command runs, not for --help
     from magisterium_async._client import AsyncMagisterium
 
 __all__ = ["COMMANDS"]
-
-NO_TASKS_OFFLINE = (
-    "--emulator starts a fresh emulator for this one command, which knows no task yet: "
-    "run `magisterium-async emulator` in another terminal, then point this command at it "
-    "with the MAGISTERIUM_BASE_URL and MAGISTERIUM_TOKEN it prints"
-)
 
 
 def _on_a_server(run: Callable[[Invocation, AsyncMagisterium], Awaitable[int]], label: str) -> Run:
@@ -36,7 +26,12 @@ def _on_a_server(run: Callable[[Invocation, AsyncMagisterium], Awaitable[int]], 
 
     async def checked(invocation: Invocation) -> int:
         if invocation.options.emulator:
-            raise CliError(NO_TASKS_OFFLINE, ExitCode.USAGE)
+            raise CliError(
+                "--emulator starts a fresh emulator for this one command, which knows no task "
+                "yet: run `magisterium-async emulator` in another terminal, then point this "
+                "command at it with the MAGISTERIUM_BASE_URL and MAGISTERIUM_TOKEN it prints",
+                ExitCode.USAGE,
+            )
         return await connected(invocation)
 
     return checked
@@ -57,31 +52,22 @@ async def _cancel(invocation: Invocation, client: AsyncMagisterium) -> int:
     try:
         task = await client.cancel_task(task_id)
     except (InvalidParamsError, TaskNotCancelableError) as exc:
-        # The service refuses to cancel a finished task ("Invalid state transition"): say
-        # which state it is in, as the user asked about that task.
-        try:
-            state = (await client.get_task(task_id)).state
-        except MagisteriumError:
-            raise exc from None
-        if state not in _FINISHED:
-            raise
+        # The service refuses to cancel a task that has ended ("Invalid state
+        # transition"); every task has ended by the time its answer comes.
+        state = exc.data.get("state") if isinstance(exc.data, dict) else None
+        said = " ".join(str(exc).split())
         raise CliError(
-            f"task {task_id} is already {state}: only a task still running can be cancelled "
-            f"(the service answered: {' '.join(str(exc).split())})"
+            f"task {task_id} {f'is already {state}' if state else 'was not cancelled'}: only a "
+            f"task still running can be cancelled (the service answered: {said})"
         ) from None
     invocation.output.result(task, lambda: show_task(task))
     return ExitCode.OK
 
 
-_FINISHED = frozenset(
-    {TaskState.COMPLETED, TaskState.CANCELED, TaskState.FAILED, TaskState.REJECTED}
-)
-
-
 def _list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", metavar="ID", help="only the tasks of this context")
     parser.add_argument("--state", help="only the tasks in this state (completed, failed, ...)")
-    parser.add_argument("--page-size", type=positive(int), metavar="N", help="tasks per page")
+    parser.add_argument("--page-size", type=number(int, 1), metavar="N", help="tasks per page")
     parser.add_argument("--page-token", metavar="TOKEN", help="the page after this token's")
     parser.add_argument("--artifacts", action="store_true", help="include the tasks' artifacts")
 
