@@ -11,15 +11,13 @@ from magisterium_async._cli._errors import ExitCode
 from magisterium_async._models import AgentCard
 
 if TYPE_CHECKING:  # the client loads when a command runs, not for --help
-    from magisterium_async._http._dialect import Dialect
-
-if TYPE_CHECKING:  # the client loads when a command runs, not for --help
     from magisterium_async._client import AsyncMagisterium
+    from magisterium_async._http._dialect import Dialect
 
 __all__ = ["COMMAND"]
 
 
-def speaks(card: AgentCard, dialect: Dialect) -> str:
+def _speaks(card: AgentCard, dialect: Dialect) -> str:
     """The dialect in words: ``A2A 1.0 (SendMessage, GetTask, ...)`` or today's."""
     if dialect.version == "1.0":
         return "A2A 1.0 JSON-RPC (SendMessage, GetTask, CancelTask, ListTasks)"
@@ -28,8 +26,9 @@ def speaks(card: AgentCard, dialect: Dialect) -> str:
 
 
 async def _card(invocation: Invocation, client: AsyncMagisterium) -> int:
-    card = await client.agent_card()
     from magisterium_async._http._dialect import offered
+
+    card = await client.agent_card()
 
     dialect = offered(card, client.base_url)
     endpoint = dialect.url or client.base_url
@@ -43,7 +42,7 @@ async def _card(invocation: Invocation, client: AsyncMagisterium) -> int:
     def show() -> None:
         print(f"{card.name}" + (f" (version {card.version})" if card.version else ""))
         print(f"  card:     {client.agent_card_url}")
-        print(f"  speaks:   {speaks(card, dialect)}")
+        print(f"  speaks:   {_speaks(card, dialect)}")
         print(f"  endpoint: {endpoint}")
         print(f"  skills:   {', '.join(skill.id for skill in card.skills) or '(none listed)'}")
 

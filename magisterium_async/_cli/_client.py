@@ -1,50 +1,42 @@
-"""How a command gets its client: the token, the base URL, the quota, or the emulator."""
+"""How a command gets its client: the token, the base URL, the quota, or the emulator.
+
+The library reads what it reads by itself (``$MAGISTERIUM_TOKEN``, the stored sign-in,
+``$MAGISTERIUM_BASE_URL``, ``$MAGISTERIUM_QUOTA``, ``$MAGISTERIUM_CACHE``) and names the
+variable when a value cannot be right; the command line adds only what it alone knows:
+the token file, and the emulator of ``--emulator``.
+"""
 
 from __future__ import annotations
 
-import os
-import shlex
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from magisterium_async._auth._credentials import credentials_location
 from magisterium_async._cli._errors import CliError, ExitCode, cli_words
 from magisterium_async._cli._local_emulator import local_emulator
-from magisterium_async._config import (
-    CREDENTIALS_ENV,
-    DEFAULT_TIMEOUTS,
-    TOKEN_ENV,
-    RateLimits,
-    Timeouts,
-    token_from_env,
-)
+from magisterium_async._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
+from magisterium_async._errors import MagisteriumError
+from magisterium_async._files import aread_text
 
 if TYPE_CHECKING:  # the client, and the network stack with it, load when a command runs
     from magisterium_async._client import AsyncMagisterium
     from magisterium_async._events import PoolEvent
     from magisterium_async._http._dialect import ProtocolVersion
-    from magisterium_async.testing.emulator._config import Protocol as EmulatorProtocol
 
-__all__ = ["ClientOptions", "check_options", "emulator_quota", "open_client", "read_token"]
+__all__ = ["ClientOptions", "OnEvent", "emulator_quota", "open_client"]
 
-MAX_TOKEN_FILE = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
-NO_TOKEN = (
-    f"no API token: sign in with `magisterium-async login`, or set {TOKEN_ENV} "
-    f"(export {TOKEN_ENV}=<your token>) or pass --token-file PATH; add --emulator to "
-    "try everything offline"
-)
+OnEvent = Callable[["PoolEvent"], None]
+MAX_TOKEN = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
 
 
 @dataclass(frozen=True)
 class ClientOptions:
-    """The client's settings, as the common options gave them."""
+    """The client's settings, as the connection options gave them."""
 
     token_file: str | None = None
     credentials: str | None = None
-    """The sign-in file of ``login`` (``--credentials``)."""
+    """The sign-in of ``login`` (``--credentials``): a file or a Redis URL."""
     base_url: str | None = None
     proxy: str | None = None
     """``--proxy``; without it the environment's proxies, except for ``--emulator``."""
@@ -59,69 +51,7 @@ class ClientOptions:
     emulator_limits: bool = False
     synthetic: int | None = None
     redis: str | None = None
-    """Share the client's quota through this Redis (``harvest --redis``)."""
-
-
-def read_token(token_file: str | None, credentials: str | None = None) -> str | None:
-    """The token from ``token_file``, else ``$MAGISTERIUM_TOKEN``; ``None`` when the stored
-    sign-in is to be used; :class:`CliError` if there is none of the three (the order of
-    :mod:`.._config`)."""
-    if token_file is None:
-        token = token_from_env()
-        if token:
-            return token
-        location = credentials_location(credentials)  # a Redis store: read at the first call
-        if isinstance(location, Path) and not location.exists():
-            if credentials is None and not os.environ.get(CREDENTIALS_ENV):
-                raise CliError(NO_TOKEN, ExitCode.AUTH)
-            named = "--credentials" if credentials is not None else f"${CREDENTIALS_ENV}"
-            raise CliError(
-                f"no API token: no credentials file at {location} ({named}); sign in with "
-                f"`magisterium-async login --credentials {shlex.quote(str(location))}`, or "
-                f"set {TOKEN_ENV} or pass --token-file PATH",
-                ExitCode.AUTH,
-            )
-        return None
-    try:
-        with open(token_file, "rb") as file:
-            # A cap, not the whole file: ``--token-file /dev/zero`` must not fill memory.
-            data = file.read(MAX_TOKEN_FILE + 1)
-    except OSError as exc:
-        raise CliError(
-            f"cannot read the token file {token_file}: {exc.strerror or exc}", ExitCode.AUTH
-        ) from None
-    if len(data) > MAX_TOKEN_FILE:
-        raise CliError(
-            f"the token file {token_file} holds more than {MAX_TOKEN_FILE // 1024} KiB: a "
-            "token is a few hundred bytes; give --token-file the file that holds only it",
-            ExitCode.AUTH,
-        )
-    try:
-        token = data.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise CliError(
-            f"the token file {token_file} is not UTF-8 text: give --token-file the file "
-            "that holds only the token",
-            ExitCode.AUTH,
-        ) from None
-    if not token:
-        raise CliError(f"the token file {token_file} is empty", ExitCode.AUTH)
-    if any(c in token for c in "\r\n"):
-        raise CliError(
-            f"the token file {token_file} must hold the token on one line", ExitCode.AUTH
-        )
-    return token
-
-
-def check_options(options: ClientOptions) -> None:
-    """:class:`CliError` for options that contradict each other (``--emulator`` ones)."""
-    if not options.emulator:
-        if options.synthetic is not None or options.emulator_limits:
-            raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
-    elif options.base_url is not None or options.token_file is not None:
-        raise CliError(
-            "--emulator runs its own server: drop --base-url and --token-file", ExitCode.USAGE
-        )
+    """Share the client's quota through this Redis (``--redis`` of harvest and quota)."""
 
 
 def emulator_quota(options: ClientOptions) -> RateLimits:
@@ -131,10 +61,30 @@ def emulator_quota(options: ClientOptions) -> RateLimits:
     )
 
 
-OnEvent = Callable[["PoolEvent"], None]
+async def _read_token(path: str) -> str:
+    """The token in the file at ``path``, read as every file a user names is (a FIFO
+    such as ``<(pass show x)`` too, a byte-order mark and CRLF line ends dropped)."""
+    try:
+        token = (await aread_text(path, what="the token file")).strip()
+    except MagisteriumError as exc:
+        raise CliError(str(exc), ExitCode.AUTH) from None
+    if len(token) > MAX_TOKEN:
+        problem = f"holds more than {MAX_TOKEN // 1024} KiB: a token is a few hundred bytes"
+    elif not token:
+        problem = "is empty"
+    elif "\n" in token:
+        problem = f"holds {token.count(chr(10)) + 1} lines: a token is one"
+    elif not (token.isascii() and token.isprintable()):
+        problem = "holds a character no token has (a control character, or one not ASCII)"
+    else:
+        return token
+    raise CliError(
+        f"the token file {path} {problem}; give --token-file the file that holds only the token",
+        ExitCode.AUTH,
+    )
 
 
-def _no_token_needed() -> str:
+def _sends_nothing() -> str:
     """The token of a client that sends nothing (``quota`` without a shared quota)."""
     raise CliError("this command sends nothing to the service: it needs no token")
 
@@ -150,18 +100,14 @@ def _client(
     from magisterium_async._events import unheard
     from magisterium_async._ratelimit import SharedQuota
 
-    timeout = DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout)
-    shared = None
-    if options.redis is not None:
-        shared = SharedQuota(options.redis)
     try:
         return AsyncMagisterium(
             token,
             base_url=base_url,
             rate_limits=quota,
-            timeout=timeout,
+            timeout=DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout),
             max_retries=options.max_retries,
-            shared_quota=shared,
+            shared_quota=None if options.redis is None else SharedQuota(options.redis),
             cache=options.cache,
             credentials=options.credentials if token is None else None,
             proxy=options.proxy,
@@ -177,23 +123,15 @@ def _client(
         raise CliError(cli_words(str(exc)), ExitCode.USAGE) from None
 
 
-def _emulator_protocol(protocol: ProtocolVersion) -> EmulatorProtocol:
-    """The dialect ``--emulator`` serves for ``--protocol``: the one asked for, else the
-    service's own (0.2.6)."""
-    return "0.2.6" if protocol == "auto" else protocol
-
-
 async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Exception) -> CliError:
     """The refusal of a call in the dialect ``--protocol`` named, which the server did not
     understand: what its agent card offers (read once, unmetered), and how to go on."""
-    from magisterium_async._errors import MagisteriumError
     from magisterium_async._http._dialect import offered
 
     try:
         card = await client.agent_card()
     except MagisteriumError as exc:
-        offers = f"its agent card could not be read either ({exc})"
-        way = "check --base-url, or drop --protocol"
+        offers, way = f"its agent card could not be read either ({exc})", "check --base-url"
     else:
         version = offered(card, client.base_url).version
         said = f", protocolVersion {card.protocol_version}" if card.protocol_version else ""
@@ -212,35 +150,41 @@ async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Except
 async def open_client(
     options: ClientOptions, on_event: OnEvent | None = None, *, sends: bool = True
 ) -> AsyncIterator[AsyncMagisterium]:
-    """A client for the command, closed on leaving; with ``emulator``, an emulator too;
-    ``on_event`` hears its scheduler's events. ``sends=False``: a client that sends
-    nothing (``quota`` without a shared quota), so no token is read or needed.
+    """A client for the command, closed on leaving.
 
-    The real service gets ``options.quota``, else ``$MAGISTERIUM_QUOTA``, else the Pro
-    plan's (the client's own fallbacks). The in-process emulator lifts
-    its limits and the client's, unless ``emulator_limits`` asks for the Pro plan on both.
+    Arguments:
+        options: the connection options; with ``emulator``, an in-process emulator is
+            started for the client (its limits and the client's lifted, unless
+            ``emulator_limits``), else the token is ``token_file``'s, else the library's.
+        on_event: hears the client's events (the status line).
+        sends: ``False`` for a client that sends nothing (``quota`` without a shared
+            quota): no token is read or needed.
     """
     from magisterium_async._errors import MethodNotFoundError, VersionNotSupportedError
 
-    check_options(options)
-    if not options.emulator:
-        token = read_token(options.token_file, options.credentials) if sends else _no_token_needed
-        async with _client(options, token, options.base_url, options.quota, on_event) as client:
-            try:
-                yield client
-            except (MethodNotFoundError, VersionNotSupportedError) as exc:
-                if options.protocol == "auto":
-                    raise
-                raise await _wrong_protocol(client, options.protocol, exc) from exc
-        return
-    emulator = local_emulator(
-        limits=options.emulator_limits,
-        synthetic=options.synthetic,
-        protocol=_emulator_protocol(options.protocol),
-    )
-    quota = emulator_quota(options)
-    async with (
-        emulator,
-        _client(options, emulator.token, emulator.base_url, quota, on_event) as client,
-    ):
-        yield client
+    if options.emulator and (options.base_url is not None or options.token_file is not None):
+        raise CliError(
+            "--emulator runs its own server: drop --base-url and --token-file", ExitCode.USAGE
+        )
+    if not options.emulator and (options.synthetic is not None or options.emulator_limits):
+        raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
+    async with AsyncExitStack() as stack:
+        token: str | Callable[[], str] | None = None if sends else _sends_nothing
+        base_url, quota = options.base_url, options.quota
+        if options.emulator:
+            emulator = local_emulator(
+                limits=options.emulator_limits,
+                synthetic=options.synthetic,
+                protocol="0.2.6" if options.protocol == "auto" else options.protocol,
+            )
+            await stack.enter_async_context(emulator)
+            token, base_url, quota = emulator.token, emulator.base_url, emulator_quota(options)
+        elif options.token_file is not None and sends:
+            token = await _read_token(options.token_file)
+        client = await stack.enter_async_context(_client(options, token, base_url, quota, on_event))
+        try:
+            yield client
+        except (MethodNotFoundError, VersionNotSupportedError) as exc:
+            if options.protocol == "auto":
+                raise
+            raise await _wrong_protocol(client, options.protocol, exc) from exc

@@ -47,7 +47,7 @@ class Invocation:
         self, on_event: OnEvent | None = None
     ) -> AbstractAsyncContextManager[AsyncMagisterium]:
         """A client (and an in-process emulator with ``--emulator``), closed on leaving;
-        ``on_event`` hears its scheduler's events."""
+        ``on_event`` hears its events."""
         return open_client(self.options, on_event)
 
 
@@ -63,7 +63,7 @@ class Command:
     help: str
     run: Run
     """Runs the command; returns the exit code."""
-    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    arguments: Callable[[argparse.ArgumentParser], object] | None = None
     """Adds the command's own arguments to its parser."""
     connects: bool = True
     """Whether it talks to the service: it then takes the connection options."""
@@ -119,8 +119,7 @@ def add_commands(parser: argparse.ArgumentParser, entries: Sequence[Command | Gr
             )
             continue
         head, _, word = entry.name.rpartition(" ")
-        where = groups[head] if head else top
-        sub: argparse.ArgumentParser = where.add_parser(
+        sub = (groups[head] if head else top).add_parser(
             word,
             help=entry.help,
             description=entry.help,

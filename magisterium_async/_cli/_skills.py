@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from magisterium_async._cli._command import Command, Invocation, with_client
@@ -28,61 +28,45 @@ if TYPE_CHECKING:  # the client loads when a command runs, not for --help
 __all__ = ["COMMANDS"]
 
 
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-
-
-def _words(values: Sequence[str]) -> str:
-    return " ".join(values)
-
-
-def _when(words: Sequence[str]) -> str:
-    return _words(words) if words else "today"  # "" is a blank day, refused as the library does
-
-
-def _ask_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("question", nargs="+", help="the question (quotes optional)")
-    parser.add_argument("--context-id", help="continue the conversation of an earlier answer")
+def _words(name: str, help: str, nargs: str = "+") -> Callable[[argparse.ArgumentParser], object]:
+    """The command's one positional argument: words, joined by spaces (quotes optional)."""
+    return lambda parser: parser.add_argument(name, nargs=nargs, help=help)
 
 
 async def _ask(invocation: Invocation, client: AsyncMagisterium) -> int:
     args = invocation.args
-    answer = await client.ask(_words(args.question), context_id=args.context_id)
+    answer = await client.ask(" ".join(args.question), context_id=args.context_id)
     invocation.output.result(answer, lambda: show_answer(answer))
     return ExitCode.OK
 
 
-def _search_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("query", nargs="+", help="what to look for (quotes optional)")
+def _ask_arguments(parser: argparse.ArgumentParser) -> None:
+    _words("question", "the question (quotes optional)")(parser)
+    parser.add_argument("--context-id", help="continue the conversation of an earlier answer")
 
 
 async def _search(invocation: Invocation, client: AsyncMagisterium) -> int:
-    query = _words(invocation.args.query)
+    query = " ".join(invocation.args.query)
     results = await client.search(query)
     invocation.output.result(results, lambda: show_results(query, results))
     return ExitCode.OK
 
 
-def _fetch_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("id", help="the document id (as search shows it)")
-
-
 async def _fetch(invocation: Invocation, client: AsyncMagisterium) -> int:
-    document_id = invocation.args.id
-    document = await client.fetch(document_id)
+    document = await client.fetch(invocation.args.id)
     if document is None:
-        raise CliError(f"document {quoted(document_id)} not found", ExitCode.NOT_FOUND)
+        raise CliError(f"document {quoted(invocation.args.id)} not found", ExitCode.NOT_FOUND)
     invocation.output.result(document, lambda: show_document(document))
     return ExitCode.OK
 
 
-def _readings_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "when", nargs="*", help="a day in words: today (default), next Sunday, Easter Sunday 2026"
-    )
+def _when(invocation: Invocation) -> str:
+    # "" is a blank day: refused as the library refuses it, never taken for today.
+    return " ".join(invocation.args.when) if invocation.args.when else "today"
 
 
 async def _readings(invocation: Invocation, client: AsyncMagisterium) -> int:
-    when = _when(invocation.args.when)
+    when = _when(invocation)
     text = await client.mass_readings(when)
     if text is None:
         raise CliError(f"no Mass readings found for {quoted(when)}", ExitCode.NOT_FOUND)
@@ -90,16 +74,12 @@ async def _readings(invocation: Invocation, client: AsyncMagisterium) -> int:
     return ExitCode.OK
 
 
-def _saints_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("when", nargs="*", help="YYYY-MM-DD or words (default: today)")
-
-
 async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
-    when = _when(invocation.args.when)
+    when = _when(invocation)
     try:
         day: str | dt.date = dt.date.fromisoformat(when)
     except ValueError as exc:
-        if _ISO_DATE.fullmatch(when):  # a date in form, not in fact: 2026-02-30
+        if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", when):  # in form, not in fact: 2026-02-30
             raise CliError(f"{when} is not a date: {exc}", ExitCode.USAGE) from None
         day = when
     text = await client.saints(day)
@@ -109,17 +89,13 @@ async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
     return ExitCode.OK
 
 
-def _lookup_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("query", nargs="+", help="a name, or a canonical id (quotes optional)")
-
-
 def _lookup_command(skill: Skill[str, Lookup]) -> Command:
     """The command of a lookup: its skill id with dashes, running the client's method of
     that id; it prints what the service sent (text, then data; ``--json``: the Lookup)."""
 
     async def lookup(invocation: Invocation, client: AsyncMagisterium) -> int:
         method: Callable[[str], Awaitable[Lookup]] = getattr(client, skill.id)
-        found = await method(_words(invocation.args.query))
+        found = await method(" ".join(invocation.args.query))
         invocation.output.result(found, lambda: show_lookup(found))
         return ExitCode.OK
 
@@ -128,11 +104,13 @@ def _lookup_command(skill: Skill[str, Lookup]) -> Command:
         skill.id.replace("_", "-"),
         summary[:1].lower() + summary[1:],
         with_client(lookup, f"looking up with {skill.id}"),
-        _lookup_arguments,
+        _words("query", "a name, or a canonical id (quotes optional)"),
         epilog=f"The service states no shape for {skill.id}'s answer: the text and the data "
         "it sent are printed as they came (--json: with the full task).",
     )
 
+
+_DAY = "a day in words: today (default), next Sunday, Easter Sunday 2026"
 
 COMMANDS = (
     Command(
@@ -146,25 +124,25 @@ COMMANDS = (
         "search",
         "semantic search over the documents",
         with_client(_search, "searching"),
-        _search_arguments,
+        _words("query", "what to look for (quotes optional)"),
     ),
     Command(
         "fetch",
         "one document's text and metadata",
         with_client(_fetch, "fetching the document"),
-        _fetch_arguments,
+        lambda parser: parser.add_argument("id", help="the document id (as search shows it)"),
     ),
     Command(
         "readings",
         "the Mass readings of a day",
         with_client(_readings, "getting the Mass readings"),
-        _readings_arguments,
+        _words("when", _DAY, "*"),
     ),
     Command(
         "saints",
         "the Roman Martyrology of a day",
         with_client(_saints, "getting the martyrology"),
-        _saints_arguments,
+        _words("when", f"YYYY-MM-DD or {_DAY}", "*"),
     ),
     *(_lookup_command(skill) for skill in LOOKUPS),
 )
