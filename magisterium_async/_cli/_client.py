@@ -8,26 +8,36 @@ the token file, and the emulator of ``--emulator``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magisterium_async._cli._errors import CliError, ExitCode, cli_words
 from magisterium_async._cli._local_emulator import local_emulator
-from magisterium_async._config import DEFAULT_TIMEOUTS, RateLimits, Timeouts
+from magisterium_async._config import (
+    CACHE_ENV,
+    CREDENTIALS_ENV,
+    DEFAULT_TIMEOUTS,
+    REDIS_URL_ENV,
+    RateLimits,
+    Timeouts,
+)
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._files import aread_text
+from magisterium_async._redis import RedisUnavailable, looks_like_redis
 
 if TYPE_CHECKING:  # the client, and the network stack with it, load when a command runs
     from magisterium_async._client import AsyncMagisterium
     from magisterium_async._events import PoolEvent
     from magisterium_async._http._dialect import ProtocolVersion
 
-__all__ = ["ClientOptions", "OnEvent", "emulator_quota", "open_client"]
+__all__ = ["ClientOptions", "OnEvent", "check_redis", "emulator_quota", "open_client"]
 
 OnEvent = Callable[["PoolEvent"], None]
 MAX_TOKEN = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
+REDIS_CHECK_TIMEOUT = 5.0  # seconds a Redis named has to answer the check before a command
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,32 @@ async def _read_token(path: str) -> str:
         f"the token file {path} {problem}; give --token-file the file that holds only the token",
         ExitCode.AUTH,
     )
+
+
+async def check_redis(options: ClientOptions) -> None:
+    """Ask each Redis the options or the environment name (the shared quota, the cache,
+    the sign-in) once, before anything is made: a refusal (the password, an ACL, TLS) is
+    a :class:`CliError` saying so, exit 2, whatever the command. One that does not answer
+    is left to its feature's fallback (the cache is bypassed, the quota is this
+    process's), which says so."""
+    from magisterium_async._redis import check_redis as ask
+
+    named = (
+        (options.redis, "--redis", REDIS_URL_ENV),
+        (options.cache, "--cache", CACHE_ENV),
+        (options.credentials, "--credentials", CREDENTIALS_ENV),
+    )
+    for given, flag, variable in named:
+        from_env = os.environ.get(variable, "").strip()
+        url = given or from_env
+        if url and looks_like_redis(url):
+            what = f"${variable}" if url == from_env else flag
+            with suppress(RedisUnavailable):
+                await ask(url, REDIS_CHECK_TIMEOUT, error=_usage_error, what=what)
+
+
+def _usage_error(message: str) -> CliError:
+    return CliError(message, ExitCode.USAGE)
 
 
 def _sends_nothing() -> str:
@@ -168,6 +204,7 @@ async def open_client(
         )
     if not options.emulator and (options.synthetic is not None or options.emulator_limits):
         raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
+    await check_redis(options)
     async with AsyncExitStack() as stack:
         token: str | Callable[[], str] | None = None if sends else _sends_nothing
         base_url, quota = options.base_url, options.quota

@@ -9,7 +9,6 @@ so nothing fails after a request has been spent.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Sequence
