@@ -1,4 +1,9 @@
-"""Running the command line: parse, run the command, turn what went wrong into an exit code.
+"""The command line: its commands, its parser, and running one: parse, run the command,
+turn what went wrong into an exit code.
+
+:data:`COMMANDS` is where a command is registered: once, in the order ``--help`` lists
+them (:mod:`._command` says what a command is; :mod:`._options` declares the options
+they share).
 
 SIGINT (Ctrl-C) and SIGTERM (what ``timeout``, systemd, Kubernetes and CI send) stop a
 command the same way: its task is cancelled, so it cleans up as it would on any error (a
@@ -19,9 +24,12 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli import _auth, _calls, _emulator, _quota
+from magisterium_async._cli._command import Command, Group, Invocation, add_commands
 from magisterium_async._cli._errors import (
+    EXIT_CODES_HELP,
     CliError,
     ExitCode,
     Interrupted,
@@ -29,13 +37,77 @@ from magisterium_async._cli._errors import (
     describe,
     exit_code_for,
 )
-from magisterium_async._cli._options import output
+from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli._output import Output
-from magisterium_async._cli._parser import PROG, build_parser
+from magisterium_async._cli.harvest import _command as _harvest
+from magisterium_async._cli.harvest import _rebuild
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._events import log_to_stderr
+from magisterium_async._version import __version__
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "PROG", "build_parser", "main"]
+
+PROG = "magisterium-async"
+
+COMMANDS: tuple[Command | Group, ...] = (
+    *_calls.COMMANDS,
+    _harvest.COMMAND,
+    _rebuild.COMMAND,
+    _quota.COMMAND,
+    *_auth.COMMANDS,
+    _emulator.COMMAND,
+)
+
+_EPILOG = f"""\
+environment:
+  MAGISTERIUM_TOKEN     the API token (or --token-file PATH; else the sign-in of login)
+  MAGISTERIUM_CREDENTIALS  where login keeps the sign-in (or --credentials PATH|URL)
+  MAGISTERIUM_BASE_URL  the endpoint (or --base-url URL)
+  MAGISTERIUM_QUOTA     the quota the client allows itself, D/E[/PERIOD] or unlimited
+                        (or --quota)
+  MAGISTERIUM_REDIS_URL  a Redis through which processes share the token's quota
+                        (or --redis URL of harvest and quota)
+  MAGISTERIUM_CACHE     where answers are kept: memory, a file or a Redis URL
+                        (or --cache)
+  MAGISTERIUM_LOG       the library's log on stderr: info or debug
+  A value that cannot be right is an error naming its variable (exit 2), as a
+  flag's is; MAGISTERIUM_LOG's is a warning.
+
+examples:
+  {PROG} login
+  {PROG} harvest --emulator --query grace --query Eucharist --out docs.jsonl
+  {PROG} search --emulator "grace and nature"
+  {PROG} ask "What is grace?" --json
+  {PROG} saints 2026-03-19
+  {PROG} quota --json
+  {PROG} emulator --port 8765
+
+{EXIT_CODES_HELP}
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, raising :class:`UsageError` instead of printing: the caller
+    prints it, as one line or as JSON. Commands' parsers are of this class too (argparse
+    makes subparsers of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``magisterium-async``."""
+    parser = _Parser(
+        prog=PROG,
+        description="Query the Magisterium A2A API from the command line.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_common_options(parser, suppress=False)
+    add_connection_options(parser, suppress=False)
+    add_commands(parser, COMMANDS)
+    return parser
 
 
 def _error(message: str, output: Output, code: int) -> None:
@@ -128,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(done.code or 0)
     if args.verbose:
         log_to_stderr(logging.INFO if args.verbose == 1 else logging.DEBUG)
-    invocation = Invocation(args, output(args))
+    invocation = Invocation(args, Output(json=args.json))
     try:
         return asyncio.run(_run(args.command, invocation))
     except Interrupted as stopped:

@@ -1,17 +1,18 @@
-"""How a command gets its client: the token, the base URL, the quota, or the emulator.
+"""How a command gets its client, from its parsed arguments: the token, the server, the
+quota, the Redis it names, or the emulator of ``--emulator``.
 
-The library reads what it reads by itself (``$MAGISTERIUM_TOKEN``, the stored sign-in,
-``$MAGISTERIUM_BASE_URL``, ``$MAGISTERIUM_QUOTA``, ``$MAGISTERIUM_CACHE``) and names the
-variable when a value cannot be right; the command line adds only what it alone knows:
-the token file, and the emulator of ``--emulator``.
+The library reads the rest by itself (``$MAGISTERIUM_TOKEN``, the stored sign-in,
+``$MAGISTERIUM_BASE_URL``, ``$MAGISTERIUM_CACHE``) and names the variable when a value
+cannot be right; the command line adds what it alone knows: the token file, the Redis
+check, the emulator.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magisterium_async._cli._errors import CliError, ExitCode, cli_words
@@ -23,6 +24,8 @@ from magisterium_async._config import (
     REDIS_URL_ENV,
     RateLimits,
     Timeouts,
+    quota_from_env,
+    redis_url,
 )
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._files import aread_text
@@ -31,44 +34,24 @@ from magisterium_async._redis import RedisUnavailable, looks_like_redis
 if TYPE_CHECKING:  # the client, and the network stack with it, load when a command runs
     from magisterium_async._client import AsyncMagisterium
     from magisterium_async._events import PoolEvent
-    from magisterium_async._http._dialect import ProtocolVersion
+    from magisterium_async.testing.emulator._config import Protocol
 
-__all__ = ["ClientOptions", "OnEvent", "check_redis", "emulator_quota", "open_client"]
+__all__ = ["OnEvent", "open_client", "quota_of"]
 
 OnEvent = Callable[["PoolEvent"], None]
 MAX_TOKEN = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
-REDIS_CHECK_TIMEOUT = 5.0  # seconds a Redis named has to answer the check before a command
+REDIS_CHECK_TIMEOUT = 5.0  # seconds a Redis named has to answer, before anything is made
 
 
-@dataclass(frozen=True)
-class ClientOptions:
-    """The client's settings, as the connection options gave them."""
-
-    token_file: str | None = None
-    credentials: str | None = None
-    """The sign-in of ``login`` (``--credentials``): a file or a Redis URL."""
-    base_url: str | None = None
-    proxy: str | None = None
-    """``--proxy``; without it the environment's proxies, except for ``--emulator``."""
-    quota: RateLimits | None = None
-    cache: str | None = None
-    """``--cache``: ``memory``, a file, or a Redis URL (``AsyncMagisterium(cache=)``)."""
-    timeout: float | None = None
-    max_retries: int = 2
-    protocol: ProtocolVersion = "auto"
-    """``--protocol``: the A2A dialect the client speaks."""
-    emulator: bool = False
-    emulator_limits: bool = False
-    synthetic: int | None = None
-    redis: str | None = None
-    """Share the client's quota through this Redis (``--redis`` of harvest and quota)."""
-
-
-def emulator_quota(options: ClientOptions) -> RateLimits:
-    """The client's quota against ``--emulator``: lifted, unless ``--emulator-limits``."""
-    return options.quota or (
-        RateLimits.pro() if options.emulator_limits else RateLimits.unlimited()
-    )
+def quota_of(args: argparse.Namespace) -> RateLimits:
+    """The quota the command's client keeps: ``--quota``; with ``--emulator``, none (the
+    Pro plan's with ``--emulator-limits``); else ``$MAGISTERIUM_QUOTA``, else the Pro
+    plan's."""
+    if args.quota is not None:
+        return args.quota  # type: ignore[no-any-return]
+    if args.emulator:
+        return RateLimits.pro() if args.emulator_limits else RateLimits.unlimited()
+    return quota_from_env() or RateLimits.pro()
 
 
 async def _read_token(path: str) -> str:
@@ -94,26 +77,19 @@ async def _read_token(path: str) -> str:
     )
 
 
-async def check_redis(options: ClientOptions) -> None:
-    """Ask each Redis the options or the environment name (the shared quota, the cache,
-    the sign-in) once, before anything is made: a refusal (the password, an ACL, TLS) is
-    a :class:`CliError` saying so, exit 2, whatever the command. One that does not answer
-    is left to its feature's fallback (the cache is bypassed, the quota is this
-    process's), which says so."""
-    from magisterium_async._redis import check_redis as ask
+async def _check_redis(*named: tuple[str | None, str, str]) -> None:
+    """Ask each Redis named (its URL from a flag or a variable) once, before anything is
+    made: a refusal (the password, an ACL, TLS) is exit 2 saying so, whatever the
+    command; one that does not answer is left to its feature's fallback, which says so."""
+    from magisterium_async._redis import check_redis
 
-    named = (
-        (options.redis, "--redis", REDIS_URL_ENV),
-        (options.cache, "--cache", CACHE_ENV),
-        (options.credentials, "--credentials", CREDENTIALS_ENV),
-    )
     for given, flag, variable in named:
         from_env = os.environ.get(variable, "").strip()
         url = given or from_env
         if url and looks_like_redis(url):
             what = f"${variable}" if url == from_env else flag
             with suppress(RedisUnavailable):
-                await ask(url, REDIS_CHECK_TIMEOUT, error=_usage_error, what=what)
+                await check_redis(url, REDIS_CHECK_TIMEOUT, error=_usage_error, what=what)
 
 
 def _usage_error(message: str) -> CliError:
@@ -123,40 +99,6 @@ def _usage_error(message: str) -> CliError:
 def _sends_nothing() -> str:
     """The token of a client that sends nothing (``quota`` without a shared quota)."""
     raise CliError("this command sends nothing to the service: it needs no token")
-
-
-def _client(
-    options: ClientOptions,
-    token: str | Callable[[], str] | None,
-    base_url: str | None,
-    quota: RateLimits | None,
-    on_event: OnEvent | None,
-) -> AsyncMagisterium:
-    from magisterium_async._client import AsyncMagisterium
-    from magisterium_async._events import unheard
-    from magisterium_async._ratelimit import SharedQuota
-
-    try:
-        return AsyncMagisterium(
-            token,
-            base_url=base_url,
-            rate_limits=quota,
-            timeout=DEFAULT_TIMEOUTS if options.timeout is None else Timeouts.of(options.timeout),
-            max_retries=options.max_retries,
-            shared_quota=None if options.redis is None else SharedQuota(options.redis),
-            cache=options.cache,
-            credentials=options.credentials if token is None else None,
-            proxy=options.proxy,
-            # The command line tells its waits itself (the status line, the harvest's
-            # progress): its client hears the events, so the library's log keeps a long
-            # wait at INFO (``-v``), and ``--json`` keeps stderr to one object.
-            on_event=on_event or unheard,
-            protocol=options.protocol,
-            # The in-process emulator is this host: no environment proxy can reach it.
-            trust_env=not options.emulator,
-        )
-    except ValueError as exc:
-        raise CliError(cli_words(str(exc)), ExitCode.USAGE) from None
 
 
 async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Exception) -> CliError:
@@ -184,44 +126,71 @@ async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Except
 
 @asynccontextmanager
 async def open_client(
-    options: ClientOptions, on_event: OnEvent | None = None, *, sends: bool = True
+    args: argparse.Namespace, on_event: OnEvent | None = None, *, sends: bool = True
 ) -> AsyncIterator[AsyncMagisterium]:
-    """A client for the command, closed on leaving.
+    """The command's client, from its connection options, closed on leaving.
 
     Arguments:
-        options: the connection options; with ``emulator``, an in-process emulator is
-            started for the client (its limits and the client's lifted, unless
-            ``emulator_limits``), else the token is ``token_file``'s, else the library's.
+        args: the parsed command line. With ``--emulator`` an in-process emulator is
+            started for the client; else the token is ``--token-file``'s, else the
+            library's (the environment, the stored sign-in). A command that takes
+            ``--redis`` shares its quota through it (else ``$MAGISTERIUM_REDIS_URL``).
         on_event: hears the client's events (the status line).
         sends: ``False`` for a client that sends nothing (``quota`` without a shared
             quota): no token is read or needed.
     """
+    from magisterium_async._client import AsyncMagisterium
     from magisterium_async._errors import MethodNotFoundError, VersionNotSupportedError
+    from magisterium_async._events import unheard
+    from magisterium_async._ratelimit import SharedQuota
 
-    if options.emulator and (options.base_url is not None or options.token_file is not None):
+    if args.emulator and (args.base_url is not None or args.token_file is not None):
         raise CliError(
             "--emulator runs its own server: drop --base-url and --token-file", ExitCode.USAGE
         )
-    if not options.emulator and (options.synthetic is not None or options.emulator_limits):
+    if not args.emulator and (args.synthetic is not None or args.emulator_limits):
         raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
-    await check_redis(options)
+    redis = redis_url(args.redis) if "redis" in args else None
+    await _check_redis(
+        (redis, "--redis", REDIS_URL_ENV),
+        (args.cache, "--cache", CACHE_ENV),
+        (args.credentials, "--credentials", CREDENTIALS_ENV),
+    )
     async with AsyncExitStack() as stack:
         token: str | Callable[[], str] | None = None if sends else _sends_nothing
-        base_url, quota = options.base_url, options.quota
-        if options.emulator:
-            emulator = local_emulator(
-                limits=options.emulator_limits,
-                synthetic=options.synthetic,
-                protocol="0.2.6" if options.protocol == "auto" else options.protocol,
-            )
+        base_url = args.base_url
+        if args.emulator:
+            protocol: Protocol = "0.2.6" if args.protocol == "auto" else args.protocol
+            emulator = local_emulator(args.emulator_limits, args.synthetic, protocol)
             await stack.enter_async_context(emulator)
-            token, base_url, quota = emulator.token, emulator.base_url, emulator_quota(options)
-        elif options.token_file is not None and sends:
-            token = await _read_token(options.token_file)
-        client = await stack.enter_async_context(_client(options, token, base_url, quota, on_event))
+            token, base_url = emulator.token, emulator.base_url
+        elif args.token_file is not None and sends:
+            token = await _read_token(args.token_file)
+        try:
+            client = AsyncMagisterium(
+                token,
+                base_url=base_url,
+                rate_limits=quota_of(args),
+                timeout=DEFAULT_TIMEOUTS if args.timeout is None else Timeouts.of(args.timeout),
+                max_retries=args.max_retries,
+                shared_quota=None if redis is None else SharedQuota(redis),
+                cache=args.cache,
+                credentials=args.credentials if token is None else None,
+                proxy=args.proxy,
+                # The command line tells its waits itself (the status line, the
+                # harvest's progress): its client hears the events, so the library's log
+                # keeps a long wait at INFO (-v), and --json keeps stderr to one object.
+                on_event=on_event or unheard,
+                protocol=args.protocol,
+                # The in-process emulator is this host: no environment proxy reaches it.
+                trust_env=not args.emulator,
+            )
+        except ValueError as exc:
+            raise CliError(cli_words(str(exc)), ExitCode.USAGE) from None
+        await stack.enter_async_context(client)
         try:
             yield client
         except (MethodNotFoundError, VersionNotSupportedError) as exc:
-            if options.protocol == "auto":
+            if args.protocol == "auto":
                 raise
-            raise await _wrong_protocol(client, options.protocol, exc) from exc
+            raise await _wrong_protocol(client, args.protocol, exc) from exc

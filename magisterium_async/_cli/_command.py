@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from magisterium_async._cli._client import ClientOptions, OnEvent, open_client
+from magisterium_async._cli._client import open_client
 from magisterium_async._cli._errors import CliError, describe, exit_code_for
-from magisterium_async._cli._options import (
-    add_common_options,
-    add_connection_options,
-    client_options,
-)
+from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._status import Watch, watching
 from magisterium_async._errors import MagisteriumError, is_transient
@@ -37,18 +32,6 @@ class Invocation:
 
     args: argparse.Namespace
     output: Output
-
-    @property
-    def options(self) -> ClientOptions:
-        """The client's settings from the connection options."""
-        return client_options(self.args)
-
-    def client(
-        self, on_event: OnEvent | None = None
-    ) -> AbstractAsyncContextManager[AsyncMagisterium]:
-        """A client (and an in-process emulator with ``--emulator``), closed on leaving;
-        ``on_event`` hears its events."""
-        return open_client(self.options, on_event)
 
 
 Run = Callable[[Invocation], Coroutine[Any, Any, int]]
@@ -89,7 +72,7 @@ def with_client(
 
     async def connected(invocation: Invocation) -> int:
         watch = Watch(label, pool)
-        async with invocation.client(watch.on_event) as client:
+        async with open_client(invocation.args, watch.on_event) as client:
             watch.attach(client)
             try:
                 async with watching(watch):

@@ -13,19 +13,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from magisterium_async._cli._client import ClientOptions
-from magisterium_async._cli._output import Output
 from magisterium_async._config import MAX_RETRIES_CEILING, RateLimits, parse_quota
 
-__all__ = [
-    "add_common_options",
-    "add_connection_options",
-    "add_redis_option",
-    "client_options",
-    "number",
-    "output",
-    "quota",
-]
+__all__ = ["add_common_options", "add_connection_options", "add_redis_option", "number"]
 
 
 def number(
@@ -60,7 +50,7 @@ def number(
     return parse
 
 
-def quota(text: str) -> RateLimits:
+def _quota(text: str) -> RateLimits:
     """``--quota``: ``DEFAULT/EXPENSIVE[/PERIOD]`` or ``unlimited``."""
     try:
         return parse_quota(text)
@@ -125,7 +115,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
     )
     group.add_argument(
         "--quota",
-        type=quota,
+        type=_quota,
         metavar="D/E[/PERIOD]",
         default=default(None),
         help="requests per period (60 s) the client allows itself in the default and the "
@@ -192,14 +182,3 @@ def add_redis_option(parser: argparse.ArgumentParser, what: str) -> None:
         help=f"{what} (default: $MAGISTERIUM_REDIS_URL; needs pip install "
         "'magisterium-async[redis]')",
     )
-
-
-def output(args: argparse.Namespace) -> Output:
-    """The output mode the common options chose."""
-    return Output(json=args.json)
-
-
-def client_options(args: argparse.Namespace) -> ClientOptions:
-    """The client's settings the connection options (and ``--redis``) chose."""
-    names = [name for name in ClientOptions.__dataclass_fields__ if hasattr(args, name)]
-    return ClientOptions(**{name: getattr(args, name) for name in names})

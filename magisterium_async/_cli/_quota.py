@@ -44,10 +44,9 @@ def _line(pool: PoolQuota) -> str:
 
 async def _run(invocation: Invocation) -> int:
     url = redis_url(invocation.args.redis)
-    options = dataclasses.replace(invocation.options, redis=url)
     # Without a shared quota there is nothing to read but this process's own view: no
     # token is needed for it (with one, the token names whose quota it is).
-    async with open_client(options, sends=url is not None) as client:
+    async with open_client(invocation.args, sends=url is not None) as client:
         quota = await client.quota()
     pools = {}
     for pool in quota.pools:  # JSON has no infinity: null for what an unlimited pool lacks
