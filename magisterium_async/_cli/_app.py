@@ -26,13 +26,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from magisterium_async._cli import _auth, _calls, _emulator, _quota
+from magisterium_async._cli import _auth, _calls, _emulator
 from magisterium_async._cli._command import Command, Group, Invocation, add_commands
 from magisterium_async._cli._errors import (
     EXIT_CODES_HELP,
     CliError,
     ExitCode,
-    Interrupted,
     UsageError,
     describe,
     exit_code_for,
@@ -53,7 +52,6 @@ COMMANDS: tuple[Command | Group, ...] = (
     *_calls.COMMANDS,
     _harvest.COMMAND,
     _rebuild.COMMAND,
-    _quota.COMMAND,
     *_auth.COMMANDS,
     _emulator.COMMAND,
 )
@@ -119,7 +117,8 @@ def _error(message: str, output: Output, code: int) -> None:
 
 
 async def _run(command: Command, invocation: Invocation) -> int:
-    """Run ``command``; a stopping signal cancels it and becomes :class:`Interrupted`."""
+    """Run ``command``; a stopping signal cancels it (it cleans up as on any error), and
+    the exit code says which signal it was."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -139,7 +138,11 @@ async def _run(command: Command, invocation: Invocation) -> int:
     except asyncio.CancelledError:
         if not received:
             raise
-        raise Interrupted(received[0]) from None
+        code = ExitCode.TERMINATED if received[0] == signal.SIGTERM else ExitCode.INTERRUPTED
+        if not invocation.output.summarized:  # a summary already says it was interrupted
+            name = "SIGTERM" if code == ExitCode.TERMINATED else "Ctrl-C"
+            _error(f"interrupted ({name})", invocation.output, code)
+        return code
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
@@ -203,10 +206,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     invocation = Invocation(args, Output(json=args.json))
     try:
         return asyncio.run(_run(args.command, invocation))
-    except Interrupted as stopped:
-        if not invocation.output.summarized:  # a summary already says it was interrupted
-            _error(str(stopped), invocation.output, stopped.code)
-        return stopped.code
     except KeyboardInterrupt:  # before the handlers are in place, or where there are none
         _error("interrupted (Ctrl-C)", invocation.output, ExitCode.INTERRUPTED)
         return ExitCode.INTERRUPTED

@@ -17,7 +17,7 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._errors import CliError, describe, exit_code_for
 from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli._output import Output
-from magisterium_async._cli._status import Watch, watching
+from magisterium_async._cli._status import Watch, status_line
 from magisterium_async._errors import MagisteriumError, is_transient
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def with_client(
         async with open_client(invocation.args, watch.on_event) as client:
             watch.attach(client)
             try:
-                async with watching(watch):
+                async with status_line(watch.text, changed=watch.changed):
                     return await run(invocation, client)
             except MagisteriumError as exc:
                 if watch.attempts <= 1 or not is_transient(exc):

@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import contextlib
 import re
-import signal
 from typing import TYPE_CHECKING
 
 from magisterium_async._cli._command import Command, Invocation
@@ -112,7 +111,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         choices=("fixed", "sliding", "token_bucket"),
         help="how a period is counted (default: sliding, the strictest); implies --limits",
     )
-    limits.add_argument("--no-limits", action="store_true", help="lift both limits (the default)")
     faults = parser.add_argument_group("latency and faults (random, repeatable with --seed)")
     faults.add_argument(
         "--latency",
@@ -147,8 +145,6 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
 
     tuned = (args.default_limit, args.expensive_limit, args.period, args.window)
     limited = args.limits or any(value is not None for value in tuned)
-    if limited and args.no_limits:
-        raise CliError("--no-limits contradicts --limits and the limit flags", ExitCode.USAGE)
     rates = (args.error_rate, args.drop_rate, args.rate_limit_rate)
     if sum(rates) > 1:
         raise CliError(
@@ -258,11 +254,8 @@ async def _serve(invocation: Invocation) -> int:
             else {**dict(faults.rates()), "latency": faults.latency, "seed": faults.seed},
         }
         invocation.output.result(record, lambda: _banner(emulator))
-        stop = asyncio.Event()
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        with contextlib.suppress(asyncio.CancelledError):
-            await stop.wait()
+        with contextlib.suppress(asyncio.CancelledError):  # Ctrl-C or SIGTERM: a clean stop
+            await asyncio.Event().wait()
     finally:
         await emulator.stop()
     invocation.output.note("Emulator stopped.")

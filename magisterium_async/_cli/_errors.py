@@ -6,7 +6,6 @@ import argparse
 import enum
 import errno
 import re
-import signal
 
 from magisterium_async._errors import (
     APIConnectionError,
@@ -31,7 +30,6 @@ __all__ = [
     "EXIT_CODES_HELP",
     "CliError",
     "ExitCode",
-    "Interrupted",
     "UsageError",
     "cli_words",
     "describe",
@@ -95,15 +93,6 @@ class UsageError(SystemExit):
 
     def __str__(self) -> str:
         return self.message
-
-
-class Interrupted(Exception):
-    """The command was stopped by a signal (SIGINT or SIGTERM) and has cleaned up."""
-
-    def __init__(self, signum: int) -> None:
-        term = signum == signal.SIGTERM
-        self.code = ExitCode.TERMINATED if term else ExitCode.INTERRUPTED
-        super().__init__(f"interrupted ({'SIGTERM' if term else 'Ctrl-C'})")
 
 
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (

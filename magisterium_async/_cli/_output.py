@@ -27,7 +27,6 @@ __all__ = [
     "at_clock",
     "duration",
     "plural",
-    "print_json",
     "quoted",
     "show_answer",
     "show_document",
@@ -88,12 +87,6 @@ def quoted(text: str, limit: int = 200) -> str:
 _ENCODER = msgspec.json.Encoder()
 
 
-def print_json(value: Any) -> None:
-    """``value`` (a result struct, a list, a dict...) as one JSON document on stdout."""
-    sys.stdout.buffer.write(_ENCODER.encode(value) + b"\n")
-    sys.stdout.flush()
-
-
 @dataclass
 class Output:
     """Who reads a command's output: people (rich text) or, with ``--json``, programs."""
@@ -103,9 +96,11 @@ class Output:
     """Whether a summary was printed (it already says how the command ended)."""
 
     def result(self, value: Any, show: Callable[[], None]) -> None:
-        """A command's result on stdout: ``value`` as one JSON document, or ``show()``."""
+        """A command's result on stdout: ``value`` (a result struct, a list, a dict) as one
+        JSON document, or ``show()``."""
         if self.json:
-            print_json(value)
+            sys.stdout.buffer.write(_ENCODER.encode(value) + b"\n")
+            sys.stdout.flush()
         else:
             show()
 

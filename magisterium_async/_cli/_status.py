@@ -25,7 +25,7 @@ from magisterium_async._events import PoolEvent, RetryEvent
 if TYPE_CHECKING:
     from magisterium_async._client import AsyncMagisterium
 
-__all__ = ["Watch", "watching"]
+__all__ = ["Watch", "status_line"]
 
 _CLEAR = "\r\x1b[2K"
 
@@ -113,40 +113,38 @@ class Watch:
         return f"{label}… {took}, attempt {self.attempts} of {tries}, times out at {ends}"
 
 
-def _columns(stream: TextIO) -> int:
-    """The width of the terminal ``stream`` writes to (stdout may be a pipe while stderr
-    is a wide terminal): ``$COLUMNS`` first, as :func:`shutil.get_terminal_size`, else 80."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    try:
-        return os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, ValueError, OSError):
-        return 80
-
-
 @contextlib.asynccontextmanager
-async def watching(
-    watch: Watch, *, stream: TextIO | None = None, interval: float = 0.5
+async def status_line(
+    text: Callable[[], str],
+    *,
+    changed: asyncio.Event | None = None,
+    stream: TextIO | None = None,
+    interval: float = 0.5,
 ) -> AsyncIterator[None]:
-    """While the block runs: ``watch``'s status line on ``stream`` (stderr), repainted
-    every ``interval`` seconds and whenever it changes, then cleared; nothing unless
-    ``stream`` is a terminal."""
+    """While the block runs: ``text()`` as one line on ``stream`` (stderr), repainted
+    every ``interval`` seconds and whenever ``changed`` is set, then cleared; nothing
+    unless ``stream`` is a terminal. The line is cut to ``$COLUMNS``, else to the width
+    of the terminal it is written to (stdout may be a pipe), else to 80 columns."""
     out = stream if stream is not None else sys.stderr
     if not out.isatty():
         yield
         return
-    width = max(_columns(out) - 1, 20)
+    try:
+        columns = int(os.environ.get("COLUMNS", 0)) or os.get_terminal_size(out.fileno()).columns
+    except (ValueError, OSError):
+        columns = 0
+    width = max((columns or 80) - 1, 20)
+    woken = changed or asyncio.Event()
     loop = asyncio.get_running_loop()
 
     async def repaint() -> None:
         while True:  # a display, not a synchronisation: it only repaints
-            watch.changed.clear()
-            out.write(_CLEAR + watch.text()[:width])
+            woken.clear()
+            out.write(_CLEAR + text()[:width])
             out.flush()
-            timer = loop.call_later(interval, watch.changed.set)
+            timer = loop.call_later(interval, woken.set)
             try:
-                await watch.changed.wait()
+                await woken.wait()
             finally:
                 timer.cancel()
 

@@ -56,7 +56,6 @@ def _banner(*flags: str) -> str:
     ("flags", "quota"),
     [
         ((), "unlimited"),
-        (("--no-limits",), "unlimited"),
         (("--limits",), "15/2/60"),
         # A limit flag alone turns the limits on, the others keeping the Pro plan's numbers.
         (("--default-limit", "30"), "30/2/60"),

@@ -168,7 +168,6 @@ def test_json_after_a_double_dash_is_a_word_not_the_option(
         # Flags that are right alone and wrong together: said with the flags' names.
         (["emulator", "--error-rate", "0.6", "--drop-rate", "0.6"], "must add up to at most 1"),
         (["emulator", "--default-limit", "0.5"], "--default-limit must be >= 1 for a sliding"),
-        (["emulator", "--no-limits", "--limits"], "--no-limits contradicts --limits"),
     ],
 )
 def test_a_bad_value_names_its_flag_and_what_is_wrong(

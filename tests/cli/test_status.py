@@ -30,7 +30,7 @@ from magisterium_async import (
     Timeouts,
 )
 from magisterium_async._cli._errors import ExitCode
-from magisterium_async._cli._status import Watch, watching
+from magisterium_async._cli._status import Watch, status_line
 from magisterium_async._clock import VirtualClock
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 
@@ -331,7 +331,7 @@ async def test_the_line_is_as_wide_as_the_terminal_it_is_written_to(
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
     label = "searching: " + "x" * 150
     with os.fdopen(follower, "w", closefd=True) as stream:
-        async with watching(Watch(label, "default"), stream=stream):
+        async with status_line(lambda: label, stream=stream):
             # Painted as soon as the line's task runs: the terminal has something to read.
             await asyncio.to_thread(select.select, [leader], [], [], TIMEOUT)
     shown = b""
@@ -344,7 +344,7 @@ async def test_the_line_is_as_wide_as_the_terminal_it_is_written_to(
             break
         shown += chunk
     os.close(leader)
-    assert f"{label}…" in shown.decode()
+    assert label in shown.decode()
 
 
 def test_an_absurd_timeout_on_a_terminal_is_waited_for_without_a_traceback() -> None:
