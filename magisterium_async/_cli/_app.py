@@ -109,11 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: str, output: Output, code: int) -> None:
-    """The error on stderr: one line for people, or under ``--json`` one JSON object."""
-    if output.json:
-        print(json.dumps({"error": message, "exit_code": int(code)}), file=sys.stderr, flush=True)
-    else:
-        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    """The error on stderr: one line for people, or under ``--json`` one JSON object. A
+    reader of stderr gone (``2>&1 | head -1``) changes nothing: the exit code says it."""
+    record = {"error": message, "exit_code": int(code)}
+    line = json.dumps(record) if output.json else f"{PROG}: error: {message}"
+    with contextlib.suppress(BrokenPipeError):
+        print(line, file=sys.stderr, flush=True)
 
 
 async def _run(command: Command, invocation: Invocation) -> int:
@@ -196,8 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if any(w.startswith("--j") and "--json".startswith(w) for w in options):
             _error(error.message, Output(json=True), ExitCode.USAGE)
         else:  # as argparse prints it: the command's usage, then the line
-            error.parser.print_usage(sys.stderr)
-            print(f"{error.parser.prog}: error: {error.message}", file=sys.stderr)
+            with contextlib.suppress(BrokenPipeError):
+                error.parser.print_usage(sys.stderr)
+                print(f"{error.parser.prog}: error: {error.message}", file=sys.stderr, flush=True)
         return ExitCode.USAGE
     except SystemExit as done:  # --help, --version: printed
         return int(done.code or 0)

@@ -204,3 +204,24 @@ def test_a_closed_stdout_is_named_and_exits_2(argv: tuple[str, ...]) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "cannot write stdout: it is closed" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(("search",), 2), (("fetch", "424242", "--emulator"), 6), (("--json", "search"), 2)],
+)
+def test_a_reader_of_stderr_gone_changes_no_exit_code(argv: tuple[str, ...], code: int) -> None:
+    """`2>&1 | head -1` on an error: the code still says what went wrong (it was 1)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "magisterium_async", *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=write,
+            env=clean_env(),
+            timeout=TIMEOUT,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == code
