@@ -150,12 +150,12 @@ async def open_client(
         )
     if not args.emulator and (args.synthetic is not None or args.emulator_limits):
         raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
-    redis = redis_url(args.redis) if "redis" in args else None
-    await _check_redis(
-        (redis, "--redis", REDIS_URL_ENV),
+    redis = redis_url(args.redis) if "redis" in args else None  # only where it is taken
+    named = [
         (args.cache, "--cache", CACHE_ENV),
         (args.credentials, "--credentials", CREDENTIALS_ENV),
-    )
+    ]
+    await _check_redis(*named, *([(redis, "--redis", REDIS_URL_ENV)] if redis else []))
     async with AsyncExitStack() as stack:
         token: str | Callable[[], str] | None = None if sends else _sends_nothing
         base_url = args.base_url
