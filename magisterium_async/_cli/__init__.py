@@ -9,7 +9,7 @@ The package, by concern: :mod:`._app` registers the commands, parses and runs on
 maps errors to exit codes (:mod:`._errors`); :mod:`._command` says what a command is,
 :mod:`._options` declares the options they share; :mod:`._client` opens the client;
 :mod:`._output` prints for people or, with ``--json``, for programs; :mod:`._status`
-says what a call waits for. The commands: :mod:`._calls`, :mod:`._quota`,
+says what a call waits for. The commands: :mod:`._calls`,
 :mod:`._emulator`, :mod:`._auth`, and :mod:`.harvest`.
 """
 
