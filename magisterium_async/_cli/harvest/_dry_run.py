@@ -15,13 +15,12 @@ from typing import Any
 
 import anyio.to_thread
 
-from magisterium_async._cli._client import emulator_quota
+from magisterium_async._cli._client import quota_of
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import ExitCode
-from magisterium_async._cli._output import plural, quoted
-from magisterium_async._cli._status import duration
+from magisterium_async._cli._output import duration, plural, quoted
 from magisterium_async._cli.harvest._plan import plan
-from magisterium_async._config import RateLimits, quota_from_env
+from magisterium_async._config import RateLimits
 from magisterium_async._errors import StateError
 from magisterium_async._harvest import HarvestLock, HarvestState
 
@@ -108,12 +107,7 @@ def _lines(record: dict[str, Any]) -> list[str]:
 async def dry_run(invocation: Invocation) -> int:
     """Print the plan of the harvest ``invocation`` asks for; send nothing, write nothing.
     The arguments and files are checked as the harvest checks them."""
-    options = invocation.options
-    limits = (
-        emulator_quota(options)
-        if options.emulator
-        else options.quota or quota_from_env() or RateLimits.pro()
-    )
+    limits = quota_of(invocation.args)
     where = await plan(invocation.args)
     await where.check_not_empty()  # stdin with no query: refused as the harvest is
     lines = [query async for query in where.lines()]

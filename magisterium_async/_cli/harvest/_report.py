@@ -13,10 +13,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from magisterium_async._cli._errors import describe
-from magisterium_async._cli._output import Output, plural
-from magisterium_async._cli._status import duration, waiting_text
+from magisterium_async._cli._output import Output, duration, plural, quoted, waiting_text
 from magisterium_async._config import RateLimits
-from magisterium_async._harvest import Harvest, StateSummary, quoted
+from magisterium_async._harvest import Harvest, StateSummary
 from magisterium_async._ratelimit import PoolStats
 
 __all__ = ["Sink", "Tally", "status", "summary"]

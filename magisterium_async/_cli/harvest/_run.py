@@ -10,7 +10,6 @@ first, then the harvest, which records what is on disk; then the summary.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import sys
@@ -26,7 +25,6 @@ from magisterium_async._cli._status import status_line
 from magisterium_async._cli.harvest._plan import Plan, not_ours, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._cli.harvest._report import Tally, status, summary
-from magisterium_async._config import redis_url
 from magisterium_async._errors import (
     MethodNotFoundError,
     OutputFileError,
@@ -45,12 +43,10 @@ from magisterium_async._harvest import (
     why_not_written,
 )
 from magisterium_async._models import Document
-from magisterium_async._redis import RedisUnavailable, check_redis
 
 __all__ = ["run_harvest"]
 
 _ENCODER = msgspec.json.Encoder()
-_REDIS_CHECK = 5.0  # seconds the first word from --redis may take (a TLS handshake included)
 
 
 class _Stdout:
@@ -77,17 +73,9 @@ class _Stdout:
 
 async def run_harvest(invocation: Invocation) -> int:
     """Run the harvest; returns the exit code."""
-    args, options, output = invocation.args, invocation.options, invocation.output
-    url = redis_url(args.redis)
-    if url is not None:  # the token's quota, shared with whatever else uses it
-        options = dataclasses.replace(options, redis=url)
+    args, output = invocation.args, invocation.output
     where = await plan(args)
     await where.check_not_empty()  # stdin: counted only by reading it
-    if url is not None:  # a refusal (password, ACL, TLS) is said now, before any file is made
-        try:
-            await check_redis(url, _REDIS_CHECK, what="--redis")
-        except RedisUnavailable as exc:  # the shared quota's fallback applies
-            output.note(f"magisterium-async: warning: {exc}: going on without it")
     if where.continued:
         output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
@@ -97,9 +85,11 @@ async def run_harvest(invocation: Invocation) -> int:
     # Failures every later request would meet too stop the harvest; a dialect the server
     # does not understand, too, when --protocol named it (auto would have switched).
     fatal: tuple[type[Exception], ...] = (PlanRequiredError, RateLimitError)
-    if options.protocol != "auto":
+    if args.protocol != "auto":
         fatal += (MethodNotFoundError, VersionNotSupportedError)
-    async with open_client(options) as client:
+    # The client checks the Redis named (--redis) first: a refusal is exit 2 before any
+    # file is made.
+    async with open_client(args) as client:
         run = harvest(
             client,
             where.lines(),
@@ -118,7 +108,7 @@ async def run_harvest(invocation: Invocation) -> int:
                 before=before,
                 pool=lambda: client.stats.default,
             )
-            return await _drive(where, run, sink, tally, output, options.emulator)
+            return await _drive(where, run, sink, tally, output, args.emulator)
 
 
 async def _prepare(
