@@ -28,7 +28,7 @@ from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "not_ours", "plan", "unwritable"]
+__all__ = ["Plan", "held", "not_ours", "plan", "unwritable"]
 
 _MAX_LINE = 1024 * 1024
 """The longest line of a queries file, in characters: far past any query, and short
@@ -241,7 +241,7 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _held(path: str) -> CliError | None:
+def held(path: str) -> CliError | None:
     """The refusal naming the harvest that holds ``path``, if one does."""
     try:
         with HarvestLock(path, "files", StateError):
@@ -267,10 +267,10 @@ async def _finished(state: str) -> bool:
 def _exists(path: str, out: str | None, state: str | None) -> CliError:
     """The refusal of ``path`` (``out`` or ``state``), there without ``--resume``, pointing
     to the way on that works: ``--resume`` only where it would continue."""
-    if (held := _held(path)) is not None:
-        return held
+    if (holder := held(path)) is not None:
+        return holder
     if path == out and state is not None and kind_of(state) == "missing":
-        return _held(state) or not_ours(out, f"there is no harvest state at {state}")
+        return held(state) or not_ours(out, f"there is no harvest state at {state}")
     if state is not None and kind_of(state) == "file":
         try:
             check_is_state(state)  # --resume would refuse a file that is not a state
@@ -327,7 +327,7 @@ async def plan(args: argparse.Namespace) -> Plan:
         raise _usage("--resume needs --out FILE or --state FILE: the state is what it resumes from")
     has_state = state is not None and kind_of(state) == "file"
     has_out = out is not None and not stream and kind_of(out) == "file"
-    if args.resume and state is not None and not has_state and _held(state) is None:
+    if args.resume and state is not None and not has_state and held(state) is None:
         if has_out:
             raise not_ours(out or "", f"there is no harvest state at {state}")
         raise _usage(

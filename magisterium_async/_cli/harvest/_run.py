@@ -22,7 +22,7 @@ from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output, plural
 from magisterium_async._cli._status import status_line
-from magisterium_async._cli.harvest._plan import Plan, not_ours, plan, unwritable
+from magisterium_async._cli.harvest._plan import Plan, held, not_ours, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._cli.harvest._report import Tally, status, summary
 from magisterium_async._errors import (
@@ -35,7 +35,6 @@ from magisterium_async._errors import (
 from magisterium_async._files import kind_of
 from magisterium_async._harvest import (
     Harvest,
-    HarvestLock,
     JsonlWriter,
     StateSummary,
     harvest,
@@ -178,12 +177,7 @@ def _gone(out: str, state: str, recorded: str, documents: int) -> CliError:
 def _with_rebuild(message: str, out: str, state: str | None) -> str:
     """``message`` (a refusal of ``out``) with how to rebuild it from ``state``, sending
     nothing, unless ``out`` is only in use by another harvest (no damage to repair)."""
-    try:
-        with HarvestLock(out, "output", OutputFileError):
-            pass
-    except (OutputFileError, OSError):
-        return message
-    if state is None:
+    if state is None or held(out) is not None:
         return message
     rebuilt = rebuilt_name(out)
     return (
