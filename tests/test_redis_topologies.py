@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._auth._redis_store import RedisStore as SignInStore
+from magisterium_async._auth import RedisStore as SignInStore
 from magisterium_async._cache._answers import open_store
 from magisterium_async._cache._policy import CachePolicy
 from magisterium_async._ratelimit import SharedQuota

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from magisterium_async._auth._credentials import credentials_location
+from magisterium_async._auth import credentials_location
 from magisterium_async._cli._errors import CliError, ExitCode, cli_words
 from magisterium_async._cli._local_emulator import local_emulator
 from magisterium_async._config import (

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import magisterium_async as m
-from magisterium_async._auth._credentials import save_credentials
 from magisterium_async._cli._client import (
     MAX_TOKEN_FILE,
     ClientOptions,
@@ -23,7 +22,7 @@ from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._config import TOKEN_ENV
 from magisterium_async.testing import Emulator, EmulatorConfig
 from tests.cli.helpers import cli
-from tests.helpers.credentials import credentials
+from tests.helpers.credentials import credentials, save_credentials
 
 
 @pytest.fixture(autouse=True)
