@@ -111,11 +111,8 @@ async def login(
     try:
         try:
             existing = await store.load()
-        except UnreadableCredentialsError as exc:
-            # Never a trap: what cannot be read is kept aside, and the sign-in starts anew;
-            # a file the user named that holds something else is theirs, left as it is.
-            if exc.foreign:
-                raise
+        except UnreadableCredentialsError:
+            # Never a trap: what cannot be read is kept aside, and the sign-in starts anew.
             aside = await store.set_aside()
             say(f"{store.where} holds no readable sign-in: moved it to {aside}; signing in anew")
             existing = None
@@ -135,10 +132,7 @@ async def login(
             _listening(state, arrived) as redirect_uri,
         ):
             metadata = await _oauth.discover(session, url)
-            if existing is not None and (existing.origin, existing.issuer) == (
-                origin,
-                metadata.issuer,
-            ):
+            if existing is not None and existing.issuer == metadata.issuer:  # its origin
                 client_id, registered = existing.client_id, existing.redirect_uri
             else:
                 client_id = await _oauth.register_client(session, metadata, redirect_uri)
@@ -205,9 +199,7 @@ async def logout(
     try:
         try:
             stored = await store.load()
-        except UnreadableCredentialsError as exc:
-            if exc.foreign:  # a file the user named, holding something else: never deleted
-                raise
+        except UnreadableCredentialsError:
             await store.delete()
             return (
                 f"Signed out: {store.where} held no readable sign-in, so nothing was "

@@ -57,19 +57,17 @@ class TokenResponse(msgspec.Struct, frozen=True):
         return f"TokenResponse(token_type={self.token_type!r}, expires_in={self.expires_in!r})"
 
 
-class _Registration(msgspec.Struct):
-    client_id: str
+class _Answer(msgspec.Struct):
+    """What else the client reads: a registration's ``client_id``, or an error."""
 
-
-class _ErrorBody(msgspec.Struct):
+    client_id: Any = None
     error: Any = None
     error_description: Any = None
 
 
 _METADATA = msgspec.json.Decoder(ServerMetadata)
 _TOKENS = msgspec.json.Decoder(TokenResponse)
-_REGISTRATION = msgspec.json.Decoder(_Registration)
-_ERROR = msgspec.json.Decoder(_ErrorBody)
+_ANSWER = msgspec.json.Decoder(_Answer)
 # RecursionError: a body nested past what the decoder follows is no answer either.
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
@@ -148,9 +146,9 @@ async def _request(
 
 def _refused(what: str, status: int, body: bytes) -> OAuthError:
     try:
-        parsed = _ERROR.decode(body)
+        parsed = _ANSWER.decode(body)
     except _DECODE_ERRORS:
-        parsed = _ErrorBody()
+        parsed = _Answer()
     code = parsed.error if isinstance(parsed.error, str) and parsed.error.isprintable() else None
     text = f"{what}: the authorization server answered HTTP {status}"
     if code is not None:
@@ -220,9 +218,12 @@ async def register_client(
     if status not in (200, 201):
         raise _refused("client registration", status, body)
     try:
-        return _REGISTRATION.decode(body).client_id
-    except _DECODE_ERRORS as exc:
-        raise OAuthError(f"client registration: not a registration response: {exc}") from None
+        client_id = _ANSWER.decode(body).client_id
+    except _DECODE_ERRORS:
+        client_id = None
+    if not isinstance(client_id, str) or not client_id:
+        raise OAuthError("client registration: the answer holds no client_id")
+    return client_id
 
 
 def authorization_url(

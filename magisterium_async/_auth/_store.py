@@ -2,36 +2,19 @@
 
 A location (:func:`credentials_location`) is a file path, a Redis URL of any form of
 :mod:`magisterium_async._redis`, or a redis-py asyncio client; any other URL scheme is
-refused, never taken for a file name. What ``magisterium-async login`` obtained (the
-authorization server's endpoints, the client registered there, the current tokens) is one
-JSON document, :class:`Credentials`.
+refused, never taken for a file name. What ``login`` obtained (the authorization server's
+endpoints, the client registered there, the tokens) is one JSON document,
+:class:`Credentials`.
 
-:class:`FileStore` and :class:`RedisStore` do the same things (``load``, ``save``,
-``delete``, ``set_aside``, ``refreshing``, ``replace``), so the refresh logic and the
-sign-in commands are written once. A refresh runs inside ``refreshing()`` (a lock every
-process naming the store respects), reads the store again (another process may have
-refreshed), and writes what the server answered with ``replace(old, new)``: a
+:class:`FileStore` and :class:`RedisStore` do the same things, so the refresh logic and
+the sign-in commands are written once. A refresh runs inside ``refreshing()`` (a lock
+every process naming the store respects), reads the store again (another process may
+have refreshed), and writes what the server answered with ``replace(old, new)``: a
 compare-and-set on the tokens it was refreshed from, so a writer whose lock lapsed cannot
-overwrite what another wrote since.
-
-- The file: what its path is is decided before it is opened
-  (:func:`magisterium_async._files.kind_of`), so a directory, a FIFO or a device is refused
-  naming it and never opened; a byte-order mark and Windows line ends read alike. It is
-  created 0600 in a directory created 0700 and replaced atomically (a temporary file
-  beside it, fsynced, renamed over it), and refused when group or others may use it. The
-  lock is a file beside it (``<path>.lock``). Inside ``refreshing()`` the room for the new
-  file is written first: a full disk refuses the refresh before the refresh token is
-  spent, never the new refresh token after.
-- Redis: the sign-in for one service is one hash, ``magisterium:signin:{H}``
-  (``credentials``: the JSON; ``fence``: a digest of its tokens), ``H`` the first 16 hex
-  digits of the SHA-256 of the issuer and this client's name, never of a token. The lock
-  is redis-py's, ``magisterium:signin:{H}:lock``, a lease of :data:`LEASE` seconds; the
-  compare-and-set is one Lua script. Every Redis step is bounded by :data:`TIMEOUT`.
-
-:class:`StoreUnavailableError` marks a failure that may pass (Redis down, a lock held too
-long, a full disk); the caller decides whether the token in hand still serves. Redis
-refusing the URL's password, user or TLS is a :class:`CredentialsError`: waiting will not
-change it.
+overwrite what another wrote since. :class:`StoreUnavailableError` marks a failure that
+may pass (Redis down, a lock held too long, a full disk): the caller decides whether the
+token in hand still serves. Redis refusing the URL's password, user or TLS is a
+:class:`CredentialsError`: waiting will not change it.
 """
 
 from __future__ import annotations
@@ -39,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import datetime as dt
 import errno
 import hashlib
 import os
@@ -60,7 +44,7 @@ from magisterium_async._clock import wait_at_most
 from magisterium_async._config import CREDENTIALS_ENV
 from magisterium_async._errors import CredentialsError, masked_url
 from magisterium_async._files import describe, kind_of, text_of
-from magisterium_async._redis import FORMS, Connection, connect, is_client, redis_errors, refusal
+from magisterium_async._redis import FORMS, connect, is_client, redis_errors, refusal
 from magisterium_async._redis import describe as describe_redis
 
 if TYPE_CHECKING:
@@ -119,14 +103,10 @@ class StoreUnavailableError(CredentialsError):
 
 class UnreadableCredentialsError(CredentialsError):
     """The store holds something that is not a sign-in this version can read (a damaged
-    file, another version's, far too large): ``login`` sets it aside and signs in anew,
-    ``logout`` removes it, where the store is this SDK's own (the default file, a Redis
-    key, any file another version wrote). A file the user named holding something else
-    (``foreign``) may be any file of theirs: it is left as it is, and the error says so."""
-
-    def __init__(self, message: str, *, path: str, foreign: bool = False) -> None:
-        super().__init__(message, path=path)
-        self.foreign = foreign
+    file, another version's): ``login`` sets it aside and signs in anew, ``logout`` removes
+    it. Only for a store that is this SDK's own (the default file, a Redis key, any file
+    some version wrote): a file the user named holding something else may be any file of
+    theirs, and is a plain :class:`CredentialsError`, left as it is."""
 
 
 @dataclass(frozen=True)
@@ -193,11 +173,11 @@ def _encode(credentials: Credentials) -> bytes:
 
 
 def _decode(raw: bytes, where: str, flag: str, *, named: bool) -> Credentials | None:
-    """The sign-in ``raw`` holds (``None`` when it is blank: no sign-in yet), else
-    :class:`UnreadableCredentialsError` naming ``where`` and the commands that get out
-    (``flag``: the ``--credentials`` they need). ``named``: a file the user named, which
-    may be any file of theirs unless some version of this SDK wrote it (``foreign``)."""
-    foreign = False
+    """The sign-in ``raw`` holds (``None`` when it is blank: no sign-in yet), else an
+    error naming ``where`` and the commands that get out (``flag``: the ``--credentials``
+    they need). ``named``: a file the user named, which may be any file of theirs unless
+    some version of this SDK wrote it."""
+    ours = True
     try:
         text = text_of(raw, where, "the credentials file")
         if not text.strip():
@@ -208,23 +188,23 @@ def _decode(raw: bytes, where: str, flag: str, *, named: bool) -> Credentials | 
         try:
             _VERSIONED.decode(raw.removeprefix(codecs.BOM_UTF8))
         except ValueError:
-            foreign = named
+            ours = not named
     else:
         if credentials.version == _VERSION:
             return credentials
         what = f"was written by another version (format {credentials.version})"
-    if foreign:
-        way = (
-            "no command moves or deletes a file you named: check the path (if it really is a "
-            "damaged sign-in, remove it yourself and sign in again), or sign in to another "
-            "file with `magisterium-async login --credentials PATH`"
+    if not ours:
+        raise CredentialsError(
+            f"{where} {what}; no command moves or deletes a file you named: check the path (if "
+            "it really is a damaged sign-in, remove it yourself and sign in again), or sign in "
+            "to another file with `magisterium-async login --credentials PATH`",
+            path=where,
         )
-    else:
-        way = (
-            f"`magisterium-async login{flag}` replaces it (keeping it aside), "
-            f"`magisterium-async logout{flag}` removes it"
-        )
-    raise UnreadableCredentialsError(f"{where} {what}; {way}", path=where, foreign=foreign)
+    raise UnreadableCredentialsError(
+        f"{where} {what}; `magisterium-async login{flag}` replaces it (keeping it aside), "
+        f"`magisterium-async logout{flag}` removes it",
+        path=where,
+    )
 
 
 def fence(credentials: Credentials) -> str:
@@ -273,6 +253,11 @@ def signin_key(origin: str) -> str:
     """The Redis key of the sign-in for the service at ``origin`` (its issuer)."""
     digest = hashlib.sha256(f"{origin}\n{APP_NAME}".encode()).hexdigest()[:16]
     return f"{PREFIX}:{{{digest}}}"
+
+
+def _stamp() -> str:
+    """The UTC time now, to the microsecond: what tells apart what was set aside."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def _quiet(at_most: float) -> None:
@@ -353,28 +338,20 @@ class FileStore:
 
     async def delete(self) -> bool:
         """Remove the sign-in and its lock file (``logout``); whether there was one."""
-
-        def unlink() -> bool:
-            with contextlib.suppress(OSError):
-                os.unlink(self.where + ".lock")
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                raise self._failed("delete", exc) from None
-            return True
-
-        return await asyncio.to_thread(unlink)
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(os.unlink, self.where + ".lock")
+        try:
+            await asyncio.to_thread(os.unlink, self.path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise self._failed("delete", exc) from None
+        return True
 
     async def set_aside(self) -> str:
         """Move an unreadable sign-in out of the way, beside it as
         ``<name>.corrupt-<UTC time>`` (``login``); where it went."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        aside, serial = self.path.with_name(f"{self.path.name}.corrupt-{stamp}"), 1
-        while aside.exists():
-            serial += 1
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{serial}")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{_stamp()}")
         try:
             await asyncio.to_thread(os.replace, self.path, aside)
         except OSError as exc:
@@ -457,13 +434,10 @@ class RedisStore:
         self.where = describe_redis(target)
         self.flag = f" --credentials {self.where if isinstance(target, str) else 'REDIS_URL'}"
         self.key = signin_key(origin)
-        self._target = target
         self._token = secrets.token_hex(16)  # this store's, in the lock it holds
-        self._connection: Connection | None = connect(target, TIMEOUT, ValueError, "credentials")
+        self._connection = connect(target, TIMEOUT, ValueError, "credentials")
 
     def _redis(self) -> Any:
-        if self._connection is None:  # closed, then used again: connect anew
-            self._connection = connect(self._target, TIMEOUT, ValueError, "credentials")
         return self._connection.client
 
     def _failed(self, exc: BaseException) -> CredentialsError:
@@ -500,8 +474,7 @@ class RedisStore:
         return bool(removed)
 
     async def set_aside(self) -> str:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        aside = f"{self.key}:corrupt-{stamp}"  # the same hash tag: the same cluster slot
+        aside = f"{self.key}:corrupt-{_stamp()}"  # the same hash tag: the same cluster slot
         await self._step(self._redis().rename(self.key, aside))
         return f"{self.where} (key {aside})"
 
@@ -536,10 +509,8 @@ class RedisStore:
         return bool(wrote)
 
     async def aclose(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.aclose()
+        with contextlib.suppress(Exception):
+            await self._connection.aclose()
 
 
 Store: TypeAlias = "FileStore | RedisStore"

@@ -353,14 +353,13 @@ def resolve_token(
         identity = f"oauth:{origin} {store.key}"
         return None, StoredToken(store, None, clock=clock, identity=identity, events=events)
     stored = store.read()
+    if stored is None and not store.named:
+        raise LoginRequiredError(NO_TOKEN)
     if stored is None:
-        if credentials is None and not os.environ.get(CREDENTIALS_ENV):
-            raise LoginRequiredError(NO_TOKEN)
         source = "credentials=" if credentials is not None else f"${CREDENTIALS_ENV}"
         raise LoginRequiredError(
             f"no API token: no credentials file at {store.where} ({source}); sign in with "
-            f"`magisterium-async login{store.flag or ' --credentials ' + store.where}`, "
-            f"or set {TOKEN_ENV}"
+            f"`magisterium-async login{store.flag}`, or set {TOKEN_ENV}"
         )
     if stored.origin != origin:
         raise LoginRequiredError(
