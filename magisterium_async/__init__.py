@@ -14,7 +14,7 @@ Everything users need is importable from here; the private modules may change.
 import importlib as _importlib
 import typing as _typing
 
-from magisterium_async._telemetry import log_from_environment as _log_from_environment
+from magisterium_async._events import log_from_environment as _log_from_environment
 from magisterium_async._version import __version__
 
 if _typing.TYPE_CHECKING:

@@ -58,7 +58,7 @@ from magisterium_async._errors import (
     NotSupportedError,
     masked_url,
 )
-from magisterium_async._events import EventKind, Events, PoolEvent
+from magisterium_async._events import EventKind, EventLog, Events, PoolEvent
 from magisterium_async._harvest import _batch, _harvest
 from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, BackgroundIterator, Batch
 from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
@@ -104,7 +104,7 @@ from magisterium_async._skills import (
     require_text,
     send_params,
 )
-from magisterium_async._telemetry import Telemetry, log_event
+from magisterium_async._telemetry import Telemetry
 
 __all__ = [
     "CLOSED_MESSAGE",
@@ -360,9 +360,8 @@ class AsyncMagisterium:
             open_store(cache, keeping), keeping, self.base_url, sleep=self._clock.sleep
         )
         # The client's one stream of events: the log, then the application, hear it.
-        self._events = (
-            Events(log_event) if on_event is None else Events(log_event, on_event, watched=True)
-        )
+        log = EventLog(quiet_waits=on_event is not None)
+        self._events = Events(log) if on_event is None else Events(log, on_event)
         self._token, self._tokens = resolve_token(
             token, credentials, base_url=self.base_url, clock=self._clock, events=self._events
         )

@@ -1,43 +1,78 @@
 """What a client tells while it works: one typed stream of events, and its subscribers.
 
-Every part of the client that has something worth observing emits a :class:`PoolEvent`
-(a :class:`RetryEvent` for a retry) into the client's one :class:`Events`: the pools (a
-request sent, a 429, a pause, a rate change, a wait for quota), the call loop (an
-answer, a retry with its delay and reason), the sign-in (a refresh) and the cache (a hit,
-a shared flight). Its subscribers are the library's log, the command line's status line
-and the application's ``on_event``; each reads the events, none reads another's output.
+Every part that has something worth observing emits an event into the client's one
+:class:`Events`: the pools (a request sent, a 429, a pause, a rate change, a wait for
+quota), the call (its start and end, each answer, each retry), the sign-in (a refresh),
+the cache (a hit, a shared call), and anything a person reading the log should know (a
+:class:`Notice`). Its subscribers are the library's log (:class:`EventLog`), OpenTelemetry
+(``_telemetry.py``), the counters behind ``client.stats`` (:class:`Counters`), the command
+line's status line and the application's ``on_event``; each reads the events, none reads
+another's output. No module but the log subscriber (and the command line's own output)
+calls :mod:`logging`.
 
-Kinds, and what ``value`` holds for each:
+A part below the client is handed the stream as a plain callable (:data:`OnEvent`) by
+whoever makes it (``emit=``, or ``events=``); one made without a client (a command that
+needs none) gets :data:`log_event`, the log alone.
 
-========================  =============================================================
-``sent``                  a request left: seconds it waited for its slot
-``answered``              a request's answer came (or its failure): seconds it took
-``retried``               the call is tried again (a :class:`RetryEvent`): seconds before
-                          the next try
-``rate_limited``          a 429: the wait the service asked for (at most
-                          ``RetryPolicy.max_retry_after``)
-``paused``                the pool pauses after a proven 429: seconds until it resumes
-``resumed``               the pause is over: seconds it lasted
-``rate_changed``          the pool's rate: the new rate (requests per period)
-``waiting``               calls wait for the pool's quota: seconds until the next start
-                          (``time + value``: when)
-``refreshing``            the sign-in is being refreshed: seconds it may take at most
-``cache_hit``             a call answered from the cache: 0
-``coalesced``             a call answered by an identical one in flight: 0
-========================  =============================================================
+Kinds, the class each comes as, and what ``value`` holds:
+
+=================  ===============  =========================================================
+``sent``           PoolEvent        a request left: seconds it waited for its turn
+``answered``       AnswerEvent      a request's answer (or failure) came: seconds it took
+``retried``        RetryEvent       the call is tried again: seconds before the next try
+``rate_limited``   PoolEvent        a 429: the wait the call was told (at most
+                                    ``RetryPolicy.max_retry_after``)
+``paused``         PoolEvent        the pool pauses after a 429: seconds until it resumes
+``resumed``        PoolEvent        the pause is over: seconds it lasted
+``rate_changed``   PoolEvent        the pool's rate: the new rate (requests per period)
+``waiting``        PoolEvent        calls wait for the pool's quota: seconds until the next
+                                    start (``time + value``: when), once per wait
+``refreshing``     PoolEvent        the sign-in is being refreshed: seconds it may take
+``cache_hit``      PoolEvent        a call answered from the cache: 0
+``coalesced``      PoolEvent        a call answered by an identical one in flight: 0
+``call_started``   CallEvent        a protocol call begins: 0
+``call_ended``     CallEvent        it ended (answered, failed or cancelled): seconds it took
+``notice``         Notice           something the log says (``level``, ``topic``,
+                                    ``message``): 0
+=================  ===============  =========================================================
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import math
+import sys
+import time as _time
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal, TextIO
 
 import msgspec
 
-__all__ = ["EventKind", "Events", "OnEvent", "PoolEvent", "RetryEvent", "unheard"]
+from magisterium_async._config import log_level
 
-logger = logging.getLogger("magisterium_async.ratelimit")
+__all__ = [
+    "LOGGER",
+    "LONG_QUOTA_WAIT",
+    "AnswerEvent",
+    "CallEvent",
+    "Counters",
+    "EventKind",
+    "EventLog",
+    "Events",
+    "Level",
+    "Notice",
+    "OnEvent",
+    "PoolEvent",
+    "RetryEvent",
+    "Topic",
+    "log_event",
+    "log_from_environment",
+    "log_to_stderr",
+    "notice",
+    "unheard",
+]
 
 EventKind = Literal[
     "sent",
@@ -51,6 +86,9 @@ EventKind = Literal[
     "refreshing",
     "cache_hit",
     "coalesced",
+    "call_started",
+    "call_ended",
+    "notice",
 ]
 
 
@@ -91,8 +129,80 @@ class RetryEvent(PoolEvent, frozen=True):
     retry_after: float | None
 
 
+class AnswerEvent(PoolEvent, frozen=True):
+    """A request's answer came (``kind="answered"``), ``value`` seconds after it left.
+
+    - ``method``: the call's (``message/send``, ``GET <card URL>``);
+    - ``outcome``: ``"ok"``, ``"rate_limited"`` (a 429) or ``"error"`` (any other failure);
+    - ``retry_after``: after a 429, the wait the service asked for (``None``: none).
+    """
+
+    method: str
+    outcome: Literal["ok", "rate_limited", "error"]
+    retry_after: float | None
+
+
+class CallEvent(PoolEvent, frozen=True):
+    """A protocol call begins (``kind="call_started"``, ``value`` 0) or ends
+    (``"call_ended"``, ``value``: seconds it took), in the task of its caller.
+
+    - ``method``: ``message/send``, ``tasks/get``, ``tasks/cancel`` or ``tasks/list``;
+    - ``params``: what it sends (its message, or the task's id), as built for A2A 0.3;
+    - ``cache``: for a call the cache policy covers, how it was answered (``"hit"``,
+      ``"coalesced"`` or ``"miss"``: a request of its own; ``None`` until it ends), else
+      ``None``;
+    - ``result``: what it returned (a ``Task`` or a ``TaskPage``; ``None`` until then);
+    - ``error``: the exception it ended with (``None``: none).
+    """
+
+    method: str
+    params: Any
+    cache: str | None = None
+    result: Any = None
+    error: BaseException | None = None
+
+
+Level = Literal["debug", "info", "warning"]
+"""How much a :class:`Notice` matters, as :mod:`logging`'s levels of the same names."""
+Topic = Literal["auth", "cache", "harvest", "ratelimit", "retry", "transport"]
+"""What a :class:`Notice` is about: its logger is ``magisterium_async.<topic>``."""
+
+
+class Notice(PoolEvent, frozen=True):
+    """Something a person reading the log should know (``kind="notice"``, ``value`` 0):
+    the ``message`` (whole, never a secret in it), at ``level``, about ``topic``. Made by
+    :func:`notice`."""
+
+    level: Level
+    topic: Topic
+    message: str
+
+
+def _now() -> float:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return _time.monotonic()
+
+
+def notice(
+    level: Level, topic: Topic, message: str, *, pool: str = "", time: float | None = None
+) -> Notice:
+    """A :class:`Notice`, to hand to the stream: ``emit(notice("warning", "cache", "..."))``.
+
+    Arguments:
+        level: ``"debug"``, ``"info"`` or ``"warning"``.
+        topic: what it is about (its logger: ``magisterium_async.<topic>``).
+        message: the text, whole (it is not formatted later): no token, no secret.
+        pool: the pool it concerns, if any.
+        time: on the client's clock, if the part has it; else the loop's.
+    """
+    return Notice("notice", pool, _now() if time is None else time, 0.0, level, topic, message)
+
+
 OnEvent = Callable[[PoolEvent], None]
-"""A subscriber: called with every event, in the event loop, as it happens."""
+"""A subscriber, and what a part is handed to emit with: called with every event, in the
+event loop, as it happens."""
 
 
 def unheard(event: PoolEvent) -> None:
@@ -101,34 +211,227 @@ def unheard(event: PoolEvent) -> None:
 
 class Events:
     """One client's stream: calling it with an event hands the event to every subscriber
-    in the order they subscribed. A subscriber that raises is logged (WARNING) and
-    ignored: observing never fails a call."""
+    in the order given. A subscriber that raises is told of once, as a :class:`Notice` to
+    the others (its own error is not handed back to it), and ignored: observing never
+    fails a call."""
 
-    __slots__ = ("_subscribers", "watched")
+    __slots__ = ("_subscribers",)
 
-    def __init__(self, *subscribers: OnEvent, watched: bool = False) -> None:
-        self._subscribers = list(subscribers)
-        self.watched = watched
-        """Whether the application itself hears the stream (``on_event=``): then a long
-        wait for quota is told to it, and the log keeps it at INFO."""
+    def __init__(self, *subscribers: OnEvent) -> None:
+        self._subscribers = subscribers
 
     def __repr__(self) -> str:
         return f"<Events subscribers={len(self._subscribers)}>"
-
-    def subscribe(self, subscriber: OnEvent) -> None:
-        """Hand ``subscriber`` every event from now on."""
-        self._subscribers.append(subscriber)
-
-    def unsubscribe(self, subscriber: OnEvent) -> None:
-        """Hand ``subscriber`` no more events (nothing if it was not subscribed)."""
-        if subscriber in self._subscribers:
-            self._subscribers.remove(subscriber)
 
     def __call__(self, event: PoolEvent) -> None:
         for subscriber in self._subscribers:
             try:
                 subscriber(event)
-            except Exception:
-                logger.warning(
-                    "on_event callback failed on %s event; ignored", event.kind, exc_info=True
-                )
+            except Exception as exc:
+                self._failed(subscriber, event, exc)
+
+    def _failed(self, failed: OnEvent, event: PoolEvent, exc: Exception) -> None:
+        said = notice(
+            "warning",
+            "ratelimit",
+            f"on_event callback failed on {event.kind} event ({type(exc).__name__}: {exc}); "
+            "ignored",
+            pool=event.pool,
+            time=event.time,
+        )
+        for subscriber in self._subscribers:
+            if subscriber is not failed:
+                with contextlib.suppress(Exception):  # told once: a second failure is not news
+                    subscriber(said)
+
+
+# The counters behind client.stats -----------------------------------------------------
+
+
+class _PoolCount:
+    __slots__ = ("pause_until", "paused", "rate_limited", "retries", "sent")
+
+    def __init__(self) -> None:
+        self.sent = self.rate_limited = self.retries = 0
+        self.paused = 0.0  # seconds paused, the part still to come included
+        self.pause_until = -math.inf
+
+
+class Counters:
+    """The counts behind ``client.stats``, per pool, from the stream: requests ``sent``,
+    429s (``rate_limited``), ``retries``, and seconds paused (:meth:`paused_seconds`)."""
+
+    __slots__ = ("_pools",)
+
+    def __init__(self) -> None:
+        self._pools = {name: _PoolCount() for name in ("default", "expensive", "unmetered")}
+
+    def __call__(self, event: PoolEvent) -> None:
+        count = self._pools.get(event.pool)
+        if count is None:
+            return
+        kind = event.kind
+        if kind == "sent":
+            count.sent += 1
+        elif kind == "rate_limited":
+            count.rate_limited += 1
+        elif kind == "retried":
+            count.retries += 1
+        elif kind == "paused":
+            until = event.time + event.value
+            if until > count.pause_until:
+                # A pause that lengthens one under way counts only the time it adds.
+                count.paused += until - max(count.pause_until, event.time)
+                count.pause_until = until
+
+    def of(self, pool: str) -> tuple[int, int, int]:
+        """``pool``'s ``(sent, rate_limited, retries)``."""
+        count = self._pools[pool]
+        return count.sent, count.rate_limited, count.retries
+
+    def paused_seconds(self, pool: str, now: float) -> float:
+        """Seconds ``pool`` has spent paused by ``now``."""
+        count = self._pools[pool]
+        return count.paused - max(0.0, count.pause_until - now)
+
+
+# The log --------------------------------------------------------------------------------
+
+LOGGER = "magisterium_async"
+"""The root of the library's loggers: ``magisterium_async.<topic>``."""
+LONG_QUOTA_WAIT = 10.0
+"""A wait for quota of at least this many seconds is news for the log (a shorter one is
+the pacing at work)."""
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _logger(topic: str) -> logging.Logger:
+    return logging.getLogger(f"{LOGGER}.{topic}")
+
+
+class EventLog:
+    """The log subscriber: what a person reading the library's log is told, from the stream.
+
+    - each retry, at INFO on ``magisterium_async.retry`` (the method, why, its number and
+      the wait); each answer at DEBUG on ``.transport``;
+    - the pools' pauses and rate changes at INFO on ``.ratelimit`` (resumes at DEBUG), and
+      a long wait for quota (:data:`LONG_QUOTA_WAIT` or more) once per wait: the first of a
+      pool at WARNING (Python shows a WARNING where logging was never set up, so a program
+      that watches nothing does not sit silent for a minute), later ones at INFO; at INFO
+      from the first with ``quiet_waits`` (the application hears the events itself);
+    - a refresh of the sign-in at INFO on ``.auth``;
+    - every :class:`Notice`, at its level, on its topic's logger.
+    """
+
+    __slots__ = ("_quiet", "_told")
+
+    def __init__(self, *, quiet_waits: bool = False) -> None:
+        self._quiet = quiet_waits
+        self._told: dict[str, float] = {}  # per pool: the end of the last long wait told
+
+    def __repr__(self) -> str:
+        return f"<EventLog quiet_waits={self._quiet}>"
+
+    def __call__(self, event: PoolEvent) -> None:
+        kind = event.kind
+        if kind == "sent" or kind == "call_started" or kind == "call_ended":
+            return
+        if isinstance(event, Notice):
+            _logger(event.topic).log(_LEVELS[event.level], "%s", event.message)
+        elif isinstance(event, RetryEvent):
+            _log_retry(event)
+        elif isinstance(event, AnswerEvent):
+            log = _logger("transport")
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: %s after %.3g s", event.method, event.outcome, event.value)
+        elif kind == "waiting":
+            self._waiting(event)
+        elif kind == "paused":
+            _logger("ratelimit").info(
+                "pool %s paused for %.3f s after a 429", event.pool, event.value
+            )
+        elif kind == "resumed":
+            _logger("ratelimit").debug("pool %s resumed", event.pool)
+        elif kind == "rate_changed":
+            _logger("ratelimit").info("pool %s rate now %g per period", event.pool, event.value)
+        elif kind == "refreshing":
+            _logger("auth").info("refreshing the access token (at most %g s)", event.value)
+
+    def _waiting(self, event: PoolEvent) -> None:
+        wake = event.time + event.value
+        told = self._told.get(event.pool)
+        if event.value < LONG_QUOTA_WAIT or (told is not None and wake <= told):
+            return
+        self._told[event.pool] = wake
+        level = logging.INFO if self._quiet or told is not None else logging.WARNING
+        _logger("ratelimit").log(
+            level,
+            "the %s pool's quota is spent for now: calls wait %.0f s for the next start "
+            "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
+            event.pool,
+            event.value,
+            event.pool,
+        )
+
+
+def _log_retry(event: RetryEvent) -> None:
+    log = _logger("retry")
+    if not log.isEnabledFor(logging.INFO):
+        return
+    method, wait = event.method, event.value
+    if event.retry == 0:
+        told = event.retry_after
+        asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
+        log.info("%s: rate limited (HTTP 429%s); retrying in %.3g s", method, asked_for, wait)
+        return
+    # The error names the method already; the prefix is for those that do not.
+    text = event.message if event.message.startswith(method) else f"{method}: {event.message}"
+    log.info("%s; retry %d of %d in %.3g s", text, event.retry, event.max_retries, wait)
+
+
+log_event = EventLog()
+"""The log of a part made without a client's stream (a command that needs no client)."""
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a record comes (a test may have replaced it)."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
+def log_to_stderr(level: int) -> None:
+    """Show the library's records of ``level`` and above on stderr.
+
+    One handler however often it is called; the most verbose level asked for wins (``-v``
+    does not quieten ``$MAGISTERIUM_LOG=debug``).
+    """
+    logger = logging.getLogger(LOGGER)
+    handler = next((h for h in logger.handlers if isinstance(h, _Stderr)), None)
+    if handler is None:
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
+        handler.setLevel(level)
+        logger.addHandler(handler)
+    else:
+        handler.setLevel(min(handler.level, level))
+    if logger.level == logging.NOTSET or logger.level > level:
+        logger.setLevel(level)
+
+
+def log_from_environment() -> None:
+    """Turn the log on as ``$MAGISTERIUM_LOG`` asks (``info`` or ``debug``); a value it
+    does not know is said, once, and ignored."""
+    try:
+        level = log_level()
+    except ValueError as exc:
+        logging.getLogger(LOGGER).warning("%s; ignored", exc)
+        return
+    if level is not None:
+        log_to_stderr(level)

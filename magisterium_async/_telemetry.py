@@ -18,30 +18,20 @@ configured later is picked up by the next call.
 Nothing secret or typed by a user goes into a span: the method, ids (task, context,
 skill), states, pools, counts, waits and error classes, never a header, a
 token, a query or an exception's message.
-
-The library's log on stderr, for people, is here too: ``$MAGISTERIUM_LOG`` (``info`` or
-``debug``, read once when the package is imported) or the command line's ``-v``/``-vv``
-turn it on (:func:`log_to_stderr`). Every module logs under ``magisterium_async``
-(``.retry``: retries and 429s, ``.ratelimit``: pauses and rates, ``.auth``: refreshes,
-``.transport``: each request, at DEBUG, ``.cli``: the command line's waits); nothing shows
-until an application configures logging or one of those asks. No record carries a token,
-a refresh token or a password.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import sys
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any
 from urllib.parse import urlsplit
 
 from magisterium_async import _version
-from magisterium_async._config import log_level
 from magisterium_async._errors import JSONRPCError, RateLimitError
-from magisterium_async._events import PoolEvent, RetryEvent
+from magisterium_async._events import RetryEvent
 from magisterium_async._models import Message, Task, TaskState
 
 # OpenTelemetry's API, loaded by _in_use() once the application has imported it.
@@ -68,14 +58,10 @@ def _in_use() -> bool:
 
 
 __all__ = [
-    "LOGGER",
     "NO_OBSERVER",
     "CallObserver",
     "Telemetry",
     "error_type",
-    "log_event",
-    "log_from_environment",
-    "log_to_stderr",
     "with_trace_context",
 ]
 
@@ -366,73 +352,3 @@ def _request_attributes(params: Any) -> dict[str, str]:
     if isinstance(params, Mapping) and isinstance(params.get("id"), str):
         return {"a2a.task.id": params["id"]}
     return {}
-
-
-# The log on stderr -------------------------------------------------------------------
-LOGGER = "magisterium_async"
-_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to ``sys.stderr`` as it is when a record comes (a test may have replaced it)."""
-
-    @property
-    def stream(self) -> TextIO:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: TextIO) -> None:
-        pass
-
-
-_RETRY_LOG = logging.getLogger("magisterium_async.retry")
-
-
-def log_event(event: PoolEvent) -> None:
-    """The log's part of the client's stream: each retry, at INFO on
-    ``magisterium_async.retry`` (the method, why, the retry's number and the wait)."""
-    if not isinstance(event, RetryEvent) or not _RETRY_LOG.isEnabledFor(logging.INFO):
-        return
-    method, wait = event.method, event.value
-    if event.retry == 0:
-        told = event.retry_after
-        asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
-        _RETRY_LOG.info(
-            "%s: rate limited (HTTP 429%s); retrying in %.3g s", method, asked_for, wait
-        )
-        return
-    # The error names the method already; the prefix is for those that do not.
-    text = event.message if event.message.startswith(method) else f"{method}: {event.message}"
-    retry, limit = event.retry, event.max_retries
-    _RETRY_LOG.info("%s; retry %d of %d in %.3g s", text, retry, limit, wait)
-
-
-def log_to_stderr(level: int) -> None:
-    """Show the library's records of ``level`` and above on stderr.
-
-    One handler however often it is called; the most verbose level asked for wins (``-v``
-    does not quieten ``$MAGISTERIUM_LOG=debug``).
-    """
-    logger = logging.getLogger(LOGGER)
-    handler = next((h for h in logger.handlers if isinstance(h, _Stderr)), None)
-    if handler is None:
-        handler = _Stderr()
-        handler.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
-        handler.setLevel(level)
-        logger.addHandler(handler)
-    else:
-        handler.setLevel(min(handler.level, level))
-    if logger.level == logging.NOTSET or logger.level > level:
-        logger.setLevel(level)
-
-
-def log_from_environment() -> None:
-    """Turn the log on as ``$MAGISTERIUM_LOG`` asks (``info`` or ``debug``); a value it
-    does not know is said, once, and ignored."""
-    try:
-        level = log_level()
-    except ValueError as exc:
-        logging.getLogger(LOGGER).warning("%s; ignored", exc)
-        return
-    if level is not None:
-        log_to_stderr(level)

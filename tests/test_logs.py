@@ -13,7 +13,7 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async import _config as _env
-from magisterium_async import _telemetry as _logs
+from magisterium_async import _events as _logs
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 from tests.cli.helpers import TIMEOUT, clean_env
 from tests.helpers.credentials import load_credentials

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import typing
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import SpanKind, StatusCode
 
+from magisterium_async._events import Topic
 from magisterium_async._telemetry import NO_OBSERVER
 
 QUERY = "the secret query of a user"
@@ -397,7 +399,7 @@ def test_every_logger_is_in_the_tree_and_in_the_readme_table() -> None:
         name
         for path in root.rglob("*.py")
         for name in re.findall(r'getLogger\("([^"]+)"\)', path.read_text(encoding="utf-8"))
-    }
+    } | {f"magisterium_async.{topic}" for topic in typing.get_args(Topic)}
     pages = [root.parent / "README.md", *sorted((root.parent / "docs").glob("*.md"))]
     tables = "".join(page.read_text(encoding="utf-8") for page in pages)
     documented = set(re.findall(r"^\| `(magisterium_async[\w.]*)` \|", tables, re.M))

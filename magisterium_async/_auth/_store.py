@@ -24,6 +24,7 @@ import codecs
 import contextlib
 import datetime as dt
 import errno
+import functools
 import hashlib
 import os
 import re
@@ -40,11 +41,10 @@ import filelock
 import msgspec
 import platformdirs
 
-from magisterium_async._clock import wait_at_most
 from magisterium_async._config import CREDENTIALS_ENV
 from magisterium_async._errors import CredentialsError, masked_url
 from magisterium_async._files import describe, kind_of, text_of
-from magisterium_async._redis import FORMS, connect, is_client, redis_errors, refusal
+from magisterium_async._redis import FORMS, RedisUnavailable, connect, is_client
 from magisterium_async._redis import describe as describe_redis
 
 if TYPE_CHECKING:
@@ -435,26 +435,19 @@ class RedisStore:
         self.flag = f" --credentials {self.where if isinstance(target, str) else 'REDIS_URL'}"
         self.key = signin_key(origin)
         self._token = secrets.token_hex(16)  # this store's, in the lock it holds
-        self._connection = connect(target, TIMEOUT, ValueError, "credentials")
+        self._connection = connect(target, TIMEOUT, ValueError, "the credentials store")
+        self._connection.error = functools.partial(CredentialsError, path=self.where)
 
     def _redis(self) -> Any:
         return self._connection.client
 
-    def _failed(self, exc: BaseException) -> CredentialsError:
-        refused = refusal(exc, self.where)
-        if refused is not None:
-            return CredentialsError(refused, path=self.where)
-        return StoreUnavailableError(
-            f"cannot reach the credentials store {self.where}: {exc or type(exc).__name__}",
-            path=self.where,
-        )
-
     async def _step(self, step: Awaitable[T]) -> T:
-        """``step``, bounded by :data:`TIMEOUT`; a Redis failure said as one."""
+        """``step``, bounded by :data:`TIMEOUT`: a refusal raised as one, any other failure
+        as :class:`StoreUnavailableError`."""
         try:
-            return await wait_at_most(TIMEOUT, step)
-        except redis_errors() as exc:
-            raise self._failed(exc) from None
+            return await self._connection.run(step)
+        except RedisUnavailable as exc:
+            raise StoreUnavailableError(str(exc), path=self.where) from None
 
     async def load(self) -> Credentials | None:
         data: Any = await self._step(self._redis().hget(self.key, "credentials"))
@@ -498,9 +491,9 @@ class RedisStore:
             yield
         finally:
             # Redis away: the lease lapses, or this store takes it again at its next refresh.
-            with contextlib.suppress(*redis_errors()):
+            with contextlib.suppress(CredentialsError):
                 give = self._redis().register_script(_GIVE)
-                await wait_at_most(TIMEOUT, give(keys=[lock], args=[self._token]))
+                await self._step(give(keys=[lock], args=[self._token]))
 
     async def replace(self, old: Credentials, new: Credentials) -> bool:
         script = self._redis().register_script(_REPLACE)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import math
 import os
 import time
@@ -42,9 +41,7 @@ from magisterium_async._errors import (
     OAuthError,
     error_for_status,
 )
-from magisterium_async._events import OnEvent, PoolEvent, unheard
-
-logger = logging.getLogger("magisterium_async.auth")
+from magisterium_async._events import Level, OnEvent, PoolEvent, log_event, notice
 
 TokenCallable = Callable[[], str | Awaitable[str]]
 """``token=`` as a function: returns (or resolves to) the token to send now."""
@@ -137,7 +134,7 @@ class StoredToken:
         clock: Clock,
         identity: str | None,
         store_wait: float = STORE_WAIT,
-        events: OnEvent = unheard,
+        events: OnEvent = log_event,
     ) -> None:
         self.store = store
         self.identity = identity
@@ -172,8 +169,8 @@ class StoredToken:
     def _in_hand(self) -> str | None:
         return None if self.credentials is None else self.credentials.access_token
 
-    def _tell(self, level: str, message: str) -> None:
-        logger.log(logging.getLevelName(level.upper()), "%s", message)
+    def _tell(self, level: Level, message: str) -> None:
+        self._events(notice(level, "auth", message, time=self._clock.now()))
 
     async def token(self) -> str:
         if self._clock.now() >= self._refresh_at:
@@ -267,7 +264,6 @@ class StoredToken:
             )
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        logger.info("refreshing the access token at %s", stored.token_endpoint)
         self._events(PoolEvent("refreshing", "", self._clock.now(), REFRESH_TIMEOUT))
         form = {
             "grant_type": "refresh_token",
@@ -325,7 +321,7 @@ def resolve_token(
     *,
     base_url: str,
     clock: Clock,
-    events: OnEvent = unheard,
+    events: OnEvent = log_event,
 ) -> tuple[str | None, TokenSource | None]:
     """The client's token: a fixed string, or a source to ask before each request.
 

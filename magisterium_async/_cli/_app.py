@@ -34,7 +34,7 @@ from magisterium_async._cli._options import output
 from magisterium_async._cli._output import Output
 from magisterium_async._cli._parser import PROG, build_parser
 from magisterium_async._errors import MagisteriumError
-from magisterium_async._telemetry import log_to_stderr
+from magisterium_async._events import log_to_stderr
 
 __all__ = ["main"]
 

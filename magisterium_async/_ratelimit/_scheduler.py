@@ -61,7 +61,7 @@ from magisterium_async._ratelimit._lines import Waiter, WaitingLine
 from magisterium_async._ratelimit._log import Start
 from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._shared import SharedLimiter
-from magisterium_async._ratelimit._tuning import LONG_QUOTA_WAIT, ROUND_HOLD_ROUND_TRIPS
+from magisterium_async._ratelimit._tuning import ROUND_HOLD_ROUND_TRIPS
 
 __all__ = [
     "Admissions",
@@ -428,22 +428,7 @@ class Pool:
         if wake > now and wake > self._waiting_until:
             self._waiting_until = wake
             self._emit("waiting", wake - now, now)
-        if wake - now < LONG_QUOTA_WAIT or wake <= self._told_until:
-            return
-        # The first long wait is a WARNING, so that a program that watches nothing (Python
-        # shows a WARNING where logging was never set up) does not sit silent for a
-        # minute; one that hears the events (``on_event=``) is told there, as is the CLI.
-        watched = getattr(self._on_event, "watched", False)
-        level = logging.INFO if watched or self._told_until > -math.inf else logging.WARNING
-        self._told_until = wake
-        logger.log(
-            level,
-            "the %s pool's quota is spent for now: calls wait %.0f s for the next start "
-            "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
-            self.name,
-            wake - now,
-            self.name,
-        )
+        # A long wait is told by the log subscriber, from this event.
 
     def _sent_now(self, permit: Permit, since: float) -> Permit:
         self._sent += 1
