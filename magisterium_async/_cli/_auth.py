@@ -67,36 +67,34 @@ def _duration(seconds: float) -> str:
 
 
 def _show(where: str, stored: Credentials, invocation: Invocation) -> None:
-    """The sign-in, never a token: rows for people, or one JSON document."""
-    now = time.time()
-    expires = None
+    """The sign-in, never a token: lines for people, or one JSON document."""
+    refreshable = stored.refresh_token is not None
+    expires, left, when = None, 0.0, "not stated by the server"
     if stored.expires_at is not None:
         expires = dt.datetime.fromtimestamp(int(stored.expires_at), dt.timezone.utc).isoformat()
+        left = stored.expires_at - time.time()
+        renewed = "; renewed at the next call" if refreshable else ""
+        when = f"{expires} ({f'in {_duration(left)}' if left > 0 else 'expired' + renewed})"
+    lines = [
+        f"signed in to {stored.origin}",
+        f"  issuer   {stored.issuer}",
+        f"  expires  {when}",
+        f"  scopes   {' '.join(stored.scopes) or '(none named)'}",
+        f"  refresh  {'yes' if refreshable else 'no: sign in again when it expires'}",
+        f"  client   {stored.client_id}",
+        f"  stored   {where}",
+    ]
     status = {
         "path": where,
         "origin": stored.origin,
         "issuer": stored.issuer,
         "client_id": stored.client_id,
         "expires_at": expires,
-        "expired": stored.expires_at is not None and stored.expires_at <= now,
+        "expired": expires is not None and left <= 0,
         "scopes": stored.scopes,
-        "refreshable": stored.refresh_token is not None,
+        "refreshable": refreshable,
     }
-    when = "not stated by the server"
-    if stored.expires_at is not None:
-        left = stored.expires_at - now
-        how = "expired; renewed at the next call" if status["refreshable"] else "expired"
-        when = f"{expires} ({f'in {_duration(left)}' if left > 0 else how})"
-    rows = [
-        ("issuer", stored.issuer),
-        ("expires", when),
-        ("scopes", " ".join(stored.scopes) or "(none named)"),
-        ("refresh", "yes" if status["refreshable"] else "no: sign in again when it expires"),
-        ("client", stored.client_id),
-        ("stored", where),
-    ]
-    text = [f"signed in to {stored.origin}", *(f"  {name:<8} {value}" for name, value in rows)]
-    invocation.output.result(status, lambda: print("\n".join(text)))
+    invocation.output.result(status, lambda: print("\n".join(lines)))
 
 
 def _base_url_argument(parser: argparse.ArgumentParser) -> None:
