@@ -201,6 +201,21 @@ async def test_a_sign_in_lost_from_redis_exits_3_naming_the_login_command(
     assert PASSWORD not in run.err + run.out
 
 
+async def test_a_redis_that_refuses_the_url_is_said_as_a_refusal_before_the_browser(
+    auth_server: FakeAuthServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    url = await require_password(redis_server)
+    base = ["--base-url", auth_server.base_url]
+    for wrong in (url.replace(PASSWORD, "guessed"), url.replace(":" + PASSWORD, "nobody:x")):
+        for words in (["login", "--no-browser"], ["auth", "status"], ["logout"], ["search", "q"]):
+            run = await cli(*words, *base, "--credentials", wrong, stdin=b"")
+            assert run.code == 3, (words, run.err)
+            assert "refused the sign-in" in run.err and "check the user and password" in run.err
+            assert "did not answer" not in run.err and "cannot reach" not in run.err
+            assert "guessed" not in run.err and PASSWORD not in run.err
+    assert (auth_server.requests, auth_server.rpc_calls) == ([], 0)  # not even discovery
+
+
 def test_an_unsupported_location_exits_2_and_writes_no_file(tmp_path: Path) -> None:
     for location in ("xyz://127.0.0.1:1/0", "http://127.0.0.1:1/credentials"):
         run = sync_cli("login", "--no-browser", "--credentials", location, cwd=tmp_path)
