@@ -236,9 +236,11 @@ def credentials_location(location: str | os.PathLike[str] | Any = None) -> Path 
                 f"not {type(location).__name__}"
             )
         raw, source = os.fspath(location), "credentials"
+        if not raw.strip():  # "$UNSET_VARIABLE": never the current directory
+            raise ValueError("the credentials location is empty: give a file path or a Redis URL")
     else:
         raw, source = os.environ.get(CREDENTIALS_ENV, ""), f"${CREDENTIALS_ENV}"
-        if not raw:
+        if not raw.strip():
             return default_credentials_path()
     if not _SCHEME.match(raw):
         return Path(raw).expanduser()

@@ -146,6 +146,16 @@ def test_another_url_scheme_is_refused_never_taken_for_a_file(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_location_is_refused_and_a_blank_variable_unset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for empty in ("", "  "):  # --credentials "$UNSET": never the current directory
+        with pytest.raises(ValueError, match="the credentials location is empty"):
+            m.AsyncMagisterium(credentials=empty)
+    monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", " ")
+    assert credentials_location() == default_credentials_path()
+
+
 def test_a_refused_url_does_not_show_its_password() -> None:
     with pytest.raises(ValueError) as caught:
         credentials_location("memcached://admin:hunter2@cache:11211/0")
