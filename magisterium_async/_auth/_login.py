@@ -132,7 +132,7 @@ async def login(
             _listening(state, arrived) as redirect_uri,
         ):
             metadata = await _oauth.discover(session, url)
-            if existing is not None and existing.issuer == metadata.issuer:  # its origin
+            if existing is not None and existing.issuer == metadata.issuer:  # = the origin
                 client_id, registered = existing.client_id, existing.redirect_uri
             else:
                 client_id = await _oauth.register_client(session, metadata, redirect_uri)
