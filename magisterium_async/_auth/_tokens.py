@@ -295,7 +295,7 @@ class StoredToken:
         wrote = await self.store.replace(stored, fresh)
         self._unsaved = None
         if not wrote:  # another writer since the read (a lapsed lease, a new login): theirs
-            self._tell("info", f"the sign-in at {self.store.where} changed meanwhile: using it")
+            self._tell("warning", f"the sign-in at {self.store.where} changed meanwhile: using it")
             self._adopt(await self._load())
 
     async def aclose(self) -> None:
