@@ -110,21 +110,14 @@ async def _request(
     The form may hold a code, a verifier or a token: no exception from here chains to an
     aiohttp one (whose ``request_info`` would hold them), and none names the body.
     """
-    headers = dict(_HEADERS)
-    data: bytes | None = None
-    if form is not None:
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-        data = urlencode(form).encode("ascii")
-    elif json is not None:
-        headers["Content-Type"] = "application/json"
-        data = msgspec.json.encode(json)
-    via = request_arguments(environment_proxy(url), url, headers)
+    via = request_arguments(environment_proxy(url), url, _HEADERS)
     error: APIConnectionError
     try:
         async with session.request(
-            "GET" if data is None else "POST",
+            "GET" if form is None and json is None else "POST",
             url,
-            data=data,
+            data=form,
+            json=json,
             headers=via.headers,
             allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 10.0)),

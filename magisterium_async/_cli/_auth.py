@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import os
 import shlex
 import sys
 import threading
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from magisterium_async._cli._command import Command, Group, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._config import TOKEN_ENV, token_from_env
+from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
 
 if TYPE_CHECKING:
     from magisterium_async._auth import Credentials
@@ -97,6 +98,21 @@ def _show(where: str, stored: Credentials, invocation: Invocation) -> None:
     invocation.output.result(status, lambda: print("\n".join(lines)))
 
 
+async def _check_redis(args: argparse.Namespace) -> None:
+    """A Redis that keeps the sign-in is asked once before anything is done: a refusal
+    (the password, an ACL, TLS) is exit 2, as in every command; one that does not answer
+    is said by the flow itself."""
+    from magisterium_async._redis import RedisUnavailable, check_redis, looks_like_redis
+
+    url = args.credentials or os.environ.get(CREDENTIALS_ENV, "").strip()
+    if url and looks_like_redis(url):
+        what = "--credentials" if args.credentials else f"${CREDENTIALS_ENV}"
+        with contextlib.suppress(RedisUnavailable):
+            await check_redis(
+                url, 2.0, error=lambda said: CliError(said, ExitCode.USAGE), what=what
+            )
+
+
 def _base_url_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--base-url",
@@ -121,6 +137,7 @@ async def _login(invocation: Invocation) -> int:
     from magisterium_async._auth import DEFAULT_LOGIN_TIMEOUT, login
 
     args = invocation.args
+    await _check_redis(args)
     try:
         stdin = sys.stdin.fileno() if sys.stdin is not None else None
     except (OSError, ValueError):  # no stdin to paste into (closed, or not a file)
@@ -156,6 +173,7 @@ async def _login(invocation: Invocation) -> int:
 async def _logout(invocation: Invocation) -> int:
     from magisterium_async._auth import logout
 
+    await _check_redis(invocation.args)
     _say(await logout(invocation.args.credentials, invocation.args.base_url))
     return ExitCode.OK
 
@@ -164,6 +182,7 @@ async def _status(invocation: Invocation) -> int:
     from magisterium_async._auth import auth_status
 
     args = invocation.args
+    await _check_redis(args)
     where, stored = await auth_status(args.credentials, args.base_url)
     if stored is None:
         named = where if "://" in where else shlex.quote(where)  # a URL is masked already

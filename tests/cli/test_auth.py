@@ -201,15 +201,18 @@ async def test_a_sign_in_lost_from_redis_exits_3_naming_the_login_command(
     assert PASSWORD not in run.err + run.out
 
 
-async def test_a_redis_that_refuses_the_url_is_said_as_a_refusal_before_the_browser(
+async def test_a_redis_that_refuses_the_url_is_a_refusal_exit_2_before_the_browser(
     auth_server: FakeAuthServer, redis_server: RedisServer, tmp_path: Path
 ) -> None:
     url = await require_password(redis_server)
     base = ["--base-url", auth_server.base_url]
     for wrong in (url.replace(PASSWORD, "guessed"), url.replace(":" + PASSWORD, "nobody:x")):
-        for words in (["login", "--no-browser"], ["auth", "status"], ["logout"], ["search", "q"]):
+        for words in (["login", "--no-browser"], ["auth", "status"], ["logout"]):
             run = await cli(*words, *base, "--credentials", wrong, stdin=b"")
-            assert run.code == 3, (words, run.err)
+            assert run.code == 2, (words, run.err)
+            assert run.err.startswith("magisterium-async: error: --credentials: Redis at ")
+            env = await cli(*words, *base, stdin=b"", MAGISTERIUM_CREDENTIALS=wrong)
+            assert env.code == 2 and "$MAGISTERIUM_CREDENTIALS: Redis at " in env.err, env.err
             assert "refused the sign-in" in run.err and "check the user and password" in run.err
             assert "did not answer" not in run.err and "cannot reach" not in run.err
             assert "guessed" not in run.err and PASSWORD not in run.err
