@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
-import os
 import shlex
 import sys
 import threading
@@ -20,8 +19,10 @@ import webbrowser
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from magisterium_async._cli._client import _check_redis as check_redis_named
 from magisterium_async._cli._command import Command, Group, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._output import at_clock, duration
 from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
 
 if TYPE_CHECKING:
@@ -59,14 +60,6 @@ async def _typed_lines(fd: int) -> AsyncIterator[str]:
         yield line
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _show(where: str, stored: Credentials, invocation: Invocation) -> None:
     """The sign-in, never a token: lines for people, or one JSON document."""
     refreshable = stored.refresh_token is not None
@@ -75,7 +68,7 @@ def _show(where: str, stored: Credentials, invocation: Invocation) -> None:
         expires = dt.datetime.fromtimestamp(int(stored.expires_at), dt.timezone.utc).isoformat()
         left = stored.expires_at - time.time()
         renewed = "; renewed at the next call" if refreshable else ""
-        when = f"{expires} ({f'in {_duration(left)}' if left > 0 else 'expired' + renewed})"
+        when = f"{expires} ({f'in {duration(left)}' if left > 0 else 'expired' + renewed})"
     lines = [
         f"signed in to {stored.origin}",
         f"  issuer   {stored.issuer}",
@@ -99,18 +92,9 @@ def _show(where: str, stored: Credentials, invocation: Invocation) -> None:
 
 
 async def _check_redis(args: argparse.Namespace) -> None:
-    """A Redis that keeps the sign-in is asked once before anything is done: a refusal
-    (the password, an ACL, TLS) is exit 2, as in every command; one that does not answer
-    is said by the flow itself."""
-    from magisterium_async._redis import RedisUnavailable, check_redis, looks_like_redis
-
-    url = args.credentials or os.environ.get(CREDENTIALS_ENV, "").strip()
-    if url and looks_like_redis(url):
-        what = "--credentials" if args.credentials else f"${CREDENTIALS_ENV}"
-        with contextlib.suppress(RedisUnavailable):
-            await check_redis(
-                url, 2.0, error=lambda said: CliError(said, ExitCode.USAGE), what=what
-            )
+    """A Redis that keeps the sign-in is asked once before anything is done, as in every
+    command: a refusal (the password, an ACL, TLS) is exit 2."""
+    await check_redis_named((args.credentials, "--credentials", CREDENTIALS_ENV))
 
 
 def _base_url_argument(parser: argparse.ArgumentParser) -> None:
@@ -144,8 +128,8 @@ async def _login(invocation: Invocation) -> int:
         stdin = None
 
     def show_url(url: str) -> None:
-        until = time.strftime("%H:%M:%S", time.localtime(time.time() + DEFAULT_LOGIN_TIMEOUT))
-        waiting = f"Waiting for the browser until {until} ({_duration(DEFAULT_LOGIN_TIMEOUT)})."
+        until, within = at_clock(DEFAULT_LOGIN_TIMEOUT), duration(DEFAULT_LOGIN_TIMEOUT)
+        waiting = f"Waiting for the browser until {until} ({within})."
         if stdin is not None:
             waiting += (
                 " If it runs on another machine, paste here the URL it was redirected to, "

@@ -80,7 +80,7 @@ async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Pa
     assert run.code == 0, run.err
     assert "paste" in run.err
     # The wait says until when: the sign-in is given up after 10 minutes.
-    assert re.search(r"Waiting for the browser until \d\d:\d\d:\d\d \(10 min\)", run.err)
+    assert re.search(r"Waiting for the browser until \d\d:\d\d:\d\d \(10m00s\)", run.err)
     stored = load_credentials(path)
     assert stored is not None and stored.access_token in auth_server.access
 
