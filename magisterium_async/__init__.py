@@ -18,7 +18,7 @@ from magisterium_async._events import log_from_environment as _log_from_environm
 from magisterium_async._version import __version__
 
 if _typing.TYPE_CHECKING:
-    from magisterium_async._auth._tokens import (
+    from magisterium_async._auth import (
         TokenCallable,
         TokenSource,
     )
@@ -128,8 +128,8 @@ if _typing.TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
-    "TokenCallable": "magisterium_async._auth._tokens",
-    "TokenSource": "magisterium_async._auth._tokens",
+    "TokenCallable": "magisterium_async._auth",
+    "TokenSource": "magisterium_async._auth",
     "DEFAULT_CACHE_POLICY": "magisterium_async._cache",
     "CachePolicy": "magisterium_async._cache",
     "CacheRule": "magisterium_async._cache",

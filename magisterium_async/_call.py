@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from magisterium_async._auth._tokens import TokenSource
+from magisterium_async._auth import TokenSource
 from magisterium_async._clock import Clock, within
 from magisterium_async._config import (
     DEFAULT_RETRY_POLICY,

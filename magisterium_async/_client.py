@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from magisterium_async._auth._tokens import TokenCallable, TokenSource, resolve_token
+from magisterium_async._auth import TokenCallable, TokenSource, resolve_token
 from magisterium_async._cache import (
     DEFAULT_CACHE_POLICY,
     AnswerCache,

@@ -14,9 +14,9 @@ import pytest
 import magisterium_async as m
 from magisterium_async import _config as _env
 from magisterium_async import _events as _logs
-from magisterium_async._auth._credentials import load_credentials
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 from tests.cli.helpers import TIMEOUT, clean_env
+from tests.helpers.credentials import load_credentials
 from tests.helpers.oauth_fake import sign_in
 
 # A record at each level, from the loggers users meet.

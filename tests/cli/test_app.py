@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from magisterium_async._auth._credentials import save_credentials
-from tests.helpers.credentials import credentials
+from tests.helpers.credentials import credentials, save_credentials
 
 from .helpers import TIMEOUT, clean_env, cli
 
