@@ -31,14 +31,16 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    from magisterium_async._cache._policy import CachePolicy
 
 __all__ = [
     "BASE_URL_ENV",
     "CACHE_ENV",
     "CREDENTIALS_ENV",
     "DEFAULT_BASE_URL",
-    "DEFAULT_CALL_OPTIONS",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_RETRIES",
@@ -47,6 +49,7 @@ __all__ = [
     "LOG_ENV",
     "MAX_RETRIES_CEILING",
     "NOT_GIVEN",
+    "PROTOCOLS",
     "QUOTA_ENV",
     "REDIS_URL_ENV",
     "TOKEN_ENV",
@@ -54,6 +57,7 @@ __all__ = [
     "NotGiven",
     "PoolName",
     "Priority",
+    "ProtocolVersion",
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
@@ -344,10 +348,24 @@ class RetryPolicy:
         base = min(self.initial_backoff * 2.0**attempt, self.max_backoff)
         return base * (1.0 - 0.25 * jitter)
 
+    def rate_limit_wait(self, retry_after: float | None, earlier: int) -> float:
+        """The wait a 429 asks for, as this policy takes it: ``retry_after`` (or
+        ``fallback_retry_after`` when the service gave none), at least ``min_retry_after *
+        2**earlier`` (``earlier``: the call's 429s before this one) and at most
+        ``max_retry_after``."""
+        wait = self.fallback_retry_after if retry_after is None else retry_after
+        floor = self.min_retry_after * 2.0 ** min(earlier, 64)
+        return float(min(max(wait, floor), self.max_retry_after))
+
 
 DEFAULT_TIMEOUTS = Timeouts()
 DEFAULT_RETRY_POLICY = RetryPolicy()
 
+
+ProtocolVersion = Literal["auto", "0.3", "1.0"]
+"""What ``AsyncMagisterium(protocol=)`` takes: ``"auto"`` (find it from the agent card),
+``"0.3"`` (the service's dialect today) or ``"1.0"``."""
+PROTOCOLS: tuple[ProtocolVersion, ...] = ("auto", "0.3", "1.0")
 
 Priority = Literal["interactive", "bulk"]
 """A call's place in its pool's line: a waiting ``"interactive"`` call starts before every
@@ -376,10 +394,22 @@ NOT_GIVEN: Final = NotGiven()
 
 @dataclass(frozen=True)
 class CallOptions:
-    """The per-call options a client view carries (see ``AsyncMagisterium.with_options``):
-    ``priority`` (``"interactive"`` or ``"bulk"``) and ``fairness_key`` (whom the calls
-    serve; ``None``: nobody in particular)."""
+    """Everything a call may change on shared connections and pools, as one value that
+    travels whole from the client (or a view ``with_options`` made) to the call loop.
 
+    Arguments:
+        timeouts: seconds per request, by pool.
+        retry: how failures and 429s are retried, and the call's total deadline.
+        cache: what is kept and shared (a ``CachePolicy``).
+        protocol: the A2A dialect spoken: ``"auto"``, ``"0.3"`` or ``"1.0"``.
+        priority: the call's place in its pool's line: ``"interactive"`` or ``"bulk"``.
+        fairness_key: whom the call serves (``None``: nobody in particular).
+    """
+
+    timeouts: Timeouts
+    retry: RetryPolicy
+    cache: CachePolicy
+    protocol: ProtocolVersion = "auto"
     priority: Priority = "interactive"
     fairness_key: str | None = None
 
@@ -389,23 +419,6 @@ class CallOptions:
         if self.fairness_key is not None and not isinstance(self.fairness_key, str):
             name = type(self.fairness_key).__name__
             raise TypeError(f"fairness_key must be a str or None, not {name}")
-
-    def replace(
-        self,
-        *,
-        priority: Priority | NotGiven | None = NOT_GIVEN,
-        fairness_key: str | NotGiven | None = NOT_GIVEN,
-    ) -> CallOptions:
-        """These options with the given ones changed: ``NOT_GIVEN`` keeps one, ``None``
-        takes its default back (``"interactive"``; no fairness key)."""
-        if isinstance(priority, NotGiven):
-            priority = self.priority
-        if isinstance(fairness_key, NotGiven):
-            fairness_key = self.fairness_key
-        return CallOptions("interactive" if priority is None else priority, fairness_key)
-
-
-DEFAULT_CALL_OPTIONS = CallOptions()
 
 
 # The environment --------------------------------------------------------------------

@@ -51,6 +51,7 @@ from typing import Any, Literal, TextIO
 import msgspec
 
 from magisterium_async._config import log_level
+from magisterium_async._errors import JSONRPCError
 
 __all__ = [
     "LOGGER",
@@ -67,6 +68,7 @@ __all__ = [
     "PoolEvent",
     "RetryEvent",
     "Topic",
+    "error_type",
     "log_event",
     "log_from_environment",
     "log_to_stderr",
@@ -127,6 +129,14 @@ class RetryEvent(PoolEvent, frozen=True):
     retry: int
     max_retries: int
     retry_after: float | None
+
+
+def error_type(error: BaseException) -> str:
+    """How events and spans name a failure (OpenTelemetry's ``error.type``): the JSON-RPC
+    code as a string, else the exception's class name."""
+    if isinstance(error, JSONRPCError):
+        return str(error.code)
+    return type(error).__name__
 
 
 class AnswerEvent(PoolEvent, frozen=True):
@@ -320,7 +330,6 @@ class EventLog:
       pool at WARNING (Python shows a WARNING where logging was never set up, so a program
       that watches nothing does not sit silent for a minute), later ones at INFO; at INFO
       from the first with ``quiet_waits`` (the application hears the events itself);
-    - a refresh of the sign-in at INFO on ``.auth``;
     - every :class:`Notice`, at its level, on its topic's logger.
     """
 
@@ -355,8 +364,6 @@ class EventLog:
             _logger("ratelimit").debug("pool %s resumed", event.pool)
         elif kind == "rate_changed":
             _logger("ratelimit").info("pool %s rate now %g per period", event.pool, event.value)
-        elif kind == "refreshing":
-            _logger("auth").info("refreshing the access token (at most %g s)", event.value)
 
     def _waiting(self, event: PoolEvent) -> None:
         wake = event.time + event.value

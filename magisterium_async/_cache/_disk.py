@@ -24,10 +24,10 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from magisterium_async._cache._store import StoreUnavailable
+from magisterium_async._cache._memory import StoreUnavailable
 from magisterium_async._errors import CacheError
 
-__all__ = ["APPLICATION_ID", "BUSY_TIMEOUT", "DiskStore", "check_cache_file"]
+__all__ = ["APPLICATION_ID", "BUSY_TIMEOUT", "DiskAnswers", "check_cache_file"]
 
 T = TypeVar("T")
 
@@ -88,7 +88,7 @@ def check_cache_file(path: str) -> None:
             )
 
 
-class DiskStore:
+class DiskAnswers:
     """Answers in an SQLite file, bounded in entries and bytes.
 
     Arguments:
@@ -99,8 +99,6 @@ class DiskStore:
     Processes sharing the file share its answers, not their calls in flight (that is
     the Redis store's: a disk is one host's, where one process usually serves).
     """
-
-    shared = False
 
     def __init__(self, path: str | os.PathLike[str], max_entries: int, max_bytes: int) -> None:
         self.path = os.fspath(path)
@@ -114,7 +112,7 @@ class DiskStore:
         self._limiter: anyio.CapacityLimiter | None = None
 
     def __repr__(self) -> str:
-        return f"DiskStore({self.path!r})"
+        return f"DiskAnswers({self.path!r})"
 
     @property
     def where(self) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import platform
 import reprlib
 import socket
@@ -59,13 +58,11 @@ from magisterium_async._models import (
 from magisterium_async._telemetry import with_trace_context
 
 __all__ = [
-    "Transport",
+    "JSONRPCClient",
     "decode_response",
     "encode_params",
     "endpoint",
 ]
-
-logger = logging.getLogger("magisterium_async.transport")
 
 _USER_AGENT = (
     f"magisterium-async/{_version.__version__} "
@@ -383,8 +380,9 @@ def _rpc_headers(token: str | None) -> dict[str, str]:
     return headers
 
 
-class Transport:
-    """The JSON-RPC client of one endpoint over an :class:`HTTPTransport`."""
+class JSONRPCClient:
+    """The JSON-RPC client of one endpoint over an :class:`HTTPTransport`: one request per
+    :meth:`rpc`, its answer mapped to a result or an error."""
 
     def __init__(
         self,
@@ -418,7 +416,7 @@ class Transport:
         self._ids = itertools.count(1)
 
     def __repr__(self) -> str:
-        return f"<Transport {self._url}>"
+        return f"<JSONRPCClient {self._url}>"
 
     @property
     def base_url(self) -> str:
@@ -478,7 +476,6 @@ class Transport:
         if dialect is not None:
             rpc_headers = {**rpc_headers, **dialect.headers}
             url = dialect.url or url
-        logger.debug("POST %s method=%s id=%d", url, wire, request_id)
         try:
             status, headers, payload = await self._exchange(
                 "POST", url, with_trace_context(rpc_headers), body, timeout, method
@@ -494,7 +491,6 @@ class Transport:
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""
-        logger.debug("GET %s", url)
         headers = with_trace_context(self._get_headers)
         return await self._exchange("GET", url, headers, None, timeout, f"GET {url}")
 

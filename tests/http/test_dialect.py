@@ -73,7 +73,7 @@ def client_for(handler: Callable[[MockRequest], Any], **kwargs: Any) -> m.AsyncM
 
 
 def sent(client: m.AsyncMagisterium) -> list[MockRequest]:
-    http = client._transport.http
+    http = client._caller.rpc.http
     assert isinstance(http, MockTransport)
     return list(http.requests)
 

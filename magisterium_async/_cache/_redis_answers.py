@@ -17,7 +17,7 @@ import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from magisterium_async._cache._store import StoreUnavailable
+from magisterium_async._cache._memory import StoreUnavailable
 from magisterium_async._clock import wait_at_most
 from magisterium_async._errors import CacheError
 from magisterium_async._redis import (
@@ -32,7 +32,7 @@ from magisterium_async._redis import (
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["CLAIMS", "PREFIX", "TIMEOUT", "RedisStore"]
+__all__ = ["CLAIMS", "PREFIX", "TIMEOUT", "RedisAnswers"]
 
 PREFIX = "magisterium:cache:"
 CLAIMS = "magisterium:cache-claim:"
@@ -84,20 +84,22 @@ def _password(url: str) -> str | None:
         return None
 
 
-class RedisStore:
+class RedisAnswers:
     """Answers in Redis, at ``url`` (any form :mod:`magisterium_async._redis` takes: a
     URL, or a redis-py asyncio client the application owns and closes).
 
     An answer's key and its claim's share a hash tag (the answer's key), so on a Cluster
     both are in one slot and the steps that touch both stay atomic.
 
+    Besides a store's ``get`` and ``put`` it shares calls in flight between hosts: a call
+    about to ask the service *claims* the key (:meth:`claim`), and calls elsewhere wait
+    for its answer (:meth:`peek`) instead of sending the same request.
+
     Arguments:
         url: the server; its password (if any) never appears in a message.
         redis: a redis-py asyncio client to use instead of connecting, ours to close
             (tests: fakeredis).
     """
-
-    shared = True
 
     def __init__(self, url: str | Any, *, redis: Redis | None = None) -> None:
         self._url = url if isinstance(url, str) else ""
@@ -119,7 +121,7 @@ class RedisStore:
         self._release = self._redis.register_script(_RELEASE)
 
     def __repr__(self) -> str:
-        return f"RedisStore({self._where!r})"
+        return f"RedisAnswers({self._where!r})"
 
     @property
     def where(self) -> str:
@@ -134,6 +136,8 @@ class RedisStore:
         return None if value is None else bytes(value)
 
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
+        """Keep ``value`` under ``key`` until ``expires`` (its TTL), giving up the key's
+        claim with it."""
         milliseconds = math.ceil((expires - now) * 1000)
         if milliseconds <= 0:
             await self._step(self._redis.delete(_claim(key)))
@@ -142,6 +146,11 @@ class RedisStore:
         await self._step(self._put(keys=keys, args=[value, milliseconds]))
 
     async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
+        """The bytes under ``key`` if there are some now; else claim ``key`` for
+        ``seconds`` under ``owner`` (a token of the claimant's own): ``True`` if no one
+        else held it (a claim of ``owner``'s own is renewed: then send, and :meth:`put` or
+        :meth:`release`), ``False`` if someone does (wait for it). In one step, so an
+        answer that lands just before the claim is never asked for again."""
         milliseconds = max(1, math.ceil(seconds * 1000))
         keys, args = [_answer(key), _claim(key)], [milliseconds, owner]
         reply = await self._step(self._claim(keys=keys, args=args))
@@ -150,10 +159,13 @@ class RedisStore:
         return None, bool(reply[0])
 
     async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
+        """The bytes under ``key`` (or ``None``), and whether someone holds its claim."""
         value, claim = await self._step(self._redis.mget(_answer(key), _claim(key)))
         return (None if value is None else bytes(value)), claim is not None
 
     async def release(self, key: str, owner: str) -> None:
+        """Give up ``owner``'s claim on ``key`` without an answer to keep; a claim someone
+        else holds now is left alone."""
         await self._step(self._release(keys=[_claim(key)], args=[owner]))
 
     async def aclose(self) -> None:
