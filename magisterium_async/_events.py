@@ -330,6 +330,7 @@ class EventLog:
       pool at WARNING (Python shows a WARNING where logging was never set up, so a program
       that watches nothing does not sit silent for a minute), later ones at INFO; at INFO
       from the first with ``quiet_waits`` (the application hears the events itself);
+    - a refresh of the sign-in at INFO on ``.auth``;
     - every :class:`Notice`, at its level, on its topic's logger.
     """
 
@@ -364,6 +365,8 @@ class EventLog:
             _logger("ratelimit").debug("pool %s resumed", event.pool)
         elif kind == "rate_changed":
             _logger("ratelimit").info("pool %s rate now %g per period", event.pool, event.value)
+        elif kind == "refreshing":
+            _logger("auth").info("refreshing the access token (at most %g s)", event.value)
 
     def _waiting(self, event: PoolEvent) -> None:
         wake = event.time + event.value
