@@ -29,33 +29,26 @@ The tree, in one glance::
     ├── TaskFailedError               the task ran and ended ``failed`` (``.task``, ``.reason``)
     ├── StateError                    a harvest's state database cannot be read or written
     ├── OutputFileError               a harvest's output is not the file it wrote (left as is)
-    ├── SharedQuotaError              the shared quota cannot be used (no redis-py, bad URL, TLS)
-    ├── CacheError                    the cache cannot be used (not its file, no redis-py, TLS)
+    ├── SharedQuotaError              the shared quota cannot be used (bad URL, Redis refused)
+    ├── CacheError                    the cache cannot be used (not its file, bad URL, refused)
     ├── CredentialsError              the credentials file, or Redis store, is unsafe or unreadable
     └── OAuthError                    the authorization server refused or answered off-spec
 
 ``ValueError`` and ``TypeError`` are raised, before anything is sent, for arguments that
 cannot be right.
 
-An A2A 1.0 server's error ``data`` is a list of typed details; the ``reason`` of its
-``google.rpc.ErrorInfo`` (``.reason``) decides the class before the code does, and its
-``metadata`` is read as 0.3's ``data`` is (``retryAfter``, ``skillId``).
-
-Every error made from an HTTP answer says which one: ``.status_code`` (the HTTP status),
-``.request_id`` (the JSON-RPC id we sent, then `` / `` and the server's request-id header
-when it sent one; also apart as ``.jsonrpc_id`` and ``.server_request_id``) and
-``.headers`` (the answer's headers, case-insensitive, with authorization and cookies
-redacted); ``str()`` ends with them in brackets. Errors that had no answer leave them
-``None`` (``.headers`` empty).
-
-Below the tree: :func:`error_from_jsonrpc` and :func:`error_for_status`, which decide
-which error an answer is (a JSON-RPC code, an HTTP status); :func:`with_answer`, which
-tells an error the answer it came from; and :func:`retry_after_from`, which reads a 429's
-wait (``retryAfter`` in the error's ``data`` first, then the ``Retry-After`` header).
+Which error an answer is, :func:`error_for_status` alone decides (the OpenAI SDK's one
+mapping): an A2A 1.0 error's ``ErrorInfo.reason``, then the JSON-RPC code, then the HTTP
+status. Every error made from an answer names it: ``.status_code`` (the HTTP status;
+``None`` where no answer came), ``.request_id`` (the JSON-RPC id we sent, then `` / ``
+and the server's request-id header when it sent one; apart as ``.jsonrpc_id`` and
+``.server_request_id``) and ``.headers`` (case-insensitive, authorization and cookies
+redacted); ``str()`` ends with them in brackets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Mapping
@@ -66,10 +59,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 if TYPE_CHECKING:
     from magisterium_async._models import Task
 
-_NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
-
 __all__ = [
-    "REQUEST_ID_HEADERS",
     "APIConnectionError",
     "APIResponseError",
     "APITimeoutError",
@@ -101,24 +91,20 @@ __all__ = [
     "TaskNotFoundError",
     "UnexpectedStatusError",
     "VersionNotSupportedError",
-    "error_details",
     "error_for_status",
     "error_from_jsonrpc",
     "is_transient",
     "masked_url",
-    "parse_seconds",
-    "retry_after_from",
     "with_answer",
 ]
 
+_NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
+
 
 class MagisteriumError(Exception):
-    """Root of every error the library raises on purpose.
-
-    An error made from an HTTP answer names it (see
-    :func:`with_answer`); the others leave these ``None`` and ``headers``
-    empty.
-    """
+    """Root of every error the library raises on purpose. An error made from an HTTP
+    answer names it (see :func:`with_answer`); the others leave these ``None`` and
+    ``headers`` empty."""
 
     status_code: int | None = None
     """The HTTP status of the answer, or ``None`` when there was none."""
@@ -161,11 +147,9 @@ class TLSError(APIConnectionError):
 
 
 class APIResponseError(MagisteriumError):
-    """The service (or something in front of it) answered outside the contract.
-
+    """The service (or something in front of it) answered outside the contract:
     ``status_code`` is the HTTP status and ``body`` the first 500 characters of the body,
-    so the answer is never lost.
-    """
+    so the answer is never lost."""
 
     def __init__(self, message: str, *, status_code: int | None = None, body: str = "") -> None:
         super().__init__(message)
@@ -250,35 +234,17 @@ class InternalServerError(JSONRPCError):
 
 
 class TaskNotFoundError(JSONRPCError):
-    """-32001: the task id is unknown or expired (tasks are kept for 24 hours).
-
-    Generic A2A servers (not the Magisterium service) also use -32001 this way.
-    """
+    """-32001: the task id is unknown or expired (tasks are kept for 24 hours)."""
 
     code = -32001
 
 
 class SkillNotFoundError(JSONRPCError):
-    """-32002: the service does not know the ``skillId``; ``skill_id`` names it.
-
-    Generic A2A servers use -32002 for "task not cancelable" instead; when the error came
-    from ``tasks/cancel`` it is raised as :class:`TaskNotCancelableError`, apart.
-    """
+    """-32002: the service does not know the skill; ``skill_id`` names it (as the error's
+    ``data`` does, else as the request did; ``None`` when neither says)."""
 
     code = -32002
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: int | None = None,
-        data: Any = None,
-        status_code: int | None = 200,
-        skill_id: str | None = None,
-    ) -> None:
-        super().__init__(message, code=code, data=data, status_code=status_code)
-        self.skill_id = skill_id if skill_id is not None else skill_named(data)
-        """The skill id the request named (``None`` when unknown, as for ``tasks/cancel``)."""
+    skill_id: str | None = None
 
     def __str__(self) -> str:
         if self.skill_id is None:
@@ -286,21 +252,11 @@ class SkillNotFoundError(JSONRPCError):
         return f"{self.message}: {self.skill_id!r} (JSON-RPC error {self.code}){self._answer_note}"
 
 
-def skill_named(data: Any) -> str | None:
-    """The ``skillId`` an error's ``data`` names, if any."""
-    if isinstance(data, dict) and isinstance(data.get("skillId"), str):
-        return str(data["skillId"])
-    return None
-
-
 class TaskNotCancelableError(JSONRPCError):
     """-32002 answered to ``tasks/cancel``: generic A2A's "task not cancelable" (the task
     has ended). Not a :class:`SkillNotFoundError`, though it shares its code: a cancel
     names no skill, and ``except SkillNotFoundError`` must not swallow a refused cancel.
-
-    The Magisterium service itself answers -32602 for this case; other A2A servers answer
-    -32002, which the service's contract reserves for an unknown skill.
-    """
+    (The Magisterium service itself answers -32602 for this case.)"""
 
     code = -32002
 
@@ -324,9 +280,13 @@ class RateLimitError(JSONRPCError):
         headers: Any = None,
     ) -> None:
         super().__init__(message, code=code, data=data, status_code=status_code)
-        self.retry_after = (
-            retry_after if retry_after is not None else retry_after_from(data, headers)
-        )
+        if retry_after is None:
+            retry_after = _seconds(_details(data)[1].get("retryAfter"))
+        if retry_after is None and headers is not None:
+            # A headers object that cannot be read is a header not given.
+            with contextlib.suppress(Exception):
+                retry_after = _seconds(headers.get("Retry-After"))
+        self.retry_after = retry_after
 
 
 class AuthenticationError(JSONRPCError):
@@ -393,15 +353,16 @@ class OutputFileError(MagisteriumError):
 
 class SharedQuotaError(MagisteriumError):
     """The shared quota cannot be used: redis-py is missing or the URL is invalid (raised
-    when the client is made), or Redis's TLS certificate is not one ``ssl_ca_certs``
-    verifies (raised by each call: a misconfiguration, not an outage to fall back for)."""
+    when the client is made), or Redis refused (the user or password, an ACL user's
+    commands, the TLS certificate; raised by each call: a misconfiguration, not an outage
+    to fall back for)."""
 
 
 class CacheError(MagisteriumError):
     """The cache given to the client cannot be used as named: the file is a database (or
     anything) the cache did not make, its directory is missing, redis-py is missing, or
-    the URL is invalid. Raised when the client is made; the file is left untouched. Also
-    raised by each call when Redis's TLS certificate is not one ``ssl_ca_certs`` verifies.
+    the URL is invalid (raised when the client is made; the file is left untouched); or
+    Redis refused, as for :class:`SharedQuotaError` (raised by each call).
 
     A cache that fails later (unreachable, corrupt) raises nothing: calls go to the
     service without it, and one warning is logged."""
@@ -418,11 +379,9 @@ class CredentialsError(MagisteriumError):
 
 
 class OAuthError(MagisteriumError):
-    """The authorization server refused a sign-in step, or answered outside the OAuth specs.
-
-    ``error`` is the OAuth error code it sent (``"invalid_grant"``, ...), or ``None``;
-    ``status_code`` the HTTP status, when there was an answer.
-    """
+    """The authorization server refused a sign-in step, or answered outside the OAuth
+    specs: ``error`` is the OAuth error code it sent (``"invalid_grant"``, ...), or
+    ``None``; ``status_code`` the HTTP status, when there was an answer."""
 
     def __init__(
         self, message: str, *, error: str | None = None, status_code: int | None = None
@@ -430,9 +389,6 @@ class OAuthError(MagisteriumError):
         super().__init__(message)
         self.error = error
         self.status_code = status_code
-
-
-# Which errors may go away by themselves ------------------------------------------------
 
 
 def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> bool:
@@ -449,79 +405,21 @@ def is_transient(error: MagisteriumError, *, retry_timeouts: bool = True) -> boo
     return False
 
 
-# A 429's wait ------------------------------------------------------------------------
-
-
-def retry_after_from(data: Any, headers: Any = None) -> float | None:
-    """A 429's wait in seconds: ``data.retryAfter`` first, then ``Retry-After``."""
-    seconds = parse_seconds(data.get("retryAfter")) if isinstance(data, dict) else None
-    if seconds is None and headers is not None:
-        try:
-            seconds = parse_seconds(headers.get("Retry-After"))
-        except Exception:  # a headers object that cannot be read is a header not given
-            seconds = None
-    return seconds
-
-
-def parse_seconds(value: object) -> float | None:
-    """A wait the service gave (``retryAfter``, ``Retry-After``), in seconds; never raises.
-
-    A number, or a string of digits holding one: ``-0.0`` is ``0.0``; a number too large
-    to hold in a float (a 400-digit integer, ``1e999``, which JSON decodes to ``inf``) is
-    ``inf``, for the caller to cap. ``None`` for what is no usable wait: ``nan``, a
-    negative number, a bool, anything else, a string that is no number (``"soon"``,
-    ``"inf"``, an HTTP date).
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    if isinstance(value, int):
-        if value < 0:
-            return None
-        try:
-            return float(value)
-        except OverflowError:
-            return math.inf
-    if isinstance(value, str) and any(word in value.lower() for word in ("inf", "nan")):
-        return None  # a word, not a number of seconds
-    try:
-        seconds = float(value)
-    except (ValueError, OverflowError):
-        return None
-    if math.isnan(seconds) or seconds < 0:
-        return None
-    return seconds + 0.0  # -0.0 becomes 0.0
-
-
 # Which error an answer is --------------------------------------------------------------
 
 E = TypeVar("E", bound=MagisteriumError)
 
-REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
-"""Where a server names its own id for a request, in the order they are looked for."""
-
-_REDACTED_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "cookie", "set-cookie", "set-cookie2"}
-)
-_REDACTED = "<redacted>"
-
-_BY_CODE: dict[int, type[JSONRPCError]] = {
-    cls.code: cls
-    for cls in (
-        ParseError,
-        InvalidRequestError,
-        MethodNotFoundError,
-        InvalidParamsError,
-        InternalServerError,
-        TaskNotFoundError,
-        SkillNotFoundError,
-        RateLimitError,
-        AuthenticationError,
-        PlanRequiredError,
-        VersionNotSupportedError,
-    )
+# Each code's class (-32002 is the service's SkillNotFoundError; tasks/cancel's is apart).
+_BY_CODE = {c.code: c for c in JSONRPCError.__subclasses__() if c is not TaskNotCancelableError}
+# The service sends these three codes only with these statuses; generic A2A servers use
+# the codes with HTTP 200 for other things ("push notifications not supported", ...).
+_BY_STATUS: dict[int, type[JSONRPCError]] = {
+    429: RateLimitError,
+    401: AuthenticationError,
+    403: PlanRequiredError,
 }
-_BY_REASON: dict[str, type[JSONRPCError]] = {
-    # A2A 1.0's reasons (domain a2a-protocol.org) ...
+_STATUS_OF = {cls: status for status, cls in _BY_STATUS.items()}
+_BY_REASON: dict[str, type[JSONRPCError]] = {  # A2A 1.0's (domain a2a-protocol.org)
     "PARSE_ERROR": ParseError,
     "INVALID_REQUEST": InvalidRequestError,
     "METHOD_NOT_FOUND": MethodNotFoundError,
@@ -530,134 +428,68 @@ _BY_REASON: dict[str, type[JSONRPCError]] = {
     "TASK_NOT_FOUND": TaskNotFoundError,
     "TASK_NOT_CANCELABLE": TaskNotCancelableError,
     "VERSION_NOT_SUPPORTED": VersionNotSupportedError,
-    # ... whose codes the service gives other meanings: never its rate limit or auth errors
-    "PUSH_NOTIFICATION_NOT_SUPPORTED": JSONRPCError,
-    "UNSUPPORTED_OPERATION": JSONRPCError,
-    "CONTENT_TYPE_NOT_SUPPORTED": JSONRPCError,
-    "INVALID_AGENT_RESPONSE": JSONRPCError,
-    "EXTENDED_AGENT_CARD_NOT_CONFIGURED": JSONRPCError,
-    "EXTENSION_SUPPORT_REQUIRED": JSONRPCError,
-    # ... and the service's own meanings of -32002 to -32005, named
-    "SKILL_NOT_FOUND": SkillNotFoundError,
-    "RATE_LIMIT_EXCEEDED": RateLimitError,
-    "UNAUTHENTICATED": AuthenticationError,
-    "PAID_PLAN_REQUIRED": PlanRequiredError,
 }
-_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
-_BY_STATUS: dict[int, type[JSONRPCError]] = {
-    429: RateLimitError,
-    401: AuthenticationError,
-    403: PlanRequiredError,
-}
-_STATUS_BOUND: dict[type[JSONRPCError], int] = {cls: status for status, cls in _BY_STATUS.items()}
-
-
-def error_from_jsonrpc(
-    code: Any,
-    message: Any,
-    data: Any,
-    *,
-    status: int,
-    method: str = "",
-    headers: Any = None,
-    skill_id: str | None = None,
-) -> JSONRPCError:
-    """Map one JSON-RPC error object (and its HTTP status) to the exception to raise.
-
-    The code decides; where the code is unknown the HTTP status decides (a 429 with an odd
-    code is still a rate limit); otherwise a plain :class:`JSONRPCError` keeps what was said.
-    A :class:`RateLimitError` reads its wait from ``data`` and then from ``headers`` (the
-    HTTP response's, for ``Retry-After``).
-
-    The service always sends -32003, -32004 and -32005 with HTTP 429, 401 and 403. Generic
-    A2A servers use the same codes with HTTP 200 for other things ("push notifications not
-    supported", "unsupported operation", "content type not supported"), so with any other
-    status those codes are a plain :class:`JSONRPCError`: never a pool-wide pause for an
-    answer that is no rate limit. ``skill_id`` (the skill the request named) names the
-    skill of a :class:`SkillNotFoundError` whose ``data`` does not.
-    """
-    text = message if isinstance(message, str) and message else "JSON-RPC error"
-    int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    reason, readable = error_details(data)
-    cls = _BY_REASON.get(reason) if reason is not None else None
-    if cls is None:
-        cls = _BY_CODE.get(int_code) if int_code is not None else None
-        if (cls in _STATUS_BOUND and _STATUS_BOUND[cls] != status) or cls is None:
-            cls = _BY_STATUS.get(status, JSONRPCError)
-        if cls is SkillNotFoundError and method == "tasks/cancel":
-            cls = TaskNotCancelableError
-    final = int_code if int_code is not None else cls.code
-    error: JSONRPCError
-    if cls is RateLimitError:
-        wait = retry_after_from(readable, headers)
-        error = RateLimitError(
-            text, code=final, data=data, status_code=status, retry_after=wait, headers=headers
-        )
-    elif issubclass(cls, SkillNotFoundError):
-        named = skill_named(readable)
-        error = cls(
-            text,
-            code=final,
-            data=data,
-            status_code=status,
-            skill_id=named if named is not None or cls is not SkillNotFoundError else skill_id,
-        )
-    else:
-        error = cls(text, code=final, data=data, status_code=status)
-    error.reason = reason
-    return error
-
-
-def error_details(data: Any) -> tuple[str | None, Any]:
-    """An error's ``data`` read in either dialect: the ``reason`` of an A2A 1.0
-    ``ErrorInfo`` (``None`` without one), and what to read as 0.3's ``data`` object
-    (``retryAfter``, ``skillId``): 1.0's ``ErrorInfo.metadata``, with a ``RetryInfo``'s
-    delay as ``retryAfter``; 0.3's ``data`` as it is."""
-    if not isinstance(data, list):
-        return None, data
-    reason: str | None = None
-    readable: dict[str, Any] = {}
-    for detail in data:
-        if not isinstance(detail, dict):
-            continue
-        kind = detail.get("@type")
-        if kind == _ERROR_INFO and reason is None:
-            if isinstance(detail.get("reason"), str):
-                reason = detail["reason"]
-            metadata = detail.get("metadata")
-            if isinstance(metadata, dict):
-                readable = {**metadata, **readable}
-        elif kind == _RETRY_INFO and isinstance(detail.get("retryDelay"), str):
-            delay = detail["retryDelay"].strip()
-            readable.setdefault("retryAfter", delay[:-1] if delay.endswith("s") else delay)
-    return reason, readable
 
 
 def error_for_status(
     status: int,
-    message: str,
+    message: object,
     *,
+    code: object = None,
+    data: Any = None,
+    method: str = "",
     headers: Mapping[str, str] | None = None,
     body: str = "",
     jsonrpc_id: int | None = None,
+    skill_id: str | None = None,
 ) -> MagisteriumError:
-    """The mapping of an HTTP status (with no JSON-RPC error to say more) to its error.
+    """The error an answer is, told the answer (:func:`with_answer`).
 
-    401 is an :class:`AuthenticationError`, 403 a :class:`PlanRequiredError`, 429 a
-    :class:`RateLimitError` (its wait read from ``Retry-After``), and anything else an
-    :class:`UnexpectedStatusError` keeping the first characters of ``body``. The answer's
-    details are attached by :func:`with_answer`.
+    Arguments:
+        status: the HTTP status.
+        message: the error object's message, or what to say of a bare status.
+        code: the JSON-RPC error object's ``code``; ``None`` when the body held none.
+        data: its ``data``, in either dialect (0.3's object, 1.0's list of details).
+        method: the JSON-RPC method asked (-32002 to ``tasks/cancel`` is
+            :class:`TaskNotCancelableError`).
+        headers, jsonrpc_id: the answer's headers and the id we sent.
+        body: the body, kept by an :class:`UnexpectedStatusError`.
+        skill_id: the skill the request named, for a :class:`SkillNotFoundError`.
+
+    The class: an A2A 1.0 ``ErrorInfo.reason`` first; then the code, where -32003, -32004
+    and -32005 count only with HTTP 429, 401 and 403 (with any other status they are
+    generic A2A's other meanings: a plain :class:`JSONRPCError`, never a pool-wide pause);
+    then the status (401, 403, 429); else a plain :class:`JSONRPCError` keeping what was
+    said, or, with no error object, an :class:`UnexpectedStatusError`.
     """
-    cls = _BY_STATUS.get(status)
+    reason, readable = _details(data)
+    number = code if isinstance(code, int) and not isinstance(code, bool) else None
+    cls = _BY_REASON.get(reason) if reason is not None else None
+    if cls is None:
+        cls = _BY_CODE.get(number) if number is not None else None
+        if cls is None or _STATUS_OF.get(cls, status) != status:
+            cls = _BY_STATUS.get(status, JSONRPCError)
+        if cls is SkillNotFoundError and method == "tasks/cancel":
+            cls = TaskNotCancelableError
     error: MagisteriumError
-    if cls is RateLimitError:
-        error = RateLimitError(message, status_code=status, headers=headers)
-    elif cls is not None:
-        error = cls(message, status_code=status)
+    if code is None and cls is JSONRPCError:
+        error = UnexpectedStatusError(str(message), status_code=status, body=body)
     else:
-        error = UnexpectedStatusError(message, status_code=status, body=body)
+        text = message if isinstance(message, str) and message else "JSON-RPC error"
+        wait: dict[str, Any] = {"headers": headers} if cls is RateLimitError else {}
+        error = cls(text, code=cls.code if number is None else number, data=data, **wait)
+        error.status_code, error.reason = status, reason
+        if isinstance(error, SkillNotFoundError):
+            named = readable.get("skillId")
+            error.skill_id = named if isinstance(named, str) else skill_id
     return with_answer(error, status=status, headers=headers, jsonrpc_id=jsonrpc_id)
+
+
+def error_from_jsonrpc(
+    code: object, message: object, data: Any, *, status: int, **answer: Any
+) -> MagisteriumError:
+    """:func:`error_for_status` for a JSON-RPC error object (the transport's call)."""
+    return error_for_status(status, message, code=code, data=data, **answer)
 
 
 def with_answer(
@@ -676,7 +508,12 @@ def with_answer(
         error.status_code = status
     if headers is not None:
         error.headers = _redact(headers)
-        error.server_request_id = _server_request_id(error.headers)
+        error.server_request_id = None
+        for name in ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId"):
+            value = error.headers.get(name)
+            if isinstance(value, str) and value.strip():
+                error.server_request_id = value.strip()[:200]
+                break
     if jsonrpc_id is not None:
         error.jsonrpc_id = jsonrpc_id
     ids = [str(i) for i in (error.jsonrpc_id, error.server_request_id) if i is not None]
@@ -688,14 +525,56 @@ def with_answer(
     return error
 
 
+def _details(data: Any) -> tuple[str | None, Any]:
+    """An error's ``data`` read in either dialect: the ``reason`` of an A2A 1.0
+    ``ErrorInfo`` (``None`` without one), and what to read as 0.3's ``data`` object
+    (``retryAfter``, ``skillId``): 1.0's ``ErrorInfo.metadata``, with a ``RetryInfo``'s
+    delay as ``retryAfter``; 0.3's ``data`` as it is (``{}`` when it is no object)."""
+    if not isinstance(data, list):
+        return None, data if isinstance(data, dict) else {}
+    reason: str | None = None
+    readable: dict[str, Any] = {}
+    for detail in data:
+        kind = detail.get("@type") if isinstance(detail, dict) else None
+        if kind == "type.googleapis.com/google.rpc.ErrorInfo" and reason is None:
+            reason = detail["reason"] if isinstance(detail.get("reason"), str) else None
+            if isinstance(detail.get("metadata"), dict):
+                readable = {**detail["metadata"], **readable}
+        elif kind == "type.googleapis.com/google.rpc.RetryInfo":
+            delay = detail.get("retryDelay")
+            if isinstance(delay, str):
+                readable.setdefault("retryAfter", delay.strip().removesuffix("s"))
+    return reason, readable
+
+
+def _seconds(value: object) -> float | None:
+    """A wait the service gave (``retryAfter``, ``Retry-After``), in seconds; never raises.
+
+    A number, or a string holding one: ``-0.0`` is ``0.0``; one too large for a float (a
+    400-digit integer, ``1e999``, which JSON decodes to ``inf``) is ``inf``, for the caller
+    to cap. ``None`` for no usable wait: ``nan``, a negative number, a bool, a word
+    (``"soon"``, ``"inf"``, an HTTP date), anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    if isinstance(value, str) and re.search("(?i)inf|nan", value):
+        return None  # a word, not a number of seconds
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    except OverflowError:  # an int too large for a float
+        return math.inf if isinstance(value, int) and value > 0 else None
+    if math.isnan(seconds) or seconds < 0:
+        return None
+    return seconds + 0.0  # -0.0 becomes 0.0
+
+
 def masked_url(url: str) -> str:
     """``url`` as a message or a log line may show it: its password, and any query key
     ending in ``password`` (``password=``, ``sentinel_password=``, ``ssl_password=``: redis-py
-    reads them there), replaced by ``***``.
-
-    For every URL the library names in its messages: a Redis URL, a credential store's
-    location, a proxy.
-    """
+    reads them there), replaced by ``***``. For every URL the library names in its
+    messages: a Redis URL, a credential store's location, a proxy."""
     base, sep, query = url.partition("?")
     scheme, colon_slashes, rest = base.partition("://")
     if colon_slashes and "@" in rest:
@@ -709,17 +588,11 @@ def masked_url(url: str) -> str:
 def _redact(headers: Mapping[str, str]) -> Mapping[str, str]:
     copy: CIMultiDict[str] = CIMultiDict()
     try:
-        items = headers.items()
-        for name, value in items:
-            copy.add(name, _REDACTED if name.lower() in _REDACTED_HEADERS else value)
+        for name, value in headers.items():
+            secret = name.lower() in ("authorization", "proxy-authorization", "cookie")
+            copy.add(
+                name, "<redacted>" if secret or name.lower().startswith("set-cookie") else value
+            )
     except Exception:  # a headers object that cannot be read is headers not given
         pass
     return CIMultiDictProxy(copy)
-
-
-def _server_request_id(headers: Mapping[str, str]) -> str | None:
-    for name in REQUEST_ID_HEADERS:
-        value = headers.get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()[:200]
-    return None

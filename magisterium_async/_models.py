@@ -16,6 +16,7 @@ import msgspec
 __all__ = [
     "MAX_ANSWER_DEPTH",
     "MAX_DEPTH",
+    "TASK_DECODER",
     "AgentCapabilities",
     "AgentCard",
     "AgentInterface",
@@ -172,6 +173,10 @@ class Task(_Wire, tag_field="kind", tag="task"):
         return next((a for a in self.artifacts if a.name == name), None)
 
 
+TASK_DECODER = msgspec.json.Decoder(Task)
+"""A :class:`Task`'s decoder, made once: a transport's answer, a cached one."""
+
+
 class TaskPage(msgspec.Struct, frozen=True, kw_only=True):
     """One page of :meth:`AsyncMagisterium.list_tasks`: the tasks (newest first, as the
     server orders them), and ``next_page_token`` to ask for the next page (``None`` on the
@@ -206,18 +211,7 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __hash__(self) -> int:
-        return hash(
-            (
-                self.cited_text,
-                self.cited_text_heading,
-                self.document_title,
-                self.document_index,
-                self.document_author,
-                self.document_year,
-                self.document_reference,
-                self.source_url,
-            )
-        )
+        return hash(msgspec.structs.astuple(self)[:-1])  # every field but extra
 
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
@@ -358,26 +352,18 @@ def _levels_deeper_than(values: list[object], limit: int) -> bool:
     return bool(level)
 
 
-def _message_values(message: Message | None) -> list[object]:
-    if message is None:
-        return []
-    return [message.metadata, *(v for p in message.parts for v in _part_values(p))]
-
-
-def _part_values(part: Part) -> tuple[object, ...]:
-    if isinstance(part, DataPart):
-        return (part.data, part.metadata)
-    return (part.metadata,)
-
-
 def task_deeper_than(task: Task, limit: int) -> bool:
     """Whether any free-form value inside ``task`` nests more than ``limit`` levels deep."""
-    values: list[object] = [task.metadata, *_message_values(task.status.message)]
-    for artifact in task.artifacts:
-        values.append(artifact.metadata)
-        values.extend(v for p in artifact.parts for v in _part_values(p))
-    for message in task.history:
-        values.extend(_message_values(message))
+    holders: list[Message | Artifact] = [*task.history, *task.artifacts]
+    if task.status.message is not None:
+        holders.append(task.status.message)
+    values: list[object] = [task.metadata]
+    for holder in holders:
+        values.append(holder.metadata)
+        for part in holder.parts:
+            values.append(part.metadata)
+            if isinstance(part, DataPart):
+                values.append(part.data)
     return _levels_deeper_than(values, limit)
 
 

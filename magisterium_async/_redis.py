@@ -15,7 +15,11 @@ What is taken (:data:`FORMS` says it in every error):
 - a ready redis-py asyncio client (``Redis``, ``RedisCluster``, or one from
   ``Sentinel.master_for``): used as it is, and never closed (the application owns it).
 
-``masked_url`` (from :mod:`._errors`) is what a message may show of a Redis URL.
+One rule for a Redis that fails, whichever feature asks: a refusal (the user or password,
+an ACL user's commands, the TLS certificate) is raised at once as the feature's own error
+saying "refused", as no wait mends it; anything else is :class:`RedisUnavailable` ("did
+not answer"), for which each feature has its fallback. :func:`check_redis` asks once,
+before anything else is done. No message shows a password (:func:`masked_url`).
 """
 
 from __future__ import annotations
@@ -24,21 +28,18 @@ import asyncio
 import hashlib
 import os
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from magisterium_async._config import REDIS_URL_ENV
-from magisterium_async._errors import SharedQuotaError, masked_url
-
-RedisClient = Any
-"""A redis-py asyncio client (``Redis`` or ``RedisCluster``): typed loosely, since redis-py
-is an optional dependency."""
+from magisterium_async._clock import wait_at_most
+from magisterium_async._errors import MagisteriumError, SharedQuotaError, masked_url
 
 __all__ = [
     "FORMS",
-    "REDIS_URL_ENV",
     "Connection",
-    "RedisClient",
+    "RedisUnavailable",
+    "check_redis",
     "connect",
     "describe",
     "is_client",
@@ -49,6 +50,10 @@ __all__ = [
     "token_key",
 ]
 
+T = TypeVar("T")
+Refused = Callable[[str], Exception]
+"""What a feature raises for a Redis it cannot use, given the message (its error class)."""
+
 FORMS = (
     "redis://, rediss:// (TLS), unix://, redis+cluster://HOST:PORT[,HOST:PORT...], "
     "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB], "
@@ -56,11 +61,16 @@ FORMS = (
 )
 """The forms a Redis location may take, as every error about one names them."""
 
-_PLAIN = ("redis", "rediss", "unix")
-_CLUSTER = ("redis+cluster", "rediss+cluster")
-_SENTINEL = ("redis+sentinel", "rediss+sentinel")
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_INSTALL_HINT = "needs redis-py: pip install 'magisterium-async[redis]'"
+_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+# A check needs what every feature needs, in one round trip: the sign-in, TLS, the
+# database, a script, and a key of the SDK's (which an ACL may deny).
+_CHECK = "return redis.call('EXISTS', KEYS[1])"
+
+
+class RedisUnavailable(MagisteriumError):
+    """Redis did not answer (down, unreachable, too slow, failing over): a failure that
+    may pass, for which the feature that asked has its fallback."""
 
 
 def looks_like_redis(value: str) -> bool:
@@ -80,7 +90,7 @@ def is_client(value: object) -> bool:
     return isinstance(value, (Redis, RedisCluster))
 
 
-def describe(target: str | RedisClient) -> str:
+def describe(target: object) -> str:
     """``target`` as a message may show it: the URL with its password masked, or the
     client's class (a client's repr may hold nothing secret, but it is not ours)."""
     if isinstance(target, str):
@@ -89,15 +99,47 @@ def describe(target: str | RedisClient) -> str:
 
 
 class Connection:
-    """A client for one Redis location, and whether closing it is ours to do."""
+    """A client for one Redis location (``where``, as messages show it), whether closing
+    it is ours (``owned``), and the one rule for its failures: each :meth:`run` is bounded
+    by ``timeout`` seconds, and a refusal raises ``error`` naming ``what`` (the feature)."""
 
-    __slots__ = ("client", "owned", "sentinels", "where")
+    __slots__ = ("client", "error", "owned", "sentinels", "timeout", "what", "where")
 
-    def __init__(self, client: RedisClient, *, owned: bool, where: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        owned: bool,
+        where: str,
+        timeout: float = 2.0,
+        error: Refused = SharedQuotaError,
+        what: str = "the shared quota",
+    ) -> None:
         self.client: Any = client
         self.owned = owned
         self.where = where
+        self.timeout = timeout
+        self.error = error
+        self.what = what
         self.sentinels: list[Any] = []  # the Sentinels' own clients, when we made them
+
+    async def run(self, command: Awaitable[T]) -> T:
+        """``await command``. Raises ``error`` when Redis refused (:func:`refusal`), and
+        :class:`RedisUnavailable` when it did not answer."""
+        try:
+            return await wait_at_most(self.timeout, command)
+        except redis_errors() as exc:
+            refused = refusal(exc, self.where)
+            if refused is not None:
+                raise self.error(f"{self.what}: {refused}") from None
+            reason = str(exc) or f"no answer within {self.timeout:g} s"
+            raise RedisUnavailable(
+                f"{self.what}: Redis at {self.where} did not answer ({reason})"
+            ) from None
+
+    async def check(self) -> None:
+        """One round trip needing all a feature needs; raises as :meth:`run` does."""
+        await self.run(self.client.eval(_CHECK, 1, "magisterium:{check}"))
 
     async def aclose(self) -> None:
         """Close the client if we made it; an application's client stays open."""
@@ -111,51 +153,65 @@ class Connection:
 
 
 def connect(
-    target: str | RedisClient,
+    target: object,
     timeout: float,
-    error: type[Exception] = SharedQuotaError,
+    error: Refused = SharedQuotaError,
     what: str = "the shared quota",
 ) -> Connection:
-    """A connection to ``target`` (a URL of :data:`FORMS`, or a client), every call of a
-    client we make bounded by ``timeout`` seconds. A URL that cannot be used raises
-    ``error`` (naming ``what`` and the forms), before anything is sent."""
+    """A connection to ``target`` (a URL of :data:`FORMS`, or a client); nothing is sent
+    before its first command. A URL that cannot be used raises ``error`` naming ``what``
+    and the forms."""
+    rule: dict[str, Any] = {"timeout": timeout, "error": error, "what": what}
     if not isinstance(target, str):
         if is_client(target):
-            return Connection(target, owned=False, where=describe(target))
+            return Connection(target, owned=False, where=describe(target), **rule)
         raise TypeError(f"{what}: a Redis URL or a redis-py asyncio client, not {type(target)}")
     where = masked_url(target)
     try:
-        import redis.asyncio  # noqa: F401
+        from redis.asyncio import Redis
     except ImportError:
-        raise error(f"{what} {_INSTALL_HINT}") from None
+        raise error(f"{what} needs redis-py: pip install 'magisterium-async[redis]'") from None
     match = _URL.match(target)
     scheme = match.group(1).lower() if match else ""
+    sentinels: list[Any] = []
     try:
-        sentinels: list[Any] = []
-        if scheme in _PLAIN:
-            client: Any = _plain(target, timeout)
-        elif scheme in _CLUSTER:
+        if scheme in ("redis", "rediss", "unix"):
+            _check_tls_files(target.partition("?")[2])
+            client: Any = Redis.from_url(target, **_bounds(timeout))
+        elif scheme in ("redis+cluster", "rediss+cluster"):
             client = _cluster(target, scheme, timeout)
-        elif scheme in _SENTINEL:
+        elif scheme in ("redis+sentinel", "rediss+sentinel"):
             client, sentinels = _sentinel(target, scheme, timeout)
         else:
             raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
-    except (ValueError, TypeError) as exc:
-        reason = str(exc)
-        password = _password(target)
-        if password:
-            reason = reason.replace(password, "***")
-        raise error(f"{what}: invalid Redis URL {where!r}: {reason}; use one of: {FORMS}") from None
-    connection = Connection(client, owned=True, where=where)
+    except (ValueError, TypeError) as exc:  # their words name no password
+        raise error(f"{what}: invalid Redis URL {where!r}: {exc}; use one of: {FORMS}") from None
+    connection = Connection(client, owned=True, where=where, **rule)
     connection.sentinels = sentinels
     return connection
 
 
-def _password(url: str) -> str | None:
+async def check_redis(
+    target: object,
+    timeout: float,
+    *,
+    error: Refused = SharedQuotaError,
+    what: str = "the shared quota",
+) -> None:
+    """Ask the Redis at ``target`` (a URL of :data:`FORMS`, or a client, left open) once,
+    as the features will, before anything else is done; nothing is written.
+
+    Raises:
+        ``error``: the URL cannot be used, or Redis refused (the user or password, an ACL
+            user's commands, the TLS certificate); the message says "refused" and begins
+            with ``what`` (``"--redis"``).
+        RedisUnavailable: Redis did not answer within ``timeout`` seconds.
+    """
+    connection = connect(target, timeout, error, what)
     try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
+        await connection.check()
+    finally:
+        await connection.aclose()
 
 
 def _bounds(timeout: float) -> dict[str, Any]:
@@ -174,77 +230,45 @@ def _check_tls_files(query: str) -> None:
     """A TLS file named in the URL's options must be there: else the handshake would fail
     at every call, far from the typo."""
     for name, value in parse_qsl(query):
-        if name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile") and not os.path.isfile(value):
+        if name in _TLS_FILES and not os.path.isfile(value):
             raise ValueError(f"TLS: {name}={value!r} is not a file")
 
 
-def _plain(url: str, timeout: float) -> Any:
-    from redis.asyncio import Redis
-
-    _check_tls_files(url.partition("?")[2])
-    return Redis.from_url(url, **_bounds(timeout))
-
-
-def _hosts(netloc: str, scheme: str) -> tuple[str | None, str | None, list[tuple[str, int]]]:
-    """The user, password and ``(host, port)`` list of ``netloc`` (``u:p@h:p,h:p``)."""
-    userinfo, _, hostlist = netloc.rpartition("@")
-    user = password = None
-    if userinfo:
-        name, colon, secret = userinfo.partition(":")
-        user = unquote(name) or None
-        password = unquote(secret) if colon else None
+def _hosts(netloc: str, default_port: int) -> list[tuple[str, int]]:
+    """The ``(host, port)`` list of ``netloc`` (``[USER:PASS@]HOST:PORT,HOST:PORT``)."""
     hosts: list[tuple[str, int]] = []
-    for item in hostlist.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if item.startswith("["):  # [::1]:port
-            host, _, port = item[1:].partition("]")
-            port = port.lstrip(":")
-        else:
-            host, _, port = item.rpartition(":")
-            if not host:
-                host, port = port, ""
-        default = 26379 if scheme in _SENTINEL else 6379
+    for item in filter(None, (h.strip() for h in netloc.rpartition("@")[2].split(","))):
         try:
-            number = int(port) if port else default
+            parts = urlsplit(f"//{item}")
+            host, port = parts.hostname, parts.port
         except ValueError:
-            raise ValueError(f"invalid port {port!r}") from None
-        if not host or not 0 < number < 65536:
-            raise ValueError(f"invalid host {item!r}")
-        hosts.append((host, number))
+            host = port = None
+        if not host or port == 0:
+            raise ValueError(f"invalid HOST:PORT {item!r}")
+        hosts.append((host, port or default_port))
     if not hosts:
         raise ValueError("no HOST:PORT given")
-    return user, password, hosts
-
-
-def _split(url: str) -> tuple[str, str, str]:
-    """``url``'s ``netloc``, path and query (urlsplit refuses a list of hosts' ports)."""
-    rest = url.split("://", 1)[1]
-    rest, _, query = rest.partition("?")
-    netloc, slash, path = rest.partition("/")
-    return netloc, slash + path, query
+    return hosts
 
 
 def _cluster(url: str, scheme: str, timeout: float) -> Any:
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-    netloc, path, query = _split(url)
-    _, _, hosts = _hosts(netloc, scheme)
-    _check_tls_files(query)
-    if path.strip("/") not in ("", "0"):
+    parts = urlsplit(url)
+    hosts = _hosts(parts.netloc, 6379)
+    _check_tls_files(parts.query)
+    if parts.path.strip("/") not in ("", "0"):
         raise ValueError("a cluster has one database, 0: give no /DB")
-    first = "rediss" if scheme.startswith("rediss") else "redis"
-    # redis-py parses the first node's URL (user, password, TLS and the other options);
+    # redis-py reads the first node's URL (user, password, TLS and the other options);
     # the others are more nodes to start from.
-    base = f"{first}://{netloc.rpartition('@')[0] + '@' if '@' in netloc else ''}"
+    userinfo = parts.netloc.rpartition("@")[0]
     host, port = hosts[0]
-    shown = f"[{host}]" if ":" in host else host
-    node_url = f"{base}{shown}:{port}/0" + (f"?{query}" if query else "")
+    node = f"{scheme.partition('+')[0]}://{userinfo + '@' if userinfo else ''}"
+    node += f"{f'[{host}]' if ':' in host else host}:{port}/0"
     bounds = _bounds(timeout)
     bounds.pop("retry")  # a cluster retries once through MOVED/ASK redirects: keep its own
     return RedisCluster.from_url(
-        node_url,
+        f"{node}?{parts.query}" if parts.query else node,
         startup_nodes=[ClusterNode(h, p) for h, p in hosts[1:]],
         **bounds,
     )
@@ -253,37 +277,35 @@ def _cluster(url: str, scheme: str, timeout: float) -> Any:
 def _sentinel(url: str, scheme: str, timeout: float) -> tuple[Any, list[Any]]:
     from redis.asyncio.sentinel import Sentinel
 
-    netloc, path, query = _split(url)
-    user, password, hosts = _hosts(netloc, scheme)
-    parts = [p for p in path.split("/") if p]
-    if not parts:
+    parts = urlsplit(url)
+    hosts = _hosts(parts.netloc, 26379)
+    path = [p for p in parts.path.split("/") if p]
+    if not path:
         raise ValueError("no SERVICE name: redis+sentinel://HOST:PORT/SERVICE[/DB]")
-    if len(parts) > 2:
-        raise ValueError(f"too many path parts {path!r}: give /SERVICE[/DB]")
-    service = unquote(parts[0])
-    try:
-        db = int(parts[1]) if len(parts) == 2 else 0
-    except ValueError:
-        raise ValueError(f"invalid database {parts[1]!r}") from None
-    _check_tls_files(query)
-    options = dict(parse_qsl(query))
-    sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout}
-    sentinel_kwargs["socket_connect_timeout"] = timeout
+    if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+        raise ValueError(f"invalid path {parts.path!r}: give /SERVICE[/DB]")
+    _check_tls_files(parts.query)
+    options = dict(parse_qsl(parts.query))
+    own: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     for name in ("sentinel_username", "sentinel_password"):
         if name in options:
-            sentinel_kwargs[name.removeprefix("sentinel_")] = options.pop(name)
+            own[name.removeprefix("sentinel_")] = options.pop(name)
     bounds = _bounds(timeout)
     if scheme.startswith("rediss"):
-        bounds["ssl"] = True
-        sentinel_kwargs["ssl"] = True
-        for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs"):
+        bounds["ssl"] = own["ssl"] = True
+        for name in (*_TLS_FILES, "ssl_cert_reqs"):
             if name in options:
-                bounds[name] = sentinel_kwargs[name] = options.pop(name)
+                bounds[name] = own[name] = options.pop(name)
     if options:
         raise ValueError(f"unknown options {sorted(options)}")
     # redis-py before 8.2 leaves Sentinel untyped; 8.2 types it.
-    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **bounds)  # type: ignore[no-untyped-call, unused-ignore]
-    client = sentinel.master_for(service, db=db, username=user, password=password)
+    sentinel = Sentinel(hosts, sentinel_kwargs=own, **bounds)  # type: ignore[no-untyped-call, unused-ignore]
+    client = sentinel.master_for(
+        unquote(path[0]),
+        db=int(path[1]) if len(path) == 2 else 0,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password is not None else None,
+    )
     return client, list(sentinel.sentinels)
 
 
@@ -296,38 +318,40 @@ def redis_errors() -> tuple[type[BaseException], ...]:
 
 def refusal(exc: BaseException, where: str) -> str | None:
     """What to say when ``exc`` (a failing Redis call's) is a refusal that no wait will
-    change, else ``None``: a TLS handshake that refused the server's certificate (a CA that
-    did not sign it, a name it does not carry), or Redis refusing the URL's user and
-    password. Not an outage to wait out: the same call is refused every time.
-    ``where``: the location as a message may show it (:func:`describe`)."""
+    change, else ``None``: the server's TLS certificate refused, the URL's user and
+    password refused (by Redis or the Sentinels), an ACL user denied a command. ``where``:
+    the location as a message may show it (:func:`describe`)."""
     import ssl
 
+    from redis.asyncio.sentinel import MasterNotFoundError
     from redis.exceptions import AuthenticationError, NoPermissionError
 
     seen: set[int] = set()
     error: BaseException | None = exc
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, ssl.SSLCertVerificationError) or (
-            "CERTIFICATE_VERIFY_FAILED" in str(error)
-        ):
+        said = str(error)  # Redis's own words name no secret ("WRONGPASS invalid ...")
+        if isinstance(error, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in said:
             reason = getattr(error, "verify_message", None) or "certificate verify failed"
             return (
                 f"TLS: the certificate of {where} was refused ({reason}): check that "
                 "ssl_ca_certs names the CA that signed the server's certificate"
             )
-        if isinstance(error, AuthenticationError) or "wrong number of arguments for 'auth'" in (
-            str(error).lower()  # a user name sent to a Redis older than 6 (no ACL users)
-        ):
-            # Redis's own words name no secret ("invalid username-password pair ...").
+        # A Redis older than 6 (no ACL users) refuses a user name as too many arguments.
+        if isinstance(error, AuthenticationError) or "arguments for 'auth'" in said.lower():
             return (
                 f"Redis at {where} refused the sign-in ({error}): check the user and "
                 "password in the URL"
             )
-        if isinstance(error, NoPermissionError):  # an ACL user without the commands used
+        if isinstance(error, MasterNotFoundError) and "AuthenticationError" in said:
+            return (
+                f"the Sentinels at {where} refused the sign-in: check sentinel_username "
+                "and sentinel_password in the URL"
+            )
+        if isinstance(error, NoPermissionError):
             return (
                 f"Redis at {where} refused a command to this user ({error}): allow the URL's "
-                "user the scripts (EVALSHA, EVAL) and commands on the SDK's keys"
+                "user the scripts (EVALSHA, EVAL) and commands on the keys magisterium:*"
             )
         error = error.__cause__ or error.__context__
     return None

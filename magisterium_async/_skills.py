@@ -1,17 +1,17 @@
-"""The skill table: each skill's id, pool, input, artifact and reader in one place.
+"""The skill table: all the client, the tools for LLM frameworks and the command line know
+of each skill, in one row.
 
-A client method is one row of this table: ``build`` turns the user's argument into message
-parts (raising ``ValueError``/``TypeError`` before anything is sent), :func:`send_params`
-wraps them in the user message a ``message/send`` carries, and ``parse`` reads the
-completed task's artifact into the result type. Each row also says what the skill does for
-a model (``description``): the tools for LLM frameworks (:mod:`magisterium_async.tools`)
-are made from this table.
+A client method is one row: ``build`` turns the user's argument into message parts
+(raising ``ValueError``/``TypeError`` before anything is sent), :func:`send_params` wraps
+them in the user message a ``message/send`` carries, and :func:`read_result` reads the
+completed task's artifact into the result type with ``parse``. The same row names the
+argument and says what the skill does for a model (:mod:`magisterium_async.tools` makes
+its tools of it) and what it draws on.
 
 The readers take what the contract promises and what real servers send beside it: numeric
 ids as ints or floats, numbers as strings, unknown keys (kept in ``extra``), missing text
 (empty). What cannot be read is a :class:`MalformedResponseError` naming the task and,
-briefly, what was wrong; :func:`read_result` checks the task's state and recognises each
-skill's "nothing found" answer first.
+briefly, what was wrong.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ __all__ = [
     "FETCH",
     "LOOKUPS",
     "MASS_READINGS",
-    "MAX_QUERY_BYTES",
     "PERSON_LOOKUP",
     "POPE_LOOKUP",
     "SAINTS",
@@ -62,22 +61,13 @@ __all__ = [
     "SKILLS",
     "SendParams",
     "Skill",
-    "brief",
     "kept_as",
-    "malformed",
-    "parse_answer",
-    "parse_document",
-    "parse_lookup",
-    "parse_search",
-    "parse_text",
     "parts_from",
     "pool_for",
     "read_result",
-    "require_encodable",
     "require_query",
     "require_text",
     "send_params",
-    "text_parts",
 ]
 
 DEFAULT_SKILL_ID = "catholic_qa"
@@ -88,9 +78,21 @@ Out = TypeVar("Out")
 
 @dataclass(frozen=True)
 class Skill(Generic[In, Out]):
-    """One skill: its id, the quota pool it draws on, its artifact and how to read it.
+    """One skill.
 
-    ``artifact`` ``None`` means any (the service does not state the lookups' names).
+    Attributes:
+        id: the skill id: ``message.metadata.skillId``, the tool's name.
+        pool: the quota pool it draws on.
+        artifact: the name of the artifact its answer is in (``None``: any; the service
+            does not state the lookups').
+        build: the argument to the message's parts, or ``ValueError``/``TypeError``.
+        parse: the completed task's artifact to the result.
+        description: what the skill does and when to use it, for a model choosing a tool.
+        argument: the argument's name, as a tool takes it; ``about``: what it is, for a model.
+        not_found: the text of the skill's "nothing found" answer, if it has one.
+        default: the argument when a tool call leaves it out (``None``: it is required).
+        from_text: the argument from the text a tool call or a command line gives.
+        conversation: whether a call may continue an earlier one (``context_id``).
     """
 
     id: str
@@ -98,37 +100,39 @@ class Skill(Generic[In, Out]):
     artifact: str | None
     build: Callable[[In], list[Part]]
     parse: Callable[[Task, Artifact], Out]
+    description: str
+    argument: str
+    about: str
     not_found: str | None = None
-    description: str = ""
-    """What the skill does and when to use it, written for a model choosing a tool."""
-
-
-def require_text(name: str, value: object) -> str:
-    """``value`` if it is a non-blank string a request can carry; ``TypeError`` or
-    ``ValueError`` naming ``name`` otherwise."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    if not value.strip():
-        raise ValueError(f"{name} must not be empty or blank")
-    return require_encodable(name, value)
+    default: str | None = None
+    from_text: Callable[[str], Any] = str
+    conversation: bool = False
 
 
 MAX_QUERY_BYTES = 65_536
 """The longest query a skill method sends, in UTF-8 bytes (64 KiB): far past any
-question, search or id the service answers, and refused before sending rather than
-sent for the service to answer ``413``."""
+question, search or id the service answers, refused before sending rather than sent for
+the service to answer ``413``."""
 
-_BOM = "\ufeff"
+
+def require_text(name: str, value: object) -> str:
+    """``value`` if it is a non-blank ``str`` UTF-8 can encode (a lone surrogate, left by a
+    bad decode, cannot go in a JSON request); ``TypeError`` or ``ValueError`` naming
+    ``name`` otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} must not be empty or blank")
+    return _encodable(name, value)
 
 
 def require_query(name: str, value: object) -> str:
-    """The one rule for what a skill's argument (a question, a query, an id, a date in
-    words) may be: a ``str`` (``TypeError`` otherwise), stripped of a leading UTF-8 byte
-    order mark and surrounding whitespace, not blank, at most :data:`MAX_QUERY_BYTES` in
-    UTF-8 (``ValueError`` naming ``name`` otherwise). Returns the stripped text."""
+    """The one rule for a skill's argument (a question, a query, an id, a date in words):
+    :func:`require_text` once stripped of surrounding whitespace and a leading byte order
+    mark, and at most :data:`MAX_QUERY_BYTES` in UTF-8. Returns the stripped text."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    text = require_text(name, value.strip().lstrip(_BOM).strip())
+    text = require_text(name, value.strip().lstrip("\ufeff").strip())
     size = len(text.encode("utf-8"))
     if size > MAX_QUERY_BYTES:
         raise ValueError(
@@ -138,16 +142,13 @@ def require_query(name: str, value: object) -> str:
     return text
 
 
-def require_encodable(name: str, value: str) -> str:
-    """``value`` if UTF-8 can encode it, else ``ValueError`` naming ``name``: a lone
-    surrogate (``"\\ud800"``, left by a bad decode) cannot go in a JSON request."""
+def _encodable(name: str, value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = value[exc.start]
         raise ValueError(
-            f"{name} cannot be sent: it holds {bad!r} at position {exc.start}, a lone "
-            "surrogate UTF-8 cannot encode (check how the text was read or decoded)"
+            f"{name} cannot be sent: it holds {value[exc.start]!r} at position {exc.start}, "
+            "a lone surrogate UTF-8 cannot encode (check how the text was read or decoded)"
         ) from None
     return value
 
@@ -170,10 +171,9 @@ def parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
     out: list[Part] = []
     for i, part in enumerate(parts):
         if isinstance(part, str):
-            out.append(TextPart(text=require_text(f"parts[{i}]", part)))
+            part = TextPart(text=require_text(f"parts[{i}]", part))
         elif isinstance(part, TextPart):
-            require_encodable(f"parts[{i}].text", part.text)
-            out.append(part)
+            _encodable(f"parts[{i}].text", part.text)
         elif isinstance(part, DataPart):
             try:
                 msgspec.json.encode(part.data)
@@ -182,11 +182,9 @@ def parts_from(parts: str | Part | Sequence[str | Part]) -> list[Part]:
                     f"parts[{i}].data cannot be sent: a string in it holds a lone surrogate "
                     "UTF-8 cannot encode (check how the text was read or decoded)"
                 ) from None
-            out.append(part)
-        elif isinstance(part, FilePart):
-            out.append(part)
-        else:
+        elif not isinstance(part, FilePart):
             raise TypeError(f"parts[{i}] must be a str or a Part, not {type(part).__name__}")
+        out.append(part)
     if not out:
         raise ValueError("parts must hold at least one part")
     return out
@@ -210,15 +208,11 @@ def send_params(parts: list[Part], skill_id: str | None, context_id: str | None)
 # Builders -----------------------------------------------------------------------------
 
 
-def _text_only(name: str) -> Callable[[str], list[Part]]:
+def _text(name: str) -> Callable[[str], list[Part]]:
     def build(value: str) -> list[Part]:
         return [TextPart(text=require_query(name, value))]
 
     return build
-
-
-def _build_fetch(document_id: str) -> list[Part]:
-    return [DataPart(data={"id": require_query("document_id", document_id)})]
 
 
 def _day(when: str | dt.date) -> str | dt.date:
@@ -232,33 +226,40 @@ def _day(when: str | dt.date) -> str | dt.date:
     return require_query("when", when)
 
 
-def _build_readings(when: str | dt.date) -> list[Part]:
-    # The skill takes a day in words only: a date goes as its ISO text, which is one.
-    day = _day(when)
+def _readings(when: str | dt.date) -> list[Part]:
+    day = _day(when)  # the skill takes a day in words only: a date's ISO text is one
     return [TextPart(text=day if isinstance(day, str) else day.isoformat())]
 
 
-def _build_saints(when: str | dt.date) -> list[Part]:
+def _saints(when: str | dt.date) -> list[Part]:
     day = _day(when)
     if isinstance(day, str):
         return [TextPart(text=day)]
     return [DataPart(data={"date": day.isoformat()})]
 
 
+def _date_or_words(text: str) -> str | dt.date:
+    """A day as text gives it: ``YYYY-MM-DD`` is a date (``ValueError`` when no such day
+    exists), anything else words."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text.strip()):
+        return text
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"when: {text!r} is not a date that exists") from None
+
+
 # Reading artifacts --------------------------------------------------------------------
 
-_INT_TEXT = re.compile(r"\s*-?[0-9]{1,18}\s*")
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 60, 60, 40
 
 
-def malformed(task: Task, what: str) -> MalformedResponseError:
-    """The error for a task whose answer breaks the contract: ``what`` is wrong."""
+def _malformed(task: Task, what: str) -> MalformedResponseError:
     return MalformedResponseError(f"task {task.id}: {what}")
 
 
-def text_parts(artifact: Artifact) -> list[str]:
-    """The texts of the artifact's text parts, in order."""
+def _texts(artifact: Artifact) -> list[str]:
     return [p.text for p in artifact.parts if isinstance(p, TextPart)]
 
 
@@ -270,9 +271,7 @@ def _as_id(value: object) -> str | None:
     """Ids are strings; some A2A servers turn numeric ones into ints or floats."""
     if isinstance(value, str) and value:
         return value
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return str(int(value))
@@ -296,28 +295,17 @@ def _opt_int(value: object) -> int | None:
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and _INT_TEXT.fullmatch(value):
-        # ASCII digits, and few of them: int() refuses over 4,300 digits (and "²").
-        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,18}\s*", value):
+        return int(value)  # ASCII digits, and few: int() refuses over 4,300 (and "²")
     return None
-
-
-def brief(value: object) -> str:
-    """A short repr of a value the service sent, however large or deep it is."""
-    return _REPR.repr(value)
 
 
 def _extra(raw: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     """The keys of ``raw`` not in ``known`` (most objects have none)."""
-    if known.issuperset(raw):
-        return {}
-    return {k: v for k, v in raw.items() if k not in known}
+    return {} if known.issuperset(raw) else {k: v for k, v in raw.items() if k not in known}
 
 
-# Answer -------------------------------------------------------------------------------
-
-
-_CITATION_TEXT_FIELDS = (
+_CITATION_TEXTS = (
     "cited_text",
     "cited_text_heading",
     "document_title",
@@ -325,7 +313,7 @@ _CITATION_TEXT_FIELDS = (
     "document_reference",
     "source_url",
 )
-_CITATION_KEYS = frozenset({*_CITATION_TEXT_FIELDS, "document_index", "document_year"})
+_CITATION_KEYS = frozenset({*_CITATION_TEXTS, "document_index", "document_year"})
 
 
 def _citation(raw: object) -> Citation:
@@ -333,21 +321,21 @@ def _citation(raw: object) -> Citation:
         return Citation(extra={"value": raw})
     year = raw.get("document_year")
     return Citation(
-        **{name: _opt_str(raw.get(name)) for name in _CITATION_TEXT_FIELDS},
+        **{name: _opt_str(raw.get(name)) for name in _CITATION_TEXTS},
         document_index=_opt_int(raw.get("document_index")),
         document_year=_opt_int(year) if _opt_int(year) is not None else _opt_str(year),
         extra=_extra(raw, _CITATION_KEYS),
     )
 
 
-def parse_answer(task: Task, artifact: Artifact) -> Answer:
-    texts = text_parts(artifact)
+def _answer(task: Task, artifact: Artifact) -> Answer:
+    texts = _texts(artifact)
     if not texts:
-        raise malformed(task, "the catholic_qa_response artifact has no text part")
+        raise _malformed(task, "the catholic_qa_response artifact has no text part")
     citations = (_data_with(artifact, "citations") or {}).get("citations") or []
     related = (_data_with(artifact, "related_questions") or {}).get("related_questions") or []
     if not isinstance(citations, list) or not isinstance(related, list):
-        raise malformed(task, "citations and related_questions must be lists")
+        raise _malformed(task, "citations and related_questions must be lists")
     return Answer(
         text="\n".join(texts),
         citations=[_citation(c) for c in citations],
@@ -357,25 +345,15 @@ def parse_answer(task: Task, artifact: Artifact) -> Answer:
     )
 
 
-# Search -------------------------------------------------------------------------------
-
-
 _HIT_KEYS = frozenset({"id", "url", "title"})
 
 
-def _search_result(task: Task, raw: object) -> SearchResult:
-    """One hit, its values converted where a server sent another type; or refused."""
-    if type(raw) is dict and len(raw) == 3:
-        # The service's own shape, three strings and nothing else, is taken as it is: the
-        # checks below cost more than the rest of a hit's reading.
-        ident, url, title = raw.get("id"), raw.get("url"), raw.get("title")
-        if type(ident) is str and ident and type(url) is str and type(title) is str:
-            return SearchResult(id=ident, url=url, title=title)
+def _hit(task: Task, raw: object) -> SearchResult:
     if not isinstance(raw, dict):
-        raise malformed(task, f"a search result is not an object: {brief(raw)}")
+        raise _malformed(task, f"a search result is not an object: {_REPR.repr(raw)}")
     ident = _as_id(raw.get("id"))
     if ident is None:
-        raise malformed(task, f"a search result has no usable id: {brief(raw)}")
+        raise _malformed(task, f"a search result has no usable id: {_REPR.repr(raw)}")
     return SearchResult(
         id=ident,
         url=_opt_str(raw.get("url")) or "",
@@ -384,48 +362,38 @@ def _search_result(task: Task, raw: object) -> SearchResult:
     )
 
 
-def parse_search(task: Task, artifact: Artifact) -> list[SearchResult]:
+def _search(task: Task, artifact: Artifact) -> list[SearchResult]:
     data = _data_with(artifact, "results")
     if data is None:
-        raise malformed(task, "the search_results artifact has no data part with 'results'")
-    results = data["results"]
-    if not isinstance(results, list):
-        raise malformed(task, "'results' is not a list")
-    return [_search_result(task, raw) for raw in results]
+        raise _malformed(task, "the search_results artifact has no data part with 'results'")
+    if not isinstance(data["results"], list):
+        raise _malformed(task, "'results' is not a list")
+    return [_hit(task, raw) for raw in data["results"]]
 
 
-# Fetch --------------------------------------------------------------------------------
-
-
-_DOCUMENT_KEYS = frozenset({"id", "title", "author", "ref"})
-
-
-def parse_document(task: Task, artifact: Artifact) -> Document:
+def _document(task: Task, artifact: Artifact) -> Document:
     meta = _data_with(artifact, "id") or {}
     ident = _as_id(meta.get("id"))
     if ident is None:
-        raise malformed(task, "the document artifact has no data part with an 'id'")
+        raise _malformed(task, "the document artifact has no data part with an 'id'")
     return Document(
         id=ident,
         title=_opt_str(meta.get("title")),
         author=_opt_str(meta.get("author")),
         ref=_opt_str(meta.get("ref")),
-        text="\n".join(text_parts(artifact)),
-        extra=_extra(meta, _DOCUMENT_KEYS),
+        text="\n".join(_texts(artifact)),
+        extra=_extra(meta, frozenset({"id", "title", "author", "ref"})),
     )
 
 
-# Readings and lookups -----------------------------------------------------------------
-
-
-def parse_text(task: Task, artifact: Artifact) -> str:
-    texts = text_parts(artifact)
+def _text_answer(task: Task, artifact: Artifact) -> str:
+    texts = _texts(artifact)
     if not texts:
-        raise malformed(task, f"the {artifact.name} artifact has no text part")
+        raise _malformed(task, f"the {artifact.name} artifact has no text part")
     return "\n".join(texts)
 
 
-def parse_lookup(task: Task, artifact: Artifact) -> Lookup:
+def _lookup_answer(task: Task, artifact: Artifact) -> Lookup:
     """Every artifact's text and data: the service states neither their names nor shapes."""
     parts = [p for a in task.artifacts for p in a.parts]
     return Lookup(
@@ -437,55 +405,74 @@ def parse_lookup(task: Task, artifact: Artifact) -> Lookup:
 
 # The table ----------------------------------------------------------------------------
 
+_WHEN = (
+    "The day: a date as YYYY-MM-DD, or words such as 'today', 'tomorrow', 'next Sunday', "
+    "'Easter Sunday 2026'. null means today."
+)
+
 ASK: Skill[str, Answer] = Skill(
     "catholic_qa",
     "expensive",
     "catholic_qa_response",
-    _text_only("question"),
-    parse_answer,
+    _text("question"),
+    _answer,
     description="Answer a question about Catholic teaching, doctrine, morals, history or "
     "practice from the Church's documents, with citations of the sources used. Slow "
     "(seconds to minutes) and on a small quota: use it for questions that need a reasoned "
     "answer, and document_search to find documents.",
+    argument="question",
+    about="The question, in full sentences.",
+    conversation=True,
 )
 SEARCH: Skill[str, list[SearchResult]] = Skill(
     "document_search",
     "default",
     "search_results",
-    _text_only("query"),
-    parse_search,
+    _text("query"),
+    _search,
     description="Semantic search over Church documents (encyclicals, councils, the "
     "Catechism, the Fathers, canon law, ...). Returns hits with id, title and url; pass an "
     "id to document_fetch for the text.",
+    argument="query",
+    about="What to look for; the search is semantic.",
 )
 FETCH: Skill[str, Document] = Skill(
     "document_fetch",
     "default",
     "document",
-    _build_fetch,
-    parse_document,
-    not_found="Document not found.",
+    lambda document_id: [DataPart(data={"id": require_query("document_id", document_id)})],
+    _document,
     description="The full text and metadata (title, author, reference) of one document, "
     "by the id document_search gave.",
+    argument="id",
+    about="The document's id, as document_search returned it.",
+    not_found="Document not found.",
 )
 MASS_READINGS: Skill[str | dt.date, str] = Skill(
     "liturgical_readings",
     "default",
     "mass_readings",
-    _build_readings,
-    parse_text,
-    not_found="No mass readings found.",
+    _readings,
+    _text_answer,
     description="The readings of the Catholic Mass for a day (first reading, psalm, "
     "second reading, gospel).",
+    argument="when",
+    about=_WHEN,
+    not_found="No mass readings found.",
+    default="today",
 )
 SAINTS: Skill[str | dt.date, str] = Skill(
     "saints_of_the_day",
     "default",
     "martyrology",
-    _build_saints,
-    parse_text,
-    not_found="No martyrology data found.",
+    _saints,
+    _text_answer,
     description="The Roman Martyrology entry for a day: the saints and blessed commemorated on it.",
+    argument="when",
+    about=_WHEN,
+    not_found="No martyrology data found.",
+    default="today",
+    from_text=_date_or_words,
 )
 
 
@@ -495,9 +482,11 @@ def _lookup(skill_id: str, description: str) -> Skill[str, Lookup]:
         skill_id,
         "default",
         None,
-        _text_only("query"),
-        parse_lookup,
+        _text("query"),
+        _lookup_answer,
         description=description,
+        argument="query",
+        about="A name, or a canonical id.",
     )
 
 
@@ -522,72 +511,58 @@ DIOCESE_STATISTICS_LOOKUP = _lookup(
     "A diocese's full yearly statistics by name or canonical id: a time series of 19 "
     "metrics, one row per year.",
 )
-LOOKUPS: tuple[Skill[str, Lookup], ...] = (
-    SAINT_LOOKUP,
-    PERSON_LOOKUP,
-    POPE_LOOKUP,
-    DIOCESE_LOOKUP,
-    DIOCESE_STATISTICS_LOOKUP,
-)
+LOOKUPS = (SAINT_LOOKUP, PERSON_LOOKUP, POPE_LOOKUP, DIOCESE_LOOKUP, DIOCESE_STATISTICS_LOOKUP)
 """The five skills the service lists beyond its contract's table. Each is a client method
 of its id (``client.pope_lookup(query)``) and a command of its id with dashes
 (``magisterium-async pope-lookup QUERY``), both made from this table."""
 
-_TABLE: tuple[Skill[Any, Any], ...] = (ASK, SEARCH, FETCH, MASS_READINGS, SAINTS, *LOOKUPS)
-SKILLS: Mapping[str, Skill[Any, Any]] = {s.id: s for s in _TABLE}
+SKILLS: Mapping[str, Skill[Any, Any]] = {
+    s.id: s for s in (ASK, SEARCH, FETCH, MASS_READINGS, SAINTS, *LOOKUPS)
+}
 """Every skill of the service by id. ``send_message`` accepts any other id too."""
 
 
 def pool_for(skill_id: str | None) -> PoolName:
-    """The quota pool a message to ``skill_id`` draws on (no id means ``catholic_qa``).
-
-    Skills this table does not know draw on the default pool, as every skill but
-    ``catholic_qa`` does (the lookups' pool is not stated by the service: default too).
-    """
+    """The quota pool a message to ``skill_id`` draws on (no id means ``catholic_qa``);
+    a skill the table does not know draws on the default pool, as all but ``catholic_qa``
+    do."""
     skill = SKILLS.get(skill_id or DEFAULT_SKILL_ID)
     return skill.pool if skill is not None else "default"
 
 
-def is_not_found(skill: Skill[Any, Any], artifact: Artifact) -> bool:
-    """Whether ``artifact`` is the skill's "nothing found" answer (a lone text part)."""
-    if skill.not_found is None:
-        return False
-    texts = text_parts(artifact)
-    has_data = any(isinstance(p, DataPart) for p in artifact.parts)
-    return not has_data and len(texts) == 1 and texts[0].strip() == skill.not_found
-
-
 def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
-    """The skill's result from a task; ``None`` for its "nothing found" answer.
-
-    A ``failed`` task raises :class:`TaskFailedError`; any state other than ``completed``
-    breaks the contract (every skill is synchronous) and raises
-    :class:`MalformedResponseError`.
-    """
+    """The skill's result from a task; ``None`` for its "nothing found" answer (a lone
+    text part). A ``failed`` task raises :class:`TaskFailedError`; any state other than
+    ``completed`` breaks the contract (every skill is synchronous) and raises
+    :class:`MalformedResponseError`."""
     if task.state == TaskState.FAILED:
         raise TaskFailedError(task, task.failure_reason)
     if task.state != TaskState.COMPLETED:
-        raise malformed(task, f"{skill.id} answered a task in state {brief(task.state)}")
+        raise _malformed(task, f"{skill.id} answered a task in state {_REPR.repr(task.state)}")
     if skill.artifact is None:
         artifact = task.artifacts[0] if task.artifacts else None
     else:
         artifact = task.artifact(skill.artifact)
-    candidates = [artifact] if artifact is not None else task.artifacts
-    if any(is_not_found(skill, a) for a in candidates):
+    if any(_nothing_found(skill, a) for a in ([artifact] if artifact else task.artifacts)):
         return None
     if artifact is None:
         names = [a.name for a in task.artifacts]
         wanted = "artifact" if skill.artifact is None else f"{skill.artifact!r} artifact"
-        raise malformed(task, f"no {wanted} (artifacts: {brief(names)})")
+        raise _malformed(task, f"no {wanted} (artifacts: {_REPR.repr(names)})")
     return skill.parse(task, artifact)
+
+
+def _nothing_found(skill: Skill[Any, Any], artifact: Artifact) -> bool:
+    """Whether ``artifact`` is the skill's "nothing found" answer: its text, alone."""
+    if skill.not_found is None or any(isinstance(p, DataPart) for p in artifact.parts):
+        return False
+    return [text.strip() for text in _texts(artifact)] == [skill.not_found]
 
 
 def kept_as(skill: Skill[Any, Any] | None, task: Task) -> Literal["answer", "not_found"] | None:
     """What a cache may keep ``task`` as: the skill's answer, its "nothing found" answer,
-    or nothing (a task not completed, or an answer :func:`read_result` refuses).
-
-    A skill the table does not know (``None``) is kept whenever its task completed.
-    """
+    or nothing (a task not completed, or an answer :func:`read_result` refuses). A skill
+    the table does not know (``None``) is kept whenever its task completed."""
     if task.state != TaskState.COMPLETED:
         return None
     if skill is None:

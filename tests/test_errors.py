@@ -14,12 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import magisterium_async as m
-from magisterium_async._errors import (
-    error_for_status,
-    error_from_jsonrpc,
-    masked_url,
-    parse_seconds,
-)
+from magisterium_async._errors import error_for_status, error_from_jsonrpc, masked_url
 from magisterium_async._http._jsonrpc import decode_response
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 
@@ -138,10 +133,10 @@ def test_skill_not_found_on_cancel_means_not_cancelable() -> None:
 def test_skill_not_found_names_the_skill() -> None:
     error = error_from_jsonrpc(-32002, "Skill not found", {"skillId": "pope_lookupp"}, status=404)
     assert isinstance(error, m.SkillNotFoundError) and error.skill_id == "pope_lookupp"
-    assert str(error) == "Skill not found: 'pope_lookupp' (JSON-RPC error -32002)"
+    assert str(error) == "Skill not found: 'pope_lookupp' (JSON-RPC error -32002) [HTTP 404]"
     bare = error_from_jsonrpc(-32002, "Skill not found", None, status=404)
     assert isinstance(bare, m.SkillNotFoundError) and bare.skill_id is None
-    assert str(bare) == "Skill not found (JSON-RPC error -32002)"
+    assert str(bare) == "Skill not found (JSON-RPC error -32002) [HTTP 404]"
 
 
 def test_skill_not_found_names_the_skill_asked_for_where_the_service_does_not() -> None:
@@ -255,15 +250,28 @@ async def test_a_body_too_large_still_names_the_request() -> None:
         (502, m.UnexpectedStatusError),
     ],
 )
-def test_one_function_maps_a_status_to_its_error(status: int, cls: type) -> None:
-    error = error_for_status(status, "GET x", headers={"Retry-After": "3", "Request-Id": "r1"})
+def test_one_function_maps_a_bare_status_to_its_error(status: int, cls: type) -> None:
+    headers = {"Retry-After": "3", "Request-Id": "r1"}
+    error = error_for_status(status, "GET x", headers=headers, body="<html>")
     assert type(error) is cls
     assert error.status_code == status and error.request_id == "r1"
     if isinstance(error, m.RateLimitError):
         assert error.retry_after == 3.0
+    if isinstance(error, m.UnexpectedStatusError):
+        assert (str(error), error.body) == (f"GET x [HTTP {status}, request r1]", "<html>")
 
 
-# Reading a 429's wait: ``parse_seconds`` never raises, and one place reads body and header
+def test_the_same_function_maps_an_error_object_and_names_the_request() -> None:
+    error = error_for_status(
+        200, "Task cannot be canceled", code=-32002, method="tasks/cancel", jsonrpc_id=7
+    )
+    assert type(error) is m.TaskNotCancelableError and error.request_id == "7"
+    assert str(error) == "Task cannot be canceled (JSON-RPC error -32002) [HTTP 200, request 7]"
+    odd = error_for_status(200, 3, code=True, data={"x": 1})  # a bool is no code
+    assert type(odd) is m.JSONRPCError and (odd.message, odd.code) == ("JSON-RPC error", 0)
+
+
+# Reading a 429's wait: never raises, never negative; the body first, then the header
 # --------------------------------------------------------------------------------
 
 
@@ -297,11 +305,13 @@ def test_one_function_maps_a_status_to_its_error(status: int, cls: type) -> None
         ({"s": 1}, None),
     ],
 )
-def test_parse_seconds(value: Any, expected: float | None) -> None:
-    seconds = parse_seconds(value)
-    assert seconds == expected
-    if seconds == 0.0:
-        assert math.copysign(1.0, seconds) == 1.0  # never -0.0
+def test_a_wait_of_any_shape(value: Any, expected: float | None) -> None:
+    body = m.RateLimitError("slow", data={"retryAfter": value}).retry_after
+    assert body == expected
+    if body == 0.0:
+        assert math.copysign(1.0, body) == 1.0  # never -0.0
+    if isinstance(value, str):
+        assert m.RateLimitError("slow", headers={"Retry-After": value}).retry_after == expected
 
 
 @given(
@@ -314,8 +324,8 @@ def test_parse_seconds(value: Any, expected: float | None) -> None:
         st.lists(st.integers(), max_size=2),
     )
 )
-def test_parse_seconds_never_raises_and_gives_no_negative_wait(value: Any) -> None:
-    seconds = parse_seconds(value)
+def test_a_wait_never_raises_and_is_never_negative(value: Any) -> None:
+    seconds = m.RateLimitError("slow", data={"retryAfter": value}).retry_after
     assert seconds is None or (seconds >= 0 and not math.isnan(seconds))
 
 

@@ -19,7 +19,7 @@ from magisterium_async._auth._redis_store import RedisStore as SignInStore
 from magisterium_async._cache._answers import open_store
 from magisterium_async._cache._policy import CachePolicy
 from magisterium_async._ratelimit import SharedQuota
-from magisterium_async._redis import connect
+from magisterium_async._redis import RedisUnavailable, check_redis, connect
 from magisterium_async.testing import Emulator, EmulatorConfig
 from tests.conftest import JumpClock
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, sign_in
@@ -98,7 +98,7 @@ BAD = [
     ("redis+sentinel://u:hunter2@127.0.0.1:1", "no SERVICE name"),
     ("redis+sentinel://u:hunter2@/mymaster", "no HOST:PORT"),
     ("redis+cluster://u:hunter2@/", "no HOST:PORT"),
-    ("redis+cluster://127.0.0.1:x", "invalid port"),
+    ("redis+cluster://127.0.0.1:x", "invalid HOST:PORT"),
 ]
 
 
@@ -239,6 +239,59 @@ async def test_a_wrong_redis_password_is_a_refusal_at_each_call_never_an_outage(
     assert caplog.records == []
 
 
+def _acl(server: RedisServer, *rule: str) -> None:
+    subprocess.run(
+        ["redis-cli", "-p", str(server.port), "-a", "hunter2", "--no-auth-warning", "ACL",
+         "SETUSER", *rule],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+
+
+async def test_check_redis_tells_a_refusal_from_no_answer_before_anything_is_written(
+    guarded: RedisServer,
+) -> None:
+    # The CLI and the harvest ask before they make any file: a refusal is the feature's
+    # error saying "refused" (exit 2), no answer is RedisUnavailable (the fallback's).
+    _acl(guarded, "keys-elsewhere", "on", ">pw", "~other:*", "+@all")
+    _acl(guarded, "no-scripts", "on", ">pw", "~*", "+@all", "-eval")
+    at = f"127.0.0.1:{guarded.port}/0"
+    await check_redis(f"redis://:hunter2@{at}", 5.0)
+    refused = {
+        f"redis://:Wr0ngPass@{at}": "refused the sign-in",
+        f"redis://{at}": "refused the sign-in",
+        f"redis://keys-elsewhere:Wr0ngPass@{at}": "refused the sign-in",
+        f"redis://keys-elsewhere:pw@{at}": "refused a command to this user",
+        f"redis://no-scripts:pw@{at}": "refused a command to this user",
+    }
+    for url, words in refused.items():
+        for error in (m.SharedQuotaError, m.CacheError):
+            with pytest.raises(error, match=f"^--redis: .*{words}") as caught:
+                await check_redis(url, 5.0, error=error, what="--redis")
+            assert "Wr0ngPass" not in str(caught.value) + repr(caught.value)
+            assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    with pytest.raises(RedisUnavailable, match=r"^--cache: Redis at .* did not answer") as gone:
+        await check_redis("redis://:Wr0ngPass@127.0.0.1:1/0", 5.0, what="--cache")
+    assert "Wr0ngPass" not in str(gone.value) and "refused the" not in str(gone.value)
+    assert isinstance(gone.value, m.MagisteriumError)
+    with pytest.raises(m.CacheError, match="unknown scheme"):
+        await check_redis("redis+foo://:Wr0ngPass@h:1", 5.0, error=m.CacheError)
+    counted = connect(f"redis://:hunter2@{at}", 5.0)
+    try:
+        assert await counted.client.dbsize() == 0  # the checks wrote nothing
+    finally:
+        await counted.aclose()
+
+
+async def test_check_redis_on_a_wrong_ca_says_tls_refused(
+    tls_server: tuple[RedisServer, Path, Path],
+) -> None:
+    server, cert, other = tls_server
+    url = f"rediss://:hunter2@127.0.0.1:{server.port}/0?ssl_ca_certs="
+    await check_redis(url + str(cert), 5.0)
+    with pytest.raises(m.SharedQuotaError, match=r"TLS: the certificate of .* was refused"):
+        await check_redis(url + str(other), 5.0)
+
+
 # A Cluster: the quota, the cache and the sign-in ----------------------------------------
 
 
@@ -374,3 +427,26 @@ async def test_the_sign_in_through_sentinel(
         clock.time += auth_server.lifetime
         assert await client.search("grace") == []
     assert auth_server.refreshes == 1
+
+
+async def test_check_redis_through_sentinel_cluster_and_an_application_s_client(
+    sentinel: SentinelServers, cluster: RedisClusterServers
+) -> None:
+    await check_redis(sentinel.url, 5.0)
+    await check_redis(cluster.url, 5.0)
+    primary = sentinel.url.replace("redis+sentinel://", "redis+sentinel://nobody:Wr0ngPass@")
+    with pytest.raises(m.CacheError, match=r"Redis at .* refused the sign-in") as caught:
+        await check_redis(primary, 5.0, error=m.CacheError, what="the cache")
+    assert "Wr0ngPass" not in str(caught.value)
+    with pytest.raises(m.SharedQuotaError, match=r"the Sentinels at .* refused the sign-in"):
+        await check_redis(
+            f"{sentinel.url}?sentinel_username=nobody&sentinel_password=Wr0ngPass", 5.0
+        )
+    from redis.asyncio import Redis
+
+    app: Any = Redis(host="127.0.0.1", port=sentinel.master_port())
+    try:
+        await check_redis(app, 5.0)
+        assert await app.ping()  # the application's, left open
+    finally:
+        await app.aclose()

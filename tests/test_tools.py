@@ -6,21 +6,12 @@ import datetime as dt
 import json
 from typing import Any
 
-import msgspec
 import pytest
 
 import magisterium_async as m
 from magisterium_async import tools
 from magisterium_async._skills import SKILLS
 from magisterium_async.testing import Emulator, EmulatorConfig, MockResponse, MockTransport
-from magisterium_async.tools import (
-    DayArguments,
-    DocumentArguments,
-    LookupArguments,
-    QueryArguments,
-    QuestionArguments,
-    SaintsDayArguments,
-)
 
 # The ten skills of the service spec: the contract's five and the five more it lists.
 TEN = {
@@ -218,7 +209,9 @@ async def test_a_failed_skill_raises_the_clients_error(
         ("document_search", "{not json", r"document_search: the arguments are not JSON"),
         ("document_search", "[1]", r"document_search: bad arguments: Expected `object`"),
         ("document_search", 42, r"arguments must be a dict or a JSON string, not int"),
-        ("saints_of_the_day", {"when": "2026-02-30"}, r"'2026-02-30' is not a date that exists"),
+        ("saints_of_the_day", {"when": "2026-02-30"}, r"when: '2026-02-30' is not a date that"),
+        ("liturgical_readings", {"when": ""}, r"when must not be empty"),
+        ("document_fetch", {"id": "d", "extra": 1}, r"unknown field `extra`"),
         ("catholic_qa", {"question": "q", "context_id": 7}, r"at `\$.context_id`"),
     ],
 )
@@ -234,100 +227,59 @@ async def test_bad_calls_are_refused_before_anything_is_sent(
     assert transport.requests == []
 
 
-async def test_call_tool_sends_what_the_client_method_sends() -> None:
-    sent: list[Any] = []
+def _recording(sent: list[Any]) -> MockTransport:
+    """A transport answering every message with a completed task, keeping what was sent."""
 
     def answer(request: Any) -> MockResponse:
-        sent.append(request.json["params"]["message"]["parts"])
+        message = request.json["params"]["message"]
+        sent.append((message["parts"], message.get("contextId")))
+        skill = SKILLS[message["metadata"]["skillId"]]
+        name = skill.artifact or "any"
+        part = {"kind": "text", "text": skill.not_found or "Saint Joseph"}
         task = {
             "kind": "task",
             "id": "t",
             "contextId": "c",
             "status": {"state": "completed"},
-            "artifacts": [
-                {
-                    "artifactId": "a",
-                    "name": "martyrology",
-                    "parts": [{"kind": "text", "text": "Saint Joseph"}],
-                }
-            ],
+            "artifacts": [{"artifactId": "a", "name": name, "parts": [part]}],
         }
         return MockResponse.result(request, task)
 
+    return MockTransport(answer)
+
+
+async def test_call_tool_sends_what_the_client_method_sends() -> None:
+    sent: list[Any] = []
     async with m.AsyncMagisterium(
-        token="t", base_url="https://a2a.example/api", transport=MockTransport(answer)
+        token="t", base_url="https://a2a.example/api", transport=_recording(sent)
     ) as client:
         await client.saints(dt.date(2026, 3, 19))
         await tools.call_tool(client, "saints_of_the_day", {"when": "2026-03-19"})
+        await tools.call_tool(client, "saints_of_the_day", {"when": " 2026-03-19 "})
         await client.saints("next Sunday")
         await tools.call_tool(client, "saints_of_the_day", {"when": "next Sunday"})
         await client.saints()
-        await tools.call_tool(client, "saints_of_the_day", {"when": None})
-    assert sent[0] == sent[1] == [{"kind": "data", "data": {"date": "2026-03-19"}}]
-    assert sent[2] == sent[3] and sent[4] == sent[5] == [{"kind": "text", "text": "today"}]
+        await tools.call_tool(client, "saints_of_the_day", {"when": None})  # strict mode's
+        await tools.call_tool(client, "saints_of_the_day", b"{}")
+        await client.mass_readings("Easter Sunday 2026")
+        await tools.call_tool(client, "liturgical_readings", {"when": "Easter Sunday 2026"})
+        await client.mass_readings()
+        await tools.call_tool(client, "liturgical_readings", {})
+    parts = [p for p, _ in sent]
+    assert parts[0] == parts[1] == parts[2] == [{"kind": "data", "data": {"date": "2026-03-19"}}]
+    assert parts[3] == parts[4] and parts[5] == parts[6] == parts[7]
+    assert parts[5] == parts[10] == parts[11] == [{"kind": "text", "text": "today"}]
+
+    assert parts[8] == parts[9] == [{"kind": "text", "text": "Easter Sunday 2026"}]
 
 
-# The skills' arguments as tools take them: what each struct accepts, refuses, and gives
-# --------------------------------------------------------------------------------
-
-
-def test_each_struct_gives_its_skill_the_one_value_it_builds_from() -> None:
-    assert QueryArguments(query="grace").value() == "grace"
-    assert DocumentArguments(id="doc-1").value() == "doc-1"
-    assert LookupArguments(query="Augustine").value() == "Augustine"
-    assert QuestionArguments(question="Why?").value() == "Why?"
-
-
-def test_a_question_continues_a_conversation_only_when_given_one() -> None:
-    assert QuestionArguments(question="Why?").context is None
-    assert QuestionArguments(question="And then?", context_id="ctx-1").context == "ctx-1"
-    assert QueryArguments(query="grace").context is None  # only catholic_qa has one
-
-
-def test_no_day_means_today() -> None:
-    assert DayArguments().value() == "today"
-    assert DayArguments(when="next Sunday").value() == "next Sunday"
-    assert SaintsDayArguments().value() == "today"
-
-
-@pytest.mark.parametrize(
-    ("when", "value"),
-    [
-        ("2026-03-19", dt.date(2026, 3, 19)),
-        (" 2026-03-19 ", dt.date(2026, 3, 19)),
-        ("next Sunday", "next Sunday"),
-        ("Easter Sunday 2026", "Easter Sunday 2026"),
-    ],
-)
-def test_a_saints_day_goes_as_a_date_when_it_is_one(when: str, value: object) -> None:
-    assert SaintsDayArguments(when=when).value() == value
-
-
-def test_a_saints_day_that_does_not_exist_is_refused_naming_it() -> None:
-    with pytest.raises(ValueError, match=r"when: '2026-02-30' is not a date that exists"):
-        SaintsDayArguments(when="2026-02-30").value()
-
-
-@pytest.mark.parametrize(
-    ("kind", "raw", "message"),
-    [
-        (QueryArguments, b'{"query": ""}', r"\$\.query"),
-        (QueryArguments, b"{}", r"missing required field `query`"),
-        (DocumentArguments, b'{"id": "d", "extra": 1}', r"unknown field `extra`"),
-        (QuestionArguments, b'{"question": "Why?", "context_id": 5}', r"\$\.context_id"),
-    ],
-)
-def test_bad_arguments_are_refused_naming_the_field(
-    kind: type[msgspec.Struct], raw: bytes, message: str
-) -> None:
-    with pytest.raises(msgspec.ValidationError, match=message):
-        msgspec.json.decode(raw, type=kind)
-
-
-def test_optional_fields_take_null_as_not_given() -> None:
-    # OpenAI's strict mode sends every property, with null for "not given".
-    decoded = msgspec.json.decode(
-        b'{"question": "Why?", "context_id": null}', type=QuestionArguments
-    )
-    assert decoded.context is None
-    assert msgspec.json.decode(b'{"when": null}', type=DayArguments).value() == "today"
+async def test_a_question_continues_a_conversation_only_when_given_one() -> None:
+    sent: list[Any] = []
+    async with m.AsyncMagisterium(
+        token="t", base_url="https://a2a.example/api", transport=_recording(sent)
+    ) as client:
+        await tools.call_tool(client, "catholic_qa", {"question": "Why?", "context_id": None})
+        await tools.call_tool(client, "catholic_qa", '{"question": "And?", "context_id": "c-1"}')
+        await tools.call_tool(client, "document_fetch", {"id": "doc-1"})
+    assert [context for _, context in sent] == [None, "c-1", None]
+    assert sent[2][0] == [{"kind": "data", "data": {"id": "doc-1"}}]

@@ -319,7 +319,6 @@ class StoredToken:
             )
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        logger.info("refreshing the access token at %s", stored.token_endpoint)
         self.events(PoolEvent("refreshing", "", self._clock.now(), REFRESH_TIMEOUT))
         try:
             tokens = await _oauth.refresh(

@@ -402,6 +402,7 @@ class Pool:
         if wake > now and wake > self._waiting_until:
             self._waiting_until = wake
             self._emit("waiting", wake - now, now)
+        # A long wait is told by the log subscriber, from this event.
 
     def _sent_now(self, permit: Permit, since: float) -> Permit:
         self._emit("sent", permit.started - since)
