@@ -3,7 +3,7 @@
 Each answer is one string key under :data:`PREFIX` (its key in braces: a hash tag), set
 with the time it stays fresh as its TTL, so Redis drops it when it is stale. A process
 about to ask the service for an answer claims it first (a key under :data:`CLAIMS`,
-``SET NX`` with a TTL, holding a token of the call's own): the others wait for the
+``SET NX`` with a TTL, holding a token of the client's own): the others wait for the
 answer rather than send the same request, and go ahead themselves if the claim is given
 up or runs out without one; only its owner gives a claim up. The
 bound in bytes is the server's: give it a ``maxmemory`` and ``maxmemory-policy
@@ -15,19 +15,10 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from magisterium_async._cache._memory import StoreUnavailable
-from magisterium_async._clock import wait_at_most
 from magisterium_async._errors import CacheError
-from magisterium_async._redis import (
-    Connection,
-    connect,
-    describe,
-    masked_url,
-    redis_errors,
-    refusal,
-)
+from magisterium_async._redis import Connection, RedisUnavailable, connect, describe
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -77,13 +68,6 @@ def _claim(key: str) -> str:
     return f"{CLAIMS}{{{key}}}"
 
 
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
-
-
 class RedisAnswers:
     """Answers in Redis, at ``url`` (any form :mod:`magisterium_async._redis` takes: a
     URL, or a redis-py asyncio client the application owns and closes).
@@ -102,15 +86,17 @@ class RedisAnswers:
     """
 
     def __init__(self, url: str | Any, *, redis: Redis | None = None) -> None:
-        self._url = url if isinstance(url, str) else ""
-        self._password = _password(self._url)
         if redis is not None:
-            self._connection = Connection(redis, owned=True, where=describe(url))
+            self._connection = Connection(
+                redis,
+                owned=True,
+                where=describe(url),
+                timeout=TIMEOUT,
+                error=CacheError,
+                what="the cache",
+            )
         else:
-            try:
-                self._connection = connect(url, TIMEOUT, CacheError, "the cache")
-            except CacheError as exc:
-                raise CacheError(self._masked(str(exc))) from None
+            self._connection = connect(url, TIMEOUT, CacheError, "the cache")
         self._where = self._connection.where
         self._redis: Any = self._connection.client
         # Scripts, not MULTI: atomic on one Redis and on a Cluster alike (both keys share
@@ -171,17 +157,11 @@ class RedisAnswers:
     async def aclose(self) -> None:
         await self._connection.aclose()
 
-    def _masked(self, text: str) -> str:
-        if self._url:
-            text = text.replace(self._url, masked_url(self._url))
-        return text.replace(self._password, "***") if self._password else text
-
     async def _step(self, step: Any) -> Any:
+        """``step``, within :data:`TIMEOUT`: a Redis that refused is a :class:`CacheError`
+        (a misconfiguration, said, not bypassed); one that did not answer is
+        :class:`StoreUnavailable` (the cache is bypassed for a while)."""
         try:
-            return await wait_at_most(TIMEOUT, step)
-        except redis_errors() as exc:
-            refused = refusal(exc, self._where)
-            if refused is not None:  # a misconfiguration, not an outage: said, not bypassed
-                raise CacheError(f"the cache: {self._masked(refused)}") from None
-            reason = self._masked(str(exc)) or type(exc).__name__
-            raise StoreUnavailable(f"{type(exc).__name__}: {reason}") from None
+            return await self._connection.run(step)
+        except RedisUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
