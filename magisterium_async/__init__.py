@@ -22,20 +22,18 @@ if _typing.TYPE_CHECKING:
         TokenCallable,
         TokenSource,
     )
-    from magisterium_async._cache import (
-        DEFAULT_CACHE_POLICY,
-        CachePolicy,
-        CacheRule,
-        CacheStats,
-    )
+    from magisterium_async._cache import CacheStats
     from magisterium_async._client import AsyncMagisterium
     from magisterium_async._clock import Clock
     from magisterium_async._config import (
         DEFAULT_BASE_URL,
+        DEFAULT_CACHE_POLICY,
         DEFAULT_MAX_RESPONSE_BYTES,
         DEFAULT_RETRY_POLICY,
         DEFAULT_TIMEOUTS,
         NOT_GIVEN,
+        CachePolicy,
+        CacheRule,
         NotGiven,
         Priority,
         ProtocolVersion,

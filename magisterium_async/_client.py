@@ -30,21 +30,17 @@ import aiohttp
 
 from magisterium_async import _harvest
 from magisterium_async._auth._tokens import TokenCallable, TokenSource, resolve_token
-from magisterium_async._cache import (
-    DEFAULT_CACHE_POLICY,
-    AnswerCache,
-    CachePolicy,
-    CacheStats,
-    open_store,
-)
+from magisterium_async._cache import AnswerCache, CacheStats, open_store
 from magisterium_async._call import Caller, expired
 from magisterium_async._clock import Clock, LoopClock, within
 from magisterium_async._config import (
+    DEFAULT_CACHE_POLICY,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     NOT_GIVEN,
+    CachePolicy,
     CallOptions,
     NotGiven,
     PoolName,

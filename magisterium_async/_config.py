@@ -30,21 +30,22 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
-
-if TYPE_CHECKING:
-    from magisterium_async._cache._policy import CachePolicy
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Final, Literal
 
 __all__ = [
     "BASE_URL_ENV",
     "CACHE_ENV",
     "CREDENTIALS_ENV",
     "DEFAULT_BASE_URL",
+    "DEFAULT_CACHE_POLICY",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
+    "DEFAULT_RULES",
     "DEFAULT_TIMEOUTS",
     "LOG_ENV",
     "MAX_RETRIES_CEILING",
@@ -53,6 +54,8 @@ __all__ = [
     "QUOTA_ENV",
     "REDIS_URL_ENV",
     "TOKEN_ENV",
+    "CachePolicy",
+    "CacheRule",
     "CallOptions",
     "NotGiven",
     "PoolName",
@@ -390,6 +393,139 @@ class NotGiven:
 
 NOT_GIVEN: Final = NotGiven()
 """``with_options(timeout=NOT_GIVEN)``, the default of each option: keep this client's."""
+
+
+# The cache's policy ------------------------------------------------------------------
+
+_HOUR = 3600.0
+_DAY = 24 * _HOUR
+
+
+def _seconds(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class CacheRule:
+    """How one skill's answers are kept and shared.
+
+    Arguments:
+        fresh: seconds an answer stays fresh in the cache; ``None``: never cached.
+        coalesce: whether identical calls in flight share one request.
+        dated: the input names a day; one named relative to today ("today", "next
+            Sunday") is fresh only until the end of the local day it was asked on.
+    """
+
+    fresh: float | None = None
+    coalesce: bool = False
+    dated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fresh is not None:
+            _seconds("fresh", self.fresh)
+
+
+DEFAULT_RULES: Mapping[str, CacheRule] = MappingProxyType(
+    {
+        # An LLM answer: expensive, on the small quota, and not the same twice. Asking
+        # again is asking for another answer, so it is neither kept nor shared by default.
+        "catholic_qa": CacheRule(fresh=None, coalesce=False),
+        # A document by its id does not change.
+        "document_fetch": CacheRule(fresh=30 * _DAY, coalesce=True),
+        # The index grows: a search's hits may change, so they are kept for an hour.
+        "document_search": CacheRule(fresh=_HOUR, coalesce=True),
+        # The readings and the martyrology of a given date do not change.
+        "liturgical_readings": CacheRule(fresh=30 * _DAY, coalesce=True, dated=True),
+        "saints_of_the_day": CacheRule(fresh=30 * _DAY, coalesce=True, dated=True),
+        # Directory records (people, dioceses, their statistics) are updated now and then.
+        "saint_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "person_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "pope_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "diocese_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "diocese_statistics_lookup": CacheRule(fresh=_DAY, coalesce=True),
+    }
+)
+"""Every skill's rule by id: the one place that says what is cached, how long, and what
+is coalesced."""
+
+_NOT_CACHED = CacheRule()
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    """What the client keeps and shares: a rule per skill, and the bounds of its cache.
+
+    Arguments:
+        rules: a :class:`CacheRule` per skill id (default :data:`DEFAULT_RULES`); a
+            skill not named is neither cached nor coalesced.
+        not_found: seconds a "nothing found" answer is kept (it may be found later).
+        max_entries: answers the cache holds at most (memory and disk); the least
+            recently used go first.
+        max_bytes: bytes of answers the cache holds at most (memory and disk).
+
+    A Redis cache keeps each answer for its time and leaves the bound to the server's
+    ``maxmemory`` and ``maxmemory-policy``. Failures are never kept.
+    """
+
+    rules: Mapping[str, CacheRule] = field(default_factory=lambda: DEFAULT_RULES)
+    not_found: float = 600.0
+    max_entries: int = 10_000
+    max_bytes: int = 128 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        rules = dict(self.rules)
+        for skill_id, rule in rules.items():
+            if not isinstance(rule, CacheRule):
+                raise TypeError(
+                    f"rules[{skill_id!r}] must be a CacheRule, not {type(rule).__name__}"
+                )
+        object.__setattr__(self, "rules", MappingProxyType(rules))
+        _seconds("not_found", self.not_found)
+        for name in ("max_entries", "max_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+
+    def rule(self, skill_id: str) -> CacheRule:
+        """The rule of ``skill_id``: not cached, not coalesced when the table lacks it."""
+        return self.rules.get(skill_id, _NOT_CACHED)
+
+    def with_rule(
+        self,
+        skill_id: str,
+        *,
+        fresh: float | NotGiven | None = NOT_GIVEN,
+        coalesce: bool | NotGiven = NOT_GIVEN,
+        dated: bool | NotGiven = NOT_GIVEN,
+    ) -> CachePolicy:
+        """This policy with ``skill_id``'s rule changed where an argument is given.
+
+        Arguments:
+            skill_id: the skill whose rule changes (or is added).
+            fresh: seconds its answers stay fresh; ``None``: not cached.
+            coalesce: whether identical calls in flight share one request.
+            dated: whether its input names a day (see :class:`CacheRule`).
+
+        ``CachePolicy().with_rule("catholic_qa", fresh=3600, coalesce=True)`` keeps
+        ``catholic_qa`` answers for an hour.
+        """
+        old = self.rule(skill_id)
+        new = CacheRule(
+            fresh=old.fresh if isinstance(fresh, NotGiven) else fresh,
+            coalesce=old.coalesce if isinstance(coalesce, NotGiven) else coalesce,
+            dated=old.dated if isinstance(dated, NotGiven) else dated,
+        )
+        return replace(self, rules={**self.rules, skill_id: new})
+
+
+DEFAULT_CACHE_POLICY = CachePolicy()
+"""The policy of a client given none."""
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._cache import DEFAULT_CACHE_POLICY
 from magisterium_async._call import Caller
 from magisterium_async._clock import VirtualClock
-from magisterium_async._config import CallOptions
+from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions
 from magisterium_async._events import PoolEvent, unheard
 from magisterium_async._http import JSONRPCClient
 from magisterium_async._ratelimit import Scheduler

@@ -17,7 +17,7 @@ import pytest
 import magisterium_async as m
 from magisterium_async._auth._redis_store import RedisStore as SignInStore
 from magisterium_async._cache._answers import open_store
-from magisterium_async._cache._policy import CachePolicy
+from magisterium_async._config import CachePolicy
 from magisterium_async._ratelimit import SharedQuota
 from magisterium_async._redis import RedisUnavailable, check_redis, connect
 from magisterium_async.testing import Emulator, EmulatorConfig

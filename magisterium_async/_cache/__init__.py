@@ -4,7 +4,7 @@ The client hands every call to a skill the policy covers to :class:`AnswerCache`
 identical call already in flight is waited for, else a fresh answer is read from the
 store, else the call sends and its answer is kept; over Redis, a call being sent by
 another process is waited for too (a claim in the store). What is kept, for how long and
-what is shared is one table (:mod:`._policy`). The stores keep bytes by key: in memory
+what is shared is one table (``_config.CachePolicy``). The stores keep bytes by key: in memory
 (:mod:`._memory`), in an SQLite file (:mod:`._disk`), in Redis (:mod:`._redis_answers`).
 
 Nothing here knows the client, the transport or the quota: a call is a key and a
@@ -18,19 +18,13 @@ from magisterium_async._cache._answers import (
     AnswerStore,
     CacheStats,
     Outcome,
+    names_a_day_absolutely,
     open_store,
     own_copy,
     request_key,
 )
 from magisterium_async._cache._disk import APPLICATION_ID, DiskAnswers
 from magisterium_async._cache._memory import MemoryAnswers, StoreUnavailable
-from magisterium_async._cache._policy import (
-    DEFAULT_CACHE_POLICY,
-    DEFAULT_RULES,
-    CachePolicy,
-    CacheRule,
-    names_a_day_absolutely,
-)
 from magisterium_async._cache._redis_answers import CLAIMS, PREFIX, RedisAnswers
 
 __all__ = [
@@ -38,13 +32,9 @@ __all__ = [
     "BYPASS_SECONDS",
     "CLAIMS",
     "CLAIM_SECONDS",
-    "DEFAULT_CACHE_POLICY",
-    "DEFAULT_RULES",
     "PREFIX",
     "AnswerCache",
     "AnswerStore",
-    "CachePolicy",
-    "CacheRule",
     "CacheStats",
     "DiskAnswers",
     "MemoryAnswers",

@@ -28,6 +28,7 @@ import datetime as dt
 import hashlib
 import math
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
@@ -36,12 +37,11 @@ import msgspec
 
 from magisterium_async._cache._disk import DiskAnswers
 from magisterium_async._cache._memory import MemoryAnswers, StoreUnavailable
-from magisterium_async._cache._policy import CachePolicy, CacheRule, names_a_day_absolutely
 from magisterium_async._cache._redis_answers import RedisAnswers
-from magisterium_async._config import CACHE_ENV, cache_from_env
+from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, cache_from_env
 from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
-from magisterium_async._models import Part, Task
+from magisterium_async._models import DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
 from magisterium_async._skills import SKILLS, kept_as
 
@@ -52,6 +52,7 @@ __all__ = [
     "AnswerStore",
     "CacheStats",
     "Outcome",
+    "names_a_day_absolutely",
     "open_store",
     "own_copy",
     "request_key",
@@ -159,6 +160,32 @@ _ENTRY = msgspec.json.Decoder(_Entry)
 _TASK = msgspec.json.Decoder(Task)
 _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
+    """Whether a dated skill's input names its day whatever day it is asked on.
+
+    A ``{"date": ...}`` data part, or a text that is a ``YYYY-MM-DD`` date, does;
+    anything else ("today", "next Sunday", "Christmas") may name another day tomorrow.
+    """
+    if len(parts) != 1:
+        return False
+    part = parts[0]
+    if isinstance(part, DataPart):
+        return isinstance(part.data.get("date"), str) and len(part.data) == 1
+    if isinstance(part, TextPart):
+        text = part.text.strip()
+        if _ISO_DAY.fullmatch(text) is None:
+            return False
+        try:
+            dt.date.fromisoformat(text)
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def request_key(

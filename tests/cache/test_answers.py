@@ -19,7 +19,6 @@ from magisterium_async._cache import (
     CLAIM_SECONDS,
     CLAIMS,
     AnswerCache,
-    CachePolicy,
     CacheStats,
     DiskAnswers,
     MemoryAnswers,
@@ -27,6 +26,7 @@ from magisterium_async._cache import (
     StoreUnavailable,
     request_key,
 )
+from magisterium_async._config import CachePolicy
 from magisterium_async._errors import APIConnectionError
 from magisterium_async._models import Artifact, DataPart, Part, Task, TaskStatus, TextPart
 

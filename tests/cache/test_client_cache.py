@@ -14,7 +14,8 @@ import msgspec
 import pytest
 
 import magisterium_async as m
-from magisterium_async._cache import AnswerCache, CachePolicy, DiskAnswers
+from magisterium_async._cache import AnswerCache, DiskAnswers
+from magisterium_async._config import CachePolicy
 from magisterium_async.testing import Emulator, EmulatorConfig
 
 pytest.importorskip("opentelemetry.sdk")

@@ -17,13 +17,13 @@ from magisterium_async._cache import (
     APPLICATION_ID,
     CLAIMS,
     PREFIX,
-    CachePolicy,
     DiskAnswers,
     MemoryAnswers,
     RedisAnswers,
     StoreUnavailable,
     open_store,
 )
+from magisterium_async._config import CachePolicy
 from magisterium_async._errors import CacheError, MagisteriumError
 from tests.helpers.redis_server import RedisServer
 

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy, Timeouts
-from magisterium_async._cache import DEFAULT_CACHE_POLICY
 from magisterium_async._call import Attempt, Caller
 from magisterium_async._clock import Clock, VirtualClock
-from magisterium_async._config import CallOptions, Priority
+from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions, Priority
 from magisterium_async._errors import RateLimitError
 from magisterium_async._events import Counters, EventLog, Events, PoolEvent, log_event
 from magisterium_async._http._jsonrpc import JSONRPCClient
