@@ -1,25 +1,24 @@
 """One call, from the client down to the wire: its tries, its token, its dialect, its waits.
 
 :class:`Caller` holds what every call of one client shares (the JSON-RPC client, the
-pools, the clock, the token source, the event stream, the dialect spoken) and makes each
-call with :meth:`Caller.call`. Its tries go through :meth:`Caller.tries`, the one loop
-every request goes through (the agent card's GET too), read top to bottom:
+pools, the clock, the token source, the event stream, the dialects spoken) and makes each
+call with :meth:`Caller.call`: the one loop every request goes through (the agent card's
+GET too), read top to bottom:
 
 1. the pool's turn (``pool.acquire``: priority and fairness key place it in the line);
 2. the send, with the token of the moment;
-3. a token the service refused: one refresh, and one resend with the new token (not one of
-   ``RetryPolicy.max_retries``);
-4. a transient failure (connection, timeout, 5xx, -32603): up to ``max_retries`` tries
-   more, each after a backoff outside the pool's turn;
-5. a 429: the wait the engine says (``Permit.rate_limited``, decided once, there), within
+3. a 429: the wait the engine says (``Permit.rate_limited``, decided once, there), within
    ``RetryPolicy.rate_limit_budget`` seconds of such waits and the call's deadline; a 429
    spends no retry;
-6. the deadline (``RetryPolicy.total_timeout``): the client bounds the whole call by it;
+4. a token the service refused: one refresh, and one resend with the new token (not one of
+   ``RetryPolicy.max_retries``);
+5. a transient failure (connection, timeout, 5xx, -32603): up to ``max_retries`` tries
+   more, each after a backoff outside the pool's turn;
+6. a refusal that may be the dialect's ("method not found", "version not supported"):
+   once more in the dialect the agent card offers, if it offers another (see
+   :class:`._http._card.Negotiation`);
+7. the deadline (``RetryPolicy.total_timeout``): the client bounds the whole call by it;
    here a 429 whose wait would end after it is raised at once.
-
-Around the loop, :meth:`Caller.call` sends the call once more in the other dialect after
-a refusal that may be the dialect's ("method not found", "version not supported"), when
-the agent card offers one (see :class:`._http._card.Negotiation`).
 
 The client builds requests and reads answers; the engine decides when a try may go; the
 JSON-RPC client sends it. Nothing here calls back up.
@@ -30,7 +29,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 from magisterium_async._auth._tokens import TokenSource
 from magisterium_async._clock import Clock, within
@@ -52,20 +51,27 @@ from magisterium_async._http._jsonrpc import JSONRPCClient, encode_params
 from magisterium_async._models import AgentCard
 from magisterium_async._ratelimit import Permit, Scheduler
 
-__all__ = ["Attempt", "Caller", "expired"]
+__all__ = ["GET", "Caller", "within_total"]
 
+GET = "GET"
+"""The method of the agent card's GET (the one call that is not JSON-RPC)."""
+_DIALECT_REFUSALS = (MethodNotFoundError, VersionNotSupportedError)
 T = TypeVar("T")
 
-Attempt = Callable[[str | None], Awaitable[T]]
-"""One try, given the token to send (``None``: none; the JSON-RPC client's own)."""
 
+def within_total(clock: Clock, total: float | None, work: Awaitable[T], what: str) -> Awaitable[T]:
+    """``work`` bounded by a call's ``RetryPolicy.total_timeout`` (``None``: unbounded),
+    over every attempt and wait: :class:`APITimeoutError` naming ``what`` when it ends."""
+    if total is None:
+        return work
 
-def expired(what: str, total: float) -> APITimeoutError:
-    """The error of a call whose total deadline passed."""
-    return APITimeoutError(
-        f"{what}: no answer within RetryPolicy.total_timeout ({total:g} s), "
-        "over every attempt and wait"
-    )
+    def expired() -> APITimeoutError:
+        return APITimeoutError(
+            f"{what}: no answer within RetryPolicy.total_timeout ({total:g} s), "
+            "over every attempt and wait"
+        )
+
+    return within(clock, total, work, expired)
 
 
 class Caller:
@@ -103,22 +109,28 @@ class Caller:
         self.tokens = tokens
         self.events = events
         self._card_options = card_options
-        reader = CardReader(rpc.base_url, self._get_card, clock, on_card)
-        own = Negotiation(protocol, rpc.base_url, reader, extensions=extensions, emit=events)
-        self._negotiations = {protocol: own}
-        self.protocol = protocol
-        """The client's own dialect (a view may speak another: :meth:`negotiation`)."""
+        self._extensions = tuple(extensions)
+        self._reader = CardReader(rpc.base_url, self._get_card, clock, on_card)
+        # The card is looked for first where a server of the client's protocol serves it.
+        self._reader.look_first_for(protocol)
+        self._negotiations: dict[ProtocolVersion, Negotiation] = {}
+        self.negotiation(protocol)  # an unknown protocol is refused now
 
     def __repr__(self) -> str:
         return f"<Caller {self.rpc.base_url}>"
 
     def negotiation(self, protocol: ProtocolVersion) -> Negotiation:
-        """The dialect spoken by calls of ``protocol``, and the agent card that says which
-        (the client's own; another protocol's shares its card)."""
+        """The dialect spoken by calls of ``protocol``, and the agent card (the client's:
+        shared by every protocol's) that says which."""
         found = self._negotiations.get(protocol)
         if found is None:
-            own = self._negotiations[self.protocol]
-            found = self._negotiations[protocol] = own.with_protocol(protocol)
+            found = self._negotiations[protocol] = Negotiation(
+                protocol,
+                self.rpc.base_url,
+                self._reader,
+                extensions=self._extensions,
+                emit=self.events,
+            )
         return found
 
     async def call(
@@ -132,12 +144,13 @@ class Caller:
         dialect: Dialect | None = None,
         deadline: float = math.inf,
     ) -> Any:
-        """One JSON-RPC call: its tries (:meth:`tries`), and once more in the dialect the
-        agent card offers after a refusal that may be the dialect's.
+        """One call, its tries in turns of its pool until it succeeds or may not be tried
+        again (the steps in this module's docstring).
 
         Arguments:
             method: the operation, named by its A2A 0.3 method (``message/send``,
-                ``tasks/get``, ``tasks/cancel``, ``tasks/list``).
+                ``tasks/get``, ``tasks/cancel``, ``tasks/list``), or :data:`GET` for the
+                agent card (``params``: its URL; no token, no dialect).
             params: its params, as built for 0.3 (the dialect translates them).
             pool: the pool its tries draw on (``None``: the unmetered one).
             options: the call's options.
@@ -146,66 +159,38 @@ class Caller:
             deadline: when the call must be over, on the client's clock.
         """
         negotiation = self.negotiation(options.protocol)
-        spoken = dialect or negotiation.dialect
-        attempt = self._post(method, params, pool, spoken, options, skill_id)
-        try:
-            return await self.tries(method, pool, options, attempt, deadline)
-        except (MethodNotFoundError, VersionNotSupportedError) as refused:
-            switched = await negotiation.switch_after(refused, spoken)
-            if switched is None:
-                raise
-        attempt = self._post(method, params, pool, switched, options, skill_id)
-        return await self.tries(method, pool, options, attempt, deadline)
-
-    def _post(
-        self,
-        method: str,
-        params: Any,
-        pool: PoolName | None,
-        dialect: Dialect,
-        options: CallOptions,
-        skill_id: str | None,
-    ) -> Attempt[Any]:
-        """The tries of one call in ``dialect``: every try sends the same bytes."""
-        body = encode_params(dialect.params(method, params))
-        timeout, rpc = options.timeouts.for_pool(pool), self.rpc
-
-        def attempt(token: str | None) -> Awaitable[Any]:
-            return rpc.rpc(method, body, token, timeout=timeout, skill_id=skill_id, dialect=dialect)
-
-        return attempt
-
-    async def tries(
-        self,
-        what: str,
-        pool_name: PoolName | None,
-        options: CallOptions,
-        attempt: Attempt[T],
-        deadline: float = math.inf,
-        *,
-        signed: bool = True,
-    ) -> T:
-        """``attempt`` in turns of ``pool_name``'s pool until it succeeds or may not be
-        tried again (the steps in this module's docstring); ``what`` names it in the
-        events; ``signed``: each try is handed the token of the moment."""
-        pool = self.scheduler.pool(pool_name)
-        policy, clock, emit = options.retry, self.clock, self.events
-        tokens = self.tokens if signed else None
-        retry_timeouts = pool_name != "expensive" or policy.retry_expensive_timeouts
+        dialect = dialect or negotiation.dialect
+        card = method == GET
+        body = None if card else encode_params(dialect.params(method, params))
+        what = f"GET {params}" if card else method
+        tokens = None if card else self.tokens
+        turns = self.scheduler.pool(pool)
+        timeout, policy, clock, emit = (
+            options.timeouts.for_pool(pool),
+            options.retry,
+            self.clock,
+            self.events,
+        )
+        retry_timeouts = pool != "expensive" or policy.retry_expensive_timeouts
         retries = limited = 0  # transient failures retried; 429s answered
         waited = 0.0  # seconds slept after 429s
-        resent = False  # the one resend with a new token
+        resent = switched = False  # the one resend with a new token; the one switch of dialect
         while True:
-            permit = await pool.acquire(options.priority, options.fairness_key)
-            token, sent = None, False
+            permit = await turns.acquire(options.priority, options.fairness_key)
+            token, sent, refused = None, False, None
             try:
                 if tokens is not None:  # a refresh that fails is retried as the try would be
                     token = await tokens.token()
                 sent = True
-                result = await attempt(token)
+                if body is None:
+                    result = await get_card(self.rpc, params, timeout=timeout)
+                else:
+                    result = await self.rpc.rpc(
+                        method, body, token, timeout=timeout, skill_id=skill_id, dialect=dialect
+                    )
             except RateLimitError as exc:
                 told = exc.retry_after
-                self._answered(pool.name, permit, what, "rate_limited", told)
+                self._answered(turns.name, permit, what, "rate_limited", told)
                 delay = permit.rate_limited(policy.rate_limit_wait(told, limited))
                 limited += 1
                 waited += delay
@@ -213,31 +198,43 @@ class Caller:
                     raise
                 reason, message, number = "rate_limited", "", 0
             except AuthenticationError:
-                self._answered(pool.name, permit, what, "error")
+                self._answered(turns.name, permit, what, "error")
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
                     raise
                 resent = True  # a new token is ready: resend once, with it, in a new turn
                 continue
             except MagisteriumError as exc:
-                self._answered(pool.name, permit, what, "error")
+                self._answered(turns.name, permit, what, "error")
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
                     sent = False  # the try spent no quota: its start is given back
-                if retries >= policy.max_retries or not is_transient(
+                if retries < policy.max_retries and is_transient(
                     exc, retry_timeouts=retry_timeouts
                 ):
+                    delay = policy.backoff(retries, random.random())
+                    retries += 1
+                    told, reason, message, number = None, error_type(exc), str(exc), retries
+                elif switched or not isinstance(exc, _DIALECT_REFUSALS):
                     raise
-                delay = policy.backoff(retries, random.random())
-                retries += 1
-                told, reason, message, number = None, error_type(exc), str(exc), retries
+                else:
+                    refused = exc
             else:
-                self._answered(pool.name, permit, what, "ok")
+                self._answered(turns.name, permit, what, "ok")
                 return result
             finally:
                 permit.release(sent=sent)
+            if refused is not None:
+                # A refusal that may be the dialect's: once more in the one the agent card
+                # offers (read outside the turn), at once, or the refusal stands.
+                switched = True
+                spoken = await negotiation.switch_after(refused, dialect)
+                if spoken is None:
+                    _raise_as_it_was(refused)
+                dialect, body = spoken, encode_params(spoken.params(method, params))
+                continue
             emit(
                 RetryEvent(
                     "retried",
-                    pool.name,
+                    turns.name,
                     clock.now(),
                     delay,
                     what,
@@ -266,13 +263,22 @@ class Caller:
     async def _get_card(self, url: str) -> tuple[int, Mapping[str, str], bytes]:
         """One GET of the agent card at ``url``, tried in the unmetered pool's turns,
         within the card's total deadline."""
-        options, what = self._card_options, f"GET {url}"
-        total, timeout = options.retry.total_timeout, options.timeouts.default
+        options = self._card_options
+        total = options.retry.total_timeout
+        deadline = math.inf if total is None else self.clock.now() + total
+        work = self.call(GET, url, None, options, deadline=deadline)
+        answer: tuple[int, Mapping[str, str], bytes] = await within_total(
+            self.clock, total, work, f"GET {url}"
+        )
+        return answer
 
-        def attempt(token: str | None) -> Awaitable[tuple[int, Mapping[str, str], bytes]]:
-            return get_card(self.rpc, url, timeout=timeout)
 
-        if total is None:
-            return await self.tries(what, None, options, attempt, signed=False)
-        work = self.tries(what, None, options, attempt, self.clock.now() + total, signed=False)
-        return await within(self.clock, total, work, lambda: expired(what, total))
+def _raise_as_it_was(error: MagisteriumError) -> NoReturn:
+    """Raise ``error`` outside its handler, keeping the context it had (on 3.10 a
+    pure-Python task's own handler of aiohttp's error, the token in its repr, would be
+    attached otherwise: see ``raise_alone``)."""
+    context = error.__context__
+    try:
+        raise error
+    finally:
+        error.__context__ = context

@@ -31,8 +31,8 @@ import aiohttp
 from magisterium_async import _harvest
 from magisterium_async._auth._tokens import TokenCallable, TokenSource, resolve_token
 from magisterium_async._cache import AnswerCache, CacheStats, open_store
-from magisterium_async._call import Caller, expired
-from magisterium_async._clock import Clock, LoopClock, within
+from magisterium_async._call import Caller, within_total
+from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
     DEFAULT_CACHE_POLICY,
     DEFAULT_MAX_CONCURRENCY,
@@ -823,44 +823,26 @@ class AsyncMagisterium:
         error: BaseException | None = None
         cached = None
         try:
-            if (
-                skill_id is None
-                or not isinstance(params, SendParams)
-                or not self._cache.covers(skill_id, options.cache)
-            ):
-                work = caller.call(
-                    method,
-                    params,
-                    pool,
-                    options,
-                    skill_id=skill_id,
-                    dialect=dialect,
-                    deadline=deadline,
-                )
-                result = await (
-                    work
-                    if total is None
-                    else within(clock, total, work, lambda: expired(method, total))
-                )
-                return result
-
-            def send() -> Awaitable[Task]:
-                return caller.call(
-                    method, params, pool, options, skill_id=skill_id, deadline=deadline
-                )
-
-            message = params.message
-            answer = self._cache.answer(
-                skill_id, message.parts, message.context_id, send, options.cache
+            work = caller.call(
+                method, params, pool, options, skill_id=skill_id, dialect=dialect, deadline=deadline
             )
-            result, cached = await (
-                answer
-                if total is None
-                else within(clock, total, answer, lambda: expired(method, total))
+            covered = (
+                skill_id is not None
+                and isinstance(params, SendParams)
+                and self._cache.covers(skill_id, options.cache)
             )
-            if cached != "miss":
-                kind: EventKind = "cache_hit" if cached == "hit" else "coalesced"
-                emit(PoolEvent(kind, named, clock.now(), 0.0))
+            if covered:
+                assert skill_id is not None
+                message = params.message
+                work = self._cache.answer(
+                    skill_id, message.parts, message.context_id, work, options.cache
+                )
+            result = await within_total(clock, total, work, method)
+            if covered:  # the cache's: the task, and how it was answered
+                result, cached = result
+                if cached != "miss":
+                    kind: EventKind = "cache_hit" if cached == "hit" else "coalesced"
+                    emit(PoolEvent(kind, named, clock.now(), 0.0))
             return result
         except BaseException as exc:
             error = exc

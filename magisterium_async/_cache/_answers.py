@@ -30,7 +30,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -300,7 +300,8 @@ class AnswerCache:
         self._wall = wall
         self._tz = tz
         self._sleep = sleep
-        self._flights: dict[str, _Flight] = {}
+        # Calls in flight by key: ``None`` until an identical call joins (its _Flight).
+        self._flights: dict[str, _Flight | None] = {}
         # The token this client's claims in Redis are held under: the rest of a call whose
         # leader left finds the claim its own.
         self._owner = os.urandom(8).hex()
@@ -330,7 +331,7 @@ class AnswerCache:
         skill_id: str,
         parts: Sequence[Part],
         context_id: str | None,
-        send: Callable[[], Awaitable[Task]],
+        send: Coroutine[Any, Any, Task],
         policy: CachePolicy | None = None,
     ) -> tuple[Task, Outcome]:
         """The task answering this call, and how it was answered.
@@ -340,7 +341,7 @@ class AnswerCache:
                 worth keeping as, the skill table says).
             parts: the message's parts.
             context_id: the message's conversation, if any.
-            send: the call's own request, made only on a miss.
+            send: the call's own request, awaited only on a miss (else closed unsent).
             policy: a client view's policy (``None``: the cache's own).
 
         A call that joins another gets a task of its own (decoded from the same bytes).
@@ -354,66 +355,64 @@ class AnswerCache:
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
-        flight = None
-        if rule.coalesce:
-            while (flight := self._flights.get(key)) is not None:
+        store = self.store if rule.fresh is not None else None
+        claimed = False  # the claim in Redis may be this client's: asked for, not let go
+        try:
+            while rule.coalesce and key in self._flights:
+                flight = self._flights[key]
+                if flight is None:  # the first to join an identical call makes its flight
+                    flight = self._flights[key] = _Flight()
                 task = await flight.join()
                 if task is not None:
                     self._coalesced += 1
                     return task, "coalesced"
                 # Its leader left without an answer: begin again (lead, or join the next).
-            flight = self._flights[key] = _Flight()
-        try:
-            task, outcome = await self._find_or_send(key, rule, policy, day_end, skill_id, send)
-        except BaseException as error:
-            if flight is not None:
-                del self._flights[key]
-                flight.land(error)
-            raise
-        if flight is not None:
-            del self._flights[key]
-            flight.land(task)
-        return task, outcome
-
-    async def _find_or_send(
-        self,
-        key: str,
-        rule: CacheRule,
-        policy: CachePolicy,
-        day_end: float,
-        skill_id: str,
-        send: Callable[[], Awaitable[Task]],
-    ) -> tuple[Task, Outcome]:
-        """A fresh answer in the store, else another process's (waited for under its
-        claim), else the call's own request, kept when it is worth keeping."""
-        store = self.store if rule.fresh is not None else None
-        claimed = False  # the claim may be this client's: asked for, not yet let go
-        try:
-            if store is not None and self._wall() >= self._retry_at:
-                found = await self._get(store, key)
-                if found is not None:
-                    self._hits += 1
-                    return found, "hit"
-                if isinstance(store, RedisAnswers) and self._wall() >= self._retry_at:
-                    claimed = True  # from the moment it is asked for: a reply never heard
-                    found, claimed = await self._claim(store, key)
+            if rule.coalesce:
+                self._flights[key] = None  # in flight, led by this call
+            try:
+                if store is not None and self._wall() >= self._retry_at:
+                    outcome: Outcome = "hit"
+                    found = await self._get(store, key)
+                    if found is None and isinstance(store, RedisAnswers):
+                        claimed = True  # from the moment it is asked: a reply never heard
+                        found, claimed = await self._claim(store, key)
+                        outcome = "coalesced"  # another process's answer, waited for
                     if found is not None:
-                        self._coalesced += 1
-                        return found, "coalesced"
-            self._misses += 1
-            task = await send()
-        except BaseException:
-            # Given up whoever takes the call over: a claim held under this client's token
-            # is found its own by the rest of it, released or not.
-            if claimed:
-                await self._release(key)
-            raise
-        if store is not None:
-            kept = await self._keep(store, key, rule, policy, day_end, skill_id, task)
-            claimed = claimed and not kept  # an answer put in Redis takes its claim's place
-        if claimed:
-            await self._release(key)
-        return task, "miss"
+                        if outcome == "hit":
+                            self._hits += 1
+                        else:
+                            self._coalesced += 1
+                        self._land(rule, key, found)
+                        return found, outcome
+                self._misses += 1
+                task = await send
+                if store is not None:
+                    kept = await self._keep(store, key, rule, policy, day_end, skill_id, task)
+                    claimed = claimed and not kept  # an answer put in Redis replaces it
+            except BaseException as error:
+                try:
+                    # A claim held under this client's token is found its own by whoever
+                    # takes the call over, given up here or not (the release cancelled).
+                    if claimed:
+                        await self._release(key)
+                finally:
+                    self._land(rule, key, error)
+                raise
+            try:
+                if claimed:
+                    await self._release(key)
+            finally:
+                self._land(rule, key, task)
+            return task, "miss"
+        finally:
+            send.close()  # a call answered without its request: closed, never sent
+
+    def _land(self, rule: CacheRule, key: str, outcome: Task | BaseException) -> None:
+        """The call that led ``key`` is done: those who joined it hear how."""
+        if rule.coalesce:
+            flight = self._flights.pop(key, None)
+            if flight is not None:
+                flight.land(outcome)
 
     async def _keep(
         self,

@@ -172,17 +172,15 @@ def max_age(cache_control: str | None) -> float:
 
 
 class Negotiation:
-    """The dialect one client speaks, and when it changes (shared by its views).
+    """The dialect calls of one ``protocol`` speak, and when it changes (one per protocol
+    a client or its views speak, all sharing the client's card).
 
     Arguments:
         protocol: ``"auto"``, ``"0.3"`` or ``"1.0"`` (what ``AsyncMagisterium`` takes).
         base_url: the client's endpoint (a card's interface elsewhere is not used).
-        reader: the client's agent card; the client's own negotiation has it look first
-            where a server of ``protocol`` serves it (:func:`card_paths`).
+        reader: the client's agent card.
         extensions: URIs of A2A extensions every request asks for.
         emit: where what it decides is told (the client's stream).
-        view: a view's negotiation (:meth:`with_protocol`): the card, and the order it is
-            looked for in, stay the client's.
     """
 
     def __init__(
@@ -193,29 +191,15 @@ class Negotiation:
         *,
         extensions: Sequence[str] = (),
         emit: OnEvent = log_event,
-        view: bool = False,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-        if not view:
-            reader.look_first_for(protocol)
         self.protocol: ProtocolVersion = protocol
         self.reader = reader
         self._base_url = base_url
         self._extensions = tuple(extensions)
         self._emit = emit
         self.dialect = (V10 if protocol == "1.0" else V03).with_extensions(extensions)
-
-    def with_protocol(self, protocol: ProtocolVersion) -> Negotiation:
-        """A negotiation of ``protocol`` with the same service, card and extensions."""
-        return Negotiation(
-            protocol,
-            self._base_url,
-            self.reader,
-            extensions=self._extensions,
-            emit=self._emit,
-            view=True,
-        )
 
     async def card(self) -> AgentCard:
         """The agent card (the kept one while it is fresh); with ``"auto"``, the dialect

@@ -98,7 +98,7 @@ async def ask(
     parts: Sequence[Part] = FETCH,
     context_id: str | None = None,
 ) -> tuple[Task, str]:
-    return await cache.answer(skill, parts, context_id, service.send)
+    return await cache.answer(skill, parts, context_id, service.send())
 
 
 async def test_a_second_identical_call_is_a_hit_and_sends_nothing() -> None:

@@ -343,8 +343,8 @@ async def test_answers_read_back_from_the_cache_are_the_service_s(tmp_path: Path
         return task
 
     parts = [m.DataPart(data={"id": "d"})]
-    assert await cache.answer("document_fetch", parts, None, send) == (task, "miss")
-    found, how = await cache.answer("document_fetch", parts, None, send)
+    assert await cache.answer("document_fetch", parts, None, send()) == (task, "miss")
+    found, how = await cache.answer("document_fetch", parts, None, send())
     assert how == "hit" and found is not task
     assert msgspec.json.encode(found) == msgspec.json.encode(task)
     await cache.aclose()

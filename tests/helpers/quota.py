@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import magisterium_async as m
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy, Timeouts
-from magisterium_async._call import Attempt, Caller
+from magisterium_async._call import Caller
 from magisterium_async._clock import Clock, VirtualClock
 from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions, Priority
 from magisterium_async._errors import RateLimitError
@@ -36,6 +37,7 @@ from magisterium_async.testing import (
     EmulatorConfig,
     MockRequest,
     MockResponse,
+    MockTransport,
     RateLimitConfig,
 )
 from tests.conftest import artifact, data, task_json, text
@@ -99,7 +101,7 @@ class _OnePool:
 
 
 async def call_with_retries(
-    attempt: Attempt[Any],
+    attempt: Callable[[], Awaitable[Any]],
     *,
     pool: Pool,
     policy: RetryPolicy,
@@ -107,15 +109,33 @@ async def call_with_retries(
     what: str = "x",
     priority: Priority = "interactive",
 ) -> Any:
-    """``attempt`` through the client's call loop (``Caller.tries``) in ``pool``'s turns."""
-    rpc = JSONRPCClient("http://127.0.0.1:9/a2a", None, max_concurrency=1, connect_timeout=1.0)
-    options = CallOptions(Timeouts(), policy, DEFAULT_CACHE_POLICY, "0.3", priority)
+    """``attempt`` as each try of a call through the client's call loop, in ``pool``'s
+    turns: a ``RateLimitError`` it raises is answered as the service's 429, an
+    ``APITimeoutError`` as a request that timed out; what it returns is returned."""
+    returned: list[Any] = []
+
+    async def answer(request: MockRequest) -> MockResponse:
+        try:
+            returned.append(await attempt())
+        except RateLimitError as exc:
+            data = None if exc.retry_after is None else {"retryAfter": exc.retry_after}
+            return MockResponse.error(request, -32003, str(exc), data, status=429)
+        except m.APITimeoutError:
+            raise asyncio.TimeoutError from None
+        return MockResponse.result(request, task_json())
+
+    rpc = JSONRPCClient(
+        "http://127.0.0.1:9/a2a", None, max_concurrency=1, connect_timeout=1.0, clock=clock,
+        http=MockTransport(answer),
+    )  # fmt: skip
+    options = CallOptions(Timeouts(3600.0), policy, DEFAULT_CACHE_POLICY, "0.3", priority)
     caller = Caller(
         rpc, _OnePool(pool), clock, None, log_event,  # type: ignore[arg-type]
         protocol="0.3", extensions=(), card_options=options, on_card=lambda card: None,
     )  # fmt: skip
     name = None if pool.name == "unmetered" else pool.name
-    return await caller.tries(what, name, options, attempt)  # type: ignore[arg-type]
+    await caller.call("tasks/get", {"id": what}, name, options)  # type: ignore[arg-type]
+    return returned[-1]
 
 
 def scheduler(
