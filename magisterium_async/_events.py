@@ -46,7 +46,7 @@ import math
 import sys
 import time as _time
 from collections.abc import Callable
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, get_args
 
 import msgspec
 
@@ -94,7 +94,9 @@ EventKind = Literal[
 ]
 
 
-class PoolEvent(msgspec.Struct, frozen=True):
+# Events hold numbers and strings, never in a reference cycle: the cyclic GC need not
+# track them (a CallEvent, which holds a call's params and result, is tracked).
+class PoolEvent(msgspec.Struct, frozen=True, gc=False):
     """One thing that happened, for ``on_event`` callbacks (your own metrics).
 
     ``kind`` says what (the table in this module's docstring, and ``docs/observability.md``);
@@ -152,7 +154,7 @@ class AnswerEvent(PoolEvent, frozen=True):
     retry_after: float | None
 
 
-class CallEvent(PoolEvent, frozen=True):
+class CallEvent(PoolEvent, frozen=True, gc=True):
     """A protocol call begins (``kind="call_started"``, ``value`` 0) or ends
     (``"call_ended"``, ``value``: seconds it took), in the task of its caller.
 
@@ -316,8 +318,9 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def _logger(topic: str) -> logging.Logger:
-    return logging.getLogger(f"{LOGGER}.{topic}")
+_LOGGERS = {topic: logging.getLogger(f"{LOGGER}.{topic}") for topic in get_args(Topic)}
+# What the log has nothing to say about: the most frequent kinds, passed over first.
+_UNSAID = frozenset({"sent", "call_started", "call_ended", "cache_hit", "coalesced"})
 
 
 class EventLog:
@@ -345,28 +348,28 @@ class EventLog:
 
     def __call__(self, event: PoolEvent) -> None:
         kind = event.kind
-        if kind == "sent" or kind == "call_started" or kind == "call_ended":
+        if kind in _UNSAID:
             return
-        if isinstance(event, Notice):
-            _logger(event.topic).log(_LEVELS[event.level], "%s", event.message)
-        elif isinstance(event, RetryEvent):
-            _log_retry(event)
-        elif isinstance(event, AnswerEvent):
-            log = _logger("transport")
+        if isinstance(event, AnswerEvent):
+            log = _LOGGERS["transport"]
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: %s after %.3g s", event.method, event.outcome, event.value)
+        elif isinstance(event, Notice):
+            _LOGGERS[event.topic].log(_LEVELS[event.level], "%s", event.message)
+        elif isinstance(event, RetryEvent):
+            _log_retry(event)
         elif kind == "waiting":
             self._waiting(event)
         elif kind == "paused":
-            _logger("ratelimit").info(
+            _LOGGERS["ratelimit"].info(
                 "pool %s paused for %.3f s after a 429", event.pool, event.value
             )
         elif kind == "resumed":
-            _logger("ratelimit").debug("pool %s resumed", event.pool)
+            _LOGGERS["ratelimit"].debug("pool %s resumed", event.pool)
         elif kind == "rate_changed":
-            _logger("ratelimit").info("pool %s rate now %g per period", event.pool, event.value)
+            _LOGGERS["ratelimit"].info("pool %s rate now %g per period", event.pool, event.value)
         elif kind == "refreshing":
-            _logger("auth").info("refreshing the access token (at most %g s)", event.value)
+            _LOGGERS["auth"].info("refreshing the access token (at most %g s)", event.value)
 
     def _waiting(self, event: PoolEvent) -> None:
         wake = event.time + event.value
@@ -375,7 +378,7 @@ class EventLog:
             return
         self._told[event.pool] = wake
         level = logging.INFO if self._quiet or told is not None else logging.WARNING
-        _logger("ratelimit").log(
+        _LOGGERS["ratelimit"].log(
             level,
             "the %s pool's quota is spent for now: calls wait %.0f s for the next start "
             "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
@@ -386,7 +389,7 @@ class EventLog:
 
 
 def _log_retry(event: RetryEvent) -> None:
-    log = _logger("retry")
+    log = _LOGGERS["retry"]
     if not log.isEnabledFor(logging.INFO):
         return
     method, wait = event.method, event.value

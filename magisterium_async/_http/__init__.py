@@ -12,25 +12,37 @@
 Nothing here retries (the call does) or waits for quota (the engine does).
 """
 
-from magisterium_async._http._base import HTTPRequest, HTTPTransport, check_base_url, read_body
-from magisterium_async._http._card import CardReader, Negotiation
-from magisterium_async._http._dialect import PROTOCOLS, Dialect, ProtocolVersion, offered
+from magisterium_async._http._base import (
+    ACCEPT_ENCODING,
+    AiohttpTransport,
+    HTTPRequest,
+    HTTPTransport,
+    RawResponse,
+    check_base_url,
+    read_body,
+)
+from magisterium_async._http._card import CardReader, Negotiation, max_age
+from magisterium_async._http._dialect import V03, V10, Dialect, offered
 from magisterium_async._http._jsonrpc import JSONRPCClient, decode_response, endpoint
 from magisterium_async._http._proxy import Proxies
 
 __all__ = [
-    "PROTOCOLS",
+    "ACCEPT_ENCODING",
+    "V03",
+    "V10",
+    "AiohttpTransport",
     "CardReader",
     "Dialect",
     "HTTPRequest",
     "HTTPTransport",
     "JSONRPCClient",
     "Negotiation",
-    "ProtocolVersion",
     "Proxies",
+    "RawResponse",
     "check_base_url",
     "decode_response",
     "endpoint",
+    "max_age",
     "offered",
     "read_body",
 ]

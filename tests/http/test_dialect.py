@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 import magisterium_async as m
-from magisterium_async._http._dialect import V03, V10, Dialect, offered
+from magisterium_async._http import V03, V10, Dialect, offered
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,

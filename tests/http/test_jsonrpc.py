@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._http._base import AiohttpTransport, check_base_url
-from magisterium_async._http._jsonrpc import decode_response
+from magisterium_async._http import AiohttpTransport, check_base_url, decode_response
 from magisterium_async._models import MAX_ANSWER_DEPTH, MAX_DEPTH
 from tests.conftest import TOKEN, Reply, ScriptedServer, task_json
 from tests.helpers.raw_server import RawServer, chain
