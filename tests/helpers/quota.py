@@ -23,7 +23,7 @@ from magisterium_async._clock import Clock, VirtualClock
 from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions, Priority
 from magisterium_async._errors import RateLimitError
 from magisterium_async._events import Counters, EventLog, Events, PoolEvent, log_event
-from magisterium_async._http._jsonrpc import JSONRPCClient
+from magisterium_async._http import JSONRPCClient
 from magisterium_async._ratelimit import (
     Permit,
     Pool,
