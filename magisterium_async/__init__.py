@@ -74,7 +74,14 @@ if _typing.TYPE_CHECKING:
         UnexpectedStatusError,
         VersionNotSupportedError,
     )
-    from magisterium_async._events import EventKind, PoolEvent, RetryEvent
+    from magisterium_async._events import (
+        AnswerEvent,
+        CallEvent,
+        EventKind,
+        Notice,
+        PoolEvent,
+        RetryEvent,
+    )
     from magisterium_async._harvest import (
         Acknowledge,
         Batch,
@@ -150,6 +157,7 @@ __all__ = [
     "AgentInterface",
     "AgentSkill",
     "Answer",
+    "AnswerEvent",
     "Artifact",
     "AsyncMagisterium",
     "AuthenticationError",
@@ -159,6 +167,7 @@ __all__ = [
     "CachePolicy",
     "CacheRule",
     "CacheStats",
+    "CallEvent",
     "Citation",
     "ClientClosedError",
     "Clock",
@@ -187,6 +196,7 @@ __all__ = [
     "MethodNotFoundError",
     "NotGiven",
     "NotSupportedError",
+    "Notice",
     "OAuthError",
     "OnError",
     "OutputFileError",

@@ -353,7 +353,7 @@ class EventLog:
         if isinstance(event, AnswerEvent):
             log = _LOGGERS["transport"]
             if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: %s after %.3g s", event.method, event.outcome, event.value)
+                log.debug("%s: %s after %s", event.method, event.outcome, _duration(event.value))
         elif isinstance(event, Notice):
             _LOGGERS[event.topic].log(_LEVELS[event.level], "%s", event.message)
         elif isinstance(event, RetryEvent):
@@ -362,14 +362,16 @@ class EventLog:
             self._waiting(event)
         elif kind == "paused":
             _LOGGERS["ratelimit"].info(
-                "pool %s paused for %.3f s after a 429", event.pool, event.value
+                "pool %s paused for %s after a 429", event.pool, _duration(event.value)
             )
         elif kind == "resumed":
             _LOGGERS["ratelimit"].debug("pool %s resumed", event.pool)
         elif kind == "rate_changed":
             _LOGGERS["ratelimit"].info("pool %s rate now %g per period", event.pool, event.value)
         elif kind == "refreshing":
-            _LOGGERS["auth"].info("refreshing the access token (at most %g s)", event.value)
+            _LOGGERS["auth"].info(
+                "refreshing the access token (at most %s)", _duration(event.value)
+            )
 
     def _waiting(self, event: PoolEvent) -> None:
         wake = event.time + event.value
@@ -380,12 +382,17 @@ class EventLog:
         level = logging.INFO if self._quiet or told is not None else logging.WARNING
         _LOGGERS["ratelimit"].log(
             level,
-            "the %s pool's quota is spent for now: calls wait %.0f s for the next start "
+            "the %s pool's quota is spent for now: calls wait %s for the next start "
             "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
             event.pool,
-            event.value,
+            _duration(event.value),
             event.pool,
         )
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as the log says them, one way: ``0.492 s``, ``7 s``, ``51.5 s``, ``3600 s``."""
+    return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:.0f} s"
 
 
 def _log_retry(event: RetryEvent) -> None:
@@ -395,12 +402,14 @@ def _log_retry(event: RetryEvent) -> None:
     method, wait = event.method, event.value
     if event.retry == 0:
         told = event.retry_after
-        asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
-        log.info("%s: rate limited (HTTP 429%s); retrying in %.3g s", method, asked_for, wait)
+        asked_for = "" if told is None else f"; the service asks to wait {_duration(told)}"
+        log.info(
+            "%s: rate limited (HTTP 429%s); retrying in %s", method, asked_for, _duration(wait)
+        )
         return
     # The error names the method already; the prefix is for those that do not.
     text = event.message if event.message.startswith(method) else f"{method}: {event.message}"
-    log.info("%s; retry %d of %d in %.3g s", text, event.retry, event.max_retries, wait)
+    log.info("%s; retry %d of %d in %s", text, event.retry, event.max_retries, _duration(wait))
 
 
 log_event = EventLog()
