@@ -9,13 +9,13 @@ message's parts and context, hashed: never a token. A store that fails is bypass
 :data:`BYPASS_SECONDS` with one warning (a notice on the client's stream), and calls go to
 the service as if there were none; it never fails a call.
 
-Identical calls in flight share one future, counted by those who wait on it: the first
-call (the leader) does the work in its own task; the others join its :class:`_Flight`
-(the future is made when the first one joins, so a call nobody joins costs no more than a
-dictionary entry). A joiner that is cancelled leaves; the work goes on for the rest. A
-leader that is cancelled stops its work (cancelling a task reaches what it awaits), and
-those who joined begin again: one of them leads, the rest join it, its claim in Redis
-(held under the client's own token) found its own. A failure reaches every joiner as an
+Identical calls in flight share one future: the first call (the leader) does the work in
+its own task, and the others wait on the future (made when the first of them joins, so a
+call nobody joins costs a dictionary entry, no task and no object). A joiner that is
+cancelled leaves; the work goes on for the rest. A leader that is cancelled stops its work
+(cancelling a task reaches what it awaits), and those who joined begin again: one of them
+leads, the rest join it, its claim in Redis (held under the client's own token) found its
+own. A failure reaches every joiner as an
 exception of its own: a copy of the leader's, with its traceback, so no instance is
 raised twice and no traceback grows with each caller.
 """
@@ -217,55 +217,25 @@ def request_key(
     return hashlib.sha256(material).hexdigest()
 
 
-class _Flight:
-    """One call in flight that identical calls may join: ``shared``, the future of those
-    who joined (made by the first), holds the answer's bytes once the leader has it
-    (``None``: the leader left without one), and ``joined`` counts them."""
-
-    __slots__ = ("joined", "shared")
-
-    def __init__(self) -> None:
-        self.shared: asyncio.Future[bytes | None] | None = None
-        self.joined = 0
-
-    async def join(self) -> Task | None:
-        """The leader's answer, as a task of this caller's own; ``None`` when the leader
-        left without one (begin again); its failure as an exception of this caller's own."""
-        shared = self.shared
-        if shared is None:
-            shared = self.shared = asyncio.get_running_loop().create_future()
-        self.joined += 1
+async def _join(shared: asyncio.Future[bytes | None]) -> Task | None:
+    """The answer of the identical call in flight that ``shared`` is the future of, as a
+    task of this caller's own; ``None`` when that call left without one (begin again);
+    its failure as an exception of this caller's own."""
+    try:
+        # Shielded: a joiner cancelled leaves; the future stays the others'.
+        found = await asyncio.shield(shared)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as failure:
+        copy = own_copy(failure)
+        context, suppressed = copy.__context__, copy.__suppress_context__
         try:
-            # Shielded: a joiner cancelled leaves; the future stays the others'.
-            found = await asyncio.shield(shared)
-        except asyncio.CancelledError:
+            raise copy
+        except BaseException:
+            # Raised inside this handler: the leader's own context goes back.
+            copy.__context__, copy.__suppress_context__ = context, suppressed
             raise
-        except BaseException as failure:
-            copy = own_copy(failure)
-            context, suppressed = copy.__context__, copy.__suppress_context__
-            try:
-                raise copy
-            except BaseException:
-                # Raised inside this handler: the leader's own context goes back.
-                copy.__context__, copy.__suppress_context__ = context, suppressed
-                raise
-        finally:
-            self.joined -= 1
-        return None if found is None else _TASK.decode(found)
-
-    def land(self, outcome: Task | BaseException) -> None:
-        """The leader is done: with its answer, or with the exception that ended it (a
-        cancellation lets those who joined begin again)."""
-        shared = self.shared
-        if shared is None or shared.done():
-            return
-        if isinstance(outcome, Task):
-            shared.set_result(_ENCODER.encode(outcome))
-        elif isinstance(outcome, asyncio.CancelledError):
-            shared.set_result(None)
-        else:
-            shared.set_exception(outcome)
-            shared.exception()  # read by the joiners: never "exception never retrieved"
+    return None if found is None else _TASK.decode(found)
 
 
 class AnswerCache:
@@ -300,8 +270,9 @@ class AnswerCache:
         self._wall = wall
         self._tz = tz
         self._sleep = sleep
-        # Calls in flight by key: ``None`` until an identical call joins (its _Flight).
-        self._flights: dict[str, _Flight | None] = {}
+        # Calls in flight by key: ``None`` until an identical call joins, then the future
+        # those who joined wait on (the answer's bytes, or ``None``: begin again).
+        self._flights: dict[str, asyncio.Future[bytes | None] | None] = {}
         # The token this client's claims in Redis are held under: the rest of a call whose
         # leader left finds the claim its own.
         self._owner = os.urandom(8).hex()
@@ -359,10 +330,10 @@ class AnswerCache:
         claimed = False  # the claim in Redis may be this client's: asked for, not let go
         try:
             while rule.coalesce and key in self._flights:
-                flight = self._flights[key]
-                if flight is None:  # the first to join an identical call makes its flight
-                    flight = self._flights[key] = _Flight()
-                task = await flight.join()
+                shared = self._flights[key]
+                if shared is None:  # the first to join an identical call makes its future
+                    shared = self._flights[key] = asyncio.get_running_loop().create_future()
+                task = await _join(shared)
                 if task is not None:
                     self._coalesced += 1
                     return task, "coalesced"
@@ -408,11 +379,18 @@ class AnswerCache:
             send.close()  # a call answered without its request: closed, never sent
 
     def _land(self, rule: CacheRule, key: str, outcome: Task | BaseException) -> None:
-        """The call that led ``key`` is done: those who joined it hear how."""
-        if rule.coalesce:
-            flight = self._flights.pop(key, None)
-            if flight is not None:
-                flight.land(outcome)
+        """The call that led ``key`` is done: those who joined it hear how (a cancellation
+        lets them begin again)."""
+        shared = self._flights.pop(key, None) if rule.coalesce else None
+        if shared is None or shared.done():
+            return
+        if isinstance(outcome, Task):
+            shared.set_result(_ENCODER.encode(outcome))
+        elif isinstance(outcome, asyncio.CancelledError):
+            shared.set_result(None)
+        else:
+            shared.set_exception(outcome)
+            shared.exception()  # read by the joiners: never "exception never retrieved"
 
     async def _keep(
         self,
