@@ -110,9 +110,7 @@ class Caller:
         self.events = events
         self._card_options = card_options
         self._extensions = tuple(extensions)
-        self._reader = CardReader(rpc.base_url, self._get_card, clock, on_card)
-        # The card is looked for first where a server of the client's protocol serves it.
-        self._reader.look_first_for(protocol)
+        self._reader = CardReader(rpc.base_url, self._get_card, clock, on_card, protocol)
         self._negotiations: dict[ProtocolVersion, Negotiation] = {}
         self.negotiation(protocol)  # an unknown protocol is refused now
 

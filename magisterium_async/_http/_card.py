@@ -83,6 +83,8 @@ class CardReader:
             any status but 200: :func:`get_card`, in the call path's retry loop).
         clock: where freshness is read.
         on_card: told of each card read (the telemetry's agent name and version).
+        protocol: the client's: the well-known paths are tried in its order
+            (:func:`card_paths`).
     """
 
     def __init__(
@@ -91,10 +93,11 @@ class CardReader:
         get: Callable[[str], Awaitable[tuple[int, Mapping[str, str], bytes]]],
         clock: Clock,
         on_card: Callable[[AgentCard], None] = lambda card: None,
+        protocol: ProtocolVersion = "auto",
     ) -> None:
         parts = urlsplit(base_url)
-        self._origin = f"{parts.scheme}://{parts.netloc}"
-        self._candidates = [self._origin + path for path in card_paths("auto")]
+        origin = f"{parts.scheme}://{parts.netloc}"
+        self._candidates = [origin + path for path in card_paths(protocol)]
         self._get = get
         self._clock = clock
         self._on_card = on_card
@@ -102,11 +105,6 @@ class CardReader:
         self._card: AgentCard | None = None
         self._expires = 0.0
         self._lock = asyncio.Lock()  # one GET at a time: every caller waits for that one
-
-    def look_first_for(self, protocol: ProtocolVersion) -> None:
-        """Try the well-known paths in ``protocol``'s order (:func:`card_paths`) until one
-        answers (``"auto"``'s until told)."""
-        self._candidates = [self._origin + path for path in card_paths(protocol)]
 
     @property
     def url(self) -> str:
