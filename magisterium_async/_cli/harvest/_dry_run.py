@@ -17,13 +17,12 @@ from typing import Any
 
 import anyio.to_thread
 
-from magisterium_async._cli._client import emulator_quota
+from magisterium_async._cli._client import quota_of
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import plural, quoted
-from magisterium_async._cli._quota import seconds
+from magisterium_async._cli._output import duration, plural, quoted
 from magisterium_async._cli.harvest._plan import Plan, plan
-from magisterium_async._config import RateLimits, quota_from_env
+from magisterium_async._config import RateLimits
 from magisterium_async._errors import StateError
 from magisterium_async._harvest import HarvestLock, answered
 from magisterium_async._skills import require_query
@@ -113,7 +112,7 @@ def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
     took = record["searches_take"]
     if queries:
         lines.append(
-            f"The searches alone take {seconds(took).removeprefix('in ')} at this quota (a "
+            f"The searches alone take {duration(took)} at this quota (a "
             "window's at once, then the next window's)."
             if took
             else "The searches can all go at once at this quota."
@@ -144,12 +143,7 @@ def _lines(record: dict[str, Any], limits: RateLimits) -> list[str]:
 async def dry_run(invocation: Invocation) -> int:
     """Print the plan of the harvest ``invocation`` asks for; send nothing, write nothing.
     The arguments and files are checked as the harvest checks them."""
-    options = invocation.options
-    limits = (
-        emulator_quota(options)
-        if options.emulator
-        else options.quota or quota_from_env() or RateLimits.pro()
-    )
+    limits = quota_of(invocation.args)
     where = plan(invocation.args)
     try:
         await where.check_not_empty()  # stdin with no query: refused as the harvest is

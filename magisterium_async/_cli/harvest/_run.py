@@ -9,7 +9,6 @@ terminal, and a summary when the harvest ends.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import stat
@@ -27,7 +26,6 @@ from magisterium_async._cli.harvest._plan import Plan, not_continuable, plan, un
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._cli.harvest._summary import Status, live, summary
 from magisterium_async._cli.harvest._tally import Before, Tally
-from magisterium_async._config import redis_url
 from magisterium_async._errors import (
     AuthenticationError,
     MagisteriumError,
@@ -130,10 +128,6 @@ class _StdoutSink:
 async def run_harvest(invocation: Invocation) -> int:
     """Run the harvest; returns the exit code."""
     args = invocation.args
-    options = invocation.options
-    url = redis_url(args.redis)
-    if url is not None:  # the token's quota, shared with whatever else uses it
-        options = dataclasses.replace(options, redis=url)
     where = plan(args)
     try:
         await where.check_not_empty()  # stdin: counted only by reading it
@@ -156,10 +150,10 @@ async def run_harvest(invocation: Invocation) -> int:
             raise CliError(str(exc), ExitCode.USAGE) from None
         except OSError as exc:
             raise unwritable("--state", where.state or "", exc) from None
-        async with open_client(options) as client:
+        async with open_client(args) as client:
             run = harvest_holding(
                 lock,
-                _FailFast(client, options.protocol),
+                _FailFast(client, args.protocol),
                 where.lines(),
                 state=where.state,
                 concurrency=args.concurrency,
@@ -179,7 +173,7 @@ async def run_harvest(invocation: Invocation) -> int:
                 pool=lambda: client.stats.default,
                 in_file=where.out is not None,
             )
-            return await _drive(where, run, sink, tally, invocation.output, options.emulator)
+            return await _drive(where, run, sink, tally, invocation.output, args.emulator)
     except StateError as exc:
         raise CliError(str(exc)) from None
     finally:

@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from magisterium_async._cli._errors import describe
-from magisterium_async._cli._output import Output
-from magisterium_async._cli._status import duration, waiting_text
+from magisterium_async._cli._output import Output, duration, waiting_text
 from magisterium_async._cli.harvest._rebuild import rebuild_command
 from magisterium_async._cli.harvest._tally import Tally
 from magisterium_async._harvest import QUOTED, quoted
