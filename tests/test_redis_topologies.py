@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._cache import CachePolicy, open_store
+from magisterium_async._cache import open_store
+from magisterium_async._config import CachePolicy
 from magisterium_async._ratelimit import SharedQuota
 from magisterium_async._redis import RedisUnavailable, check_redis, connect
 from magisterium_async.testing import Emulator, EmulatorConfig

@@ -37,8 +37,8 @@ Terms, each defined before use:
 - **pool** and **scheduler** (``_scheduler.py``): a pool is one quota's line, caps, pause,
   judge, first round and limiter; a request holds a **permit** while it runs. The
   scheduler makes the pools, hands each what they share (the client-wide cap) and two
-  callbacks, and decides whose turn is next over all of them; ``client_scheduler`` picks
-  the local or the shared limiters for a client.
+  callbacks, and decides whose turn is next over all of them, with the local or the shared
+  limiters.
 
 Dependencies point one way, as listed: the pure parts (``_tuning``, ``_log``, ``_judge``,
 ``_rule``), then the line and the limiter seams, the shared quota (``_scripts``,
@@ -46,7 +46,7 @@ Dependencies point one way, as listed: the pure parts (``_tuning``, ``_log``, ``
 
 The flow of one 429, in one direction::
 
-    transport -> 429 -> Permit.rate_limited(wait, policy) -> the call's delay
+    transport -> 429 -> Permit.rate_limited(wait) -> the call's delay
               -> Pool.rate_limited  -> Judge.on_429 -> [Verdict, ...]
               -> Pool._apply(verdict): pause the pool (proven, late, step up refused)
               -> Limiter.learn(verdict) -> the rule: the rate and the next step up
@@ -71,7 +71,6 @@ from magisterium_async._ratelimit._scheduler import (
     PoolStats,
     Scheduler,
     SchedulerStats,
-    client_scheduler,
 )
 from magisterium_async._ratelimit._shared import SharedLimiter, SharedPool
 
@@ -99,5 +98,4 @@ __all__ = [
     "VerdictKind",
     "WaitingLine",
     "WindowLimiter",
-    "client_scheduler",
 ]

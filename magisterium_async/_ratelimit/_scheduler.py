@@ -4,7 +4,7 @@ and first-round hold; the scheduler the one loop that lets waiters through over 
 A pool owns the machinery; the decisions are made elsewhere: the judge (``_judge.py``)
 says what a 429 means, the limiter (``_limiter.py``) when the next start may happen, the
 line (``_lines.py``) whose turn it is. A request holds a :class:`Permit` from its start
-until it leaves ``slot()``; while it waits it holds nothing (no slot under any cap, and
+until it releases it; while it waits it holds nothing (no slot under any cap, and
 with a remote gate no admission either: the pool asks the gate for the line, and the
 admission goes to whoever is first when it comes, see :class:`Admissions`).
 
@@ -12,10 +12,10 @@ A pool knows nothing of its scheduler. The scheduler makes its pools and hands e
 they share (one :class:`Capacity`: the client-wide cap on requests in flight, and the
 counter that numbers arrivals over every pool) and two callbacks: ``pump`` (something
 changed: let through whoever may start now) and ``idle`` (whether nobody waits in any
-pool). What the pool tells its users is here too: its events (``on_event``, the client's
-stream: see :mod:`magisterium_async._events`) and the :class:`PoolStats` snapshot.
-:func:`client_scheduler` is the one place that decides which limiters a client's pools
-use: the local ones, or a shared quota's.
+pool). What the pool tells its users is its events (``emit``, the client's stream: see
+:mod:`magisterium_async._events`) and its live fields (rate, requests in flight and
+waiting); the scheduler decides which limiters its pools use: the local ones, or a
+shared quota's.
 
 Everything happens in :meth:`Scheduler.pump`, a plain function run whenever something
 changes (a request arrives, leaves, is cancelled, a wait ends, a remote gate answers).
@@ -37,11 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from magisterium_async._clock import Clock, LoopClock
@@ -49,12 +47,11 @@ from magisterium_async._config import (
     PoolName,
     Priority,
     RateLimits,
-    RetryPolicy,
     non_negative_number,
     whole_number,
 )
 from magisterium_async._errors import ClientClosedError
-from magisterium_async._events import EventKind, PoolEvent
+from magisterium_async._events import EventKind, OnEvent, PoolEvent, unheard
 from magisterium_async._ratelimit._judge import Judge, Verdict
 from magisterium_async._ratelimit._limiter import Limiter, RemoteGate, WindowLimiter
 from magisterium_async._ratelimit._lines import Waiter, WaitingLine
@@ -72,10 +69,7 @@ __all__ = [
     "PoolStats",
     "Scheduler",
     "SchedulerStats",
-    "client_scheduler",
 ]
-
-logger = logging.getLogger("magisterium_async.ratelimit")
 
 
 @dataclass(frozen=True)
@@ -231,68 +225,35 @@ class Admissions:
 
 
 class Permit:
-    """A request's place in its pool, from its start until it leaves ``slot()``.
+    """A request's place in its pool, from its start until :meth:`release`.
 
     ``started`` is the clock time at which it was let through.
     """
 
-    __slots__ = ("_pool", "_released", "_sent", "_start", "started")
+    __slots__ = ("_pool", "_released", "_start", "started")
 
     def __init__(self, pool: Pool, start: Start) -> None:
         self._pool = pool
         self._start = start
         self._released = False
-        self._sent = True
         self.started = start.time
 
-    def rate_limited(
-        self, retry_after: float | None, policy: RetryPolicy | None = None, earlier: int = 0
-    ) -> float:
-        """The request got HTTP 429 saying ``retry_after`` seconds (``None``: no usable
-        wait); the pool's judge decides what that means for everyone, and this returns the
-        seconds the request waits before its next try.
-
-        With the call's ``policy``: the server's window ends ``retry_after`` seconds from
-        now (``policy.fallback_retry_after`` when ``None``), at most
-        ``policy.max_retry_after``; the request waits until then, or until the pool
-        resumes if the judge paused it for longer, but at least ``policy.min_retry_after
-        * 2**earlier`` (``earlier``: the call's 429s before this one), so a wait of 0
-        cannot make a hot loop; at most ``policy.max_retry_after``. Without a policy it
-        waits ``retry_after`` (required), or until the pool resumes.
-        """
-        if policy is not None:
-            wait = policy.fallback_retry_after if retry_after is None else retry_after
-            retry_after = float(min(wait, policy.max_retry_after))
-        if retry_after is None or not 0 <= retry_after < math.inf:
+    def rate_limited(self, retry_after: float) -> float:
+        """The request got HTTP 429; ``retry_after``: the seconds until the server's window
+        ends, already clamped by the caller's ``RetryPolicy``. The pool's judge decides what
+        that means for everyone; this returns the seconds the call waits before its next
+        try: ``retry_after``, or until the pool resumes if it is paused for longer."""
+        if not 0 <= retry_after < math.inf:
             raise ValueError(f"retry_after must be a finite number >= 0, got {retry_after!r}")
-        delay = max(retry_after, self._pool.rate_limited(self._start, retry_after))
-        if policy is None:
-            return delay
-        floor = policy.min_retry_after * 2.0 ** min(earlier, 64)
-        return min(max(delay, floor), policy.max_retry_after)
+        return max(retry_after, self._pool.rate_limited(self._start, retry_after))
 
-    def retried(self) -> None:
-        """Count a retry of this request in the pool's stats."""
-        self._pool.retried()
-
-    def not_sent(self) -> None:
-        """The request never reached the server (the connection was refused, the host did
-        not resolve): on release its start is given back to the pool's log, as if it had
-        never been made, so it spends none of the quota."""
-        self._sent = False
-
-    def give_back(self) -> None:
-        """The permit was never used (its call was cancelled before it sent): its start
-        goes back to the pool's log and its slot is freed; nothing if it was released."""
-        if not self._released:
-            self._sent = False
-            self.release()
-
-    def release(self) -> None:
-        """The request is over (idempotent); ``slot()`` calls it on the way out."""
+    def release(self, *, sent: bool = True) -> None:
+        """The request is over (idempotent). ``sent=False``: nothing reached the server
+        (the connection was refused, the call was cancelled before it sent): its start is
+        given back to the pool's log, as if it had never been made."""
         if not self._released:
             self._released = True
-            self._pool.release(self._start, sent=self._sent)
+            self._pool.release(self._start, sent=sent)
 
 
 class Pool:
@@ -309,7 +270,7 @@ class Pool:
         capacity: the client-wide cap, shared with the scheduler's other pools.
         pump: called whenever someone may start now (the scheduler decides whom).
         idle: whether nobody waits in any pool of the scheduler.
-        on_event: receives every :class:`PoolEvent` (an exception it raises is logged).
+        emit: receives every :class:`PoolEvent` (the client's stream).
     """
 
     def __init__(
@@ -324,14 +285,14 @@ class Pool:
         capacity: Capacity,
         pump: Callable[[], None],
         idle: Callable[[], bool],
-        on_event: Callable[[PoolEvent], None] | None = None,
+        emit: OnEvent = unheard,
     ) -> None:
         self.name = name
         self._clock = clock
         self._capacity = capacity
         self._pump = pump
         self._idle = idle
-        self._on_event = on_event
+        self._emit_event = emit
         self.closed = False
         self._limiter = limiter
         self._admissions = Admissions(gate, self.fail) if gate is not None else None
@@ -340,38 +301,52 @@ class Pool:
         self.line: WaitingLine[Permit] = WaitingLine()
         self.judge = Judge()
         self._in_flight = 0
-        self._sent = self._rate_limited = self._retries = 0
         self._pause_start = self._pause_until = -math.inf
         self._paused = False
-        self._paused_total = 0.0
         self._rate = limiter.rate if limiter is not None else math.inf
         # The first round: what a metered pool starts before its first answer. Once that
         # answer is in, the next starts wait for the rest of the round (FirstRound).
         self._round: FirstRound | None = FirstRound() if limiter is not None else None
         self._pump_due = False  # a pump is scheduled for the end of this turn of the loop
-        self._told_until = -math.inf  # the end of the last long wait logged
         self._waiting_until = -math.inf  # the end of the last wait for quota told
 
-    @asynccontextmanager
-    async def slot(
-        self, priority: Priority = "interactive", key: str | None = None
-    ) -> AsyncIterator[Permit]:
-        """``async with pool.slot() as permit:``, the request's turn; leaving frees the slot.
+    # What the pool is now --------------------------------------------------------------
+
+    @property
+    def rate(self) -> float:
+        """Requests per period in force now (lower after a 429 when adaptive)."""
+        return self._limiter.rate if self._limiter is not None else math.inf
+
+    @property
+    def configured(self) -> float:
+        """Requests per period as configured (``inf``: unlimited)."""
+        return self._configured
+
+    @property
+    def in_flight(self) -> int:
+        """Requests let through and not yet released."""
+        return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for their turn."""
+        return self.line.waiting()
+
+    def next_start_in(self) -> float:
+        """Seconds until time alone lets the first waiter start (``0.0`` when nobody
+        waits, or the wait is for a free slot rather than for quota)."""
+        now = self._clock.now()
+        return self.wake_time(now) - now if self.line.waiting() else 0.0
+
+    # Entering and leaving -------------------------------------------------------------
+
+    async def acquire(self, priority: Priority, key: str | None) -> Permit:
+        """Wait for this request's turn; release the permit when the request is over.
 
         ``priority`` and ``key`` (a fairness key) place it in the line (see ``_lines.py``).
         Raises :class:`ClientClosedError` if the scheduler is (or gets) closed meanwhile. A
         waiter that is cancelled gives its place back.
         """
-        permit = await self.acquire(priority, key)
-        try:
-            yield permit
-        finally:
-            permit.release()
-
-    # Entering and leaving -------------------------------------------------------------
-
-    async def acquire(self, priority: Priority, key: str | None) -> Permit:
-        """Wait for this request's turn; see :meth:`slot`."""
         if self.closed:
             raise ClientClosedError("the client is closed")
         now = self._clock.now()
@@ -419,9 +394,8 @@ class Pool:
         return self._sent_now(permit, waiter.since)
 
     def _tell_wait(self, now: float) -> None:
-        """Tell a wait for quota as it begins (a ``waiting`` event), and log one of
-        :data:`LONG_QUOTA_WAIT` or more: the first of this pool at WARNING, later ones at
-        INFO; each once per wait, however many calls share it."""
+        """Tell a wait for quota as it begins (a ``waiting`` event), once per wait however
+        many calls share it (the log says a long one)."""
         if self._limiter is None:
             return
         wake = self.wake_time(now)
@@ -431,7 +405,6 @@ class Pool:
         # A long wait is told by the log subscriber, from this event.
 
     def _sent_now(self, permit: Permit, since: float) -> Permit:
-        self._sent += 1
         self._emit("sent", permit.started - since)
         return permit
 
@@ -508,7 +481,6 @@ class Pool:
             return False
         if self._paused and now >= self._pause_until:
             self._paused = False
-            logger.debug("pool %s resumed", self.name)
             self._emit("resumed", self._pause_until - self._pause_start, self._pause_until)
         if now < self._pause_until:
             return False
@@ -583,7 +555,6 @@ class Pool:
         apply its verdicts; the seconds until the pool resumes (0: it is not paused)."""
         now = self._clock.now()
         start.limited, start.wait = True, wait
-        self._rate_limited += 1
         self._emit("rate_limited", wait, now)
         limiter = self._limiter
         verdicts = self.judge.on_429(
@@ -606,22 +577,14 @@ class Pool:
         self._limiter.learn(verdict)
         self._check_rate()
 
-    def retried(self) -> None:
-        """Count a retry (the call loop tells it, with its delay and reason)."""
-        self._retries += 1
-
     def _pause(self, now: float, until: float, wait: float) -> None:
         if until <= max(self._pause_until, now):
             return
-        if self._pause_until > now:
-            self._paused_total += until - self._pause_until
-        else:
-            self._paused_total += wait
+        if self._pause_until <= now:
             self._pause_start = now
         self._pause_until = until
         self._paused = True
-        logger.info("pool %s paused for %.3f s after a 429", self.name, wait)
-        self._emit("paused", wait, now)
+        self._emit("paused", until - now, now)
 
     # What it tells ---------------------------------------------------------------------
 
@@ -632,30 +595,8 @@ class Pool:
             self._emit("rate_changed", rate)
 
     def _emit(self, kind: EventKind, value: float, time: float | None = None) -> None:
-        callback = self._on_event
-        if callback is None:
-            return
         when = self._clock.now() if time is None else time
-        try:
-            callback(PoolEvent(kind, self.name, when, value))
-        except Exception:
-            logger.warning("on_event callback failed on %s event; ignored", kind, exc_info=True)
-
-    def stats(self, now: float) -> PoolStats:
-        """A snapshot of this pool's counters."""
-        waiting = self.line.waiting()
-        return PoolStats(
-            name=self.name,
-            sent=self._sent,
-            rate_limited=self._rate_limited,
-            retries=self._retries,
-            paused_seconds=self._paused_total - max(0.0, self._pause_until - now),
-            current_rate=self._limiter.rate if self._limiter is not None else math.inf,
-            configured_rate=self._configured,
-            in_flight=self._in_flight,
-            waiting=waiting,
-            next_start_in=self.wake_time(now) - now if waiting else 0.0,
-        )
+        self._emit_event(PoolEvent(kind, self.name, when, value))
 
     def quota(self, now: float, period: float) -> PoolQuota:
         """What is left of this pool's quota at ``now``, as its own limiter sees it
@@ -722,8 +663,13 @@ class Scheduler:
     The metered pools get a :class:`WindowLimiter` each from ``rate_limits`` (its
     ``safety_margin``, or ``safety_margin`` here, is added to the window between the N-th
     most recent start and the next, against network jitter), unless ``limiters`` gives
-    theirs (the Redis-shared ones), with ``gates`` for their remote admission. ``on_event``
-    receives every :class:`PoolEvent`; an exception it raises is logged and ignored.
+    theirs, with ``gates`` for their remote admission. ``emit`` receives every
+    :class:`PoolEvent` (the client's stream).
+
+    With ``shared`` (a :class:`SharedQuota`) the metered pools' rate is decided in Redis,
+    with every process on the same account: ``SharedQuota.account`` when the application
+    names it, else ``account`` (the token, a stored sign-in's name, or a function returning
+    the token, whose hash then names the account). Closing the scheduler closes it.
     """
 
     def __init__(
@@ -732,12 +678,22 @@ class Scheduler:
         *,
         max_concurrency: int,
         clock: Clock | None = None,
-        on_event: Callable[[PoolEvent], None] | None = None,
+        emit: OnEvent = unheard,
+        shared: SharedQuota | None = None,
+        account: str | Callable[[], Awaitable[str]] | None = None,
         safety_margin: float | None = None,
         limiters: Mapping[str, Limiter] | None = None,
         gates: Mapping[str, RemoteGate] | None = None,
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
+        self.shared: SharedLimiter | None = None
+        if shared is not None:
+            whose = shared.account or account
+            assert whose is not None
+            self.shared = SharedLimiter(
+                shared, whose, rate_limits, clock or LoopClock(), first_round=max_concurrency
+            )
+            limiters, gates = self.shared.limiters, self.shared.gates
         margin = rate_limits.margin if safety_margin is None else safety_margin
         non_negative_number("safety_margin", margin)
         self.clock: Clock = clock if clock is not None else LoopClock()
@@ -777,7 +733,7 @@ class Scheduler:
                 capacity=self._capacity,
                 pump=self.pump,
                 idle=self.idle,
-                on_event=on_event,
+                emit=emit,
             )
         self._lines = tuple(pool.line for pool in self._pools.values())
 
@@ -786,26 +742,26 @@ class Scheduler:
         return self._pools["unmetered" if name is None else name]
 
     @property
-    def stats(self) -> SchedulerStats:
-        """A snapshot of every pool's counters."""
-        now = self.clock.now()
-        pools = self._pools
-        return SchedulerStats(
-            default=pools["default"].stats(now),
-            expensive=pools["expensive"].stats(now),
-            unmetered=pools["unmetered"].stats(now),
-            in_flight=self._capacity.in_flight,
-            max_concurrency=self.max_concurrency,
-        )
+    def in_flight(self) -> int:
+        """Requests let through and not yet released, over every pool."""
+        return self._capacity.in_flight
 
-    def quota(self) -> Quota:
-        """What is left of each metered pool's quota now, as this process's limiters see
-        it (a shared quota reads Redis for every process's: ``SharedLimiter.quota``)."""
+    async def quota(self) -> Quota:
+        """What is left of each metered pool's quota now. Without a shared quota it is this
+        process's starts in the window and its pause; with one it is read from Redis (every
+        process's starts, the shared rate and pause), each pool falling back to this
+        process's view, with ``shared=False``, when Redis does not answer."""
         now = self.clock.now()
-        return Quota(
+        local = Quota(
             default=self._pools["default"].quota(now, self._period),
             expensive=self._pools["expensive"].quota(now, self._period),
         )
+        if self.shared is None:
+            return local
+        default = await self.shared.quota(local.default)
+        if not default.shared and not default.unlimited:
+            return Quota(default, local.expensive)  # Redis did not answer: no second wait
+        return Quota(default, await self.shared.quota(local.expensive))
 
     def idle(self) -> bool:
         """Whether no request waits in any pool (a cancelled waiter may still count)."""
@@ -813,7 +769,7 @@ class Scheduler:
 
     async def aclose(self) -> None:
         """Close: every waiting request raises :class:`ClientClosedError`, as does every later
-        ``slot()``; requests already let through run on (their transport decides). Idempotent;
+        ``acquire()``; requests already let through run on (their transport decides). Idempotent;
         on return the scheduler has nothing running.
         """
         self.closed = True
@@ -870,36 +826,3 @@ class Scheduler:
         await self.clock.sleep(when - self.clock.now())
         self._timer, self._timer_at = None, math.inf
         self.pump()
-
-
-def client_scheduler(
-    rate_limits: RateLimits,
-    *,
-    max_concurrency: int,
-    clock: Clock,
-    on_event: Callable[[PoolEvent], None] | None,
-    shared_quota: SharedQuota | None,
-    account: str | Callable[[], Awaitable[str]] | None,
-) -> tuple[Scheduler, SharedLimiter | None]:
-    """The client's scheduler, and its :class:`SharedLimiter` when ``shared_quota`` is set.
-
-    With a shared quota the pools' rate is decided in Redis, with every process on the
-    same account: ``SharedQuota.account`` when the application names it, else
-    ``account`` (the token, a stored sign-in's name, or a function returning the token,
-    whose hash then names the account). Its limiters and remote gates take the local
-    limiters' place. Closing the scheduler closes it.
-    """
-    shared = None
-    if shared_quota is not None:
-        whose = shared_quota.account or account
-        assert whose is not None
-        shared = SharedLimiter(shared_quota, whose, rate_limits, clock, first_round=max_concurrency)
-    scheduler = Scheduler(
-        rate_limits,
-        max_concurrency=max_concurrency,
-        clock=clock,
-        on_event=on_event,
-        limiters=shared.limiters if shared is not None else None,
-        gates=shared.gates if shared is not None else None,
-    )
-    return scheduler, shared

@@ -39,7 +39,7 @@ def client(emu: Emulator, redis: RedisServer, token: object, **quota: object) ->
 
 async def must_wait_for_the_next_minute(c: AsyncMagisterium) -> None:
     """``c``'s next search is held by the shared quota for most of a minute (then given up)."""
-    shared = c._shared
+    shared = c._scheduler.shared
     assert shared is not None
     told_to_wait = asyncio.Event()
     wait = shared._wait

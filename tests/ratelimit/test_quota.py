@@ -13,7 +13,7 @@ import pytest
 import magisterium_async as m
 from magisterium_async.testing import MockTransport, VirtualClock
 from tests.conftest import TOKEN
-from tests.helpers.quota import Sent, scheduler, service
+from tests.helpers.quota import Sent, scheduler, service, slot
 from tests.helpers.redis_server import RedisServer
 
 BASE = "https://a2a.example/api"
@@ -64,21 +64,21 @@ async def test_a_proven_429_shows_the_pause_and_the_lowered_rate() -> None:
     sched, clock = scheduler()  # the Pro plan's 15 a minute, adaptive
     pool = sched.pool("default")
     for _ in range(5):
-        async with pool.slot():
+        async with slot(pool):
             pass  # five the server took
-    async with pool.slot() as permit:
+    async with slot(pool) as permit:
         permit.rate_limited(60.5)  # a suspect: the window (begun with ours) ends at 60.5
-    async with pool.slot() as permit:  # the probe
+    async with slot(pool) as permit:  # the probe
         await clock.advance(4)
         permit.rate_limited(56.5)  # the same window end: proof, paused until 60.5
     await clock.advance(8)
-    quota = sched.quota().default
+    quota = (await sched.quota()).default
     assert (quota.limit, quota.configured, quota.used, quota.left) == (5.0, 15.0, 7, 0)
     assert quota.paused_for == 48.5
     # Lowered to the 5 it took, the next start waits for them to leave the window (61 s).
     assert quota.next_start_in == pytest.approx(49.0)
     await clock.advance(100)
-    quota = sched.quota().default
+    quota = (await sched.quota()).default
     # Lowered, starts are spaced: one may go now, not the 5.
     assert (quota.used, quota.left, quota.next_start_in, quota.paused_for) == (0, 1, 0.0, 0.0)
 
@@ -141,7 +141,7 @@ async def test_a_shared_pause_is_seen_by_every_process(
     async with first, second:
         await first.search("grace")
         # What a proven 429 in any process writes: the pool is paused until then (µs).
-        _, pause_key = first._shared.keys("default")  # type: ignore[union-attr]
+        _, pause_key = first._scheduler.shared.keys("default")  # type: ignore[union-attr]
         await FakeAsyncRedis(server=memory_redis).set(pause_key, round(30 * 1e6))
         quota = (await second.quota()).default
     assert quota.shared and quota.used == 1

@@ -17,12 +17,10 @@ from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit import (
     PoolStats,
     Priority,
-    Scheduler,
     SharedPool,
     WindowLimiter,
-    client_scheduler,
 )
-from tests.helpers.quota import PRO, scheduler
+from tests.helpers.quota import PRO, Scheduler, retried, scheduler, slot
 
 UNLIMITED = RateLimits.unlimited()
 
@@ -65,7 +63,7 @@ async def test_max_concurrency_caps_every_pool_together() -> None:
     started: list[tuple[str, float]] = []
 
     async def call(pool: str | None, duration: float) -> None:
-        async with sched.pool(pool).slot():  # type: ignore[arg-type]
+        async with slot(sched.pool(pool)):  # type: ignore[arg-type]
             started.append((str(pool), clock.now()))
             await clock.sleep(duration)
 
@@ -87,7 +85,7 @@ async def test_a_freed_slot_goes_to_an_interactive_call_in_any_pool_before_bulk(
 
     async def call(label: str, pool: str, priority: Priority, at: float) -> None:
         await clock.sleep(at)
-        async with sched.pool(pool).slot(priority):  # type: ignore[arg-type]
+        async with slot(sched.pool(pool), priority):  # type: ignore[arg-type]
             started.append(label)
             await clock.sleep(1.0)
 
@@ -120,7 +118,7 @@ async def test_a_burst_shows_what_went_what_waits_and_for_how_long() -> None:
     sched, clock, events = with_events()
 
     async def call() -> None:
-        async with sched.pool("default").slot():
+        async with slot(sched.pool("default")):
             await clock.sleep(5.0)
 
     tasks = [asyncio.create_task(call()) for _ in range(3)]
@@ -157,9 +155,9 @@ async def test_a_proven_429_is_counted_and_its_pause_adds_up_as_it_passes() -> N
     # Two 429s naming the same window end (30.5): proven, the pool pauses until then.
     for at, wait in ((0.0, 30.5), (1.0, 29.5)):
         await clock.advance(at - clock.now())
-        async with sched.pool("default").slot() as permit:
+        async with slot(sched.pool("default")) as permit:
             permit.rate_limited(wait)
-            permit.retried()  # counted; the call loop tells the retry, with its delay
+            retried(sched, "default")
     await clock.advance(10.0)
     stats = sched.stats.default
     assert (stats.sent, stats.rate_limited, stats.retries) == (2, 2, 2)
@@ -183,8 +181,8 @@ async def test_stats_are_frozen_snapshots() -> None:
     assert stats.max_concurrency == 32
     with pytest.raises(dataclasses.FrozenInstanceError):
         stats.default.sent = 3  # type: ignore[misc]
-    async with sched.pool("default").slot() as permit:
-        permit.retried()
+    async with slot(sched.pool("default")):
+        retried(sched, "default")
         assert sched.stats.default.in_flight == 1
     assert stats.default.sent == 0
     assert (sched.stats.default.sent, sched.stats.default.retries) == (1, 1)
@@ -199,11 +197,8 @@ def test_next_start_in_is_zero_unless_said_otherwise() -> None:
 
 
 async def test_without_a_shared_quota_each_metered_pool_limits_itself() -> None:
-    scheduler, shared = client_scheduler(
-        RateLimits(10, 2), max_concurrency=4, clock=VirtualClock(), on_event=None,
-        shared_quota=None, account="token",
-    )  # fmt: skip
-    assert shared is None
+    scheduler = Scheduler(RateLimits(10, 2), max_concurrency=4, clock=VirtualClock(), account="t")
+    assert scheduler.shared is None
     for name in ("default", "expensive"):
         assert isinstance(scheduler.pool(name)._limiter, WindowLimiter)
     await scheduler.aclose()
@@ -212,10 +207,10 @@ async def test_without_a_shared_quota_each_metered_pool_limits_itself() -> None:
 async def test_with_a_shared_quota_the_pools_take_the_shared_limiters() -> None:
     # Nothing connects before a request: an unreachable URL is fine here.
     quota = SharedQuota("redis://127.0.0.1:1")
-    scheduler, shared = client_scheduler(
-        RateLimits(10, 2), max_concurrency=4, clock=VirtualClock(), on_event=None,
-        shared_quota=quota, account="token",
-    )  # fmt: skip
+    scheduler = Scheduler(
+        RateLimits(10, 2), max_concurrency=4, clock=VirtualClock(), shared=quota, account="t"
+    )
+    shared = scheduler.shared
     assert shared is not None
     for name in ("default", "expensive"):
         limiter = scheduler.pool(name)._limiter

@@ -8,7 +8,7 @@ from typing import Any
 
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import RateLimits
-from magisterium_async._ratelimit import RuleState, Scheduler, SharedLimiter, SharedQuota
+from magisterium_async._ratelimit import RuleState, SharedLimiter, SharedQuota
 from magisterium_async._ratelimit._scripts import (
     PAUSE,
     POOL_KEYS,
@@ -19,7 +19,7 @@ from magisterium_async._ratelimit._scripts import (
 )
 from magisterium_async._redis import token_key
 from magisterium_async.testing import Emulator
-from tests.helpers.quota import client_for
+from tests.helpers.quota import Scheduler, client_for, slot
 from tests.helpers.redis_server import RedisServer
 
 SECRET = "tok-very-secret"
@@ -57,7 +57,7 @@ async def test_every_key_is_under_the_prefix_and_one_slot_per_token(memory_redis
     sched = Scheduler(
         limits, max_concurrency=4, clock=clock, limiters=shared.limiters, gates=shared.gates
     )
-    async with sched.pool("default").slot():
+    async with slot(sched.pool("default")):
         pass
     await sched.aclose()
     await shared.aclose()

@@ -20,14 +20,12 @@ from typing import Any, cast
 import pytest
 
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
-from magisterium_async._call import call_with_retries
 from magisterium_async._clock import VirtualClock
 from magisterium_async._config import Priority
 from magisterium_async._errors import APIConnectionError, SharedQuotaError
 from magisterium_async._events import PoolEvent
 from magisterium_async._ratelimit import (
     RuleState,
-    Scheduler,
     SharedLimiter,
     SharedPool,
     SharedQuota,
@@ -49,9 +47,12 @@ from tests.helpers.quota import (
     PERIOD,
     PRO_SCENARIOS,
     Quota,
+    Scheduler,
     admitted_times,
+    call_with_retries,
     client_for,
     run_quota_workers,
+    slot,
 )
 from tests.helpers.redis_server import RedisServer
 
@@ -383,7 +384,7 @@ async def test_an_interactive_call_in_one_process_goes_before_bulk_in_others(
     starts: list[tuple[Priority, float]] = []
 
     async def call(sched: Scheduler, priority: Priority) -> None:
-        async with sched.pool("default").slot(priority):
+        async with slot(sched.pool("default"), priority):
             starts.append((priority, clock.now()))
             await clock.sleep(0.5)
 
@@ -417,7 +418,7 @@ async def test_after_the_first_interactive_calls_wait_one_interval_beside_bulk_i
 
     async def call(sched: Scheduler, label: str, priority: Priority, at: float = 0.0) -> None:
         await clock.sleep(at)
-        async with sched.pool("default").slot(priority):
+        async with slot(sched.pool("default"), priority):
             if priority == "bulk":
                 bulk_starts.append(clock.now())
             else:
@@ -462,7 +463,7 @@ async def test_a_call_after_seven_windows_of_bulk_alone_in_others_waits_one_inte
 
     async def call(sched: Scheduler, priority: Priority, at: float = 0.0) -> None:
         await clock.sleep(at)
-        async with sched.pool("default").slot(priority):
+        async with slot(sched.pool("default"), priority):
             (bulk_starts if priority == "bulk" else person).append(clock.now())
             await clock.sleep(0.5)
 
@@ -506,7 +507,7 @@ class Calls:
     ) -> list[asyncio.Task[None]]:
         async def call() -> None:
             await self.clock.sleep(at)
-            async with sched.pool("default").slot(priority):
+            async with slot(sched.pool("default"), priority):
                 self.starts.append((label, self.clock.now()))
                 await self.clock.sleep(duration)
 
@@ -635,7 +636,7 @@ async def test_a_lowered_rate_survives_a_new_client_joining(memory_redis: object
 
     async def refused(at: float, wait: float) -> None:
         await clock.sleep(at)
-        async with pool.slot() as permit:
+        async with slot(pool) as permit:
             await clock.sleep(0.1)
             permit.rate_limited(wait)
 
@@ -858,7 +859,7 @@ async def test_a_proven_429_seen_by_one_pauses_all(redis_server: RedisServer) ->
         try:
             burst = [asyncio.ensure_future(first.search(f"grace {i}")) for i in range(8)]
             await paused.wait()
-            shared = first._shared
+            shared = first._scheduler.shared
             assert shared is not None
             await shared.aflush()  # the pause is in Redis
             refused = [a.time for a in emu.arrivals if not a.admitted]
@@ -962,14 +963,14 @@ async def test_bulk_is_paced_in_redis_once_another_process_asked_interactively(
 
     async def bulk_call() -> None:
         nonlocal started
-        async with scheds[0].pool("default").slot("bulk"):
+        async with slot(scheds[0].pool("default"), "bulk"):
             started += 1
             if started == limits.default:
                 burst.set()  # the first window's starts, before anyone contended
 
     tasks = [asyncio.create_task(bulk_call()) for _ in range(22)]
     await burst.wait()
-    async with scheds[1].pool("default").slot("interactive"):
+    async with slot(scheds[1].pool("default"), "interactive"):
         pass
     await asyncio.gather(*tasks)
     log_key, _ = shared[0].keys("default")
@@ -1035,7 +1036,7 @@ async def test_four_processes_share_the_pro_quota_in_virtual_time(memory_redis: 
     arrivals: list[float] = []
 
     async def call(sched: Scheduler) -> None:
-        async with sched.pool("default").slot():
+        async with slot(sched.pool("default")):
             await clock.sleep(0.5)  # on its way
             arrivals.append(clock.now())
             await clock.sleep(0.5)
@@ -1060,13 +1061,13 @@ async def test_a_proven_429_pauses_every_process_in_virtual_time(memory_redis: o
 
     async def refused(at: float, retry_after: float) -> None:
         await clock.sleep(at)
-        async with first.pool("default").slot() as permit:
+        async with slot(first.pool("default")) as permit:
             await clock.sleep(0.5)
             permit.rate_limited(retry_after)
 
     async def later() -> None:
         await clock.sleep(2.0)
-        async with second.pool("default").slot():
+        async with slot(second.pool("default")):
             starts.append(clock.now())
 
     tasks = [
@@ -1092,7 +1093,7 @@ async def test_a_suspect_proven_only_when_its_window_ended_pauses_no_one(
 
     async def call(sched: Scheduler, at: float, retry_after: float | None = None) -> None:
         await clock.sleep(at)
-        async with sched.pool("default").slot() as permit:
+        async with slot(sched.pool("default")) as permit:
             starts.append(clock.now())
             await clock.sleep(0.5)
             if retry_after is not None:
@@ -1138,7 +1139,7 @@ async def test_a_lost_state_met_through_one_pool_still_pauses_the_other(
 
     async def call(sched: Scheduler, pool: str, at: float) -> None:
         await clock.sleep(at)
-        async with sched.pool(pool).slot():
+        async with slot(sched.pool(pool)):
             starts.append((pool, clock.now()))
             await clock.sleep(0.5)
 
