@@ -61,15 +61,7 @@ async def _harvest(base_url: str, token: str, documents: int, state: str) -> dic
 
     client = AsyncMagisterium(token=token, base_url=base_url, rate_limits=RateLimits.unlimited())
     queries = _queries(documents)  # bounded: each query finds dozens of documents
-    harvest = getattr(client, "harvest", None)
-    if harvest is not None:
-        h = harvest(queries, state=state, concurrency=CONCURRENCY)
-        api = "client.harvest"
-    else:  # the method is being added; the function has the same shape
-        from magisterium_async._harvest._harvest import harvest as harvest_function
-
-        h = harvest_function(client, queries, state=state, concurrency=CONCURRENCY)
-        api = "magisterium_async._harvest._harvest.harvest"
+    h = client.harvest(queries, state=state, concurrency=CONCURRENCY)
     baseline, start_now = _rss_mib(), _current_mib()
     sampled = start_now
     count = 0
@@ -102,7 +94,6 @@ async def _harvest(base_url: str, token: str, documents: int, state: str) -> dic
         "record_bytes": record_bytes,
         "searched": stats.searched,
         "failed": stats.failed,
-        "api": api,
     }
 
 

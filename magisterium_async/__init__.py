@@ -9,7 +9,7 @@ Everything users need is importable from here; the private modules may change.
 
 # The names load on first use (PEP 562): ``magisterium-async --help`` and a program that
 # imports one model need not import the network stack. The type checker reads the imports
-# below; ``_EXPORTS`` says, for the interpreter, where each name lives.
+# below; for the interpreter, ``_MODULES`` says where to look.
 
 import importlib as _importlib
 import typing as _typing
@@ -18,26 +18,25 @@ from magisterium_async._events import log_from_environment as _log_from_environm
 from magisterium_async._version import __version__
 
 if _typing.TYPE_CHECKING:
-    from magisterium_async._auth._tokens import (
+    from magisterium_async._auth import (
         TokenCallable,
         TokenSource,
     )
-    from magisterium_async._cache import (
-        DEFAULT_CACHE_POLICY,
-        CachePolicy,
-        CacheRule,
-        CacheStats,
-    )
+    from magisterium_async._cache import CacheStats
     from magisterium_async._client import AsyncMagisterium
     from magisterium_async._clock import Clock
     from magisterium_async._config import (
         DEFAULT_BASE_URL,
+        DEFAULT_CACHE_POLICY,
         DEFAULT_MAX_RESPONSE_BYTES,
         DEFAULT_RETRY_POLICY,
         DEFAULT_TIMEOUTS,
         NOT_GIVEN,
+        CachePolicy,
+        CacheRule,
         NotGiven,
         Priority,
+        ProtocolVersion,
         RateLimits,
         RetryPolicy,
         Timeouts,
@@ -75,28 +74,27 @@ if _typing.TYPE_CHECKING:
         UnexpectedStatusError,
         VersionNotSupportedError,
     )
-    from magisterium_async._events import EventKind, PoolEvent, RetryEvent
-    from magisterium_async._harvest._batch import (
+    from magisterium_async._events import (
+        AnswerEvent,
+        CallEvent,
+        EventKind,
+        Notice,
+        PoolEvent,
+        RetryEvent,
+    )
+    from magisterium_async._harvest import (
+        Acknowledge,
         Batch,
         BatchItem,
-    )
-    from magisterium_async._harvest._harvest import (
-        Acknowledge,
         Harvest,
         HarvestedDocument,
         HarvestFailure,
         HarvestStats,
-        OnError,
-    )
-    from magisterium_async._harvest._jsonl import (
         JsonlWriter,
+        OnError,
         OutputMark,
     )
-    from magisterium_async._http._base import (
-        HTTPRequest,
-        HTTPTransport,
-    )
-    from magisterium_async._http._dialect import ProtocolVersion
+    from magisterium_async._http import HTTPRequest, HTTPTransport
     from magisterium_async._models import (
         AgentCapabilities,
         AgentCard,
@@ -127,99 +125,21 @@ if _typing.TYPE_CHECKING:
         SharedQuota,
     )
 
-_EXPORTS: dict[str, str] = {
-    "TokenCallable": "magisterium_async._auth._tokens",
-    "TokenSource": "magisterium_async._auth._tokens",
-    "DEFAULT_CACHE_POLICY": "magisterium_async._cache",
-    "CachePolicy": "magisterium_async._cache",
-    "CacheRule": "magisterium_async._cache",
-    "CacheStats": "magisterium_async._cache",
-    "AsyncMagisterium": "magisterium_async._client",
-    "Clock": "magisterium_async._clock",
-    "DEFAULT_BASE_URL": "magisterium_async._config",
-    "DEFAULT_MAX_RESPONSE_BYTES": "magisterium_async._config",
-    "DEFAULT_RETRY_POLICY": "magisterium_async._config",
-    "DEFAULT_TIMEOUTS": "magisterium_async._config",
-    "NOT_GIVEN": "magisterium_async._config",
-    "NotGiven": "magisterium_async._config",
-    "Priority": "magisterium_async._config",
-    "RateLimits": "magisterium_async._config",
-    "RetryPolicy": "magisterium_async._config",
-    "Timeouts": "magisterium_async._config",
-    "APIConnectionError": "magisterium_async._errors",
-    "APIResponseError": "magisterium_async._errors",
-    "APITimeoutError": "magisterium_async._errors",
-    "AuthenticationError": "magisterium_async._errors",
-    "CacheError": "magisterium_async._errors",
-    "ClientClosedError": "magisterium_async._errors",
-    "CredentialsError": "magisterium_async._errors",
-    "InternalServerError": "magisterium_async._errors",
-    "InvalidParamsError": "magisterium_async._errors",
-    "InvalidRequestError": "magisterium_async._errors",
-    "JSONRPCError": "magisterium_async._errors",
-    "LoginRequiredError": "magisterium_async._errors",
-    "MagisteriumError": "magisterium_async._errors",
-    "MalformedResponseError": "magisterium_async._errors",
-    "MethodNotFoundError": "magisterium_async._errors",
-    "NotSupportedError": "magisterium_async._errors",
-    "OAuthError": "magisterium_async._errors",
-    "OutputFileError": "magisterium_async._errors",
-    "ParseError": "magisterium_async._errors",
-    "PlanRequiredError": "magisterium_async._errors",
-    "RateLimitError": "magisterium_async._errors",
-    "ResponseTooLargeError": "magisterium_async._errors",
-    "SharedQuotaError": "magisterium_async._errors",
-    "SkillNotFoundError": "magisterium_async._errors",
-    "StateError": "magisterium_async._errors",
-    "TaskFailedError": "magisterium_async._errors",
-    "TaskNotCancelableError": "magisterium_async._errors",
-    "TaskNotFoundError": "magisterium_async._errors",
-    "TLSError": "magisterium_async._errors",
-    "UnexpectedStatusError": "magisterium_async._errors",
-    "VersionNotSupportedError": "magisterium_async._errors",
-    "Batch": "magisterium_async._harvest._batch",
-    "BatchItem": "magisterium_async._harvest._batch",
-    "Acknowledge": "magisterium_async._harvest._harvest",
-    "Harvest": "magisterium_async._harvest._harvest",
-    "HarvestedDocument": "magisterium_async._harvest._harvest",
-    "HarvestFailure": "magisterium_async._harvest._harvest",
-    "HarvestStats": "magisterium_async._harvest._harvest",
-    "OnError": "magisterium_async._harvest._harvest",
-    "JsonlWriter": "magisterium_async._harvest._jsonl",
-    "OutputMark": "magisterium_async._harvest._jsonl",
-    "HTTPRequest": "magisterium_async._http._base",
-    "HTTPTransport": "magisterium_async._http._base",
-    "ProtocolVersion": "magisterium_async._http._dialect",
-    "AgentCapabilities": "magisterium_async._models",
-    "AgentCard": "magisterium_async._models",
-    "AgentInterface": "magisterium_async._models",
-    "AgentSkill": "magisterium_async._models",
-    "Answer": "magisterium_async._models",
-    "Artifact": "magisterium_async._models",
-    "Citation": "magisterium_async._models",
-    "DataPart": "magisterium_async._models",
-    "Document": "magisterium_async._models",
-    "FileContent": "magisterium_async._models",
-    "FilePart": "magisterium_async._models",
-    "Lookup": "magisterium_async._models",
-    "Message": "magisterium_async._models",
-    "Part": "magisterium_async._models",
-    "SearchResult": "magisterium_async._models",
-    "Task": "magisterium_async._models",
-    "TaskPage": "magisterium_async._models",
-    "TaskState": "magisterium_async._models",
-    "TaskStatus": "magisterium_async._models",
-    "TextPart": "magisterium_async._models",
-    "EventKind": "magisterium_async._events",
-    "PoolEvent": "magisterium_async._events",
-    "RetryEvent": "magisterium_async._events",
-    "PoolQuota": "magisterium_async._ratelimit",
-    "PoolStats": "magisterium_async._ratelimit",
-    "Quota": "magisterium_async._ratelimit",
-    "SchedulerStats": "magisterium_async._ratelimit",
-    "SharedQuota": "magisterium_async._ratelimit",
-}
-"""Each exported name → the module it lives in (imported when the name is first used)."""
+_MODULES = (
+    "magisterium_async._errors",
+    "magisterium_async._models",
+    "magisterium_async._config",
+    "magisterium_async._events",
+    "magisterium_async._clock",
+    "magisterium_async._cache",
+    "magisterium_async._ratelimit",
+    "magisterium_async._auth",
+    "magisterium_async._harvest",
+    "magisterium_async._http",
+    "magisterium_async._client",
+)
+"""Where the exported names live, the lightest modules first: a name is taken from the
+first that holds it (a program that asks for a model imports no network stack)."""
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -237,6 +157,7 @@ __all__ = [
     "AgentInterface",
     "AgentSkill",
     "Answer",
+    "AnswerEvent",
     "Artifact",
     "AsyncMagisterium",
     "AuthenticationError",
@@ -246,6 +167,7 @@ __all__ = [
     "CachePolicy",
     "CacheRule",
     "CacheStats",
+    "CallEvent",
     "Citation",
     "ClientClosedError",
     "Clock",
@@ -274,6 +196,7 @@ __all__ = [
     "MethodNotFoundError",
     "NotGiven",
     "NotSupportedError",
+    "Notice",
     "OAuthError",
     "OnError",
     "OutputFileError",
@@ -318,12 +241,13 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """Import an exported name's module the first time the name is used."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'magisterium_async' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value  # once: later uses do not come back here
-    return value
+    if name in __all__:
+        for module in _MODULES:
+            value = getattr(_importlib.import_module(module), name, _MODULES)
+            if value is not _MODULES:
+                globals()[name] = value  # once: later uses do not come back here
+                return value
+    raise AttributeError(f"module 'magisterium_async' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -1,9 +1,13 @@
 """``AsyncMagisterium``: the client users hold.
 
 Flow, in one direction: public method → skill table (build the message, read the
-artifact) → cache (an identical call in flight, a kept answer) → call path (deadline,
-retries in a scheduler pool's slots, token) → transport → decode. The client's life
-(unopened, opened in one event loop, closed) is kept here too.
+artifact) → cache (an identical call in flight, a kept answer) → the call
+(:class:`._call.Caller`: its tries in a pool's turns, its token, its dialect) → the
+JSON-RPC client → decode. Every call is begun and ended on the client's event stream,
+whose subscribers are the log, OpenTelemetry, the counters behind :attr:`stats` and the
+application's ``on_event``. The client's life (unopened, opened in one event loop,
+closed) is kept here too, shared with the views :meth:`~AsyncMagisterium.with_options`
+makes.
 """
 
 from __future__ import annotations
@@ -13,11 +17,10 @@ import copy
 import dataclasses
 import datetime as dt
 import enum
-import functools
 import inspect
+import math
 import os
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
@@ -25,23 +28,20 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from magisterium_async._auth._tokens import TokenCallable, TokenSource, resolve_token
-from magisterium_async._cache import (
-    DEFAULT_CACHE_POLICY,
-    AnswerCache,
-    CachePolicy,
-    CacheStats,
-    open_store,
-)
-from magisterium_async._call import CallPath
+from magisterium_async import _harvest
+from magisterium_async._auth import TokenCallable, TokenSource, resolve_token
+from magisterium_async._cache import AnswerCache, CacheStats, open_store
+from magisterium_async._call import Caller, within_total
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
-    DEFAULT_CALL_OPTIONS,
+    DEFAULT_CACHE_POLICY,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     NOT_GIVEN,
+    CachePolicy,
+    CallOptions,
     NotGiven,
     PoolName,
     Priority,
@@ -58,13 +58,24 @@ from magisterium_async._errors import (
     NotSupportedError,
     masked_url,
 )
-from magisterium_async._events import Counters, EventKind, EventLog, Events, PoolEvent
-from magisterium_async._harvest import _batch, _harvest
-from magisterium_async._harvest._batch import DEFAULT_CONCURRENCY, BackgroundIterator, Batch
-from magisterium_async._harvest._harvest import Acknowledge, Harvest, OnError
+from magisterium_async._events import (
+    CallEvent,
+    Counters,
+    EventKind,
+    EventLog,
+    Events,
+    PoolEvent,
+)
+from magisterium_async._harvest import (
+    DEFAULT_CONCURRENCY,
+    Acknowledge,
+    Batch,
+    Harvest,
+    OnError,
+)
 from magisterium_async._http._base import HTTPTransport
-from magisterium_async._http._dialect import Dialect, ProtocolVersion, offered
-from magisterium_async._http._jsonrpc import Transport, endpoint
+from magisterium_async._http._dialect import PROTOCOLS, Dialect, ProtocolVersion, offered
+from magisterium_async._http._jsonrpc import JSONRPCClient, endpoint
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
     AgentCard,
@@ -95,10 +106,8 @@ from magisterium_async._skills import (
     SAINT_LOOKUP,
     SAINTS,
     SEARCH,
-    SKILLS,
     SendParams,
     Skill,
-    kept_as,
     parts_from,
     pool_for,
     read_result,
@@ -113,11 +122,9 @@ __all__ = [
     "RUNNING_LOOP_MESSAGE",
     "AsyncMagisterium",
     "ClientState",
-    "Lifetime",
 ]
 
-T = TypeVar("T")
-IteratorT = TypeVar("IteratorT", bound="BackgroundIterator[Any]")
+IteratorT = TypeVar("IteratorT", bound="Batch[Any, Any] | Harvest")
 
 CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
 OTHER_LOOP_MESSAGE = (
@@ -133,72 +140,15 @@ RUNNING_LOOP_MESSAGE = (
     "asyncio.run_coroutine_threadsafe(client.search(...), loop).result()"
 )
 
-# What the cache may keep each skill's answer as, made once (a call waiting for the pool
-# holds its own, and thousands may wait at once).
-_KEEP = {skill_id: functools.partial(kept_as, skill) for skill_id, skill in SKILLS.items()}
-_KEEP_ANY = functools.partial(kept_as, None)
-
 
 class ClientState(enum.Enum):
-    """Where a client is in its life: a closed client cannot be reopened."""
+    """Where a client is in its life: a closed client cannot be reopened; one opened in an
+    event loop that has ended (an earlier ``asyncio.run()``) counts as closed, its
+    connections having ended with that loop."""
 
     UNOPENED = "unopened"
     OPENED = "opened"
     CLOSED = "closed"
-
-
-class Lifetime:
-    """One client's state, and the event loop its first call bound it to.
-
-    Held by the client and shared by the views :meth:`AsyncMagisterium.with_options`
-    makes, as httpx keeps its client's state on the client. A closed client cannot be
-    reopened; a client opened in an event loop that has ended (an earlier
-    ``asyncio.run()``) counts as closed: its connections ended with that loop.
-    """
-
-    __slots__ = ("_loop", "_thread", "state")
-
-    def __init__(self) -> None:
-        self.state = ClientState.UNOPENED
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = ""
-
-    def __repr__(self) -> str:
-        return f"<Lifetime {self.state.value}>"
-
-    @property
-    def is_closed(self) -> bool:
-        """Whether the client was closed."""
-        return self.state is ClientState.CLOSED
-
-    def check_not_closed(self) -> None:
-        """:class:`ClientClosedError` if the client was closed."""
-        if self.state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
-
-    def open(self) -> None:
-        """Before each call: bind the client to the running loop on its first call.
-
-        Raises:
-            ClientClosedError: the client is closed, or its loop has ended (it then
-                counts as closed).
-            MagisteriumError: the call comes from another loop while the client's own
-                has not ended (another thread): refused, the client left open for its loop.
-        """
-        self.check_not_closed()
-        loop = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop, self.state = loop, ClientState.OPENED
-            self._thread = threading.current_thread().name
-        elif self._loop is not loop:
-            if not self._loop.is_closed():
-                raise MagisteriumError(RUNNING_LOOP_MESSAGE.format(thread=self._thread))
-            self.state = ClientState.CLOSED
-            raise ClientClosedError(OTHER_LOOP_MESSAGE)
-
-    def close(self) -> None:
-        """The client is closed, for good."""
-        self.state = ClientState.CLOSED
 
 
 def _check_arguments(
@@ -355,28 +305,29 @@ class AsyncMagisterium:
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         self._base_url = endpoint(base_url)
         self._clock = clock or LoopClock()
-        # Made before anything that holds a connection: a cache refused leaves nothing open.
-        keeping = cache_policy or DEFAULT_CACHE_POLICY
-        self._cache = AnswerCache(
-            open_store(cache, keeping), keeping, self.base_url, sleep=self._clock.sleep
-        )
-        # The client's one stream of events: the log, then the application, hear it.
-        log = EventLog(quiet_waits=on_event is not None)
-        self._counters = Counters()
-        self._events = (
-            Events(log, self._counters)
-            if on_event is None
-            else Events(log, self._counters, on_event)
-        )
-        self._token, self._tokens = resolve_token(
-            token, credentials, base_url=self.base_url, clock=self._clock, events=self._events
-        )
-        self._rate_limits = rate_limits or quota_from_env() or RateLimits.pro()
-        self._timeouts = Timeouts.of(timeout)
         policy = retry_policy or DEFAULT_RETRY_POLICY
         if max_retries is not None:
             policy = dataclasses.replace(policy, max_retries=max_retries)
-        self._retry_policy = policy
+        keeping = cache_policy or DEFAULT_CACHE_POLICY
+        self._options = CallOptions(Timeouts.of(timeout), policy, keeping, protocol)
+        # The client's one stream of events, and its subscribers: the log, OpenTelemetry
+        # (a span per protocol call when a provider is set), the counters behind stats,
+        # then the application.
+        self._counters = Counters()
+        self._telemetry = Telemetry(
+            self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
+        log = EventLog(quiet_waits=on_event is not None)
+        heard = (log, self._telemetry, self._counters)
+        events = Events(*heard) if on_event is None else Events(*heard, on_event)
+        # Made before anything that holds a connection: a cache refused leaves nothing open.
+        self._cache = AnswerCache(
+            open_store(cache, keeping), keeping, self.base_url, emit=events, sleep=self._clock.sleep
+        )
+        self._token, self._tokens = resolve_token(
+            token, credentials, base_url=self.base_url, clock=self._clock, events=events
+        )
+        self._rate_limits = rate_limits or quota_from_env() or RateLimits.pro()
         self._max_concurrency = max_concurrency
         self._shared_quota = None if shared_quota is None else SharedQuota.of(shared_quota)
         # Whose quota a shared one is (SharedQuota.account, when given, comes first).
@@ -387,18 +338,11 @@ class AsyncMagisterium:
             self._rate_limits,
             max_concurrency=max_concurrency,
             clock=self._clock,
-            emit=self._events,
+            emit=events,
             shared=self._shared_quota,
             account=account,
         )
-        self._options = DEFAULT_CALL_OPTIONS
-        self._cache_policy = keeping
-        self._owner = True  # a view made by with_options() owns nothing
-        self._lifetime = Lifetime()  # shared with the views: closing this closes them
-        # The batches and harvests made by this client or its views, stopped when it
-        # closes: one left by a bare ``break`` would go on failing every call it makes.
-        self._iterators: weakref.WeakSet[BackgroundIterator[Any]] = weakref.WeakSet()
-        self._transport = Transport(
+        rpc = JSONRPCClient(
             self.base_url,
             self._token,
             max_concurrency=max_concurrency,
@@ -410,23 +354,26 @@ class AsyncMagisterium:
             proxies=proxies,
         )
         self._proxy = None if proxy is None else masked_url(proxy)
-        # OpenTelemetry (the [otel] extra): a span per protocol call when a provider is set.
-        self._telemetry = Telemetry(
-            self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
-        )
-        self._path = CallPath(
-            self._transport,
+        telemetry = self._telemetry
+        self._caller = Caller(
+            rpc,
             self._scheduler,
             self._clock,
             self._tokens,
-            self._telemetry,
-            events=self._events,
+            events,
             protocol=protocol,
             extensions=extensions,
-            card_timeout=self.timeouts.default,
-            card_policy=policy,
+            card_options=self._options,
+            on_card=lambda card: telemetry.know_agent(card.name, card.version),
         )
-        self._negotiation = self._path.negotiation  # the agent card's reader is in it
+        # The client's life, shared with its views (each view's _root is this client).
+        self._root = self
+        self._state = ClientState.UNOPENED
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = ""
+        # The batches and harvests made by this client or its views, stopped when it
+        # closes: one left by a bare ``break`` would go on failing every call it makes.
+        self._iterators: weakref.WeakSet[Batch[Any, Any] | Harvest] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         proxy = f", proxy={self._proxy!r}" if self._proxy is not None else ""
@@ -435,7 +382,7 @@ class AsyncMagisterium:
     # Lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> AsyncMagisterium:
-        self._lifetime.check_not_closed()
+        self._check_not_closed()
         return self
 
     async def __aexit__(
@@ -446,18 +393,43 @@ class AsyncMagisterium:
     ) -> None:
         await self.aclose()
 
+    def _check_not_closed(self) -> None:
+        if self._root._state is ClientState.CLOSED:
+            raise ClientClosedError(CLOSED_MESSAGE)
+
+    def _open(self) -> None:
+        """Before each call: bind the client to the running loop on its first call.
+
+        Raises:
+            ClientClosedError: the client is closed, or its loop has ended (it then
+                counts as closed).
+            MagisteriumError: the call comes from another loop while the client's own
+                has not ended (another thread): refused, the client left open for its loop.
+        """
+        root = self._root
+        self._check_not_closed()
+        loop = asyncio.get_running_loop()
+        if root._loop is None:
+            root._loop, root._state = loop, ClientState.OPENED
+            root._thread = threading.current_thread().name
+        elif root._loop is not loop:
+            if not root._loop.is_closed():
+                raise MagisteriumError(RUNNING_LOOP_MESSAGE.format(thread=root._thread))
+            root._state = ClientState.CLOSED
+            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+
     async def aclose(self) -> None:
         """Wake every waiting call with an error and close the HTTP session. Idempotent.
 
         On a view made by :meth:`with_options` it does nothing: the client it came from
         owns the connections."""
-        if not self._owner:
+        if self._root is not self:
             return
         for iterator in list(self._iterators):  # each records what it delivered
             await iterator.abort(ClientClosedError("the client was closed while it ran"))
-        self._lifetime.close()
+        self._state = ClientState.CLOSED
         await self._scheduler.aclose()
-        await self._transport.aclose()
+        await self._caller.rpc.aclose()
         await self._cache.aclose()
         if self._tokens is not None:
             await self._tokens.aclose()
@@ -492,33 +464,35 @@ class AsyncMagisterium:
         this client). Closing this client closes every view; ``aclose()`` on a view closes
         nothing.
         """
-        view = copy.copy(self)
-        view._owner = False
+        options = self._options
+        changed: dict[str, Any] = {}
         if not isinstance(timeout, NotGiven):
-            view._timeouts = Timeouts.of(DEFAULT_TIMEOUTS if timeout is None else timeout)
+            changed["timeouts"] = Timeouts.of(DEFAULT_TIMEOUTS if timeout is None else timeout)
+        retry = options.retry
         if not isinstance(retry_policy, NotGiven):
             if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
                 name = type(retry_policy).__name__
                 raise TypeError(f"retry_policy must be RetryPolicy or None, not {name}")
-            view._retry_policy = retry_policy or DEFAULT_RETRY_POLICY
+            retry = changed["retry"] = retry_policy or DEFAULT_RETRY_POLICY
         if not isinstance(max_retries, NotGiven):
             retries = DEFAULT_RETRY_POLICY.max_retries if max_retries is None else max_retries
             # RetryPolicy checks it (type and range), naming max_retries.
-            view._retry_policy = dataclasses.replace(view._retry_policy, max_retries=retries)
-        view._options = self._options.replace(priority=priority, fairness_key=fairness_key)
+            changed["retry"] = dataclasses.replace(retry, max_retries=retries)
+        if not isinstance(priority, NotGiven):
+            changed["priority"] = priority or "interactive"
+        if not isinstance(fairness_key, NotGiven):
+            changed["fairness_key"] = fairness_key
         if not isinstance(cache_policy, NotGiven):
             if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
                 name = type(cache_policy).__name__
                 raise TypeError(f"cache_policy must be CachePolicy or None, not {name}")
-            view._cache_policy = cache_policy or DEFAULT_CACHE_POLICY
-        if (
-            not isinstance(protocol, NotGiven)
-            and (protocol or "auto") != self._negotiation.protocol
-        ):
-            # Its own dialect; the connections, pools and agent card stay shared.
-            view._negotiation = self._negotiation.with_protocol(protocol or "auto")
-            view._path = copy.copy(self._path)
-            view._path.negotiation = view._negotiation
+            changed["cache"] = cache_policy or DEFAULT_CACHE_POLICY
+        if not isinstance(protocol, NotGiven):
+            if (protocol or "auto") not in PROTOCOLS:
+                raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
+            changed["protocol"] = protocol or "auto"
+        view = copy.copy(self)
+        view._options = dataclasses.replace(options, **changed)
         return view
 
     @property
@@ -529,12 +503,12 @@ class AsyncMagisterium:
     @property
     def timeouts(self) -> Timeouts:
         """This client's timeouts, per pool (change them with :meth:`with_options`)."""
-        return self._timeouts
+        return self._options.timeouts
 
     @property
     def retry_policy(self) -> RetryPolicy:
         """How this client's calls are retried (change it with :meth:`with_options`)."""
-        return self._retry_policy
+        return self._options.retry
 
     @property
     def max_concurrency(self) -> int:
@@ -564,7 +538,7 @@ class AsyncMagisterium:
     @property
     def is_closed(self) -> bool:
         """Whether :meth:`aclose` has run."""
-        return self._lifetime.is_closed
+        return self._root._state is ClientState.CLOSED
 
     @property
     def max_response_bytes(self) -> int:
@@ -574,20 +548,30 @@ class AsyncMagisterium:
     @property
     def stats(self) -> SchedulerStats:
         """Per-pool counters: requests sent, 429s, retries, seconds paused, current rate."""
-        now, counters = self._clock.now(), self._counters
-        pools = []
-        for pool in self._scheduler.pools:
-            sent, limited, retries = counters.of(pool.name)
-            pools.append(
-                PoolStats(
-                    pool.name, sent, limited, retries, counters.paused_seconds(pool.name, now),
-                    pool.rate, pool.configured, pool.in_flight, pool.waiting, pool.next_start_in(),
-                )  # fmt: skip
+        scheduler, counters, now = self._scheduler, self._counters, self._clock.now()
+
+        def of(name: str, pool_name: PoolName | None) -> PoolStats:
+            pool = scheduler.pool(pool_name)
+            sent, limited, retries = counters.of(name)
+            return PoolStats(
+                name=name,
+                sent=sent,
+                rate_limited=limited,
+                retries=retries,
+                paused_seconds=counters.paused_seconds(name, now),
+                current_rate=pool.rate,
+                configured_rate=pool.configured,
+                in_flight=pool.in_flight,
+                waiting=pool.waiting,
+                next_start_in=pool.next_start_in(),
             )
-        scheduler = self._scheduler
-        default, expensive, unmetered = pools
+
         return SchedulerStats(
-            default, expensive, unmetered, scheduler.in_flight, scheduler.max_concurrency
+            default=of("default", "default"),
+            expensive=of("expensive", "expensive"),
+            unmetered=of("unmetered", None),
+            in_flight=scheduler.in_flight,
+            max_concurrency=self._max_concurrency,
         )
 
     async def quota(self) -> Quota:
@@ -602,7 +586,7 @@ class AsyncMagisterium:
         Raises:
             ClientClosedError: the client is closed.
         """
-        self._lifetime.check_not_closed()
+        self._check_not_closed()
         return await self._scheduler.quota()
 
     @property
@@ -615,7 +599,7 @@ class AsyncMagisterium:
     @property
     def cache_policy(self) -> CachePolicy:
         """What this client keeps and shares (see :class:`CachePolicy`)."""
-        return self._cache_policy
+        return self._options.cache
 
     # The skills --------------------------------------------------------------------
 
@@ -794,12 +778,13 @@ class AsyncMagisterium:
             params["includeArtifacts"] = True
         if updated_after is not None:
             params["statusTimestampAfter"] = require_text("updated_after", updated_after)
-        self._lifetime.open()
-        dialect = await self._negotiation.for_list()
+        self._open()
+        negotiation = self._caller.negotiation(self._options.protocol)
+        dialect = await negotiation.for_list()
         if not dialect.offers_list:
             why = (
                 'protocol="0.3" was named'
-                if self._negotiation.protocol == "0.3"
+                if negotiation.protocol == "0.3"
                 else "its agent card names no A2A 1.0 JSON-RPC interface"
             )
             raise NotSupportedError(
@@ -813,7 +798,7 @@ class AsyncMagisterium:
     def protocol(self) -> str:
         """The A2A version the client speaks now: ``"0.3"`` (the service's dialect) or
         ``"1.0"``; with ``protocol="auto"`` it changes once an agent card offers 1.0."""
-        return self._negotiation.dialect.version
+        return self._caller.negotiation(self._options.protocol).dialect.version
 
     async def _call(
         self,
@@ -824,47 +809,51 @@ class AsyncMagisterium:
         *,
         dialect: Dialect | None = None,
     ) -> Any:
-        """One protocol call. A message to a skill the cache policy covers may be answered
-        before the pool, by an identical call in flight or a kept answer; else it sends."""
-        self._lifetime.open()  # before the pool: a dead loop's client fails clearly
-        path, policy, options = self._path, self.retry_policy, self._options
-        timeout = self.timeouts.for_pool(pool)
-        cached = (
-            skill_id is not None
-            and isinstance(params, SendParams)
-            and self._cache.covers(skill_id, self._cache_policy)
-        )
-        call = path.call(
-            method,
-            params,
-            pool,
-            timeout=timeout,
-            policy=policy,
-            options=options,
-            skill_id=skill_id,
-            cache="miss" if cached else None,  # a cached call sends on a miss only
-            dialect=dialect,
-        )
-        if not cached:
-            return await call.send()
-        assert skill_id is not None
-        started = time.time_ns()
-        message = params.message
-        task, outcome = await self._cache.answer(
-            skill_id,
-            message.parts,
-            message.context_id,
-            call,
-            _KEEP.get(skill_id, _KEEP_ANY),
-            policy=self._cache_policy,
-        )
-        if outcome != "miss":
-            kind: EventKind = "cache_hit" if outcome == "hit" else "coalesced"
-            self._events(PoolEvent(kind, pool or "unmetered", self._clock.now(), 0.0))
-            self._telemetry.answered_without_request(
-                method, pool or "unmetered", params, task, outcome, started
+        """One protocol call, begun and ended on the client's stream, bounded as a whole
+        by ``RetryPolicy.total_timeout``. A message to a skill the cache policy covers may
+        be answered by an identical call in flight or a kept answer; else it sends."""
+        self._open()  # before the pool: a dead loop's client fails clearly
+        options, caller, clock = self._options, self._caller, self._clock
+        emit, named = caller.events, pool or "unmetered"
+        started = clock.now()
+        emit(CallEvent("call_started", named, started, 0.0, method, params))
+        total = options.retry.total_timeout
+        deadline = math.inf if total is None else started + total
+        result: Any = None
+        error: BaseException | None = None
+        cached = None
+        try:
+            work = caller.call(
+                method, params, pool, options, skill_id=skill_id, dialect=dialect, deadline=deadline
             )
-        return task
+            covered = (
+                skill_id is not None
+                and isinstance(params, SendParams)
+                and self._cache.covers(skill_id, options.cache)
+            )
+            if covered:
+                assert skill_id is not None
+                message = params.message
+                work = self._cache.answer(
+                    skill_id, message.parts, message.context_id, work, options.cache
+                )
+            result = await within_total(clock, total, work, method)
+            if covered:  # the cache's: the task, and how it was answered
+                result, cached = result
+                if cached != "miss":
+                    kind: EventKind = "cache_hit" if cached == "hit" else "coalesced"
+                    emit(PoolEvent(kind, named, clock.now(), 0.0))
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            now = clock.now()
+            emit(
+                CallEvent(
+                    "call_ended", named, now, now - started, method, params, cached, result, error
+                )
+            )
 
     # Batch -------------------------------------------------------------------------
 
@@ -886,7 +875,7 @@ class AsyncMagisterium:
         """
         client = self.with_options(priority=priority)
         return self._tracked(
-            _batch.search_many(client, queries, concurrency=concurrency, ordered=ordered)
+            _harvest.search_many(client, queries, concurrency=concurrency, ordered=ordered)
         )
 
     def fetch_many(
@@ -902,7 +891,7 @@ class AsyncMagisterium:
         not found)."""
         client = self.with_options(priority=priority)
         return self._tracked(
-            _batch.fetch_many(client, ids, concurrency=concurrency, ordered=ordered)
+            _harvest.fetch_many(client, ids, concurrency=concurrency, ordered=ordered)
         )
 
     def harvest(
@@ -947,7 +936,7 @@ class AsyncMagisterium:
         """Where the agent card lives: the URL that answered, else the first tried at the
         base URL's origin: ``/.well-known/agent.json`` (``/.well-known/agent-card.json``
         after a 404), or ``agent-card.json`` first with ``protocol="1.0"``."""
-        return self._negotiation.reader.url
+        return self._caller.negotiation(self._options.protocol).reader.url
 
     async def agent_card(self) -> AgentCard:
         """The service's A2A agent card, decoded; spends no quota.
@@ -958,11 +947,11 @@ class AsyncMagisterium:
         Cached for the client's life, or for the ``max-age`` of the response's
         ``Cache-Control`` when it gives one.
         """
-        self._lifetime.open()
-        return await self._negotiation.card()
+        self._open()
+        return await self._caller.negotiation(self._options.protocol).card()
 
     async def card_protocol(self) -> str:
         """The A2A version the agent card offers: ``"1.0"`` where it names an A2A 1.0
         JSON-RPC interface, else ``"0.3"`` (the service's own card, 0.2.6, is this
         dialect). Reads the card (cached; no quota)."""
-        return offered(await self.agent_card(), self.base_url).version
+        return offered(await self.agent_card(), self.base_url, self._caller.events).version

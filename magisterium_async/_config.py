@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Final, Literal
 
 __all__ = [
@@ -38,22 +40,27 @@ __all__ = [
     "CACHE_ENV",
     "CREDENTIALS_ENV",
     "DEFAULT_BASE_URL",
-    "DEFAULT_CALL_OPTIONS",
+    "DEFAULT_CACHE_POLICY",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_RETRY_POLICY",
+    "DEFAULT_RULES",
     "DEFAULT_TIMEOUTS",
     "LOG_ENV",
     "MAX_RETRIES_CEILING",
     "NOT_GIVEN",
+    "PROTOCOLS",
     "QUOTA_ENV",
     "REDIS_URL_ENV",
     "TOKEN_ENV",
+    "CachePolicy",
+    "CacheRule",
     "CallOptions",
     "NotGiven",
     "PoolName",
     "Priority",
+    "ProtocolVersion",
     "RateLimits",
     "RetryPolicy",
     "Timeouts",
@@ -344,10 +351,24 @@ class RetryPolicy:
         base = min(self.initial_backoff * 2.0**attempt, self.max_backoff)
         return base * (1.0 - 0.25 * jitter)
 
+    def rate_limit_wait(self, retry_after: float | None, earlier: int) -> float:
+        """The wait a 429 asks for, as this policy takes it: ``retry_after`` (or
+        ``fallback_retry_after`` when the service gave none), at least ``min_retry_after *
+        2**earlier`` (``earlier``: the call's 429s before this one) and at most
+        ``max_retry_after``."""
+        wait = self.fallback_retry_after if retry_after is None else retry_after
+        floor = self.min_retry_after * 2.0 ** min(earlier, 64)
+        return float(min(max(wait, floor), self.max_retry_after))
+
 
 DEFAULT_TIMEOUTS = Timeouts()
 DEFAULT_RETRY_POLICY = RetryPolicy()
 
+
+ProtocolVersion = Literal["auto", "0.3", "1.0"]
+"""What ``AsyncMagisterium(protocol=)`` takes: ``"auto"`` (find it from the agent card),
+``"0.3"`` (the service's dialect today) or ``"1.0"``."""
+PROTOCOLS: tuple[ProtocolVersion, ...] = ("auto", "0.3", "1.0")
 
 Priority = Literal["interactive", "bulk"]
 """A call's place in its pool's line: a waiting ``"interactive"`` call starts before every
@@ -374,12 +395,157 @@ NOT_GIVEN: Final = NotGiven()
 """``with_options(timeout=NOT_GIVEN)``, the default of each option: keep this client's."""
 
 
+# The cache's policy ------------------------------------------------------------------
+
+_HOUR = 3600.0
+_DAY = 24 * _HOUR
+
+
+def _seconds(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class CacheRule:
+    """How one skill's answers are kept and shared.
+
+    Arguments:
+        fresh: seconds an answer stays fresh in the cache; ``None``: never cached.
+        coalesce: whether identical calls in flight share one request.
+        dated: the input names a day; one named relative to today ("today", "next
+            Sunday") is fresh only until the end of the local day it was asked on.
+    """
+
+    fresh: float | None = None
+    coalesce: bool = False
+    dated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fresh is not None:
+            _seconds("fresh", self.fresh)
+
+
+DEFAULT_RULES: Mapping[str, CacheRule] = MappingProxyType(
+    {
+        # An LLM answer: expensive, on the small quota, and not the same twice. Asking
+        # again is asking for another answer, so it is neither kept nor shared by default.
+        "catholic_qa": CacheRule(fresh=None, coalesce=False),
+        # A document by its id does not change.
+        "document_fetch": CacheRule(fresh=30 * _DAY, coalesce=True),
+        # The index grows: a search's hits may change, so they are kept for an hour.
+        "document_search": CacheRule(fresh=_HOUR, coalesce=True),
+        # The readings and the martyrology of a given date do not change.
+        "liturgical_readings": CacheRule(fresh=30 * _DAY, coalesce=True, dated=True),
+        "saints_of_the_day": CacheRule(fresh=30 * _DAY, coalesce=True, dated=True),
+        # Directory records (people, dioceses, their statistics) are updated now and then.
+        "saint_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "person_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "pope_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "diocese_lookup": CacheRule(fresh=_DAY, coalesce=True),
+        "diocese_statistics_lookup": CacheRule(fresh=_DAY, coalesce=True),
+    }
+)
+"""Every skill's rule by id: the one place that says what is cached, how long, and what
+is coalesced."""
+
+_NOT_CACHED = CacheRule()
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    """What the client keeps and shares: a rule per skill, and the bounds of its cache.
+
+    Arguments:
+        rules: a :class:`CacheRule` per skill id (default :data:`DEFAULT_RULES`); a
+            skill not named is neither cached nor coalesced.
+        not_found: seconds a "nothing found" answer is kept (it may be found later).
+        max_entries: answers the cache holds at most (memory and disk); the least
+            recently used go first.
+        max_bytes: bytes of answers the cache holds at most (memory and disk).
+
+    A Redis cache keeps each answer for its time and leaves the bound to the server's
+    ``maxmemory`` and ``maxmemory-policy``. Failures are never kept.
+    """
+
+    rules: Mapping[str, CacheRule] = field(default_factory=lambda: DEFAULT_RULES)
+    not_found: float = 600.0
+    max_entries: int = 10_000
+    max_bytes: int = 128 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        rules = dict(self.rules)
+        for skill_id, rule in rules.items():
+            if not isinstance(rule, CacheRule):
+                raise TypeError(
+                    f"rules[{skill_id!r}] must be a CacheRule, not {type(rule).__name__}"
+                )
+        object.__setattr__(self, "rules", MappingProxyType(rules))
+        _seconds("not_found", self.not_found)
+        for name in ("max_entries", "max_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+
+    def rule(self, skill_id: str) -> CacheRule:
+        """The rule of ``skill_id``: not cached, not coalesced when the table lacks it."""
+        return self.rules.get(skill_id, _NOT_CACHED)
+
+    def with_rule(
+        self,
+        skill_id: str,
+        *,
+        fresh: float | NotGiven | None = NOT_GIVEN,
+        coalesce: bool | NotGiven = NOT_GIVEN,
+        dated: bool | NotGiven = NOT_GIVEN,
+    ) -> CachePolicy:
+        """This policy with ``skill_id``'s rule changed where an argument is given.
+
+        Arguments:
+            skill_id: the skill whose rule changes (or is added).
+            fresh: seconds its answers stay fresh; ``None``: not cached.
+            coalesce: whether identical calls in flight share one request.
+            dated: whether its input names a day (see :class:`CacheRule`).
+
+        ``CachePolicy().with_rule("catholic_qa", fresh=3600, coalesce=True)`` keeps
+        ``catholic_qa`` answers for an hour.
+        """
+        old = self.rule(skill_id)
+        new = CacheRule(
+            fresh=old.fresh if isinstance(fresh, NotGiven) else fresh,
+            coalesce=old.coalesce if isinstance(coalesce, NotGiven) else coalesce,
+            dated=old.dated if isinstance(dated, NotGiven) else dated,
+        )
+        return replace(self, rules={**self.rules, skill_id: new})
+
+
+DEFAULT_CACHE_POLICY = CachePolicy()
+"""The policy of a client given none."""
+
+
 @dataclass(frozen=True)
 class CallOptions:
-    """The per-call options a client view carries (see ``AsyncMagisterium.with_options``):
-    ``priority`` (``"interactive"`` or ``"bulk"``) and ``fairness_key`` (whom the calls
-    serve; ``None``: nobody in particular)."""
+    """Everything a call may change on shared connections and pools, as one value that
+    travels whole from the client (or a view ``with_options`` made) to the call loop.
 
+    Arguments:
+        timeouts: seconds per request, by pool.
+        retry: how failures and 429s are retried, and the call's total deadline.
+        cache: what is kept and shared (a ``CachePolicy``).
+        protocol: the A2A dialect spoken: ``"auto"``, ``"0.3"`` or ``"1.0"``.
+        priority: the call's place in its pool's line: ``"interactive"`` or ``"bulk"``.
+        fairness_key: whom the call serves (``None``: nobody in particular).
+    """
+
+    timeouts: Timeouts
+    retry: RetryPolicy
+    cache: CachePolicy
+    protocol: ProtocolVersion = "auto"
     priority: Priority = "interactive"
     fairness_key: str | None = None
 
@@ -389,23 +555,6 @@ class CallOptions:
         if self.fairness_key is not None and not isinstance(self.fairness_key, str):
             name = type(self.fairness_key).__name__
             raise TypeError(f"fairness_key must be a str or None, not {name}")
-
-    def replace(
-        self,
-        *,
-        priority: Priority | NotGiven | None = NOT_GIVEN,
-        fairness_key: str | NotGiven | None = NOT_GIVEN,
-    ) -> CallOptions:
-        """These options with the given ones changed: ``NOT_GIVEN`` keeps one, ``None``
-        takes its default back (``"interactive"``; no fairness key)."""
-        if isinstance(priority, NotGiven):
-            priority = self.priority
-        if isinstance(fairness_key, NotGiven):
-            fairness_key = self.fairness_key
-        return CallOptions("interactive" if priority is None else priority, fairness_key)
-
-
-DEFAULT_CALL_OPTIONS = CallOptions()
 
 
 # The environment --------------------------------------------------------------------

@@ -46,11 +46,12 @@ import math
 import sys
 import time as _time
 from collections.abc import Callable
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, get_args
 
 import msgspec
 
 from magisterium_async._config import log_level
+from magisterium_async._errors import JSONRPCError
 
 __all__ = [
     "LOGGER",
@@ -67,6 +68,7 @@ __all__ = [
     "PoolEvent",
     "RetryEvent",
     "Topic",
+    "error_type",
     "log_event",
     "log_from_environment",
     "log_to_stderr",
@@ -92,7 +94,9 @@ EventKind = Literal[
 ]
 
 
-class PoolEvent(msgspec.Struct, frozen=True):
+# Events hold numbers and strings, never in a reference cycle: the cyclic GC need not
+# track them (a CallEvent, which holds a call's params and result, is tracked).
+class PoolEvent(msgspec.Struct, frozen=True, gc=False):
     """One thing that happened, for ``on_event`` callbacks (your own metrics).
 
     ``kind`` says what (the table in this module's docstring, and ``docs/observability.md``);
@@ -129,6 +133,14 @@ class RetryEvent(PoolEvent, frozen=True):
     retry_after: float | None
 
 
+def error_type(error: BaseException) -> str:
+    """How events and spans name a failure (OpenTelemetry's ``error.type``): the JSON-RPC
+    code as a string, else the exception's class name."""
+    if isinstance(error, JSONRPCError):
+        return str(error.code)
+    return type(error).__name__
+
+
 class AnswerEvent(PoolEvent, frozen=True):
     """A request's answer came (``kind="answered"``), ``value`` seconds after it left.
 
@@ -142,7 +154,7 @@ class AnswerEvent(PoolEvent, frozen=True):
     retry_after: float | None
 
 
-class CallEvent(PoolEvent, frozen=True):
+class CallEvent(PoolEvent, frozen=True, gc=True):
     """A protocol call begins (``kind="call_started"``, ``value`` 0) or ends
     (``"call_ended"``, ``value``: seconds it took), in the task of its caller.
 
@@ -306,8 +318,9 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def _logger(topic: str) -> logging.Logger:
-    return logging.getLogger(f"{LOGGER}.{topic}")
+_LOGGERS = {topic: logging.getLogger(f"{LOGGER}.{topic}") for topic in get_args(Topic)}
+# What the log has nothing to say about: the most frequent kinds, passed over first.
+_UNSAID = frozenset({"sent", "call_started", "call_ended", "cache_hit", "coalesced"})
 
 
 class EventLog:
@@ -335,28 +348,30 @@ class EventLog:
 
     def __call__(self, event: PoolEvent) -> None:
         kind = event.kind
-        if kind == "sent" or kind == "call_started" or kind == "call_ended":
+        if kind in _UNSAID:
             return
-        if isinstance(event, Notice):
-            _logger(event.topic).log(_LEVELS[event.level], "%s", event.message)
+        if isinstance(event, AnswerEvent):
+            log = _LOGGERS["transport"]
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: %s after %s", event.method, event.outcome, _duration(event.value))
+        elif isinstance(event, Notice):
+            _LOGGERS[event.topic].log(_LEVELS[event.level], "%s", event.message)
         elif isinstance(event, RetryEvent):
             _log_retry(event)
-        elif isinstance(event, AnswerEvent):
-            log = _logger("transport")
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: %s after %.3g s", event.method, event.outcome, event.value)
         elif kind == "waiting":
             self._waiting(event)
         elif kind == "paused":
-            _logger("ratelimit").info(
-                "pool %s paused for %.3f s after a 429", event.pool, event.value
+            _LOGGERS["ratelimit"].info(
+                "pool %s paused for %s after a 429", event.pool, _duration(event.value)
             )
         elif kind == "resumed":
-            _logger("ratelimit").debug("pool %s resumed", event.pool)
+            _LOGGERS["ratelimit"].debug("pool %s resumed", event.pool)
         elif kind == "rate_changed":
-            _logger("ratelimit").info("pool %s rate now %g per period", event.pool, event.value)
+            _LOGGERS["ratelimit"].info("pool %s rate now %g per period", event.pool, event.value)
         elif kind == "refreshing":
-            _logger("auth").info("refreshing the access token (at most %g s)", event.value)
+            _LOGGERS["auth"].info(
+                "refreshing the access token (at most %s)", _duration(event.value)
+            )
 
     def _waiting(self, event: PoolEvent) -> None:
         wake = event.time + event.value
@@ -365,29 +380,36 @@ class EventLog:
             return
         self._told[event.pool] = wake
         level = logging.INFO if self._quiet or told is not None else logging.WARNING
-        _logger("ratelimit").log(
+        _LOGGERS["ratelimit"].log(
             level,
-            "the %s pool's quota is spent for now: calls wait %.0f s for the next start "
+            "the %s pool's quota is spent for now: calls wait %s for the next start "
             "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
             event.pool,
-            event.value,
+            _duration(event.value),
             event.pool,
         )
 
 
+def _duration(seconds: float) -> str:
+    """Seconds as the log says them, one way: ``0.492 s``, ``7 s``, ``51.5 s``, ``3600 s``."""
+    return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:.0f} s"
+
+
 def _log_retry(event: RetryEvent) -> None:
-    log = _logger("retry")
+    log = _LOGGERS["retry"]
     if not log.isEnabledFor(logging.INFO):
         return
     method, wait = event.method, event.value
     if event.retry == 0:
         told = event.retry_after
-        asked_for = "" if told is None else f"; the service asks to wait {told:g} s"
-        log.info("%s: rate limited (HTTP 429%s); retrying in %.3g s", method, asked_for, wait)
+        asked_for = "" if told is None else f"; the service asks to wait {_duration(told)}"
+        log.info(
+            "%s: rate limited (HTTP 429%s); retrying in %s", method, asked_for, _duration(wait)
+        )
         return
     # The error names the method already; the prefix is for those that do not.
     text = event.message if event.message.startswith(method) else f"{method}: {event.message}"
-    log.info("%s; retry %d of %d in %.3g s", text, event.retry, event.max_retries, wait)
+    log.info("%s; retry %d of %d in %s", text, event.retry, event.max_retries, _duration(wait))
 
 
 log_event = EventLog()

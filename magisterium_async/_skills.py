@@ -1,12 +1,7 @@
 """The skill table: all the client, the tools for LLM frameworks and the command line know
-of each skill, in one row.
-
-A client method is one row: ``build`` turns the user's argument into message parts
-(raising ``ValueError``/``TypeError`` before anything is sent), :func:`send_params` wraps
-them in the user message a ``message/send`` carries, and :func:`read_result` reads the
-completed task's artifact into the result type with ``parse``. The same row names the
-argument and says what the skill does for a model (:mod:`magisterium_async.tools` makes
-its tools of it) and what it draws on.
+of each skill, in one row: its id and pool, how its argument becomes a message's parts
+(``build``: ``ValueError``/``TypeError`` before anything is sent), how its answer is read
+(``parse``, through :func:`read_result`), and its argument and purpose as a model is told.
 
 The readers take what the contract promises and what real servers send beside it: numeric
 ids as ints or floats, numbers as strings, unknown keys (kept in ``extra``), missing text

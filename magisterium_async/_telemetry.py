@@ -1,43 +1,46 @@
-"""OpenTelemetry: one CLIENT span and a few metrics per protocol call, when asked for.
+"""OpenTelemetry: a subscriber of the client's event stream, one CLIENT span and a few
+metrics per protocol call, when asked for.
 
 With the ``[otel]`` extra (``opentelemetry-api``) and a tracer or meter provider the
 application configured (the global one, or ``AsyncMagisterium(tracer_provider=...,
-meter_provider=...)``), each protocol call is a span named after its method, a child of
-the caller's current span, with the attributes of OpenTelemetry's A2A conventions and the
-client's own (``magisterium.*``); every request carries its W3C trace context. A call to a
-skill the cache policy covers says how it was answered in ``magisterium.cache``: ``miss``
-on the span of its own request, ``hit`` or ``coalesced`` on a span of its own that sent
-nothing (:meth:`Telemetry.answered_without_request`); the counter
+meter_provider=...)``), each protocol call (its ``call_started`` to its ``call_ended``
+event) is a span named after its method, a child of the caller's current span and current
+itself while the call runs, so every request carries its W3C trace context
+(:func:`with_trace_context`). It holds the attributes of OpenTelemetry's A2A conventions
+and the client's own (``magisterium.*``); each 429 (an ``answered`` event) adds an event
+``magisterium.rate_limited``, each retry one ``magisterium.retry``. A call to a skill the
+cache policy covers says how it was answered in ``magisterium.cache``: ``miss`` (a request
+of its own), ``hit`` or ``coalesced`` (nothing sent); the counter
 ``magisterium.client.cache`` counts the three.
 
-Without the extra, or with no provider configured (OpenTelemetry's proxy or no-op one),
-:meth:`Telemetry.observe` gives the call :data:`NO_OBSERVER`, which hears nothing and
-records nothing: nothing is made, nothing is emitted. A provider
-configured later is picked up by the next call.
+Without the extra, or with no provider configured (OpenTelemetry's proxy or no-op one), a
+call starts nothing here: the events of the call find no record of it, and nothing is made
+or emitted. A provider configured later is picked up by the next call.
 
 Nothing secret or typed by a user goes into a span: the method, ids (task, context,
-skill), states, pools, counts, waits and error classes, never a header, a
-token, a query or an exception's message.
+skill), states, pools, counts, waits and error classes, never a header, a token, a query
+or an exception's message.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 import sys
 from collections.abc import Mapping
+from contextvars import ContextVar, Token
 from typing import Any
 from urllib.parse import urlsplit
 
 from magisterium_async import _version
-from magisterium_async._errors import JSONRPCError, RateLimitError
-from magisterium_async._events import RetryEvent
+from magisterium_async._events import AnswerEvent, CallEvent, PoolEvent, RetryEvent, error_type
 from magisterium_async._models import Message, Task, TaskState
+
+__all__ = ["Telemetry", "with_trace_context"]
 
 # OpenTelemetry's API, loaded by _in_use() once the application has imported it.
 _trace: Any = None
 _metrics: Any = None
 _propagate: Any = None
+_context: Any = None
 
 
 def _in_use() -> bool:
@@ -45,65 +48,23 @@ def _in_use() -> bool:
     (a provider can only be set, or handed to the client, that way). Until then it is not
     loaded here: a program that does not use it neither imports it (some 9,000 objects,
     and entry points read at import) nor pays for it in each call."""
-    global _trace, _metrics, _propagate
+    global _trace, _metrics, _propagate, _context
     if _trace is None:
         if "opentelemetry.trace" not in sys.modules and "opentelemetry.metrics" not in sys.modules:
             return False
         try:
-            from opentelemetry import metrics, propagate, trace
+            from opentelemetry import context, metrics, propagate, trace
         except ImportError:  # a partial installation: telemetry stays off
             return False
-        _trace, _metrics, _propagate = trace, metrics, propagate
+        _trace, _metrics, _propagate, _context = trace, metrics, propagate, context
     return True
 
-
-__all__ = [
-    "NO_OBSERVER",
-    "CallObserver",
-    "Telemetry",
-    "error_type",
-    "with_trace_context",
-]
 
 _NAME = "magisterium_async"
 _DEFAULT_SKILL = "catholic_qa"  # the service's default skill (a message without skillId)
 # What OpenTelemetry's getters return while no provider is configured.
 _NO_TRACER_PROVIDERS = ("ProxyTracerProvider", "NoOpTracerProvider")
 _NO_METER_PROVIDERS = ("_ProxyMeterProvider", "NoOpMeterProvider")
-
-
-class CallObserver:
-    """What the retry loop tells about one call; this base hears it and does nothing."""
-
-    __slots__ = ()
-
-    def admitted(self, waited: float) -> None:
-        """An attempt got its slot after ``waited`` seconds in its pool's line."""
-
-    def answered(self, error: BaseException | None) -> None:
-        """An attempt ended: answered (``None``) or with ``error``."""
-
-    def retried(self, event: RetryEvent) -> None:
-        """The call is tried again (the event the client's stream carries)."""
-
-    def current(self) -> contextlib.AbstractContextManager[object]:
-        """The call's span made current (so requests carry it); here, there is none."""
-        return _NOTHING
-
-    def finish(self, task: Any, error: BaseException | None) -> None:
-        """The call ended: with ``task`` (its answer), or with ``error``."""
-
-
-_NOTHING: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
-NO_OBSERVER = CallObserver()
-"""The observer of a call nobody watches."""
-
-
-def error_type(error: BaseException) -> str:
-    """``error.type`` for ``error``: the JSON-RPC code as a string, else the class name."""
-    if isinstance(error, JSONRPCError):
-        return str(error.code)
-    return type(error).__name__
 
 
 def with_trace_context(headers: Mapping[str, str]) -> Mapping[str, str]:
@@ -143,78 +104,30 @@ class _Instruments:
         )
 
 
-class _CallRecord(CallObserver):
-    """One watched call: its span (if traced) and the counts that end up on it."""
+class _Call:
+    """One watched call: its span (if traced), the context that makes it current, and the
+    counts that end up on it."""
 
-    __slots__ = ("_labels", "attempts", "instruments", "retries", "span", "waited")
+    __slots__ = (
+        "attached", "attempts", "instruments", "labels", "retries", "span", "token", "waited",
+    )  # fmt: skip
 
     def __init__(self, span: Any, instruments: _Instruments | None, pool: str) -> None:
         self.span = span
         self.instruments = instruments
-        self._labels = {"pool": pool}
-        self.attempts = 0
-        self.retries = 0
+        self.labels = {"pool": pool}
+        self.attempts = self.retries = 0
         self.waited = 0.0
+        self.attached: object = None  # the token of the context the span is current in
+        self.token: Token[_Call | None] | None = None  # the token of the record's own
 
-    def admitted(self, waited: float) -> None:
-        self.attempts += 1
-        self.waited += max(waited, 0.0)
 
-    def answered(self, error: BaseException | None) -> None:
-        if isinstance(error, RateLimitError):
-            outcome = "rate_limited"
-            if self.span is not None:
-                # The wait the service gave, in seconds; none when it gave none usable.
-                wait = error.retry_after
-                usable = wait is not None and math.isfinite(wait)
-                attributes = {"retry_after": wait} if usable else {}
-                self.span.add_event("magisterium.rate_limited", attributes)
-            if self.instruments is not None:
-                self.instruments.rate_limited.add(1, self._labels)
-        else:
-            outcome = "ok" if error is None else "error"
-        if self.instruments is not None:
-            self.instruments.requests.add(1, {**self._labels, "outcome": outcome})
-
-    def retried(self, event: RetryEvent) -> None:
-        self.retries += 1
-        if self.span is not None:
-            attributes = {"attempt": self.retries, "reason": event.reason}
-            self.span.add_event("magisterium.retry", attributes)
-
-    def current(self) -> contextlib.AbstractContextManager[object]:
-        if self.span is None:
-            return _NOTHING
-        used: contextlib.AbstractContextManager[object] = _trace.use_span(
-            self.span, record_exception=False, set_status_on_exception=False
-        )
-        return used
-
-    def finish(self, task: Any, error: BaseException | None) -> None:
-        if self.instruments is not None:
-            self.instruments.quota_wait.record(self.waited, self._labels)
-        span = self.span
-        if span is None:
-            return
-        span.set_attribute("magisterium.attempts", self.attempts)
-        span.set_attribute("magisterium.quota.wait", self.waited)
-        failure: str | None = None
-        if isinstance(task, Task):
-            span.set_attribute("a2a.task.id", task.id)
-            span.set_attribute("a2a.task.state", task.state)
-            span.set_attribute("gen_ai.conversation.id", task.context_id)
-            if task.state == TaskState.FAILED:
-                failure = "TaskFailedError"
-        if error is not None:
-            failure = error_type(error)
-        if failure is not None:
-            span.set_attribute("error.type", failure)
-            span.set_status(_trace.Status(_trace.StatusCode.ERROR, failure))
-        span.end()
+_CALL: ContextVar[_Call | None] = ContextVar("magisterium_async_call", default=None)
 
 
 class Telemetry:
-    """The client's telemetry: providers given, or the global ones, looked up per call."""
+    """The stream's OpenTelemetry subscriber: providers given, or the global ones, looked
+    up at each call's start."""
 
     def __init__(
         self, base_url: str, *, tracer_provider: Any = None, meter_provider: Any = None
@@ -239,6 +152,100 @@ class Telemetry:
         if version is not None:
             self._agent["gen_ai.agent.version"] = version
 
+    def __call__(self, event: PoolEvent) -> None:
+        kind = event.kind
+        if kind == "call_started":
+            assert isinstance(event, CallEvent)
+            self._start(event)
+            return
+        call = _CALL.get()
+        if call is None:
+            return
+        if kind == "call_ended":
+            assert isinstance(event, CallEvent)
+            self._end(call, event)
+        elif kind == "sent":
+            call.attempts += 1
+            call.waited += max(event.value, 0.0)
+        elif isinstance(event, AnswerEvent):
+            self._answered(call, event)
+        elif isinstance(event, RetryEvent):
+            call.retries += 1
+            if call.span is not None:
+                attributes = {"attempt": call.retries, "reason": event.reason}
+                call.span.add_event("magisterium.retry", attributes)
+
+    def _start(self, event: CallEvent) -> None:
+        if not _in_use():
+            return
+        tracer, instruments = self._current_tracer(), self._current_instruments()
+        if tracer is None and instruments is None:
+            return
+        span = None
+        if tracer is not None:
+            attributes = {
+                "a2a.method.name": event.method,
+                "magisterium.pool": event.pool,
+                **self._server,
+                **self._agent,
+                **_request_attributes(event.params),
+            }
+            span = tracer.start_span(
+                event.method, kind=_trace.SpanKind.CLIENT, attributes=attributes
+            )
+        call = _Call(span, instruments, event.pool)
+        if span is not None:
+            call.attached = _context.attach(_trace.set_span_in_context(span))
+        call.token = _CALL.set(call)
+
+    def _answered(self, call: _Call, event: AnswerEvent) -> None:
+        if event.outcome == "rate_limited":
+            if call.span is not None:
+                # The wait the service gave, in seconds; none when it gave none usable.
+                wait = event.retry_after
+                call.span.add_event(
+                    "magisterium.rate_limited", {} if wait is None else {"retry_after": wait}
+                )
+            if call.instruments is not None:
+                call.instruments.rate_limited.add(1, call.labels)
+        if call.instruments is not None:
+            call.instruments.requests.add(1, {**call.labels, "outcome": event.outcome})
+
+    def _end(self, call: _Call, event: CallEvent) -> None:
+        if call.token is not None:
+            _CALL.reset(call.token)
+        sent_nothing = event.cache in ("hit", "coalesced")
+        instruments = call.instruments
+        if instruments is not None:
+            if not sent_nothing:
+                instruments.quota_wait.record(call.waited, call.labels)
+            if event.cache is not None:
+                instruments.cache.add(1, _cache_labels(event.params, event.cache))
+        span = call.span
+        if span is None:
+            return
+        if call.attached is not None:
+            _context.detach(call.attached)
+        span.set_attribute("magisterium.attempts", call.attempts)
+        if not sent_nothing:
+            span.set_attribute("magisterium.quota.wait", call.waited)
+        if event.cache is not None:
+            span.set_attribute("magisterium.cache", event.cache)
+        failure: str | None = None
+        task = event.result
+        if isinstance(task, Task):
+            span.set_attribute("a2a.task.id", task.id)
+            span.set_attribute("a2a.task.state", task.state)
+            span.set_attribute("gen_ai.conversation.id", task.context_id)
+            if task.state == TaskState.FAILED:
+                failure = "TaskFailedError"
+        if event.error is not None:
+            failure = error_type(event.error)
+        if failure is not None:
+            span.set_attribute("error.type", failure)
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, failure))
+        span.end()
+
     def _current_tracer(self) -> Any:
         provider = self._tracer_provider or _trace.get_tracer_provider()
         seen, tracer = self._tracer
@@ -259,84 +266,10 @@ class Telemetry:
             self._instruments = (provider, instruments)
         return instruments
 
-    def observe(
-        self,
-        method: str,
-        pool: str,
-        params: Any,
-        cache: str | None = None,
-        started: int | None = None,
-    ) -> CallObserver:
-        """The observer of one call: its span is started here when anyone listens; else
-        :data:`NO_OBSERVER`, and nothing is made. ``cache``: ``"miss"`` for a call the
-        cache policy covers (it sends because nothing answered it). ``started``: when the
-        call began (ns since the epoch; ``None``: now), for one that waited for its turn
-        before it came here."""
-        if not _in_use():
-            return NO_OBSERVER
-        tracer = self._current_tracer()
-        instruments = self._current_instruments()
-        if tracer is None and instruments is None:
-            return NO_OBSERVER
-        found = _request_attributes(params)
-        if cache is not None and instruments is not None:
-            instruments.cache.add(1, _cache_labels(found, cache))
-        span = None
-        if tracer is not None:
-            attributes = {
-                "a2a.method.name": method,
-                "magisterium.pool": pool,
-                **self._server,
-                **self._agent,
-                **found,
-            }
-            if cache is not None:
-                attributes["magisterium.cache"] = cache
-            span = tracer.start_span(
-                method, kind=_trace.SpanKind.CLIENT, attributes=attributes, start_time=started
-            )
-        return _CallRecord(span, instruments, pool)
 
-    def answered_without_request(
-        self, method: str, pool: str, params: Any, task: Task, cache: str, started: int
-    ) -> None:
-        """A call the cache (``cache="hit"``) or an identical call in flight
-        (``"coalesced"``) answered: counted, and a span from ``started`` (ns since the
-        epoch) to now that sent nothing."""
-        if not _in_use():
-            return
-        tracer = self._current_tracer()
-        instruments = self._current_instruments()
-        if tracer is None and instruments is None:
-            return
-        found = _request_attributes(params)
-        if instruments is not None:
-            instruments.cache.add(1, _cache_labels(found, cache))
-        if tracer is None:
-            return
-        attributes = {
-            "a2a.method.name": method,
-            "magisterium.pool": pool,
-            **self._server,
-            **self._agent,
-            **found,
-            "magisterium.cache": cache,
-            "magisterium.attempts": 0,
-            "a2a.task.id": task.id,
-            "a2a.task.state": task.state,
-            "gen_ai.conversation.id": task.context_id,
-        }
-        span = tracer.start_span(
-            method, kind=_trace.SpanKind.CLIENT, attributes=attributes, start_time=started
-        )
-        if task.state == TaskState.FAILED:  # another call's failed task, shared
-            span.set_attribute("error.type", "TaskFailedError")
-            span.set_status(_trace.Status(_trace.StatusCode.ERROR, "TaskFailedError"))
-        span.end()
-
-
-def _cache_labels(found: Mapping[str, str], outcome: str) -> dict[str, str]:
-    return {"skill": found.get("magisterium.skill.id", _DEFAULT_SKILL), "outcome": outcome}
+def _cache_labels(params: Any, outcome: str) -> dict[str, str]:
+    skill = _request_attributes(params).get("magisterium.skill.id", _DEFAULT_SKILL)
+    return {"skill": skill, "outcome": outcome}
 
 
 def _request_attributes(params: Any) -> dict[str, str]:

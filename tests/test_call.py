@@ -1,4 +1,5 @@
-"""One call's way down: the loop's budgets (429s, a refused token), and how deep it goes.
+"""One call's way down, through the client: the loop's budgets (429s, transient failures,
+a refused token), every way out freeing its turn, what it tells, and how deep it goes.
 
 Whatever a server answers (a wait of 0 forever, -0.0, a tiny one, nonsense, a 400-digit
 number), one call sends a bounded number of requests, in virtual time.
@@ -7,90 +8,137 @@ number), one call sends a bounded number of requests, in virtual time.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import math
 import sys
 import types
-from collections.abc import Awaitable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import magisterium_async as m
-from magisterium_async._call import CallPath, call_with_retries
+from magisterium_async._call import Caller
 from magisterium_async._clock import VirtualClock
-from magisterium_async._config import (
-    DEFAULT_CALL_OPTIONS,
-    DEFAULT_RETRY_POLICY,
-    RateLimits,
-    RetryPolicy,
-)
-from magisterium_async._errors import RateLimitError
-from magisterium_async._events import PoolEvent
-from magisterium_async._http._jsonrpc import Transport
+from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions
+from magisterium_async._events import PoolEvent, unheard
+from magisterium_async._http import JSONRPCClient
 from magisterium_async._ratelimit import Scheduler
-from magisterium_async._skills import SendParams
-from magisterium_async._telemetry import Telemetry
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 from tests.conftest import CARD, artifact, data, task_json
 
 from .conftest import TOKEN, ScriptedServer
 
-DEFAULT = RetryPolicy()
+URL = "http://127.0.0.1:1/a2a"
+DEFAULT = m.RetryPolicy()
+Answer = Callable[[MockRequest], Any]
+_QUERIES = itertools.count()
 
 
-def limited(retry_after: Any = None) -> RateLimitError:
-    data = None if retry_after is None else {"retryAfter": retry_after}
-    return RateLimitError("Rate limit exceeded", data=data)
+def limited(retry_after: Any = None) -> Answer:
+    """Every request answered HTTP 429 with ``retryAfter`` (none when ``None``), 50 ms
+    after it was sent."""
+
+    async def answer(request: MockRequest) -> MockResponse:
+        data = None if retry_after is None else {"retryAfter": retry_after}
+        return MockResponse.error(request, -32003, "Rate limit exceeded", data, status=429)
+
+    return answer
 
 
-def requests_until_the_budget_runs_out(policy: RetryPolicy, window: float) -> int:
+def searched(request: MockRequest) -> MockResponse:
+    found = data({"results": [{"id": "1", "url": "u", "title": "T"}]})
+    return MockResponse.result(request, task_json(artifacts=[artifact("search_results", found)]))
+
+
+def client_of(
+    answer: Answer,
+    clock: VirtualClock,
+    events: list[PoolEvent],
+    *,
+    policy: m.RetryPolicy = DEFAULT,
+    limits: m.RateLimits | None = None,
+    max_concurrency: int = 32,
+) -> tuple[m.AsyncMagisterium, MockTransport]:
+    http = MockTransport(answer)
+    client = m.AsyncMagisterium(
+        token=TOKEN,
+        base_url=URL,
+        transport=http,
+        rate_limits=limits or m.RateLimits.pro(),
+        retry_policy=policy,
+        max_concurrency=max_concurrency,
+        clock=clock,
+        on_event=events.append,
+    )
+    return client, http
+
+
+async def hammer(
+    answer: Answer, *, calls: int = 1, policy: m.RetryPolicy = DEFAULT
+) -> tuple[list[BaseException | object], int, float, list[PoolEvent]]:
+    """``calls`` searches (each its own query) in the default pool at the Pro quota."""
+    clock, events = VirtualClock(), []
+    client, http = client_of(answer, clock, events, policy=policy)
+    async with client:
+        tasks = [asyncio.ensure_future(client.search(f"q{next(_QUERIES)}")) for _ in range(calls)]
+        await clock.run_until_idle()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    return outcomes, len(http.requests), clock.now(), events
+
+
+def requests_until_the_budget_runs_out(policy: m.RetryPolicy, window: float) -> int:
     """The requests one call sends when every answer is a 429 of ``window`` seconds."""
     sent, waited = 0, 0.0
     while True:
         sent += 1
-        floor = policy.min_retry_after * 2.0 ** (sent - 1)
-        waited += min(max(window, floor), policy.max_retry_after)
+        waited += policy.rate_limit_wait(window, sent - 1)
         if waited > policy.rate_limit_budget:
             return sent
 
 
-# One 429 turned into waits, by the pool --------------------------------------------------
+# A 429's wait: the service's, within the policy's floor and cap ---------------------------
 
 
-async def told(error: RateLimitError, policy: RetryPolicy = DEFAULT, earlier: int = 0) -> Any:
-    """What a fresh pool makes of ``error``: the window it learns (its ``rate_limited``
-    event) and the wait of the call (``earlier``: the call's 429s before)."""
-    events: list[PoolEvent] = []
-    clock = VirtualClock()
-    sched = Scheduler(RateLimits.pro(), max_concurrency=1, clock=clock, on_event=events.append)
-    async with sched.pool("default").slot() as permit:
-        delay = permit.rate_limited(error.retry_after, policy, earlier)
-    await sched.aclose()
-    (window,) = [e.value for e in events if e.kind == "rate_limited"]
-    return window, delay
+async def waits_after(*retry_after: Any, policy: m.RetryPolicy = DEFAULT) -> list[float]:
+    """The delays of one call's retries after 429s of these ``retryAfter``s, then an
+    answer (unlimited pools: nothing but the 429s decides)."""
+    answers = iter(retry_after)
+    waits: list[float] = []
+
+    async def answer(request: MockRequest) -> MockResponse:
+        try:
+            return await limited(next(answers))(request)
+        except StopIteration:
+            return MockResponse.result(request, task_json())
+
+    clock, events = VirtualClock(), []
+    client, _ = client_of(answer, clock, events, policy=policy, limits=m.RateLimits.unlimited())
+    async with client:
+        call = asyncio.ensure_future(client.get_task("t"))
+        await clock.run_until_idle()
+        await call
+    waits = [e.value for e in events if isinstance(e, m.RetryEvent)]
+    told = [e.value for e in events if e.kind == "rate_limited"]
+    assert told == waits  # the engine is told the wait the call waits
+    return waits
 
 
-async def test_the_service_wait_is_the_window_and_the_delay() -> None:
-    assert await told(limited(7)) == (7.0, 7.0)
-    assert await told(limited(2.5), earlier=3) == (2.5, 2.5)
+async def test_the_service_wait_is_the_delay() -> None:
+    assert await waits_after(7, 2.5) == [7.0, 2.5]
 
 
 async def test_a_tiny_wait_gets_a_floor_that_doubles_with_each_429_of_the_call() -> None:
-    waits = [await told(limited(0), earlier=n) for n in range(13)]
-    assert [w[0] for w in waits] == [0.0] * 13  # what the pool learns: as said
-    assert [w[1] for w in waits] == [0.1 * 2**n for n in range(11)] + [120.0, 120.0]
+    assert await waits_after(*[0] * 13) == [0.1 * 2**n for n in range(11)] + [120.0, 120.0]
 
 
 async def test_no_wait_given_falls_back_and_absurd_ones_are_capped() -> None:
-    assert await told(limited()) == (5.0, 5.0)
-    assert await told(limited(10**400)) == (120.0, 120.0)
-    assert await told(limited(3600)) == (120.0, 120.0)
-    policy = RetryPolicy(max_retry_after=30, fallback_retry_after=2, min_retry_after=1)
-    assert await told(limited("nan"), policy) == (2.0, 2.0)
-    assert await told(limited(0), policy, 10) == (0.0, 30.0)
+    assert await waits_after(None, 10**400, 3600) == [5.0, 120.0, 120.0]
+    policy = m.RetryPolicy(max_retry_after=30, fallback_retry_after=2, min_retry_after=1)
+    assert await waits_after("nan", 0, policy=policy) == [2.0, 2.0]
 
 
 @pytest.mark.parametrize(
@@ -103,46 +151,17 @@ async def test_no_wait_given_falls_back_and_absurd_ones_are_capped() -> None:
 )
 def test_bad_floors_are_refused(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        RetryPolicy(**kwargs)
+        m.RetryPolicy(**kwargs)
 
 
 # Bounded, whatever the answer ----------------------------------------------------------
-
-
-async def hammer(
-    answer: Any, *, calls: int = 1, policy: RetryPolicy = DEFAULT
-) -> tuple[list[BaseException | object], int, float, list[PoolEvent]]:
-    """``calls`` calls, each answered a 429 with ``retryAfter`` ``answer`` forever."""
-    clock = VirtualClock()
-    events: list[PoolEvent] = []
-    sched = Scheduler(RateLimits.pro(), max_concurrency=32, clock=clock, on_event=events.append)
-    sent = 0
-
-    async def attempt(token: str | None = None) -> object:
-        nonlocal sent
-        sent += 1
-        await clock.sleep(0.05)
-        raise limited(answer)
-
-    tasks = [
-        asyncio.create_task(
-            call_with_retries(
-                attempt, pool=sched.pool("default"), policy=policy, clock=clock, what="x"
-            )
-        )
-        for _ in range(calls)
-    ]
-    await clock.run_until_idle()
-    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    await sched.aclose()
-    return outcomes, sent, clock.now(), events
 
 
 @pytest.mark.parametrize("answer", [0, -0.0, 1e-9, "0", 0.0001])
 async def test_a_zero_or_tiny_wait_forever_ends_after_a_bounded_number_of_requests(
     answer: Any,
 ) -> None:
-    outcomes, sent, elapsed, _ = await hammer(answer)
+    outcomes, sent, elapsed, _ = await hammer(limited(answer))
     assert len(outcomes) == 1 and isinstance(outcomes[0], m.RateLimitError)
     assert sent == requests_until_the_budget_runs_out(DEFAULT, 0.0) == 17
     assert elapsed <= DEFAULT.rate_limit_budget + 1  # the budget, in virtual time
@@ -150,15 +169,15 @@ async def test_a_zero_or_tiny_wait_forever_ends_after_a_bounded_number_of_reques
 
 @pytest.mark.parametrize("answer", ["nan", -5, True, "soon", None, 10**400, "1e999"])
 async def test_nonsense_waits_are_absent_or_capped_and_still_bounded(answer: Any) -> None:
-    outcomes, sent, _, _ = await hammer(answer)
+    outcomes, sent, _, _ = await hammer(limited(answer))
     assert isinstance(outcomes[0], m.RateLimitError)
     assert sent <= 17
 
 
 async def test_many_calls_meeting_zero_waits_never_storm() -> None:
-    outcomes, sent, _, events = await hammer(0, calls=20)
+    outcomes, sent, _, events = await hammer(limited(0), calls=20)
     assert all(isinstance(o, m.RateLimitError) for o in outcomes)
-    assert sent == 20 * 17
+    assert sent <= 20 * 17
     starts = sorted(e.time for e in events if e.kind == "sent")
     # Each call's own floor doubles: never more than the calls' first tries in one second
     # past the first few, whatever the pool does.
@@ -166,11 +185,28 @@ async def test_many_calls_meeting_zero_waits_never_storm() -> None:
 
 
 async def test_a_budget_smaller_than_one_wait_raises_at_once() -> None:
-    policy = RetryPolicy(rate_limit_budget=1)
-    outcomes, sent, _, _ = await hammer(30, policy=policy)
+    outcomes, sent, _, _ = await hammer(limited(30), policy=m.RetryPolicy(rate_limit_budget=1))
     assert isinstance(outcomes[0], m.RateLimitError)
     assert outcomes[0].retry_after == 30
     assert sent == 1
+
+
+async def test_a_429_whose_wait_ends_past_the_deadline_is_raised_at_once() -> None:
+    policy = m.RetryPolicy(total_timeout=20)
+    outcomes, sent, elapsed, _ = await hammer(limited(30), policy=policy)
+    assert isinstance(outcomes[0], m.RateLimitError) and outcomes[0].retry_after == 30
+    assert (sent, elapsed) == (1, 0.0)
+
+
+async def test_transient_failures_are_retried_max_retries_times_with_backoff() -> None:
+    async def busy(request: MockRequest) -> MockResponse:
+        return MockResponse(status=503, content=b"busy")
+
+    outcomes, sent, _, events = await hammer(busy, policy=m.RetryPolicy(max_retries=3))
+    assert isinstance(outcomes[0], m.UnexpectedStatusError)
+    assert sent == 4
+    waits = [e.value for e in events if isinstance(e, m.RetryEvent)]
+    assert [round(w / (0.5 * 2**n), 2) <= 1 for n, w in enumerate(waits)] == [True] * 3
 
 
 # The same reading for every kind of answer ------------------------------------------------
@@ -202,90 +238,93 @@ async def test_agent_card_429_honours_retry_after_like_rpc_calls(server: Scripte
     assert sleeps == [3.0]  # the header's wait, read where every 429 is read
 
 
-# Every way out of a try frees its slot -----------------------------------------------------
+# Every way out of a try frees its turn -----------------------------------------------------
 
 
-def _fails_with(error: BaseException) -> Any:
-    async def attempt(token: str | None = None) -> object:
-        raise error
+def failing(error: str) -> Answer:
+    def answer(request: MockRequest) -> MockResponse:
+        if request.json["params"]["message"]["parts"][0]["text"] == "next":
+            return searched(request)
+        if error == "RuntimeError":
+            raise RuntimeError("a bug in the transport")
+        code, status = {
+            "InvalidParamsError": (-32602, 200),  # final at once
+            "AuthenticationError": (-32004, 401),  # final at once (a fixed token)
+            "InternalServerError": (-32603, 200),  # transient: every retry fails too
+            "RateLimitError": (-32003, 429),  # a 429 past the budget
+        }[error]
+        return MockResponse.error(request, code, error, {"retryAfter": 1000}, status=status)
 
-    return attempt
-
-
-async def assert_the_next_call_gets_through(sched: Scheduler, clock: VirtualClock) -> None:
-    """Nothing is in flight, and a call starts (with a leaked slot of ``max_concurrency=1``
-    it would wait forever)."""
-    assert sched.stats.in_flight == 0
-
-    async def ok(token: str | None = None) -> str:
-        return "ok"
-
-    pool = sched.pool("default")
-    after = asyncio.create_task(
-        call_with_retries(ok, pool=pool, policy=DEFAULT, clock=clock, what="next")
-    )
-    await clock.run_until_idle()
-    assert after.done() and after.result() == "ok"
-    await sched.aclose()
+    return answer
 
 
 @pytest.mark.parametrize(
     "error",
-    [
-        m.InvalidParamsError("bad params"),  # final at once
-        m.AuthenticationError("Unauthorized"),  # final at once (the renewal is above this)
-        m.InternalServerError("boom"),  # transient: every retry fails too
-        limited(1000),  # a 429 past the budget
-        RuntimeError("a bug in the attempt"),  # not ours: passes through, slot freed
-    ],
-    ids=lambda e: type(e).__name__,
-)
-async def test_a_call_that_fails_frees_its_slot_for_the_next(error: BaseException) -> None:
-    clock = VirtualClock()
-    sched = Scheduler(RateLimits.pro(), max_concurrency=1, clock=clock)
-    pool = sched.pool("default")
-    policy = RetryPolicy(max_retries=2, rate_limit_budget=10)
-    failing = asyncio.create_task(
-        call_with_retries(_fails_with(error), pool=pool, policy=policy, clock=clock, what="x")
-    )
-    await clock.run_until_idle()
-    with pytest.raises(type(error)):
-        await failing
-    assert pool.stats(clock.now()).in_flight == 0
-    await assert_the_next_call_gets_through(sched, clock)
+    ["InvalidParamsError", "AuthenticationError", "InternalServerError", "RateLimitError",
+     "RuntimeError"],
+)  # fmt: skip
+async def test_a_call_that_fails_frees_its_turn_for_the_next(error: str) -> None:
+    clock, events = VirtualClock(), []
+    policy = m.RetryPolicy(max_retries=2, rate_limit_budget=10)
+    client, _ = client_of(failing(error), clock, events, policy=policy, max_concurrency=1)
+    async with client:
+        call = asyncio.ensure_future(client.search("fails"))
+        await clock.run_until_idle()
+        with pytest.raises(Exception) as raised:
+            await call
+        assert type(raised.value).__name__ == error
+        assert client.stats.in_flight == 0
+        after = asyncio.ensure_future(client.search("next"))
+        await clock.run_until_idle()
+        assert [hit.id for hit in await after] == ["1"]
 
 
 async def test_a_call_cancelled_while_sending_or_waiting_frees_its_place() -> None:
-    clock = VirtualClock()
-    sched = Scheduler(RateLimits.pro(), max_concurrency=1, clock=clock)
-    pool = sched.pool("default")
+    clock, events = VirtualClock(), []
     sending = asyncio.Event()
 
-    async def slow(token: str | None = None) -> object:
+    async def slow(request: MockRequest) -> MockResponse:
+        if request.json["params"]["message"]["parts"][0]["text"] == "next":
+            return searched(request)
         sending.set()
         await clock.sleep(3600)
-        return "late"
+        return searched(request)
 
-    calls = [
-        asyncio.create_task(
-            call_with_retries(slow, pool=pool, policy=DEFAULT, clock=clock, what=str(n))
-        )
-        for n in range(2)
-    ]
-    await sending.wait()  # the first sends; the second waits in line for the one slot
-    for call in calls:
-        call.cancel()
-    await asyncio.gather(*calls, return_exceptions=True)
-    assert all(c.cancelled() for c in calls)
-    assert pool.stats(clock.now()).waiting == 0
-    await assert_the_next_call_gets_through(sched, clock)
-
-
-# The call path: a refused token renewed once, the resend in a slot of its own
-# --------------------------------------------------------------------------------
+    client, _ = client_of(slow, clock, events, max_concurrency=1)
+    async with client:
+        calls = [asyncio.ensure_future(client.search(f"slow {n}")) for n in range(2)]
+        await sending.wait()  # the first sends; the second waits in line for the one turn
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        assert all(c.cancelled() for c in calls)
+        assert (client.stats.in_flight, client.stats.default.waiting) == (0, 0)
+        after = asyncio.ensure_future(client.search("next"))
+        await clock.run_until_idle()
+        assert [hit.id for hit in await after] == ["1"]
 
 
-URL = "http://127.0.0.1:1/a2a"
+async def test_a_connection_refused_gives_its_start_back() -> None:
+    clock, events = VirtualClock(), []
+    answers = iter([ConnectionRefusedError("refused")])
+
+    def answer(request: MockRequest) -> MockResponse:
+        error = next(answers, None)
+        if error is not None:
+            raise error
+        return searched(request)
+
+    limits = m.RateLimits(1, 1, period=60.0)
+    client, http = client_of(answer, clock, events, limits=limits)
+    async with client:
+        call = asyncio.ensure_future(client.search("grace"))
+        await clock.run_until_idle()
+        assert [hit.id for hit in await call] == ["1"]
+    assert len(http.requests) == 2
+    assert clock.now() < 60  # the one start a minute was given back: the retry went
+
+
+# A refused token: renewed once, the resend in a turn of its own ---------------------------
 
 
 class Tokens:
@@ -311,99 +350,68 @@ class Tokens:
         return None
 
 
-def refusing(*refused: str) -> MockTransport:
+async def get_task_with(tokens: Tokens, *refused: str) -> tuple[Any, list[str], list[PoolEvent]]:
+    """``tasks/get`` through the call loop, a token source of ``tokens``, and a service
+    refusing the tokens ``refused``: the task or the error, the tokens sent, the events."""
+
     def answer(request: MockRequest) -> MockResponse:
         if request.headers["Authorization"].removeprefix("Bearer ") in refused:
             return MockResponse.error(request, -32004, "Unauthorized", status=401)
         return MockResponse.result(request, task_json())
 
-    return MockTransport(answer)
-
-
-def calls_over(http: MockTransport, tokens: Tokens) -> tuple[CallPath, Scheduler]:
-    clock = VirtualClock()
+    clock, events, http = VirtualClock(), [], MockTransport(answer)
     scheduler = Scheduler(m.RateLimits.unlimited(), max_concurrency=4, clock=clock)
-    transport = Transport(URL, None, max_concurrency=4, connect_timeout=5.0, clock=clock, http=http)
-    return CallPath(transport, scheduler, clock, tokens, Telemetry(URL)), scheduler
+    rpc = JSONRPCClient(URL, None, max_concurrency=4, connect_timeout=5.0, clock=clock, http=http)
+    options = CallOptions(m.Timeouts(), DEFAULT, DEFAULT_CACHE_POLICY, "0.3")
+    caller = Caller(
+        rpc, scheduler, clock, tokens, events.append, protocol="0.3", extensions=(),
+        card_options=options, on_card=unheard,  # type: ignore[arg-type]
+    )  # fmt: skip
+    try:
+        outcome: Any = await caller.call("tasks/get", {"id": "t"}, "default", options)
+    except m.MagisteriumError as exc:
+        outcome = exc
+    await scheduler.aclose()
+    sent = [r.headers["Authorization"].removeprefix("Bearer ") for r in http.requests]
+    return outcome, sent, events
 
 
-async def call(calls: CallPath) -> m.Task:
-    return await calls.call(
-        "tasks/get",
-        {"id": "t"},
-        "default",
-        timeout=5.0,
-        policy=DEFAULT_RETRY_POLICY,
-        options=DEFAULT_CALL_OPTIONS,
-    ).send()
-
-
-async def test_the_resend_after_a_renewed_token_takes_a_slot_the_pool_counts() -> None:
-    http, tokens = refusing("old"), Tokens()
-    calls, scheduler = calls_over(http, tokens)
-    task = await call(calls)
+async def test_the_resend_after_a_renewed_token_takes_a_turn_and_is_no_retry() -> None:
+    tokens = Tokens()
+    task, sent, events = await get_task_with(tokens, "old")
     assert task.id == "task-1"
-    assert [r.headers["Authorization"] for r in http.requests] == ["Bearer old", "Bearer new"]
-    assert tokens.refused == ["old"]
-    stats = scheduler.stats.default
-    assert (stats.sent, stats.retries) == (2, 0)  # seen by the pool; not a retry
+    assert sent == ["old", "new"] and tokens.refused == ["old"]
+    kinds = [e.kind for e in events]
+    assert (kinds.count("answered"), kinds.count("retried")) == (2, 0)
 
 
 async def test_a_renewed_token_refused_again_is_final() -> None:
-    http, tokens = refusing("old", "new"), Tokens()
-    calls, scheduler = calls_over(http, tokens)
-    with pytest.raises(m.AuthenticationError):
-        await call(calls)
-    assert len(http.requests) == 2 and tokens.refused == ["old"]
-    assert scheduler.stats.default.sent == 2
+    tokens = Tokens()
+    error, sent, _ = await get_task_with(tokens, "old", "new")
+    assert isinstance(error, m.AuthenticationError)
+    assert sent == ["old", "new"] and tokens.refused == ["old"]
 
 
 async def test_no_resend_when_the_source_has_no_new_token() -> None:
-    http, tokens = refusing("old"), Tokens(renews=False)
-    calls, scheduler = calls_over(http, tokens)
-    with pytest.raises(m.AuthenticationError):
-        await call(calls)
-    assert len(http.requests) == 1 and scheduler.stats.default.sent == 1
+    error, sent, _ = await get_task_with(Tokens(renews=False), "old")
+    assert isinstance(error, m.AuthenticationError) and sent == ["old"]
 
 
 async def test_every_try_of_a_call_sends_the_same_params() -> None:
-    gate = asyncio.Event()
     answers = iter([503, 200])
 
-    async def answer(request: MockRequest) -> MockResponse:
-        await gate.wait()
-        status = next(answers, 200)
-        if status != 200:
-            return MockResponse(status=status, content=b"busy")
+    def answer(request: MockRequest) -> MockResponse:
+        if next(answers, 200) != 200:
+            return MockResponse(status=503, content=b"busy")
         return MockResponse.result(request, task_json())
 
-    http = MockTransport(answer)
-    clock = VirtualClock()
-    scheduler = Scheduler(m.RateLimits.unlimited(), max_concurrency=1, clock=clock)
-    transport = Transport(URL, None, max_concurrency=1, connect_timeout=5.0, clock=clock, http=http)
-    calls = CallPath(transport, scheduler, clock, None, Telemetry(URL))
-
-    def send(text: str) -> Awaitable[m.Task]:
-        message = m.Message(role="user", parts=[m.TextPart(text=text)], message_id=text)
-        return calls.call(
-            "message/send",
-            SendParams(message),
-            "default",
-            timeout=5.0,
-            policy=m.RetryPolicy(max_retries=1),
-            options=DEFAULT_CALL_OPTIONS,
-        ).send()
-
-    pending = [asyncio.ensure_future(send(f"waiting-{i}")) for i in range(50)]
-    gate.set()
-    await clock.run_until_idle()  # the 503's backoff, in virtual time
-    await asyncio.gather(*pending)
-    first_call = "waiting-0"
-    tries = [
-        r.content for r in http.requests if r.json["params"]["message"]["messageId"] == first_call
-    ]
-    assert len(tries) == 2  # the 503, then its retry
-    first, retried = (json.loads(t) for t in tries)
+    clock, events = VirtualClock(), []
+    client, http = client_of(answer, clock, events, limits=m.RateLimits.unlimited())
+    async with client:
+        call = asyncio.ensure_future(client.send_message("hello"))
+        await clock.run_until_idle()
+        await call
+    first, retried = (json.loads(r.content) for r in http.requests)
     assert first["params"] == retried["params"] and first["id"] != retried["id"]
 
 
@@ -434,8 +442,7 @@ async def test_a_search_reaches_the_transport_through_at_most_ten_of_the_package
     """Counted when ``MockTransport`` is asked for the answer: every frame whose code is
     the package's (the ``testing`` subpackage, where ``MockTransport`` lives, left out),
     below ``client.search()`` itself, on the stack of the task that sends and on the chain
-    of coroutines the caller's task awaits (an identical call in flight is shared by a
-    task of its own, so a search crosses two tasks). Each frame counted once."""
+    of coroutines the caller's task awaits. Each frame counted once."""
     stacks: list[list[types.FrameType]] = []
     caller: asyncio.Task[Any] | None = None
 
@@ -446,10 +453,7 @@ async def test_a_search_reaches_the_transport_through_at_most_ten_of_the_package
             frame = frame.f_back
         assert caller is not None
         stacks.append(frames + _awaiting(caller.get_coro()))
-        found = data({"results": [{"id": "1", "url": "u", "title": "T"}]})
-        return MockResponse.result(
-            request, task_json(artifacts=[artifact("search_results", found)])
-        )
+        return searched(request)
 
     policy = m.RetryPolicy(total_timeout=total_timeout)
     client = m.AsyncMagisterium(
@@ -487,16 +491,8 @@ async def test_each_retry_is_one_event_with_its_real_delay_and_the_log_says_the_
             )
         return MockResponse.result(request, task_json())
 
-    clock = VirtualClock()
-    events: list[PoolEvent] = []
-    client = m.AsyncMagisterium(
-        token=TOKEN,
-        base_url=URL,
-        transport=MockTransport(answer),
-        rate_limits=m.RateLimits.unlimited(),
-        clock=clock,
-        on_event=events.append,
-    )
+    clock, events = VirtualClock(), []
+    client, _ = client_of(answer, clock, events, limits=m.RateLimits.unlimited())
     async with client:
         call = asyncio.ensure_future(client.get_task("t"))
         await clock.run_until_idle()
@@ -504,7 +500,8 @@ async def test_each_retry_is_one_event_with_its_real_delay_and_the_log_says_the_
     sent = [e.time for e in events if e.kind == "sent"]
     retries = [e for e in events if isinstance(e, m.RetryEvent)]
     assert [e.kind for e in events if e.kind != "sent"] == [
-        "answered", "retried", "answered", "rate_limited", "retried", "answered",
+        "call_started", "answered", "retried", "answered", "rate_limited", "retried",
+        "answered", "call_ended",
     ]  # fmt: skip
     failed, limited = retries
     assert failed.value == sent[1] - sent[0] > 0  # the backoff slept, not 1.0

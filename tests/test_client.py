@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._client import ClientState, Lifetime
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
 from tests.conftest import TOKEN, JumpClock, Reply, ScriptedServer, artifact, data, task_json, text
 
@@ -532,11 +531,11 @@ async def test_calls_cancelled_at_any_moment_of_their_turn_give_their_slots_back
 
 
 @pytest.mark.parametrize("leader_cancelled", [False, True])
-async def test_a_call_joining_one_in_line_ends_by_that_call_s_deadline(
+async def test_a_call_joining_one_in_line_ends_by_its_own_deadline_when_the_leader_leaves(
     leader_cancelled: bool,
 ) -> None:
-    # The shared call keeps the deadline of the call that began it, whether that call
-    # times out in line (everyone gets its timeout) or leaves (the rest goes on for them).
+    # The leader times out in line (or is cancelled): the call that joined it begins again,
+    # and ends by its own deadline (it joined 20 s later), still in line.
     clock = VirtualClock(autojump=False)
 
     def answer(request: MockRequest) -> MockResponse:
@@ -557,10 +556,12 @@ async def test_a_call_joining_one_in_line_ends_by_that_call_s_deadline(
         if leader_cancelled:
             leader.cancel()
         await clock.advance(5.0)
+        assert leader.done() and not joiner.done()
+        await clock.advance(20.0)
         assert joiner.done()
         with pytest.raises(m.APITimeoutError, match="total_timeout"):
             await joiner
-        assert clock.now() == 30.0
+        assert clock.now() == 50.0
         assert await first == []
         await asyncio.gather(leader, return_exceptions=True)
     assert len(transport.requests) == 1
@@ -638,7 +639,8 @@ async def test_a_call_failing_before_it_is_sent_fails_those_who_joined_it() -> N
         calls = [asyncio.ensure_future(client.search("same")) for _ in range(3)]
         for _ in range(5):
             await asyncio.sleep(0)
-        client._path.scheduler.pool("default").close()  # ends the wait in line, as aclose()
+        ended = m.ClientClosedError("the client was closed while this call waited")
+        client._scheduler.pool("default").fail(ended)  # ends the wait in line, as aclose()
         results = await asyncio.gather(*calls, return_exceptions=True)
         gate.set()
         assert await busy == []
@@ -911,29 +913,34 @@ async def test_skill_not_found_names_the_skill_the_call_asked_for(
 # --------------------------------------------------------------------------------
 
 
-async def _open(lifetime: Lifetime) -> None:
-    lifetime.open()
+def _mock_client() -> m.AsyncMagisterium:
+    def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(request, task_json())
+
+    return m.AsyncMagisterium(
+        token=TOKEN, base_url="http://127.0.0.1:1/a2a", transport=MockTransport(answer)
+    )
 
 
-def test_a_lifetime_bound_to_an_ended_loop_counts_as_closed() -> None:
-    lifetime = Lifetime()
-    assert lifetime.state is ClientState.UNOPENED
-    asyncio.run(_open(lifetime))
-    assert lifetime.state is ClientState.OPENED
+def test_a_client_bound_to_an_ended_loop_counts_as_closed() -> None:
+    client = _mock_client()
+    assert not client.is_closed
+    assert asyncio.run(client.get_task("t")).id == "task-1"  # bound to that loop
     with pytest.raises(m.ClientClosedError, match="opened in another event loop"):
-        asyncio.run(_open(lifetime))
-    assert lifetime.is_closed
+        asyncio.run(client.get_task("t"))
+    assert client.is_closed
 
 
-async def test_a_closed_lifetime_stays_closed() -> None:
-    lifetime = Lifetime()
-    lifetime.open()
-    lifetime.open()  # the same loop: still open
-    lifetime.close()
+async def test_a_closed_client_stays_closed() -> None:
+    client = _mock_client()
+    await client.get_task("t")
+    await client.get_task("t")  # the same loop: still open
+    await client.aclose()
     with pytest.raises(m.ClientClosedError, match="the client is closed"):
-        lifetime.open()
+        await client.get_task("t")
     with pytest.raises(m.ClientClosedError):
-        lifetime.check_not_closed()
+        async with client:
+            pass
 
 
 async def test_closing_a_client_closes_its_views_and_they_say_so() -> None:
@@ -954,9 +961,10 @@ async def test_closing_a_client_closes_its_views_and_they_say_so() -> None:
             pass
 
 
-async def test_identical_searches_share_a_request_that_outlives_the_first_caller() -> None:
+async def test_a_call_joining_one_whose_caller_leaves_goes_on_by_itself() -> None:
     """The first caller is cancelled once its request has left and a second call joined:
-    the second gets the answer of that one request; a lone call cancelled cancels its own."""
+    its request is cancelled with it (it ran in its caller's task), and the second call,
+    never cancelled, sends its own and gets its answer."""
     arrived, release, cancelled = asyncio.Event(), asyncio.Event(), []
 
     async def answer(request: MockRequest) -> MockResponse:
@@ -982,19 +990,8 @@ async def test_identical_searches_share_a_request_that_outlives_the_first_caller
         assert first.cancelled() and not second.done()
         release.set()
         assert [r.id for r in await second] == ["1"]
-        assert len(transport.requests) == 1 and not cancelled
-        assert client.cache_stats.coalesced == 1
-
-        release.clear()
-        arrived.clear()
-        lone = asyncio.ensure_future(client.search("nature"))
-        await arrived.wait()
-        lone.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await lone
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert len(transport.requests) == 2 and len(cancelled) == 1
+        assert len(transport.requests) == 2 and cancelled == transport.requests[:1]
+        assert client.cache_stats.misses == 2
 
 
 async def test_memory_is_memory_with_spaces_around_it_never_a_file() -> None:

@@ -4,6 +4,7 @@ without an answer name none.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -15,7 +16,6 @@ from hypothesis import strategies as st
 
 import magisterium_async as m
 from magisterium_async._errors import error_for_status, error_from_jsonrpc, masked_url
-from magisterium_async._http._jsonrpc import decode_response
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 
 
@@ -340,10 +340,10 @@ def test_the_body_wait_comes_first_then_the_header() -> None:
     assert (body.retry_after, header.retry_after) == (2.0, 9.0)
 
 
-def test_a_bare_429_reads_its_header_and_a_broken_header_object_is_no_wait() -> None:
-    with pytest.raises(m.RateLimitError) as info:
-        decode_response("message/send", 1, 429, b"<html>slow down</html>", {"Retry-After": "4"})
-    assert info.value.retry_after == 4.0
+async def test_a_bare_429_reads_its_header_and_a_broken_header_object_is_no_wait() -> None:
+    answer = MockResponse(429, {"Retry-After": "4"}, "<html>slow down</html>")
+    error = await _error_from(lambda r: answer)
+    assert isinstance(error, m.RateLimitError) and error.retry_after == 4.0
 
     class Broken:
         def get(self, name: str) -> str:
@@ -353,12 +353,14 @@ def test_a_bare_429_reads_its_header_and_a_broken_header_object_is_no_wait() -> 
     assert isinstance(error, m.RateLimitError) and error.retry_after is None
 
 
-def test_a_400_digit_retry_after_in_the_body_is_capped_not_an_overflow() -> None:
-    body = b'{"jsonrpc":"2.0","id":1,"error":{"code":-32003,"message":"slow","data":{"retryAfter":'
-    body += b"9" * 400 + b"}}}"
-    with pytest.raises(m.RateLimitError) as info:
-        decode_response("message/send", 1, 429, body)
-    assert info.value.retry_after == math.inf
+async def test_a_400_digit_retry_after_in_the_body_is_capped_not_an_overflow() -> None:
+    def answer(request: MockRequest) -> MockResponse:
+        error = {"code": -32003, "message": "slow", "data": {"retryAfter": 0}}
+        body = json.dumps({"jsonrpc": "2.0", "id": request.json["id"], "error": error})
+        return MockResponse(429, {}, body.replace('"retryAfter": 0', '"retryAfter": ' + "9" * 400))
+
+    error = await _error_from(answer)
+    assert isinstance(error, m.RateLimitError) and error.retry_after == math.inf
 
 
 @pytest.mark.parametrize(

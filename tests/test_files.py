@@ -77,8 +77,8 @@ def test_a_fifo_without_a_writer_is_ended_by_ctrl_c(tmp_path: Path) -> None:
         f"""
         import sys
         from magisterium_async._files import read_text
-        print("reading", flush=True)
         try:
+            print("reading", flush=True)
             read_text({str(fifo)!r}, what="the token file")
         except KeyboardInterrupt:
             print("interrupted", flush=True)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from benchmarks.tunnel.measure import Figures, Verdict, judge, measure
-from benchmarks.tunnel.scenarios import SEEDS, Group, Scenario, matrix
+from benchmarks.tunnel.scenarios import SEEDS, Scenario, matrix
 
 _FORMAT = {
     "refused": "{:.3f}",
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                 for f in ranked:
                     print(
                         f"  {read(f):.3f}  {f.scenario.name} seed {f.seed}: "
-                        f"{f.successes} ok, {f.refused} x 429, wall {f.wall:.2f} ideal {f.ideal:.2f}"
+                        f"{f.successes} ok, {f.refused} x 429, "
+                        f"wall {f.wall:.2f} ideal {f.ideal:.2f}"
                     )
     if args.out:
         args.out.write_text(text + "\n")

@@ -18,11 +18,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from magisterium_async import AsyncMagisterium, RateLimitError, RateLimits, SharedQuota
-from magisterium_async.testing import MockTransport, VirtualClock
-
 from benchmarks.tunnel.scenarios import Scenario
 from benchmarks.tunnel.server import Server, Window
+from magisterium_async import AsyncMagisterium, RateLimits, SharedQuota
+from magisterium_async.testing import MockTransport, VirtualClock
 
 
 class Caller(Protocol):
@@ -119,7 +118,11 @@ async def drive(
         async def burst(index: int) -> None:
             await clock.sleep(index * 3 * period)
             await asyncio.gather(
-                *(c.search(f"b{index}-{q}") for i, c in enumerate(callers) for q in share(i)[index::3])
+                *(
+                    c.search(f"b{index}-{q}")
+                    for i, c in enumerate(callers)
+                    for q in share(i)[index::3]
+                )
             )
 
         await asyncio.gather(*(burst(k) for k in range(3)))

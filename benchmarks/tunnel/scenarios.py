@@ -99,10 +99,11 @@ class Floor:
     ``refused``: 429s per success; ``wall``: wall time against the ideal (or, for the
     random 429s, against a naive retry loop's); ``extra_429s``: 429s beyond the first
     window's overshoot (told - allowed); ``heard``: 429s to requests sent after the first
-    429 came back (those in flight before it no client can avoid); ``latency``: an interactive call's wait, in
-    windows; ``used``: the share of the quota used; ``spread``: the most two seeds of one
-    scenario may differ in wall time (ratio points); ``over``: starts over the limit in
-    any window; ``recovered``: the window by which the told rate is back.
+    429 came back (those in flight before it no client can avoid); ``latency``: an
+    interactive call's wait, in windows; ``used``: the share of the quota used;
+    ``spread``: the most two seeds of one scenario may differ in wall time (ratio
+    points); ``over``: starts over the limit in any window; ``recovered``: the window by
+    which the told rate is back.
     """
 
     refused: float | None = None
@@ -143,9 +144,7 @@ def matrix() -> list[Group]:
         "told right, 1 and 4 processes",
         Floor(refused=0.02, wall=1.15),
         Floor(refused=0.0, wall=1.10),
-        _grid(
-            period=PERIODS, kind=KINDS, arrivals=("gather", "worker", "bursts"), procs=(1, 4)
-        ),
+        _grid(period=PERIODS, kind=KINDS, arrivals=("gather", "worker", "bursts"), procs=(1, 4)),
     )
     group(
         "told less than allowed",
@@ -191,7 +190,9 @@ def matrix() -> list[Group]:
         Floor(refused=0.10, wall=1.15),
         [
             {**row, "calls": 80, "drop": (2, 5, 0.4)}
-            for row in _grid(period=PERIODS, kind=KINDS, arrivals=("gather", "worker"), procs=(1, 4))
+            for row in _grid(
+                period=PERIODS, kind=KINDS, arrivals=("gather", "worker"), procs=(1, 4)
+            )
         ],
     )
     group(
@@ -218,8 +219,14 @@ def matrix() -> list[Group]:
         Floor(wall=2.0),
         Floor(wall=1.0),
         [
-            {**row, "told": 10**5, "allowed": 10**5, "calls": 400, "in_flight": 16,
-             "spurious_wait": row["period"] / 5}  # fmt: skip
+            {
+                **row,
+                "told": 10**5,
+                "allowed": 10**5,
+                "calls": 400,
+                "in_flight": 16,
+                "spurious_wait": row["period"] / 5,
+            }
             for row in _grid(period=PERIODS, kind=("fixed",), spurious=(0.02, 0.05, 0.10))
         ]
         + [
@@ -243,8 +250,13 @@ def matrix() -> list[Group]:
         ]
         + [
             {**row, "calls": 120, "late": row["period"] / 40}
-            for row in _grid(period=PERIODS, kind=("fixed",), arrivals=("harvest",),
-                             in_flight=(16, 64), procs=(1, 4))  # fmt: skip
+            for row in _grid(
+                period=PERIODS,
+                kind=("fixed",),
+                arrivals=("harvest",),
+                in_flight=(16, 64),
+                procs=(1, 4),
+            )
         ],
     )
     group(
@@ -253,17 +265,15 @@ def matrix() -> list[Group]:
         Floor(over=0, refused=0.0),
         [
             {**row, "period": 60.0, "allowed": 15, "told": 15, "calls": 45}
-            for row in _grid(kind=KINDS, arrivals=("gather", "worker", "harvest", "ask"),
-                             procs=(1, 4))  # fmt: skip
+            for row in _grid(
+                kind=KINDS, arrivals=("gather", "worker", "harvest", "ask"), procs=(1, 4)
+            )
         ],
     )
     group(
         "shared quota, 1 to 8 processes",
         Floor(used=0.95, refused=0.0),
         Floor(used=0.97, refused=0.0),
-        [
-            {**row, "calls": 80}
-            for row in _grid(period=PERIODS, kind=KINDS, procs=(1, 2, 4, 8))
-        ],
+        [{**row, "calls": 80} for row in _grid(period=PERIODS, kind=KINDS, procs=(1, 2, 4, 8))],
     )
     return groups

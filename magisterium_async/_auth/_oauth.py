@@ -1,10 +1,11 @@
 """The OAuth 2.0 protocol steps a public client on a user's machine needs, over aiohttp.
 
-Discovery (RFC 8414), dynamic client registration (RFC 7591), the authorization-code
-grant with PKCE S256 (RFC 6749 §4.1, RFC 7636), refresh (RFC 6749 §6) and revocation
-(RFC 7009). Each step is one function of an :class:`aiohttp.ClientSession`; none keeps
-state. Errors are :class:`OAuthError` (the server said no, or answered off-spec) or
-:class:`APIConnectionError` (no answer); none carries a token, a code or a verifier.
+Discovery (RFC 8414), dynamic client registration (RFC 7591), the authorization URL with
+PKCE S256 (RFC 6749 §4.1, RFC 7636), a token request (the code exchange of §4.1.3 and the
+refresh of §6) and revocation (RFC 7009). Each step is one function of an
+:class:`aiohttp.ClientSession`; none keeps state. Errors are :class:`OAuthError` (the
+server said no, or answered off-spec) or :class:`APIConnectionError` (no answer); none
+carries a token, a code or a verifier.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import asyncio
 import base64
 import hashlib
 import secrets
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -21,31 +21,13 @@ import aiohttp
 import msgspec
 
 from magisterium_async import _version
-from magisterium_async._auth._credentials import origin_of
 from magisterium_async._errors import APIConnectionError, APITimeoutError, OAuthError
 from magisterium_async._http._base import check_base_url
 from magisterium_async._http._jsonrpc import raise_alone
 from magisterium_async._http._proxy import environment_proxy, request_arguments
 
-__all__ = [
-    "METADATA_PATH",
-    "Pkce",
-    "ServerMetadata",
-    "TokenResponse",
-    "authorization_url",
-    "discover",
-    "exchange_code",
-    "metadata_url",
-    "new_pkce",
-    "new_state",
-    "refresh",
-    "register_client",
-    "revoke",
-]
-
-METADATA_PATH = "/.well-known/oauth-authorization-server"
 CLIENT_NAME = "magisterium-async"
-_TIMEOUT = aiohttp.ClientTimeout(total=30.0, sock_connect=10.0)
+TIMEOUT = 30.0  # bounds one request to the authorization server, by default
 _MAX_BODY = 1 << 20
 _HEADERS = {"Accept": "application/json", "User-Agent": f"magisterium-async/{_version.__version__}"}
 _DESCRIPTION = 200  # characters of an error_description kept in a message
@@ -59,7 +41,6 @@ class ServerMetadata(msgspec.Struct, frozen=True):
     token_endpoint: str
     registration_endpoint: str | None = None
     revocation_endpoint: str | None = None
-    scopes_supported: list[str] | None = None
     code_challenge_methods_supported: list[str] | None = None
 
 
@@ -76,22 +57,19 @@ class TokenResponse(msgspec.Struct, frozen=True):
         return f"TokenResponse(token_type={self.token_type!r}, expires_in={self.expires_in!r})"
 
 
-class _Registration(msgspec.Struct):
-    client_id: str
+class _Answer(msgspec.Struct):
+    """What else the client reads: a registration's ``client_id``, or an error."""
 
-
-class _ErrorBody(msgspec.Struct):
+    client_id: Any = None
     error: Any = None
     error_description: Any = None
 
 
 _METADATA = msgspec.json.Decoder(ServerMetadata)
 _TOKENS = msgspec.json.Decoder(TokenResponse)
-_REGISTRATION = msgspec.json.Decoder(_Registration)
-_ERROR = msgspec.json.Decoder(_ErrorBody)
+_ANSWER = msgspec.json.Decoder(_Answer)
 # RecursionError: a body nested past what the decoder follows is no answer either.
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
-_NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
 
 class Pkce(msgspec.Struct, frozen=True):
@@ -111,72 +89,47 @@ def new_pkce() -> Pkce:
     return Pkce(verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii"))
 
 
-def new_state() -> str:
-    """An unguessable ``state`` value binding a redirect to this login."""
-    return secrets.token_urlsafe(32)
-
-
-def metadata_url(base_url: str) -> str:
-    """Where the metadata lives: the well-known path at ``base_url``'s origin."""
-    return origin_of(base_url) + METADATA_PATH
-
-
-def _checked_endpoint(name: str, url: str) -> str:
-    try:
-        return check_base_url(url)
-    except (ValueError, TypeError):
-        raise OAuthError(
-            f"the authorization server's {name} {url!r} is not an https:// URL "
-            "(or http:// to a loopback host)"
-        ) from None
-
-
-async def _read(response: aiohttp.ClientResponse) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.content.iter_chunked(65536):
-        size += len(chunk)
-        if size > _MAX_BODY:
-            raise OAuthError(f"{response.url.human_repr()}: the answer is larger than 1 MiB")
-        chunks.append(chunk)
-    return b"".join(chunks)
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, lower-cased: what a token is bound to."""
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
 async def _request(
     session: aiohttp.ClientSession,
-    method: str,
     url: str,
     what: str,
     *,
-    form: Mapping[str, str] | None = None,
+    form: dict[str, str] | None = None,
     json: Any = None,
-    timeout: aiohttp.ClientTimeout = _TIMEOUT,
+    timeout: float = TIMEOUT,
 ) -> tuple[int, bytes]:
-    # The form may hold a code, a verifier or a token: no exception from here chains to an
-    # aiohttp one (whose request_info would hold them), and none names the body.
-    headers = dict(_HEADERS)
-    data: bytes | None = None
-    if form is not None:
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-        data = urlencode(form).encode("ascii")
-    elif json is not None:
-        headers["Content-Type"] = "application/json"
-        data = msgspec.json.encode(json)
-    error: APIConnectionError | None = None
-    # The environment's proxies, as for the client's requests.
-    via = request_arguments(environment_proxy(url), url, headers)
+    """GET ``url`` (or POST ``form`` or ``json``) through the environment's proxy; the
+    status and at most 1 MiB of body.
+
+    The form may hold a code, a verifier or a token: no exception from here chains to an
+    aiohttp one (whose ``request_info`` would hold them), and none names the body.
+    """
+    via = request_arguments(environment_proxy(url), url, _HEADERS)
+    error: APIConnectionError
     try:
         async with session.request(
-            method,
+            "GET" if form is None and json is None else "POST",
             url,
-            data=data,
+            data=form,
+            json=json,
             headers=via.headers,
             allow_redirects=False,
-            timeout=timeout,
+            timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 10.0)),
             proxy=via.proxy,
             proxy_headers=via.proxy_headers,
         ) as response:
-            return response.status, await _read(response)
+            body = b""
+            async for chunk in response.content.iter_chunked(65536):
+                body += chunk
+                if len(body) > _MAX_BODY:
+                    raise OAuthError(f"{what} ({url}): the answer is larger than 1 MiB")
+            return response.status, body
     except asyncio.TimeoutError:
         error = APITimeoutError(f"{what} timed out ({url})")
     except (aiohttp.ClientError, OSError) as exc:
@@ -186,9 +139,9 @@ async def _request(
 
 def _refused(what: str, status: int, body: bytes) -> OAuthError:
     try:
-        parsed = _ERROR.decode(body)
+        parsed = _ANSWER.decode(body)
     except _DECODE_ERRORS:
-        parsed = _ErrorBody()
+        parsed = _Answer()
     code = parsed.error if isinstance(parsed.error, str) and parsed.error.isprintable() else None
     text = f"{what}: the authorization server answered HTTP {status}"
     if code is not None:
@@ -206,8 +159,8 @@ async def discover(session: aiohttp.ClientSession, base_url: str) -> ServerMetad
     The ``issuer`` must be that origin (RFC 8414 §3.3) and every endpoint https:// (or
     http:// on loopback): tokens are sent to none that the service did not name.
     """
-    url = metadata_url(check_base_url(base_url))
-    status, body = await _request(session, "GET", url, "authorization-server discovery")
+    url = origin_of(check_base_url(base_url)) + "/.well-known/oauth-authorization-server"
+    status, body = await _request(session, url, "authorization-server discovery")
     if status != 200:
         raise OAuthError(
             f"no OAuth authorization server at {url} (HTTP {status}); check --base-url",
@@ -221,12 +174,16 @@ async def discover(session: aiohttp.ClientSession, base_url: str) -> ServerMetad
         raise OAuthError(
             f"{url} names the issuer {metadata.issuer!r}, not {origin_of(url)!r} (RFC 8414 §3.3)"
         )
-    for name in ("authorization_endpoint", "token_endpoint"):
-        _checked_endpoint(name, getattr(metadata, name))
-    for name in ("registration_endpoint", "revocation_endpoint"):
-        value = getattr(metadata, name)
-        if value is not None:
-            _checked_endpoint(name, value)
+    for name in ("authorization", "token", "registration", "revocation"):
+        endpoint = getattr(metadata, f"{name}_endpoint")
+        try:
+            if endpoint is not None:
+                check_base_url(endpoint)
+        except (ValueError, TypeError):
+            raise OAuthError(
+                f"the authorization server's {name}_endpoint {endpoint!r} is not an https:// "
+                "URL (or http:// to a loopback host)"
+            ) from None
     methods = metadata.code_challenge_methods_supported
     if methods is not None and "S256" not in methods:
         raise OAuthError(f"the authorization server at {url} does not offer PKCE S256")
@@ -249,14 +206,17 @@ async def register_client(
         "token_endpoint_auth_method": "none",
     }
     status, body = await _request(
-        session, "POST", metadata.registration_endpoint, "client registration", json=request
+        session, metadata.registration_endpoint, "client registration", json=request
     )
     if status not in (200, 201):
         raise _refused("client registration", status, body)
     try:
-        return _REGISTRATION.decode(body).client_id
-    except _DECODE_ERRORS as exc:
-        raise OAuthError(f"client registration: not a registration response: {exc}") from None
+        client_id = _ANSWER.decode(body).client_id
+    except _DECODE_ERRORS:
+        client_id = None
+    if not isinstance(client_id, str) or not client_id:
+        raise OAuthError("client registration: the answer holds no client_id")
+    return client_id
 
 
 def authorization_url(
@@ -284,14 +244,24 @@ def authorization_url(
     return endpoint + separator + urlencode(query)
 
 
-async def _tokens(
+async def request_tokens(
     session: aiohttp.ClientSession,
     token_endpoint: str,
-    what: str,
     form: dict[str, str],
-    timeout: aiohttp.ClientTimeout = _TIMEOUT,
+    *,
+    what: str,
+    timeout: float = TIMEOUT,
 ) -> TokenResponse:
-    status, body = await _request(session, "POST", token_endpoint, what, form=form, timeout=timeout)
+    """Tokens for ``form``: a code and its PKCE verifier (``grant_type=authorization_code``,
+    RFC 6749 §4.1.3) or a refresh token (``grant_type=refresh_token``, §6; the answer may
+    rotate it).
+
+    Arguments:
+        what: the step, as a message names it (``"token refresh"``).
+        timeout: seconds the whole request may take (a refresh holding a lock other
+            processes wait on must end within the lock's lease).
+    """
+    status, body = await _request(session, token_endpoint, what, form=form, timeout=timeout)
     if status != 200:
         raise _refused(what, status, body)
     try:
@@ -307,54 +277,11 @@ async def _tokens(
     return tokens
 
 
-async def exchange_code(
-    session: aiohttp.ClientSession,
-    metadata: ServerMetadata,
-    *,
-    client_id: str,
-    code: str,
-    redirect_uri: str,
-    pkce: Pkce,
-) -> TokenResponse:
-    """Trade an authorization code (and the PKCE verifier) for tokens (RFC 6749 §4.1.3)."""
-    form = {
-        "grant_type": "authorization_code",
-        "code": code,
-        "redirect_uri": redirect_uri,
-        "client_id": client_id,
-        "code_verifier": pkce.verifier,
-    }
-    return await _tokens(session, metadata.token_endpoint, "token request", form)
-
-
-async def refresh(
-    session: aiohttp.ClientSession,
-    token_endpoint: str,
-    *,
-    client_id: str,
-    refresh_token: str,
-    timeout: float | None = None,
-) -> TokenResponse:
-    """New tokens for a refresh token (RFC 6749 §6); the answer may rotate it.
-
-    ``timeout`` (seconds, default 30) bounds the whole request: a refresh holding a lock
-    other processes wait on must end within the lock's lease.
-    """
-    form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
-    bound = _TIMEOUT if timeout is None else aiohttp.ClientTimeout(total=timeout)
-    return await _tokens(session, token_endpoint, "token refresh", form, bound)
-
-
 async def revoke(
-    session: aiohttp.ClientSession,
-    revocation_endpoint: str,
-    *,
-    client_id: str,
-    token: str,
-    hint: str,
+    session: aiohttp.ClientSession, endpoint: str, *, client_id: str, token: str, hint: str
 ) -> None:
     """Revoke one token (RFC 7009 §2.1); an unknown token counts as revoked (§2.2)."""
     form = {"token": token, "token_type_hint": hint, "client_id": client_id}
-    status, body = await _request(session, "POST", revocation_endpoint, "revocation", form=form)
+    status, body = await _request(session, endpoint, "revocation", form=form)
     if status != 200:
         raise _refused("revocation", status, body)

@@ -9,61 +9,39 @@ asked before each request.
 when the service refuses it (the call is then retried once). One refresh runs at a time
 in a process however many calls wait for it, and between processes sharing the store a
 lock is taken and the store read again first: another process may have refreshed already,
-and its rotated refresh token is the only one still valid. The store (a file, or Redis for
-processes on many hosts) is behind one seam, :mod:`._store`; when it does not answer,
-the token in hand is used until it expires.
+and its rotated refresh token is the only one still valid. When the store cannot be used
+(Redis away, the disk full), the token in hand serves until it expires.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import math
 import os
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol
 
 import aiohttp
 
 from magisterium_async._auth import _oauth
-from magisterium_async._auth._credentials import (
+from magisterium_async._auth._store import (
     Credentials,
-    credentials_location,
-    load_credentials,
-    origin_of,
+    FileStore,
+    Store,
+    StoreUnavailableError,
+    open_store,
 )
-from magisterium_async._auth._store import CredentialStore, FileStore, StoreUnreachableError
 from magisterium_async._clock import Clock
-from magisterium_async._config import (
-    CREDENTIALS_ENV,
-    TOKEN_ENV,
-    non_negative_number,
-    token_from_env,
-)
+from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
 from magisterium_async._errors import (
     LoginRequiredError,
     MagisteriumError,
     OAuthError,
     error_for_status,
 )
-from magisterium_async._events import OnEvent, PoolEvent, unheard
-
-__all__ = [
-    "TOKEN_ENV",
-    "CallableToken",
-    "StoredToken",
-    "TokenCallable",
-    "TokenSource",
-    "check_token",
-    "resolve_token",
-]
-
-logger = logging.getLogger("magisterium_async.auth")
-
-T = TypeVar("T")
+from magisterium_async._events import Level, OnEvent, PoolEvent, log_event, notice
 
 TokenCallable = Callable[[], str | Awaitable[str]]
 """``token=`` as a function: returns (or resolves to) the token to send now."""
@@ -76,7 +54,7 @@ _MAX_MARGIN = 60.0  # refresh this long before expiry at most ...
 _MARGIN_SHARE = 0.1  # ... or this share of the token's lifetime, if less
 REFRESH_TIMEOUT = 15.0  # bounds one token request (a shared store's lock outlasts it)
 STORE_WAIT = 5.0  # by default, how long a call with no usable token waits for a store
-STORE_RETRY = 0.25  # seconds between tries of a store that did not answer
+STORE_RETRY = 0.25  # seconds between tries of a store that could not be used
 # The OAuth errors that mean this refresh token will never work again.
 _REFUSED = ("invalid_grant", "invalid_client", "unauthorized_client")
 
@@ -136,232 +114,189 @@ class CallableToken:
     async def aclose(self) -> None:
         return None
 
-    def __repr__(self) -> str:
-        return "CallableToken(...)"
-
 
 class StoredToken:
     """The access token of a stored sign-in (a file, or Redis), refreshed as it nears expiry.
 
     ``clock`` decides when a refresh is due (the stored epoch expiry is converted to it),
     so a :class:`VirtualClock` runs token lifetimes in virtual time; waits for a store
-    that does not answer are real time: a call with no usable token tries the store for
+    that cannot be used are real time: a call with no usable token tries the store for
     ``store_wait`` seconds before :class:`CredentialsError`. ``credentials`` is the sign-in
-    already read, or ``None`` to read it at the first call. Each refresh sent to the
-    authorization server is logged (INFO, logger ``magisterium_async.auth``) and told to
-    ``events`` (``refreshing``: the seconds it may take at most).
+    already read, or ``None`` to read it at the first call. What happens is told to
+    ``events`` (``refreshing``: the seconds a refresh may take at most).
     """
 
     def __init__(
         self,
-        store: CredentialStore,
+        store: Store,
         credentials: Credentials | None,
         *,
         clock: Clock,
         identity: str | None,
         store_wait: float = STORE_WAIT,
-        events: OnEvent = unheard,
+        events: OnEvent = log_event,
     ) -> None:
         self.store = store
-        self.events = events
         self.identity = identity
-        self._store_wait = non_negative_number("store_wait", store_wait)
+        self.credentials = credentials
+        """The sign-in in use now (``None`` before the first call read it)."""
+        self._events = events
+        self._store_wait = store_wait
         self._clock = clock
         self._flight: asyncio.Future[None] | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._credentials = credentials
-        self._refresh_at: float | None = None
-        self._expires_at: float | None = None
-        # Refreshed, but not yet written to the store (it failed): (read, refreshed).
-        self._unsaved: tuple[Credentials, Credentials] | None = None
-        self._retry_store_at = -math.inf  # after a store failure, when to try it again
-        self._outage = False
+        self._expires_at = self._refresh_at = -math.inf
+        # The stored sign-in a refresh replaced in hand, but not yet in the store.
+        self._unsaved: Credentials | None = None
+        self._outage = False  # the store could not be used at the last try
         if credentials is not None:
-            self._adopt(credentials, expires_in=None)
+            self._adopt(credentials)
 
     def __repr__(self) -> str:
-        issuer = None if self._credentials is None else self._credentials.issuer
+        issuer = None if self.credentials is None else self.credentials.issuer
         return f"StoredToken({self.store.where!r}, issuer={issuer!r})"
 
-    @property
-    def credentials(self) -> Credentials | None:
-        """The credentials in use now (``None`` before the first call read them)."""
-        return self._credentials
+    def _adopt(self, credentials: Credentials) -> None:
+        """Use ``credentials`` from now on: their expiry (epoch seconds) put on the clock."""
+        self.credentials = credentials
+        self._expires_at = self._refresh_at = math.inf
+        if credentials.expires_at is not None:
+            lifetime = credentials.lifetime
+            margin = _MAX_MARGIN if lifetime is None else min(_MAX_MARGIN, _MARGIN_SHARE * lifetime)
+            self._expires_at = self._clock.now() + credentials.expires_at - time.time()
+            self._refresh_at = self._expires_at - margin
 
-    def _adopt(self, credentials: Credentials, *, expires_in: float | None) -> None:
-        """Use ``credentials`` from now on; ``expires_in`` when just issued to us."""
-        self._credentials = credentials
-        if credentials.expires_at is None:
-            self._refresh_at = self._expires_at = None
-            return
-        lifetime = credentials.lifetime or expires_in
-        margin = _MAX_MARGIN if lifetime is None else min(_MAX_MARGIN, _MARGIN_SHARE * lifetime)
-        if expires_in is None:  # from the store: its expiry is wall-clock time
-            expires_in = credentials.expires_at - time.time()
-        self._expires_at = self._clock.now() + expires_in
-        self._refresh_at = self._expires_at - margin
+    def _in_hand(self) -> str | None:
+        return None if self.credentials is None else self.credentials.access_token
 
-    def _usable(self) -> bool:
-        """Whether the token in hand has not expired yet."""
-        if self._credentials is None:
-            return False
-        return self._expires_at is None or self._clock.now() < self._expires_at
-
-    def _due(self) -> bool:
-        if self._credentials is None:
-            return True
-        now = self._clock.now()
-        if now < self._retry_store_at and self._usable():
-            return False  # the store failed a moment ago: the token in hand serves
-        if self._unsaved is not None:
-            return True
-        return self._refresh_at is not None and now >= self._refresh_at
+    def _tell(self, level: Level, message: str) -> None:
+        self._events(notice(level, "auth", message, time=self._clock.now()))
 
     async def token(self) -> str:
-        if not self._due():
-            return self._current()
-        return await self._refresh(self._current_or_none(), forced=False)
+        if self._clock.now() >= self._refresh_at:
+            await self._renew(self._in_hand(), forced=False)
+        assert self.credentials is not None
+        return self.credentials.access_token
 
     async def rejected(self, token: str) -> bool:
-        await self._refresh(token, forced=True)
+        await self._renew(token, forced=True)
         return True
 
-    def _current(self) -> str:
-        assert self._credentials is not None
-        return self._credentials.access_token
-
-    def _current_or_none(self) -> str | None:
-        return None if self._credentials is None else self._credentials.access_token
-
-    async def _refresh(self, seen: str | None, *, forced: bool) -> str:
+    async def _renew(self, seen: str | None, *, forced: bool) -> None:
+        """Renew the token ``seen`` by the caller (refused, when ``forced``), once for
+        every caller waiting, unless it changed since the caller looked; a store that
+        cannot be used is ridden out: the token in hand serves while it lasts, then the
+        store is tried for ``store_wait`` seconds before :class:`StoreUnavailableError`."""
         flight = self._flight
         if flight is None or flight.done():
-            if self._current_or_none() != seen or not (forced or self._due()):
-                return self._current()  # renewed since the caller looked
-            flight = self._flight = asyncio.ensure_future(self._renew(seen, forced=forced))
+            if self._in_hand() != seen or not (forced or self._clock.now() >= self._refresh_at):
+                return
+            flight = self._flight = asyncio.ensure_future(self._through_store(seen, forced))
             flight.add_done_callback(_retrieve)
         # Shielded: a caller cancelled mid-refresh must not lose a rotated refresh token
         # the server has already spent; every waiter shares this one outcome.
         await asyncio.shield(flight)
-        return self._current()
 
-    async def _renew(self, seen: str | None, *, forced: bool) -> None:
-        """Refresh (or first read) through the store, riding out a store that does not
-        answer: the token in hand is used while it lasts, then the store is tried again
-        for ``store_wait`` seconds before :class:`CredentialsError`."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._store_wait
+    async def _through_store(self, seen: str | None, forced: bool) -> None:
+        give_up = asyncio.get_running_loop().time() + self._store_wait
         while True:
             try:
-                await self._renew_once(seen, forced=forced)
-            except StoreUnreachableError as exc:
-                now = self._clock.now()
-                self._retry_store_at = now + STORE_RETRY
+                await self._renewal(seen, forced)
+            except StoreUnavailableError as exc:
                 if not self._outage:
-                    self._outage = True
-                    logger.warning("%s; the token in hand is used while it lasts", exc)
-                renewed = self._current_or_none() != seen  # refreshed, but not stored
-                if self._usable() and (renewed or not forced):
+                    self._tell("warning", f"{exc}; the token in hand is used while it lasts")
+                self._outage = True
+                usable = self._clock.now() < self._expires_at
+                if usable and (self._in_hand() != seen or not forced):
+                    self._refresh_at = self._clock.now() + STORE_RETRY  # then the store again
                     return
-                if loop.time() >= deadline:
+                if asyncio.get_running_loop().time() >= give_up:
                     raise
                 await asyncio.sleep(STORE_RETRY)
                 continue
             if self._outage:
-                self._outage = False
-                logger.warning("the credentials store %s answers again", self.store.where)
-            self._retry_store_at = -math.inf
+                self._tell("warning", f"the credentials store {self.store.where} answers again")
+            self._outage = False
             return
 
-    async def _renew_once(self, seen: str | None, *, forced: bool) -> None:
-        if self._credentials is None:  # the first call: read without the lock
-            stored = await self.store.load()
-            if stored is None:
-                raise LoginRequiredError(self._no_sign_in())
-            self._adopt(stored, expires_in=None)
-            if not self._due():
+    async def _renewal(self, seen: str | None, forced: bool) -> None:
+        if self.credentials is None:  # the first call: read without the lock
+            self._adopt(await self._load())
+            if self._clock.now() < self._refresh_at:
                 return
-        async with self.store.refreshing():
-            if self._unsaved is not None:
-                read, refreshed = self._unsaved
-                if await self.store.replace(read, refreshed):
-                    self._unsaved = None
-                    logger.debug("stored the tokens refreshed while the store was away")
-                    return
+        async with self.store.refreshing(self._waiting):
+            if self._unsaved is not None and self.credentials is not None:
+                wrote = await self.store.replace(self._unsaved, self.credentials)
                 self._unsaved = None
-            stored = await self.store.load()
-            if stored is None:
-                raise LoginRequiredError(self._no_sign_in())
+                if wrote:
+                    self._adopt(self.credentials)
+                    return
+            stored = await self._load()
             if stored.access_token != seen:
                 # Another process refreshed: its tokens are the live ones.
-                self._adopt(stored, expires_in=None)
-                if forced or not self._due():
-                    logger.debug("using the tokens another process refreshed")
+                self._adopt(stored)
+                if forced or self._clock.now() < self._refresh_at:
                     return
-            await self._refresh_stored(stored)
+            await self._refresh(stored)
 
-    def _no_sign_in(self) -> str:
-        if isinstance(self.store, FileStore):
-            return (
-                f"the credentials file {self.store.where} is gone (signed out?); "
-                f"{self._login_again()}"
-            )
-        return (
-            f"no sign-in at {self.store.where} (signed out, or the store lost it); "
-            f"sign in with `{self.store.login_command()}`"
+    def _waiting(self, at_most: float) -> None:
+        self._tell(
+            "info",
+            f"waiting for another process's refresh of the sign-in at {self.store.where} "
+            f"(at most {at_most:g} s)",
         )
 
-    async def _refresh_stored(self, stored: Credentials) -> None:
+    async def _load(self) -> Credentials:
+        stored = await self.store.load()
+        if stored is None:
+            raise LoginRequiredError(
+                f"no sign-in at {self.store.where} (signed out, or the store lost it); "
+                f"sign in again with `magisterium-async login{self.store.flag}`"
+            )
+        return stored
+
+    async def _refresh(self, stored: Credentials) -> None:
+        again = f"sign in again with `magisterium-async login{self.store.flag}`"
         if stored.refresh_token is None:
             raise LoginRequiredError(
                 f"the sign-in in {self.store.where} has expired and holds no refresh token; "
-                f"{self._login_again()}"
+                + again
             )
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        self.events(PoolEvent("refreshing", "", self._clock.now(), REFRESH_TIMEOUT))
+        self._events(PoolEvent("refreshing", "", self._clock.now(), REFRESH_TIMEOUT))
+        form = {
+            "grant_type": "refresh_token",
+            "refresh_token": stored.refresh_token,
+            "client_id": stored.client_id,
+        }
         try:
-            tokens = await _oauth.refresh(
+            tokens = await _oauth.request_tokens(
                 self._session,
                 stored.token_endpoint,
-                client_id=stored.client_id,
-                refresh_token=stored.refresh_token,
+                form,
+                what="token refresh",
                 timeout=REFRESH_TIMEOUT,
             )
         except OAuthError as exc:
             if exc.error in _REFUSED:
                 raise LoginRequiredError(
-                    f"the sign-in in {self.store.where} cannot be renewed: {exc}; "
-                    f"{self._login_again()}"
+                    f"the sign-in in {self.store.where} cannot be renewed: {exc}; {again}"
                 ) from None
             if exc.status_code is not None and (exc.status_code >= 500 or exc.status_code == 429):
                 # The server's trouble, not the sign-in's: a 5xx is retried, a 429 waited out.
                 raise error_for_status(exc.status_code, str(exc)) from None
             raise
-        expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
-        fresh = stored.with_tokens(
-            tokens.access_token,
-            tokens.refresh_token,
-            expires_at=expires_at,
-            lifetime=tokens.expires_in,
-            scope=tokens.scope,
-        )
         # The server may have rotated the refresh token: the new one is the only one left,
         # so it is used from now on even if storing it fails (it is stored again later).
-        self._adopt(fresh, expires_in=tokens.expires_in)
-        self._unsaved = (stored, fresh)
-        if not await self.store.replace(stored, fresh):
-            # Another writer since our read (a lapsed lease, a new login): theirs wins.
-            self._unsaved = None
-            latest = await self.store.load()
-            if latest is None:
-                raise LoginRequiredError(self._no_sign_in())
-            self._adopt(latest, expires_in=None)
-            return
+        fresh = stored.renewed(tokens)
+        self._adopt(fresh)
+        self._unsaved = stored
+        wrote = await self.store.replace(stored, fresh)
         self._unsaved = None
-
-    def _login_again(self) -> str:
-        return f"sign in again with `{self.store.login_command()}`"
+        if not wrote:  # another writer since the read (a lapsed lease, a new login): theirs
+            self._tell("warning", f"the sign-in at {self.store.where} changed meanwhile: using it")
+            self._adopt(await self._load())
 
     async def aclose(self) -> None:
         flight = self._flight
@@ -382,11 +317,11 @@ def _retrieve(flight: asyncio.Future[None]) -> None:
 
 def resolve_token(
     token: str | TokenCallable | None,
-    credentials: str | os.PathLike[str] | None,
+    credentials: str | os.PathLike[str] | Any,
     *,
     base_url: str,
     clock: Clock,
-    events: OnEvent = unheard,
+    events: OnEvent = log_event,
 ) -> tuple[str | None, TokenSource | None]:
     """The client's token: a fixed string, or a source to ask before each request.
 
@@ -408,28 +343,24 @@ def resolve_token(
             return check_token(env), None
         except ValueError as exc:
             raise ValueError(f"${TOKEN_ENV}: {exc}") from None
-    location = credentials_location(credentials)
-    origin = origin_of(base_url)
-    if not isinstance(location, Path):
-        from magisterium_async._auth._redis_store import RedisStore
-
-        store = RedisStore(location, origin)
+    origin = _oauth.origin_of(base_url)
+    store = open_store(credentials, origin)
+    if not isinstance(store, FileStore):
         identity = f"oauth:{origin} {store.key}"
         return None, StoredToken(store, None, clock=clock, identity=identity, events=events)
-    stored = load_credentials(location)
+    stored = store.read()
+    if stored is None and not store.named:
+        raise LoginRequiredError(NO_TOKEN)
     if stored is None:
-        if credentials is None and not os.environ.get(CREDENTIALS_ENV):
-            raise LoginRequiredError(NO_TOKEN)
         source = "credentials=" if credentials is not None else f"${CREDENTIALS_ENV}"
         raise LoginRequiredError(
-            f"no API token: no credentials file at {location} ({source}); sign in with "
-            f"`magisterium-async login --credentials {location}`, or set {TOKEN_ENV}"
+            f"no API token: no credentials file at {store.where} ({source}); sign in with "
+            f"`magisterium-async login{store.flag}`, or set {TOKEN_ENV}"
         )
     if stored.origin != origin:
         raise LoginRequiredError(
-            f"the credentials in {location} are for {stored.origin}, not {origin}: "
+            f"the credentials in {store.where} are for {stored.origin}, not {origin}: "
             f"sign in there with `magisterium-async login --base-url {base_url}`"
         )
     identity = f"oauth:{stored.issuer} {stored.client_id}"
-    kept = StoredToken(FileStore(location), stored, clock=clock, identity=identity, events=events)
-    return None, kept
+    return None, StoredToken(store, stored, clock=clock, identity=identity, events=events)

@@ -1,12 +1,11 @@
 """Paying for each answer once: identical calls in flight shared, answers kept.
 
 The client hands every call to a skill the policy covers to :class:`AnswerCache`: an
-identical call already in flight is waited for (:mod:`._flights`), else a fresh answer
-is read from the store, else the call sends and its answer is kept; over Redis, a call
-being sent by another process is waited for too (a claim in the store). What is kept, for
-how long and what is shared is one table (:mod:`._policy`). The stores keep bytes by key:
-in memory (:mod:`._store`), in an SQLite file (:mod:`._disk`), in Redis
-(:mod:`._redis_store`).
+identical call already in flight is waited for, else a fresh answer is read from the
+store, else the call sends and its answer is kept; over Redis, a call being sent by
+another process is waited for too (a claim in the store). What is kept, for how long and
+what is shared is one table (``_config.CachePolicy``). The stores keep bytes by key: in memory
+(:mod:`._memory`), in an SQLite file (:mod:`._disk`), in Redis (:mod:`._redis_answers`).
 
 Nothing here knows the client, the transport or the quota: a call is a key and a
 ``send`` to make on a miss.
@@ -16,43 +15,34 @@ from magisterium_async._cache._answers import (
     BYPASS_SECONDS,
     CLAIM_SECONDS,
     AnswerCache,
+    AnswerStore,
     CacheStats,
-    Kept,
     Outcome,
+    names_a_day_absolutely,
     open_store,
+    own_copy,
     request_key,
 )
-from magisterium_async._cache._disk import DiskStore
-from magisterium_async._cache._flights import Flights
-from magisterium_async._cache._policy import (
-    DEFAULT_CACHE_POLICY,
-    DEFAULT_RULES,
-    CachePolicy,
-    CacheRule,
-    names_a_day_absolutely,
-)
-from magisterium_async._cache._redis_store import RedisStore
-from magisterium_async._cache._store import MemoryStore, SharedStore, Store, StoreUnavailable
+from magisterium_async._cache._disk import APPLICATION_ID, DiskAnswers
+from magisterium_async._cache._memory import MemoryAnswers, StoreUnavailable
+from magisterium_async._cache._redis_answers import CLAIMS, PREFIX, RedisAnswers
 
 __all__ = [
+    "APPLICATION_ID",
     "BYPASS_SECONDS",
+    "CLAIMS",
     "CLAIM_SECONDS",
-    "DEFAULT_CACHE_POLICY",
-    "DEFAULT_RULES",
+    "PREFIX",
     "AnswerCache",
-    "CachePolicy",
-    "CacheRule",
+    "AnswerStore",
     "CacheStats",
-    "DiskStore",
-    "Flights",
-    "Kept",
-    "MemoryStore",
+    "DiskAnswers",
+    "MemoryAnswers",
     "Outcome",
-    "RedisStore",
-    "SharedStore",
-    "Store",
+    "RedisAnswers",
     "StoreUnavailable",
     "names_a_day_absolutely",
     "open_store",
+    "own_copy",
     "request_key",
 ]

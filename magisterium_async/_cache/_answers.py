@@ -1,13 +1,23 @@
-"""The front of the cache: a call's key, the store consulted, calls in flight shared.
+"""The front of the cache: a call's key, identical calls in flight shared, the store consulted.
 
-For a skill the policy covers, :meth:`AnswerCache.answer` looks for an identical call in
-flight (and waits for its answer), else for a fresh answer in the store, else sends, and
-keeps what came back when it is an answer worth keeping. Over a shared store (Redis) the
-call claims its key before it sends, and an identical call in another process waits for
-that answer in the store rather than send its own. The key is the service's URL,
-the skill and the message's parts and context, hashed: never a token. A store that fails
-is bypassed for :data:`BYPASS_SECONDS` with one warning, and calls go to the service as
-if there were none; it never fails a call.
+For a skill the policy covers, :meth:`AnswerCache.answer` joins an identical call in
+flight (and waits for its answer), else looks for a fresh answer in the store, else sends,
+and keeps what came back when it is an answer worth keeping. Over Redis the call claims
+its key before it sends, and an identical call in another process waits for that answer
+in the store rather than send its own. The key is the service's URL, the skill and the
+message's parts and context, hashed: never a token. A store that fails is bypassed for
+:data:`BYPASS_SECONDS` with one warning (a notice on the client's stream), and calls go to
+the service as if there were none; it never fails a call.
+
+Identical calls in flight share one future: the first call (the leader) does the work in
+its own task, and the others wait on the future (made when the first of them joins, so a
+call nobody joins costs a dictionary entry, no task and no object). A joiner that is
+cancelled leaves; the work goes on for the rest. A leader that is cancelled stops its work
+(cancelling a task reaches what it awaits), and those who joined begin again: one of them
+leads, the rest join it, its claim in Redis (held under the client's own token) found its
+own. A failure reaches every joiner as an
+exception of its own: a copy of the leader's, with its traceback, so no instance is
+raised twice and no traceback grows with each caller.
 """
 
 from __future__ import annotations
@@ -16,43 +26,43 @@ import asyncio
 import dataclasses
 import datetime as dt
 import hashlib
-import logging
 import math
 import os
+import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Literal
 
 import msgspec
 
-from magisterium_async._cache._disk import DiskStore
-from magisterium_async._cache._flights import Flights
-from magisterium_async._cache._policy import CachePolicy, CacheRule, names_a_day_absolutely
-from magisterium_async._cache._redis_store import RedisStore
-from magisterium_async._cache._store import MemoryStore, SharedStore, Store, StoreUnavailable
-from magisterium_async._config import CACHE_ENV, cache_from_env
+from magisterium_async._cache._disk import DiskAnswers
+from magisterium_async._cache._memory import MemoryAnswers, StoreUnavailable
+from magisterium_async._cache._redis_answers import RedisAnswers
+from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, cache_from_env
 from magisterium_async._errors import CacheError
-from magisterium_async._models import Part, Task
+from magisterium_async._events import OnEvent, log_event, notice
+from magisterium_async._models import DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
+from magisterium_async._skills import SKILLS, kept_as
 
 __all__ = [
     "BYPASS_SECONDS",
     "CLAIM_SECONDS",
     "AnswerCache",
+    "AnswerStore",
     "CacheStats",
-    "Kept",
     "Outcome",
-    "Request",
+    "names_a_day_absolutely",
     "open_store",
+    "own_copy",
     "request_key",
 ]
 
-logger = logging.getLogger("magisterium_async.cache")
-
 Outcome = Literal["hit", "miss", "coalesced"]
 """How a call was answered: from the cache, by its own request, or by another call's."""
-Kept = Literal["answer", "not_found"]
-"""What an answer is worth keeping as (``None`` from ``keep``: not kept)."""
+AnswerStore = MemoryAnswers | DiskAnswers | RedisAnswers
+"""Where answers are kept: in memory, in an SQLite file, or in Redis (which also shares
+calls in flight between hosts)."""
 
 BYPASS_SECONDS = 30.0
 """How long a store that failed is left alone before it is tried again: a Redis that
@@ -67,7 +77,9 @@ _POLL_FIRST, _POLL_MOST = 0.005, 0.25
 _KEY_VERSION = b"1"  # changes with the key or the entry format: old entries are not read
 
 
-def open_store(cache: str | os.PathLike[str] | Any | None, policy: CachePolicy) -> Store | None:
+def open_store(
+    cache: str | os.PathLike[str] | Any | None, policy: CachePolicy
+) -> AnswerStore | None:
     """The store ``cache`` names, else the one ``$MAGISTERIUM_CACHE`` names; ``None`` for
     none.
 
@@ -94,12 +106,12 @@ def open_store(cache: str | os.PathLike[str] | Any | None, policy: CachePolicy) 
     return _open(cache, policy)
 
 
-def _open(cache: str | os.PathLike[str] | Any, policy: CachePolicy) -> Store:
+def _open(cache: str | os.PathLike[str] | Any, policy: CachePolicy) -> AnswerStore:
     if isinstance(cache, str):
         if cache.strip() == "memory":
-            return MemoryStore(policy.max_entries, policy.max_bytes)
+            return MemoryAnswers(policy.max_entries, policy.max_bytes)
         if looks_like_redis(cache):
-            return RedisStore(cache)
+            return RedisAnswers(cache)
         if not cache.strip():
             raise ValueError("cache must not be empty: 'memory', a path or a redis:// URL")
         if cache.strip().lower() == "memory":  # a typo, not a file to make in the cwd
@@ -108,12 +120,12 @@ def _open(cache: str | os.PathLike[str] | Any, policy: CachePolicy) -> Store:
                 f"a file of that name is given as ./{cache.strip()}"
             )
     elif is_client(cache):
-        return RedisStore(cache)
+        return RedisAnswers(cache)
     elif not isinstance(cache, os.PathLike):
         raise TypeError(
             f"cache must be a str, a path or a redis-py asyncio client, not {type(cache).__name__}"
         )
-    return DiskStore(cache, policy.max_entries, policy.max_bytes)
+    return DiskAnswers(cache, policy.max_entries, policy.max_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,51 +160,32 @@ _ENTRY = msgspec.json.Decoder(_Entry)
 _TASK = msgspec.json.Decoder(Task)
 _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
-_Shared = tuple[Task, Outcome]
-T = TypeVar("T")
 
 
-class _Claim:
-    """A call's claim on its key in a shared store, under a token of its own: only the
-    call's own claim is ever given up, and the rest of a call whose first caller left
-    finds it its own rather than wait for it. ``held``: it may be held (from when it is
-    asked for until it is given up, or an answer took its place)."""
-
-    __slots__ = ("held", "key", "owner", "store")
-
-    def __init__(self, store: SharedStore, key: str) -> None:
-        self.store = store
-        self.key = key
-        self.owner = os.urandom(8).hex()
-        self.held = False
-
-    async def take(self) -> bytes | None:
-        """Claim the key now: the answer already there, if any (``held`` says whether the
-        claim is the call's)."""
-        self.held = True  # from the moment it is asked for: a reply never heard may take it
-        raw, self.held = await self.store.claim(self.key, CLAIM_SECONDS, self.owner)
-        return raw
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-class Request(Protocol):
-    """The request of a call the cache may answer without sending it (the call path's
-    :class:`._call.Call` is one)."""
+def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
+    """Whether a dated skill's input names its day whatever day it is asked on.
 
-    def turn(self) -> Awaitable[None]:
-        """Wait for the request's first turn in its pool's line, and keep it."""
-        ...
-
-    def send(self) -> Awaitable[Task]:
-        """Send the request (in the turn kept, if any) and return its task."""
-        ...
-
-    def give_back(self) -> None:
-        """A turn kept and never used goes back to the pool (nothing if it was used)."""
-        ...
-
-    def within_deadline(self, waiting: Awaitable[T]) -> Awaitable[T]:
-        """``waiting`` (another call's answer), bounded by the request's own deadline."""
-        ...
+    A ``{"date": ...}`` data part, or a text that is a ``YYYY-MM-DD`` date, does;
+    anything else ("today", "next Sunday", "Christmas") may name another day tomorrow.
+    """
+    if len(parts) != 1:
+        return False
+    part = parts[0]
+    if isinstance(part, DataPart):
+        return isinstance(part.data.get("date"), str) and len(part.data) == 1
+    if isinstance(part, TextPart):
+        text = part.text.strip()
+        if _ISO_DAY.fullmatch(text) is None:
+            return False
+        try:
+            dt.date.fromisoformat(text)
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def request_key(
@@ -224,6 +217,27 @@ def request_key(
     return hashlib.sha256(material).hexdigest()
 
 
+async def _join(shared: asyncio.Future[bytes | None]) -> Task | None:
+    """The answer of the identical call in flight that ``shared`` is the future of, as a
+    task of this caller's own; ``None`` when that call left without one (begin again);
+    its failure as an exception of this caller's own."""
+    try:
+        # Shielded: a joiner cancelled leaves; the future stays the others'.
+        found = await asyncio.shield(shared)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as failure:
+        copy = own_copy(failure)
+        context, suppressed = copy.__context__, copy.__suppress_context__
+        try:
+            raise copy
+        except BaseException:
+            # Raised inside this handler: the leader's own context goes back.
+            copy.__context__, copy.__suppress_context__ = context, suppressed
+            raise
+    return None if found is None else _TASK.decode(found)
+
+
 class AnswerCache:
     """A client's cache (``store``, or none) and its calls in flight, by ``policy``.
 
@@ -231,6 +245,7 @@ class AnswerCache:
         store: where answers are kept; ``None``: calls are shared in flight only.
         policy: what is kept and shared, for how long.
         origin: the service's base URL, part of every key.
+        emit: where a store that fails, or comes back, is told (the client's stream).
         wall: wall-clock seconds (``time.time``): freshness outlives the process.
         tz: the time zone whose days bound a relative date; ``None``: the local one.
         sleep: how a call waiting for another process's answer waits (the client's
@@ -239,22 +254,28 @@ class AnswerCache:
 
     def __init__(
         self,
-        store: Store | None,
+        store: AnswerStore | None,
         policy: CachePolicy,
         origin: str,
         *,
+        emit: OnEvent = log_event,
         wall: Callable[[], float] = time.time,
         tz: dt.tzinfo | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.store = store
-        self._sleep = sleep
         self.policy = policy
         self._origin = origin
+        self._emit = emit
         self._wall = wall
         self._tz = tz
-        self._flights: Flights[_Shared] = Flights()
-        self._releasing: set[asyncio.Future[None]] = set()  # claims given up after a flight
+        self._sleep = sleep
+        # Calls in flight by key: ``None`` until an identical call joins, then the future
+        # those who joined wait on (the answer's bytes, or ``None``: begin again).
+        self._flights: dict[str, asyncio.Future[bytes | None] | None] = {}
+        # The token this client's claims in Redis are held under: the rest of a call whose
+        # leader left finds the claim its own.
+        self._owner = os.urandom(8).hex()
         self._hits = self._misses = self._coalesced = 0
         self._healthy = True
         self._retry_at = -math.inf  # the store is left alone until then
@@ -281,226 +302,157 @@ class AnswerCache:
         skill_id: str,
         parts: Sequence[Part],
         context_id: str | None,
-        request: Request,
-        keep: Callable[[Task], Kept | None],
-        *,
+        send: Coroutine[Any, Any, Task],
         policy: CachePolicy | None = None,
     ) -> tuple[Task, Outcome]:
         """The task answering this call, and how it was answered.
 
         Arguments:
-            skill_id: the skill called (its rule says what is done).
+            skill_id: the skill called (its rule says what is done; what its answers are
+                worth keeping as, the skill table says).
             parts: the message's parts.
             context_id: the message's conversation, if any.
-            request: the call's own request, sent only on a miss.
-            keep: what the task sent back is worth keeping as, or ``None``.
+            send: the call's own request, awaited only on a miss (else closed unsent).
             policy: a client view's policy (``None``: the cache's own).
 
         A call that joins another gets a task of its own (decoded from the same bytes).
         """
         policy = policy or self.policy
         rule = policy.rule(skill_id)
-        now = self._wall()
-        day_end: float | None = None
-        day: dt.date | None = None
+        day, day_end = None, math.inf
         if rule.dated and not names_a_day_absolutely(parts):
-            local = dt.datetime.fromtimestamp(now, self._tz)
+            local = dt.datetime.fromtimestamp(self._wall(), self._tz)
             day = local.date()
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
-        not_found = policy.not_found
-        if not rule.coalesce:
-            claim = self._claim_for(key, rule)
-            return await self._lookup_or_send(key, rule, not_found, day_end, request, keep, claim)
-        flight = self._flights.get(key)
-        if flight is not None:
-            # An identical call leads: its answer, as a task of its own (decoded from
-            # bytes encoded here, per joiner: most calls are never joined, and pay nothing).
-            task, _ = await request.within_deadline(flight.wait())
-            self._coalesced += 1
-            return _TASK.decode(_ENCODER.encode(task)), "coalesced"
-        flight = self._flights.lead(key)
-        claim = self._claim_for(key, rule)
+        store = self.store if rule.fresh is not None else None
+        claimed = False  # the claim in Redis may be this client's: asked for, not let go
         try:
-            found = await self._look(key, rule, claim, request)
-            if found is None:
-                # The request's turn in its pool's line, waited for here in this caller's
-                # task, before the flight's task and the request's tries are made.
-                await request.turn()
-        except BaseException as error:
-            # The flight is decided first, without waiting: a wait here could be cancelled
-            # too and leave it undecided, with every later identical call joining it.
-            cancelled = isinstance(error, asyncio.CancelledError)
-            if not cancelled:
-                flight.fail(error)  # as the work's own failure would: everyone's
-            elif any(not waiter.cancelled() for waiter in flight.waiters):
-                # Others still wait: the rest of the work is theirs, in the leader's request
-                # (its options, its deadline) and under its claim, which the rest finds its
-                # own. Nothing was sent yet.
-                rest = self._lookup_or_send(key, rule, not_found, day_end, request, keep, claim)
-                flight.start(rest, self._cleanup(request, claim))
+            while rule.coalesce and key in self._flights:
+                shared = self._flights[key]
+                if shared is None:  # the first to join an identical call makes its future
+                    shared = self._flights[key] = asyncio.get_running_loop().create_future()
+                task = await _join(shared)
+                if task is not None:
+                    self._coalesced += 1
+                    return task, "coalesced"
+                # Its leader left without an answer: begin again (lead, or join the next).
+            if rule.coalesce:
+                self._flights[key] = None  # in flight, led by this call
+            try:
+                if store is not None and self._wall() >= self._retry_at:
+                    outcome: Outcome = "hit"
+                    found = await self._get(store, key)
+                    if found is None and isinstance(store, RedisAnswers):
+                        claimed = True  # from the moment it is asked: a reply never heard
+                        found, claimed = await self._claim(store, key)
+                        outcome = "coalesced"  # another process's answer, waited for
+                    if found is not None:
+                        if outcome == "hit":
+                            self._hits += 1
+                        else:
+                            self._coalesced += 1
+                        self._land(rule, key, found)
+                        return found, outcome
+                self._misses += 1
+                task = await send
+                if store is not None:
+                    kept = await self._keep(store, key, rule, policy, day_end, skill_id, task)
+                    claimed = claimed and not kept  # an answer put in Redis replaces it
+            except BaseException as error:
+                try:
+                    # A claim held under this client's token is found its own by whoever
+                    # takes the call over, given up here or not (the release cancelled).
+                    if claimed:
+                        await self._release(key)
+                finally:
+                    self._land(rule, key, error)
                 raise
-            else:
-                flight.land()
-            if claim is not None and (cancelled or isinstance(error, Exception)):
-                await self._release(claim)  # not while a coroutine is closed
-            raise
-        if found is not None:
-            flight.settle(found)
-            return found
-        # The turn is the work's from here; given back if the work never uses it.
-        work = self._send(key, rule, not_found, day_end, request, keep, claim)
-        flight.start(work, self._cleanup(request, claim))
-        return await flight.wait()
+            try:
+                if claimed:
+                    await self._release(key)
+            finally:
+                self._land(rule, key, task)
+            return task, "miss"
+        finally:
+            send.close()  # a call answered without its request: closed, never sent
 
-    def _claim_for(self, key: str, rule: CacheRule) -> _Claim | None:
-        """The claim a call on ``key`` makes before it sends, if its answer is kept in a
-        shared store."""
-        store = self.store
-        if rule.fresh is None or store is None or not store.shared:
-            return None
-        return _Claim(cast(SharedStore, store), key)
+    def _land(self, rule: CacheRule, key: str, outcome: Task | BaseException) -> None:
+        """The call that led ``key`` is done: those who joined it hear how (a cancellation
+        lets them begin again)."""
+        shared = self._flights.pop(key, None) if rule.coalesce else None
+        if shared is None or shared.done():
+            return
+        if isinstance(outcome, Task):
+            shared.set_result(_ENCODER.encode(outcome))
+        elif isinstance(outcome, asyncio.CancelledError):
+            shared.set_result(None)
+        else:
+            shared.set_exception(outcome)
+            shared.exception()  # read by the joiners: never "exception never retrieved"
 
-    def _cleanup(self, request: Request, claim: _Claim | None) -> Callable[[], None]:
-        """What a flight gives back once its work is over, whether or not it ran (a task
-        cancelled before its first step runs none of its code): the request's turn if it
-        was never used, and the claim if the work did not give it up."""
-        if claim is None:
-            return request.give_back
-
-        def cleanup() -> None:
-            request.give_back()
-            if claim.held:
-                task = asyncio.ensure_future(self._release(claim))
-                self._releasing.add(task)
-                task.add_done_callback(self._releasing.discard)
-
-        return cleanup
-
-    async def _lookup_or_send(
+    async def _keep(
         self,
+        store: AnswerStore,
         key: str,
         rule: CacheRule,
-        not_found: float,
-        day_end: float | None,
-        request: Request,
-        keep: Callable[[Task], Kept | None],
-        claim: _Claim | None,
-    ) -> _Shared:
-        found = await self._look(key, rule, claim, request)
-        if found is not None:
-            return found
-        return await self._send(key, rule, not_found, day_end, request, keep, claim)
-
-    async def _look(
-        self, key: str, rule: CacheRule, claim: _Claim | None, request: Request
-    ) -> _Shared | None:
-        """What a call finds before it sends: a fresh answer (in the store, or another
-        process's it waited for under ``claim``, within ``request``'s deadline), else
-        ``None`` (and ``claim`` is the call's, if it could be taken)."""
-        if rule.fresh is None or self.store is None:
-            return None
-        found = await self._get(key)
-        if found is not None:
-            self._hits += 1
-            return found
-        if claim is None:
-            return None
-        found = await self._after_claim(claim, request)
-        if found is not None:
-            self._coalesced += 1
-            return found[0], "coalesced"
-        return None
-
-    async def _send(
-        self,
-        key: str,
-        rule: CacheRule,
-        not_found: float,
-        day_end: float | None,
-        request: Request,
-        keep: Callable[[Task], Kept | None],
-        claim: _Claim | None,
-    ) -> _Shared:
-        """The request sent, and its answer kept when it is worth keeping (``claim``
-        given up when it is not)."""
-        self._misses += 1
+        policy: CachePolicy,
+        day_end: float,
+        skill_id: str,
+        task: Task,
+    ) -> bool:
+        """Keep ``task`` if it is worth keeping (the skill's answer, or its "nothing
+        found" for a while; a task not completed, never); whether it was kept."""
+        worth = kept_as(SKILLS.get(skill_id), task)
+        if worth is None or rule.fresh is None:
+            return False
+        fresh = rule.fresh if worth == "answer" else min(rule.fresh, policy.not_found)
+        now = self._wall()
+        expires = min(now + fresh, day_end)
+        if now < self._retry_at or expires <= now:
+            return False
+        entry = _Entry(expires, msgspec.Raw(_ENCODER.encode(task)))
         try:
-            task = await request.send()
-        except BaseException:
-            if claim is not None:
-                await self._release(claim)
-            raise
-        if rule.fresh is not None and self.store is not None:
-            worth = keep(task)
-            if worth is not None:
-                fresh = rule.fresh if worth == "answer" else min(rule.fresh, not_found)
-                expires = self._wall() + fresh
-                if day_end is not None:
-                    expires = min(expires, day_end)
-                entry = _Entry(expires, msgspec.Raw(_ENCODER.encode(task)))
-                if await self._put(key, _ENCODER.encode(entry), expires) and claim is not None:
-                    claim.held = False  # the answer took the claim's place
-        if claim is not None:
-            await self._release(claim)
-        return task, "miss"
-
-    async def _after_claim(self, claim: _Claim, request: Request) -> _Shared | None:
-        """Take ``claim`` (``None``: go and send); if another process holds it, wait for
-        its answer within ``request``'s deadline (that answer; ``None`` when none came:
-        send after all)."""
-        if self._wall() < self._retry_at:
-            return None
-        store = claim.store
-        try:
-            raw = await claim.take()
+            await store.put(key, _ENCODER.encode(entry), expires, now)
         except StoreUnavailable as exc:
             self._trouble(store, exc)
-            return None
-        found = None if raw is None else self._read(store, raw)
-        if found is not None or claim.held:
-            return found
-        return await request.within_deadline(self._answer_of_another(claim))
+            return False
+        self._well(store)
+        return True
 
-    async def _answer_of_another(self, claim: _Claim) -> _Shared | None:
-        """The answer of the process holding the claim, when it comes within
-        :data:`CLAIM_SECONDS`; else ``None``, ``claim`` taken (whoever holds it now, this
-        call sends) so that later callers wait for this request."""
-        store, key = claim.store, claim.key
-        deadline = self._wall() + CLAIM_SECONDS
-        delay = _POLL_FIRST
+    async def _claim(self, store: RedisAnswers, key: str) -> tuple[Task | None, bool]:
+        """Claim ``key``: another process's fresh answer (waited for while it holds the
+        claim, :data:`CLAIM_SECONDS` at most), or whether the claim is this client's."""
         try:
-            while True:
+            raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
+            deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
+            while raw is None and not held:
                 await self._sleep(delay)
-                raw, held = await store.peek(key, self._wall())
-                found = None if raw is None else self._read(store, raw)
-                if found is not None:
-                    return found
-                if not held or self._wall() >= deadline:
-                    raw = await claim.take()
-                    return None if raw is None else self._read(store, raw)
+                raw, other = await store.peek(key, self._wall())
+                if raw is None and (not other or self._wall() >= deadline):
+                    # Let go, or run out: this call sends, and later ones wait for it.
+                    raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
+                    break
                 delay = min(delay * 2, _POLL_MOST)
         except StoreUnavailable as exc:
             self._trouble(store, exc)
-            return None
+            return None, False
+        return (None if raw is None else self._read(store, raw)), held
 
-    async def _release(self, claim: _Claim) -> None:
-        """Give ``claim`` up if it may be held (a release cut short leaves it held: the
-        flight's cleanup tries again)."""
-        if not claim.held:
+    async def _release(self, key: str) -> None:
+        """Give this client's claim on ``key`` up (a release cut short leaves it to run
+        out, :data:`CLAIM_SECONDS`)."""
+        store = self.store
+        if not isinstance(store, RedisAnswers) or self._wall() < self._retry_at:
             return
-        if self._wall() >= self._retry_at:
-            try:
-                await claim.store.release(claim.key, claim.owner)
-            except StoreUnavailable as exc:
-                self._trouble(claim.store, exc)
-        claim.held = False  # else the store is left alone for now: the claim runs out
+        try:
+            await store.release(key, self._owner)
+        except StoreUnavailable as exc:
+            self._trouble(store, exc)
 
-    async def _get(self, key: str) -> _Shared | None:
-        store, now = self.store, self._wall()
-        if store is None or now < self._retry_at:
-            return None
+    async def _get(self, store: AnswerStore, key: str) -> Task | None:
+        now = self._wall()
         try:
             raw = await store.get(key, now)
         except StoreUnavailable as exc:
@@ -509,63 +461,70 @@ class AnswerCache:
         self._well(store)
         return None if raw is None else self._read(store, raw)
 
-    def _read(self, store: Store, raw: bytes) -> _Shared | None:
+    def _read(self, store: AnswerStore, raw: bytes) -> Task | None:
         """The answer in an entry's bytes, if it is still fresh and can be read."""
         try:
             entry = _ENTRY.decode(raw)
             if entry.expires <= self._wall():
                 return None
-            return _TASK.decode(entry.body), "hit"
+            return _TASK.decode(entry.body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             if not self._warned_corrupt:
                 self._warned_corrupt = True
-                logger.warning(
-                    "cache %s holds an answer it cannot read (%s): it is asked for again "
-                    "and replaced",
-                    store.where,
-                    exc,
+                self._say(
+                    "warning",
+                    f"cache {store.where} holds an answer it cannot read ({exc}): it is "
+                    "asked for again and replaced",
                 )
             return None
 
-    async def _put(self, key: str, value: bytes, expires: float) -> bool:
-        """Keep ``value`` under ``key`` until ``expires``; whether it was kept."""
-        store, now = self.store, self._wall()
-        if store is None or now < self._retry_at or expires <= now:
-            return False
-        try:
-            await store.put(key, value, expires, now)
-        except StoreUnavailable as exc:
-            self._trouble(store, exc)
-            return False
-        self._well(store)
-        return True
-
-    def _trouble(self, store: Store, exc: StoreUnavailable) -> None:
+    def _trouble(self, store: AnswerStore, exc: StoreUnavailable) -> None:
         if self._retry_at == math.inf:
             return  # closed: nothing to say
         self._retry_at = self._wall() + BYPASS_SECONDS
         if self._healthy:
             self._healthy = False
-            logger.warning(
-                "cache %s cannot be used (%s): calls go to the service without it, "
-                "trying it again every %g s",
-                store.where,
-                exc,
-                BYPASS_SECONDS,
+            self._say(
+                "warning",
+                f"cache {store.where} cannot be used ({exc}): calls go to the service "
+                f"without it, trying it again every {BYPASS_SECONDS:g} s",
             )
         else:
-            logger.debug("cache %s still cannot be used (%s)", store.where, exc)
+            self._say("debug", f"cache {store.where} still cannot be used ({exc})")
 
-    def _well(self, store: Store) -> None:
+    def _well(self, store: AnswerStore) -> None:
         if not self._healthy:
             self._healthy = True
-            logger.info("cache %s can be used again", store.where)
+            self._say("info", f"cache {store.where} can be used again")
+
+    def _say(self, level: Literal["debug", "info", "warning"], message: str) -> None:
+        self._emit(notice(level, "cache", message))
 
     async def aclose(self) -> None:
         """Close the store; a call still finishing afterwards goes without it, quietly.
         Idempotent."""
-        if self._releasing:  # claims still being given up go first, while the store is open
-            await asyncio.wait(self._releasing)
         self._retry_at = math.inf
         if self.store is not None:
             await self.store.aclose()
+
+
+def own_copy(error: BaseException) -> BaseException:
+    """A new exception equal to ``error`` (class, args, attributes, cause, traceback), to
+    raise in one waiter; ``error`` itself when it cannot be copied."""
+    cls = type(error)
+    try:
+        clone: Any = cls.__new__(cls, *error.args)
+        clone.args = error.args
+        state = getattr(error, "__dict__", None)
+        if state:
+            clone.__dict__.update(state)
+            notes = state.get("__notes__")
+            if isinstance(notes, list):
+                clone.__notes__ = list(notes)
+    except Exception:
+        return error
+    clone.__cause__ = error.__cause__
+    clone.__context__ = error.__context__
+    clone.__suppress_context__ = error.__suppress_context__
+    copied: BaseException = clone.with_traceback(error.__traceback__)
+    return copied

@@ -24,10 +24,11 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from magisterium_async._cache._store import StoreUnavailable
+from magisterium_async._cache._memory import StoreUnavailable
 from magisterium_async._errors import CacheError
+from magisterium_async._files import describe, kind_of
 
-__all__ = ["APPLICATION_ID", "BUSY_TIMEOUT", "DiskStore", "check_cache_file"]
+__all__ = ["APPLICATION_ID", "BUSY_TIMEOUT", "DiskAnswers", "check_cache_file"]
 
 T = TypeVar("T")
 
@@ -55,16 +56,17 @@ def check_cache_file(path: str) -> None:
     Read-only: the file is never opened for writing here. Raises :class:`CacheError`
     naming the path.
     """
-    if os.path.isdir(path):
-        raise CacheError(f"cache {path!r} is a directory; name a file (e.g. cache.sqlite)")
+    kind = kind_of(path)  # looked at first: a FIFO or a device would block an open()
+    if kind not in ("missing", "file"):
+        raise CacheError(f"cache {path!r} is {describe(kind)}; name a file (e.g. cache.sqlite)")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise CacheError(f"cache {path!r}: the directory {parent!r} does not exist")
+    header: bytes | None = None
     try:
-        with open(path, "rb") as file:
-            header: bytes | None = file.read(100)
-    except FileNotFoundError:
-        header = None
+        if kind == "file":
+            with open(path, "rb") as file:
+                header = file.read(100)
     except OSError as exc:
         raise CacheError(f"cache {path!r} cannot be read: {exc.strerror or exc}") from None
     # An empty file is what SQLite leaves before its first write: a cache's, as is none.
@@ -88,7 +90,7 @@ def check_cache_file(path: str) -> None:
             )
 
 
-class DiskStore:
+class DiskAnswers:
     """Answers in an SQLite file, bounded in entries and bytes.
 
     Arguments:
@@ -99,8 +101,6 @@ class DiskStore:
     Processes sharing the file share its answers, not their calls in flight (that is
     the Redis store's: a disk is one host's, where one process usually serves).
     """
-
-    shared = False
 
     def __init__(self, path: str | os.PathLike[str], max_entries: int, max_bytes: int) -> None:
         self.path = os.fspath(path)
@@ -114,7 +114,7 @@ class DiskStore:
         self._limiter: anyio.CapacityLimiter | None = None
 
     def __repr__(self) -> str:
-        return f"DiskStore({self.path!r})"
+        return f"DiskAnswers({self.path!r})"
 
     @property
     def where(self) -> str:

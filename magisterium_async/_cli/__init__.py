@@ -1,19 +1,18 @@
 """``magisterium-async``: the command line of the SDK (also ``python -m magisterium_async``).
 
-One command per skill (``ask``, ``search``, ``fetch``, ``readings``, ``saints``), the
-protocol's task calls (``task get|cancel``), ``harvest`` for bulk downloads and
-``emulator`` to serve the offline emulator. Every client command takes ``--emulator`` to
-run against an in-process emulator: no token, no network.
+One command per skill, the protocol's task calls, ``harvest`` and ``rebuild`` for bulk
+downloads, ``quota``, ``card``, the sign-in (``login``, ``logout``, ``auth status``) and
+``emulator``. Every command that talks to the service takes ``--emulator`` to run against
+an in-process emulator: no token, no network.
 
-The package, by concern: :mod:`._app` runs a command and maps errors to exit codes;
-:mod:`._parser` registers the commands (:mod:`._command` says what a command is);
-:mod:`._options` declares the shared options; :mod:`._output` prints for people or, with
-``--json``, for programs; :mod:`._client` opens the client. The commands:
-:mod:`._skills`, :mod:`._tasks`, :mod:`._emulator`, and the ``harvest`` command in
-:mod:`.harvest`.
+The package, by concern: :mod:`._app` registers the commands, parses and runs one, and
+maps errors to exit codes (:mod:`._errors`); :mod:`._command` says what a command is,
+:mod:`._options` declares the options they share; :mod:`._client` opens the client;
+:mod:`._output` prints for people or, with ``--json``, for programs; :mod:`._status`
+says what a call waits for. The commands: :mod:`._calls`,
+:mod:`._emulator`, :mod:`._auth`, and :mod:`.harvest`.
 """
 
-from magisterium_async._cli._app import main
-from magisterium_async._cli._parser import build_parser
+from magisterium_async._cli._app import build_parser, main
 
 __all__ = ["build_parser", "main"]

@@ -1,4 +1,9 @@
-"""Running the command line: parse, run the command, turn what went wrong into an exit code.
+"""The command line: its commands, its parser, and running one: parse, run the command,
+turn what went wrong into an exit code.
+
+:data:`COMMANDS` is where a command is registered: once, in the order ``--help`` lists
+them (:mod:`._command` says what a command is; :mod:`._options` declares the options
+they share).
 
 SIGINT (Ctrl-C) and SIGTERM (what ``timeout``, systemd, Kubernetes and CI send) stop a
 command the same way: its task is cancelled, so it cleans up as it would on any error (a
@@ -16,42 +21,105 @@ import io
 import json
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli import _auth, _calls, _emulator
+from magisterium_async._cli._command import Command, Group, Invocation, add_commands
 from magisterium_async._cli._errors import (
+    EXIT_CODES_HELP,
     CliError,
     ExitCode,
-    Interrupted,
     UsageError,
     describe,
     exit_code_for,
 )
-from magisterium_async._cli._options import output
+from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli._output import Output
-from magisterium_async._cli._parser import PROG, build_parser
+from magisterium_async._cli.harvest import _command as _harvest
+from magisterium_async._cli.harvest import _rebuild
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._events import log_to_stderr
+from magisterium_async._version import __version__
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "PROG", "build_parser", "main"]
 
-_STOPPING = (signal.SIGINT, signal.SIGTERM)
+PROG = "magisterium-async"
+
+COMMANDS: tuple[Command | Group, ...] = (
+    *_calls.COMMANDS,
+    _harvest.COMMAND,
+    _rebuild.COMMAND,
+    *_auth.COMMANDS,
+    _emulator.COMMAND,
+)
+
+_EPILOG = f"""\
+environment:
+  MAGISTERIUM_TOKEN     the API token (or --token-file PATH; else the sign-in of login)
+  MAGISTERIUM_CREDENTIALS  where login keeps the sign-in (or --credentials PATH|URL)
+  MAGISTERIUM_BASE_URL  the endpoint (or --base-url URL)
+  MAGISTERIUM_QUOTA     the quota the client allows itself, D/E[/PERIOD] or unlimited
+                        (or --quota)
+  MAGISTERIUM_REDIS_URL  a Redis through which processes share the token's quota
+                        (or --redis URL of harvest and quota)
+  MAGISTERIUM_CACHE     where answers are kept: memory, a file or a Redis URL
+                        (or --cache)
+  MAGISTERIUM_LOG       the library's log on stderr: info or debug
+  A value that cannot be right is an error naming its variable (exit 2), as a
+  flag's is; MAGISTERIUM_LOG's is a warning.
+
+examples:
+  {PROG} login
+  {PROG} harvest --emulator --query grace --query Eucharist --out docs.jsonl
+  {PROG} search --emulator "grace and nature"
+  {PROG} ask "What is grace?" --json
+  {PROG} saints 2026-03-19
+  {PROG} quota --json
+  {PROG} emulator --port 8765
+
+{EXIT_CODES_HELP}
+"""
 
 
-def _error(message: str, output: Output | None = None, code: int = ExitCode.ERROR) -> None:
-    """The error on stderr: one line for people, or under ``--json`` one JSON object."""
-    if output is not None and output.json:
-        record = {"error": message, "exit_code": int(code)}
-        print(json.dumps(record), file=sys.stderr, flush=True)
-    else:
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, raising :class:`UsageError` instead of printing: the caller
+    prints it, as one line or as JSON. Commands' parsers are of this class too (argparse
+    makes subparsers of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``magisterium-async``."""
+    parser = _Parser(
+        prog=PROG,
+        description="Query the Magisterium A2A API from the command line.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_common_options(parser, suppress=False)
+    add_connection_options(parser, suppress=False)
+    add_commands(parser, COMMANDS)
+    return parser
+
+
+def _error(message: str, output: Output, code: int) -> None:
+    """The error on stderr: one line for people, or under ``--json`` one JSON object. A
+    reader of stderr gone (``2>&1 | head -1``) changes nothing: the exit code says it."""
+    record = {"error": message, "exit_code": int(code)}
+    line = json.dumps(record) if output.json else f"{PROG}: error: {message}"
+    with contextlib.suppress(BrokenPipeError):
+        print(line, file=sys.stderr, flush=True)
 
 
 async def _run(command: Command, invocation: Invocation) -> int:
-    """Run ``command``; a stopping signal cancels it and becomes :class:`Interrupted`."""
+    """Run ``command``; a stopping signal cancels it (it cleans up as on any error), and
+    the exit code says which signal it was."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -62,7 +130,7 @@ async def _run(command: Command, invocation: Invocation) -> int:
         task.cancel()  # a second signal cancels the cleanup too, but not shielded writes
 
     installed = []
-    for signum in _STOPPING:
+    for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # Windows
             loop.add_signal_handler(signum, stop, signum)
             installed.append(signum)
@@ -71,64 +139,33 @@ async def _run(command: Command, invocation: Invocation) -> int:
     except asyncio.CancelledError:
         if not received:
             raise
-        raise Interrupted(received[0]) from None
+        code = ExitCode.TERMINATED if received[0] == signal.SIGTERM else ExitCode.INTERRUPTED
+        if not invocation.output.summarized:  # a summary already says it was interrupted
+            name = "SIGTERM" if code == ExitCode.TERMINATED else "Ctrl-C"
+            _error(f"interrupted ({name})", invocation.output, code)
+        return code
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
 
 
-def _wants_json(argv: Sequence[str]) -> bool:
-    """Whether ``--json`` (or a prefix argparse takes for it) stands among the options of
-    ``argv``, wherever: what a usage error, found before the options are known, goes by."""
-    for word in argv:
-        if word == "--":
-            return False
-        if word.startswith("--j") and "--json".startswith(word):
-            return True
-    return False
-
-
-def _usage_error(error: UsageError, argv: Sequence[str]) -> int:
-    if _wants_json(argv):
-        _error(error.message, Output(json=True), ExitCode.USAGE)
-    else:  # as argparse prints it: the command's usage, then the line
-        error.parser.print_usage(sys.stderr)
-        print(f"{error.parser.prog}: error: {error.message}", file=sys.stderr)
-    return ExitCode.USAGE
-
-
-# A word argparse takes for an option though no option of ours starts with a digit: it
-# lets ``-5`` and ``-0.5`` through as values, and only those.
-_NOT_A_PLAIN_NUMBER = re.compile(r"-[0-9](?![0-9]*$|[0-9]*\.[0-9]+$)")
-
-
-def _taking_values(parser: argparse.ArgumentParser) -> set[str]:
-    """The option strings of ``parser`` and its commands' parsers that take a value."""
-    found: set[str] = set()
-    for action in parser._actions:  # argparse keeps them here; no public way to list them
-        if action.option_strings and action.nargs != 0:
-            found.update(action.option_strings)
-        if isinstance(action, argparse._SubParsersAction):
-            for command in action.choices.values():
-                found |= _taking_values(command)
-    return found
-
-
-def _negative_values_joined(argv: list[str], options: set[str]) -> list[str]:
-    """``--quota -1/2`` as ``--quota=-1/2`` for each of ``options`` (those that take a
-    value): argparse takes a value starting with ``-`` for an option unless it is a plain
-    number, and says "expected one argument" instead of what is wrong with the value. A
-    word with a space (``ask "-3 reasons for hope?"``) is a question, never joined."""
+def _values_joined(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--quota -1/2`` as ``--quota=-1/2``: the word after an option that takes a value
+    is its value, as getopt has it. argparse takes a word starting with ``-`` for an
+    option unless it is a plain number, and says "expected one argument" instead of
+    what is wrong with the value."""
+    taking: set[str] = set()
+    parsers = [parser]
+    for each in parsers:  # argparse keeps them here; no public way to list them
+        for action in each._actions:
+            if action.option_strings and action.nargs != 0:
+                taking.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
     joined: list[str] = []
     for word in argv:
-        previous = joined[-1] if joined else ""
-        if (
-            previous in options
-            and "--" not in joined
-            and _NOT_A_PLAIN_NUMBER.match(word)
-            and not any(c.isspace() for c in word)
-        ):
-            joined[-1] = f"{previous}={word}"
+        if joined and joined[-1] in taking and word.startswith("-") and "--" not in joined:
+            joined[-1] += f"={word}"
         else:
             joined.append(word)
     return joined
@@ -151,34 +188,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:
         sys.stdout = io.TextIOWrapper(_ClosedStdout(), write_through=True)
     parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    argv = _negative_values_joined(argv, _taking_values(parser))
+    words = _values_joined(sys.argv[1:] if argv is None else list(argv), parser)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except UsageError as error:
-        return _usage_error(error, argv)
+        # --json, or a prefix argparse takes for it, among the options: a JSON object.
+        options = words[: words.index("--")] if "--" in words else words
+        if any(w.startswith("--j") and "--json".startswith(w) for w in options):
+            _error(error.message, Output(json=True), ExitCode.USAGE)
+        else:  # as argparse prints it: the command's usage, then the line
+            with contextlib.suppress(BrokenPipeError):
+                error.parser.print_usage(sys.stderr)
+                print(f"{error.parser.prog}: error: {error.message}", file=sys.stderr, flush=True)
+        return ExitCode.USAGE
+    except SystemExit as done:  # --help, --version: printed
+        return int(done.code or 0)
     if args.verbose:
         log_to_stderr(logging.INFO if args.verbose == 1 else logging.DEBUG)
-    invocation = Invocation(args, output(args))
+    invocation = Invocation(args, Output(json=args.json))
     try:
         return asyncio.run(_run(args.command, invocation))
-    except Interrupted as stopped:
-        if not invocation.output.summarized:  # a summary already says it was interrupted
-            _error(str(stopped), invocation.output, stopped.code)
-        return stopped.code
     except KeyboardInterrupt:  # before the handlers are in place, or where there are none
-        _error("interrupted", invocation.output, ExitCode.INTERRUPTED)
+        _error("interrupted (Ctrl-C)", invocation.output, ExitCode.INTERRUPTED)
         return ExitCode.INTERRUPTED
-    except (CliError, MagisteriumError, ValueError) as exc:
-        code = exit_code_for(exc)
-        _error(describe(exc), invocation.output, code)
-        return code
     except BrokenPipeError:
         # The reader went away (``| head``): exit quietly, without a second error at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK
-    except OSError as exc:  # stdout that cannot be written: as harvest's --out, exit 2
+    except (CliError, MagisteriumError, ValueError, OSError) as exc:
         code = exit_code_for(exc)
         _error(describe(exc), invocation.output, code)
         return code

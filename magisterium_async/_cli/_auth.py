@@ -1,25 +1,32 @@
 """``login``, ``logout`` and ``auth status``: signing in with the user's account.
 
-The flows are the library's (:mod:`.._auth._login`); these commands only parse and print. What
-they say goes to stderr, the status to stdout; none prints a token, nor the password of a
-Redis URL given as ``--credentials``.
+The flows are the library's (:mod:`magisterium_async._auth`); these commands only parse and
+print. What they say goes to stderr, the status to stdout; none prints a token, nor the
+password of a Redis URL given as ``--credentials``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import datetime as dt
+import shlex
 import sys
+import threading
+import time
+import webbrowser
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from magisterium_async._auth._credentials import credentials_location, location_text
+from magisterium_async._cli._client import _check_redis as check_redis_named
 from magisterium_async._cli._command import Command, Group, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import Output
-from magisterium_async._config import TOKEN_ENV, token_from_env
+from magisterium_async._cli._output import at_clock, duration
+from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
 
-if TYPE_CHECKING:  # the sign-in flows (and aiohttp) load when a command runs
-    from magisterium_async._auth._login import AuthStatus
+if TYPE_CHECKING:
+    from magisterium_async._auth import Credentials
 
 __all__ = ["COMMANDS"]
 
@@ -28,47 +35,66 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+def _open_browser(url: str) -> None:
+    with contextlib.suppress(Exception):  # no browser is no error: the URL is shown
+        webbrowser.open(url)
 
 
-def _expiry(status: AuthStatus) -> str:
-    if status.expires_at is None:
-        return "not stated by the server"
-    left = (status.expires_at - dt.datetime.now(dt.timezone.utc)).total_seconds()
-    if left > 0:
-        how = f"in {_duration(left)}"
-    else:
-        how = "expired; renewed at the next call" if status.refreshable else "expired"
-    return f"{status.expires_at.isoformat()} ({how})"
+async def _typed_lines(fd: int) -> AsyncIterator[str]:
+    """The lines typed on ``fd`` (stdin), read by a daemon thread: one still waiting on a
+    terminal when the browser's redirect ends the login must not keep the process alive."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def read() -> None:
+        # Its own reader of the descriptor: never sys.stdin's, whose lock the interpreter
+        # takes as it shuts down. The loop may have closed meanwhile: nobody waits then.
+        with contextlib.suppress(Exception), open(fd, "rb", closefd=False) as typed:
+            for line in typed:
+                loop.call_soon_threadsafe(lines.put_nowait, line.decode("utf-8", "replace"))
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=read, name="magisterium-login-stdin", daemon=True).start()
+    while (line := await lines.get()) is not None:
+        yield line
 
 
-def _show(status: AuthStatus, output: Output) -> None:
-    def lines() -> None:
-        rows = [
-            ("issuer", status.issuer),
-            ("expires", _expiry(status)),
-            ("scopes", " ".join(status.scopes) or "(none named)"),
-            ("refresh", "yes" if status.refreshable else "no: sign in again when it expires"),
-            ("client", status.client_id),
-            ("stored", status.where),
-        ]
-        print(f"signed in to {status.origin}")
-        for name, value in rows:
-            print(f"  {name:<8} {value}")
+def _show(where: str, stored: Credentials, invocation: Invocation) -> None:
+    """The sign-in, never a token: lines for people, or one JSON document."""
+    refreshable = stored.refresh_token is not None
+    expires, left, when = None, 0.0, "not stated by the server"
+    if stored.expires_at is not None:
+        expires = dt.datetime.fromtimestamp(int(stored.expires_at), dt.timezone.utc).isoformat()
+        left = stored.expires_at - time.time()
+        renewed = "; renewed at the next call" if refreshable else ""
+        when = f"{expires} ({f'in {duration(left)}' if left > 0 else 'expired' + renewed})"
+    lines = [
+        f"signed in to {stored.origin}",
+        f"  issuer   {stored.issuer}",
+        f"  expires  {when}",
+        f"  scopes   {' '.join(stored.scopes) or '(none named)'}",
+        f"  refresh  {'yes' if refreshable else 'no: sign in again when it expires'}",
+        f"  client   {stored.client_id}",
+        f"  stored   {where}",
+    ]
+    status = {
+        "path": where,
+        "origin": stored.origin,
+        "issuer": stored.issuer,
+        "client_id": stored.client_id,
+        "expires_at": expires,
+        "expired": expires is not None and left <= 0,
+        "scopes": stored.scopes,
+        "refreshable": refreshable,
+    }
+    invocation.output.result(status, lambda: print("\n".join(lines)))
 
-    output.result(status.as_json(), lines)
 
-
-def _stdin_fd() -> int | None:
-    try:
-        return sys.stdin.fileno() if sys.stdin is not None else None
-    except (OSError, ValueError):
-        return None
+async def _check_redis(args: argparse.Namespace) -> None:
+    """A Redis that keeps the sign-in is asked once before anything is done, as in every
+    command: a refusal (the password, an ACL, TLS) is exit 2."""
+    await check_redis_named((args.credentials, "--credentials", CREDENTIALS_ENV))
 
 
 def _base_url_argument(parser: argparse.ArgumentParser) -> None:
@@ -92,63 +118,64 @@ def _login_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _login(invocation: Invocation) -> int:
-    from magisterium_async._auth._login import auth_status, login, stdin_lines
+    from magisterium_async._auth import DEFAULT_LOGIN_TIMEOUT, login
 
     args = invocation.args
-    fd = _stdin_fd()
-    location, _ = await login(
+    await _check_redis(args)
+    try:
+        stdin = sys.stdin.fileno() if sys.stdin is not None else None
+    except (OSError, ValueError):  # no stdin to paste into (closed, or not a file)
+        stdin = None
+
+    def show_url(url: str) -> None:
+        until, within = at_clock(DEFAULT_LOGIN_TIMEOUT), duration(DEFAULT_LOGIN_TIMEOUT)
+        waiting = f"Waiting for the browser until {until} ({within})."
+        if stdin is not None:
+            waiting += (
+                " If it runs on another machine, paste here the URL it was redirected to, "
+                "then press Enter."
+            )
+        _say(f"Open this URL in a browser to sign in:\n{url}\n{waiting}")
+        if not args.no_browser:
+            # Not awaited: a console browser (lynx) runs until the person quits it, and the
+            # redirect may well arrive first.
+            threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
+
+    where, stored = await login(
         args.base_url,
         args.credentials,
-        open_browser=not args.no_browser,
-        pasted=stdin_lines(fd) if fd is not None else None,
+        show_url=show_url,
         say=_say,
+        pasted=None if stdin is None else _typed_lines(stdin),
     )
-    status = await auth_status(location, args.base_url)
-    assert status is not None
-    _say(f"Signed in to {status.issuer}; the credentials are in {status.where}")
+    _say(f"Signed in to {stored.issuer}; the credentials are in {where}")
     if invocation.output.json:
-        _show(status, invocation.output)
+        _show(where, stored, invocation)
     return ExitCode.OK
 
 
 async def _logout(invocation: Invocation) -> int:
-    from magisterium_async._auth._login import logout
+    from magisterium_async._auth import logout
 
-    args = invocation.args
-    result = await logout(args.credentials, args.base_url)
-    if not result.removed:
-        _say(f"not signed in (no credentials at {result.where})")
-        return ExitCode.OK
-    if result.unreadable:
-        _say(
-            f"Signed out: {result.where} held no readable sign-in, so nothing was revoked; "
-            "deleted it"
-        )
-        return ExitCode.OK
-    if result.revoked is False:
-        raise CliError(
-            f"deleted {result.where}, but the server could not revoke the tokens: "
-            f"{result.revoke_error}",
-            ExitCode.ERROR,
-        )
-    how = "the tokens were revoked" if result.revoked else "the server offers no revocation"
-    _say(f"Signed out: {how}; deleted {result.where}")
+    await _check_redis(invocation.args)
+    _say(await logout(invocation.args.credentials, invocation.args.base_url))
     return ExitCode.OK
 
 
 async def _status(invocation: Invocation) -> int:
-    from magisterium_async._auth._login import auth_status
+    from magisterium_async._auth import auth_status
 
     args = invocation.args
-    status = await auth_status(args.credentials, args.base_url)
-    if status is None:
-        where = location_text(credentials_location(args.credentials))
-        again = f" --credentials {where}" if args.credentials is not None else ""
+    await _check_redis(args)
+    where, stored = await auth_status(args.credentials, args.base_url)
+    if stored is None:
+        named = where if "://" in where else shlex.quote(where)  # a URL is masked already
+        again = "" if args.credentials is None else f" --credentials {named}"
         raise CliError(
             f"not signed in: no credentials at {where}; run `magisterium-async login{again}`",
             ExitCode.AUTH,
         )
-    _show(status, invocation.output)
+    _show(where, stored, invocation)
     if token_from_env():
         invocation.output.note(f"note: {TOKEN_ENV} is set: commands use it, not these credentials")
     return ExitCode.OK

@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from magisterium_async._cli._client import ClientOptions, OnEvent, open_client
+from magisterium_async._cli._client import open_client
 from magisterium_async._cli._errors import CliError, describe, exit_code_for
-from magisterium_async._cli._options import (
-    add_common_options,
-    add_connection_options,
-    client_options,
-)
+from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli._output import Output
-from magisterium_async._cli._status import Watch, watching
+from magisterium_async._cli._status import Watch, status_line
 from magisterium_async._errors import MagisteriumError, is_transient
 
 if TYPE_CHECKING:
@@ -38,18 +33,6 @@ class Invocation:
     args: argparse.Namespace
     output: Output
 
-    @property
-    def options(self) -> ClientOptions:
-        """The client's settings from the connection options."""
-        return client_options(self.args)
-
-    def client(
-        self, on_event: OnEvent | None = None
-    ) -> AbstractAsyncContextManager[AsyncMagisterium]:
-        """A client (and an in-process emulator with ``--emulator``), closed on leaving;
-        ``on_event`` hears its scheduler's events."""
-        return open_client(self.options, on_event)
-
 
 Run = Callable[[Invocation], Coroutine[Any, Any, int]]
 
@@ -63,7 +46,7 @@ class Command:
     help: str
     run: Run
     """Runs the command; returns the exit code."""
-    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    arguments: Callable[[argparse.ArgumentParser], object] | None = None
     """Adds the command's own arguments to its parser."""
     connects: bool = True
     """Whether it talks to the service: it then takes the connection options."""
@@ -89,10 +72,10 @@ def with_client(
 
     async def connected(invocation: Invocation) -> int:
         watch = Watch(label, pool)
-        async with invocation.client(watch.on_event) as client:
+        async with open_client(invocation.args, watch.on_event) as client:
             watch.attach(client)
             try:
-                async with watching(watch):
+                async with status_line(watch.text, changed=watch.changed):
                     return await run(invocation, client)
             except MagisteriumError as exc:
                 if watch.attempts <= 1 or not is_transient(exc):
@@ -119,8 +102,7 @@ def add_commands(parser: argparse.ArgumentParser, entries: Sequence[Command | Gr
             )
             continue
         head, _, word = entry.name.rpartition(" ")
-        where = groups[head] if head else top
-        sub: argparse.ArgumentParser = where.add_parser(
+        sub = (groups[head] if head else top).add_parser(
             word,
             help=entry.help,
             description=entry.help,

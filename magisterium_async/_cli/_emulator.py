@@ -9,34 +9,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
-import signal
+import re
 from typing import TYPE_CHECKING
 
 from magisterium_async._cli._command import Command, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._local_emulator import corpus
-from magisterium_async._cli._options import positive
-from magisterium_async._cli._output import Output, plural
+from magisterium_async._cli._options import number
+from magisterium_async._cli._output import duration, plural
 
 if TYPE_CHECKING:
     from magisterium_async.testing import Emulator, EmulatorConfig
 
 __all__ = ["COMMAND"]
 
-
-def _rate(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
-    return value
+_SECONDS = number(float, 0)
+_RATE = number(float, 0, 1)
 
 
 def _token(text: str) -> str:
@@ -45,25 +33,23 @@ def _token(text: str) -> str:
     return text
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text}")
-    return value
-
-
 def _latency(text: str) -> float | tuple[float, float]:
-    low, sep, high = text.partition(",")
-    if not sep:
-        return _seconds(low)
-    return (_seconds(low), _seconds(high))
+    """``--latency``: seconds, or a range ``LOW,HIGH``."""
+    parts: list[float] = [_SECONDS(part) for part in text.split(",")]
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) > 2 or parts[0] > parts[1]:
+        raise argparse.ArgumentTypeError(
+            f"expected S or LOW,HIGH with LOW <= HIGH, got {text[:50]}"
+        )
+    return (parts[0], parts[1])
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     """The ``emulator`` command's own flags, in groups."""
     parser.add_argument(
         "--synthetic",
-        type=positive(int),
+        type=number(int, 0, above=True),
         metavar="N",
         default=argparse.SUPPRESS,
         help="serve N synthetic documents instead of the bundled corpus",
@@ -73,7 +59,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--host", default="127.0.0.1", help="interface to bind (default: %(default)s)"
     )
     where.add_argument(
-        "--port", type=_port, default=8765, help="port; 0 picks a free one (default: %(default)s)"
+        "--port",
+        type=number(int, 0, 65535),
+        default=8765,
+        help="port; 0 picks a free one (default: %(default)s)",
     )
     where.add_argument(
         "--token",
@@ -87,13 +76,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default="0.2.6",
         help="the A2A dialect it speaks, card included (default: %(default)s, the service's)",
     )
-    oauth = parser.add_argument_group("OAuth (the emulator's authorization server)")
-    oauth.add_argument(
+    where.add_argument(
         "--token-lifetime",
-        type=positive(float),
+        type=number(float, 0, above=True),
         default=3600.0,
         metavar="SECONDS",
-        help="seconds an access token it issues lives (default: 3600)",
+        help="seconds an access token its OAuth server issues lives (default: 3600)",
     )
     limits = parser.add_argument_group(
         "rate limits (per token; default: none, so examples run at once)"
@@ -103,34 +91,26 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="enforce the Pro plan's quota: 15 requests a minute, 2 for catholic_qa",
     )
-    limits.add_argument(
-        "--default-limit",
-        type=positive(float),
-        default=None,
-        metavar="N",
-        help="requests per period for every skill but catholic_qa (implies --limits; default: 15)",
-    )
-    limits.add_argument(
-        "--expensive-limit",
-        type=positive(float),
-        default=None,
-        metavar="N",
-        help="catholic_qa requests per period (implies --limits; default: 2)",
-    )
-    limits.add_argument(
-        "--period",
-        type=positive(float),
-        default=None,
-        metavar="SECONDS",
-        help="(implies --limits; default: 60)",
-    )
+    for flag, metavar, help in (
+        (
+            "--default-limit",
+            "N",
+            "requests per period for every skill but catholic_qa (default: 15)",
+        ),
+        ("--expensive-limit", "N", "catholic_qa requests per period (default: 2)"),
+        ("--period", "SECONDS", "the period's length (default: 60)"),
+    ):
+        limits.add_argument(
+            flag,
+            type=number(float, 0, above=True),
+            metavar=metavar,
+            help=f"{help}; implies --limits",
+        )
     limits.add_argument(
         "--window",
         choices=("fixed", "sliding", "token_bucket"),
-        default=None,
-        help="how a period is counted (implies --limits; default: sliding, the strictest)",
+        help="how a period is counted (default: sliding, the strictest); implies --limits",
     )
-    limits.add_argument("--no-limits", action="store_true", help="lift both limits (the default)")
     faults = parser.add_argument_group("latency and faults (random, repeatable with --seed)")
     faults.add_argument(
         "--latency",
@@ -141,29 +121,23 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     faults.add_argument(
         "--qa-latency",
-        type=_seconds,
+        type=_SECONDS,
         default=0.0,
         metavar="S",
         help="seconds catholic_qa takes to answer",
     )
+    for flag, help in (
+        ("--error-rate", "share of HTTP 502/503 answers"),
+        ("--drop-rate", "share of connections closed without an answer"),
+        (
+            "--rate-limit-rate",
+            "share of 429s whatever the quota says (as the user's MCP calls cause)",
+        ),
+    ):
+        faults.add_argument(flag, type=_RATE, default=0.0, metavar="P", help=help)
     faults.add_argument(
-        "--error-rate", type=_rate, default=0.0, metavar="P", help="share of HTTP 502/503 answers"
+        "--seed", type=number(int), default=0, help="seed of faults and --synthetic"
     )
-    faults.add_argument(
-        "--drop-rate",
-        type=_rate,
-        default=0.0,
-        metavar="P",
-        help="share of connections closed without an answer",
-    )
-    faults.add_argument(
-        "--rate-limit-rate",
-        type=_rate,
-        default=0.0,
-        metavar="P",
-        help="share of 429s whatever the quota says (as the user's MCP calls would cause)",
-    )
-    faults.add_argument("--seed", type=int, default=0, help="seed of faults and --synthetic")
 
 
 def _config(args: argparse.Namespace) -> EmulatorConfig:
@@ -171,47 +145,41 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
 
     tuned = (args.default_limit, args.expensive_limit, args.period, args.window)
     limited = args.limits or any(value is not None for value in tuned)
-    if limited and args.no_limits:
-        raise CliError("--no-limits contradicts --limits and the limit flags", ExitCode.USAGE)
-    try:
-        limits = None
-        if limited:
-            limits = RateLimitConfig(
-                15.0 if args.default_limit is None else args.default_limit,
-                2.0 if args.expensive_limit is None else args.expensive_limit,
-                period=60.0 if args.period is None else args.period,
-                algorithm=args.window or "sliding",
-            )
-        rates = (args.error_rate, args.drop_rate, args.rate_limit_rate)
-        faults = None
-        if any(rates) or args.latency:
-            faults = FaultConfig(
-                seed=args.seed,
-                latency=args.latency,
-                error_rate=args.error_rate,
-                drop_rate=args.drop_rate,
-                rate_limit_rate=args.rate_limit_rate,
-            )
-        return EmulatorConfig(
-            tokens={args.token: "pro"},
-            rate_limits=limits,
-            faults=faults,
-            qa_latency=args.qa_latency,
-            corpus=corpus(args.synthetic, args.seed),
-            token_lifetime=args.token_lifetime,
-            protocol=args.protocol,
+    rates = (args.error_rate, args.drop_rate, args.rate_limit_rate)
+    if sum(rates) > 1:
+        raise CliError(
+            "--error-rate, --drop-rate and --rate-limit-rate are shares of the requests: "
+            f"they must add up to at most 1, got {sum(rates):g}",
+            ExitCode.USAGE,
         )
-    except (ValueError, TypeError) as exc:
-        raise CliError(str(exc), ExitCode.USAGE) from None
-
-
-def _describe_limits(config: EmulatorConfig) -> str:
-    limits = config.rate_limits
-    if limits is None:
-        return "none"
-    return (
-        f"{limits.default:g} default / {limits.expensive:g} expensive requests "
-        f"per {limits.period:g} s ({limits.algorithm} window)"
+    try:
+        limits = RateLimitConfig(
+            15.0 if args.default_limit is None else args.default_limit,
+            2.0 if args.expensive_limit is None else args.expensive_limit,
+            period=60.0 if args.period is None else args.period,
+            algorithm=args.window or "sliding",
+        )
+    except ValueError as exc:  # a limit under 1 a period, which only a token bucket can keep
+        raise CliError(
+            re.sub(r"^(default|expensive)", r"--\1-limit", str(exc)), ExitCode.USAGE
+        ) from None
+    faults = None
+    if any(rates) or args.latency:
+        faults = FaultConfig(
+            seed=args.seed,
+            latency=args.latency,
+            error_rate=args.error_rate,
+            drop_rate=args.drop_rate,
+            rate_limit_rate=args.rate_limit_rate,
+        )
+    return EmulatorConfig(
+        tokens={args.token: "pro"},
+        rate_limits=limits if limited else None,
+        faults=faults,
+        qa_latency=args.qa_latency,
+        corpus=corpus(args.synthetic, args.seed),
+        token_lifetime=args.token_lifetime,
+        protocol=args.protocol,
     )
 
 
@@ -224,52 +192,38 @@ def _quota(config: EmulatorConfig) -> str:
     return f"{limits.default:g}/{limits.expensive:g}/{limits.period:g}"
 
 
-def _faults(config: EmulatorConfig) -> dict[str, object] | None:
-    """The faults it injects, as ``--json`` says them (``None``: none)."""
-    faults = config.faults
-    if faults is None or faults.describe() == "none":
-        return None
-    record: dict[str, object] = dict(faults.rates())
-    record.update(latency=faults.latency, seed=faults.seed)
-    return record
-
-
-def _announce(emulator: Emulator, output: Output) -> None:
-    line = {
-        "base_url": emulator.base_url,
-        "token": emulator.token,
-        "quota": _quota(emulator.config),
-        "port": emulator.port,
-        "protocol": emulator.config.protocol,
-        "card_url": emulator.card_url,
-        "faults": _faults(emulator.config),
-    }
-    output.result(line, lambda: _instructions(emulator))
-
-
-def _instructions(emulator: Emulator) -> None:
+def _banner(emulator: Emulator) -> None:
+    """How to use the emulator, for people."""
     from magisterium_async.testing import SyntheticCorpus
 
     config = emulator.config
-    corpus = config.corpus
-
-    kind = "synthetic" if isinstance(corpus, SyntheticCorpus) else "bundled"
-    size = len(corpus) if corpus is not None else 0
-    print(f"Magisterium emulator listening on {emulator.origin}")
-    print(f"  protocol: A2A {config.protocol} (agent card: {emulator.card_url})")
-    print(f"  corpus: {kind}, {plural(size, 'document')}")
-    print(f"  rate limits: {_describe_limits(config)}")
-    print(f"  faults: {'none' if config.faults is None else config.faults.describe()}")
-    print(f"  OAuth: {emulator.oauth_metadata_url} (tokens live {config.token_lifetime:g} s)")
-    print("Point the client or the command line at it with:")
-    # The emulator's own demo token, not a user's secret: printing it is the point.
-    print(
-        f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}"
-        f" MAGISTERIUM_QUOTA={_quota(config)}"
+    kind = "synthetic" if isinstance(config.corpus, SyntheticCorpus) else "bundled"
+    limits = config.rate_limits
+    said = (
+        "none"
+        if limits is None
+        else (
+            f"{limits.default:g} default / {limits.expensive:g} expensive requests "
+            f"per {limits.period:g} s ({limits.algorithm} window)"
+        )
     )
-    if config.rate_limits is None:
-        print("  (the service's Pro quota, 15/2 a minute, on both sides: restart with --limits)")
-    print("Serving until Ctrl-C.", flush=True)
+    lines = [
+        f"Magisterium emulator listening on {emulator.origin}",
+        f"  protocol: A2A {config.protocol} (agent card: {emulator.card_url})",
+        f"  corpus: {kind}, {plural(len(config.corpus or ()), 'document')}",
+        f"  rate limits: {said}",
+        f"  faults: {'none' if config.faults is None else config.faults.describe()}",
+        f"  OAuth: {emulator.oauth_metadata_url} (tokens live {duration(config.token_lifetime)})",
+        "Point the client or the command line at it with:",
+        # The emulator's own demo token, not a user's secret: printing it is the point.
+        f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}"
+        f" MAGISTERIUM_QUOTA={_quota(config)}",
+    ]
+    if limits is None:
+        lines.append(
+            "  (the service's Pro quota, 15/2 a minute, on both sides: restart with --limits)"
+        )
+    print("\n".join([*lines, "Serving until Ctrl-C."]), flush=True)
 
 
 async def _serve(invocation: Invocation) -> int:
@@ -287,12 +241,21 @@ async def _serve(invocation: Invocation) -> int:
             ExitCode.USAGE,
         ) from None
     try:
-        _announce(emulator, invocation.output)
-        stop = asyncio.Event()
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        with contextlib.suppress(asyncio.CancelledError):
-            await stop.wait()
+        faults = config.faults
+        record = {
+            "base_url": emulator.base_url,
+            "token": emulator.token,
+            "quota": _quota(config),
+            "port": emulator.port,
+            "protocol": config.protocol,
+            "card_url": emulator.card_url,
+            "faults": None
+            if faults is None
+            else {**dict(faults.rates()), "latency": faults.latency, "seed": faults.seed},
+        }
+        invocation.output.result(record, lambda: _banner(emulator))
+        with contextlib.suppress(asyncio.CancelledError):  # Ctrl-C or SIGTERM: a clean stop
+            await asyncio.Event().wait()
     finally:
         await emulator.stop()
     invocation.output.note("Emulator stopped.")

@@ -6,7 +6,6 @@ import argparse
 import enum
 import errno
 import re
-import signal
 
 from magisterium_async._errors import (
     APIConnectionError,
@@ -31,7 +30,6 @@ __all__ = [
     "EXIT_CODES_HELP",
     "CliError",
     "ExitCode",
-    "Interrupted",
     "UsageError",
     "cli_words",
     "describe",
@@ -59,8 +57,9 @@ exit codes:
   0    success
   1    any other error of the service or of the library
   2    usage: bad arguments or input; a file or URL given that cannot be used as
-       named (--cache, --redis, a harvest's output or state that exists without
-       --resume); an output that cannot be written (stdout on a full disk included)
+       named (--cache, --redis, a Redis that refuses the sign-in, a harvest's output
+       or state that exists without --resume); an output that cannot be written
+       (stdout on a full disk included)
   3    authentication: no token, a token refused (401), a sign-in that cannot be
        renewed or completed, an unsafe credentials file, or no paid plan (403)
   4    rate limit still exceeded after the client's waits (429)
@@ -96,40 +95,25 @@ class UsageError(SystemExit):
         return self.message
 
 
-class Interrupted(Exception):
-    """The command was stopped by a signal (SIGINT or SIGTERM) and has cleaned up."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        self.code = ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED
-        name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
-        super().__init__(f"interrupted ({name})")
+_CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
+    ((AuthenticationError, PlanRequiredError, CredentialsError, OAuthError), ExitCode.AUTH),
+    (RateLimitError, ExitCode.RATE_LIMITED),
+    (APIConnectionError, ExitCode.CONNECTION),
+    (TaskNotFoundError, ExitCode.NOT_FOUND),
+    # What the user named that cannot be used as named: an argument the client refused
+    # before sending, a --cache or --redis, a harvest's state or output, stdout.
+    (
+        (ValueError, CacheError, SharedQuotaError, StateError, OutputFileError, OSError),
+        ExitCode.USAGE,
+    ),
+)
 
 
 def exit_code_for(error: BaseException) -> ExitCode:
     """The exit code for ``error`` (a :class:`MagisteriumError`, a ``ValueError``...)."""
     if isinstance(error, CliError):
         return error.code
-    if isinstance(error, (AuthenticationError, PlanRequiredError, CredentialsError, OAuthError)):
-        return ExitCode.AUTH
-    if isinstance(error, RateLimitError):
-        return ExitCode.RATE_LIMITED
-    if isinstance(error, APIConnectionError):
-        return ExitCode.CONNECTION
-    if isinstance(error, TaskNotFoundError):
-        return ExitCode.NOT_FOUND
-    if isinstance(error, ValueError):  # an argument the client refused before sending
-        return ExitCode.USAGE
-    if isinstance(error, _LOCAL):  # a file or URL the user named that cannot be used
-        return ExitCode.USAGE
-    if isinstance(error, OSError):  # a local file: stdout that cannot be written, ...
-        return ExitCode.USAGE
-    return ExitCode.ERROR
-
-
-_LOCAL = (CacheError, SharedQuotaError, StateError, OutputFileError)
-"""What the user named that cannot be used as named (a --cache, a --redis URL, a harvest's
-state or output): usage errors, as the harvest's own refusals of its files are."""
+    return next((code for kinds, code in _CODES if isinstance(error, kinds)), ExitCode.ERROR)
 
 
 # The library's words for its arguments, and the command line's for the same thing.
@@ -155,23 +139,15 @@ def cli_words(text: str) -> str:
     return text
 
 
-_WHY = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only"}
-
-
-def _size(limit: int) -> str:
-    return f"{limit / (1 << 20):g} MiB" if limit >= 1 << 20 else f"{limit} bytes"
-
-
-def _attempts(attempts: int) -> str:
-    return f" (after {attempts} attempts)" if attempts > 1 else ""
-
-
 def describe(error: BaseException, attempts: int = 1) -> str:
     """``error`` as one line in the command line's words, with a hint where one helps;
     ``attempts``: the requests the call sent (said when it retried)."""
     text = cli_words(" ".join(str(error).split()) or type(error).__name__)
+    if isinstance(error, MagisteriumError) and attempts > 1 and is_transient(error):
+        text += f" (after {attempts} attempts)"
     if isinstance(error, LoginRequiredError):
-        return text
+        offline = text.startswith("no API token")
+        return text + ("; --emulator tries every command offline, with no token" if offline else "")
     if isinstance(error, AuthenticationError):
         return (
             f"{text}: the token was refused; check MAGISTERIUM_TOKEN or --token-file, "
@@ -183,24 +159,23 @@ def describe(error: BaseException, attempts: int = 1) -> str:
         wait = f"; the service asks to wait {error.retry_after:g} s" if error.retry_after else ""
         return f"rate limit still exceeded after waiting{wait} ({text})"
     if isinstance(error, ResponseTooLargeError):
-        what = text.partition(":")[0]
         return (
-            f"{what}: the answer is larger than {_size(error.limit)}, more than the service "
-            "ever sends; reading stopped there (is a proxy or another server answering?)"
+            f"{text.partition(':')[0]}: the answer is larger than {error.limit / 2**20:g} MiB, "
+            "more than the service ever sends; reading stopped there (is a proxy or another "
+            "server answering?)"
         )
     if isinstance(error, APITimeoutError):
-        return f"timed out: {text}{_attempts(attempts)}; raise the timeout with --timeout SECONDS"
+        return f"timed out: {text}; raise the timeout with --timeout SECONDS"
     if isinstance(error, APIConnectionError):
-        return f"could not reach the service: {text}{_attempts(attempts)}"
+        return f"could not reach the service: {text}"
     if isinstance(error, TaskNotFoundError):
         return f"task not found; tasks are kept 24 hours ({text})"
-    if isinstance(error, MagisteriumError):
-        return text + (_attempts(attempts) if is_transient(error) else "")
-    if isinstance(error, ValueError | CliError):
-        return text
     if isinstance(error, OSError) and error.strerror:
-        if error.filename is None:  # a write to stdout, the one file the CLI has not named
-            why = _WHY.get(error.errno or 0) or error.strerror.lower()
-            return f"cannot write stdout: {why}"
-        return f"{error.filename}: {error.strerror}"
+        if error.filename is not None:
+            return f"{error.filename}: {error.strerror}"
+        # A write to stdout: the one file the command line has not named.
+        why = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only"}
+        return f"cannot write stdout: {why.get(error.errno or 0, error.strerror.lower())}"
+    if isinstance(error, MagisteriumError | ValueError | CliError):
+        return text
     return f"{type(error).__name__}: {text}"

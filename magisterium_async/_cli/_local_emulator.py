@@ -24,11 +24,9 @@ def corpus(synthetic: int | None, seed: int) -> Corpus:
     return SyntheticCorpus(synthetic, seed) if synthetic else BundledCorpus()
 
 
-def local_emulator(
-    *, limits: bool, synthetic: int | None, protocol: Protocol = "0.2.6"
-) -> Emulator:
-    """An emulator for ``--emulator`` on a free loopback port (limits lifted unless asked),
-    speaking ``protocol`` (``"0.2.6"``, the service's; ``"0.3"``; ``"1.0"``)."""
+def local_emulator(limits: bool, synthetic: int | None, protocol: Protocol) -> Emulator:
+    """An emulator for ``--emulator`` on a free loopback port, its limits lifted unless
+    ``limits`` (the Pro plan's), speaking ``protocol`` (``"0.2.6"``: the service's)."""
     from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
 
     config = EmulatorConfig(

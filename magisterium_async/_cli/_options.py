@@ -1,4 +1,4 @@
-"""The options the commands share, each declared once.
+"""The options the commands share, each declared once, and the one rule for numbers.
 
 :func:`add_common_options` holds what every command takes, :func:`add_connection_options`
 what every command that talks to the service takes. Both go on the main parser (real
@@ -11,24 +11,46 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import Any
 
-from magisterium_async._cli._client import ClientOptions
-from magisterium_async._cli._output import Output
 from magisterium_async._config import MAX_RETRIES_CEILING, RateLimits, parse_quota
 
-__all__ = [
-    "add_common_options",
-    "add_connection_options",
-    "add_redis_option",
-    "at_least",
-    "client_options",
-    "output",
-    "positive",
-    "quota",
-]
+__all__ = ["add_common_options", "add_connection_options", "add_redis_option", "number"]
 
 
-def quota(text: str) -> RateLimits:
+def number(
+    kind: type[int] | type[float] = float,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    above: bool = False,
+) -> Callable[[str], Any]:
+    """An argument type: a finite number of ``kind`` from ``low`` to ``high`` (more than
+    ``low`` when ``above``); argparse prefixes its refusal with the flag's name."""
+
+    def parse(text: str) -> int | float:
+        shown = text if len(text) <= 50 else f"{text[:50]}… ({len(text):,} characters)"
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {shown!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {shown}")
+        if value < low or value > high or (above and value == low):
+            if math.isfinite(low) and math.isfinite(high):
+                bound = f"from {low:g} to {high:g}"
+            elif value > high:
+                bound = f"<= {high:g}"
+            else:
+                bound = f"{'>' if above else '>='} {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {shown}")
+        return value
+
+    return parse
+
+
+def _quota(text: str) -> RateLimits:
     """``--quota``: ``DEFAULT/EXPENSIVE[/PERIOD]`` or ``unlimited``."""
     try:
         return parse_quota(text)
@@ -36,42 +58,8 @@ def quota(text: str) -> RateLimits:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    """An argument type: a finite ``kind`` above 0."""
-
-    def parse(text: str) -> float:
-        value = kind(text)
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
-    """An argument type: a whole number ``minimum`` or more (and ``maximum`` or less)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}")
-        if maximum is not None and value > maximum:
-            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {text}")
-        return value
-
-    parse.__name__ = "int"
-    return parse
-
-
 def _defaults(suppress: bool) -> Callable[[object], object]:
-    def default(value: object) -> object:
-        return argparse.SUPPRESS if suppress else value
-
-    return default
+    return lambda value: argparse.SUPPRESS if suppress else value
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -127,7 +115,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
     )
     group.add_argument(
         "--quota",
-        type=quota,
+        type=_quota,
         metavar="D/E[/PERIOD]",
         default=default(None),
         help="requests per period (60 s) the client allows itself in the default and the "
@@ -144,14 +132,14 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
     )
     group.add_argument(
         "--timeout",
-        type=positive(float),
+        type=number(float, 0, above=True),
         metavar="SECONDS",
         default=default(None),
         help="per request (default: 30, and 300 for ask)",
     )
     group.add_argument(
         "--max-retries",
-        type=at_least(0, MAX_RETRIES_CEILING),
+        type=number(int, 0, MAX_RETRIES_CEILING),
         metavar="N",
         default=default(2),
         help="retries of transient failures per call (default: 2)",
@@ -178,7 +166,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
     )
     offline.add_argument(
         "--synthetic",
-        type=positive(int),
+        type=number(int, 0, above=True),
         metavar="N",
         default=default(None),
         help="with --emulator: serve N synthetic documents instead of the bundled corpus",
@@ -193,27 +181,4 @@ def add_redis_option(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="URL",
         help=f"{what} (default: $MAGISTERIUM_REDIS_URL; needs pip install "
         "'magisterium-async[redis]')",
-    )
-
-
-def output(args: argparse.Namespace) -> Output:
-    """The output mode the common options chose."""
-    return Output(json=args.json)
-
-
-def client_options(args: argparse.Namespace) -> ClientOptions:
-    """The client's settings the connection options chose."""
-    return ClientOptions(
-        token_file=args.token_file,
-        credentials=args.credentials,
-        base_url=args.base_url,
-        proxy=args.proxy,
-        quota=args.quota,
-        cache=args.cache,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        protocol=args.protocol,
-        emulator=args.emulator,
-        emulator_limits=args.emulator_limits,
-        synthetic=args.synthetic,
     )

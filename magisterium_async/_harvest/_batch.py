@@ -10,34 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+import itertools
+import math
+from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from magisterium_async._config import whole_number
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._models import Document, SearchResult
-
-__all__ = [
-    "DEFAULT_CONCURRENCY",
-    "ITEM_ERRORS",
-    "MAX_CONCURRENCY",
-    "BackgroundIterator",
-    "Batch",
-    "BatchItem",
-    "Guard",
-    "SearchFetchClient",
-    "check_concurrency",
-    "check_source",
-    "fetch_many",
-    "for_each",
-    "search_many",
-]
 
 DEFAULT_CONCURRENCY = 16
 """Calls a batch or a harvest keeps in flight unless told otherwise.
@@ -122,20 +107,14 @@ class Guard:
 async def for_each(
     source: Iterable[T] | AsyncIterable[T], handle: Callable[[T], Awaitable[Any]]
 ) -> None:
-    """Await ``handle(item)`` for each item of ``source``, pulling the next only afterwards."""
-    async for item in items_of(source):
-        await handle(item)
-
-
-async def items_of(source: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
-    """The items of an iterable or an async iterable, as one async iterator, each pulled
-    from ``source`` only when asked for."""
+    """Await ``handle(item)`` for each item of an iterable or async iterable, pulling the
+    next only afterwards."""
     if isinstance(source, AsyncIterable):
         async for item in source:
-            yield item
+            await handle(item)
     else:
         for item in source:
-            yield item
+            await handle(item)
 
 
 def check_source(name: str, source: object) -> None:
@@ -149,14 +128,9 @@ def check_source(name: str, source: object) -> None:
 
 
 def check_concurrency(value: object) -> int:
-    """``value`` if it is an int from 1 to :data:`MAX_CONCURRENCY`; else ``TypeError`` or
-    ``ValueError`` naming ``concurrency``."""
-    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_CONCURRENCY:
-        raise ValueError(
-            f"concurrency must be from 1 to {MAX_CONCURRENCY}, got {value}: the client's "
-            "quota and max_concurrency bound the calls in flight far below that anyway"
-        )
-    return whole_number("concurrency", value)
+    """``value`` if it is an int from 1 to :data:`MAX_CONCURRENCY`, else a ``TypeError``
+    or ``ValueError`` naming ``concurrency``."""
+    return whole_number("concurrency", value, maximum=MAX_CONCURRENCY)
 
 
 Produce = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]
@@ -181,8 +155,11 @@ class BackgroundIterator(Generic[T]):
     leaving ``async with``, or by closing the client that made it). Left by ``break``
     without any of them, it is cancelled when the iterator is garbage collected, which
     CPython does at once when nothing else refers to it; ``async with`` makes the
-    clean-up deterministic.
+    clean-up deterministic. It is iterated once: asked for an item after it ended (ran to
+    its end, or was closed) it raises ``RuntimeError``.
     """
+
+    _ended = "this batch has ended (it ran to its end, or was closed): make a new one"
 
     def __init__(self, produce: Produce[T]) -> None:
         self._produce: Produce[T] | None = produce
@@ -219,7 +196,7 @@ class BackgroundIterator(Generic[T]):
         if self._closed:
             if self._box:  # stopped from outside (its client closed): said once
                 raise self._box.pop()
-            raise StopAsyncIteration
+            raise RuntimeError(self._ended)  # a second pass would end quietly, with nothing
         receive = self._receive if self._receive is not None else self._start()
         try:
             return await receive.receive()
@@ -263,12 +240,9 @@ class BackgroundIterator(Generic[T]):
 
 
 class Batch(BackgroundIterator[BatchItem[In, R]]):
-    """Yields one :class:`BatchItem` per input, as each completes (or in input order).
-
-    Use as ``async for item in batch`` or ``async with batch as items``; :meth:`aclose`
-    stops the work. Inputs are pulled lazily: at most ``concurrency`` calls are in flight,
-    and the next input is read only when a slot is free.
-    """
+    """One :class:`BatchItem` per input, as each completes (or in input order). Inputs are
+    pulled lazily: at most ``concurrency`` calls are in flight (``ordered``: at most
+    ``2 * concurrency`` items held), the next input read only when one is free."""
 
 
 async def _produce_batch(
@@ -278,70 +252,51 @@ async def _produce_batch(
     concurrency: int,
     ordered: bool,
 ) -> None:
-    # ``slots`` bounds the items taken from the input and not yet handed to the consumer;
-    # ``limiter`` the calls in flight. Unordered they are equal; ordered, the slots beyond
-    # ``concurrency`` are the reorder buffer, so one slow item does not stall all the others.
-    window = 2 * concurrency if ordered else concurrency
-    slots = anyio.Semaphore(window)
+    # ``slots`` bounds the items taken from the input and not yet handed over, ``limiter``
+    # the calls in flight: unordered they are equal; ordered, the slots beyond
+    # ``concurrency`` are the reorder buffer, so one slow item does not stall the others.
+    slots = anyio.Semaphore(2 * concurrency if ordered else concurrency)
     limiter = anyio.CapacityLimiter(concurrency)
-    done_send, done_receive = anyio.create_memory_object_stream[tuple[int, BatchItem[In, R]]](
-        window
-    )
+    done, finished = anyio.create_memory_object_stream[tuple[int, BatchItem[In, R]]](math.inf)
     guard = Guard()
+    started = itertools.count()
 
-    async def one(
-        index: int, value: In, done: MemoryObjectSendStream[tuple[int, BatchItem[In, R]]]
-    ) -> None:
-        async with done:
-            try:
-                async with limiter:
-                    result = await call(value)
-            except ITEM_ERRORS as exc:
-                item: BatchItem[In, R] = BatchItem(value, None, exc)
-            else:
-                item = BatchItem(value, result, None)
-            await done.send((index, item))
+    async def one(index: int, value: In) -> None:
+        try:
+            async with limiter:
+                result = await call(value)
+        except ITEM_ERRORS as exc:
+            done.send_nowait((index, BatchItem(value, None, exc)))
+        else:
+            done.send_nowait((index, BatchItem(value, result, None)))
 
-    async def feed(
-        tg: TaskGroup, done: MemoryObjectSendStream[tuple[int, BatchItem[In, R]]]
-    ) -> None:
-        index = 0
-
-        async def start(value: In) -> None:
-            nonlocal index
-            await slots.acquire()
-            tg.start_soon(guard(one), index, value, done.clone())
-            index += 1
-
-        async with done:
-            await for_each(inputs, start)
-
-    async def emit(done: MemoryObjectReceiveStream[tuple[int, BatchItem[In, R]]]) -> None:
+    async def emit() -> None:
         waiting: dict[int, BatchItem[In, R]] = {}
         following = 0
-        async with done:
-            async for index, item in done:
-                if not ordered:
-                    await send.send(item)
-                    slots.release()
-                    continue
-                waiting[index] = item
-                while following in waiting:
-                    await send.send(waiting.pop(following))
-                    slots.release()
-                    following += 1
+        async for index, item in finished:
+            waiting[index if ordered else following] = item  # unordered: the next to go
+            while following in waiting:
+                await send.send(waiting.pop(following))
+                slots.release()
+                following += 1
 
-    async with anyio.create_task_group() as tg:
+    async with done, finished, anyio.create_task_group() as tg:
         guard.watch(tg.cancel_scope)
-        tg.start_soon(guard(feed), tg, done_send)
-        tg.start_soon(guard(emit), done_receive)
+        tg.start_soon(guard(emit))
+        async with anyio.create_task_group() as calls:
+
+            async def start(value: In) -> None:
+                await slots.acquire()
+                calls.start_soon(guard(one), next(started), value)
+
+            await guard(for_each)(inputs, start)
+        done.close()  # every call has answered: emit ends with the last item
     guard.check()
 
 
 def _batch(
     inputs: Iterable[In] | AsyncIterable[In],
     call: Callable[[In], Awaitable[R]],
-    *,
     name: str,
     concurrency: int,
     ordered: bool,
@@ -362,19 +317,12 @@ def search_many(
     concurrency: int = DEFAULT_CONCURRENCY,
     ordered: bool = False,
 ) -> Batch[str, list[SearchResult]]:
-    """Search every query; yield a :class:`BatchItem` per query as its search completes.
-
-    ``item.result`` is the ``list[SearchResult]``; ``item.error`` the
-    :class:`MagisteriumError` (after the client's retries), or the ``ValueError`` /
-    ``TypeError`` of a query that cannot be sent. One failing query never stops the others;
-    any other exception ends the batch and is raised by the iterator.
-
-    ``queries`` may be any iterable or async iterable, read lazily: at most ``concurrency``
-    searches are in flight (``ordered=True``: yield in input order, holding at most
-    ``2 * concurrency`` items). Use ``async with client.search_many(q) as items:`` (or
-    :meth:`Batch.aclose`) to stop the work deterministically when leaving early.
-    """
-    return _batch(queries, client.search, name="queries", concurrency=concurrency, ordered=ordered)
+    """Search every query (any iterable or async iterable, read lazily); a
+    :class:`BatchItem` per query as it completes (``ordered``: in input order).
+    ``item.error`` is the :class:`MagisteriumError` after the client's retries, or the
+    ``ValueError``/``TypeError`` of a query that cannot be sent: one failure never stops
+    the others; any other exception ends the batch and is raised by the iterator."""
+    return _batch(queries, client.search, "queries", concurrency, ordered)
 
 
 def fetch_many(
@@ -384,9 +332,6 @@ def fetch_many(
     concurrency: int = DEFAULT_CONCURRENCY,
     ordered: bool = False,
 ) -> Batch[str, Document | None]:
-    """Fetch every document id; yield a :class:`BatchItem` per id as its fetch completes.
-
-    ``item.result`` is the :class:`Document`, or ``None`` when the service does not know
-    the id. Errors, laziness, ``concurrency`` and ``ordered`` work as in :func:`search_many`.
-    """
-    return _batch(ids, client.fetch, name="ids", concurrency=concurrency, ordered=ordered)
+    """Fetch every document id, as :func:`search_many` searches: ``item.result`` is the
+    :class:`Document`, or ``None`` when the service does not know the id."""
+    return _batch(ids, client.fetch, "ids", concurrency, ordered)

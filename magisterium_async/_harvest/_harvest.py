@@ -1,90 +1,452 @@
-"""The harvest as its consumer holds it: :class:`Harvest` and :func:`harvest`.
+"""The harvest: every document a list of queries finds, fetched once and yielded once.
 
-What the consumer sees and does: iterating, acknowledging (when a document counts as
-delivered), closing, asking the state who found a document. The stages that do the work
-and the delivery bookkeeping are in :mod:`._pipeline`, what it yields and counts in
-:mod:`._results`, the state in :mod:`._state`.
+:class:`Harvest` is what its consumer holds; :class:`HarvestRun` is one run's stages,
+joined by anyio memory streams in one task group::
+
+    queries ─ claim ─▶ search ≤N ─┐                 ┌─▶ new ids ─▶ fetch ≤N ─┐
+    acknowledged by the consumer ─┼─▶ received ─▶ commit                     │
+                                  └───────────────  └─▶ documents ─▶ deliver ◀┘
+    state: ids an earlier run found and did not fetch ──────────────▶ fetch
+    state: documents an earlier run fetched and did not deliver ───────────▶ deliver
+
+**Every answer that arrives is kept.** An answer, or an acknowledgement, goes into the
+run's list of what was received in the step it arrives (nothing can cut in between), and
+that list is committed in one transaction whenever anything is in it, and once more,
+shielded, however the run ends: a resume repeats at most the requests in flight. Nothing
+moves on before its answer is committed. Backpressure applies where work starts: no
+search while ``2 * N`` found ids wait for a fetch, no fetch while ``2 * N`` documents are
+not handed over, so memory stays flat and the tasks alive are the work in flight.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 from collections.abc import AsyncIterable, Iterable
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import Literal, NamedTuple, Protocol, cast
+
+import anyio
+import anyio.to_thread
+from anyio.streams.memory import MemoryObjectSendStream
 
 from magisterium_async._clock import Clock, LoopClock
-from magisterium_async._errors import StateError
+from magisterium_async._errors import AuthenticationError, StateError
 from magisterium_async._harvest._batch import (
     DEFAULT_CONCURRENCY,
-    MAX_CONCURRENCY,
+    ITEM_ERRORS,
     BackgroundIterator,
+    Guard,
+    SearchFetchClient,
     check_concurrency,
     check_source,
+    for_each,
 )
 from magisterium_async._harvest._jsonl import OutputMark
 from magisterium_async._harvest._lock import HarvestLock
-from magisterium_async._harvest._pipeline import HarvestClient, HarvestRun, OnError
-from magisterium_async._harvest._results import HarvestedDocument, HarvestFailure, HarvestStats
-from magisterium_async._harvest._state import HarvestState
+from magisterium_async._harvest._state import Fetched, HarvestedDocument, HarvestState, Searched
+from magisterium_async._ratelimit import SchedulerStats
+from magisterium_async._skills import require_query
 
+# What the package's root imports from here (its seam is the subpackage's __init__).
 __all__ = [
-    "MAX_CONCURRENCY",
     "Acknowledge",
     "Harvest",
-    "HarvestClient",
     "HarvestFailure",
     "HarvestStats",
     "HarvestedDocument",
     "OnError",
     "harvest",
-    "harvest_holding",
 ]
 
 Acknowledge = Literal["auto", "manual"]
+OnError = Literal["record", "raise"]
+
+
+class HarvestClient(SearchFetchClient, Protocol):
+    """What a harvest needs of a client: searches, fetches, and the pools' counters (for
+    :attr:`HarvestStats.rate_limited`). :class:`AsyncMagisterium` is one."""
+
+    @property
+    def stats(self) -> SchedulerStats: ...
+
+
+class HarvestFailure(NamedTuple):
+    """A search or fetch that failed after the client's retries."""
+
+    kind: Literal["search", "fetch"]
+    input: object
+    """The query (``kind == "search"``) or the document id (``"fetch"``)."""
+    error: Exception
+
+
+@dataclass
+class HarvestStats:
+    """Live counters of one harvest run; read them during and after the harvest."""
+
+    # The client's clock: ``started``, ``finished`` and ``elapsed`` are times on it. Not
+    # annotated, so no field of the dataclass (``dataclasses.asdict`` leaves it out).
+    _clock = cast(Clock, LoopClock())
+
+    queries: int = 0
+    """Queries read from the input."""
+    searched: int = 0
+    """Searches answered in this run."""
+    skipped_queries: int = 0
+    """Queries not searched: answered in an earlier run, or repeated in the input."""
+    repeated_queries: int = 0
+    """Of :attr:`skipped_queries`, those repeated in this run's input (the same query
+    read again): ``searched + skipped_queries - repeated_queries`` is the distinct
+    queries of the input answered, now or before."""
+    results: int = 0
+    """Search results received, duplicates included."""
+    unique_ids: int = 0
+    """Document ids found for the first time (in this run or any earlier one)."""
+    fetched: int = 0
+    """Documents fetched in this run."""
+    resumed: int = 0
+    """Documents fetched by an earlier run and yielded now, without a request."""
+    yielded: int = 0
+    """Documents handed to the consumer."""
+    not_found: int = 0
+    """Ids the service answered "Document not found." for."""
+    failed: int = 0
+    """Searches and fetches that failed after retries (see :attr:`Harvest.failures`)."""
+    rate_limited: int = 0
+    """429 answers the client met (and waited out) during the harvest."""
+    started: float | None = field(default=None, repr=False)
+    finished: float | None = field(default=None, repr=False)
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the harvest started (until it finished)."""
+        if self.started is None:
+            return 0.0
+        end = self.finished if self.finished is not None else self._clock.now()
+        return end - self.started
+
+    def start(self, clock: Clock) -> None:
+        """Mark the start, on ``clock`` (the client's)."""
+        self._clock = clock
+        self.started = clock.now()
+
+    def finish(self) -> None:
+        """Mark the end, on the clock given to :meth:`start`."""
+        self.finished = self._clock.now()
+
+
+def _rate_limited(stats: SchedulerStats) -> int:
+    return stats.default.rate_limited + stats.expensive.rate_limited + stats.unmetered.rate_limited
+
+
+class _Handoff:
+    """Where committed answers go while the stages run: new ids to the fetches (``found``
+    of them waiting, at most ``limit`` before a search starts), documents towards the
+    consumer (``slots``: fetched or being fetched and not handed over)."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.found, self.limit = 0, 2 * concurrency
+        self._taken = anyio.Event()
+        self.slots = anyio.Semaphore(2 * concurrency)
+        self.to_fetch, self.ids = anyio.create_memory_object_stream[str](math.inf)
+        self.ready, self.documents = anyio.create_memory_object_stream[HarvestedDocument](
+            math.inf  # in type only: ``found`` and ``slots`` bound what they hold
+        )
+
+    def take(self) -> None:
+        self.found -= 1
+        taken, self._taken = self._taken, anyio.Event()
+        taken.set()  # every waiter of this round; the next round waits on a fresh event
+
+    async def room(self) -> None:
+        while self.found >= self.limit:
+            await self._taken.wait()
+
+
+@dataclass(eq=False)
+class HarvestRun:
+    """One harvest run: its stages, counters and failures, what it received and has not
+    committed yet, and its hold on the state. Knows nothing of the consumer."""
+
+    client: HarvestClient
+    queries: Iterable[str] | AsyncIterable[str]
+    path: str | os.PathLike[str] | None
+    on_error: OnError
+    concurrency: int
+    clock: Clock
+    fatal: tuple[type[Exception], ...]
+    stats: HarvestStats = field(default_factory=HarvestStats)
+    failures: list[HarvestFailure] = field(default_factory=list)
+    guard: Guard = field(default_factory=Guard)
+    state: HarvestState | None = None
+    closed: bool = False
+    """Whether :meth:`close` ran: nothing received after it is committed."""
+
+    def __post_init__(self) -> None:
+        self._lock = None if self.path is None else HarvestLock(self.path, "state", StateError)
+        self._rate_limited_before = _rate_limited(self.client.stats)
+        self._answers: list[Searched | Fetched] = []  # received, not committed yet
+        self._delivered: list[str] = []
+        self._output: OutputMark | None = None
+        self._arrived = anyio.Event()
+        self._handoff: _Handoff | None = None
+        self._searching = self._fetching = True
+
+    def received(
+        self,
+        answer: Searched | Fetched | None = None,
+        delivered: Iterable[str] = (),
+        output: OutputMark | None = None,
+    ) -> None:
+        """Keep what arrived, to be committed at once: it never awaits, so whatever stops
+        the run next cannot come between an answer and this list."""
+        if answer is not None:
+            self._answers.append(answer)
+        self._delivered.extend(delivered)
+        self._output = output or self._output
+        self._arrived.set()
+
+    async def commit(self, state: HarvestState) -> None:
+        """Commit what was received, in one transaction, then count it and hand it on
+        (without awaiting: a cancellation after the commit loses nothing)."""
+        answers, self._answers = self._answers, []
+        delivered, self._delivered = self._delivered, []
+        output, self._output = self._output, None
+        if not (answers or delivered or output):
+            return
+        searched = [answer for answer in answers if isinstance(answer, Searched)]
+        fetched = [answer for answer in answers if isinstance(answer, Fetched)]
+        new, documents = await state.record(searched, fetched, delivered, output)
+        handoff = self._handoff
+        for query, ids, error in searched:
+            if error is not None:
+                self.fail("search", query, error)
+            else:
+                self.stats.searched += 1
+                self.stats.results += len(ids or ())
+        self.stats.unique_ids += len(new)
+        if handoff is not None:
+            handoff.found += len(new)
+            for document_id in new:
+                handoff.to_fetch.send_nowait(document_id)
+        for document_id, document, error in fetched:
+            if document is not None:
+                self.stats.fetched += 1
+                if handoff is not None:
+                    handoff.ready.send_nowait(documents[document_id])
+                continue
+            if handoff is not None:
+                handoff.slots.release()
+            if error is not None:
+                self.fail("fetch", document_id, error)
+            else:
+                self.stats.not_found += 1
+        self._count_rate_limited()
+
+    def _count_rate_limited(self) -> None:
+        self.stats.rate_limited = _rate_limited(self.client.stats) - self._rate_limited_before
+
+    def fail(self, kind: Literal["search", "fetch"], value: object, error: Exception) -> None:
+        self.failures.append(HarvestFailure(kind, value, error))
+        self.stats.failed += 1
+        if self.on_error == "raise":
+            self.guard.fail(error)
+
+    async def open(self) -> HarvestState:
+        """Hold the state (refused at once, naming the holder, when another harvest
+        does) and open it (made where no file is; one that is there is not written).
+        Idempotent."""
+        if self.state is None:
+            if self._lock is not None:  # in a thread: a refusal may take a moment
+                with anyio.CancelScope(shield=True):  # taken is let go
+                    await anyio.to_thread.run_sync(self._lock.acquire)
+            self.state = await HarvestState.open(self.path)
+        return self.state
+
+    async def close(self) -> None:
+        """Commit what waits (on the state reopened when the run has closed it: a
+        delivery acknowledged after the last document), close the state, let it go."""
+        state, self.state, self.closed = self.state, None, True
+        try:
+            if state is None and (self._delivered or self._output) and self.path is not None:
+                state = await HarvestState.open(self.path)
+            if state is not None:
+                try:
+                    await self.commit(state)
+                finally:
+                    await state.aclose()
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Let go of the state's lock (none taken: nothing). Idempotent."""
+        if self._lock is not None:
+            self._lock.release()
+
+    async def produce(self, out: MemoryObjectSendStream[HarvestedDocument | None]) -> None:
+        self.stats.start(self.clock)
+        try:
+            state = await self.open()
+            try:
+                await state.begin_run()
+                await self._stages(state, out)
+            finally:  # whatever ended the run: what it received is kept
+                self._handoff, self.state = None, None
+                try:
+                    await self.commit(state)
+                finally:
+                    await state.aclose()
+        finally:
+            self._count_rate_limited()
+            self.stats.finish()
+        self.guard.check()
+
+    async def _stages(
+        self, state: HarvestState, out: MemoryObjectSendStream[HarvestedDocument | None]
+    ) -> None:
+        handoff = self._handoff = _Handoff(self.concurrency)
+        async with contextlib.AsyncExitStack() as ends, anyio.create_task_group() as tg:
+            for stream in (handoff.to_fetch, handoff.ids, handoff.ready, handoff.documents):
+                await ends.enter_async_context(stream)
+            self.guard.watch(tg.cancel_scope)
+            stages = (self._search, self._resume_fetches, self._fetch, self._resume_documents)
+            for stage in (*stages, self._committer):
+                tg.start_soon(self.guard(stage), state, handoff)
+            tg.start_soon(self.guard(self._deliver), handoff, out, tg.cancel_scope)
+
+    async def _committer(self, state: HarvestState, handoff: _Handoff) -> None:
+        """Commit what arrives as it arrives; end the streams once nothing more can come
+        into them."""
+        while True:
+            arrived = self._arrived
+            await self.commit(state)
+            if not self._searching and not any(isinstance(a, Searched) for a in self._answers):
+                handoff.to_fetch.close()  # every search is recorded: no new id comes
+            if not self._fetching and not self._answers:
+                handoff.ready.close()  # every fetch is recorded: no document comes
+            await arrived.wait()
+            self._arrived = anyio.Event()
+
+    async def _ask(
+        self, kind: Literal["search", "fetch"], value: str, done: anyio.Semaphore
+    ) -> None:
+        """One search or fetch; its answer (or its failure) is received as it arrives."""
+        try:
+            if kind == "search":
+                results = await self.client.search(value)
+                self.received(Searched(value, [result.id for result in results], None))
+            else:
+                self.received(Fetched(value, await self.client.fetch(value), None))
+        except self.fatal:
+            raise  # every request after it would fail too: stop, resumable
+        except ITEM_ERRORS as exc:
+            self.received(
+                Searched(value, None, exc) if kind == "search" else Fetched(value, None, exc)
+            )
+        finally:
+            done.release()
+
+    async def _search(self, state: HarvestState, handoff: _Handoff) -> None:
+        in_flight = anyio.Semaphore(self.concurrency)
+        async with anyio.create_task_group() as searches:
+
+            async def claim(query: str) -> None:
+                self.stats.queries += 1
+                try:
+                    query = require_query("query", query)  # the one rule: stripped, bounded
+                except ITEM_ERRORS as exc:
+                    self.fail("search", query, exc)
+                    return
+                taken = await state.claim(query)
+                if taken == "search":
+                    await handoff.room()
+                    await in_flight.acquire()
+                    searches.start_soon(self.guard(self._ask), "search", query, in_flight)
+                else:
+                    self.stats.skipped_queries += 1
+                    if taken == "duplicate":
+                        self.stats.repeated_queries += 1
+
+            await for_each(self.queries, claim)
+        self._searching = False
+        self._arrived.set()
+
+    async def _fetch(self, state: HarvestState, handoff: _Handoff) -> None:
+        in_flight = anyio.Semaphore(self.concurrency)
+        async with anyio.create_task_group() as fetches:
+            async for document_id in handoff.ids:
+                handoff.take()
+                await handoff.slots.acquire()
+                await in_flight.acquire()
+                fetches.start_soon(self.guard(self._ask), "fetch", document_id, in_flight)
+        self._fetching = False
+        self._arrived.set()
+
+    async def _resume_fetches(self, state: HarvestState, handoff: _Handoff) -> None:
+        async with handoff.to_fetch.clone() as to_fetch:
+            after = 0
+            while page := await state.unfetched(after):
+                for _, document_id in page:
+                    await handoff.room()
+                    handoff.found += 1
+                    to_fetch.send_nowait(document_id)
+                after = page[-1][0]
+
+    async def _resume_documents(self, state: HarvestState, handoff: _Handoff) -> None:
+        async with handoff.ready.clone() as ready:
+            after = 0
+            while page := await state.undelivered(after):
+                for _, document in page:
+                    await handoff.slots.acquire()
+                    self.stats.resumed += 1
+                    ready.send_nowait(document)
+                after = page[-1][0]
+
+    async def _deliver(
+        self,
+        handoff: _Handoff,
+        out: MemoryObjectSendStream[HarvestedDocument | None],
+        stages: anyio.CancelScope,
+    ) -> None:
+        async for document in handoff.documents:
+            await out.send(document)
+            handoff.slots.release()
+        if self.guard.error is None:
+            # Handed over once the consumer asks for the item after the last document: by
+            # then that document is acknowledged, and committed as the run ends.
+            await out.send(None)
+        stages.cancel()  # the committer's wait: what it would commit, the end commits
 
 
 class Harvest(BackgroundIterator[HarvestedDocument | None]):
     """Every document the queries find, fetched once and yielded once, as they arrive.
 
-    An async iterator of :class:`HarvestedDocument` (a :class:`Document` that also names
-    the ``queries`` that found it) and an async context manager; :meth:`aclose` (or
-    leaving ``async with``) stops all work at once. :attr:`stats` and :attr:`failures`
-    are live.
+    An async iterator of :class:`HarvestedDocument` (a :class:`Document` naming the
+    ``queries`` that found it) and an async context manager; :meth:`aclose` (or leaving
+    ``async with``) stops all work at once. :attr:`stats` and :attr:`failures` are live.
+    It is iterated once: asked for a document after it ended, it raises ``RuntimeError``.
 
-    With a ``state`` file the harvest is resumable. A harvest started again with the same
-    state sends no request whose answer it recorded: searched queries are not searched
-    again (the ids they found are still fetched if they were not), fetched or missing
-    documents are not fetched again, and failed searches and fetches *are* tried again.
+    With a ``state`` file the harvest is resumable: started again with the same state, it
+    sends no request whose answer was recorded (failed ones are tried again), however the
+    last run ended, and yields exactly the documents found and not *delivered* before:
+    with ``acknowledge="auto"``, a document is delivered when the consumer asks for the
+    next one or closes the harvest in order (``break`` and ``return`` included; not when
+    ``async with`` is left by an exception); with ``"manual"``, when its id is given to
+    :meth:`acknowledge` (by :class:`JsonlWriter`'s ``on_durable``, once on disk). Each
+    delivery is committed at once. A bare ``async for`` left by ``break`` stops the work
+    only when the harvest is garbage collected, without delivering the document in hand.
 
-    **Every document is yielded once, across runs, once it is delivered.** A resumed
-    harvest yields exactly the documents found and not *delivered* before (those already
-    fetched come from the state, without a request), each once. What counts as delivered:
-
-    - ``acknowledge="auto"`` (the default): a document handed to the consumer is delivered
-      when the consumer asks for the next one, or closes the harvest in order: leaving
-      ``async with`` normally (``break`` and ``return`` included) or calling
-      :meth:`aclose`. Leaving ``async with`` by an exception (a cancellation, Ctrl-C)
-      leaves the document in hand undelivered: a resumed harvest yields it again.
-    - ``acknowledge="manual"``: only the ids given to :meth:`acknowledge` are delivered;
-      a consumer that must keep each document exactly once acknowledges what it has made
-      durable (:class:`JsonlWriter`'s ``on_durable`` does).
-
-    Each delivery is committed to the state at once, in a transaction of its own (or the
-    next one under way): only a process killed outright (``kill -9``) in that moment may
-    see those documents again on resume. A bare ``async for`` left by ``break`` stops the
-    work (and commits) only when the harvest object is garbage collected, without
-    delivering the document in hand: use ``async with`` or :meth:`aclose` when you may
-    leave early.
-
-    **One harvest at a time per state.** From the first document asked for until
-    :meth:`aclose` (leaving ``async with``), or until the harvest is garbage collected,
-    the harvest holds an exclusive OS lock on its state (``STATE.lock`` beside it, who
-    holds it in ``STATE.lock.info``; both removed when it ends). Another harvest of the
-    same state, in this process or any other of the host, raises :class:`StateError` at
-    its first document, naming the holder (pid, host, since when). A harvest killed
-    outright holds nothing.
+    From its first document until :meth:`aclose` (or garbage collection) it holds its
+    state (:mod:`._lock`): another harvest of the same state, in any process of the host,
+    raises :class:`StateError` naming the holder; a harvest killed outright holds nothing.
     """
+
+    _ended = (
+        "this harvest has ended (it ran to its end, or was closed): make a new one to "
+        "harvest again (with the same state=, it resumes)"
+    )
 
     def __init__(self, run: HarvestRun, acknowledge: Acknowledge) -> None:
         super().__init__(run.produce)
@@ -104,40 +466,61 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
 
     def acknowledge(self, document_ids: Iterable[str], *, output: OutputMark | None = None) -> None:
         """Mark documents as delivered: a resumed harvest will not yield them again.
+        Committed at once (off the event loop), and at the latest by :meth:`aclose`.
 
-        Committed to the state at once (in a transaction of its own, off the event loop),
-        and at the latest by :meth:`aclose`. Needed only with ``acknowledge="manual"``.
-        ``output`` (a :attr:`JsonlWriter.mark`) is recorded with them: where the file
-        that holds them ends, so a resume can check it appends to that file.
+        Arguments:
+            document_ids: ids of documents this harvest handed over, an iterable of
+                ``str`` (one id: ``[id]``; a lone ``str`` is a ``TypeError``).
+            output: a :attr:`JsonlWriter.mark` recorded with them: where the file that
+                holds them ends, so a resume can check it appends to that file.
+
+        Raises ``RuntimeError`` after :meth:`aclose`: what it names would never be
+        recorded.
         """
-        self._run.deliveries.note(document_ids, output)
+        if isinstance(document_ids, (str, bytes)) or not isinstance(document_ids, Iterable):
+            raise TypeError(
+                "acknowledge() takes an iterable of document ids (one id: [id]), not "
+                f"{type(document_ids).__name__} {document_ids!r:.80}"
+            )
+        ids = list(document_ids)
+        for document_id in ids:
+            if not isinstance(document_id, str):
+                raise TypeError(
+                    "acknowledge() takes document ids as str, not "
+                    f"{type(document_id).__name__} {document_id!r:.80}"
+                )
+        if output is not None and not isinstance(output, OutputMark):
+            raise TypeError(f"output must be an OutputMark or None, not {type(output).__name__}")
+        if self._run.closed:
+            raise RuntimeError(
+                "acknowledge() after the harvest was closed: its state is closed, so these "
+                "documents would come again next run; acknowledge before leaving async with"
+            )
+        self._run.received(delivered=ids, output=output)
 
     async def found_by(self, document_id: str) -> tuple[str, ...]:
-        """Every query whose recorded answer holds ``document_id``, over every run.
-
-        Complete once the harvest has finished (while it runs: as far as it has got), where
-        :attr:`HarvestedDocument.queries` is what was known when the document was handed
-        over. ``()`` for an id no search returned. Needs the state: without ``state=`` it
-        works only while the harvest runs (its temporary database is gone afterwards).
-        """
-        state = self._run.state
-        if state is not None:
-            return await state.found_by(document_id)
-        if self._run.path is None:
+        """Every query whose recorded answer holds ``document_id``, over every run (``()``
+        for an id no search returned): complete once the harvest has finished, where
+        :attr:`HarvestedDocument.queries` is what was known when it was handed over.
+        Without ``state=``, only while the harvest runs."""
+        run = self._run
+        if run.state is not None:
+            return await run.state.found_by(document_id)
+        if run.path is None:
             raise StateError(
                 "found_by() after a harvest without state= cannot answer: its temporary "
                 "state is gone; pass state=PATH to keep it",
                 path="",
             )
-        opened = await HarvestState.open(self._run.path, new_run=False)
+        state = await HarvestState.open(run.path)
         try:
-            return await opened.found_by(document_id)
+            return await state.found_by(document_id)
         finally:
-            await opened.aclose()
+            await state.aclose()
 
     def _deliver_last(self) -> None:
         if self._auto and self._last is not None:
-            self._run.deliveries.note((self._last,))
+            self._run.received(delivered=(self._last,))
         self._last = None
 
     async def __anext__(self) -> HarvestedDocument:
@@ -161,21 +544,25 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
 
     async def aclose(self) -> None:
         """Stop all work now, record what was delivered, close the state. Idempotent.
-
-        With ``acknowledge="auto"`` the document last handed over counts as delivered.
-        """
+        With ``acknowledge="auto"`` the document last handed over counts as delivered."""
         self._deliver_last()
         try:
             await super().aclose()
-            await self._run.deliveries.commit_to(self._run.path)
         finally:
-            self._run.release()
+            with anyio.CancelScope(shield=True):
+                await self._run.close()
 
     def __del__(self) -> None:
         super().__del__()
         run = getattr(self, "_run", None)  # None: __init__ never got so far
         if run is not None:
             run.release()
+
+
+async def hold(harvest: Harvest) -> HarvestState:
+    """Take ``harvest``'s state before its first document (its lock, then the database,
+    nothing written), for the command line to read and record what its output needs."""
+    return await harvest._run.open()
 
 
 def harvest(
@@ -187,50 +574,26 @@ def harvest(
     concurrency: int = DEFAULT_CONCURRENCY,
     acknowledge: Acknowledge = "auto",
     clock: Clock | None = None,
+    fatal: tuple[type[Exception], ...] = (),
 ) -> Harvest:
-    """Search every query, fetch each document found once, and yield the documents.
+    """Search every query, fetch each document found once, and yield the documents
+    (:class:`Harvest`).
 
-    ``queries`` is any iterable or async iterable of strings, read lazily. Ids are deduped
-    across queries (and across runs, with ``state``). ``state`` is the path of a sqlite
-    file recording the harvest as it goes; harvesting again with the same path resumes
-    (see :class:`Harvest`). Searches and fetches that fail after the client's retries are
-    recorded in :attr:`Harvest.failures` and counted in ``stats.failed``; with
-    ``on_error="raise"`` the first of them stops the harvest and is raised. An
-    :class:`AuthenticationError` (a token refused, a sign-in that cannot be renewed) always
-    stops it and is raised: the state keeps what was done, for a resume once signed in.
-    ``concurrency`` is the searches, and separately the fetches, in flight at once (from 1
-    to :data:`MAX_CONCURRENCY`, 1000; the tasks alive follow the work in flight, not it).
-    ``acknowledge`` says when a document counts as delivered, so that a resumed harvest
-    does not yield it again (see :class:`Harvest`): ``"auto"`` once the consumer asks for
-    the next one or closes the harvest in order, ``"manual"`` only through
-    :meth:`Harvest.acknowledge`. Each document yielded is a :class:`HarvestedDocument`
-    naming the queries that found it. ``clock`` (the client's) times ``stats.elapsed``.
+    Arguments:
+        queries: any iterable or async iterable of strings, read lazily; ids are deduped
+            across queries (and across runs, with ``state``).
+        state: the path of a SQLite file recording the harvest as it goes; harvesting
+            again with the same path resumes.
+        on_error: ``"record"``: a search or fetch that fails after the client's retries
+            is in :attr:`Harvest.failures` and ``stats.failed``; ``"raise"``: the first
+            stops the harvest and is raised.
+        concurrency: searches, and separately fetches, in flight at once (1 to 1000).
+        acknowledge: when a document counts as delivered (``"auto"`` or ``"manual"``).
+        clock: the client's; times ``stats.elapsed``.
+        fatal: failures that stop the harvest and are raised, as an
+            :class:`AuthenticationError` always does (every request after one would fail
+            too); the state keeps what was done, for a resume.
     """
-    return harvest_holding(
-        None,
-        client,
-        queries,
-        state=state,
-        on_error=on_error,
-        concurrency=concurrency,
-        acknowledge=acknowledge,
-        clock=clock,
-    )
-
-
-def harvest_holding(
-    lock: HarvestLock | None,
-    client: HarvestClient,
-    queries: Iterable[str] | AsyncIterable[str],
-    *,
-    state: str | os.PathLike[str] | None = None,
-    on_error: OnError = "record",
-    concurrency: int = DEFAULT_CONCURRENCY,
-    acknowledge: Acknowledge = "auto",
-    clock: Clock | None = None,
-) -> Harvest:
-    """:func:`harvest` on a state whose ``lock`` the caller holds already (the command
-    line takes it before it reads the state), or takes itself (``None``)."""
     check_source("queries", queries)
     if on_error not in ("record", "raise"):
         raise ValueError(f'on_error must be "record" or "raise", not {on_error!r}')
@@ -238,13 +601,7 @@ def harvest_holding(
         raise ValueError(f'acknowledge must be "auto" or "manual", not {acknowledge!r}')
     if state is not None and not isinstance(state, (str, os.PathLike)):
         raise TypeError(f"state must be a path or None, not {type(state).__name__}")
-    run = HarvestRun(
-        client,
-        queries,
-        state,
-        on_error,
-        check_concurrency(concurrency),
-        clock or LoopClock(),
-        lock,
-    )
+    concurrency = check_concurrency(concurrency)
+    fatal = (AuthenticationError, *fatal)
+    run = HarvestRun(client, queries, state, on_error, concurrency, clock or LoopClock(), fatal)
     return Harvest(run, acknowledge)

@@ -1,23 +1,25 @@
 """``JsonlWriter``: documents appended to a JSON Lines file, durable in small batches.
 
-Made for harvests that may be interrupted: on opening it cuts a line torn by a crash and
-skips documents the file already holds, and it tells the harvest which documents are on
-disk (``on_durable``) only after ``fsync``, so the harvest's state never runs ahead of the
-file. Together they put every document in the file exactly once across resumes.
+Made for harvests that may be interrupted: on opening it checks the file is the one the
+harvest wrote, as it left it, cuts a line torn by a crash and skips documents the file
+already holds, and it tells the harvest which documents are on disk (``on_durable``) only
+after ``fsync``, so the harvest's state never runs ahead of the file. Together they put
+every document in the file exactly once across resumes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
-import logging
 import os
 import re
 from collections.abc import Callable, Collection, Container
+from io import FileIO
 from stat import S_ISREG
 from types import TracebackType
-from typing import Any, BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -26,15 +28,12 @@ import msgspec
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import non_negative_number, whole_number
 from magisterium_async._errors import OutputFileError
+from magisterium_async._events import log_event, notice
+from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._lock import HarvestLock
-from magisterium_async._harvest._results import quoted
 from magisterium_async._models import Document
 
-__all__ = ["JsonlWriter", "OutputMark"]
-
 _ENCODER = msgspec.json.Encoder()
-
-
 _CHUNK = 1024 * 1024
 _HEAD = 4096  # of each line: where its "id" is
 _DIGEST = "sha256:"  # a fingerprint: the digest of every byte before the offset
@@ -42,23 +41,43 @@ _DIGEST = "sha256:"  # a fingerprint: the digest of every byte before the offset
 _ID_FIELD = re.compile(rb'\s*\{\s*"id"\s*:\s*("(?:[^"\\\n]|\\.){0,1024}")')
 _OPENING = b'{"id":"'  # how every line JsonlWriter writes begins
 
-logger = logging.getLogger("magisterium_async.harvest")
+# Where the system's words are not a user's ("No space left on device").
+_WHY = {
+    errno.ENOSPC: "the disk is full",
+    errno.EROFS: "the file system is read-only",
+    errno.EPIPE: "broken pipe (its reader has gone)",
+}
+
+
+def why_not_written(error: OSError) -> str:
+    """What an ``OSError`` of a write (or an open) says, in words: ``the disk is full``."""
+    return _WHY.get(error.errno or 0) or (error.strerror or str(error)).lower()
+
+
+def _quoted(value: str | bytes, limit: int = 200) -> str:
+    """``value`` (a user's input: a query, a line of a file) as a message quotes it: at
+    most ``limit`` characters, and its length when cut (``'abc…' (6,000,553 characters)``)."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text):,} characters)"
 
 
 class OutputMark(NamedTuple):
     """Where a :class:`JsonlWriter` left its file: what a harvest's state records of it.
 
-    ``device`` and ``inode`` name the file it was; ``offset`` is the end of its last
-    whole record; ``fingerprint`` is a digest of every byte before ``offset``
-    (``sha256:...``). The bytes are what a resume checks: a file edited anywhere, cut,
-    or replaced by other bytes is told apart, while a copy restored from a backup (a new
-    inode, the same bytes) is the harvest's output still.
+    ``device`` and ``inode`` name the file it was, ``path`` where (absolute); ``offset``
+    is the end of its last whole record; ``fingerprint`` a digest of every byte before
+    ``offset`` (``sha256:...``). The bytes are what a resume checks: a file edited
+    anywhere, cut, or replaced by other bytes is told apart, while a copy restored from a
+    backup, or moved (a new inode, the same bytes), is the harvest's output still.
     """
 
     device: int
     inode: int
     offset: int
     fingerprint: str
+    path: str = ""
 
 
 def _id_of(head: bytes) -> str | None:
@@ -73,98 +92,59 @@ def _id_of(head: bytes) -> str | None:
 
 
 class _Scan:
-    """One pass over a file's bytes, a chunk at a time: the end of its last whole line, the
-    digest of every byte before it, and the first 4 KiB of each line (where its id is), so
-    memory is bounded whatever the file holds."""
+    """One pass over a file's bytes, a piece at a time: the end of its last whole line,
+    the digest of every byte before it, and the first 4 KiB of each line (where its id
+    is), so memory is bounded whatever the file holds."""
 
     def __init__(self) -> None:
         self._digest = hashlib.sha256()
         self.digest = self._digest.copy()
         """Of the bytes before :attr:`whole`."""
-        self.whole = 0
-        self.lines = 0
-        self.head = bytearray()  # of the line under way
+        self.whole = self.lines = 0
 
-    def read(
-        self, file: BinaryIO, start: int, end: int, on_line: Callable[[int, bytes], None]
-    ) -> None:
-        """Read ``[start, end)`` (``start``: where the last read ended); ``on_line(start of
-        the line, its head)`` for each whole line."""
-        file.seek(start)
-        position = line_start = start
-        while position < end:
-            chunk = file.read(min(_CHUNK, end - position))
-            if not chunk:
-                break
-            at = 0
-            while (newline := chunk.find(b"\n", at)) >= 0:
-                self.head += chunk[at : min(newline, at + max(_HEAD - len(self.head), 0))]
-                on_line(line_start, bytes(self.head))
-                self.head.clear()
+    def read(self, file: BinaryIO, end: int, on_line: Callable[[int, bytes], None]) -> None:
+        """Read on from :attr:`whole` to ``end``: ``on_line(its start, its first bytes)``
+        for each whole line."""
+        file.seek(self.whole)
+        position, head = self.whole, b""
+        while position < end and (piece := file.readline(min(_CHUNK, end - position))):
+            position += len(piece)
+            self._digest.update(piece)
+            head += piece[: max(_HEAD - len(head), 0)]
+            if piece.endswith(b"\n"):
+                on_line(self.whole, head.removesuffix(b"\n"))
                 self.lines += 1
-                at = newline + 1
-                line_start = self.whole = position + at
-            if at:
-                self._digest.update(chunk[:at])
+                self.whole, head = position, b""
                 self.digest = self._digest.copy()
-            self._digest.update(chunk[at:])
-            if len(self.head) < _HEAD:
-                self.head += chunk[at : at + _HEAD - len(self.head)]
-            position += len(chunk)
 
 
-def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
-    # Not os.pread (POSIX only). Moving the position is harmless: the file is opened to
-    # append, and every write goes to its end whatever the position.
-    file.seek(offset)
-    return file.read(size)
+_WAYS_ON = (
+    "To continue without spending the quota again, put back the file as the harvest left it "
+    "(a copy of it from a backup or version control, byte for byte) and run again; to start "
+    "over, give another --out and its own --state (every document is then fetched again)"
+)
 
 
 def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
     return OutputFileError(
         f"{path} is not the output this harvest wrote: {why}. It was left as it is. "
-        f"{after}To continue without spending the quota again, put back the file as the "
-        "harvest left it (a copy of it from a backup or version control, byte for byte) and "
-        "run again; to start over, give another --out and its own --state (every document "
-        "is then fetched again)",
+        f"{after}{_WAYS_ON}",
         path=path,
     )
 
 
-def _check_size(path: str, stat: os.stat_result, mark: OutputMark) -> None:
-    if stat.st_size < mark.offset:
-        raise _refuse(
-            path,
-            f"it holds {stat.st_size} bytes, less than the {mark.offset} the harvest wrote "
-            "(it was cut short, or lines were removed from it)",
-        )
-
-
-def _check_after_mark(
-    path: str, mark: OutputMark, pending: Container[str], scan: _Scan, seen: list[str]
-) -> Callable[[int, bytes], None]:
-    """The check of each whole line after the mark: a record the harvest wrote and had
-    not acknowledged (a crash between the write and the state's commit), once; each id
-    is added to ``seen``, in the order of the file."""
-
-    def check(start: int, head: bytes) -> None:
-        found = _id_of(head)
-        if found is None or found not in pending or found in seen:
-            raise _refuse(
-                path,
-                f"line {scan.lines + 1} (at byte {start}) is not a record the harvest wrote: "
-                f"{quoted(head.decode('utf-8', 'replace'))}",
-                f"The harvest's own records end at byte {mark.offset}: `truncate -s "
-                f"{mark.offset} {path}` keeps exactly them, and the harvest continues. ",
-            )
-        seen.append(found)
-
-    return check
+def _gone(path: str, mark: OutputMark) -> OutputFileError:
+    return OutputFileError(
+        f"{path} does not exist, but the harvest wrote {mark.offset:,} bytes of records to "
+        f"{mark.path or path} and would not write them again: put that file here (a copy "
+        "will do) to continue, or start the harvest anew into another file",
+        path=path,
+    )
 
 
 def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
-    """Whether an incomplete last line may be one the harvest was writing when it was
-    killed: the start of a record it had not acknowledged."""
+    """Whether an incomplete last line may be one the harvest was writing when it
+    stopped: the start of a record it had not acknowledged."""
     if len(partial) <= len(_OPENING):
         return _OPENING.startswith(partial)
     if not partial.startswith(_OPENING):
@@ -173,149 +153,27 @@ def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
     return found is None or found in pending  # None: cut within the id
 
 
-class _Opened(NamedTuple):
-    file: BinaryIO
-    ids: set[str]
-    mark: OutputMark | None
-    digest: Any
-    cut: tuple[int, int] | None
-    recovered: list[str]
-
-
-def _open(
-    path: str, skip_existing: bool, mark: OutputMark | None, pending: Container[str]
-) -> _Opened:
-    if mark is not None and not os.path.lexists(path):
-        if mark.offset:
-            raise OutputFileError(
-                f"{path} is gone: the harvest had written {mark.offset} bytes of records "
-                "there, and would not write them again. Put the file back to continue, or "
-                "start the harvest anew into another file",
-                path=path,
-            )
-        mark = None  # it held nothing: made anew, the writer's from the start
-    # "a+b" alters nothing that is there (and creates a missing file); the checks below read
-    # through the same descriptor, so the file checked is the file written.
-    file = open(path, "a+b")  # noqa: SIM115 - closed by JsonlWriter.aclose
-    try:
-        stat = os.fstat(file.fileno())
-        if not S_ISREG(stat.st_mode):
-            # /dev/null, a pipe, a terminal: nothing to read (it may never end), nothing to
-            # repair, no offset to record.
-            return _Opened(file, set(), None, _Scan().digest, None, [])
-        ids: set[str] = set()
-
-        def note(start: int, head: bytes) -> None:
-            if skip_existing and (found := _id_of(head)) is not None:
-                ids.add(found)
-
-        scan = _Scan()
-        recovered: list[str] = []
-        with open(file.fileno(), "rb", closefd=False) as reader:
-            if mark is not None:
-                # The bytes, not the inode: a backup put back is a new inode, the same
-                # bytes, and the harvest's output still.
-                _check_size(path, stat, mark)
-                scan.read(reader, 0, mark.offset, note)
-                if _DIGEST + scan.digest.hexdigest() != mark.fingerprint:
-                    same = (stat.st_dev, stat.st_ino) == (mark.device, mark.inode)
-                    raise _refuse(
-                        path,
-                        "it was edited since the harvest wrote it"
-                        if same
-                        else "another file is in its place, and its bytes differ from those "
-                        "the harvest wrote",
-                    )
-                check = _check_after_mark(path, mark, pending, scan, recovered)
-
-                def note_after(line_start: int, head: bytes) -> None:
-                    check(line_start, head)
-                    note(line_start, head)
-
-                scan.read(reader, mark.offset, stat.st_size, note_after)
-            else:
-                scan.read(reader, 0, stat.st_size, note)
-        whole = scan.whole
-        cut = None
-        if whole < stat.st_size:
-            # A last line without its newline: cut only when the harvest may have been
-            # writing it when it was killed; a file nothing vouches for is never altered.
-            partial = _read_at(file, whole, min(stat.st_size - whole, _HEAD))
-            if mark is None or not _torn_by_the_harvest(partial, pending):
-                how = (
-                    "end the line, or write to another file"
-                    if mark is None
-                    else f"To continue without spending the quota again, remove it (`truncate "
-                    f"-s {whole} {path}` keeps every whole line before it) or put back the file "
-                    "as the harvest left it, and run again; to start over, give another --out "
-                    "and its own --state (every document is then fetched again)"
-                )
-                raise OutputFileError(
-                    f"{path} ends in an incomplete line (after byte {whole}) that this writer "
-                    f"cannot tell it wrote: {quoted(partial.decode('utf-8', 'replace'))}. It "
-                    f"was left as it is{': ' if mark is None else '. '}{how}",
-                    path=path,
-                )
-            file.truncate(whole)
-            cut = (whole, stat.st_size)
-            logger.warning(
-                "%s: cut its incomplete last line (bytes %d to %d), left by a harvest that "
-                "was killed while writing it",
-                path,
-                whole,
-                stat.st_size,
-            )
-        opened = OutputMark(stat.st_dev, stat.st_ino, whole, _DIGEST + scan.digest.hexdigest())
-        return _Opened(file, ids, opened, scan.digest, cut, recovered)
-    except BaseException:
-        file.close()
-        raise
-
-
-def _write(file: BinaryIO, data: bytes, sync: bool) -> None:
-    file.write(data)
-    file.flush()
-    if sync:  # a regular file; /dev/null or a pipe cannot be synced (EINVAL)
-        os.fsync(file.fileno())
-
-
 class JsonlWriter:
-    """Append :class:`Document`\\ s to ``path``, one JSON object a line.
+    """Append :class:`Document`\\ s to ``path``, one JSON object a line, durable in batches.
 
-    Lines are buffered and written, flushed and ``fsync``\\ ed once ``batch_size`` are
-    waiting or the oldest has waited ``max_delay`` seconds, and on :meth:`flush` /
-    :meth:`aclose`; all file work runs in a worker thread. ``max_delay`` is kept by a
-    timer, so a document written is on disk within ``max_delay`` seconds (plus the time
-    the disk takes) even when no other write follows, as when a harvest waits out its
-    quota. After each ``fsync``, ``on_durable`` gets the ids now safe on disk (give it
-    :meth:`Harvest.acknowledge` of a harvest started with ``acknowledge="manual"``).
-    A write that failed in the timer is raised by the next :meth:`write`, :meth:`flush`
-    or :meth:`aclose`. ``clock`` is where the timer reads the time and waits (a
-    :class:`VirtualClock` in tests).
+    Lines are written, flushed and ``fsync``\\ ed (in a worker thread) once ``batch_size``
+    wait, once the oldest has waited ``max_delay`` seconds (a timer on ``clock``: even when
+    no write follows, as while a harvest waits for its quota), and on :meth:`flush` and
+    :meth:`aclose`; then ``on_durable`` gets their ids (give it :meth:`Harvest.acknowledge`
+    of a harvest with ``acknowledge="manual"``). A write that fails (a full disk) raises
+    :class:`OutputFileError` saying why, leaves the file as it was before its batch, and
+    tells ``on_durable`` nothing; one the timer met is raised by the next call.
 
-    Opening an existing file reads, with ``skip_existing`` (the default), the ids the file
-    holds: writing one of them again is skipped (it is still reported to ``on_durable``).
-    That set costs memory in proportion to the ids in the file, some tens of bytes each;
-    the file itself is read a chunk at a time, and a file that is not a regular one
-    (``/dev/null``, a pipe) is not read at all.
-
-    A file is altered only where this writer can tell it wrote it. ``mark`` is where a
-    writer left it (its :attr:`mark`, which a harvest's state records): the file must
-    still be there, no shorter, and hold the same bytes up to the mark (a copy put back
-    from a backup does), or :class:`OutputFileError` is raised saying which. After the mark,
-    only what a crash between a write and its acknowledgement leaves is accepted: whole
-    records of the ids in ``pending`` (those handed to the writer and not acknowledged
-    when the mark was recorded; a harvest's state knows them), each once, and then at
-    most an incomplete last line that begins as such a record does, which is cut, with a
-    warning on the ``magisterium_async.harvest`` logger and in :attr:`cut`. Any other
-    line after the mark (one added by hand) is refused, naming it. Without ``mark`` an
-    existing file is only appended to, and one that ends in an incomplete line is refused.
-
-    **One writer at a time per file.** :meth:`open` takes an exclusive OS lock beside a
-    regular file (``PATH.lock``, who holds it in ``PATH.lock.info``; both removed by
-    :meth:`aclose`) before it reads a byte; a second writer of the same file, in this
-    process or another, gets :class:`OutputFileError` naming the holder (pid, host, since
-    when). A process killed outright holds nothing.
+    Opening checks the file before a byte is written, and alters only what this writer
+    can tell it wrote: with ``mark`` (a :attr:`mark` a harvest's state recorded), the file
+    must hold exactly the bytes before it (a copy put back from a backup does); after it,
+    only records of ``pending`` ids (written, not acknowledged: a crash in between), each
+    once (:attr:`recovered`), then at most a line torn as one of them, which is cut
+    (:attr:`cut`). Anything else is an :class:`OutputFileError` saying what differs. Without
+    ``mark`` a file is only appended to. With ``skip_existing`` a document whose id the file
+    holds is not written again. A device or a pipe is never read, locked or checked; a
+    directory, a socket or a block device is refused. :meth:`open` holds a regular file as a
+    harvest holds its state (:mod:`._lock`).
     """
 
     def __init__(
@@ -339,10 +197,10 @@ class JsonlWriter:
             raise TypeError(f"mark must be an OutputMark or None, not {type(mark).__name__}")
         self._mark = mark
         self._pending_ids = pending
-        self._digest: Any = None  # of every byte of the file before the mark
+        self._digest = hashlib.sha256()  # of every byte of the file before the mark
         self._hold: HarvestLock | None = None
         self._clock: Clock = clock or LoopClock()
-        self._file: BinaryIO | None = None
+        self._file: FileIO | None = None
         self._ids: set[str] = set()
         self._lines: list[bytes] = []
         self._pending: list[str] = []
@@ -351,6 +209,7 @@ class JsonlWriter:
         self._due = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
+        self._torn = False  # a failed write left part of its batch there
         self.written = 0
         """Documents written by this writer."""
         self.skipped = 0
@@ -360,12 +219,9 @@ class JsonlWriter:
         self.cut: tuple[int, int] | None = None
         """The bytes ``(start, end)`` of an incomplete last line :meth:`open` cut, if any."""
         self.recovered: list[str] = []
-        """The ids of the whole records :meth:`open` found after ``mark`` (written, not
-        acknowledged: a crash in between), in the order of the file."""
-        self._torn = False  # a write that failed, perhaps part-way
+        """The ids of the records :meth:`open` found after ``mark``, in the file's order."""
         self.changed: str | None = None
-        """Set by :meth:`aclose` when the file was changed under the writer (cut, added
-        to, removed or replaced while it was open): what differs. ``None``: as written."""
+        """What :meth:`aclose` found changed under the writer (cut, added to, replaced)."""
 
     async def __aenter__(self) -> JsonlWriter:
         await self.open()
@@ -383,26 +239,125 @@ class JsonlWriter:
         """Take the file's lock, check it, open it for appending (cutting a torn last
         line); ``async with`` does it for you."""
         if self._file is None:
-            opened = await anyio.to_thread.run_sync(self._open)
-            self._file, self._ids, self._mark, self._digest, self.cut, self.recovered = opened
+            await anyio.to_thread.run_sync(self._open)
             self.existing = len(self._ids)
             self._timer = asyncio.get_running_loop().create_task(
                 self._flush_when_due(), name=f"JsonlWriter({self.path!r}) timer"
             )
 
-    def _open(self) -> _Opened:
-        try:
-            regular = S_ISREG(os.stat(self.path).st_mode)
-        except FileNotFoundError:
-            regular = True  # made here: a regular file
-        if regular:
+    def _open(self) -> None:
+        """Take the lock, open the file to append and check it (in a worker thread)."""
+        kind = kind_of(self.path)
+        if kind in ("directory", "socket", "block device"):
+            raise OutputFileError(
+                f"{self.path} is {describe(kind)}, not a file: give the path of a file",
+                path=self.path,
+            )
+        if self._mark is not None and self._mark.offset and kind == "missing":
+            raise _gone(self.path, self._mark)
+        if kind in ("missing", "file"):
             self._hold = HarvestLock(self.path, "output", OutputFileError)
             self._hold.acquire()
         try:
-            return _open(self.path, self._skip_existing, self._mark, self._pending_ids)
-        except BaseException:
+            # "a+b" alters nothing there (and makes a missing file); the checks read through
+            # the same descriptor, so the file checked is the file written. Unbuffered: a
+            # failed write leaves nothing behind to be written again on close.
+            self._file = open(self.path, "a+b", buffering=0)  # noqa: SIM115 - aclose
+            stat = os.fstat(self._file.fileno())
+            if S_ISREG(stat.st_mode):  # a device or a pipe: never read (it may never end)
+                self._check(self._file, stat)
+        except BaseException as exc:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
             self._release()
+            if isinstance(exc, OSError):
+                raise OutputFileError(
+                    f"cannot write {self.path}: {why_not_written(exc)}", path=self.path
+                ) from exc
             raise
+
+    def _check(self, file: FileIO, stat: os.stat_result) -> None:
+        """Check a regular file against the mark (see the class), cut a line the harvest
+        tore, note the ids it holds; then :attr:`mark` is where it ends."""
+        path, mark, pending = self.path, self._mark, self._pending_ids
+        scan = _Scan()
+        reader = open(file.fileno(), "rb", closefd=False)  # noqa: SIM115 - buffered reads
+
+        def note(start: int, head: bytes) -> None:
+            if self._skip_existing and (found := _id_of(head)) is not None:
+                self._ids.add(found)
+
+        def after_mark(start: int, head: bytes) -> None:
+            # Only a record the harvest wrote and had not acknowledged (a crash between
+            # the write and the state's commit) may follow the mark, once.
+            found = _id_of(head)
+            if found is None or found not in pending or found in self.recovered:
+                raise _refuse(
+                    path,
+                    f"line {scan.lines + 1} (at byte {start}) is not a record the harvest "
+                    f"wrote: {_quoted(head)}",
+                    f"The harvest's own records end at byte {start}: `truncate -s {start} "
+                    f"{path}` keeps exactly them, and the harvest continues. ",
+                )
+            self.recovered.append(found)
+            note(start, head)
+
+        with reader:
+            if mark is not None:
+                # The bytes, not the inode: a backup put back is a new inode, the same
+                # bytes, and the harvest's output still.
+                if stat.st_size < mark.offset:
+                    raise _refuse(
+                        path,
+                        f"it holds {stat.st_size} bytes, less than the {mark.offset} the "
+                        "harvest wrote (it was cut short, or lines were removed from it)",
+                    )
+                scan.read(reader, mark.offset, note)
+                fingerprint = _DIGEST + scan.digest.hexdigest()
+                if scan.whole != mark.offset or fingerprint != mark.fingerprint:
+                    same = (stat.st_dev, stat.st_ino) == (mark.device, mark.inode)
+                    raise _refuse(
+                        path,
+                        "it was edited since the harvest wrote it"
+                        if same
+                        else "another file is in its place, and its bytes differ from those "
+                        "the harvest wrote",
+                    )
+            scan.read(reader, stat.st_size, note if mark is None else after_mark)
+            if scan.whole < stat.st_size:
+                # A last line without its newline: cut only when the harvest may have been
+                # writing it when it stopped; a file nothing vouches for is never altered.
+                reader.seek(scan.whole)
+                partial = reader.read(_HEAD)
+                if mark is None or not _torn_by_the_harvest(partial, pending):
+                    how = (
+                        ": end the line, or write to another file"
+                        if mark is None
+                        else f". Remove it (`truncate -s {scan.whole} {path}` keeps every whole "
+                        f"line before it), and the harvest continues. {_WAYS_ON}"
+                    )
+                    raise OutputFileError(
+                        f"{path} ends in an incomplete line (after byte {scan.whole}) that "
+                        f"this writer cannot tell it wrote: {_quoted(partial)}. It was left as "
+                        f"it is{how}",
+                        path=path,
+                    )
+                file.truncate(scan.whole)
+                self.cut = (scan.whole, stat.st_size)
+                log_event(
+                    notice(
+                        "warning",
+                        "harvest",
+                        f"{path}: cut its incomplete last line (bytes {scan.whole} to "
+                        f"{stat.st_size}), left by a harvest that stopped while writing it",
+                    )
+                )
+        self._digest = scan.digest
+        fingerprint = _DIGEST + scan.digest.hexdigest()
+        self._mark = OutputMark(
+            stat.st_dev, stat.st_ino, scan.whole, fingerprint, os.path.abspath(path)
+        )
 
     def _release(self) -> None:
         hold, self._hold = self._hold, None
@@ -414,14 +369,6 @@ class JsonlWriter:
         """Where the file ends after the last ``fsync``: its last whole record (``None``:
         not open yet, or not a regular file). Give it back as ``mark=`` to resume."""
         return self._mark
-
-    def _advance(self, data: bytes) -> None:
-        mark = self._mark
-        if mark is not None:
-            self._digest.update(data)
-            self._mark = mark._replace(
-                offset=mark.offset + len(data), fingerprint=_DIGEST + self._digest.hexdigest()
-            )
 
     async def _flush_when_due(self) -> None:
         """The ``max_delay`` timer: flush a batch once its oldest line has waited so long."""
@@ -476,17 +423,33 @@ class JsonlWriter:
             if lines and self._file is not None:
                 data = b"".join(lines)
                 with anyio.CancelScope(shield=True):
-                    try:
-                        await anyio.to_thread.run_sync(
-                            _write, self._file, data, self._mark is not None
-                        )
-                    except BaseException:
-                        self._torn = True  # part of it may be there: the end is not ours to judge
-                        raise
-                self._advance(data)
+                    await anyio.to_thread.run_sync(self._append, self._file, data)
                 self.written += len(lines)
             if pending and self.on_durable is not None:
                 self.on_durable(pending)
+
+    def _append(self, file: FileIO, data: bytes) -> None:
+        mark = self._mark
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[file.write(view) :]
+            if mark is not None:  # a regular file; /dev/null or a pipe cannot be synced
+                os.fsync(file.fileno())
+        except OSError as exc:
+            if mark is not None:  # nothing half-made: the batch's part written is cut off
+                try:
+                    file.truncate(mark.offset)
+                except OSError:
+                    self._torn = True  # the next resume cuts it: a torn record of ours
+            raise OutputFileError(
+                f"cannot write {self.path}: {why_not_written(exc)}", path=self.path
+            ) from exc
+        if mark is not None:
+            self._digest.update(data)
+            self._mark = mark._replace(
+                offset=mark.offset + len(data), fingerprint=_DIGEST + self._digest.hexdigest()
+            )
 
     async def aclose(self) -> None:
         """Flush and close the file. Idempotent."""

@@ -16,10 +16,8 @@ a server that speaks today's dialect costs no request more than before.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import msgspec
@@ -33,14 +31,13 @@ from magisterium_async._errors import (
     VersionNotSupportedError,
     error_for_status,
 )
+from magisterium_async._events import OnEvent, log_event, notice
 from magisterium_async._http._base import body_snippet
 from magisterium_async._http._dialect import PROTOCOLS, V03, V10, Dialect, ProtocolVersion, offered
-from magisterium_async._http._jsonrpc import Transport
+from magisterium_async._http._jsonrpc import JSONRPCClient
 from magisterium_async._models import MAX_ANSWER_DEPTH, AgentCard, json_deeper_than
 
-__all__ = ["Answer", "CardReader", "Negotiation", "card_paths", "get_card"]
-
-logger = logging.getLogger("magisterium_async.transport")
+__all__ = ["CardReader", "Negotiation", "card_paths", "get_card"]
 
 _DECODER = msgspec.json.Decoder(AgentCard)
 _MAX_AGE = re.compile(r"max-age=\s*\"?([0-9]+)")
@@ -50,9 +47,6 @@ AGENT_JSON = "/.well-known/agent.json"
 """A2A 0.2.x's well-known card path: the service's (0.2.6)."""
 AGENT_CARD_JSON = "/.well-known/agent-card.json"
 """A2A 0.3.0's and 1.0's well-known card path (0.3.0 renamed it)."""
-
-Answer = tuple[int, Any, bytes]
-"""An HTTP answer: status, headers, body."""
 
 
 def card_paths(protocol: ProtocolVersion) -> tuple[str, str]:
@@ -67,11 +61,11 @@ def card_paths(protocol: ProtocolVersion) -> tuple[str, str]:
 
 
 async def get_card(
-    transport: Transport, url: str, token: str | None = None, *, timeout: float
-) -> Answer:
-    """One GET of the card at ``url``; any status but 200 is raised as its error.
-    ``token``: none is sent (the card is public); a try of the retry loop is handed one."""
-    status, headers, body = await transport.get(url, timeout=timeout)
+    rpc: JSONRPCClient, url: str, *, timeout: float
+) -> tuple[int, Mapping[str, str], bytes]:
+    """One GET of the card at ``url`` (no token: the card is public); any status but
+    200 is raised as its error."""
+    status, headers, body = await rpc.get(url, timeout=timeout)
     if status != 200:
         what = f"HTTP {status}" if status == 429 else f"unexpected HTTP {status}"
         raise error_for_status(
@@ -89,18 +83,21 @@ class CardReader:
             any status but 200: :func:`get_card`, in the call path's retry loop).
         clock: where freshness is read.
         on_card: told of each card read (the telemetry's agent name and version).
+        protocol: the client's: the well-known paths are tried in its order
+            (:func:`card_paths`).
     """
 
     def __init__(
         self,
         base_url: str,
-        get: Callable[[str], Awaitable[Answer]],
+        get: Callable[[str], Awaitable[tuple[int, Mapping[str, str], bytes]]],
         clock: Clock,
         on_card: Callable[[AgentCard], None] = lambda card: None,
+        protocol: ProtocolVersion = "auto",
     ) -> None:
         parts = urlsplit(base_url)
-        self._origin = f"{parts.scheme}://{parts.netloc}"
-        self._candidates = [self._origin + path for path in card_paths("auto")]
+        origin = f"{parts.scheme}://{parts.netloc}"
+        self._candidates = [origin + path for path in card_paths(protocol)]
         self._get = get
         self._clock = clock
         self._on_card = on_card
@@ -108,11 +105,6 @@ class CardReader:
         self._card: AgentCard | None = None
         self._expires = 0.0
         self._lock = asyncio.Lock()  # one GET at a time: every caller waits for that one
-
-    def look_first_for(self, protocol: ProtocolVersion) -> None:
-        """Try the well-known paths in ``protocol``'s order (:func:`card_paths`) until one
-        answers (``"auto"``'s until told)."""
-        self._candidates = [self._origin + path for path in card_paths(protocol)]
 
     @property
     def url(self) -> str:
@@ -178,16 +170,15 @@ def max_age(cache_control: str | None) -> float:
 
 
 class Negotiation:
-    """The dialect one client speaks, and when it changes (shared by its views).
+    """The dialect calls of one ``protocol`` speak, and when it changes (one per protocol
+    a client or its views speak, all sharing the client's card).
 
     Arguments:
         protocol: ``"auto"``, ``"0.3"`` or ``"1.0"`` (what ``AsyncMagisterium`` takes).
         base_url: the client's endpoint (a card's interface elsewhere is not used).
-        reader: the client's agent card; the client's own negotiation has it look first
-            where a server of ``protocol`` serves it (:func:`card_paths`).
+        reader: the client's agent card.
         extensions: URIs of A2A extensions every request asks for.
-        view: a view's negotiation (:meth:`with_protocol`): the card, and the order it is
-            looked for in, stay the client's.
+        emit: where what it decides is told (the client's stream).
     """
 
     def __init__(
@@ -197,32 +188,26 @@ class Negotiation:
         reader: CardReader,
         *,
         extensions: Sequence[str] = (),
-        view: bool = False,
+        emit: OnEvent = log_event,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-        if not view:
-            reader.look_first_for(protocol)
         self.protocol: ProtocolVersion = protocol
         self.reader = reader
         self._base_url = base_url
         self._extensions = tuple(extensions)
+        self._emit = emit
         self.dialect = (V10 if protocol == "1.0" else V03).with_extensions(extensions)
-
-    def with_protocol(self, protocol: ProtocolVersion) -> Negotiation:
-        """A negotiation of ``protocol`` with the same service, card and extensions."""
-        return Negotiation(
-            protocol, self._base_url, self.reader, extensions=self._extensions, view=True
-        )
 
     async def card(self) -> AgentCard:
         """The agent card (the kept one while it is fresh); with ``"auto"``, the dialect
         it offers is spoken from now on."""
         card = await self.reader.read()
         if self.protocol == "auto":
-            dialect = offered(card, self._base_url).with_extensions(self._extensions)
+            dialect = offered(card, self._base_url, self._emit).with_extensions(self._extensions)
             if dialect != self.dialect:
-                logger.info("agent card offers A2A %s: speaking it", dialect.version)
+                said = f"agent card offers A2A {dialect.version}: speaking it"
+                self._emit(notice("info", "transport", said))
             self.dialect = dialect
         return card
 
@@ -239,7 +224,8 @@ class Negotiation:
             try:
                 await self.card()
             except MagisteriumError as exc:
-                logger.info("agent card not read after %s: %s", type(error).__name__, exc)
+                said = f"agent card not read after {type(error).__name__}: {exc}"
+                self._emit(notice("info", "transport", said))
                 return None
         return self.dialect if self.dialect != used else None
 

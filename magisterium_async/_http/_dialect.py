@@ -15,12 +15,13 @@ a client speaks is the negotiation's (see :mod:`._card`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from magisterium_async._config import PROTOCOLS, ProtocolVersion
+from magisterium_async._events import OnEvent, log_event, notice
 from magisterium_async._http import _v1
 from magisterium_async._http._base import check_base_url
 from magisterium_async._models import AgentCard, AgentInterface, Task, TaskPage
@@ -34,12 +35,6 @@ __all__ = [
     "offered",
 ]
 
-logger = logging.getLogger("magisterium_async.transport")
-
-ProtocolVersion = Literal["auto", "0.3", "1.0"]
-"""What ``AsyncMagisterium(protocol=)`` takes: ``"auto"`` (find it from the agent card),
-``"0.3"`` (the service's dialect today) or ``"1.0"``."""
-PROTOCOLS: tuple[ProtocolVersion, ...] = ("auto", "0.3", "1.0")
 
 _METHODS_V1 = {
     "message/send": "SendMessage",
@@ -132,7 +127,7 @@ def _same_origin(url: str, base_url: str) -> bool:
     return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
 
 
-def _endpoint(url: str | None, base_url: str) -> str | None:
+def _endpoint(url: str | None, base_url: str, emit: OnEvent) -> str | None:
     """The card's endpoint if the client may send the token there (the base URL's origin,
     over https or to loopback), else ``None`` (keep the base URL)."""
     if not url or url.rstrip("/") == base_url.rstrip("/"):
@@ -140,29 +135,28 @@ def _endpoint(url: str | None, base_url: str) -> str | None:
     try:
         url = check_base_url(url)
     except (TypeError, ValueError) as exc:
-        logger.warning("agent card: endpoint %s not used: %s", url, exc)
+        emit(notice("warning", "transport", f"agent card: endpoint {url} not used: {exc}"))
         return None
     if not _same_origin(url, base_url):
         # The card is public and unauthenticated: never let it send the token elsewhere.
-        logger.warning(
-            "agent card: endpoint %s is on another origin than %s; not used", url, base_url
-        )
+        said = f"agent card: endpoint {url} is on another origin than {base_url}; not used"
+        emit(notice("warning", "transport", said))
         return None
     return url
 
 
-def offered(card: AgentCard, base_url: str) -> Dialect:
+def offered(card: AgentCard, base_url: str, emit: OnEvent = log_event) -> Dialect:
     """The dialect ``card`` offers: A2A 1.0 where it names a 1.0 JSON-RPC interface
     (``supportedInterfaces``; or a top-level ``protocolVersion`` of 1.x), with that
-    interface's URL when it is on ``base_url``'s origin; else 0.3 (the 0.2.6 and 0.3
-    cards, and any card that says nothing)."""
+    interface's URL when it is on ``base_url``'s origin (an endpoint not used is told to
+    ``emit``); else 0.3 (the 0.2.6 and 0.3 cards, and any card that says nothing)."""
     ones = [
         i for i in card.supported_interfaces if _is_jsonrpc(i) and _major(i.protocol_version) == 1
     ]
     ones.sort(key=lambda i: (i.protocol_version or "").strip() not in ("1.0", "1.0.0"))
     if ones:
         chosen = ones[0]
-        return Dialect("1.0", _endpoint(chosen.url, base_url), chosen.tenant or None)
+        return Dialect("1.0", _endpoint(chosen.url, base_url, emit), chosen.tenant or None)
     if not card.supported_interfaces and _major(card.protocol_version) == 1:
-        return Dialect("1.0", _endpoint(card.url, base_url))
+        return Dialect("1.0", _endpoint(card.url, base_url, emit))
     return V03

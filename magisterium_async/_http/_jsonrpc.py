@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import platform
 import reprlib
 import socket
@@ -45,7 +44,7 @@ from magisterium_async._http._base import (
     body_snippet,
     check_base_url,
 )
-from magisterium_async._http._dialect import Dialect
+from magisterium_async._http._dialect import V03, Dialect
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
     MAX_ANSWER_DEPTH,
@@ -59,13 +58,11 @@ from magisterium_async._models import (
 from magisterium_async._telemetry import with_trace_context
 
 __all__ = [
-    "Transport",
+    "JSONRPCClient",
     "decode_response",
     "encode_params",
     "endpoint",
 ]
-
-logger = logging.getLogger("magisterium_async.transport")
 
 _USER_AGENT = (
     f"magisterium-async/{_version.__version__} "
@@ -87,16 +84,7 @@ class _ErrorObject(msgspec.Struct):
 
 
 class _Envelope(msgspec.Struct):
-    """The answer we expect: decoded with its Task in one pass."""
-
-    jsonrpc: Any = None
-    id: Any = None
-    result: Task | msgspec.UnsetType = msgspec.UNSET
-    error: _ErrorObject | None = None
-
-
-class _RawEnvelope(msgspec.Struct):
-    """Any JSON-RPC answer, the result left undecoded: to say what is wrong with one."""
+    """Any JSON-RPC answer, its result left undecoded (the dialect's to read)."""
 
     jsonrpc: Any = None
     id: Any = None
@@ -106,7 +94,6 @@ class _RawEnvelope(msgspec.Struct):
 
 _ENCODER = msgspec.json.Encoder()
 _ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
-_RAW_ENVELOPE_DECODER = msgspec.json.Decoder(_RawEnvelope)
 _TASK_DECODER = msgspec.json.Decoder(Task)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 _REPR = reprlib.Repr()
@@ -174,44 +161,25 @@ _TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SS
 _NOT_SENT_ERRORS = (aiohttp.ClientConnectorError, ConnectionRefusedError, socket.gaierror)
 
 
-def _parse(
-    method: str, payload: bytes, dialect: Dialect | None = None
-) -> tuple[_Envelope | _RawEnvelope | None, str | None]:
-    """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing).
-
-    Today's dialect decodes its Task with the envelope, in one pass; another leaves the
-    result undecoded, for ``dialect.decode``."""
-    envelope: _Envelope | _RawEnvelope
+def _parse(payload: bytes) -> tuple[_Envelope | None, str | None]:
+    """The envelope, and what makes it not a strict JSON-RPC 2.0 answer (``None``: nothing)."""
     # Before decoding: how deep a decoder recurses, and so what it refuses, differs between
     # interpreters, and it skips unknown fields unseen.
-    brackets = opening_brackets(payload)
-    if json_deeper_than(payload, MAX_ANSWER_DEPTH, brackets):
+    if json_deeper_than(payload, MAX_ANSWER_DEPTH):
         return None, f"the response is nested more than {MAX_ANSWER_DEPTH} levels deep"
-    decoder = _ENVELOPE_DECODER if dialect is None else _RAW_ENVELOPE_DECODER
     try:
-        envelope = decoder.decode(payload)
+        envelope = _ENVELOPE_DECODER.decode(payload)
     except RecursionError:
         return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
     except _DECODE_ERRORS:
-        # Not an envelope holding a Task: decode again, leniently, to say what it is.
-        try:
-            envelope = _RAW_ENVELOPE_DECODER.decode(payload)
-        except RecursionError:
-            return None, f"the response is nested too deeply to decode (over {MAX_DEPTH} levels)"
-        except _DECODE_ERRORS:
-            return None, "the response is not a JSON-RPC object"
-    # No value can nest deeper than the body has brackets, so answers with few skip the
-    # walk (the count is made once, above, for both checks).
-    if brackets > MAX_DEPTH:
-        error = envelope.error
-        if error is not None and deeper_than(error.data, MAX_DEPTH):
-            return None, f"error.data is nested more than {MAX_DEPTH} levels deep"
-        if isinstance(envelope.result, Task) and task_deeper_than(envelope.result, MAX_DEPTH):
-            return None, f"the result holds values nested more than {MAX_DEPTH} levels deep"
+        return None, "the response is not a JSON-RPC object"
+    error = envelope.error
+    if error is not None and deeper_than(error.data, MAX_DEPTH):
+        return None, f"error.data is nested more than {MAX_DEPTH} levels deep"
     return envelope, _protocol_problem(envelope)
 
 
-def _protocol_problem(envelope: _Envelope | _RawEnvelope) -> str | None:
+def _protocol_problem(envelope: _Envelope) -> str | None:
     if envelope.jsonrpc != "2.0":
         return f"the response's jsonrpc is {_brief(envelope.jsonrpc)}, not '2.0'"
     has_result = not isinstance(envelope.result, msgspec.UnsetType)
@@ -233,7 +201,7 @@ def _brief(value: object) -> str:
     return _REPR.repr(value)
 
 
-def _id_problem(envelope: _Envelope | _RawEnvelope, request_id: int) -> str | None:
+def _id_problem(envelope: _Envelope, request_id: int) -> str | None:
     """A result must carry the request's id; an error may carry ``null`` (JSON-RPC 2.0)."""
     if _is_int(envelope.id) and envelope.id == request_id:
         return None
@@ -252,7 +220,7 @@ def decode_response(
     skill_id: str | None = None,
     dialect: Dialect | None = None,
 ) -> Any:
-    """Map one HTTP answer to the :class:`Task` it carries, or raise the error it means.
+    """Map one HTTP answer to the result it carries, or raise the error it means.
 
     HTTP 401, 403 and 429 raise their class whatever the body (its error object, if any,
     adds the details). Anything else must be a strict JSON-RPC 2.0 answer to this request
@@ -279,18 +247,9 @@ def _decode(
     payload: bytes,
     headers: Any,
     skill_id: str | None,
-    dialect: Dialect | None = None,
+    dialect: Dialect | None,
 ) -> Any:
-    envelope, problem = _parse(method, payload, dialect)
-    if (
-        status == 200
-        and problem is None
-        and envelope is not None
-        and type(envelope.result) is Task
-        and type(envelope.id) is int
-        and envelope.id == request_id
-    ):
-        return envelope.result  # a strict answer in every respect: no more checks
+    envelope, problem = _parse(payload)
     if problem is None and envelope is not None:
         problem = _id_problem(envelope, request_id)
     err = envelope.error if envelope is not None else None
@@ -320,43 +279,36 @@ def _decode(
         raise MalformedResponseError(
             f"{method}: {problem}", status_code=status, body=body_snippet(payload)
         )
-    result = envelope.result
-    if isinstance(result, Task):
-        return result
-    assert isinstance(result, msgspec.Raw)
-    if dialect is not None:
-        return _decode_with(dialect, method, result, status, payload)
+    assert isinstance(envelope.result, msgspec.Raw)
+    return _result(method, envelope.result, dialect, status, payload)
+
+
+def _result(
+    method: str, raw: msgspec.Raw, dialect: Dialect | None, status: int, payload: bytes
+) -> Any:
+    """The result of ``method`` as ``dialect`` reads it (today's: a Task); malformed when
+    it cannot be read, or holds values nested too deeply."""
+    decoded: Any
     try:
-        task = _TASK_DECODER.decode(result)
+        if dialect is None:
+            decoded = _TASK_DECODER.decode(raw)
+        else:
+            decoded = dialect.decode(method, bytes(raw))
     except RecursionError:
-        task = None
+        decoded = None
     except _DECODE_ERRORS as exc:
         raise MalformedResponseError(
             f"{method}: the result is not a Task: {exc}",
             status_code=status,
             body=body_snippet(payload),
         ) from None
-    if task is None or task_deeper_than(task, MAX_DEPTH):
-        raise MalformedResponseError(
-            f"{method}: the result holds values nested more than {MAX_DEPTH} levels deep",
-            status_code=status,
-            body=body_snippet(payload),
-        )
-    return task
-
-
-def _decode_with(
-    dialect: Dialect, method: str, result: msgspec.Raw, status: int, payload: bytes
-) -> Any:
-    """The result of ``method`` as ``dialect`` reads it; malformed when it cannot."""
-    try:
-        decoded = dialect.decode(method, bytes(result))
-    except RecursionError:
-        decoded = None
     except ValueError as exc:  # the dialect's "not what this method answers"
         raise MalformedResponseError(
             f"{method}: {exc}", status_code=status, body=body_snippet(payload)
         ) from None
+    # No value nests deeper than the body has brackets: most answers skip the walk.
+    if decoded is not None and opening_brackets(payload) <= MAX_DEPTH:
+        return decoded
     tasks = getattr(decoded, "tasks", [decoded])
     if decoded is None or any(task_deeper_than(task, MAX_DEPTH) for task in tasks):
         raise MalformedResponseError(
@@ -383,8 +335,9 @@ def _rpc_headers(token: str | None) -> dict[str, str]:
     return headers
 
 
-class Transport:
-    """The JSON-RPC client of one endpoint over an :class:`HTTPTransport`."""
+class JSONRPCClient:
+    """The JSON-RPC client of one endpoint over an :class:`HTTPTransport`: one request per
+    :meth:`rpc`, its answer mapped to a result or an error."""
 
     def __init__(
         self,
@@ -418,7 +371,7 @@ class Transport:
         self._ids = itertools.count(1)
 
     def __repr__(self) -> str:
-        return f"<Transport {self._url}>"
+        return f"<JSONRPCClient {self._url}>"
 
     @property
     def base_url(self) -> str:
@@ -457,44 +410,37 @@ class Transport:
         *,
         timeout: float,
         skill_id: str | None = None,
-        dialect: Dialect | None = None,
+        dialect: Dialect = V03,
     ) -> Any:
         """Send one JSON-RPC request and return what it answers (a Task, in today's
         dialect), or raise.
 
-        ``method`` names the operation by its A2A 0.3 method; ``dialect`` is the dialect to
-        speak (``None`` or a 0.3 one: today's), which names the method on the wire, may name
-        another endpoint and adds its headers; ``params`` are already in its shape.
-        ``token`` replaces the transport's own for this request and the next ones;
-        ``skill_id`` (the skill a ``message/send`` names) goes into the errors it meets.
+        ``method`` names the operation by its A2A 0.3 method; ``dialect``, the one spoken,
+        names the method on the wire, may name another endpoint and adds its headers;
+        ``params`` are already in its shape. ``token`` replaces the client's own for this
+        request and the next ones; ``skill_id`` (the skill a ``message/send`` names) goes
+        into the errors it meets.
         """
-        if dialect is not None and dialect.version == "0.3" and not dialect.headers:
-            dialect = None  # today's dialect, spoken to the base URL: the transport's own
         request_id = next(self._ids)
-        wire = method if dialect is None else dialect.method(method)
-        body = _ENCODER.encode(_Request("2.0", request_id, wire, params))
-        rpc_headers = self._rpc_headers if token is None else self._headers_for(token)
-        url = self._url
-        if dialect is not None:
-            rpc_headers = {**rpc_headers, **dialect.headers}
-            url = dialect.url or url
-        logger.debug("POST %s method=%s id=%d", url, wire, request_id)
+        body = _ENCODER.encode(_Request("2.0", request_id, dialect.method(method), params))
+        headers = self._rpc_headers if token is None else self._headers_for(token)
+        if dialect.headers:
+            headers = {**headers, **dialect.headers}
+        url = dialect.url or self._url
         try:
-            status, headers, payload = await self._exchange(
-                "POST", url, with_trace_context(rpc_headers), body, timeout, method
+            status, answer_headers, payload = await self._exchange(
+                "POST", url, with_trace_context(headers), body, timeout, method
             )
         except APIResponseError as error:  # the body could not be read (too large, corrupt)
             with_answer(error, jsonrpc_id=request_id)
             raise
-        if dialect is not None and dialect.version == "0.3":
-            dialect = None  # 0.3's results are the transport's own Tasks
+        spoken = dialect if dialect.version == "1.0" else None  # 0.3's results are Tasks
         return decode_response(
-            method, request_id, status, payload, headers, skill_id=skill_id, dialect=dialect
+            method, request_id, status, payload, answer_headers, skill_id=skill_id, dialect=spoken
         )
 
     async def get(self, url: str, *, timeout: float) -> tuple[int, Any, bytes]:
         """GET a public URL (no token sent); the status, headers and body."""
-        logger.debug("GET %s", url)
         headers = with_trace_context(self._get_headers)
         return await self._exchange("GET", url, headers, None, timeout, f"GET {url}")
 

@@ -95,6 +95,7 @@ class Pool:
         self._told_rate = self.rate
         self._told_pause = -math.inf  # the end of the last pause told
         self._told_wait = -math.inf  # the end of the last wait for quota told
+        self._untold = False  # a call arrived whose wait is not told yet
         self._paused_at: float | None = None
 
     @property
@@ -138,8 +139,8 @@ class Pool:
             return self._grant(now, now)  # nobody waits and it may start: no place to keep
         waiter: Waiter[Permit] = Waiter(next(scheduler.arrivals), now, priority, key)
         self.line.push(waiter)
+        self._untold = True
         scheduler.pump()
-        self._tell_wait(now, bulk)
         try:
             return await waiter.future
         except asyncio.CancelledError:
@@ -264,14 +265,14 @@ class Pool:
             self._paused_at = self._paused_at if self._paused_at is not None else now
             self._emit("paused", until - now, now)
 
-    def _tell_wait(self, now: float, bulk: bool) -> None:
-        """A wait for quota, told once as it begins (however many calls share it)."""
-        if self._rule is None:
-            return
-        at = self._at(now, bulk)
-        if now < at < math.inf and at > self._told_wait:
-            self._told_wait = at
-            self._emit("waiting", at - now, now)
+    def tell_wait(self, now: float, at: float) -> None:
+        """Its first waiter waits for quota until ``at``: told once as a wait begins for
+        calls that arrived (a queue that moves on is no news)."""
+        if self._untold and self._rule is not None:
+            self._untold = False
+            if at > self._told_wait:  # not the wait already told
+                self._told_wait = at
+                self._emit("waiting", at - now, now)
 
     def quota(self, now: float) -> PoolQuota:
         """What is left of this pool's quota at ``now``, as this process sees it."""
@@ -386,8 +387,17 @@ class Scheduler:
             if best is None:
                 break
             best[1].grant(now)
-        wake = math.inf if self.full() else min(pool.wake(now) for pool in pools)
-        if wake < self._timer_at:
+        wake = math.inf
+        if not self.full():
+            for pool in pools:
+                at = pool.wake(now)
+                if now < at < math.inf:
+                    pool.tell_wait(now, at)
+                wake = min(wake, at)
+        if wake == math.inf and self._timer is not None and self.idle():
+            self._timer.cancel()  # nobody waits: nothing to wake for
+            self._timer, self._timer_at = None, math.inf
+        elif wake < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer_at = wake

@@ -39,6 +39,7 @@ Each constant says why it has its value; nothing else here holds a bare number.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -172,9 +173,9 @@ class Rule:
 
     def contended(self, now: float) -> bool:
         """Whether bulk starts are paced now (see the module's docstring)."""
-        return (
-            now < self.contended_at + QUIET * self.window
-            or now - self.run_since >= RUN * self.window
+        running = now - self.last_start <= 2 * self.span  # a run of starts goes on
+        return now < self.contended_at + QUIET * self.window or (
+            running and now - self.run_since >= RUN * self.window
         )
 
     def start(self, now: float, ticket: str | None = None) -> Start:
@@ -258,10 +259,8 @@ class Rule:
         return end - self.window - rtt - self.margin
 
     def _forget(self, start: Start) -> None:
-        try:
+        with contextlib.suppress(ValueError):  # aged out already
             self.log.remove(start)
-        except ValueError:
-            pass  # aged out already
 
     # Learning (a local pool's; a shared one's is the same, in Lua) ---------------------
 

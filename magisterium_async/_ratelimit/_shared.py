@@ -83,8 +83,9 @@ _NEVER = 9e18  # a time that never comes, in µs (Lua has no portable infinity i
 #   ok      9... tickets answered without a 429
 #   add     9... start times (µs) to add, each its own ticket (a rejoin)
 #   read    (nothing more)
-# Returns {wait (µs; 0: admitted; -2: learn again soon, answers are missing), rate, proven, paused until, now, epoch, clients seen,
-#   starts in the span}.
+# Returns {wait (µs; 0: admitted; -2: learn again soon, answers are missing), rate, proven,
+#   paused until, now, epoch, clients seen, starts in the span, when the next start is free
+#   (read only)}.
 SCRIPT = """
 local mode = ARGV[1]
 local now
@@ -149,7 +150,7 @@ if mode == 'admit' then
     at = math.max(paused, log_free())
   end
   local quiet = now < contended + tonumber(ARGV[14]) * window
-  local running = now - run_since >= tonumber(ARGV[15]) * window
+  local running = now - last <= 2 * span and now - run_since >= tonumber(ARGV[15]) * window
   if last > -NEVER and ((bulk and (quiet or running)) or now < recovering) then
     at = math.max(at, last + window / rate)
   end
@@ -236,8 +237,9 @@ if mode ~= 'read' then
   redis.call('PEXPIRE', KEYS[4], keep)
   redis.call('PEXPIRE', KEYS[5], keep)
 end
-return {tostring(wait), rate, proven, tostring(paused), tostring(now), epoch,
-  clients, in_span(now)}
+local function us(t) return string.format('%.0f', t) end
+local free = mode == 'read' and math.max(paused, log_free()) or now
+return {us(wait), rate, proven, us(paused), us(now), epoch, clients, in_span(now), us(free)}
 """
 
 
@@ -273,10 +275,9 @@ class SharedLimits:
         self._account = account
         self._base: str | None = None
         self.id = uuid.uuid4().hex
-        self.epoch = ""  # the shared state's epoch, once Redis said it
         self.clients = 1  # processes seen lately
         self.down_since: float | None = None  # when Redis stopped answering
-        self._retry_at = -math.inf
+        self.retry_at = -math.inf
         self._pools: dict[str, SharedPool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -304,7 +305,7 @@ class SharedLimits:
         """One call of the script for ``pool``; ``None`` while Redis does not answer (the
         fallback applies). A refusal is raised."""
         now = self.clock.now()
-        if self.down_since is not None and now < self._retry_at:
+        if self.down_since is not None and now < self.retry_at:
             return None
         rule = pool.local
         argv: list[object] = [
@@ -314,7 +315,7 @@ class SharedLimits:
             round(rule.window * _US),
             round(rule.margin * _US),
             "1" if pool.adaptive else "0",
-            self.epoch,
+            pool.epoch if mode == "admit" else "",
             uuid.uuid4().hex[:12],
             *args,
         ]
@@ -327,21 +328,17 @@ class SharedLimits:
             return None
         if self.down_since is not None:
             await self._rejoin(now)
-        self.offset = int(reply[4]) / _US - self.clock.now()
-        if self.epoch and self.epoch != _text(reply[5]):
-            self.emit(
-                notice(
-                    "warning",
-                    "ratelimit",
-                    "the shared quota's state in Redis was lost: each pool waits a window",
-                    time=now,
-                )
-            )
-        self.epoch, self.clients = _text(reply[5]), max(int(reply[6]), 1)
+        self.offset = float(reply[4]) / _US - self.clock.now()
+        if mode == "admit":
+            epoch = _text(reply[5])
+            if pool.epoch and pool.epoch != epoch:
+                said = "the shared quota's state in Redis was lost: the pool waits a window"
+                self.emit(notice("warning", "ratelimit", said, pool=pool.name, time=now))
+            pool.epoch, self.clients = epoch, max(int(reply[6]), 1)
         return list(reply)
 
     def _lost(self, why: str, now: float) -> None:
-        self._retry_at = now + self.config.retry_interval
+        self.retry_at = now + self.config.retry_interval
         if self.down_since is None:
             self.down_since = now
             share = max(self.config.workers, self.clients)
@@ -383,18 +380,17 @@ class SharedLimits:
         if reply is None:
             return view
         rule = pool.local
-        now = int(reply[4]) / _US
+        now = float(reply[4]) / _US
         rate, paused_for = int(reply[1]), max(0.0, float(reply[3]) / _US - now)
-        used = int(reply[7])
-        left = 0 if paused_for or used >= rate else rate - used
+        used, free_in = int(reply[7]), max(0.0, float(reply[8]) / _US - now)
         return PoolQuota(
             pool=view.pool,
             limit=rate * view.period / rule.window,
             configured=view.configured,
             period=view.period,
             used=used,
-            left=left,
-            next_start_in=paused_for if left or paused_for else view.next_start_in,
+            left=0 if free_in else max(rate - used, 0),
+            next_start_in=free_in,
             paused_for=paused_for,
             shared=True,
         )
@@ -424,6 +420,7 @@ class SharedPool:
         self._next_ask = -math.inf
         self._contends = False
         self._settled = False
+        self.epoch = ""  # the shared state's epoch, once Redis said it
         self._answered: list[str] = []  # answered without a 429, not yet told
         self._seq = 0
         self._fallback: Rule | None = None  # while Redis does not answer
@@ -436,9 +433,9 @@ class SharedPool:
 
     def next_start(self, now: float, bulk: bool) -> float:
         """When this process may start its next request (``inf``: once Redis answers)."""
-        if self._fallback is not None and self.shared.down_since is not None:
-            if now < self.shared._retry_at:
-                return self._fallback.next_start(now, bulk=bulk)
+        shared = self.shared
+        if self._fallback is not None and shared.down_since is not None and now < shared.retry_at:
+            return self._fallback.next_start(now, bulk=bulk)
         if self._ticket is not None:
             return now
         if self._asking:

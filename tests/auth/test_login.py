@@ -1,21 +1,28 @@
-"""login, logout and auth status as library calls, against the fake authorization server."""
+"""login, logout and auth status as library calls: the OAuth steps (discovery, registration
+once, PKCE S256, the redirect or the pasted URL) against the fake authorization server, and
+what each refuses before anything is sent."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import os
-import urllib.request
-import webbrowser
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 import magisterium_async as m
-from magisterium_async._auth._credentials import default_credentials_path, load_credentials
-from magisterium_async._auth._login import auth_status, login, logout
+from magisterium_async._auth import auth_status, default_credentials_path, login, logout
+from tests.conftest import ScriptedServer
+from tests.helpers.credentials import load_credentials
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
+from tests.helpers.raw_server import RawServer, chain
 
 __all__ = ["auth_server"]
 
@@ -41,35 +48,27 @@ class Paste:
             yield line
 
 
-async def test_login_by_the_browser_redirect(auth_server: FakeAuthServer, tmp_path: Path) -> None:
+def quiet(line: str) -> None:
+    """What the login says to the person, unheard."""
+
+
+async def test_login_by_the_browser_redirect_with_pkce_s256_and_state(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
     path = tmp_path / "credentials.json"
-    await sign_in(auth_server, path)
+    shown: list[str] = []
+    await sign_in(auth_server, path, show=shown.append)
+    query = parse_qs(urlsplit(shown[0]).query)
+    assert query["response_type"] == ["code"] and query["code_challenge_method"] == ["S256"]
+    assert (
+        len(query["state"][0]) >= 32 and urlsplit(query["redirect_uri"][0]).hostname == "127.0.0.1"
+    )
+    assert len(query["code_challenge"][0]) == 43  # base64url of a SHA-256, unpadded
     stored = load_credentials(path)
-    assert stored is not None
-    assert stored.access_token in auth_server.access
+    assert stored is not None and stored.access_token in auth_server.access
     assert auth_server.requests == ["metadata", "register", "authorize", "token:authorization_code"]
     async with m.AsyncMagisterium(base_url=auth_server.base_url, credentials=path) as client:
         assert await client.search("grace") == []
-
-
-async def test_login_opens_the_browser_unless_told_not_to(
-    auth_server: FakeAuthServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    opened: list[str] = []
-
-    def browser(url: str) -> bool:  # a browser on this machine: it follows the redirect
-        opened.append(url)
-        with urllib.request.urlopen(url, timeout=30) as landed:
-            return bool(landed.status == 200)
-
-    monkeypatch.setattr(webbrowser, "open", browser)
-    shown: list[str] = []
-    await login(
-        auth_server.base_url, tmp_path / "c.json", say=lambda line: None, show_url=shown.append
-    )
-    assert opened == shown and len(opened) == 1
-    stored = load_credentials(tmp_path / "c.json")
-    assert stored is not None and stored.access_token in auth_server.access
 
 
 async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Path) -> None:
@@ -82,20 +81,15 @@ async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Pa
         paste.lines.put_nowait("\n")
         location = await redirect_location(await shown.future)
         paste.lines.put_nowait(location.replace("state=", "state=forged") + "\n")
-        paste.lines.put_nowait(location + "\n")
+        paste.lines.put_nowait("  " + location + "\r\n")  # as a terminal may hand it over
 
     task = asyncio.ensure_future(person())
-    await login(
-        auth_server.base_url,
-        path,
-        open_browser=False,
-        pasted=paste,
-        say=said.append,
-        show_url=shown,
-    )
+    await login(auth_server.base_url, path, pasted=paste, say=said.append, show_url=shown)
     await task
-    assert any("not the URL this sign-in was redirected to" in line for line in said)
-    assert any("paste" in line for line in said)
+    assert said == [
+        "that is not the URL this sign-in was redirected to (no code, or its state does not "
+        "match); paste the whole URL from the browser's address bar"
+    ]
     stored = load_credentials(path)
     assert stored is not None and stored.access_token in auth_server.access
 
@@ -114,13 +108,7 @@ async def test_a_redirect_with_another_state_is_turned_away(
                     statuses.append(response.status)
 
     task = asyncio.ensure_future(browser())
-    await login(
-        auth_server.base_url,
-        tmp_path / "c.json",
-        open_browser=False,
-        say=lambda line: None,
-        show_url=shown,
-    )
+    await login(auth_server.base_url, tmp_path / "c.json", say=quiet, show_url=shown)
     await task
     assert statuses == [400, 200]
 
@@ -139,7 +127,7 @@ async def test_a_second_login_keeps_the_registered_client(
     assert second.access_token != first.access_token
 
 
-async def test_a_refused_consent_is_an_oauth_error(
+async def test_a_refused_consent_is_an_oauth_error_and_writes_nothing(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     shown = Shown()
@@ -152,14 +140,8 @@ async def test_a_refused_consent_is_an_oauth_error(
             assert response.status == 200
 
     task = asyncio.ensure_future(deny())
-    with pytest.raises(m.OAuthError, match="access_denied"):
-        await login(
-            auth_server.base_url,
-            tmp_path / "c.json",
-            open_browser=False,
-            say=lambda line: None,
-            show_url=shown,
-        )
+    with pytest.raises(m.OAuthError, match="refused the sign-in \\(access_denied\\)"):
+        await login(auth_server.base_url, tmp_path / "c.json", say=quiet, show_url=shown)
     await task
     assert not (tmp_path / "c.json").exists()
 
@@ -172,20 +154,122 @@ async def test_login_refuses_an_unsafe_existing_file_before_sending(
     path.chmod(0o644)
     requests = list(auth_server.requests)
     with pytest.raises(m.CredentialsError, match="chmod 600"):
-        await login(auth_server.base_url, path, open_browser=False, say=lambda line: None)
+        await login(auth_server.base_url, path, say=quiet, show_url=quiet)
     assert auth_server.requests == requests
+
+
+# Discovery: tokens go to no endpoint the service did not name ----------------------------
+
+
+def _metadata(server: ScriptedServer, **changes: object) -> dict[str, object]:
+    origin = server.url.rsplit("/api/", 1)[0]
+    body: dict[str, object] = {
+        "issuer": origin,
+        "authorization_endpoint": origin + "/authorize",
+        "token_endpoint": origin + "/token",
+        "registration_endpoint": origin + "/register",
+    }
+    return {**body, **changes}
+
+
+def serve_metadata(server: ScriptedServer, body: object, status: int = 200) -> None:
+    async def metadata(request: web.Request) -> web.Response:
+        return web.json_response(body, status=status)
+
+    server.extra_routes["/.well-known/oauth-authorization-server"] = metadata
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"issuer": "https://evil.example"}, "names the issuer"),
+        ({"token_endpoint": "http://evil.example/token"}, "token_endpoint"),
+        ({"revocation_endpoint": "http://evil.example/revoke"}, "revocation_endpoint"),
+        ({"code_challenge_methods_supported": ["plain"]}, "PKCE S256"),
+        ({"registration_endpoint": None}, "offers no dynamic client registration"),
+    ],
+)
+async def test_metadata_that_would_leak_tokens_is_refused(
+    server: ScriptedServer, tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    serve_metadata(server, _metadata(server, **changes))
+    with pytest.raises(m.OAuthError, match=message):
+        await login(server.url, tmp_path / "c.json", say=quiet, show_url=quiet)
+    assert server.requests == [] and not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        ({"error": "nope"}, 404, r"no OAuth authorization server.*HTTP 404"),
+        ({"issuer": "x", "extra": [[[]]]}, 200, "is not authorization-server metadata"),
+    ],
+)
+async def test_no_authorization_server_is_a_clear_error(
+    server: ScriptedServer, tmp_path: Path, body: Any, status: int, error: str
+) -> None:
+    serve_metadata(server, body, status)
+    with pytest.raises(m.OAuthError, match=error):
+        await login(server.url, tmp_path / "c.json", say=quiet, show_url=quiet)
+
+
+async def test_deeply_nested_metadata_is_refused_as_an_oauth_error(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    async def metadata(request: web.Request) -> web.StreamResponse:
+        body = '{"issuer": "x", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        return web.Response(text=body, content_type="application/json")
+
+    server.extra_routes["/.well-known/oauth-authorization-server"] = metadata
+    with pytest.raises(m.OAuthError):
+        await login(server.url, tmp_path / "c.json", say=quiet, show_url=quiet)
+
+
+async def test_no_answer_is_a_connection_error_carrying_nothing_of_aiohttp(tmp_path: Path) -> None:
+    with pytest.raises(m.APIConnectionError, match="discovery failed"):
+        await login("http://127.0.0.1:1/a2a", tmp_path / "c.json", say=quiet, show_url=quiet)
+    # aiohttp's exceptions show the request in their repr: none rides along in the chain.
+    async with RawServer(b"NOT-HTTP garbage\r\n\r\n") as url:
+        with pytest.raises(m.APIConnectionError, match="discovery failed") as caught:
+            await login(url, tmp_path / "c.json", say=quiet, show_url=quiet)
+    assert chain(caught.value) == [caught.value]
+
+
+async def test_the_code_is_exchanged_with_the_verifier_of_the_challenge(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    challenges: list[str] = []
+    verifiers: list[str] = []
+    exchange = auth_server._token
+
+    async def recorded(request: web.Request) -> web.Response:
+        verifiers.append(str((await request.post()).get("code_verifier")))
+        return await exchange(request)
+
+    auth_server._token = recorded  # type: ignore[method-assign]
+    await sign_in(
+        auth_server,
+        tmp_path / "c.json",
+        show=lambda url: challenges.extend(parse_qs(urlsplit(url).query)["code_challenge"]),
+    )
+    [verifier], [challenge] = verifiers, challenges
+    assert 43 <= len(verifier) <= 128 and verifier not in challenge
+    digest = hashlib.sha256(verifier.encode()).digest()
+    assert challenge == base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+# logout and auth status --------------------------------------------------------------------
 
 
 async def test_logout_revokes_then_deletes(auth_server: FakeAuthServer, tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
     await sign_in(auth_server, path)
-    result = await logout(path)
-    assert result.removed and result.revoked is True
+    said = await logout(path)
+    assert said == f"Signed out: the tokens were revoked; deleted {path}"
     assert auth_server.revoked == ["refresh_token", "access_token"]
     assert auth_server.refresh_tokens == {} and auth_server.access == {}
     assert not path.exists()
-    again = await logout(path)
-    assert not again.removed and again.revoked is None
+    assert await logout(path) == f"not signed in (no credentials at {path})"
 
 
 async def test_logout_without_revocation_only_deletes(
@@ -194,23 +278,22 @@ async def test_logout_without_revocation_only_deletes(
     auth_server.revocation = False
     path = tmp_path / "credentials.json"
     await sign_in(auth_server, path)
-    result = await logout(path)
-    assert result.removed and result.revoked is None and auth_server.revoked == []
+    assert "the server offers no revocation" in await logout(path)
+    assert auth_server.revoked == [] and not path.exists()
 
 
-async def test_status_tells_issuer_expiry_and_scopes_never_a_token(
+async def test_status_reads_the_store_and_sends_nothing(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    assert await auth_status(path) is None
+    assert await auth_status(path) == (str(path), None)
     await sign_in(auth_server, path)
-    status = await auth_status(path)
-    stored = load_credentials(path)
-    assert status is not None and stored is not None
-    assert status.issuer == auth_server.origin and status.scopes == ["a2a"]
-    assert status.expires_at is not None and status.refreshable
-    text = repr(status) + str(status.as_json())
-    assert stored.access_token not in text and str(stored.refresh_token) not in text
+    requests = list(auth_server.requests)
+    assert await auth_status(path) == (str(path), load_credentials(path))
+    assert auth_server.requests == requests
+
+
+# A store that holds something else ----------------------------------------------------------
 
 
 async def test_a_damaged_file_is_set_aside_by_login_and_removed_by_logout(
@@ -228,11 +311,10 @@ async def test_a_damaged_file_is_set_aside_by_login_and_removed_by_logout(
     await sign_in(auth_server, path, say=said.append)
     [aside] = await asyncio.to_thread(lambda: list(path.parent.glob("credentials.json.corrupt-*")))
     assert aside.read_text() == '{"origin": ' and aside.stat().st_mode & 0o777 == 0o600
-    assert any(f"{path} holds no readable sign-in: moved it to {aside}" in s for s in said)
+    assert said == [f"{path} holds no readable sign-in: moved it to {aside}; signing in anew"]
     assert load_credentials(path) is not None
     path.write_text("[]")  # damaged again: logout removes it, with nothing to revoke
-    result = await logout(path)
-    assert result.removed and result.unreadable and result.revoked is None
+    assert "held no readable sign-in, so nothing was revoked" in await logout(path)
     assert not path.exists() and auth_server.revoked == []
 
 
@@ -240,36 +322,20 @@ async def test_a_named_file_that_is_no_sign_in_is_never_moved_or_deleted(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     # `logout --credentials ~/notes.txt` (private, as a key file is): the user's own file.
-    path = tmp_path / "notes.txt"
-    path.write_text("my precious notes\n")
-    path.chmod(0o600)
-    with pytest.raises(m.CredentialsError) as refused_out:
-        await logout(path)
-    with pytest.raises(m.CredentialsError) as refused_in:
-        await sign_in(auth_server, path, say=lambda _: None)
-    for refused in (refused_out, refused_in):
-        assert "no command moves or deletes a file you named" in str(refused.value)
-        assert "rm " not in str(refused.value)  # no ready-to-paste removal of a user's file
-    assert path.read_text() == "my precious notes\n"
-    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+    for content in (b"my precious notes\n", b"\x89PNG\r\n\x1a\n\xff\xfe", b"{}" * 600_000):
+        path = tmp_path / "notes.txt"
+        path.write_bytes(content)
+        path.chmod(0o600)
+        with pytest.raises(m.CredentialsError) as refused_out:
+            await logout(path)
+        with pytest.raises(m.CredentialsError) as refused_in:
+            await sign_in(auth_server, path)
+        for refused in (refused_out, refused_in):
+            assert "no command moves or deletes a file you named" in str(refused.value)
+            assert "rm " not in str(refused.value)  # no ready-to-paste removal of a user's file
+        assert path.read_bytes() == content
+        assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
     assert auth_server.requests == []
-
-
-async def test_a_directory_at_the_path_is_refused_by_each_flow_naming_it(
-    auth_server: FakeAuthServer, tmp_path: Path
-) -> None:
-    path = tmp_path / "credentials.json"
-    path.mkdir()
-    for flow in (
-        auth_status(path),
-        logout(path),
-        login(auth_server.base_url, path, open_browser=False, say=lambda line: None),
-    ):
-        with pytest.raises(m.CredentialsError, match="is a directory, not a credentials file"):
-            await flow
-    with pytest.raises(m.CredentialsError, match=f"rmdir {path}"):
-        m.AsyncMagisterium(base_url=auth_server.base_url, credentials=path)
-    assert auth_server.requests == [] and path.is_dir()
 
 
 async def test_a_named_empty_file_is_no_sign_in_yet_and_one_of_any_version_is_set_aside(
@@ -278,7 +344,7 @@ async def test_a_named_empty_file_is_no_sign_in_yet_and_one_of_any_version_is_se
     empty = tmp_path / "empty.json"  # made by mktemp to hold a sign-in
     empty.write_bytes(b"")
     empty.chmod(0o600)
-    await sign_in(auth_server, empty, say=lambda _: None)
+    await sign_in(auth_server, empty)
     assert load_credentials(empty) is not None
     damaged = tmp_path / "mine.json"  # this SDK's file, cut short: a format, no tokens
     damaged.write_text('{"version": 1}')

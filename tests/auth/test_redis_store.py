@@ -18,10 +18,14 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._auth._credentials import Credentials
-from magisterium_async._auth._login import auth_status, logout
-from magisterium_async._auth._redis_store import RedisStore, signin_key
-from magisterium_async._auth._tokens import StoredToken
+from magisterium_async._auth import (
+    Credentials,
+    RedisStore,
+    StoredToken,
+    auth_status,
+    logout,
+    signin_key,
+)
 from magisterium_async._redis import connect
 from tests.conftest import JumpClock, _running
 from tests.helpers.credentials import PASSWORD, require_password
@@ -174,9 +178,9 @@ async def test_without_redis_the_token_in_hand_serves_until_it_expires(
         await client.search("grace")
     message = str(caught.value)
     masked = f"redis://:***@127.0.0.1:{persistent_redis.port}/0"
-    assert f"cannot reach the credentials store {masked}" in message
+    assert f"the credentials store: Redis at {masked} did not answer" in message
     assert caught.value.path == masked
-    assert "cannot reach the credentials store" in caplog.text
+    assert "did not answer" in caplog.text and "the token in hand is used" in caplog.text
     # Restarted with its data (appendonly): the client carries on.
     await asyncio.to_thread(persistent_redis.start)
     await require_password(persistent_redis)
@@ -251,7 +255,9 @@ async def test_an_unreachable_store_fails_within_its_bounds(
 ) -> None:
     nowhere = RedisServer()  # never started: connection refused
     async with client_for(auth_server, nowhere.url, clock) as client:
-        with pytest.raises(m.CredentialsError, match="cannot reach the credentials store"):
+        with pytest.raises(
+            m.CredentialsError, match=r"credentials store: Redis at .* did not answer"
+        ):
             await asyncio.wait_for(client.search("grace"), 10)
 
 
@@ -272,7 +278,9 @@ async def test_a_call_tries_a_store_that_does_not_answer_for_store_wait_seconds(
     loop = asyncio.get_running_loop()
     started = loop.time()
     try:
-        with pytest.raises(m.CredentialsError, match="cannot reach the credentials store"):
+        with pytest.raises(
+            m.CredentialsError, match=r"credentials store: Redis at .* did not answer"
+        ):
             await asyncio.wait_for(source.token(), 10)
     finally:
         await source.aclose()
@@ -286,15 +294,32 @@ async def test_a_call_tries_a_store_that_does_not_answer_for_store_wait_seconds(
 
 
 async def test_status_and_logout_on_redis(auth_server: FakeAuthServer, url: str) -> None:
-    status = await auth_status(url, auth_server.base_url)
-    assert status is not None and status.issuer == auth_server.origin
-    assert status.where == url.replace(PASSWORD, "***")
-    assert PASSWORD not in repr(status) + str(status.as_json())
-    result = await logout(url, auth_server.base_url)
-    assert result.removed and result.revoked is True
+    masked = url.replace(PASSWORD, "***")
+    where, signed_in = await auth_status(url, auth_server.base_url)
+    assert where == masked and signed_in is not None and signed_in.issuer == auth_server.origin
+    said = await logout(url, auth_server.base_url)
+    assert said == f"Signed out: the tokens were revoked; deleted {masked}"
     assert auth_server.revoked == ["refresh_token", "access_token"]
     assert await stored(url, auth_server.origin) is None
-    assert await auth_status(url, auth_server.base_url) is None
+    assert await auth_status(url, auth_server.base_url) == (masked, None)
+
+
+async def test_a_refusal_is_said_as_one_at_once_never_as_an_outage(
+    auth_server: FakeAuthServer, url: str, clock: JumpClock, persistent_redis: RedisServer
+) -> None:
+    wrong = url.replace(PASSWORD, "not-the-password")
+    unknown = f"redis://nobody:{PASSWORD}@127.0.0.1:{persistent_redis.port}/0"
+    for refused in (wrong, unknown):
+        async with client_for(auth_server, refused, clock) as client:
+            with pytest.raises(m.CredentialsError) as caught:
+                await client.search("grace")
+        message = str(caught.value)
+        assert "refused the sign-in" in message and "check the user and password" in message
+        assert "did not answer" not in message and "not-the-password" not in message
+        assert PASSWORD not in message
+        with pytest.raises(m.CredentialsError, match="refused the sign-in"):
+            await auth_status(refused, auth_server.base_url)
+    assert auth_server.rpc_calls == 0
 
 
 async def test_the_readme_acl_user_keeps_the_sign_in_and_the_quota(
@@ -410,8 +435,7 @@ async def test_a_damaged_sign_in_in_redis_is_set_aside_by_login_and_removed_by_l
         assert any(f"moved it to {masked} (key {aside.decode()})" in line for line in said)
         assert await stored(url, auth_server.origin) is not None
         await redis.hset(key, "credentials", b"not json")
-        result = await logout(url, auth_server.base_url)
-        assert result.removed and result.unreadable and result.revoked is None
+        assert "held no readable sign-in" in await logout(url, auth_server.base_url)
         assert await redis.hget(key, "credentials") is None
     finally:
         await redis.aclose()

@@ -17,11 +17,11 @@ import aiohttp
 import pytest
 
 import magisterium_async as m
-from magisterium_async._auth._credentials import load_credentials
-from magisterium_async._auth._tokens import StoredToken
+from magisterium_async._auth import StoredToken
 from magisterium_async.testing import Emulator, EmulatorConfig, SyntheticCorpus
 from tests.cli.helpers import TIMEOUT, LoginRun, clean_env
 from tests.conftest import JumpClock
+from tests.helpers.credentials import load_credentials
 from tests.helpers.oauth_fake import redirect_location, sign_in
 from tests.helpers.refresh_log import RefreshLog, assert_one_refresh_per_lifetime
 

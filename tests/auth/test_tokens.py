@@ -14,10 +14,9 @@ import aiohttp
 import pytest
 
 import magisterium_async as m
-from magisterium_async._auth._credentials import load_credentials, save_credentials
-from magisterium_async._auth._store import FileStore
-from magisterium_async._auth._tokens import StoredToken
+from magisterium_async._auth import StoredToken
 from tests.conftest import JumpClock
+from tests.helpers.credentials import load_credentials, save_credentials
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, sign_in
 
 __all__ = ["auth_server"]
@@ -399,13 +398,18 @@ def test_the_stored_file_is_what_the_spec_says(
     assert os.stat(signed_in.parent).st_mode & 0o777 == 0o700
 
 
-@pytest.mark.parametrize(
-    ("store_wait", "error"),
-    [(-1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError), ("5", TypeError)],
-)
-def test_a_bad_store_wait_is_refused_naming_it(
-    tmp_path: Path, store_wait: Any, error: type[Exception]
+async def test_a_token_answer_without_a_token_is_refused_naming_no_token(
+    stored_client: m.AsyncMagisterium, auth_server: FakeAuthServer, clock: JumpClock
 ) -> None:
-    store = FileStore(tmp_path / "credentials.json")
-    with pytest.raises(error, match="store_wait"):
-        StoredToken(store, None, clock=JumpClock(), identity="test", store_wait=store_wait)
+    original = auth_server._issue
+
+    def no_access_token(grant: Any) -> dict[str, Any]:
+        body = original(grant)
+        del body["access_token"]
+        return body
+
+    auth_server._issue = no_access_token  # type: ignore[method-assign]
+    clock.time += auth_server.lifetime
+    with pytest.raises(m.OAuthError, match="not a token response") as caught:
+        await stored_client.search("grace")
+    assert "rt-" not in str(caught.value) and auth_server.rpc_calls == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +17,16 @@ import pytest
 from magisterium_async._cache import (
     BYPASS_SECONDS,
     CLAIM_SECONDS,
+    CLAIMS,
     AnswerCache,
-    CachePolicy,
     CacheStats,
-    DiskStore,
-    Kept,
-    MemoryStore,
-    RedisStore,
+    DiskAnswers,
+    MemoryAnswers,
+    RedisAnswers,
     StoreUnavailable,
     request_key,
 )
-from magisterium_async._cache._redis_store import CLAIMS
+from magisterium_async._config import CachePolicy
 from magisterium_async._errors import APIConnectionError
 from magisterium_async._models import Artifact, DataPart, Part, Task, TaskStatus, TextPart
 
@@ -48,31 +47,33 @@ class Wall:
 
 
 def task(text: str = "the text", *, state: str = "completed", name: str = "document") -> Task:
-    artifact = Artifact(artifact_id="a-1", name=name, parts=[TextPart(text=text)])
+    """A task as the service answers ``name``'s skill (a document has its metadata, a
+    search its results, "Document not found." neither)."""
+    parts: list[Part] = [TextPart(text=text)]
+    if name == "document" and text != "Document not found.":
+        parts.append(DataPart(data={"id": "doc-1", "title": "A document"}))
+    elif name == "search_results":
+        parts = [DataPart(data={"results": []})]
+    artifact = Artifact(artifact_id="a-1", name=name, parts=parts)
     return Task(id="t-1", context_id="c-1", status=TaskStatus(state=state), artifacts=[artifact])
 
 
 class Service:
-    """A call's request that counts its turns and requests; answers ``answer`` or raises
-    ``error``."""
+    """A call's request: ``send`` counts the calls asked to send (``turns``: each waits
+    for ``line`` first, its turn in the pool's line) and the requests that left, then
+    answers ``answer`` (after ``gate``, when set) or raises ``error``."""
 
     def __init__(self, answer: Task | None = None) -> None:
-        self.turns = self.given_back = 0
-        self.requests = 0
+        self.turns = self.requests = 0
         self.answer = answer or task()
         self.error: BaseException | None = None
         self.gate: asyncio.Event | None = None
-
-    async def turn(self) -> None:
-        self.turns += 1
-
-    def give_back(self) -> None:
-        self.given_back += 1
-
-    async def within_deadline(self, waiting: Awaitable[Any]) -> Any:
-        return await waiting
+        self.line: asyncio.Event | None = None
 
     async def send(self) -> Task:
+        self.turns += 1
+        if self.line is not None:
+            await self.line.wait()
         self.requests += 1
         if self.gate is not None:
             await self.gate.wait()
@@ -81,23 +82,12 @@ class Service:
         return self.answer
 
 
-def keep_completed(found: Task) -> Kept | None:
-    if found.state != "completed":
-        return None
-    text = found.artifacts[0].parts[0]
-    return (
-        "not_found"
-        if isinstance(text, TextPart) and text.text == "Document not found."
-        else "answer"
-    )
-
-
 FETCH: list[Part] = [DataPart(data={"id": "doc-1"})]
 
 
 def front(store: Any = "memory", wall: Wall | None = None, **policy: Any) -> AnswerCache:
     if store == "memory":
-        store = MemoryStore(1000, 1 << 20)
+        store = MemoryAnswers(1000, 1 << 20)
     return AnswerCache(store, CachePolicy(**policy), ORIGIN, wall=wall or Wall(), tz=UTC)
 
 
@@ -108,7 +98,7 @@ async def ask(
     parts: Sequence[Part] = FETCH,
     context_id: str | None = None,
 ) -> tuple[Task, str]:
-    return await cache.answer(skill, parts, context_id, service, keep_completed)
+    return await cache.answer(skill, parts, context_id, service.send())
 
 
 async def test_a_second_identical_call_is_a_hit_and_sends_nothing() -> None:
@@ -124,7 +114,7 @@ async def test_a_second_identical_call_is_a_hit_and_sends_nothing() -> None:
 
 
 async def test_other_inputs_skills_contexts_and_services_are_other_answers() -> None:
-    store = MemoryStore(1000, 1 << 20)
+    store = MemoryAnswers(1000, 1 << 20)
     cache, service = AnswerCache(store, CachePolicy(), ORIGIN, wall=Wall(), tz=UTC), Service()
     await ask(cache, service)
     await ask(cache, service, parts=[DataPart(data={"id": "doc-2"})])
@@ -159,7 +149,7 @@ async def test_fifty_concurrent_identical_calls_send_one_request() -> None:
     assert cache.stats == CacheStats(hits=0, misses=1, coalesced=49, entries=1)
 
 
-async def test_a_miss_waits_for_its_turn_once_and_a_hit_or_a_joiner_never() -> None:
+async def test_a_miss_sends_once_and_a_hit_or_a_joiner_never() -> None:
     cache, service = front(), Service()
     service.gate = asyncio.Event()
     calls = [asyncio.create_task(ask(cache, service)) for _ in range(3)]
@@ -170,25 +160,19 @@ async def test_a_miss_waits_for_its_turn_once_and_a_hit_or_a_joiner_never() -> N
     assert (service.turns, service.requests) == (1, 1)  # the leader's; the joiners' none
     assert (await ask(cache, service))[1] == "hit"
     assert service.turns == 1  # a kept answer takes no turn in the pool's line
-    assert service.given_back == 1  # asked after the work; nothing to give back then
 
 
-class Queued(Service):
-    """A request whose turn comes only when ``line`` is set (a long line for the pool)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.line = asyncio.Event()
-
-    async def turn(self) -> None:
-        self.turns += 1
-        await self.line.wait()
+def queued() -> Service:
+    """A service whose line (the pool's) lets nobody through until ``line`` is set."""
+    service = Service()
+    service.line = asyncio.Event()
+    return service
 
 
 async def test_a_leader_cancelled_while_it_waits_for_its_turn_leaves_one_request_to_the_rest() -> (
     None
 ):
-    cache, service = front(), Queued()
+    cache, service = front(), queued()
     leader = asyncio.create_task(ask(cache, service))
     for _ in range(3):
         await asyncio.sleep(0)
@@ -202,13 +186,13 @@ async def test_a_leader_cancelled_while_it_waits_for_its_turn_leaves_one_request
     assert leader.cancelled()
     service.line.set()
     answers = await asyncio.gather(*joiners)
-    assert service.requests == 1  # started afresh for the two, once
-    assert [how for _, how in answers] == ["coalesced"] * 2
+    assert service.requests == 1  # begun again by one of the two, once
+    assert sorted(how for _, how in answers) == ["coalesced", "miss"]
     assert len(cache._flights) == 0
 
 
 async def test_a_lone_leader_cancelled_in_line_sends_nothing_and_the_next_call_leads() -> None:
-    cache, service = front(), Queued()
+    cache, service = front(), queued()
     leader = asyncio.create_task(ask(cache, service))
     for _ in range(3):
         await asyncio.sleep(0)
@@ -219,63 +203,33 @@ async def test_a_lone_leader_cancelled_in_line_sends_nothing_and_the_next_call_l
     assert (await ask(cache, service))[1] == "miss"
 
 
-class SlowRelease(MemoryStore):
-    """A shared store (as Redis is) whose release of a claim takes a round trip that only
-    ends when ``released`` is set."""
-
-    shared = True
-
-    def __init__(self) -> None:
-        super().__init__(100, 1 << 20)
-        self.claims: dict[str, str] = {}  # key -> owner
-        self.released = asyncio.Event()
-
-    async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
-        holder = self.claims.setdefault(key, owner)
-        return None, holder == owner
-
-    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
-        return None, key in self.claims
-
-    async def release(self, key: str, owner: str) -> None:
-        await self.released.wait()
-        if self.claims.get(key) == owner:
-            del self.claims[key]
+async def test_a_cancelled_caller_never_cancels_the_others_who_send_for_themselves() -> None:
+    cache, service = front(), Service()
+    service.gate = asyncio.Event()
+    first = asyncio.create_task(ask(cache, service))
+    await asyncio.sleep(0)  # its request has left
+    second = asyncio.create_task(ask(cache, service))
+    await asyncio.sleep(0)
+    first.cancel()
+    await asyncio.sleep(0)
+    service.gate.set()
+    assert (await second)[1] == "miss"  # its own request: the first one's went with it
+    assert first.cancelled()
+    assert (await ask(cache, service))[1] == "hit"
+    assert service.requests == 2
 
 
-async def test_a_leader_cancelled_twice_while_it_lets_its_claim_go_strands_no_one() -> None:
-    store, service = SlowRelease(), Queued()
-    cache = AnswerCache(store, CachePolicy(), ORIGIN, wall=Wall(), tz=UTC)
-    leader = asyncio.create_task(ask(cache, service))  # claims, then waits in line
+async def test_a_failure_reaches_every_joiner_as_its_own_exception() -> None:
+    cache, service = front(), Service()
+    service.gate, service.error = asyncio.Event(), APIConnectionError("reset")
+    calls = [asyncio.create_task(ask(cache, service)) for _ in range(3)]
     for _ in range(5):
         await asyncio.sleep(0)
-    leader.cancel()  # nobody joined yet: it lets its claim go, slowly
-    for _ in range(5):
-        await asyncio.sleep(0)
-    leader.cancel()  # and is cancelled again on the way
-    await asyncio.gather(leader, return_exceptions=True)
-    assert len(cache._flights) == 0  # decided before the release: a later call leads
-    store.claims.clear()  # the claim the cancelled release left expires (CLAIM_SECONDS)
-    service.line.set()
-    assert (await ask(cache, service))[1] == "miss"
-
-
-async def test_a_leader_cancelled_after_others_joined_hands_them_its_claim() -> None:
-    store, service = SlowRelease(), Queued()
-    cache = AnswerCache(store, CachePolicy(), ORIGIN, wall=Wall(), tz=UTC)
-    leader = asyncio.create_task(ask(cache, service))
-    for _ in range(5):
-        await asyncio.sleep(0)
-    joiner = asyncio.create_task(ask(cache, service))
-    for _ in range(5):
-        await asyncio.sleep(0)
-    leader.cancel()
-    for _ in range(5):
-        await asyncio.sleep(0)
-    service.line.set()
-    # The joiner is served at once: the claim is the rest of the work's, not let go and
-    # claimed again (which would wait on its own process's claim for up to 10 s).
-    assert await joiner == (service.answer, "coalesced")
+    service.gate.set()
+    errors = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(e, APIConnectionError) and str(e) == "reset" for e in errors)
+    assert len({id(e) for e in errors}) == 3  # each its own
+    assert all(e.__traceback__ is not None for e in errors)
     assert service.requests == 1
 
 
@@ -301,7 +255,7 @@ async def test_catholic_qa_is_neither_kept_nor_shared_unless_asked() -> None:
     await asyncio.gather(*calls)
     assert service.requests == 3
     policy = CachePolicy().with_rule("catholic_qa", fresh=3600, coalesce=True)
-    asked = AnswerCache(MemoryStore(10, 1 << 20), policy, ORIGIN, wall=Wall(), tz=UTC)
+    asked = AnswerCache(MemoryAnswers(10, 1 << 20), policy, ORIGIN, wall=Wall(), tz=UTC)
     assert asked.covers("catholic_qa")
     await ask(asked, service, skill="catholic_qa")
     await ask(asked, service, skill="catholic_qa")
@@ -317,6 +271,7 @@ async def test_an_answer_stays_fresh_for_its_skill_s_time_and_no_longer() -> Non
     wall.now += 2
     assert (await ask(cache, service, skill="document_search"))[1] == "miss"
     assert service.requests == 2
+    service.answer = task()
     await ask(cache, service)  # a document: thirty days
     wall.now += 29 * 86400
     assert (await ask(cache, service))[1] == "hit"
@@ -363,7 +318,7 @@ async def test_a_relative_day_is_not_kept_past_the_day_it_was_asked_on() -> None
 
 async def test_a_relative_day_is_another_key_on_another_day_in_a_shared_store() -> None:
     # Two hosts in different time zones share one store: each reads its own "today".
-    store, service = MemoryStore(100, 1 << 20), Service(task(name="martyrology"))
+    store, service = MemoryAnswers(100, 1 << 20), Service(task(name="martyrology"))
     east = AnswerCache(
         store, CachePolicy(), ORIGIN, wall=Wall(), tz=dt.timezone(dt.timedelta(hours=14))
     )
@@ -374,28 +329,11 @@ async def test_a_relative_day_is_another_key_on_another_day_in_a_shared_store() 
     assert service.requests == 2
 
 
-async def test_a_cancelled_caller_leaves_the_shared_request_to_the_others() -> None:
-    cache, service = front(), Service()
-    service.gate = asyncio.Event()
-    first = asyncio.create_task(ask(cache, service))
-    await asyncio.sleep(0)
-    second = asyncio.create_task(ask(cache, service))
-    await asyncio.sleep(0)
-    first.cancel()
-    await asyncio.sleep(0)
-    service.gate.set()
-    assert (await second)[1] == "coalesced"
-    assert first.cancelled()
-    assert (await ask(cache, service))[1] == "hit"  # the shared request's answer was kept
-    assert service.requests == 1
-
-
 class Broken:
     """A store that fails every call, counting them."""
 
     where = "redis://cache.example:6379/0"
     entries = None
-    shared = False
 
     def __init__(self) -> None:
         self.calls = 0
@@ -434,7 +372,7 @@ async def test_a_store_that_comes_back_is_used_again_and_said_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     wall = Wall()
-    store = MemoryStore(100, 1 << 20)
+    store = MemoryAnswers(100, 1 << 20)
     cache, service = front(store=store, wall=wall), Service()
     working_get = store.get
 
@@ -454,7 +392,7 @@ async def test_a_store_that_comes_back_is_used_again_and_said_so(
 async def test_a_corrupt_entry_is_asked_for_again_with_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = MemoryStore(100, 1 << 20)
+    store = MemoryAnswers(100, 1 << 20)
     cache, service = front(store=store), Service()
     key = request_key(ORIGIN, "document_fetch", FETCH, None)
     await store.put(key, b"\x93garbage", MORNING + 99, MORNING)
@@ -470,7 +408,7 @@ async def test_an_unreachable_redis_never_fails_a_call() -> None:
     from tests.helpers.redis_server import _free_port
 
     pytest.importorskip("redis")
-    cache = front(store=RedisStore(f"redis://127.0.0.1:{_free_port()}/0"))
+    cache = front(store=RedisAnswers(f"redis://127.0.0.1:{_free_port()}/0"))
     service = Service()
     assert (await ask(cache, service))[1] == "miss"
     assert service.requests == 1
@@ -479,11 +417,11 @@ async def test_an_unreachable_redis_never_fails_a_call() -> None:
 
 async def test_a_cache_file_serves_a_new_front_as_it_would_a_new_process(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
-    first = front(store=DiskStore(path, 100, 1 << 20))
+    first = front(store=DiskAnswers(path, 100, 1 << 20))
     service = Service()
     await ask(first, service)
     await first.aclose()
-    second = front(store=DiskStore(path, 100, 1 << 20))
+    second = front(store=DiskAnswers(path, 100, 1 << 20))
     found, how = await ask(second, service)
     assert how == "hit"
     assert found == service.answer
@@ -497,10 +435,10 @@ async def test_redis_entries_are_shared_by_fronts_and_read_back_equal(memory_red
 
     wall, service = Wall(), Service()
     one = front(
-        store=RedisStore("redis://x/0", redis=FakeAsyncRedis(server=memory_redis)), wall=wall
+        store=RedisAnswers("redis://x/0", redis=FakeAsyncRedis(server=memory_redis)), wall=wall
     )
     two = front(
-        store=RedisStore("redis://x/0", redis=FakeAsyncRedis(server=memory_redis)), wall=wall
+        store=RedisAnswers("redis://x/0", redis=FakeAsyncRedis(server=memory_redis)), wall=wall
     )
     original, _ = await ask(one, service)
     copy, how = await ask(two, service)
@@ -520,7 +458,7 @@ class Host:
         from fakeredis import FakeAsyncRedis
 
         self.wall = wall
-        self.store = RedisStore("redis://x/0", redis=FakeAsyncRedis(server=memory_redis))
+        self.store = RedisAnswers("redis://x/0", redis=FakeAsyncRedis(server=memory_redis))
         self.slept = 0.0
         self.cache = AnswerCache(
             self.store, CachePolicy(), ORIGIN, wall=wall, tz=UTC, sleep=self.sleep
@@ -622,7 +560,7 @@ async def test_an_answer_landing_between_the_look_and_the_claim_is_not_asked_aga
 async def test_a_closed_cache_is_left_alone_quietly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cache, service = front(store=DiskStore(tmp_path / "c.sqlite", 10, 1 << 20)), Service()
+    cache, service = front(store=DiskAnswers(tmp_path / "c.sqlite", 10, 1 << 20)), Service()
     await cache.aclose()
     with caplog.at_level(logging.DEBUG, "magisterium_async.cache"):
         assert (await ask(cache, service))[1] == "miss"
@@ -645,104 +583,125 @@ async def test_a_leader_and_its_joiner_cancelled_together_in_line_leave_no_claim
     """``asyncio.timeout()`` around ``gather(fetch(x), fetch(x))`` fires while the first
     waits in the pool's line: nobody sends, and no claim is left for every other process
     to wait on."""
-    host, service = Host(memory_redis, Wall()), Queued()
-    both = asyncio.gather(*(ask(host.cache, service) for _ in range(2)))
-    await _until(lambda: service.turns == 1)
+    host = Host(memory_redis, Wall())
+    host.service.line = asyncio.Event()
+    both = asyncio.gather(*(host.ask() for _ in range(2)))
+    await _until(lambda: host.service.turns == 1)
     assert len(await _claims(memory_redis)) == 1  # the leader's, while it waits in line
     both.cancel()  # both callers, in one turn of the loop
     await asyncio.gather(both, return_exceptions=True)
     assert await _claims(memory_redis) == []
-    assert service.requests == 0
+    assert host.service.requests == 0
 
 
-class SlowClaim(RedisStore):
-    """Redis that takes a claim at once but whose reply comes only when ``reply`` is set."""
+async def test_a_leader_cancelled_in_line_leaves_its_claim_to_those_who_joined(
+    memory_redis: Any,
+) -> None:
+    host = Host(memory_redis, Wall())
+    host.service.line = asyncio.Event()
+    leader = asyncio.create_task(host.ask())
+    await _until(lambda: host.service.turns == 1)
+    joiner = asyncio.create_task(host.ask())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    leader.cancel()
+    await asyncio.gather(leader, return_exceptions=True)
+    host.service.line.set()
+    # The joiner leads now and is served at once: no wait on its own process's claim
+    # (which would be 10 s).
+    assert await joiner == (host.service.answer, "miss")
+    assert (host.service.requests, host.slept) == (1, 0)
+
+
+class Slow(RedisAnswers):
+    """Redis whose claims are taken at once but whose replies (claims' and releases')
+    come only when ``reply`` is set, every command a turn of the loop away."""
 
     def __init__(self, memory_redis: Any) -> None:
         from fakeredis import FakeAsyncRedis
 
         super().__init__("redis://x/0", redis=FakeAsyncRedis(server=memory_redis))
         self.taken, self.reply = asyncio.Event(), asyncio.Event()
+        self.reply.set()
 
     async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
+        await asyncio.sleep(0)
         got = await super().claim(key, seconds, owner)
         self.taken.set()
         await self.reply.wait()
         return got
+
+    async def release(self, key: str, owner: str) -> None:
+        await asyncio.sleep(0)
+        await self.reply.wait()
+        await super().release(key, owner)
 
 
 async def test_the_rest_of_a_leader_cancelled_before_its_claim_s_reply_finds_the_claim_its_own(
     memory_redis: Any,
 ) -> None:
     host = Host(memory_redis, Wall())
-    host.store = store = SlowClaim(memory_redis)
-    host.cache.store = store
+    host.cache.store = store = Slow(memory_redis)
+    store.reply.clear()
     leader = asyncio.create_task(host.ask())
     await store.taken.wait()  # Redis took the claim; its reply is on the way
     joiner = asyncio.create_task(host.ask())
     for _ in range(5):
         await asyncio.sleep(0)  # it joins the leader's flight
     leader.cancel()
-    await asyncio.gather(leader, return_exceptions=True)
+    for _ in range(5):
+        await asyncio.sleep(0)
     store.reply.set()
-    assert (await joiner)[1] == "coalesced"
+    await asyncio.gather(leader, return_exceptions=True)
+    assert (await joiner)[1] == "miss"
     assert host.service.requests == 1
     assert host.slept == 0  # no wait on its own process's claim (it would be 10 s)
     await host.cache.aclose()
     assert await _claims(memory_redis) == []  # the answer took its place
 
 
-class RoundTrips(MemoryStore):
-    """A shared store whose every command takes a turn of the loop to reach it, and one
-    more for its reply (fakeredis's client loses a cancellation that comes meanwhile;
-    redis-py's with a server does not)."""
-
-    shared = True
-
-    def __init__(self) -> None:
-        super().__init__(100, 1 << 20)
-        self.claims: dict[str, str] = {}  # key -> owner
-
-    async def get(self, key: str, now: float) -> bytes | None:
+async def test_a_leader_cancelled_twice_while_it_lets_its_claim_go_strands_no_one(
+    memory_redis: Any,
+) -> None:
+    host = Host(memory_redis, Wall())
+    host.cache.store = store = Slow(memory_redis)
+    host.service.line = asyncio.Event()
+    leader = asyncio.create_task(host.ask())  # claims, then waits in line
+    await _until(lambda: host.service.turns == 1)
+    store.reply.clear()
+    leader.cancel()  # nobody joined: it lets its claim go, slowly
+    for _ in range(5):
         await asyncio.sleep(0)
-        found = await super().get(key, now)
-        await asyncio.sleep(0)
-        return found
-
-    async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
-        await asyncio.sleep(0)
-        holder = self.claims.setdefault(key, owner)
-        await asyncio.sleep(0)
-        return None, holder == owner
-
-    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
-        return None, key in self.claims
-
-    async def release(self, key: str, owner: str) -> None:
-        await asyncio.sleep(0)
-        if self.claims.get(key) == owner:
-            del self.claims[key]
-        await asyncio.sleep(0)
+    leader.cancel()  # and is cancelled again on the way
+    await asyncio.gather(leader, return_exceptions=True)
+    assert len(host.cache._flights) == 0  # a later call leads
+    store.reply.set()
+    host.service.line.set()
+    assert (await host.ask())[1] == "miss"  # the claim left behind is its client's own
+    assert host.slept == 0
 
 
 @pytest.mark.parametrize("steps", range(12))
-async def test_a_leader_cancelled_in_line_then_its_joiner_leave_no_claim(steps: int) -> None:
-    """The rest of the leader's work, cancelled by its last joiner leaving at any step
-    (before it ran, while it looks in the store again, while it sends), gives the claim
-    up."""
-    store, service = RoundTrips(), Queued()
-    cache = AnswerCache(store, CachePolicy(), ORIGIN, wall=Wall(), tz=UTC)
-    service.gate = asyncio.Event()  # a request sent is never answered
-    leader = asyncio.create_task(ask(cache, service))
-    await _until(lambda: service.turns == 1)
-    joiner = asyncio.create_task(ask(cache, service))
+async def test_a_leader_cancelled_in_line_then_its_joiner_leave_no_claim(
+    memory_redis: Any, steps: int
+) -> None:
+    """The call begun again by the leader's joiner, cancelled at any step (before it ran,
+    while it looks in the store again, while it claims, while it waits in line), gives the
+    claim up."""
+    host = Host(memory_redis, Wall())
+    host.cache.store = Slow(memory_redis)
+    host.service.line = asyncio.Event()
+    leader = asyncio.create_task(host.ask())
+    await _until(lambda: host.service.turns == 1)
+    joiner = asyncio.create_task(host.ask())
     for _ in range(5):
         await asyncio.sleep(0)
-    service.line.set()
     leader.cancel()
     for _ in range(steps):
         await asyncio.sleep(0)
     joiner.cancel()
     await asyncio.gather(leader, joiner, return_exceptions=True)
-    await _until(lambda: not store.claims)
-    assert len(cache._flights) == 0
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert await _claims(memory_redis) == []
+    assert len(host.cache._flights) == 0

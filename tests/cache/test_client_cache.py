@@ -14,6 +14,8 @@ import msgspec
 import pytest
 
 import magisterium_async as m
+from magisterium_async._cache import AnswerCache, DiskAnswers
+from magisterium_async._config import CachePolicy
 from magisterium_async.testing import Emulator, EmulatorConfig
 
 pytest.importorskip("opentelemetry.sdk")
@@ -320,15 +322,29 @@ async def test_spans_and_the_counter_say_how_each_call_was_answered(
     meter_provider.shutdown()
 
 
-def test_answers_read_back_from_the_cache_are_the_service_s(tmp_path: Path) -> None:
+async def test_answers_read_back_from_the_cache_are_the_service_s(tmp_path: Path) -> None:
     # Encoded, a Task read back from the store is byte for byte the one the service sent.
-    from magisterium_async._cache._answers import _ENCODER, _TASK
-
     task = m.Task(
         id="t",
         context_id="c",
         status=m.TaskStatus(state="completed"),
-        artifacts=[m.Artifact(artifact_id="a", name="document", parts=[m.TextPart(text="é")])],
+        artifacts=[
+            m.Artifact(
+                artifact_id="a",
+                name="document",
+                parts=[m.TextPart(text="é"), m.DataPart(data={"id": "d", "big": 2**70})],
+            )
+        ],
         metadata={"nested": {"x": [1, 2.5, None]}},
     )
-    assert msgspec.json.encode(_TASK.decode(_ENCODER.encode(task))) == msgspec.json.encode(task)
+    cache = AnswerCache(DiskAnswers(tmp_path / "c.sqlite", 10, 1 << 20), CachePolicy(), "o")
+
+    async def send() -> m.Task:
+        return task
+
+    parts = [m.DataPart(data={"id": "d"})]
+    assert await cache.answer("document_fetch", parts, None, send()) == (task, "miss")
+    found, how = await cache.answer("document_fetch", parts, None, send())
+    assert how == "hit" and found is not task
+    assert msgspec.json.encode(found) == msgspec.json.encode(task)
+    await cache.aclose()

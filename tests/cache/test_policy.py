@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from magisterium_async._cache import (
-    DEFAULT_CACHE_POLICY,
-    CachePolicy,
-    CacheRule,
-    names_a_day_absolutely,
-)
+from magisterium_async import DEFAULT_CACHE_POLICY, CachePolicy, CacheRule
+from magisterium_async._cache import names_a_day_absolutely
 from magisterium_async._models import DataPart, TextPart
 
 DAY = 86400.0

@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 
 from magisterium_async._cache import (
-    CachePolicy,
-    DiskStore,
-    MemoryStore,
-    RedisStore,
+    APPLICATION_ID,
+    CLAIMS,
+    PREFIX,
+    DiskAnswers,
+    MemoryAnswers,
+    RedisAnswers,
     StoreUnavailable,
     open_store,
 )
-from magisterium_async._cache._disk import APPLICATION_ID
-from magisterium_async._cache._redis_store import CLAIMS, PREFIX
+from magisterium_async._config import CachePolicy
 from magisterium_async._errors import CacheError, MagisteriumError
 from tests.helpers.redis_server import RedisServer
 
@@ -35,7 +36,7 @@ WORKER = Path(__file__).parents[1] / "workers" / "cache_worker.py"
 
 
 async def test_memory_evicts_the_least_recently_used_past_its_entries() -> None:
-    store = MemoryStore(max_entries=3, max_bytes=1 << 20)
+    store = MemoryAnswers(max_entries=3, max_bytes=1 << 20)
     for key in "abc":
         await store.put(key, key.encode(), LATER, NOW)
     assert await store.get("a", NOW) == b"a"  # a is now the most recently used
@@ -46,7 +47,7 @@ async def test_memory_evicts_the_least_recently_used_past_its_entries() -> None:
 
 
 async def test_memory_is_bounded_in_bytes_and_keeps_nothing_larger_than_itself() -> None:
-    store = MemoryStore(max_entries=100, max_bytes=30)
+    store = MemoryAnswers(max_entries=100, max_bytes=30)
     await store.put("a", b"x" * 9, LATER, NOW)  # 10 bytes with its key
     await store.put("b", b"x" * 9, LATER, NOW)
     await store.put("c", b"x" * 9, LATER, NOW)
@@ -64,8 +65,8 @@ async def test_memory_is_bounded_in_bytes_and_keeps_nothing_larger_than_itself()
 # Disk ---------------------------------------------------------------------------------
 
 
-def disk(path: Path, max_entries: int = 100, max_bytes: int = 1 << 20) -> DiskStore:
-    return DiskStore(path, max_entries=max_entries, max_bytes=max_bytes)
+def disk(path: Path, max_entries: int = 100, max_bytes: int = 1 << 20) -> DiskAnswers:
+    return DiskAnswers(path, max_entries=max_entries, max_bytes=max_bytes)
 
 
 async def test_a_file_keeps_answers_for_the_next_process(tmp_path: Path) -> None:
@@ -253,7 +254,7 @@ def fake_redis(memory_redis: Any) -> Any:
 async def test_redis_keeps_an_answer_for_its_freshness_under_its_own_prefix(
     fake_redis: Any,
 ) -> None:
-    store = RedisStore("redis://127.0.0.1:1/0", redis=fake_redis)
+    store = RedisAnswers("redis://127.0.0.1:1/0", redis=fake_redis)
     await store.put("k", b"answer", NOW + 90, NOW)
     assert await store.get("k", NOW) == b"answer"
     ttl = await fake_redis.pttl(PREFIX + "{k}")
@@ -269,7 +270,7 @@ async def test_an_unreachable_redis_is_unavailable_and_its_password_never_shown(
     from tests.helpers.redis_server import _free_port
 
     url = f"redis://user:s3cret-pass@127.0.0.1:{_free_port()}/0"
-    store = RedisStore(url)
+    store = RedisAnswers(url)
     assert "s3cret-pass" not in repr(store)
     with pytest.raises(StoreUnavailable) as caught:
         await store.get("k", NOW)
@@ -287,7 +288,7 @@ def test_a_cache_url_that_cannot_be_right_is_refused_at_once() -> None:
 async def test_two_clients_of_one_redis_server_share_its_answers(
     redis_server: RedisServer,
 ) -> None:
-    one, two = RedisStore(redis_server.url), RedisStore(redis_server.url)
+    one, two = RedisAnswers(redis_server.url), RedisAnswers(redis_server.url)
     await one.put("k", b"answer", NOW + 60, NOW)
     assert await two.get("k", NOW) == b"answer"
     redis_server.stop()
@@ -300,9 +301,9 @@ async def test_two_clients_of_one_redis_server_share_its_answers(
 def test_open_store_names_each_kind(tmp_path: Path) -> None:
     policy = CachePolicy(max_entries=5)
     assert open_store(None, policy) is None
-    assert isinstance(open_store("memory", policy), MemoryStore)
-    assert isinstance(open_store(str(tmp_path / "c.sqlite"), policy), DiskStore)
-    assert isinstance(open_store(tmp_path / "d.sqlite", policy), DiskStore)
+    assert isinstance(open_store("memory", policy), MemoryAnswers)
+    assert isinstance(open_store(str(tmp_path / "c.sqlite"), policy), DiskAnswers)
+    assert isinstance(open_store(tmp_path / "d.sqlite", policy), DiskAnswers)
     with pytest.raises(TypeError):
         open_store(42, policy)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
@@ -312,7 +313,7 @@ def test_open_store_names_each_kind(tmp_path: Path) -> None:
 async def test_redis_claims_are_taken_once_and_given_up_by_an_answer_or_a_release(
     fake_redis: Any,
 ) -> None:
-    store = RedisStore("redis://127.0.0.1:1/0", redis=fake_redis)
+    store = RedisAnswers("redis://127.0.0.1:1/0", redis=fake_redis)
     assert await store.claim("k", 5, "a") == (None, True)
     assert await store.claim("k", 5, "b") == (None, False)  # held by another
     assert await store.claim("k", 5, "a") == (None, True)  # its own, taken again
@@ -329,7 +330,3 @@ async def test_redis_claims_are_taken_once_and_given_up_by_an_answer_or_a_releas
     assert await store.claim("j", 5, "b") == (None, True)
     assert 0 < await fake_redis.pttl(CLAIMS + "{j}") <= 5000
     await store.aclose()
-
-
-def test_only_redis_is_shared() -> None:
-    assert RedisStore.shared and not MemoryStore.shared and not DiskStore.shared

@@ -33,7 +33,7 @@ def served_v1() -> Iterator[Served]:
 
 
 def _serve(*flags: str) -> Iterator[Served]:
-    command = ["emulator", "--port", "0", "--no-limits", *flags]
+    command = ["emulator", "--port", "0", *flags]
     proc = subprocess.Popen(
         [sys.executable, "-m", "magisterium_async", *command],
         stdout=subprocess.PIPE,

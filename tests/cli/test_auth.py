@@ -6,14 +6,18 @@ import asyncio
 import json
 import os
 import re
+import shutil
+import signal
+import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
+import pytest
 
-from magisterium_async._auth._credentials import load_credentials
 from magisterium_async._redis import connect
-from tests.helpers.credentials import PASSWORD, require_password
+from tests.helpers.credentials import PASSWORD, load_credentials, require_password
 from tests.helpers.oauth_fake import FakeAuthServer, auth_server, redirect_location, sign_in
 from tests.helpers.redis_server import RedisServer
 
@@ -76,7 +80,7 @@ async def test_login_by_the_pasted_url(auth_server: FakeAuthServer, tmp_path: Pa
     assert run.code == 0, run.err
     assert "paste" in run.err
     # The wait says until when: the sign-in is given up after 10 minutes.
-    assert re.search(r"Waiting for the browser until \d\d:\d\d:\d\d \(10 min\)", run.err)
+    assert re.search(r"Waiting for the browser until \d\d:\d\d:\d\d \(10m00s\)", run.err)
     stored = load_credentials(path)
     assert stored is not None and stored.access_token in auth_server.access
 
@@ -197,6 +201,24 @@ async def test_a_sign_in_lost_from_redis_exits_3_naming_the_login_command(
     assert PASSWORD not in run.err + run.out
 
 
+async def test_a_redis_that_refuses_the_url_is_a_refusal_exit_2_before_the_browser(
+    auth_server: FakeAuthServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    url = await require_password(redis_server)
+    base = ["--base-url", auth_server.base_url]
+    for wrong in (url.replace(PASSWORD, "guessed"), url.replace(":" + PASSWORD, "nobody:x")):
+        for words in (["login", "--no-browser"], ["auth", "status"], ["logout"]):
+            run = await cli(*words, *base, "--credentials", wrong, stdin=b"")
+            assert run.code == 2, (words, run.err)
+            assert run.err.startswith("magisterium-async: error: --credentials: Redis at ")
+            env = await cli(*words, *base, stdin=b"", MAGISTERIUM_CREDENTIALS=wrong)
+            assert env.code == 2 and "$MAGISTERIUM_CREDENTIALS: Redis at " in env.err, env.err
+            assert "refused the sign-in" in run.err and "check the user and password" in run.err
+            assert "did not answer" not in run.err and "cannot reach" not in run.err
+            assert "guessed" not in run.err and PASSWORD not in run.err
+    assert (auth_server.requests, auth_server.rpc_calls) == ([], 0)  # not even discovery
+
+
 def test_an_unsupported_location_exits_2_and_writes_no_file(tmp_path: Path) -> None:
     for location in ("xyz://127.0.0.1:1/0", "http://127.0.0.1:1/credentials"):
         run = sync_cli("login", "--no-browser", "--credentials", location, cwd=tmp_path)
@@ -266,25 +288,60 @@ async def test_another_versions_file_named_by_credentials_is_replaced_by_login(
     assert (await cli("auth", "status", "--credentials", str(path))).code == 0
 
 
-async def test_a_directory_at_the_credentials_path_exits_3_naming_it(
+@pytest.fixture
+def not_files(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """Paths a careless user names for the credentials that are no file: a directory, the
+    system's own /dev/null, a FIFO no one writes to, a socket."""
+    os.mkfifo(tmp_path / "fifo", 0o600)
+    (tmp_path / "dir").mkdir()
+    with socket.socket(socket.AF_UNIX) as bound:
+        bound.bind(str(tmp_path / "sock"))
+        yield {
+            "a directory": tmp_path / "dir",
+            "a character device": Path(os.devnull),
+            "a FIFO (named pipe)": tmp_path / "fifo",
+            "a socket": tmp_path / "sock",
+        }
+
+
+async def test_a_path_that_is_no_file_is_said_as_what_it_is_never_to_be_removed(
+    auth_server: FakeAuthServer, tmp_path: Path, not_files: dict[str, Path]
+) -> None:
+    base = ["--base-url", auth_server.base_url]
+    before = sorted(os.listdir(tmp_path))
+    for kind, path in not_files.items():
+        for words, env in (
+            (["auth", "status"], {"MAGISTERIUM_CREDENTIALS": str(path)}),
+            (["auth", "status", "--credentials", str(path)], {}),
+            (["search", "grace", *base], {"MAGISTERIUM_CREDENTIALS": str(path)}),
+            (["logout", "--credentials", str(path)], {}),
+            (["login", "--no-browser", *base, "--credentials", str(path)], {}),
+        ):
+            run = await cli(*words, stdin=b"", **env)
+            assert run.code == 3, (words, run.err)
+            assert f"the credentials path {path} is {kind}, not a file" in run.err, run.err
+            assert "--credentials PATH" in run.err
+            assert not re.search(r"\brm(dir)? ", run.err), run.err  # never a path it did not make
+            assert len(run.err.strip().splitlines()) == 1
+    assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "dir") == []
+    assert "null.lock" not in os.listdir(Path(os.devnull).parent)
+    assert (auth_server.requests, auth_server.rpc_calls) == ([], 0)
+
+
+async def test_a_credentials_file_saved_by_notepad_is_read_alike(
     auth_server: FakeAuthServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "credentials.json"
-    path.mkdir()
+    await signed_in(auth_server, path)
+    text = (await asyncio.to_thread(path.read_text)).replace("\n", "\r\n")
+    await asyncio.to_thread(path.write_bytes, b"\xef\xbb\xbf" + text.encode())
+    status = await cli("auth", "status", "--credentials", str(path))
+    assert status.code == 0 and auth_server.origin in status.out, status.err
     base = ["--base-url", auth_server.base_url]
-    for words in (
-        ["auth", "status"],
-        ["search", "grace", *base],
-        ["logout"],
-        ["login", "--no-browser", *base],
-    ):
-        run = await cli(*words, "--credentials", str(path), stdin=b"")
-        assert run.code == 3, (words, run.err)
-        assert f"the credentials path {path} is a directory" in run.err, run.err
-        assert f"rmdir {path}" in run.err and "Is a directory" not in run.err
-        assert len(run.err.strip().splitlines()) == 1
-    assert path.is_dir() and list(path.iterdir()) == []  # left as it was
-    assert (auth_server.requests, auth_server.rpc_calls) == ([], 0)
+    search = await cli("search", "grace", *base, "--credentials", str(path), "--json")
+    assert search.code == 0 and json.loads(search.out) == [], search.err
+    logout = await cli("logout", "--credentials", str(path))
+    assert logout.code == 0 and "the tokens were revoked" in logout.err, logout.err
 
 
 async def test_logout_of_a_named_private_file_that_is_no_sign_in_leaves_it_as_it_is(
@@ -300,3 +357,118 @@ async def test_logout_of_a_named_private_file_that_is_no_sign_in_leaves_it_as_it
         assert "logout --credentials" not in run.err  # never suggested for it
     assert notes.read_text() == "my precious notes\n"
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+# A careless user's terminal ----------------------------------------------------------------
+
+
+def browser_env(tmp_path: Path) -> dict[str, str]:
+    """``$BROWSER``: a browser on this machine that follows the URL it is given."""
+    script = tmp_path / "browser.py"
+    script.write_text("import sys, urllib.request\nurllib.request.urlopen(sys.argv[1]).read()\n")
+    return {"BROWSER": f"{sys.executable} {script} %s"}
+
+
+async def test_login_opens_the_browser_unless_told_not_to(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    login = await LoginRun.start(auth_server.base_url, path, env=browser_env(tmp_path))
+    url = await login.url()  # --no-browser: shown, not opened; the person opens it
+    async with aiohttp.ClientSession() as session, session.get(url):
+        pass
+    assert (await login.finish()).code == 0
+    env = clean_env(**browser_env(tmp_path))
+    opened = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "magisterium_async", "login", "--base-url", auth_server.base_url,
+        "--credentials", str(path), stdin=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(opened.communicate(), TIMEOUT)
+    assert opened.returncode == 0, err
+    assert auth_server.requests.count("authorize") == 2 and auth_server.registrations == 1
+
+
+async def test_two_logins_at_once_leave_one_good_sign_in(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    logins = [await LoginRun.start(auth_server.base_url, path) for _ in range(2)]
+    urls = [await login.url() for login in logins]
+    async with aiohttp.ClientSession() as session:
+        for url in reversed(urls):
+            async with session.get(url) as landed:
+                assert landed.status == 200
+    runs = [await login.finish() for login in logins]
+    assert [run.code for run in runs] == [0, 0], [run.err for run in runs]
+    stored = load_credentials(path)
+    assert stored is not None and stored.access_token in auth_server.access
+    assert sorted(os.listdir(tmp_path)) == ["credentials.json", "credentials.json.lock"]
+    status = await cli("auth", "status", "--credentials", str(path))
+    assert status.code == 0, status.err
+
+
+async def test_ctrl_c_in_the_middle_of_login_leaves_nothing(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "credentials.json"
+    for stop, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        login = await LoginRun.start(auth_server.base_url, path)
+        await login.url()  # waiting for the browser now
+        login.proc.send_signal(stop)
+        run = await login.finish()
+        assert run.code == code, run.err
+        assert "Traceback" not in run.err
+    assert os.listdir(tmp_path) == []
+    assert auth_server.requests == ["metadata", "register"] * 2  # no token was asked for
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+async def test_a_full_disk_through_the_command_line(
+    auth_server: FakeAuthServer, tmp_path: Path
+) -> None:
+    """On a real full file system (a tmpfs of 256 KiB, mounted in a mount namespace of its
+    own): ``login`` says the disk is full and leaves nothing half-made; a stored sign-in
+    whose token expired is not refreshed while the disk is full (the refresh token is not
+    spent), and is once there is room again."""
+    disk, said = tmp_path / "disk", tmp_path / "said"
+    disk.mkdir()
+    said.mkdir()
+    path = disk / "credentials.json"
+    expire = "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['expires_at']=1.0; " + (
+        "open(p,'w').write(json.dumps(d))"
+    )
+    steps = f"""
+step() {{ name=$1; shift; "{sys.executable}" -m magisterium_async "$@" --credentials {path} \
+  --base-url {auth_server.base_url} </dev/null 2>{said}/$name; echo $? >{said}/$name.code; }}
+mount -t tmpfs -o size=256k tmpfs {disk} || exit 77
+dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null
+step full_login login
+ls -A {disk} >{said}/listing
+rm {disk}/fill
+step login login
+"{sys.executable}" -c "{expire}" {path}
+dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null
+step full_search search grace --json
+rm {disk}/fill
+step search search grace --json
+"""
+    proc = await asyncio.create_subprocess_exec(
+        "unshare", "--mount", "--map-root-user", "sh", "-c", steps,
+        env=clean_env(**browser_env(tmp_path)), stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 4 * TIMEOUT)
+    if proc.returncode == 77 or b"unshare:" in err:
+        pytest.skip(f"no tmpfs in a mount namespace here: {err.decode().strip()}")
+
+    def read(name: str) -> str:
+        return (said / name).read_text().strip()
+
+    runs = {name: (read(f"{name}.code"), read(name)) for name in ("full_login", "login")}
+    runs |= {name: (read(f"{name}.code"), read(name)) for name in ("full_search", "search")}
+    assert runs["full_login"][0] == "3", runs
+    assert f"cannot write the credentials file {path}: the disk is full" in runs["full_login"][1]
+    assert read("listing").split() == ["credentials.json.lock", "fill"]  # nothing half-made
+    assert runs["login"][0] == "0" and runs["search"][0] == "0", runs
+    assert runs["full_search"][0] == "3" and "the disk is full" in runs["full_search"][1], runs
+    assert auth_server.refreshes == 1 and auth_server.invalid_grants == 0

@@ -1,188 +1,209 @@
-"""How a command gets its client: the token (file, environment, stored sign-in), options
-that contradict each other, the quota against the emulator, and the client itself."""
+"""Where a command's client gets its token, server, quota and cache: the token file (read
+as every file a user names is), the environment, the stored sign-in, ``--emulator``.
+
+Run as users run it: the command line in a subprocess, against the standalone emulator.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-import magisterium_async as m
-from magisterium_async._auth._credentials import save_credentials
-from magisterium_async._cli._client import (
-    MAX_TOKEN_FILE,
-    ClientOptions,
-    check_options,
-    emulator_quota,
-    open_client,
-    read_token,
-)
-from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._config import TOKEN_ENV
 from magisterium_async.testing import Emulator, EmulatorConfig
-from tests.cli.helpers import cli
-from tests.helpers.credentials import credentials
+
+from .conftest import Served
+from .helpers import TIMEOUT, Run, clean_env, cli
 
 
-@pytest.fixture(autouse=True)
-def _no_token_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(TOKEN_ENV, raising=False)
-    monkeypatch.delenv("MAGISTERIUM_BASE_URL", raising=False)
-
-
-def test_a_token_file_wins_and_is_read_stripped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(TOKEN_ENV, "sk-from-env")
-    token_file = tmp_path / "token"
-    token_file.write_text("  sk-from-file\n", encoding="utf-8")
-    assert read_token(str(token_file)) == "sk-from-file"
-
-
-def test_then_the_environment_then_the_stored_sign_in(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(TOKEN_ENV, " sk-from-env ")
-    assert read_token(None) == "sk-from-env"
-    monkeypatch.setenv(TOKEN_ENV, "   ")  # blank: no token
-    stored = tmp_path / "credentials.json"
-    save_credentials(stored, credentials())
-    assert read_token(None, str(stored)) is None  # the client reads the sign-in
-
-
-def test_a_credentials_file_named_and_missing_is_said_in_the_command_lines_words(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    missing = tmp_path / "mine.json"
-    with pytest.raises(CliError) as caught:
-        read_token(None, str(missing))
-    assert caught.value.code == ExitCode.AUTH
-    text = str(caught.value)
-    assert f"no credentials file at {missing} (--credentials)" in text
-    assert f"`magisterium-async login --credentials {missing}`" in text
-    assert "credentials=" not in text
-    monkeypatch.setenv("MAGISTERIUM_CREDENTIALS", str(missing))
-    with pytest.raises(CliError, match=r"\(\$MAGISTERIUM_CREDENTIALS\)"):
-        read_token(None)
-
-
-def test_no_token_at_all_says_every_way_to_give_one() -> None:
-    with pytest.raises(CliError) as caught:
-        read_token(None)
-    assert caught.value.code == ExitCode.AUTH
-    for way in ("magisterium-async login", TOKEN_ENV, "--token-file", "--emulator"):
-        assert way in str(caught.value)
-
-
-def test_an_unusable_token_file_is_named(tmp_path: Path) -> None:
-    missing = tmp_path / "missing"
-    with pytest.raises(CliError, match=f"cannot read the token file {missing}") as caught:
-        read_token(str(missing))
-    assert caught.value.code == ExitCode.AUTH
-    two_lines = tmp_path / "two"
-    two_lines.write_text("sk-one\nsk-two\n", encoding="utf-8")
-    with pytest.raises(CliError, match="must hold the token on one line") as caught:
-        read_token(str(two_lines))
-    assert "sk-one" not in str(caught.value)
+def _token_file(path: Path, served: Served, *args: str) -> Run:
+    """``search`` against ``served`` with ``--token-file path`` (a wrong token in the
+    environment: the file wins)."""
+    env = {"MAGISTERIUM_BASE_URL": served.base_url, "MAGISTERIUM_TOKEN": "sk-not-this-one"}
+    return cli("search", "--token-file", str(path), *args, "grace", env=env)
 
 
 @pytest.mark.parametrize(
-    ("options", "message"),
+    "content",
     [
-        (ClientOptions(synthetic=10), "need --emulator"),
-        (ClientOptions(emulator_limits=True), "need --emulator"),
-        (ClientOptions(emulator=True, base_url="https://x.example"), "drop --base-url"),
-        (ClientOptions(emulator=True, token_file="t"), "drop --base-url and --token-file"),
+        b"TOKEN\n",
+        b"  TOKEN  \n\n",
+        b"\xef\xbb\xbfTOKEN\r\n",  # Notepad: a byte-order mark, CRLF (#50, 5)
+        b"\xef\xbb\xbfTOKEN",
+        b"TOKEN\r",  # an old Mac's line end
     ],
 )
-def test_contradicting_options_are_usage_errors(options: ClientOptions, message: str) -> None:
-    with pytest.raises(CliError, match=message) as caught:
-        check_options(options)
-    assert caught.value.code == ExitCode.USAGE
-
-
-def test_the_emulator_quota_is_lifted_unless_asked_for() -> None:
-    assert emulator_quota(ClientOptions(emulator=True)) == m.RateLimits.unlimited()
-    limited = ClientOptions(emulator=True, emulator_limits=True)
-    assert emulator_quota(limited) == m.RateLimits.pro()
-    given = m.RateLimits(5, 1)
-    assert emulator_quota(ClientOptions(emulator=True, quota=given)) is given
-
-
-async def test_the_service_gets_the_pro_quota_and_the_options(tmp_path: Path) -> None:
-    token_file = tmp_path / "token"
-    token_file.write_text("sk-test\n", encoding="utf-8")
-    options = ClientOptions(token_file=str(token_file), timeout=7.0, max_retries=5)
-    async with open_client(options) as client:
-        assert client.base_url == "https://www.magisterium.com/api/v1/a2a"
-        assert client.rate_limits == m.RateLimits.pro()
-        assert client.timeouts == m.Timeouts.of(7.0)
-        assert "sk-test" not in repr(client)
-
-
-async def test_a_base_url_the_token_must_not_travel_to_is_a_usage_error(tmp_path: Path) -> None:
-    token_file = tmp_path / "token"
-    token_file.write_text("sk-test\n", encoding="utf-8")
-    options = ClientOptions(token_file=str(token_file), base_url="http://example.com/a2a")
-    with pytest.raises(CliError) as caught:
-        async with open_client(options):
-            pass
-    assert caught.value.code == ExitCode.USAGE
-
-
-async def test_with_the_emulator_the_client_talks_to_one_of_its_own() -> None:
-    async with open_client(ClientOptions(emulator=True, synthetic=200)) as client:
-        assert client.base_url.startswith("http://127.0.0.1:")
-        assert client.rate_limits == m.RateLimits.unlimited()
-        results = await client.search("grace")
-        assert results and all(result.id for result in results)
-
-
-def test_a_long_token_on_one_line_is_read_and_a_longer_file_is_not(tmp_path: Path) -> None:
-    token = "sk-" + "a" * 8000  # a large JWT is a few KiB
-    token_file = tmp_path / "token"
-    token_file.write_text(token + "\n", encoding="utf-8")
-    assert read_token(str(token_file)) == token
-    token_file.write_text("a" * (MAX_TOKEN_FILE + 1), encoding="utf-8")
-    with pytest.raises(CliError, match="holds more than 64 KiB") as caught:
-        read_token(str(token_file))
-    assert caught.value.code == ExitCode.AUTH
-
-
-async def test_the_service_gets_the_quota_of_the_environment_unless_given(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_token_file_wins_and_is_read_as_any_editor_saved_it(
+    content: bytes, served: Served, tmp_path: Path
 ) -> None:
-    token_file = tmp_path / "token"
-    token_file.write_text("sk-test\n", encoding="utf-8")
-    monkeypatch.setenv("MAGISTERIUM_QUOTA", "unlimited")
-    async with open_client(ClientOptions(token_file=str(token_file))) as client:
-        assert client.rate_limits == m.RateLimits.unlimited()
-    given = ClientOptions(token_file=str(token_file), quota=m.RateLimits(5, 1))
-    async with open_client(given) as client:
-        assert client.rate_limits == m.RateLimits(5, 1)
-    monkeypatch.setenv("MAGISTERIUM_QUOTA", "lots")
-    with pytest.raises(CliError, match=r"\$MAGISTERIUM_QUOTA is not a quota") as caught:
-        async with open_client(ClientOptions(token_file=str(token_file))):
-            pass
-    assert caught.value.code == ExitCode.USAGE
+    path = tmp_path / "token.txt"
+    path.write_bytes(content.replace(b"TOKEN", served.token.encode()))
+    run = _token_file(path, served, "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)
 
 
-async def test_cache_gives_the_client_its_cache(tmp_path: Path) -> None:
-    path = tmp_path / "answers.sqlite"
-    async with open_client(ClientOptions(emulator=True, cache=str(path))) as client:
-        await client.search("grace")
-        await client.search("grace")
-        assert client.cache_stats.hits == 1
-    assert path.exists()
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"", "is empty"),
+        (b"\xef\xbb\xbf\r\n  \r\n", "is empty"),
+        (b"sk-one\r\nsk-two\r\n", "holds 2 lines: a token is one"),
+        (b"sk-\x07bell\n", "holds a character no token has"),
+        ("sk-caf\u00e9\n".encode(), "holds a character no token has"),
+        ("TOKEN".encode("utf-16"), "is not UTF-8 text (byte 0 is not): save it as UTF-8"),
+        (b"sk-" + b"x" * (1 << 20) + b"\n", "holds more than 64 KiB"),
+    ],
+)
+def test_a_token_file_that_holds_no_token_is_named_with_what_it_holds(
+    content: bytes, says: str, served: Served, tmp_path: Path
+) -> None:
+    path = tmp_path / "token.txt"
+    path.write_bytes(content)
+    run = _token_file(path, served)
+    assert run.code == 3, run.err
+    assert run.err.startswith(f"magisterium-async: error: the token file {path} {says}"), run.err
+    assert len(run.err.splitlines()) == 1 and "sk-one" not in run.err and "xxxx" not in run.err
 
 
-def test_cache_is_a_connection_option_of_the_command_line() -> None:
-    from magisterium_async._cli._parser import build_parser
+def test_a_token_path_that_is_no_file_is_named_with_what_it_is(
+    served: Served, tmp_path: Path
+) -> None:
+    for path, says in (
+        (tmp_path / "missing", "does not exist"),
+        (tmp_path, "is a directory, not a file"),
+        (Path("/dev/null"), "is empty"),
+    ):
+        run = _token_file(path, served)
+        assert run.code == 3, run.err
+        assert f"the token file {path} {says}" in run.err, run.err
+    if Path("/dev/zero").exists():  # read up to a bound, never whole
+        run = _token_file(Path("/dev/zero"), served)
+        assert run.code == 3 and "the token file /dev/zero holds more than" in run.err
 
-    args = build_parser().parse_args(["--cache", "memory", "search", "grace"])
-    assert args.cache == "memory"
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_token_fifo_is_read_as_a_process_substitution_gives_it(
+    served: Served, tmp_path: Path
+) -> None:
+    """``--token-file <(pass show magisterium)``: a FIFO with a writer."""
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "w") as writer:  # opens once the command opens it to read
+            writer.write(served.token + "\r\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    run = _token_file(fifo, served)
+    writer.join(TIMEOUT)
+    assert run.code == 0, run.err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_token_fifo_nobody_writes_ends_at_a_signal(
+    signum: int, code: int, tmp_path: Path
+) -> None:
+    """The careless user's FIFO: its writer opens it and says nothing (or never comes):
+    SIGTERM and Ctrl-C end the command as they end any (#50, 1)."""
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "magisterium_async", "search", "--token-file", str(fifo), "x"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    # Opening it to write returns once the command has opened it to read: it now waits
+    # for a token that never comes, its signal handlers in place.
+    try:
+        with open(fifo, "w"):
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()  # whatever happened, nothing is left behind
+        proc.communicate()
+    assert (proc.returncode, out) == (code, "")
+    assert (
+        err == f"magisterium-async: error: interrupted ({'SIGTERM' if code == 143 else 'Ctrl-C'})\n"
+    )
+
+
+def test_the_token_of_the_environment_is_named_when_it_cannot_be_one() -> None:
+    for value in ("\ufeffsk-pasted", "sk one\ttwo"):
+        run = cli("search", "grace", env={"MAGISTERIUM_TOKEN": value})
+        assert run.code == 2, run.err
+        assert run.err.startswith("magisterium-async: error: $MAGISTERIUM_TOKEN: "), run.err
+
+
+def test_no_token_at_all_says_every_way_to_give_one(tmp_path: Path) -> None:
+    run = cli("search", "grace")
+    assert run.code == 3 and run.out == ""
+    assert len(run.err.splitlines()) == 1
+    for way in ("magisterium-async login", "MAGISTERIUM_TOKEN", "--token-file", "--emulator"):
+        assert way in run.err
+    missing = tmp_path / "mine.json"
+    named = cli("search", "grace", "--credentials", str(missing))
+    assert named.code == 3, named.err
+    assert f"no credentials file at {missing} (--credentials)" in named.err
+    assert f"`magisterium-async login --credentials {missing}`" in named.err
+    from_env = cli("search", "grace", env={"MAGISTERIUM_CREDENTIALS": str(missing)})
+    assert from_env.code == 3 and "($MAGISTERIUM_CREDENTIALS)" in from_env.err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--emulator", "--base-url", "https://x.example/a2a"], "drop --base-url and --token-file"),
+        (["--emulator", "--token-file", "t"], "drop --base-url and --token-file"),
+        (["--synthetic", "10"], "--synthetic and --emulator-limits need --emulator"),
+        (["--emulator-limits"], "--synthetic and --emulator-limits need --emulator"),
+        # The token would travel in clear:
+        (["--base-url", "http://example.com/a2a"], "--base-url (or $MAGISTERIUM_BASE_URL)"),
+    ],
+)
+def test_options_that_cannot_go_together_exit_2(args: list[str], says: str) -> None:
+    run = cli("search", "grace", *args, env={"MAGISTERIUM_TOKEN": "sk-test"})
+    assert run.code == 2 and says in run.err, run.err
+
+
+def test_the_quota_is_the_option_s_else_the_environment_s_else_the_pro_plan_s() -> None:
+    def limit(*args: str, quota: str | None = None) -> object:
+        env = {} if quota is None else {"MAGISTERIUM_QUOTA": quota}
+        run = cli("quota", "--json", *args, env=env)
+        assert run.code == 0, run.err
+        return json.loads(run.out)["pools"]["default"]["limit"]
+
+    assert limit() == 15
+    assert limit(quota="30/4") == 30
+    assert limit("--quota", "5/1", quota="30/4") == 5
+    assert limit(quota="unlimited") is None
+    assert limit("--emulator") is None  # the emulator's client: lifted
+    assert limit("--emulator", "--emulator-limits") == 15
+    bad = cli("quota", env={"MAGISTERIUM_QUOTA": "lots"})
+    assert bad.code == 2 and "$MAGISTERIUM_QUOTA is not a quota" in bad.err
+
+
+def test_a_cache_file_keeps_answers_between_commands(served: Served, tmp_path: Path) -> None:
+    """``-vv`` says each request sent: the second command sends none."""
+    path = str(tmp_path / "answers.sqlite")
+    env = {"MAGISTERIUM_BASE_URL": served.base_url, "MAGISTERIUM_TOKEN": served.token}
+    first = cli("search", "grace", "--cache", path, "-vv", env=env)
+    second = cli("search", "grace", "-vv", env={**env, "MAGISTERIUM_CACHE": path})
+    assert first.code == second.code == 0, first.err + second.err
+    assert first.out == second.out
+    sent = "transport: message/send: ok after"  # -vv's line for each request answered
+    assert sent in first.err and sent not in second.err
 
 
 def test_the_emulator_speaks_the_dialect_protocol_names() -> None:
@@ -215,5 +236,4 @@ async def test_a_protocol_the_server_does_not_speak_says_what_its_card_offers(
             ) in run.err
             assert (
                 f"drop --protocol (auto speaks what the card offers) or give --protocol {offered}"
-                in (run.err)
-            )
+            ) in run.err

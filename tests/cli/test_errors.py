@@ -1,6 +1,10 @@
-"""Exit codes, and every error as one line on stderr."""
+"""Exit codes, and every error as one line on stderr: through the command line against
+the emulator's faults, and the table itself for what no emulator makes in a test's time
+(a 429 after the client's 15 minutes of waits)."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -17,6 +21,9 @@ from magisterium_async import (
     TaskNotFoundError,
 )
 from magisterium_async._cli._errors import CliError, ExitCode, cli_words, describe, exit_code_for
+from magisterium_async.testing import Emulator, EmulatorConfig, Fault
+
+from .helpers import cli
 
 
 @pytest.mark.parametrize(
@@ -102,3 +109,28 @@ def test_after_retries_the_attempts_are_said() -> None:
     assert describe(InternalServerError("Internal error"), 3).endswith("(after 3 attempts)")
     # A refusal is not retried: no count to give.
     assert "attempts" not in describe(InvalidParamsError("bad"), 2)
+
+
+async def test_what_the_service_answers_becomes_one_line_and_its_exit_code() -> None:
+    config = EmulatorConfig(rate_limits=None, tokens={"sk-pro": "pro", "sk-free": "free"})
+    async with Emulator(config) as emulator:
+        base = {"MAGISTERIUM_BASE_URL": emulator.base_url, "MAGISTERIUM_TOKEN": "sk-pro"}
+
+        async def run(*argv: str, **env: str) -> tuple[int, str]:
+            done = await asyncio.to_thread(cli, *argv, env={**base, **env})
+            assert done.out == "" and len(done.err.splitlines()) == 1, done.err
+            return done.code, done.err.removeprefix("magisterium-async: error: ")
+
+        secret = "sk-wrong-1234567890"
+        code, said = await run("search", "grace", MAGISTERIUM_TOKEN=secret)
+        assert code == 3 and "the token was refused" in said and secret not in said
+        code, said = await run("search", "grace", MAGISTERIUM_TOKEN="sk-free")
+        assert code == 3 and "needs a Pro, Organization or Enterprise plan" in said
+        emulator.script(*[Fault.internal_error()] * 3, skill="document_search")
+        code, said = await run("search", "grace", "--max-retries", "2")
+        assert code == 1 and said.startswith("Internal error") and "(after 3 attempts)" in said
+        emulator.script(Fault.malformed(body=b"x" * (65 << 20)), skill="document_search")
+        code, said = await run("search", "grace")
+        assert code == 1 and said.startswith("message/send: the answer is larger than 64 MiB")
+        code, said = await run("search", "  ")
+        assert code == 2 and "query" in said

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 from pathlib import Path
 
-from magisterium_async._cli._quota import _line
-from magisterium_async._ratelimit import PoolQuota
 from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
 from tests.cli.helpers import cli
+from tests.helpers.credentials import PASSWORD, require_password
 from tests.helpers.redis_server import RedisServer
 
 
@@ -92,10 +92,42 @@ def test_a_quota_of_part_of_a_request_is_not_said_lowered_by_the_service() -> No
     assert run.code == 0, run.err
     assert "lowered" not in run.out and "refused" not in run.out
     assert "default (every skill but ask): 0 of 2 per 60 s used, 2 left" in run.out
-    lowered = PoolQuota("default", 12.0, 15.0, 60.0, 0, 1, 0.0)
-    assert "(lowered from 15 after the service refused)" in _line(lowered)
-    assert "lowered" not in _line(PoolQuota("default", 0.5, 0.5, 60.0, 0, 1, 0.0))
     # Below 1 a period, one start per longer window: never lowered, whatever the float.
     slow = cli("quota", "--quota", "0.11/0.055")
     assert slow.code == 0, slow.err
     assert "lowered" not in slow.out and "0 of 0.11 per 60 s used" in slow.out
+
+
+async def test_a_redis_that_refuses_is_said_as_a_refusal_and_exit_2_in_every_command(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The same URL, a password missing or wrong: one refusal, one exit code, whatever the
+    command and wherever the URL was given (#50, 3); nothing is made."""
+    good = await require_password(redis_server)
+    missing = redis_server.url
+    wrong = good.replace(PASSWORD, "not-the-password")
+    cases = [
+        (["quota", "--emulator", "--emulator-limits", "--redis", missing], {}, "--redis"),
+        (["quota", "--quota", "15/2"], {"MAGISTERIUM_REDIS_URL": wrong}, "$MAGISTERIUM_REDIS_URL"),
+        (["search", "grace", "--emulator", "--cache", wrong], {}, "--cache"),
+        (["search", "grace", "--emulator"], {"MAGISTERIUM_CACHE": missing}, "$MAGISTERIUM_CACHE"),
+        (["search", "grace", "--credentials", missing], {}, "--credentials"),
+        (
+            ["harvest", "--emulator", "-q", "grace", "--out", "d.jsonl", "--redis", wrong],
+            {},
+            "--redis",
+        ),
+    ]
+    for argv, env, named in cases:
+        env = {"MAGISTERIUM_TOKEN": "sk-test", **env}
+        run = await asyncio.to_thread(cli, *argv, cwd=tmp_path, env=env)
+        assert run.code == 2, (argv, run.err)
+        [line] = run.err.splitlines()
+        assert line.startswith(f"magisterium-async: error: {named}: Redis at redis://"), line
+        assert "refused the sign-in" in line and "check the user and password" in line
+        assert PASSWORD not in line and "not-the-password" not in line
+    assert os.listdir(tmp_path) == []
+    answered = await asyncio.to_thread(
+        cli, "quota", "--quota", "15/2", "--redis", good, "--json", env={"MAGISTERIUM_TOKEN": "t"}
+    )
+    assert answered.code == 0 and json.loads(answered.out)["shared"] is True, answered.err

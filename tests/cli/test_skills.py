@@ -16,6 +16,8 @@ def test_search_prints_a_table_and_json() -> None:
     results = json.loads(machine.out)
     assert results and {"id", "url", "title"} <= results[0].keys()
     assert "Ineffabilis Deus" in [r["title"] for r in results]
+    none = cli("search", "--emulator", "zzqqxx")
+    assert (none.code, none.out.strip()) == (0, "No documents found for 'zzqqxx'.")
 
 
 def test_ask_prints_the_answer_sources_and_related_questions() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import logging
 import os
 import pty
 import re
@@ -31,7 +30,7 @@ from magisterium_async import (
     Timeouts,
 )
 from magisterium_async._cli._errors import ExitCode
-from magisterium_async._cli._status import Watch, status_line, waiting_text
+from magisterium_async._cli._status import Watch, status_line
 from magisterium_async._clock import VirtualClock
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 
@@ -78,14 +77,6 @@ def test_ask_on_a_pipe_writes_no_status() -> None:
         timeout=TIMEOUT,
     )
     assert proc.returncode == 0 and proc.stderr == b""
-
-
-def test_the_wait_for_quota_names_its_end_in_clock_time() -> None:
-    noon = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
-    assert waiting_text(57.2, lambda: noon) == (
-        "waiting for quota: next request in 57s (at 12:00:57)"
-    )
-    assert waiting_text(0.2, lambda: noon).startswith("waiting for quota: next request in 1s")
 
 
 # What a call waits for, in words ----------------------------------------------------------
@@ -168,18 +159,25 @@ async def test_waiting_for_quota_after_a_failure_says_both() -> None:
     )
 
 
-async def test_each_wait_for_quota_is_logged_once_as_it_begins(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.INFO, logger="magisterium_async.cli")
+async def test_the_wait_for_quota_names_its_end_in_clock_time() -> None:
     watch, _, clock = _watch()
-    watch.on_event(PoolEvent("waiting", "default", clock.now(), 56.0))
     watch.on_event(PoolEvent("waiting", "expensive", clock.now(), 30.0))  # not this call's
-    watch.on_event(PoolEvent("sent", "default", clock.now() + 56, 56.0))
-    assert [r.getMessage() for r in caplog.records] == [
-        "searching: waiting for quota: next request in 56s (at 12:00:56)"
-    ]
-    assert watch.text().startswith("searching… ")  # the wait is over once it is sent
+    assert watch.text() == "searching…"
+    watch.on_event(PoolEvent("waiting", "default", clock.now(), 57.2))
+    assert watch.text() == "searching: waiting for quota: next request in 57s (at 12:00:57)"
+    await clock.advance(57)
+    assert watch.text().startswith("searching: waiting for quota: next request in 1s")
+    watch.on_event(PoolEvent("sent", "default", clock.now(), 57.2))
+    assert watch.text().startswith("searching… 0s, attempt 1 of 3")  # over once it is sent
+
+
+async def test_an_end_a_day_away_or_past_any_clock_is_said_so() -> None:
+    watch, client, clock = _watch()
+    watch.on_event(PoolEvent("sent", "default", clock.now(), 0.0))
+    client.timeouts = Timeouts.of(2 * 86400)
+    assert watch.text().endswith("times out at 2026-12-03 12:00:00")
+    client.timeouts = Timeouts.of(1e300)  # --timeout 1e300: as good as none
+    assert watch.text().endswith("times out at never")
 
 
 # Through the command line ------------------------------------------------------------------
@@ -300,9 +298,7 @@ def test_very_verbose_shows_each_request_and_no_token(silent_server: str) -> Non
         "search", "grace", "--base-url", silent_server, "--timeout", "0.25", "--max-retries", "0",
         "-vv", env={"MAGISTERIUM_TOKEN": token},
     )  # fmt: skip
-    assert f"DEBUG magisterium_async.transport: POST {silent_server} method=message/send" in (
-        run.err
-    )
+    assert "DEBUG magisterium_async.transport: message/send: error after" in run.err
     assert token not in run.err
 
 
@@ -331,16 +327,11 @@ async def test_the_line_is_as_wide_as_the_terminal_it_is_written_to(
     monkeypatch.delenv("COLUMNS", raising=False)
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
-    line = "searching: " + "x" * 150
-    painted = asyncio.Event()
-
-    def text() -> str:
-        painted.set()  # the line is written as soon as this returns
-        return line
-
+    label = "searching: " + "x" * 150
     with os.fdopen(follower, "w", closefd=True) as stream:
-        async with status_line(text, stream=stream):
-            await painted.wait()
+        async with status_line(lambda: label, stream=stream):
+            # Painted as soon as the line's task runs: the terminal has something to read.
+            await asyncio.to_thread(select.select, [leader], [], [], TIMEOUT)
     shown = b""
     while select.select([leader], [], [], 0)[0]:
         try:
@@ -351,4 +342,12 @@ async def test_the_line_is_as_wide_as_the_terminal_it_is_written_to(
             break
         shown += chunk
     os.close(leader)
-    assert line in shown.decode()
+    assert label in shown.decode()
+
+
+def test_an_absurd_timeout_on_a_terminal_is_waited_for_without_a_traceback() -> None:
+    """``--timeout 1e300``: its end is past any clock (the line said it with a traceback)."""
+    args = ["ask", "--emulator", "--timeout", "1e300", "what is grace?"]
+    code, shown = _on_a_terminal(*args, env={})
+    assert code == 0, shown
+    assert "Traceback" not in shown and shown.endswith("\r\x1b[2K")

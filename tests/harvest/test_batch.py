@@ -18,7 +18,7 @@ from magisterium_async import (
     SearchResult,
     TaskFailedError,
 )
-from magisterium_async._harvest._batch import BatchItem, fetch_many, search_many
+from magisterium_async._harvest import BatchItem, fetch_many, search_many
 from magisterium_async.testing import Emulator, EmulatorConfig, Fault
 
 
@@ -227,7 +227,8 @@ async def test_aclose_is_idempotent_and_ends_iteration() -> None:
     assert (await anext(batch)).ok
     await batch.aclose()
     await batch.aclose()
-    assert [item async for item in batch] == []
+    with pytest.raises(RuntimeError, match="this batch has ended"):  # never a quiet end
+        await anext(batch)
     assert not stray_tasks()
 
 

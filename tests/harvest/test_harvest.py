@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from magisterium_async import (
@@ -258,70 +257,6 @@ async def test_aclose_delivers_the_document_in_hand(
     assert sorted([first.id, *rest]) == sorted(await expected_ids(client, QUERIES[:5]))
 
 
-async def test_cancelled_while_the_state_opens_closes_the_database(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import threading
-
-    from magisterium_async._harvest import _state
-
-    entered, release, closed = threading.Event(), threading.Event(), threading.Event()
-
-    class SlowStore(_state.Store):
-        def __init__(self, *args: Any) -> None:
-            super().__init__(*args)
-            entered.set()
-            release.wait()
-
-        def close(self) -> None:
-            super().close()
-            closed.set()
-
-    monkeypatch.setattr(_state, "Store", SlowStore)
-    h = harvest(FakeClient(), ["a"], state=tmp_path / "s.db")
-    consumer = asyncio.create_task(anext(h))
-    await anyio.to_thread.run_sync(entered.wait)
-    # The harvest stops while its state is still opening in the worker thread.
-    consumer.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await consumer
-    await h.aclose()
-    assert not closed.is_set() and not stray_tasks()
-    release.set()  # the open finishes after the harvest is gone: the connection is closed
-    await anyio.to_thread.run_sync(closed.wait)
-
-
-async def test_acknowledged_documents_are_committed_while_the_pipeline_stalls(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    state = tmp_path / "s.db"
-    committed = asyncio.Event()
-    record = HarvestState.record_fetches
-
-    async def watched(
-        self: HarvestState, outcomes: Any, delivered: Any = (), output: Any = None
-    ) -> Any:
-        found = await record(self, outcomes, delivered, output)
-        if "a/1" in delivered:
-            committed.set()
-        return found
-
-    monkeypatch.setattr(HarvestState, "record_fetches", watched)
-    # The third fetch never answers: no later transaction carries the acknowledgement.
-    h = harvest(FakeClient(hang="a/2"), ["a"], state=state, acknowledge="manual")
-    async with h:
-        got = [(await anext(h)).id, (await anext(h)).id]
-        h.acknowledge(got)
-        with anyio.fail_after(30):  # a failure, never a wait that passes
-            await committed.wait()
-        db = sqlite3.connect(state)
-        try:
-            delivered = db.execute("SELECT id FROM documents WHERE status = 'delivered'")
-            assert sorted(i for (i,) in delivered) == sorted(got) == ["a/0", "a/1"]
-        finally:
-            db.close()
-
-
 async def test_every_document_names_the_queries_that_found_it(
     client: AsyncMagisterium, tmp_path: Path
 ) -> None:
@@ -368,7 +303,7 @@ async def test_provenance_survives_resume(client: AsyncMagisterium, tmp_path: Pa
             if document.id in kept:
                 resumed[document.id] = document.queries
     assert resumed.keys() == kept
-    opened = await HarvestState.open(state, new_run=False)
+    opened = await HarvestState.open(state)
     try:
         for document_id, queries in resumed.items():
             # Found in the first run, yielded in the second: named all the same.
@@ -510,8 +445,9 @@ async def test_aclose_during_the_harvest(tmp_path: Path) -> None:
     first = await anext(h)
     await h.aclose()
     await h.aclose()
-    assert [d async for d in h] == [] and first.id == "q0/0"
-    assert not stray_tasks()
+    assert first.id == "q0/0" and not stray_tasks()
+    with pytest.raises(RuntimeError, match="this harvest has ended"):
+        await anext(h)
 
 
 async def test_memory_stays_flat() -> None:
@@ -591,7 +527,7 @@ async def test_jsonl_writer_alters_no_file_it_cannot_tell_it_wrote(tmp_path: Pat
         await JsonlWriter(ours, mark=out.mark).open()
     assert notes.read_bytes() == text and ours.read_bytes() == b""
     ours.unlink()  # gone, with what the harvest had written: not made anew silently
-    with pytest.raises(OutputFileError, match="is gone: the harvest had written"):
+    with pytest.raises(OutputFileError, match="does not exist, but the harvest wrote"):
         await JsonlWriter(ours, mark=out.mark).open()
     assert not ours.exists()
 
@@ -755,7 +691,8 @@ async def test_closing_the_client_stops_a_harvest_and_a_batch_left_by_a_bare_bre
         for stopped in (harvest, batch):
             with pytest.raises(ClientClosedError, match="the client was closed while it ran"):
                 await anext(stopped)
-            assert [x async for x in stopped] == []  # then it has ended
+            with pytest.raises(RuntimeError, match="has ended"):  # said once; then it ended
+                await anext(stopped)
         assert harvest.failures == []  # stopped, not failed call by call
         async with AsyncMagisterium(
             emu.token, base_url=emu.base_url, rate_limits=unlimited
@@ -788,3 +725,27 @@ async def test_a_reader_in_another_task_hears_that_the_client_closed_never_a_qui
         with pytest.raises(ClientClosedError, match="the client was closed while it ran"):
             await reader
     assert got and harvest.failures == []
+
+
+@pytest.mark.parametrize("concurrency", [1, 1000])
+async def test_the_tasks_alive_follow_the_work_not_the_concurrency_asked(concurrency: int) -> None:
+    # One query, three documents: whatever the concurrency, a handful of tasks, never
+    # 2 x concurrency made up front.
+    peak = 0
+
+    class Counting(FakeClient):
+        async def fetch(self, document_id: str):  # type: ignore[no-untyped-def]
+            nonlocal peak
+            peak = max(peak, len(asyncio.all_tasks()))
+            return await super().fetch(document_id)
+
+    async with harvest(Counting(), ["a"], concurrency=concurrency) as h:
+        ids = [d.id async for d in h]
+    assert sorted(ids) == ["a/0", "a/1", "a/2"]
+    assert peak < 30
+
+
+@pytest.mark.parametrize("value", [0, 1001, 99_999_999_999])
+def test_a_concurrency_out_of_range_is_refused_naming_it(value: int) -> None:
+    with pytest.raises(ValueError, match=rf"^concurrency must be [<>]= 1(000)?, got {value}"):
+        harvest(FakeClient(), ["a"], concurrency=value)

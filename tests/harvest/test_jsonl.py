@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
-from magisterium_async import Document, JsonlWriter
+from magisterium_async import Document, JsonlWriter, MagisteriumError, OutputFileError
 from magisterium_async.testing import VirtualClock
 
 
@@ -82,31 +82,23 @@ async def test_a_full_batch_is_written_at_once_and_the_timer_leaves_it(tmp_path:
     assert ids_in(path) == ["a", "b"]
 
 
-async def test_a_failed_timed_write_is_raised_by_the_next_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+async def test_a_full_disk_is_a_magisterium_error_and_a_failed_timed_write_is_raised_next(
+    tmp_path: Path,
 ) -> None:
-    attempts: list[bytes] = []
-    tried = threading.Event()
-
-    def disk_full(file: object, data: bytes, sync: bool) -> None:
-        attempts.append(data)
-        tried.set()
-        raise OSError(28, "No space left on device")
-
     clock = VirtualClock()
-    out = JsonlWriter(tmp_path / "out.jsonl", max_delay=1.0, clock=clock)
+    durable = Durable()
+    out = JsonlWriter("/dev/full", max_delay=1.0, clock=clock, on_durable=durable)
     await out.open()
-    monkeypatch.setattr("magisterium_async._harvest._jsonl._write", disk_full)
-    try:
-        await out.write(document("a"))
-        await clock.advance(1.0)
-        assert await anyio.to_thread.run_sync(tried.wait, 30)  # the timer's write failed
-        with pytest.raises(OSError, match="No space left"):
-            await out.flush()  # nothing left to write: it raises what the timer met
-        assert len(attempts) == 1
-    finally:
-        monkeypatch.undo()
-        await out.aclose()
+    await out.write(document("a"))
+    await clock.advance(1.0)  # the timer's write fails
+    with pytest.raises(OutputFileError, match=r"^cannot write /dev/full: the disk is full"):
+        await out.aclose()  # waits for the timer's write, and raises what it met
+    assert durable.batches == []  # nothing on disk: nothing acknowledged
+    async with JsonlWriter("/dev/full", batch_size=1, on_durable=durable) as full:
+        with pytest.raises(MagisteriumError, match="the disk is full"):
+            await full.write(document("b"))  # a full batch, written at once
+    assert durable.batches == []
 
 
 def test_max_delay_must_be_seconds(tmp_path: Path) -> None:
@@ -122,24 +114,3 @@ def test_batch_size_must_be_a_whole_number(tmp_path: Path) -> None:
         JsonlWriter(tmp_path / "out.jsonl", batch_size=0)
     with pytest.raises(TypeError, match="batch_size must be an int, not float"):
         JsonlWriter(tmp_path / "out.jsonl", batch_size=2.0)  # type: ignore[arg-type]
-
-
-async def test_a_write_that_failed_part_way_is_its_own_error_never_a_change_by_another(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    out = tmp_path / "docs.jsonl"
-
-    def half_then_full(file: object, data: bytes, sync: bool) -> None:
-        file.write(data[: len(data) // 2])  # type: ignore[attr-defined]
-        file.flush()  # type: ignore[attr-defined]
-        raise OSError(28, "No space left on device")
-
-    writer = JsonlWriter(out, batch_size=100)
-    await writer.open()
-    await writer.write(document("a"))
-    monkeypatch.setattr("magisterium_async._harvest._jsonl._write", half_then_full)
-    with pytest.raises(OSError, match="No space left"):
-        await writer.flush()
-    await writer.aclose()
-    assert writer.changed is None  # the disk's error was said; no one else changed it
-    assert out.stat().st_size > 0

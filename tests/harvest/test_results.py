@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from magisterium_async._clock import VirtualClock
 from magisterium_async._harvest import harvest
+from magisterium_async.testing import VirtualClock
 from tests.helpers.harvest_fakes import FakeClient
 
 

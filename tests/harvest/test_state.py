@@ -11,13 +11,10 @@ import msgspec
 import pytest
 
 from magisterium_async import Document, MagisteriumError, StateError
-from magisterium_async._harvest import HarvestState
-from magisterium_async._harvest._state import (
-    APPLICATION_ID,
-    SCHEMA_VERSION,
-    Fetched,
-    Searched,
-)
+from magisterium_async._harvest import Fetched, HarvestState, Searched
+
+APPLICATION_ID = 0x6D616876  # as the docs say: a state's, in its SQLite header
+SCHEMA_VERSION = 3
 
 
 def names(directory: Path) -> list[str]:
@@ -36,12 +33,20 @@ def fetched(document_id: str, document: Document | None, failed: bool = False) -
     return Fetched(document_id, document, RuntimeError("boom") if failed else None)
 
 
+async def opened(path: Path | None) -> HarvestState:
+    """The state at ``path``, a run begun, as a harvest opens it."""
+    state = await HarvestState.open(path)
+    await state.begin_run()
+    return state
+
+
 async def test_without_a_path_a_temporary_database_keeps_no_bodies() -> None:
-    state = await HarvestState.open(None)
-    await state.claim_query("q")
-    await state.record_searches([searched("q", ["1"])])
-    await state.record_fetches([fetched("1", doc("1"))])
-    assert (await state.summary()).documents == {"fetched": 1}
+    state = await opened(None)
+    await state.claim("q")
+    await state.record([searched("q", ["1"])], [])
+    await state.record([], [fetched("1", doc("1"))], ["1"])
+    assert (await state.summary()).documents == {"delivered": 1}
+    assert await state.lines(0) == []  # no body kept
     await state.aclose()
 
 
@@ -57,7 +62,7 @@ async def test_a_file_that_is_not_a_state_is_a_state_error(tmp_path: Path, conte
 
 async def test_fresh_state_has_the_schema_version_and_wal(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    state = await HarvestState.open(path)
+    state = await opened(path)
     assert state.run == 1
     await state.aclose()
     with sqlite3.connect(path) as db:
@@ -81,22 +86,22 @@ async def test_another_schema_version_is_refused(tmp_path: Path) -> None:
 
 async def test_claims_across_runs(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    state = await HarvestState.open(path)
-    assert await state.claim_query("a") == "search"
-    assert await state.claim_query("a") == "duplicate"
-    assert await state.claim_query("b") == "search"
-    assert await state.claim_query("c") == "search"
-    new = await state.record_searches([searched("a", ["1", "2"]), searched("b", None)])
+    state = await opened(path)
+    assert await state.claim("a") == "search"
+    assert await state.claim("a") == "duplicate"
+    assert await state.claim("b") == "search"
+    assert await state.claim("c") == "search"
+    new, _ = await state.record([searched("a", ["1", "2"]), searched("b", None)], [])
     assert new == ["1", "2"]
-    assert await state.claim_query("b") == "duplicate"  # failed in this run: not again
+    assert await state.claim("b") == "duplicate"  # failed in this run: not again
     await state.aclose()
 
-    state = await HarvestState.open(path)
+    state = await opened(path)
     assert state.run == 2
-    assert await state.claim_query("a") == "recorded"
-    assert await state.claim_query("b") == "search"  # failed before: tried again
-    assert await state.claim_query("c") == "search"  # never answered: tried again
-    assert await state.record_searches([searched("b", ["2", "3"])]) == ["3"]  # 2 is known
+    assert await state.claim("a") == "recorded"
+    assert await state.claim("b") == "search"  # failed before: tried again
+    assert await state.claim("c") == "search"  # never answered: tried again
+    assert (await state.record([searched("b", ["2", "3"])], []))[0] == ["3"]  # 2 is known
     summary = await state.summary()
     assert summary.queries == {"searched": 2, "pending": 1}
     assert summary.documents == {"pending": 3}
@@ -105,42 +110,42 @@ async def test_claims_across_runs(tmp_path: Path) -> None:
 
 async def test_fetch_records_and_resume_pages(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    state = await HarvestState.open(path)
-    await state.claim_query("q")
+    state = await opened(path)
+    await state.claim("q")
     ids = [str(i) for i in range(6)]
-    assert await state.record_searches([searched("q", ids)]) == ids
-    await state.record_fetches(
+    assert (await state.record([searched("q", ids)], []))[0] == ids
+    await state.record(
+        [],
         [
             fetched("0", doc("0")),
             fetched("1", doc("1")),
             fetched("2", None),
             fetched("3", None, failed=True),
         ],
-        delivered=["0"],
+        ["0"],
     )
     # Nothing of this run is offered for resuming within the run.
-    assert await state.undelivered() == [] and await state.unfetched() == []
+    assert await state.undelivered(0) == [] and await state.unfetched(0) == []
     await state.aclose()
 
-    state = await HarvestState.open(path)
-    assert [(d.id, d.text, d.queries) for _, d in await state.undelivered()] == [
+    state = await opened(path)
+    assert [(d.id, d.text, d.queries) for _, d in await state.undelivered(0)] == [
         ("1", "body", ("q",))
     ]
-    assert [i for _, i in await state.unfetched()] == ["3", "4", "5"]
-    first = await state.unfetched(limit=2)
-    assert [i for _, i in await state.unfetched(after=first[-1][0])] == ["5"]
-    await state.record_searches([])
-    await state.claim_query("r")
-    assert await state.record_searches([searched("r", ["9"])]) == ["9"]
-    assert [i for _, i in await state.unfetched()] == ["3", "4", "5"]  # 9 is this run's
-    await state.record_fetches([], delivered=["1"])
+    assert [i for _, i in await state.unfetched(0)] == ["3", "4", "5"]
+    first = await state.unfetched(0, 2)
+    assert [i for _, i in await state.unfetched(first[-1][0])] == ["5"]
+    await state.claim("r")
+    assert (await state.record([searched("r", ["9"])], []))[0] == ["9"]
+    assert [i for _, i in await state.unfetched(0)] == ["3", "4", "5"]  # 9 is this run's
+    await state.record([], [], ["1"])
     summary = await state.summary()
     assert summary.documents == {"delivered": 2, "not_found": 1, "failed": 1, "pending": 3}
     # Delivered in the order given, each record kept as it was handed over.
-    assert [json.loads(record) for _, record in await state.lines()] == [
+    assert [json.loads(record) for _, record in await state.lines(0)] == [
         {**msgspec.to_builtins(doc(i)), "queries": ["q"]} for i in ("0", "1")
     ]
-    assert [line for line, _ in await state.lines(after=1)] == [2]
+    assert [line for line, _ in await state.lines(1)] == [2]
     await state.aclose()
 
 
@@ -148,38 +153,38 @@ async def test_what_this_run_fetches_is_never_offered_again(tmp_path: Path) -> N
     # The resumed run fetches an id the first run left pending; paging through the
     # undelivered documents afterwards must not hand it over a second time.
     path = tmp_path / "state.db"
-    state = await HarvestState.open(path)
-    await state.claim_query("q")
-    await state.record_searches([searched("q", ["1", "2"])])
-    await state.record_fetches([fetched("1", doc("1"))])
+    state = await opened(path)
+    await state.claim("q")
+    await state.record([searched("q", ["1", "2"])], [])
+    await state.record([], [fetched("1", doc("1"))])
     await state.aclose()
 
-    state = await HarvestState.open(path)
-    assert [i for _, i in await state.unfetched()] == ["2"]
-    await state.record_fetches([fetched("2", doc("2"))])
-    assert [d.id for _, d in await state.undelivered()] == ["1"]
+    state = await opened(path)
+    assert [i for _, i in await state.unfetched(0)] == ["2"]
+    await state.record([], [fetched("2", doc("2"))])
+    assert [d.id for _, d in await state.undelivered(0)] == ["1"]
     await state.aclose()
 
 
 async def test_provenance_over_runs(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    state = await HarvestState.open(path)
+    state = await opened(path)
     for query in ("b", "a"):
-        await state.claim_query(query)
-    await state.record_searches([searched("a", ["1", "2"]), searched("b", ["2"])])
-    found = await state.record_fetches([fetched("2", doc("2")), fetched("1", None)])
+        await state.claim(query)
+    await state.record([searched("a", ["1", "2"]), searched("b", ["2"])], [])
+    _, found = await state.record([], [fetched("2", doc("2")), fetched("1", None)])
     # By when each query was first taken, not answered.
     assert {i: d.queries for i, d in found.items()} == {"2": ("b", "a")}
     await state.aclose()
 
-    state = await HarvestState.open(path)
-    await state.claim_query("c")
-    await state.record_searches([searched("c", ["2", "3"])])
+    state = await opened(path)
+    await state.claim("c")
+    await state.record([searched("c", ["2", "3"])], [])
     assert await state.found_by("2") == ("b", "a", "c")
     assert await state.found_by("3") == ("c",) and await state.found_by("4") == ()
     # Handed over as it was fetched (and as a killed run may have written it): the queries
     # that had found it then; found_by() names the later ones.
-    [(_, held)] = await state.undelivered()
+    [(_, held)] = await state.undelivered(0)
     assert (held.id, held.queries) == ("2", ("b", "a"))
     await state.aclose()
 
@@ -206,9 +211,8 @@ async def test_a_state_of_an_unreleased_earlier_schema_is_refused_left_byte_for_
     db.commit()
     db.close()
     before = path.read_bytes()
-    for new_run in (True, False):
-        with pytest.raises(StateError, match="not a harvest state"):
-            await HarvestState.open(path, new_run=new_run)
+    with pytest.raises(StateError, match="not a harvest state"):
+        await HarvestState.open(path)
     assert path.read_bytes() == before
     assert names(tmp_path) == ["state.db"]
 
@@ -231,14 +235,13 @@ def _user_database(path: Path) -> bytes:
     ],
     ids=["a user's SQLite", "an empty file", "notes"],
 )
-@pytest.mark.parametrize("new_run", [True, False], ids=["new run", "read"])
 async def test_a_file_the_harvest_did_not_create_is_refused_and_left_byte_for_byte(
-    tmp_path: Path, make: object, new_run: bool
+    tmp_path: Path, make: object
 ) -> None:
     path = tmp_path / "my.db"
     before = make(path)  # type: ignore[operator]
     with pytest.raises(StateError, match=r"my\.db is not a harvest state .*left as it is"):
-        await HarvestState.open(path, new_run=new_run)
+        await HarvestState.open(path)
     assert path.read_bytes() == before
     assert names(tmp_path) == ["my.db"]  # no -wal, no -shm
 

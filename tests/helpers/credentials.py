@@ -1,8 +1,14 @@
-"""Sign-ins the tests share: a credentials record with known secrets, a Redis password."""
+"""Sign-ins the tests share: a credentials record with known secrets, a Redis password, and
+the credentials file read and written as the library does."""
 
 from __future__ import annotations
 
-from magisterium_async._auth._credentials import Credentials
+import os
+from pathlib import Path
+
+import msgspec
+
+from magisterium_async._auth import Credentials, FileStore
 from magisterium_async._redis import connect
 from tests.helpers.redis_server import RedisServer
 
@@ -46,3 +52,25 @@ async def require_password(redis: RedisServer) -> str:
     finally:
         await client.aclose()
     return f"redis://:{PASSWORD}@127.0.0.1:{redis.port}/0"
+
+
+def load_credentials(path: Path) -> Credentials | None:
+    """The sign-in in the credentials file at ``path`` (``None``: none), as a client reads it.
+
+    Arguments:
+        path: the file.
+    """
+    return FileStore(path).read()
+
+
+def save_credentials(path: Path, signed_in: Credentials) -> None:
+    """Write ``signed_in`` to ``path`` as ``login`` would: private, in a private directory.
+
+    Arguments:
+        path: the file.
+        signed_in: what it holds.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(msgspec.json.encode(signed_in))

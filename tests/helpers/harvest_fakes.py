@@ -53,3 +53,42 @@ class FakeClient:
         if document_id.startswith("missing"):
             return None
         return Document(id=document_id, title=None, author=None, ref=None, text="x" * self.size)
+
+
+class HeldClient(FakeClient):
+    """A :class:`FakeClient` whose fetches, once :meth:`hold` is called, wait until the
+    test answers them: the test decides when each answer arrives."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.sent: list[str] = []
+        """Every fetch sent, in order (a repeat is a request paid twice)."""
+        self.held: dict[str, asyncio.Future[None]] = {}
+        self._holding = False
+        self._more = asyncio.Event()
+
+    def hold(self) -> None:
+        """From now on each fetch waits for :meth:`answer` (or its cancellation)."""
+        self._holding = True
+
+    async def unanswered(self, count: int) -> list[str]:
+        """The first ``count`` fetches held and not answered, once that many are."""
+        while len(waiting := [i for i, answer in self.held.items() if not answer.done()]) < count:
+            self._more.clear()
+            await self._more.wait()
+        return waiting[:count]
+
+    def answer(self, ids: list[str]) -> None:
+        """Let the answers of ``ids`` arrive, all in the same step of the event loop."""
+        for document_id in ids:
+            self.held[document_id].set_result(None)
+
+    async def fetch(self, document_id: str) -> Document | None:
+        self.sent.append(document_id)
+        if not self._holding:
+            return await super().fetch(document_id)
+        self.held[document_id] = asyncio.get_running_loop().create_future()
+        self._more.set()
+        await self.held[document_id]
+        # The answer arrives: returned to the harvest in this very step.
+        return Document(id=document_id, title=None, author=None, ref=None, text="x")

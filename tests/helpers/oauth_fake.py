@@ -31,7 +31,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from magisterium_async._auth._login import login
+from magisterium_async._auth import login
 from magisterium_async.testing import Emulator
 
 __all__ = [
@@ -247,16 +247,23 @@ async def sign_in(
     server: FakeAuthServer | Emulator,
     path: Path | str,
     say: Callable[[str], None] = lambda line: None,
+    show: Callable[[str], None] = lambda url: None,
 ) -> None:
-    """Log in through the library flow, the browser step done by an HTTP client."""
+    """Log in through the library flow, the browser step done by an HTTP client.
+
+    Arguments:
+        server: the authorization server and service.
+        path: the credentials' location.
+        say: hears what the login tells the person.
+        show: hears the authorization URL, before the browser follows it.
+    """
     visits: list[asyncio.Task[int]] = []
-    await login(
-        server.base_url,
-        path,
-        open_browser=False,
-        say=say,
-        show_url=lambda url: visits.append(asyncio.ensure_future(browser_follows(url))),
-    )
+
+    def follow(url: str) -> None:
+        show(url)
+        visits.append(asyncio.ensure_future(browser_follows(url)))
+
+    await login(server.base_url, path, say=say, show_url=follow)
     assert [await visit for visit in visits] == [200]
 
 

@@ -10,28 +10,132 @@ import math
 import os
 import random
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy
-from magisterium_async._call import call_with_retries
-from magisterium_async._clock import VirtualClock
+import magisterium_async as m
+from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy, Timeouts
+from magisterium_async._call import Caller
+from magisterium_async._clock import Clock, VirtualClock
+from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions, Priority
 from magisterium_async._errors import RateLimitError
-from magisterium_async._events import PoolEvent
-from magisterium_async._ratelimit import Scheduler, SharedQuota
+from magisterium_async._events import Counters, EventLog, Events, PoolEvent, log_event
+from magisterium_async._http import JSONRPCClient
+from magisterium_async._ratelimit import (
+    Permit,
+    Pool,
+    PoolStats,
+    SchedulerStats,
+    SharedQuota,
+)
+from magisterium_async._ratelimit import Scheduler as _Scheduler
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
     MockRequest,
     MockResponse,
+    MockTransport,
     RateLimitConfig,
 )
 from tests.conftest import artifact, data, task_json, text
 from tests.helpers.redis_server import RedisServer
 
 PRO = RateLimits.pro()  # 15 and 2 a minute; the safety margin is 1 s
+
+
+class Scheduler(_Scheduler):
+    """The engine's scheduler with the client's subscribers on its stream: the log, the
+    counters behind ``.stats`` (as ``client.stats`` reads them), and ``on_event``."""
+
+    def __init__(
+        self, *args: Any, on_event: Callable[[PoolEvent], None] | None = None, **kwargs: Any
+    ) -> None:
+        self.counters = Counters()
+        log = EventLog()
+        heard = (log, self.counters) if on_event is None else (log, self.counters, on_event)
+        super().__init__(*args, emit=Events(*heard), **kwargs)
+
+    @property
+    def stats(self) -> SchedulerStats:
+        counters, now = self.counters, self.clock.now()
+
+        def of(name: str) -> PoolStats:
+            pool = self.pool(None if name == "unmetered" else name)  # type: ignore[arg-type]
+            sent, limited, retries = counters.of(name)
+            return PoolStats(
+                name, sent, limited, retries, counters.paused_seconds(name, now), pool.rate,
+                pool.configured, pool.in_flight, pool.waiting, pool.next_start_in(),
+            )  # fmt: skip
+
+        return SchedulerStats(
+            of("default"), of("expensive"), of("unmetered"), self.in_flight, self.max_concurrency
+        )
+
+
+@asynccontextmanager
+async def slot(
+    pool: Pool, priority: Priority = "interactive", key: str | None = None
+) -> AsyncIterator[Permit]:
+    """A turn of ``pool``, released on the way out."""
+    permit = await pool.acquire(priority, key)
+    try:
+        yield permit
+    finally:
+        permit.release()
+
+
+def retried(sched: Scheduler, pool: str) -> None:
+    """A retry in ``pool``, as the call loop tells it on the stream (the counters hear it)."""
+    sched.counters(PoolEvent("retried", pool, sched.clock.now(), 0.0))
+
+
+class _OnePool:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def pool(self, name: object) -> Pool:
+        return self._pool
+
+
+async def call_with_retries(
+    attempt: Callable[[], Awaitable[Any]],
+    *,
+    pool: Pool,
+    policy: RetryPolicy,
+    clock: Clock,
+    what: str = "x",
+    priority: Priority = "interactive",
+) -> Any:
+    """``attempt`` as each try of a call through the client's call loop, in ``pool``'s
+    turns: a ``RateLimitError`` it raises is answered as the service's 429, an
+    ``APITimeoutError`` as a request that timed out; what it returns is returned."""
+    returned: list[Any] = []
+
+    async def answer(request: MockRequest) -> MockResponse:
+        try:
+            returned.append(await attempt())
+        except RateLimitError as exc:
+            data = None if exc.retry_after is None else {"retryAfter": exc.retry_after}
+            return MockResponse.error(request, -32003, str(exc), data, status=429)
+        except m.APITimeoutError:
+            raise asyncio.TimeoutError from None
+        return MockResponse.result(request, task_json())
+
+    rpc = JSONRPCClient(
+        "http://127.0.0.1:9/a2a", None, max_concurrency=1, connect_timeout=1.0, clock=clock,
+        http=MockTransport(answer),
+    )  # fmt: skip
+    options = CallOptions(Timeouts(3600.0), policy, DEFAULT_CACHE_POLICY, "0.3", priority)
+    caller = Caller(
+        rpc, _OnePool(pool), clock, None, log_event,  # type: ignore[arg-type]
+        protocol="0.3", extensions=(), card_options=options, on_card=lambda card: None,
+    )  # fmt: skip
+    name = None if pool.name == "unmetered" else pool.name
+    await caller.call("tasks/get", {"id": what}, name, options)  # type: ignore[arg-type]
+    return returned[-1]
 
 
 def scheduler(

@@ -1,8 +1,9 @@
 """The refreshes a process sends, counted as a user could: from the library's log.
 
-``StoredToken`` logs ``refreshing the access token at ...`` (INFO, logger
-``magisterium_async.auth``) once for each refresh it sends to the authorization server,
-just before sending it: the record's time is when the process decided to refresh.
+``StoredToken`` tells a ``refreshing`` event once for each refresh it sends to the
+authorization server, just before sending it, and the log says it (``refreshing the access
+token ...``, INFO, logger ``magisterium_async.auth``): the record's time is when the
+process decided to refresh.
 The worker scripts beside this file import it by its bare name (their directory is first
 on ``sys.path``); the tests import it as ``tests.refresh_log``.
 """

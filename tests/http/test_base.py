@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import magisterium_async as m
-from magisterium_async._http._base import (
+from magisterium_async._http import (
     ACCEPT_ENCODING,
     AiohttpTransport,
     HTTPRequest,

@@ -9,8 +9,7 @@ import pytest
 from aiohttp import web
 
 import magisterium_async as m
-from magisterium_async._http._base import ACCEPT_ENCODING
-from magisterium_async._http._card import max_age
+from magisterium_async._http import ACCEPT_ENCODING, max_age
 from tests.conftest import CARD, TOKEN, JumpClock, ScriptedServer, task_json
 
 

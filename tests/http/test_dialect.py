@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 import magisterium_async as m
-from magisterium_async._http._dialect import V03, V10, Dialect, offered
+from magisterium_async._http import V03, V10, Dialect, offered
 from magisterium_async.testing import (
     Emulator,
     EmulatorConfig,
@@ -73,7 +73,7 @@ def client_for(handler: Callable[[MockRequest], Any], **kwargs: Any) -> m.AsyncM
 
 
 def sent(client: m.AsyncMagisterium) -> list[MockRequest]:
-    http = client._transport.http
+    http = client._caller.rpc.http
     assert isinstance(http, MockTransport)
     return list(http.requests)
 

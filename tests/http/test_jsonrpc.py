@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
-from magisterium_async._http._base import AiohttpTransport, check_base_url
-from magisterium_async._http._jsonrpc import decode_response
+from magisterium_async._http import AiohttpTransport, check_base_url, decode_response
 from magisterium_async._models import MAX_ANSWER_DEPTH, MAX_DEPTH
 from tests.conftest import TOKEN, Reply, ScriptedServer, task_json
 from tests.helpers.raw_server import RawServer, chain
@@ -189,10 +188,10 @@ async def test_closed_client_refuses_calls(server: ScriptedServer) -> None:
 async def test_session_is_opened_lazily_and_closed(server: ScriptedServer) -> None:
     server.default = server.result(task_json())
     client = m.AsyncMagisterium(token=TOKEN, base_url=server.url)
-    assert client._transport.http._session is None
+    assert client._caller.rpc.http._session is None
     async with client:
         await client.get_task("t")
-        session = client._transport.http._session
+        session = client._caller.rpc.http._session
         assert session is not None and not session.closed
     assert session.closed
 
@@ -229,7 +228,7 @@ def test_result_with_a_mismatched_id_is_refused_even_when_it_decodes() -> None:
 
 
 def test_the_client_s_connect_timeout_bounds_connecting() -> None:
-    http = m.AsyncMagisterium(token=TOKEN, base_url="http://127.0.0.1:1/a2a")._transport.http
+    http = m.AsyncMagisterium(token=TOKEN, base_url="http://127.0.0.1:1/a2a")._caller.rpc.http
     assert isinstance(http, AiohttpTransport)
     assert http.timeout(120.0).sock_connect == m.DEFAULT_TIMEOUTS.connect
     assert http.timeout(1.0).sock_connect == 1.0

@@ -12,7 +12,7 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async._errors import masked_url
-from magisterium_async._http._proxy import Proxies
+from magisterium_async._http import Proxies
 from magisterium_async.testing import Emulator, EmulatorConfig
 from tests.conftest import PROXY_VARIABLES
 from tests.helpers.forward_proxy import ForwardProxy

@@ -54,7 +54,7 @@ def order(sched: Scheduler) -> Callable[..., Awaitable[None]]:
 
 
 async def test_a_burst_of_the_quota_goes_at_once_and_the_rest_a_window_later() -> None:
-    sched, clock, _ = scheduler()
+    sched, _clock, _ = scheduler()
     times = await starts(sched, 30)
     assert times == [0.0] * 15 + [61.0] * 15  # never more than 15 in a window (+ margin)
 
@@ -70,7 +70,9 @@ async def test_the_pro_quota_is_never_over_in_any_minute_whatever_the_arrivals()
     for i, t in enumerate(times):
         assert sum(1 for u in times[i:] if u < t + 60.0) <= 15
     expensive = await starts(sched, 5, pool="expensive")
-    assert expensive == [0.0 + expensive[0]] * 2 + [expensive[0] + 61.0] * 2 + [expensive[0] + 122.0]
+    assert expensive == [0.0 + expensive[0]] * 2 + [expensive[0] + 61.0] * 2 + [
+        expensive[0] + 122.0
+    ]
 
 
 async def test_unmetered_is_none_and_only_the_caps_apply() -> None:
@@ -107,25 +109,40 @@ async def test_interactive_calls_go_before_bulk_ones_in_every_pool() -> None:
 
 
 async def test_fairness_keys_take_turns_and_a_newcomer_goes_next() -> None:
-    sched, clock, _ = scheduler(RateLimits.unlimited(), max_concurrency=1)
-    call = order(sched)
-    busy = await sched.pool("default").acquire()
-    waiting = [asyncio.ensure_future(call(f"a{i}", key="a")) for i in range(3)]
-    waiting += [asyncio.ensure_future(call(f"b{i}", key="b")) for i in range(2)]
-    await clock.run_until_idle()
-    busy.release()
+    sched, _, _ = scheduler(RateLimits.unlimited(), max_concurrency=1)
+    pool = sched.pool("default")
+    seen: list[str] = []
+    held: asyncio.Queue[Permit] = asyncio.Queue()
+
+    async def call(name: str, key: str) -> None:
+        await held.put(await pool.acquire(key=key))
+        seen.append(name)
+
+    async def next_turn() -> None:  # the call holding the one slot ends
+        (await held.get()).release()
+
+    busy = await pool.acquire()
+    waiting = [asyncio.ensure_future(call(f"a{i}", "a")) for i in range(3)]
+    waiting += [asyncio.ensure_future(call(f"b{i}", "b")) for i in range(2)]
     await asyncio.sleep(0)
-    waiting.append(asyncio.ensure_future(call("c0", key="c")))  # arrives after a's turn
+    busy.release()
+    await next_turn()  # a0's turn ends
+    await next_turn()  # b0's
+    # a1 holds the slot now: a newcomer goes ahead of the key that just had its turn.
+    waiting.append(asyncio.ensure_future(call("c0", "c")))
+    await asyncio.sleep(0)
+    for _ in range(4):
+        await next_turn()
     await asyncio.gather(*waiting)
-    assert order.seen == ["a0", "c0", "b0", "a1", "b1", "a2"]  # type: ignore[attr-defined]
+    assert seen == ["a0", "b0", "a1", "b1", "c0", "a2"]
 
 
 async def test_a_cancelled_waiter_leaves_and_a_cancelled_permit_gives_its_start_back() -> None:
-    sched, clock, _ = scheduler(RateLimits(2, 2, period=60.0))
+    sched, _clock, _ = scheduler(RateLimits(2, 2, period=60.0))
     first = await sched.pool("default").acquire()
     second = await sched.pool("default").acquire()
     third = asyncio.ensure_future(sched.pool("default").acquire())
-    await clock.run_until_idle()
+    await asyncio.sleep(0)
     third.cancel()
     first.release()
     second.release(sent=False)  # cancelled before it sent: it spent nothing
@@ -174,7 +191,7 @@ async def test_a_window_that_ran_out_pauses_and_lowers_and_says_so() -> None:
 
 
 async def test_a_wait_for_quota_is_told_once_however_many_wait() -> None:
-    sched, clock, events = scheduler(RateLimits(1, 1, period=60.0))
+    sched, _clock, events = scheduler(RateLimits(1, 1, period=60.0))
     (await sched.pool("default").acquire()).release()
     waiters = [asyncio.ensure_future(sched.pool("default").acquire()) for _ in range(3)]
     await asyncio.sleep(0)
@@ -222,7 +239,7 @@ async def test_late_timers_start_calls_late_never_early() -> None:
 
 
 async def test_a_429_returns_the_wait_and_the_pause_whichever_is_longer() -> None:
-    sched, clock, _ = scheduler(RateLimits(10, 2, period=60.0))
+    sched, _clock, _ = scheduler(RateLimits(10, 2, period=60.0))
     pool = sched.pool("default")
     permits: list[Permit] = [await pool.acquire() for _ in range(10)]
     for p in permits:

@@ -29,7 +29,9 @@ def burst(r: Rule, now: float, n: int) -> list[Start]:
     return starts
 
 
-def answer(r: Rule, starts: list[Start], now: float, refused: int = 0, wait: float = 50.0) -> Verdict | None:
+def answer(
+    r: Rule, starts: list[Start], now: float, refused: int = 0, wait: float = 50.0
+) -> Verdict | None:
     """The first ``refused`` of ``starts`` get a 429 (window ends ``wait`` from ``now``),
     the rest are answered; the verdict of the round, applied."""
     verdict = None

@@ -30,7 +30,7 @@ def client_for(handler: Callable[[MockRequest], Any], **kwargs: Any) -> m.AsyncM
 
 
 def transport_of(client: m.AsyncMagisterium) -> MockTransport:
-    http = client._transport.http
+    http = client._caller.rpc.http
     assert isinstance(http, MockTransport)
     return http
 

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from magisterium_async import AsyncMagisterium, MagisteriumError, RateLimits
-from magisterium_async._auth._tokens import StoredToken
+from magisterium_async._auth import StoredToken
 from tests.helpers.refresh_log import counted_refreshes
 
 

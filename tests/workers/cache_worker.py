@@ -11,12 +11,12 @@ import asyncio
 import json
 import sys
 
-from magisterium_async._cache import DiskStore
+from magisterium_async._cache import DiskAnswers
 
 
 async def main(path: str, prefix: str, count: int) -> None:
     others = sys.stdin.readline().split()
-    store = DiskStore(path, max_entries=100_000, max_bytes=1 << 30)
+    store = DiskAnswers(path, max_entries=100_000, max_bytes=1 << 30)
     for i in range(count):
         await store.put(f"{prefix}-{i}", f"{prefix} answer {i}".encode(), 2e9, 1e9 + i)
     seen = 0

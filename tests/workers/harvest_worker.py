@@ -11,15 +11,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from magisterium_async import AsyncMagisterium, RateLimits
-from magisterium_async._harvest._harvest import harvest
-from magisterium_async._harvest._jsonl import JsonlWriter
+from magisterium_async import AsyncMagisterium, JsonlWriter, RateLimits
 
 
 async def main(base_url: str, state: str, output: str, queries: int, pause_after: int) -> None:
     client = AsyncMagisterium(base_url=base_url, rate_limits=RateLimits.unlimited())
-    documents = harvest(
-        client,
+    documents = client.harvest(
         (f"grace nature word{i}" for i in range(queries)),
         state=state,
         concurrency=4,

@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from magisterium_async import AsyncMagisterium, MagisteriumError, RateLimits, SharedQuota
-from magisterium_async._auth._tokens import StoredToken
+from magisterium_async._auth import StoredToken
 from tests.helpers.refresh_log import counted_refreshes
 
 

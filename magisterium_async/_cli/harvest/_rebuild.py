@@ -1,34 +1,37 @@
 """The ``rebuild`` command: a harvest's output written again from its state, sending nothing.
 
-The state keeps every delivered document as the harvest wrote it (compressed), in the
-order of the output's lines: JSON Lines rebuilt from it are the output, byte for byte, as
-the harvest left it (a damaged, edited or lost file costs no quota); ``--format csv``
-writes the same documents as CSV, for tools that load a table. The rebuild writes only a
-new file: a path where something exists is refused. It is written beside its final name
-first and linked there once whole, so an interrupted rebuild leaves nothing at ``--out``.
-A JSON Lines file rebuilt becomes the harvest's output: the state records it, so the
-harvest continues into it (``--out FILE --state STATE --resume``, or moved to the old
-name).
+The state keeps every delivered document as the harvest wrote it, in the order of the
+output's lines: JSON Lines rebuilt from it are the output, byte for byte, as the harvest
+left it; ``--format csv`` writes the same documents as a table. Only a new file is
+written, beside its final name first and linked there once whole (an interrupted rebuild
+leaves nothing at ``--out``), or stdout, a pipe or a device, as a stream. A JSON Lines
+file rebuilt becomes the harvest's output: the state records it, so the harvest continues
+into it.
 """
 
 from __future__ import annotations
 
-# What writing needs (csv, hashlib, sqlite3, ...) is imported when the command runs:
-# --help and a usage error load none of it.
 import argparse
+import contextlib
+import csv
+import hashlib
+import io
 import json
 import os
+import secrets
 import shlex
 import sys
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Iterable
+from typing import BinaryIO
+
+import anyio.to_thread
 
 from magisterium_async._cli._command import Command, Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import plural
 from magisterium_async._errors import StateError
-
-if TYPE_CHECKING:
-    from magisterium_async._harvest._state import Store
+from magisterium_async._files import describe, kind_of
+from magisterium_async._harvest import HarvestLock, HarvestState, OutputMark, why_not_written
 
 __all__ = ["COMMAND", "CSV_COLUMNS", "rebuild_command", "rebuilt_name"]
 
@@ -73,187 +76,162 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _csv_row(record: bytes) -> list[str]:
-    value = json.loads(record)
-    row = []
-    for column in CSV_COLUMNS:
-        cell = value.get(column)
-        if column in ("extra", "queries"):
-            row.append(json.dumps(cell if cell is not None else [], ensure_ascii=False))
-        else:
-            row.append("" if cell is None else str(cell))
-    return row
-
-
 class _Sink:
-    """Where the records go: bytes out, counted and digested (the mark of a JSON Lines
-    file is the digest of every byte)."""
+    """Records out as bytes (blocking: written off the event loop), counted and digested
+    (a JSON Lines file's mark is the digest of every byte)."""
 
     def __init__(self, file: BinaryIO, form: str) -> None:
-        import csv
-        import hashlib
-        import io
-
-        self.file = file
-        self.form = form
+        self.file, self.form = file, form
         self.digest = hashlib.sha256()
-        self.size = 0
-        self.count = 0
-        self._text = io.StringIO()
-        self._csv = csv.writer(self._text)
+        self.size = self.count = 0
         if form == "csv":
-            self._csv.writerow(CSV_COLUMNS)
-            self._flush_text()
+            self._put(_row(CSV_COLUMNS))
 
     def _put(self, data: bytes) -> None:
         self.file.write(data)
         self.digest.update(data)
         self.size += len(data)
 
-    def _flush_text(self) -> None:
-        self._put(self._text.getvalue().encode("utf-8"))
-        self._text.seek(0)
-        self._text.truncate()
-
-    def write(self, record: bytes) -> None:
-        self.count += 1
-        if self.form == "jsonl":
-            self._put(record + b"\n")
-        else:
-            self._csv.writerow(_csv_row(record))
-            self._flush_text()
-
-
-def _check_new(out: str) -> None:
-    if os.path.lexists(out):
-        what = "a directory" if os.path.isdir(out) else "a file"
-        raise CliError(
-            f"--out {out} exists ({what}): the rebuild writes only a new file and never "
-            "replaces one; give another --out (or move that one away yourself)",
-            ExitCode.USAGE,
-        )
+    def write(self, records: list[tuple[int, bytes]]) -> None:
+        for _, record in records:
+            self.count += 1
+            if self.form == "jsonl":
+                self._put(record + b"\n")
+                continue
+            value = json.loads(record)
+            self._put(
+                _row(
+                    json.dumps(value[c] if value.get(c) is not None else [], ensure_ascii=False)
+                    if c in ("extra", "queries")
+                    else str(value.get(c) or "")
+                    for c in CSV_COLUMNS
+                )
+            )
+        self.file.flush()
 
 
-async def _run(invocation: Invocation) -> int:
-    # Files and SQLite only, in a worker thread: nothing here waits on the network.
-    import asyncio
+def _row(cells: Iterable[str]) -> bytes:
+    text = io.StringIO()
+    csv.writer(text).writerow(cells)
+    return text.getvalue().encode("utf-8")
 
-    sink = await asyncio.to_thread(_rebuild, invocation.args)
-    args = invocation.args
-    out = None if args.out in (None, "-") else args.out
-    if invocation.output.json:  # on stderr, as the harvest's summary: stdout may be the data
-        summary = {
-            "documents": sink.count,
-            "format": args.format,
-            "out": out,
-            "state": args.state,
-            "bytes": sink.size,
-        }
-        print(json.dumps(summary), file=sys.stderr, flush=True)
-    invocation.output.note(
-        f"Rebuilt {plural(sink.count, 'document')} from {args.state} → {out or 'stdout'} "
-        f"({args.format}, {sink.size:,} bytes); nothing was sent"
+
+def _open(out: str | None, stream: bool) -> tuple[BinaryIO, str | None]:
+    """The file to write (blocking: a FIFO's open waits for its reader): stdout, the
+    stream ``out`` names, or a new file beside ``out``, whose path is returned."""
+    if out is None:
+        return sys.stdout.buffer, None
+    if stream:
+        return open(out, "ab"), None
+    directory, name = os.path.split(os.path.abspath(out))
+    building = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.rebuilding")
+    return open(building, "xb"), building
+
+
+def _close(file: BinaryIO, out: str, building: str | None, whole: bool) -> OutputMark | None:
+    """Close ``file``; a new file, ``whole``, is linked at ``out`` once on disk (never over
+    a file: one made there meanwhile is refused), and what it is then returned."""
+    try:
+        if building is None or not whole:
+            return None
+        os.fsync(file.fileno())
+        os.link(building, out)
+        stat = os.stat(building)
+        return OutputMark(stat.st_dev, stat.st_ino, 0, "", os.path.abspath(out))
+    finally:
+        if file is not sys.stdout.buffer:
+            file.close()
+        if building is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(building)
+
+
+async def _write(state: HarvestState, out: str | None, stream: bool, form: str) -> _Sink:
+    """The records of ``state`` written to ``out``; a JSON Lines file made anew becomes
+    the harvest's output (its mark recorded)."""
+    where = f"--out {out}" if out else "stdout"
+    try:
+        file, building = await anyio.to_thread.run_sync(_open, out, stream)
+        whole = False
+        try:
+            sink, after = _Sink(file, form), 0
+            while page := await state.lines(after):
+                await anyio.to_thread.run_sync(sink.write, page)
+                after = page[-1][0]
+            whole = True
+        finally:
+            made = await anyio.to_thread.run_sync(_close, file, out or "", building, whole)
+    except FileExistsError:
+        raise _exists(out or "", "a file") from None
+    except OSError as exc:
+        raise CliError(f"cannot write {where}: {why_not_written(exc)}", ExitCode.USAGE) from None
+    if made is not None and form == "jsonl":
+        digest = "sha256:" + sink.digest.hexdigest()
+        await state.record((), (), (), made._replace(offset=sink.size, fingerprint=digest))
+    return sink
+
+
+def _exists(out: str, what: str) -> CliError:
+    return CliError(
+        f"--out {out} exists ({what}): the rebuild writes only a new file and never replaces "
+        "one; give another --out (or move that one away yourself)",
+        ExitCode.USAGE,
     )
-    if out is not None and args.format == "jsonl":
-        invocation.output.note(
-            f"  {out} is now this harvest's output: continue the harvest into it with "
-            f"--out {shlex.quote(out)} --state {shlex.quote(args.state)} --resume, or move "
-            "it in place of the old output and run the harvest as before"
-        )
-    return ExitCode.OK
 
 
-def _rebuild(args: argparse.Namespace) -> _Sink:
-    """The rebuild itself (blocking): the state held, read, and the output written."""
-    import sqlite3
-    import zlib
-
-    from magisterium_async._harvest import HarvestLock, OutputMark
-    from magisterium_async._harvest._state import DAMAGED_STATE, Store
-
-    state_path: str = args.state
-    out = None if args.out in (None, "-") else args.out
-    if not os.path.lexists(state_path):
+async def _open_state(path: str) -> HarvestState:
+    """The state at ``path``, or a refusal saying what to give instead."""
+    if kind_of(path) == "missing":
         raise CliError(
-            f"there is no harvest state at {state_path}: give the state a harvest wrote "
+            f"there is no harvest state at {path}: give the state a harvest wrote "
             "(FILE.state.sqlite beside its --out, or its --state)",
             ExitCode.USAGE,
         )
-    if out is not None:
-        _check_new(out)
     try:
-        with HarvestLock(state_path, "state", StateError):  # no harvest changes it meanwhile
-            store = Store(state_path, keep_bodies=True, new_run=False)
-            try:
-                if out is None:
-                    sink = _Sink(sys.stdout.buffer, args.format)
-                    _copy(store, sink)
-                    sys.stdout.buffer.flush()
-                    return sink
-                sink = _write_new(out, store, args.format)
-                if args.format == "jsonl":
-                    stat = os.stat(out)
-                    digest = "sha256:" + sink.digest.hexdigest()
-                    store.record_output(OutputMark(stat.st_dev, stat.st_ino, sink.size, digest))
-                return sink
-            finally:
-                store.close()
+        return await HarvestState.open(path)
     except StateError as exc:
-        message = str(exc)
-        if "is not a harvest state" in message:  # an output given for its state, say
-            kept = f"{state_path}.state.sqlite"
-            named = f" (its harvest's is {kept})" if os.path.exists(kept) else ""
-            message = (
-                f"{state_path} is not a harvest state{named}: give rebuild the state a "
-                "harvest kept, FILE.state.sqlite beside its --out (or its --state); "
-                f"{state_path} was left as it is"
-            )
-        raise CliError(message, ExitCode.USAGE) from None
-    except (sqlite3.Error, zlib.error) as exc:  # a damaged file: the harvest says the same
-        raise CliError(
-            f"harvest state {state_path}: {exc}; {DAMAGED_STATE}", ExitCode.USAGE
-        ) from None
-
-
-def _copy(store: Store, sink: _Sink) -> None:
-    after = 0
-    while page := store.lines(after, 256):
-        for _, record in page:
-            sink.write(record)
-        after = page[-1][0]
-
-
-def _write_new(out: str, store: Store, form: str) -> _Sink:
-    """Write the records to a file beside ``out``, then link it at ``out`` (never over a
-    file: one made there meanwhile is refused), so ``out`` appears only whole."""
-    import secrets
-
-    from magisterium_async._cli.harvest._plan import unwritable
-
-    directory = os.path.dirname(os.path.abspath(out))
-    temporary = os.path.join(
-        directory, f".{os.path.basename(out)}.{secrets.token_hex(4)}.rebuilding"
-    )
-    try:
-        file = open(temporary, "xb")  # noqa: SIM115 - the user's umask, as any file they make
-    except OSError as exc:
-        raise unwritable("--out", out, exc) from None
-    try:
-        with file:
-            sink = _Sink(file, form)
-            _copy(store, sink)
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(temporary, out)
-        except FileExistsError:
-            _check_new(out)
+        if "is not a harvest state" not in str(exc):
             raise
-    except OSError as exc:
-        raise unwritable("--out", out, exc) from None
+    kept = f"{path}.state.sqlite"  # an output given for its state, say
+    named = f" (its harvest's is {kept})" if kind_of(kept) == "file" else ""
+    raise CliError(
+        f"{path} is not a harvest state{named}: give rebuild the state a harvest kept, "
+        f"FILE.state.sqlite beside its --out (or its --state); {path} was left as it is",
+        ExitCode.USAGE,
+    )
+
+
+async def _run(invocation: Invocation) -> int:
+    args, output = invocation.args, invocation.output
+    path: str = args.state
+    out = None if args.out in (None, "-") else args.out
+    stream = out is None or kind_of(out) in ("fifo", "character device")  # never linked
+    if out is not None and not stream and kind_of(out) != "missing":
+        raise _exists(out, describe(kind_of(out)))
+    lock = HarvestLock(path, "state", StateError)  # no harvest changes it meanwhile
+    await anyio.to_thread.run_sync(lock.acquire)
+    try:
+        state = await _open_state(path)
+        try:
+            sink = await _write(state, out, stream, args.format)
+        finally:
+            await state.aclose()
     finally:
-        os.unlink(temporary)
-    return sink
+        lock.release()
+    if output.json:  # on stderr, as the harvest's summary: stdout may be the data
+        record = {"documents": sink.count, "format": args.format, "out": out, "state": path}
+        print(json.dumps({**record, "bytes": sink.size}), file=sys.stderr, flush=True)
+    output.note(
+        f"Rebuilt {plural(sink.count, 'document')} from {path} → {out or 'stdout'} "
+        f"({args.format}, {sink.size:,} bytes); nothing was sent"
+    )
+    if not stream and args.format == "jsonl":
+        output.note(
+            f"  {out} is now this harvest's output: continue the harvest into it with "
+            f"--out {shlex.quote(out or '')} --state {shlex.quote(path)} --resume, or move "
+            "it in place of the old output and run the harvest as before"
+        )
+    return ExitCode.OK
 
 
 COMMAND = Command(

@@ -1,127 +1,70 @@
 """One harvest process: queries in, every document they find out, as JSON Lines.
 
-Documents go to ``--out`` through :class:`JsonlWriter` (written, flushed and fsync'd in
-small batches; the harvest's state learns a document was delivered only once it is on
-disk), so an interrupted harvest loses at most the lines in progress and ``--resume``
-writes every document exactly once. A live status line goes to stderr when it is a
-terminal, and a summary when the harvest ends.
+The arguments and the Redis named are checked first; then the state is held and made
+(whole), the output opened and checked against what the state records of it, and its
+mark recorded before any document is written (:class:`JsonlWriter`: fsync'd in small
+batches, the state told a document was delivered only once it is on disk). Whatever
+stops the harvest (its end, Ctrl-C, a full disk, a refused token), the writer is closed
+first, then the harvest, which records what is on disk; then the summary.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
-import stat
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Invocation
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest._plan import Plan, not_continuable, plan, unwritable
+from magisterium_async._cli._output import Output, plural
+from magisterium_async._cli._status import status_line
+from magisterium_async._cli.harvest._plan import Plan, held, not_ours, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
-from magisterium_async._cli.harvest._summary import Status, live, summary
-from magisterium_async._cli.harvest._tally import Before, Tally
-from magisterium_async._config import redis_url
+from magisterium_async._cli.harvest._report import Tally, status, summary
 from magisterium_async._errors import (
-    AuthenticationError,
-    MagisteriumError,
     MethodNotFoundError,
     OutputFileError,
     PlanRequiredError,
     RateLimitError,
-    StateError,
     VersionNotSupportedError,
 )
+from magisterium_async._files import kind_of
 from magisterium_async._harvest import (
     Harvest,
-    HarvestLock,
-    HarvestState,
     JsonlWriter,
-    OutputMark,
-    harvest_holding,
+    StateSummary,
+    harvest,
+    hold,
+    why_not_written,
 )
-from magisterium_async._models import Document, SearchResult
-from magisterium_async._ratelimit import SchedulerStats
-
-if TYPE_CHECKING:
-    from magisterium_async._client import AsyncMagisterium
+from magisterium_async._models import Document
 
 __all__ = ["run_harvest"]
 
-_FATAL: tuple[type[MagisteriumError], ...] = (
-    AuthenticationError,
-    PlanRequiredError,
-    RateLimitError,
-)
-_WRONG_DIALECT = (MethodNotFoundError, VersionNotSupportedError)
 _ENCODER = msgspec.json.Encoder()
 
 
-class _StopHarvest(Exception):
-    """A failure every later request would meet too: it ends the harvest."""
-
-    def __init__(self, error: MagisteriumError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-class _FailFast:
-    """The client, but a refused token, a missing plan or an exhausted quota stops the
-    harvest instead of being recorded once per query; and so does a dialect the server
-    does not understand, when ``--protocol`` named it (``auto`` would have switched)."""
-
-    def __init__(self, client: AsyncMagisterium, protocol: str) -> None:
-        self._client = client
-        self._fatal: tuple[type[MagisteriumError], ...] = (
-            _FATAL if protocol == "auto" else (*_FATAL, *_WRONG_DIALECT)
-        )
-
-    @property
-    def stats(self) -> SchedulerStats:
-        return self._client.stats
-
-    async def search(self, query: str) -> list[SearchResult]:
-        try:
-            return await self._client.search(query)
-        except self._fatal as exc:
-            raise _StopHarvest(exc) from exc
-
-    async def fetch(self, document_id: str) -> Document | None:
-        try:
-            return await self._client.fetch(document_id)
-        except self._fatal as exc:
-            raise _StopHarvest(exc) from exc
-
-
-class _Sink(Protocol):
-    written: int
-    skipped: int
-
-    async def write(self, document: Document) -> bool: ...
-
-    async def aclose(self) -> None: ...
-
-
-class _StdoutSink:
+class _Stdout:
     """JSON Lines on stdout, flushed line by line (a pipe cannot be fsync'd)."""
+
+    changed = None
 
     def __init__(self, on_durable: Callable[[list[str]], object]) -> None:
         self.on_durable = on_durable
-        self.written = 0
-        self.skipped = 0
+        self.written = self.skipped = self.existing = 0
 
-    async def write(self, document: Document) -> bool:
-        sys.stdout.buffer.write(_ENCODER.encode(document) + b"\n")
-        sys.stdout.buffer.flush()
+    async def write(self, document: Document) -> None:
+        try:
+            sys.stdout.buffer.write(_ENCODER.encode(document) + b"\n")
+            sys.stdout.buffer.flush()
+        except OSError as exc:  # a reader gone, a full disk: said as for any --out
+            raise CliError(f"cannot write stdout: {why_not_written(exc)}", ExitCode.USAGE) from None
         self.written += 1
         self.on_durable([document.id])
-        return True
 
     async def aclose(self) -> None:
         pass
@@ -129,47 +72,33 @@ class _StdoutSink:
 
 async def run_harvest(invocation: Invocation) -> int:
     """Run the harvest; returns the exit code."""
-    args = invocation.args
-    options = invocation.options
-    url = redis_url(args.redis)
-    if url is not None:  # the token's quota, shared with whatever else uses it
-        options = dataclasses.replace(options, redis=url)
-    where = plan(args)
-    try:
-        await where.check_not_empty()  # stdin: counted only by reading it
-    except BaseException:
-        where.close()
-        raise
+    args, output = invocation.args, invocation.output
+    where = await plan(args)
+    await where.check_not_empty()  # stdin: counted only by reading it
     if where.continued:
-        invocation.output.note(
+        output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
             "finished harvest: continuing it as --resume does (queries it answered are not "
             "searched again, documents it wrote are not written again)"
         )
-    lock = None if where.state is None else HarvestLock(where.state, "state", StateError)
-    try:
-        try:
-            if lock is not None:
-                lock.acquire()  # before the state is read: a second harvest stops here
-            before, recorded, pending = await _before(where)
-        except StateError as exc:  # held by another harvest, or not a harvest's state
-            raise CliError(str(exc), ExitCode.USAGE) from None
-        except OSError as exc:
-            raise unwritable("--state", where.state or "", exc) from None
-        async with open_client(options) as client:
-            run = harvest_holding(
-                lock,
-                _FailFast(client, options.protocol),
-                where.lines(),
-                state=where.state,
-                concurrency=args.concurrency,
-                acknowledge="manual",
-            )
-            sink: _Sink = (
-                _file_sink(where.out, run, recorded, pending)
-                if where.out is not None
-                else _StdoutSink(run.acknowledge)
-            )
+    # Failures every later request would meet too stop the harvest; a dialect the server
+    # does not understand, too, when --protocol named it (auto would have switched).
+    fatal: tuple[type[Exception], ...] = (PlanRequiredError, RateLimitError)
+    if args.protocol != "auto":
+        fatal += (MethodNotFoundError, VersionNotSupportedError)
+    # The client checks the Redis named (--redis) first: a refusal is exit 2 before any
+    # file is made.
+    async with open_client(args) as client:
+        run = harvest(
+            client,
+            where.lines(),
+            state=where.state,
+            concurrency=args.concurrency,
+            acknowledge="manual",
+            fatal=fatal,
+        )
+        async with run:
+            before, sink = await _prepare(where, run, output)
             tally = Tally(
                 run,
                 sink,
@@ -177,163 +106,116 @@ async def run_harvest(invocation: Invocation) -> int:
                 quota=client.rate_limits,
                 before=before,
                 pool=lambda: client.stats.default,
-                in_file=where.out is not None,
             )
-            return await _drive(where, run, sink, tally, invocation.output, options.emulator)
-    except StateError as exc:
-        raise CliError(str(exc)) from None
-    finally:
-        where.close()
-        if lock is not None:
-            lock.release()
+            return await _drive(where, run, sink, tally, output, args.emulator)
 
 
-async def _before(where: Plan) -> tuple[Before, OutputMark | None, set[str]]:
-    """What the state holds before this run (nothing for a new harvest), where it records
-    that the output was left, and the ids it fetched and did not deliver (what a crash may
-    have left after that mark); :class:`CliError` for an output it did not write, or one
-    deleted since."""
-    before, recorded, pending = Before(), None, set()
-    resuming = where.state is not None and _there(where.state)
-    if where.state is not None and resuming:
-        opened = await HarvestState.open(where.state, new_run=False)
-        try:
-            before, recorded = Before.of(await opened.summary()), await opened.output()
-            pending = await opened.undelivered_ids()
-        finally:
-            await opened.aclose()
+async def _prepare(
+    where: Plan, run: Harvest, output: Output
+) -> tuple[StateSummary | None, JsonlWriter | _Stdout]:
+    """Hold the state (made whole where there is none), read what it held before this
+    run, and open the output it says the harvest wrote, recording its mark."""
+    state = None if where.state is None else await hold(run)
+    before = None if state is None else await state.summary()
     if where.out is None:
-        return before, recorded, pending
-    if recorded is not None and recorded.offset and not _there(where.out):
-        delivered = before.documents_delivered
-        raise CliError(
-            f"{where.out} is gone, but its harvest's state {where.state} records "
-            f"{delivered} document{'s' if delivered != 1 else ''} written there; resuming "
-            "would not write them again. Put the file back to continue, or rebuild it from "
-            f"the state, sending nothing: `{rebuild_command(where.out, where.state or '')}` "
-            f"(then `mv {shlex.quote(rebuilt_name(where.out))} {shlex.quote(where.out)}` and "
-            f"run again); or start anew: remove {where.state} (every document is fetched "
-            "again), or give another --out and --state",
-            ExitCode.USAGE,
-        )
-    if recorded is None and _regular(where.out):
-        # --resume to a file no state says this harvest wrote: a user's file, or the
-        # output of another harvest. Left alone.
-        if not resuming:
-            raise not_continuable(where.out, where.state or "")
-        raise CliError(
-            f"{where.out} exists and this harvest did not write it (its state {where.state} "
-            "records no output); it was left as it is. Give another --out to harvest into a "
-            "new file (or --state, the state of the harvest that wrote it)",
-            ExitCode.USAGE,
-        )
-    return before, recorded, pending
-
-
-def _there(path: str) -> bool:
-    """Whether anything is at ``path`` (a dangling symbolic link counts)."""
-    return os.path.lexists(path)
-
-
-def _regular(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _file_sink(
-    path: str, run: Harvest, recorded: OutputMark | None, pending: set[str]
-) -> JsonlWriter:
-    """The writer of ``--out``: it appends only to the file the state says it wrote, as it
-    left it, and each batch it syncs is recorded with where the file then ends."""
+        return before, _Stdout(run.acknowledge)
+    out, mark = where.out, None if before is None else before.output
+    if before is not None and mark is None and kind_of(out) == "file":
+        raise not_ours(out, f"its state {where.state} records no output")
+    if before is not None and mark is not None and mark.offset and kind_of(out) == "missing":
+        raise _gone(out, where.state or "", mark.path, before.documents.get("delivered", 0))
 
     def durable(document_ids: list[str]) -> None:
         run.acknowledge(document_ids, output=writer.mark)
 
-    writer = JsonlWriter(path, on_durable=durable, mark=recorded, pending=pending)
-    return writer
+    pending = set() if state is None else await state.undelivered_ids()
+    writer = JsonlWriter(out, on_durable=durable, mark=mark, pending=pending)
+    try:
+        await writer.open()
+    except OutputFileError as exc:  # in use by another harvest, or not as this one left it
+        if isinstance(exc.__cause__, OSError):
+            raise unwritable("--out", out, exc.__cause__) from None
+        raise CliError(_with_rebuild(str(exc), out, where.state), ExitCode.USAGE) from None
+    if writer.cut is not None:
+        output.note(
+            f"magisterium-async: note: {out} ended in an incomplete line (bytes "
+            f"{writer.cut[0]} to {writer.cut[1]}), left by a run that stopped while writing "
+            "it (killed, or its disk full): cut, and written again whole"
+        )
+    if state is not None and writer.mark is not None:
+        # Before any document: a harvest killed in its first batch still owns its output.
+        # Records a killed run wrote and did not acknowledge are delivered now, in the
+        # order of the file (as the state must know them to rebuild it).
+        await state.record((), (), writer.recovered, writer.mark)
+    return before, writer
+
+
+def _gone(out: str, state: str, recorded: str, documents: int) -> CliError:
+    """The refusal of a missing ``out`` whose state records documents written to an
+    output: this one (deleted since), or, ``recorded``, another file."""
+    written = f"{plural(documents, 'document')} written there"
+    if recorded and recorded != os.path.abspath(out):
+        return CliError(
+            f"{state} is the state of a harvest into {recorded} ({written}), not into {out}, "
+            f"which does not exist: give --out {shlex.quote(recorded)} to continue that "
+            f"harvest; or write its output to {out} from the state, sending nothing "
+            f"(`magisterium-async rebuild {shlex.quote(state)} --out {shlex.quote(out)}`), "
+            "and the harvest continues into it",
+            ExitCode.USAGE,
+        )
+    return CliError(
+        f"{out} is gone, but its harvest's state {state} records {written}; resuming would "
+        "not write them again. Put the file back to continue, or rebuild it from the state, "
+        f"sending nothing: `{rebuild_command(out, state)}` (then `mv "
+        f"{shlex.quote(rebuilt_name(out))} {shlex.quote(out)}` and run again); or start "
+        f"anew: remove {state} (every document is fetched again), or give another --out "
+        "and --state",
+        ExitCode.USAGE,
+    )
 
 
 def _with_rebuild(message: str, out: str, state: str | None) -> str:
     """``message`` (a refusal of ``out``) with how to rebuild it from ``state``, sending
     nothing, unless ``out`` is only in use by another harvest (no damage to repair)."""
-    if state is None:
+    if state is None or held(out) is not None:
         return message
-    try:
-        with HarvestLock(out, "output", OutputFileError):
-            pass
-    except (OutputFileError, OSError):
-        return message
-    rebuilt, command = rebuilt_name(out), rebuild_command(out, state)
+    rebuilt = rebuilt_name(out)
     return (
-        f"{message}. Or rebuild it from the state, sending nothing: `{command}` "
-        f"writes {rebuilt} as the harvest wrote {out}, and the harvest continues into it "
-        f"(`--out {shlex.quote(rebuilt)} --state {shlex.quote(state)} --resume`)"
+        f"{message}. Or rebuild it from the state, sending nothing: "
+        f"`{rebuild_command(out, state)}` writes {rebuilt} as the harvest wrote {out}, and "
+        f"the harvest continues into it (`--out {shlex.quote(rebuilt)} --state "
+        f"{shlex.quote(state)} --resume`)"
     )
 
 
-async def _open_output(sink: JsonlWriter, state: str | None, output: Output) -> None:
-    """Open ``--out`` (its lock first, then checked against the state's record of it), and
-    record it."""
-    try:
-        await sink.open()
-    except OutputFileError as exc:  # held by another harvest, or not as this one left it
-        raise CliError(_with_rebuild(str(exc), sink.path, state), ExitCode.USAGE) from None
-    except OSError as exc:
-        raise unwritable("--out", sink.path, exc) from None
-    if sink.cut is not None:
-        start, end = sink.cut
-        output.note(
-            f"magisterium-async: note: {sink.path} ended in an incomplete line (bytes {start} "
-            f"to {end}), left by the run that was killed while writing it: cut, and written "
-            "again whole"
-        )
-    if sink.mark is not None and state is not None:
-        # Before any document: a harvest killed in its first batch still owns its output.
-        # Records a killed run wrote and did not acknowledge are delivered now, in the
-        # order of the file (as the state must know them to rebuild it), not handed over
-        # again.
-        opened = await HarvestState.open(state, new_run=False)
-        try:
-            await opened.record_fetches((), sink.recovered, sink.mark)
-        finally:
-            await opened.aclose()
-
-
 async def _drive(
-    where: Plan, run: Harvest, sink: _Sink, tally: Tally, output: Output, emulator: bool
+    where: Plan,
+    run: Harvest,
+    sink: JsonlWriter | _Stdout,
+    tally: Tally,
+    output: Output,
+    emulator: bool,
 ) -> int:
-    display = live(Status(tally))
     ending = "interrupted"
-    fatal: MagisteriumError | None = None
     try:
-        if display is not None:
-            display.start()
-        if isinstance(sink, JsonlWriter):
-            await _open_output(sink, where.state, output)
-        async with run:
+        async with status_line(lambda: status(tally)):
             try:
                 async for document in run:
                     await sink.write(document)
-            except OSError as exc:
-                raise unwritable("--out", where.out, exc) from None
             finally:
-                try:
-                    await sink.aclose()  # before the harvest closes: it records what is on disk
-                except OSError as exc:
-                    raise unwritable("--out", where.out, exc) from None
+                await sink.aclose()  # before the harvest closes: it records what is on disk
         ending = "done"
-    except _StopHarvest as stop:
-        ending, fatal = "stopped", stop.error
+    except OutputFileError as exc:
+        ending = "stopped"
+        if isinstance(exc.__cause__, OSError) and where.out is not None:  # a full disk
+            raise unwritable("--out", where.out, exc.__cause__) from None
+        raise
     except Exception:
         ending = "stopped"
         raise
     finally:
-        if display is not None:
-            display.stop()
-        changed = sink.changed if isinstance(sink, JsonlWriter) else None
         if run.stats.queries or sink.written:
+            rebuild = "" if where.out is None else rebuild_command(where.out, where.state or "")
             summary(
                 output,
                 tally,
@@ -341,11 +223,10 @@ async def _drive(
                 out=where.out,
                 state=where.state,
                 emulator=emulator,
-                changed=changed,
+                changed=sink.changed,
+                rebuild=rebuild,
             )
-    if fatal is not None:
-        raise fatal
-    if changed is not None:  # the file named is not what was written: the user's move
+    if sink.changed is not None:  # the file named is not what was written: the user's move
         return ExitCode.USAGE
     # One code whatever failed first: the summary says what it was.
     return ExitCode.PARTIAL if run.failures else ExitCode.OK

@@ -124,6 +124,10 @@ def test_harvest_stopped_by_a_signal_sums_up_and_resume_completes_it(
                 pipe.close()
     assert proc.returncode == code, err
     assert "Interrupted after" in err and "--resume" in err
+    # The figures count what they say: documents written, apart from those found.
+    written = len(first) + len(jsonl(out))
+    assert f"Interrupted after {written} document" in err
+    assert "· found " in err and " new · fetched " in err
     assert "error" not in err  # the summary says it all, once
     assert not Path(f"{state}-wal").exists() and not Path(f"{state}-shm").exists()
     first += jsonl(out)

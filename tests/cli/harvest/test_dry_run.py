@@ -33,8 +33,8 @@ async def test_a_dry_run_prints_the_searches_and_their_time_and_sends_nothing(
     )
     assert lines[1:4] == ["  search 'hope'", "  search 'grace'", "  search 'mercy'"]
     # Two at once, the third once the window (60 s) and its margin (1 s) have passed.
-    assert "The searches alone take 1 min 1 s at this quota" in shown.out
-    assert "unknown until they answer" in shown.out and "30.5 s of quota" in shown.out
+    assert "The searches alone take 1m01s at this quota" in shown.out
+    assert "unknown until they answer" in shown.out and "30.5s of quota" in shown.out
     assert machine.code == 0, machine.err
     record = json.loads(machine.out)
     assert record["searches"] == ["hope", "grace", "mercy"] and record["fetches"] is None

@@ -355,7 +355,7 @@ def test_a_queries_file_is_read_as_a_stream_and_a_decoding_error_names_file_and_
 def test_a_queries_file_without_line_ends_is_refused_not_read_whole() -> None:
     run = cli(*HARVEST, "/dev/zero")
     assert run.code == 2
-    assert "/dev/zero, line 1: longer than 1,048,576 bytes" in run.err
+    assert "/dev/zero, line 1: longer than 1,048,576 characters" in run.err
 
 
 def test_an_output_cut_while_the_harvest_writes_it_is_said_in_the_summary(

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from magisterium_async._cli import main
-from magisterium_async._cli._errors import ExitCode
-from magisterium_async._config import TOKEN_ENV
 from tests.cli.conftest import Served
 
 
@@ -23,7 +21,7 @@ def test_documents_go_to_stdout_once_each_and_the_summary_to_stderr(
     argv = ["harvest", "--emulator", "--synthetic", "300", "--json"]
     code = main([*argv, "--query", "grace", "--query", "mercy", "--query", "grace"])
     out, err = capsys.readouterr()
-    assert code == ExitCode.OK, err
+    assert code == 0, err
     documents = [json.loads(line) for line in out.splitlines()]
     ids = [document["id"] for document in documents]
     assert ids and len(ids) == len(set(ids))
@@ -38,7 +36,7 @@ def test_documents_go_to_the_out_file_and_its_state(
     out = tmp_path / "docs.jsonl"
     code = main(["harvest", "--emulator", "--json", "--query", "grace", "--out", str(out)])
     _, err = capsys.readouterr()
-    assert code == ExitCode.OK, err
+    assert code == 0, err
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines and json.loads(err)["written"] == len(lines)
     assert (tmp_path / "docs.jsonl.state.sqlite").exists()
@@ -47,11 +45,11 @@ def test_documents_go_to_the_out_file_and_its_state(
 def test_a_refused_token_stops_the_harvest_at_once(
     served: Served, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(TOKEN_ENV, "sk-wrong-0123456789")
+    monkeypatch.setenv("MAGISTERIUM_TOKEN", "sk-wrong-0123456789")
     queries = [word for n in range(50) for word in ("--query", f"q{n}")]
     code = main(["harvest", "--base-url", served.base_url, "--json", *queries])
     out, err = capsys.readouterr()
-    assert code == ExitCode.AUTH
+    assert code == 3
     assert out == ""
     assert "sk-wrong" not in err
     summary = json.loads(err.splitlines()[0])
@@ -64,7 +62,7 @@ def test_an_out_file_that_cannot_be_written_is_refused_before_anything_starts(
 ) -> None:
     out = tmp_path / "missing" / "docs.jsonl"
     code = main(["harvest", "--emulator", "--query", "grace", "--out", str(out)])
-    assert code == ExitCode.USAGE
+    assert code == 2
     assert f"cannot write --out {out}: the directory" in capsys.readouterr().err
 
 
@@ -75,6 +73,6 @@ def test_a_state_that_is_not_a_harvest_state_is_an_error_naming_it(
     state.write_bytes(b"this is not sqlite" * 100)
     code = main(["harvest", "--emulator", "--query", "grace", "--state", str(state), "--resume"])
     err = capsys.readouterr().err
-    assert code == ExitCode.USAGE
+    assert code == 2
     assert f"{state} is not a harvest state (not an SQLite database)" in err
     assert state.read_bytes() == b"this is not sqlite" * 100  # not ours: left as it was

@@ -3,7 +3,7 @@
 Each answer is one string key under :data:`PREFIX` (its key in braces: a hash tag), set
 with the time it stays fresh as its TTL, so Redis drops it when it is stale. A process
 about to ask the service for an answer claims it first (a key under :data:`CLAIMS`,
-``SET NX`` with a TTL, holding a token of the call's own): the others wait for the
+``SET NX`` with a TTL, holding a token of the client's own): the others wait for the
 answer rather than send the same request, and go ahead themselves if the claim is given
 up or runs out without one; only its owner gives a claim up. The
 bound in bytes is the server's: give it a ``maxmemory`` and ``maxmemory-policy
@@ -15,24 +15,15 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from magisterium_async._cache._store import StoreUnavailable
-from magisterium_async._clock import wait_at_most
+from magisterium_async._cache._memory import StoreUnavailable
 from magisterium_async._errors import CacheError
-from magisterium_async._redis import (
-    Connection,
-    connect,
-    describe,
-    masked_url,
-    redis_errors,
-    refusal,
-)
+from magisterium_async._redis import Connection, RedisUnavailable, connect, describe
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["CLAIMS", "PREFIX", "TIMEOUT", "RedisStore"]
+__all__ = ["CLAIMS", "PREFIX", "TIMEOUT", "RedisAnswers"]
 
 PREFIX = "magisterium:cache:"
 CLAIMS = "magisterium:cache-claim:"
@@ -77,19 +68,16 @@ def _claim(key: str) -> str:
     return f"{CLAIMS}{{{key}}}"
 
 
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
-
-
-class RedisStore:
+class RedisAnswers:
     """Answers in Redis, at ``url`` (any form :mod:`magisterium_async._redis` takes: a
     URL, or a redis-py asyncio client the application owns and closes).
 
     An answer's key and its claim's share a hash tag (the answer's key), so on a Cluster
     both are in one slot and the steps that touch both stay atomic.
+
+    Besides a store's ``get`` and ``put`` it shares calls in flight between hosts: a call
+    about to ask the service *claims* the key (:meth:`claim`), and calls elsewhere wait
+    for its answer (:meth:`peek`) instead of sending the same request.
 
     Arguments:
         url: the server; its password (if any) never appears in a message.
@@ -97,18 +85,18 @@ class RedisStore:
             (tests: fakeredis).
     """
 
-    shared = True
-
     def __init__(self, url: str | Any, *, redis: Redis | None = None) -> None:
-        self._url = url if isinstance(url, str) else ""
-        self._password = _password(self._url)
         if redis is not None:
-            self._connection = Connection(redis, owned=True, where=describe(url))
+            self._connection = Connection(
+                redis,
+                owned=True,
+                where=describe(url),
+                timeout=TIMEOUT,
+                error=CacheError,
+                what="the cache",
+            )
         else:
-            try:
-                self._connection = connect(url, TIMEOUT, CacheError, "the cache")
-            except CacheError as exc:
-                raise CacheError(self._masked(str(exc))) from None
+            self._connection = connect(url, TIMEOUT, CacheError, "the cache")
         self._where = self._connection.where
         self._redis: Any = self._connection.client
         # Scripts, not MULTI: atomic on one Redis and on a Cluster alike (both keys share
@@ -119,7 +107,7 @@ class RedisStore:
         self._release = self._redis.register_script(_RELEASE)
 
     def __repr__(self) -> str:
-        return f"RedisStore({self._where!r})"
+        return f"RedisAnswers({self._where!r})"
 
     @property
     def where(self) -> str:
@@ -134,6 +122,8 @@ class RedisStore:
         return None if value is None else bytes(value)
 
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
+        """Keep ``value`` under ``key`` until ``expires`` (its TTL), giving up the key's
+        claim with it."""
         milliseconds = math.ceil((expires - now) * 1000)
         if milliseconds <= 0:
             await self._step(self._redis.delete(_claim(key)))
@@ -142,6 +132,11 @@ class RedisStore:
         await self._step(self._put(keys=keys, args=[value, milliseconds]))
 
     async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
+        """The bytes under ``key`` if there are some now; else claim ``key`` for
+        ``seconds`` under ``owner`` (a token of the claimant's own): ``True`` if no one
+        else held it (a claim of ``owner``'s own is renewed: then send, and :meth:`put` or
+        :meth:`release`), ``False`` if someone does (wait for it). In one step, so an
+        answer that lands just before the claim is never asked for again."""
         milliseconds = max(1, math.ceil(seconds * 1000))
         keys, args = [_answer(key), _claim(key)], [milliseconds, owner]
         reply = await self._step(self._claim(keys=keys, args=args))
@@ -150,26 +145,23 @@ class RedisStore:
         return None, bool(reply[0])
 
     async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
+        """The bytes under ``key`` (or ``None``), and whether someone holds its claim."""
         value, claim = await self._step(self._redis.mget(_answer(key), _claim(key)))
         return (None if value is None else bytes(value)), claim is not None
 
     async def release(self, key: str, owner: str) -> None:
+        """Give up ``owner``'s claim on ``key`` without an answer to keep; a claim someone
+        else holds now is left alone."""
         await self._step(self._release(keys=[_claim(key)], args=[owner]))
 
     async def aclose(self) -> None:
         await self._connection.aclose()
 
-    def _masked(self, text: str) -> str:
-        if self._url:
-            text = text.replace(self._url, masked_url(self._url))
-        return text.replace(self._password, "***") if self._password else text
-
     async def _step(self, step: Any) -> Any:
+        """``step``, within :data:`TIMEOUT`: a Redis that refused is a :class:`CacheError`
+        (a misconfiguration, said, not bypassed); one that did not answer is
+        :class:`StoreUnavailable` (the cache is bypassed for a while)."""
         try:
-            return await wait_at_most(TIMEOUT, step)
-        except redis_errors() as exc:
-            refused = refusal(exc, self._where)
-            if refused is not None:  # a misconfiguration, not an outage: said, not bypassed
-                raise CacheError(f"the cache: {self._masked(refused)}") from None
-            reason = self._masked(str(exc)) or type(exc).__name__
-            raise StoreUnavailable(f"{type(exc).__name__}: {reason}") from None
+            return await self._connection.run(step)
+        except RedisUnavailable as exc:
+            raise StoreUnavailable(str(exc)) from None
