@@ -44,21 +44,31 @@ def _one(job: tuple[Scenario, int]) -> Figures:
 
 
 def table(verdicts: list[Verdict]) -> str:
+    """The groups' figures as a markdown table, each with its target and floor."""
     lines = [
-        "| group | scenarios x seeds | figure | p50 | p95 | worst | floor | |",
-        "|---|---|---|---|---|---|---|---|",
+        "| group | runs | figure | p50 | p95 | worst | target | floor | p95 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
         first = True
         for name, (p50, p95, worst) in v.rows.items():
             fmt = _FORMAT[name]
+
+            def said(value: float | None, fmt: str = fmt) -> str:
+                return "-" if value is None else fmt.format(value)
+
             floor = getattr(v.group.floor, name)
-            ok = "met" if not any(m.startswith(name + " ") for m in v.misses) else "**MISSED**"
+            if floor is None:
+                verdict = "reported"
+            elif any(m.startswith(name + " ") for m in v.misses):
+                verdict = "**MISSED**"
+            else:
+                verdict = "met"
             lines.append(
                 f"| {v.group.name if first else ''} | "
                 f"{f'{len(v.group.scenarios)} x {len(SEEDS)}' if first else ''} | "
-                f"{_LABEL[name]} | {fmt.format(p50)} | {fmt.format(p95)} | {fmt.format(worst)} | "
-                f"{fmt.format(floor)} | {ok} |"
+                f"{_LABEL[name]} | {said(p50)} | {said(p95)} | {said(worst)} | "
+                f"{said(getattr(v.group.target, name))} | {said(floor)} | {verdict} |"
             )
             first = False
     return "\n".join(lines)

@@ -148,12 +148,13 @@ _READ = {
 
 
 def judge(group: Group, figures: list[Figures]) -> Verdict:
-    """Each figure the group's floor names: p50, p95 (p5 where higher is better), worst."""
+    """Each figure the group's floor (or, where it has none, its target) names: p50, p95
+    (p5 where higher is better) and worst; a p95 past the floor is a miss."""
     verdict = Verdict(group, figures)
     floor: Floor = group.floor
     for name, (read, higher) in _READ.items():
         limit = getattr(floor, name)
-        if limit is None:
+        if limit is None and getattr(group.target, name) is None:
             continue
         values = [v for f in figures if (v := read(f)) is not None]
         if not values:
@@ -162,7 +163,7 @@ def judge(group: Group, figures: list[Figures]) -> Verdict:
         p95 = percentile(values, 0.05 if higher else 0.95)
         worst = min(values) if higher else max(values)
         verdict.rows[name] = (p50, p95, worst)
-        if (p95 < limit) if higher else (p95 > limit):
+        if limit is not None and ((p95 < limit) if higher else (p95 > limit)):
             verdict.misses.append(f"{name} p95 {p95:.3g} (floor {limit:g})")
     if floor.spread is not None:
         spreads = []

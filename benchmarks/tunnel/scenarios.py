@@ -179,7 +179,7 @@ def matrix() -> list[Group]:
         _grid(period=PERIODS, kind=KINDS, told=(15, 20), procs=(1, 2)),
     )
     group(
-        "told a little more (1.1-1.3x; not in the issue's table)",
+        "told a little more (1.1-1.3x; not in the issue's table)",  # floors of our own
         Floor(refused=0.10, wall=1.15),
         Floor(refused=0.05, wall=1.10),
         _grid(period=PERIODS, kind=KINDS, told=(11, 12, 13), arrivals=("gather", "worker")),
@@ -196,9 +196,9 @@ def matrix() -> list[Group]:
         ],
     )
     group(
-        "another party spends part of the quota",
+        "another party spends part of the quota (not in the issue's table)",
+        Floor(),  # reported: no row of the table judges it
         Floor(refused=0.10, wall=1.25),
-        Floor(refused=0.10, wall=1.15),
         [
             {**row, "other": Other(mode)}  # type: ignore[arg-type]
             for row in _grid(period=PERIODS, kind=KINDS, procs=(1, 4))

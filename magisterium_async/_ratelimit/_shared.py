@@ -192,7 +192,7 @@ elseif mode == 'learn' then
         took = rate - tonumber(ARGV[14])
       elseif redis.call('ZCOUNT', log, '(' .. began, '+inf') > took and now < untl then
         -- Some starts in that window are still unanswered (other processes'): learn
-        -- once they are, or once the window is over.
+        -- once they are, or once the window is over (a process gone answers nothing).
         wait = -2
         took = rate
       end
@@ -238,6 +238,7 @@ if mode ~= 'read' then
   redis.call('PEXPIRE', KEYS[5], keep)
 end
 local function us(t) return string.format('%.0f', t) end
+if wait > 0 then wait = math.ceil(wait) end  -- a wait never rounds to 0 (admitted)
 local free = mode == 'read' and math.max(paused, log_free()) or now
 return {us(wait), rate, proven, us(paused), us(now), epoch, clients, in_span(now), us(free)}
 """
