@@ -639,7 +639,8 @@ async def test_a_call_failing_before_it_is_sent_fails_those_who_joined_it() -> N
         calls = [asyncio.ensure_future(client.search("same")) for _ in range(3)]
         for _ in range(5):
             await asyncio.sleep(0)
-        client._scheduler.pool("default").close()  # ends the wait in line, as aclose()
+        ended = m.ClientClosedError("the client was closed while this call waited")
+        client._scheduler.pool("default").fail(ended)  # ends the wait in line, as aclose()
         results = await asyncio.gather(*calls, return_exceptions=True)
         gate.set()
         assert await busy == []

@@ -152,7 +152,6 @@ async def test_no_secret_is_logged_at_debug_through_calls_retries_and_refreshes(
 
 _PACKAGE = Path(m.__file__).parent
 _LOG_SUBSCRIBER = _PACKAGE / "_events.py"
-_NOT_YET_CONVERTED = ("_ratelimit",)
 
 
 def _loggers(root: Path) -> list[str]:
@@ -176,19 +175,8 @@ def _loggers(root: Path) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="_ratelimit/ still logs until the new engine (which emits notices) lands "
-    "(/work/plan/events-api.md); the lead removes this mark at integration",
-)
 def test_no_module_but_the_log_subscriber_and_the_cli_calls_logging() -> None:
     assert _loggers(_PACKAGE) == []
-
-
-def test_the_call_path_and_the_core_call_no_logging() -> None:
-    # The modules whose owners converted them (all but those the test above waits for).
-    found = [f for f in _loggers(_PACKAGE) if not f.startswith(_NOT_YET_CONVERTED)]
-    assert found == []
 
 
 async def test_a_subscriber_hears_every_kind_the_log_and_the_spans_report(

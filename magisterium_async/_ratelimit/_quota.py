@@ -11,7 +11,7 @@ from magisterium_async._config import REDIS_URL_ENV, positive_number, redis_url,
 from magisterium_async._errors import SharedQuotaError
 from magisterium_async._redis import describe, is_client
 
-__all__ = ["PoolQuota", "Quota", "SharedQuota"]
+__all__ = ["PoolQuota", "PoolStats", "Quota", "SchedulerStats", "SharedQuota"]
 
 
 @dataclass(frozen=True)
@@ -150,3 +150,45 @@ class SharedQuota:
         if isinstance(value, str) or is_client(value):
             return cls(value)
         raise TypeError(f"shared_quota must be a Redis URL or SharedQuota, not {type(value)}")
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """A snapshot of one pool, as ``client.stats`` gives it.
+
+    Attributes:
+        name: ``"default"``, ``"expensive"`` or ``"unmetered"``.
+        sent: requests let through (a retry is one more).
+        rate_limited: 429s.
+        retries: retries counted by the client.
+        paused_seconds: time spent paused so far.
+        current_rate: requests per ``RateLimits.period`` now in force (lower after the
+            server showed a smaller quota; ``inf``: unlimited).
+        configured_rate: requests per period as configured.
+        in_flight: requests let through and not yet done.
+        waiting: requests waiting for their turn.
+        next_start_in: seconds until time alone lets the first of them start (``0.0`` when
+            nobody waits, or the wait is for a free slot rather than for quota).
+    """
+
+    name: str
+    sent: int
+    rate_limited: int
+    retries: int
+    paused_seconds: float
+    current_rate: float
+    configured_rate: float
+    in_flight: int
+    waiting: int
+    next_start_in: float = 0.0
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    """A snapshot of every pool, and the requests in flight over all of them."""
+
+    default: PoolStats
+    expensive: PoolStats
+    unmetered: PoolStats
+    in_flight: int
+    max_concurrency: int

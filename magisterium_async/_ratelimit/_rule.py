@@ -1,346 +1,325 @@
-"""The rate rule: what a pool's rate should be, from its starts and what the server said.
+"""The rate rule of one pool: when the next request may start, and what a 429 teaches.
 
-Pure: starts and outcomes (a :class:`~._log.StartLog`) and times come in, a rate goes out.
-It has no clock, no I/O and no lock, so it runs the same in one process or, with its
-:class:`RuleState` kept in Redis, for every process on a token (``_shared.py``).
+Pure: times and outcomes come in, decisions go out; no clock, no I/O, no task. The pool
+(``_pool.py``) applies it on the client's clock; with a shared quota (``_shared.py``) the
+log and what the rule learned live in Redis, and the same rule runs there in Lua.
 
-What it does, verdict by verdict (the verdicts are the judge's, ``_judge.py``):
+- **The log.** A start may go at ``t`` only if fewer than ``rate`` starts lie in
+  ``(t - span, t]``, where the span is the quota's window plus a safety margin against
+  network jitter. A burst of ``rate`` on an idle pool goes at once, and no interval of one
+  window ever holds more, however the server counts (fixed windows, a sliding window, a
+  token bucket). A start the server refused, or one that never reached it, leaves the log:
+  it spent nothing.
+- **A round.** A 429 is judged only once every request in flight when it came has been
+  answered (at most one round trip; nothing new starts meanwhile). Then the server's
+  window *ran out* if at least :data:`ROUND_SHARE` of our starts in the window its 429s
+  name were refused: a window that runs out refuses all that come after its last
+  admission, random 429s (a proxy's, a fluke) are a few of many. The pool's first round
+  is judged the same way once its first answer is back, so that a client told far more
+  than the server allows sends one round, not a window's worth, before it knows.
+- **Learning.** A window that ran out pauses the pool to its end (``retryAfter``) and
+  lowers the rate to what the server took of ours in it. None of ours in it: someone else
+  spent the quota (the same user's MCP calls), so the pause alone, and the rate stays. A
+  few refused of many lower the rate by as many, and pause nothing.
+- **Stepping back up.** :data:`FIRST_STEP` windows after a lowering the rate tries one
+  start more; once that is taken, straight back to what the window before the lowering
+  took (the quota it showed has come back), else one more each window, up to the
+  configured rate. A 429 while stepping up sends it back to the last rate the server took,
+  and the next try waits twice as long (up to :data:`MAX_BACKOFF` windows).
+- **Pacing.** Starts go one *interval* (the window over the rate) apart rather than in a
+  window's burst for a window after a short pause (a server whose quota comes back bit by
+  bit, a token bucket, takes them only so), and bulk starts do while
+  the pool is *contended*: an interactive call (or one with a fairness key) arrived
+  within :data:`QUIET` windows, or the bulk run has gone on for :data:`RUN` windows (a
+  harvest). Whoever arrives then waits one interval, not a window; a short batch alone
+  still bursts.
 
-- *proven* (a window ran out): the rate goes down to what the server took of our starts in
-  that window (all of it, when nobody else spends the quota; none of them, or a window
-  that began before any start of ours: others may have spent it, the quota is busy now,
-  its size unknown, and the rate stays), and stays there until the first of the server's
-  windows to open once its windows, the one that ran out counted, have taken
-  :data:`~._tuning.STARTS_PER_STEP_UP` starts at that rate;
-- then it *steps up*: one start more than the server allowed, or, once one of the server's
-  windows took more than it allowed before (whoever shared the quota stopped), twice the
-  rate, back toward the configured one, or at once what the server's window before the
-  lowering took of ours, if more (the quota it had shown came back);
-- *step up refused* (a 429 while stepping up): back to what the server allowed, and the
-  next step up waits twice as long (up to :data:`~._tuning.MAX_STEP_UP_DOUBLINGS` times).
-
-A step up begins as one of the server's windows opens (its phase is known from the ends
-its 429s gave): its starts then have one whole window to show in, and one window proves
-it. Begun anywhere else, they straddle two windows, neither holds more than the server
-allowed before, and the proof waits for two (four processes sharing a quota recovered
-from the shift scenario 0.7 s later in half the runs). The price: a step up that finds the
-quota unchanged is refused for certain, where one begun mid-window sometimes slipped
-through unproven (one process, told 1000/s against 10/s: 16 429s for 300, not 12).
-
-And where starts go within a window, *pacing*: the log alone lets a window's N starts go
-in one burst as the window opens: the best for a lone job, and the worst for whoever
-arrives just after the burst (a person's interactive call, a new fairness key's first
-call), who waits for the next window although the line puts them next. So consecutive
-starts are at least one *quota interval* apart (the window over the starts it allows
-now), :meth:`RateRule.paced_start`:
-
-- bulk starts, while the pool is *contended*: a call a burst would hold back (an
-  interactive one, or one with a fairness key) arrived within the last
-  :data:`~._tuning.PACE_QUIET_WINDOWS` windows, or the pool's run of starts has lasted
-  :data:`~._tuning.PACE_RUN_WINDOWS` (a harvest: the limiter says so);
-- every start, while the line holds calls with a fairness key (the caller serves many
-  users) and more calls wait than the log has free starts (a burst would empty the
-  window).
-
-Paced, a backlog costs nothing in throughput (still N starts a span), and whoever arrives
-waits one gap at most. A short bulk job alone, with nobody else seen for a while, bursts
-as the log allows; a bulk job that ends while paced ends up to one window later than a
-burst would.
+Each constant says why it has its value; nothing else here holds a bare number.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
+import contextlib
 import math
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
 
-from magisterium_async._ratelimit._judge import Verdict
-from magisterium_async._ratelimit._log import Start, StartLog
-from magisterium_async._ratelimit._tuning import (
-    KEEP_SPANS,
-    MAX_STEP_UP_DOUBLINGS,
-    PACE_INTERVALS,
-    PACE_QUIET_WINDOWS,
-    RTT_CAP_SHARE,
-    STARTS_PER_STEP_UP,
-    WHOLE_SECOND_BLUR,
-)
+__all__ = [
+    "FIRST_STEP",
+    "MAX_BACKOFF",
+    "QUIET",
+    "REFILL",
+    "ROUND_SHARE",
+    "RUN",
+    "Rule",
+    "Start",
+    "Verdict",
+]
 
-__all__ = ["RateRule", "RuleState", "contended", "keeps_a_start_free", "paces"]
+ROUND_SHARE = 1 / 3
+"""A round with at least this share refused ran a window out. A window that runs out
+refuses every request after the last it admits (told 1.5x the server's rate: a third of a
+round); random 429s refuse a few in a hundred, and a round of 16 draws six of them once in
+a few hundred rounds even at one in ten."""
 
-logger = logging.getLogger("magisterium_async.ratelimit")
+FIRST_STEP = 2.0
+"""Windows after a lowering before the first step back up: another party that spends the
+quota in bursts is seen in one window of two, and a try in the very next would be refused."""
+
+MAX_BACKOFF = 4
+"""The most a refused step up multiplies the wait for the next one (in windows): a limit
+that stays put costs a 429 every few windows at most."""
+
+REFILL = 0.25
+"""A pause shorter than this share of the window says the quota comes back bit by bit
+(a token bucket: its wait is one interval): starts are paced for a window after it. A
+longer one ends as a window opens whole (fixed and sliding windows): a burst then."""
+
+QUIET = 2.0
+"""Windows bulk starts stay paced after the last interactive (or keyed) call arrived."""
+
+RUN = 2.0
+"""Windows a run of bulk starts goes on before it is paced: a batch of up to two windows'
+worth bursts (it finishes soonest); a harvest is paced, so that a person's first call
+waits one interval, not a window."""
 
 
-@dataclass
-class RuleState:
-    """What the rule has learned; small enough to keep in Redis.
+@dataclass(eq=False)
+class Start:
+    """One request let through: its ``time``, its name in a shared log (``ticket``), and
+    what became of it."""
 
-    ``rate``: starts per window now in force; ``allowed``: what the server took in its
-    window at the last 429; ``step_up_at``: when the next step up is due (``inf``: at the
-    configured rate); ``refused_tries``: step ups refused in a row; ``phase``: where the
-    server's windows end, modulo one window (``None``: unknown); ``rtt``: the round trip of
-    the last request refused; ``before``: what the server's window before a proven one took
-    of ours (a step up the server confirmed goes straight back to it; ``0``: none).
+    time: float
+    ticket: str | None = None
+    outcome: Literal["out", "ok", "refused", "unsent"] = "out"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a round of answers taught: a window ``ran_out`` (``end``: where the earliest
+    of its 429s said it ends, ``until``: the latest; ``rtt``: the longest of their round
+    trips; ``at``: when it was judged); the pool ``fell_short`` (``refused``: a few of a
+    round: the server takes a little less than the rate, or they were random); or a
+    ``step_refused`` (``end`` = ``until``: where its window ends)."""
+
+    kind: Literal["ran_out", "fell_short", "step_refused"]
+    at: float
+    end: float
+    until: float
+    rtt: float = 0.0
+    refused: int = 1
+
+
+@dataclass(eq=False)
+class _Round:
+    """Requests whose answers are waited for before a 429 is judged: those in flight
+    when it came (for the pool's first round: every start until the first answer)."""
+
+    pending: set[Start]
+    size: int
+    open: bool = False  # the pool's first round: it takes every start until an answer
+    refused: int = 0
+    ends: list[float] = field(default_factory=list)
+    rtt: float = 0.0
+
+
+class Rule:
+    """One pool of ``limit`` starts per ``window`` seconds (``margin``: added to the span).
+
+    ``adaptive=False``: the rate never moves (a 429 still pauses the pool).
     """
 
-    rate: int
-    allowed: int
-    step_up_at: float = math.inf
-    refused_tries: int = 0
-    phase: float | None = None
-    rtt: float = 0.0
-    before: int = 0
-
-
-class RateRule:
-    """The rule for one pool of ``limit`` starts per ``window`` seconds (``period``: the
-    unit ``rate`` is reported in). ``adaptive=False``: the rate never moves."""
-
-    __slots__ = ("adaptive", "limit", "margin", "name", "period", "state", "window")
-
-    def __init__(
-        self,
-        name: str,
-        limit: int,
-        window: float,
-        margin: float,
-        *,
-        period: float | None = None,
-        adaptive: bool = True,
-    ) -> None:
+    def __init__(self, limit: int, window: float, margin: float, *, adaptive: bool = True) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
-        self.name = name
-        self.limit = limit
-        self.window = window
-        self.margin = margin
-        self.period = window if period is None else period
+        self.limit, self.window, self.margin = limit, window, margin
+        self.span = window + margin
         self.adaptive = adaptive
-        self.state = RuleState(rate=limit, allowed=limit)
+        self.log: deque[Start] = deque()
+        self.refusals: deque[float] = deque()  # when the starts refused lately started
+        self.rate = self.proven = limit  # allowed now; the most the server took lately
+        self.before = 0  # what the server took of ours in the window before a lowering
+        self.backoff, self.step_at, self.stepped_at = 1, math.inf, -math.inf
+        self.paused_until = self.recovering_until = -math.inf
+        self._round: _Round | None = None
+        self._first = True  # the pool's first round is still to come
+        self.settled = False  # its first round has been judged
+        self.contended_at = self.run_since = self.last_start = -math.inf
 
-    # What the pool asks ----------------------------------------------------------------
+    # Admission --------------------------------------------------------------------------
 
     @property
-    def rate(self) -> float:
-        """Requests per ``period`` now in force."""
-        return self.state.rate * self.period / self.window
+    def held(self) -> bool:
+        """Whether starts wait for a round's answers."""
+        return self._round is not None and not self._round.open
 
-    @property
-    def span(self) -> float:
-        """The window plus the safety margin: the log's horizon."""
-        return self.window + self.margin
+    def next_start(self, now: float, *, bulk: bool = False) -> float:
+        """When the next start may go (``<= now``: now; ``inf``: once a round is judged)."""
+        if self.held:
+            return math.inf
+        log, refusals, keep = self.log, self.refusals, now - 2 * self.span
+        while log and log[0].time <= keep and log[0].outcome != "out":
+            log.popleft()  # kept two spans: admission looks one back, learning one more
+        while refusals and refusals[0] <= keep:
+            refusals.popleft()
+        at = max(self.paused_until, self._log_free())
+        if at > now and self.rate < self.limit and now >= self.step_at:
+            self._step_up(now)
+            at = max(self.paused_until, self._log_free())
+        if log and ((bulk and self.contended(now)) or now < self.recovering_until):
+            at = max(at, log[-1].time + self.window / self.rate)
+        return at
 
-    @property
-    def stepping_up(self) -> bool:
-        """Whether the rate is above what the server allowed last: a 429 now answers that
-        step up."""
-        return self.state.rate > self.state.allowed
+    def contended(self, now: float) -> bool:
+        """Whether bulk starts are paced now (see the module's docstring)."""
+        running = now - self.last_start <= 2 * self.span  # a run of starts goes on
+        return now < self.contended_at + QUIET * self.window or (
+            running and now - self.run_since >= RUN * self.window
+        )
 
-    def next_start(self, log: StartLog, now: float) -> float:
-        """When the next start may happen (``<= now``: now); steps up when one is due and
-        the log holds the pool back."""
-        log.prune(now - KEEP_SPANS * self.span)
-        state = self.state
-        allows = log.allows(self.limit, state.rate, self.span)
-        if state.rate < self.limit:
-            if state.step_up_at <= now < allows:
-                self.step_up(log, now)
-                allows = log.allows(self.limit, state.rate, self.span)
-            return min(allows, state.step_up_at)
-        return allows
+    def start(self, now: float, ticket: str | None = None) -> Start:
+        """A request starts now (:meth:`next_start` allowed it)."""
+        start = Start(now, ticket)
+        if now - self.last_start > 2 * self.span:
+            self.run_since = now  # a new run of starts
+        self.last_start = now
+        self.log.append(start)
+        if self._first:
+            self._first = False
+            self._round = _Round(set(), 0, open=True)
+        if self._round is not None and self._round.open:
+            self._round.pending.add(start)
+            self._round.size += 1
+        return start
 
-    def paced_start(
-        self,
-        log: StartLog,
-        now: float,
-        waiting: int,
-        *,
-        keyed: bool = True,
-        bulk: bool = False,
-        contended_at: float = -math.inf,
-    ) -> float:
-        """When pacing lets the next start happen (``-inf``: not paced now).
+    def _log_free(self) -> float:
+        log = self.log
+        return log[-self.rate].time + self.span if len(log) >= self.rate else -math.inf
 
-        Args:
-            log: the pool's starts.
-            now: the time.
-            waiting: how many calls wait in line.
-            keyed: whether calls with a fairness key are among them.
-            bulk: whether the next start is a bulk call's.
-            contended_at: when a call a burst would hold back last arrived (``-inf``:
-                never); see :func:`contended`.
+    # Outcomes: each returns what the pool must apply (a Verdict), if anything ------------
 
-        The free starts are the rate less the starts in the last span; the next paced start
-        is :data:`~._tuning.PACE_INTERVALS` quota intervals after the last start.
-        """
-        if not log:
-            return -math.inf
-        rate = self.state.rate
-        interval = self.window / rate
-        at = next(reversed(log)).time + PACE_INTERVALS * interval
-        if bulk and contended(contended_at, now, self.window):
-            at = max(at, keeps_a_start_free(log, rate, interval))
-            return at if at > now else -math.inf
-        if at <= now:
-            return -math.inf  # the next start may go now (the window is counted only if not)
-        if paces(keyed, waiting, rate - log.started(now - self.span, now)):
-            return at
-        return -math.inf
+    def answered(self, start: Start, now: float) -> Verdict | None:
+        """``start`` was answered without a 429."""
+        start.outcome = "ok"
+        return self._settle(start, now)
 
-    # What the judge decided ------------------------------------------------------------
+    def unsent(self, start: Start, now: float) -> Verdict | None:
+        """``start`` never reached the server: it leaves the log."""
+        start.outcome = "unsent"
+        self._forget(start)
+        return self._settle(start, now)
 
-    def learn(self, log: StartLog, verdict: Verdict) -> None:
-        """Apply one of the judge's verdicts over ``log``: the one mapping of verdicts to
-        what the rule does (a local pool's and a shared one's alike)."""
-        kind, start = verdict.kind, verdict.start
-        if kind == "suspect":
-            self.suspect(start, verdict.at, verdict.window_end)
-        elif kind == "step_up_refused":
-            self.step_up_refused(start, verdict.at, verdict.window_end)
-        elif kind in ("proven", "expired"):
-            self.proven(log, start, verdict.at, verdict.window_end)
+    def refused(self, start: Start, now: float, wait: float) -> Verdict | None:
+        """``start`` got a 429 saying its window ends ``wait`` seconds from now."""
+        start.outcome = "refused"
+        self._forget(start)
+        self.refusals.append(start.time)
+        end = now + wait
+        if self._round is None and now < self.paused_until:
+            return None  # the pool is paused already: this only says so again
+        if self.rate > self.proven:
+            return Verdict("step_refused", now, end, end)
+        if self._round is None:  # judged once what is in flight now is answered
+            pending = {s for s in self.log if s.outcome == "out"}
+            self._round = _Round(pending, len(pending) + 1)
+        round_ = self._round
+        round_.open = False
+        round_.refused += 1
+        round_.ends.append(end)
+        round_.rtt = max(round_.rtt, now - start.time)
+        return self._settle(start, now)
 
-    def suspect(self, start: Start, now: float, window_end: float) -> None:
-        """An isolated 429: nothing changes but where the server's window ends, and the
-        round trip that measures it."""
-        if self.adaptive:
-            self._locate(start, now, window_end)
+    def _settle(self, start: Start, now: float) -> Verdict | None:
+        round_ = self._round
+        if round_ is None:
+            return None
+        round_.pending.discard(start)
+        round_.open = False  # the first answer closes the first round
+        if round_.pending:
+            return None
+        self._round = None
+        self.settled = True
+        if not round_.refused:
+            return None
+        end = min(round_.ends)
+        # Judged over every start of ours in the window the 429s name, not the round
+        # alone: a window that ran out refused all we sent after its last admission,
+        # while random 429s are a few of all we sent in it.
+        began = self._began(end, round_.rtt)
+        refused = sum(1 for t in self.refusals if t > began)
+        few = refused < ROUND_SHARE * (refused + self._took(began, math.inf))
+        kind: Literal["ran_out", "fell_short"] = "fell_short" if few else "ran_out"
+        return Verdict(kind, now, end, max(round_.ends), round_.rtt, round_.refused)
 
-    def step_up_refused(self, start: Start, now: float, window_end: float) -> None:
-        """A 429 while stepping up: back to what the server allowed; wait longer next time."""
+    def _began(self, end: float, rtt: float) -> float:
+        """Where the server's window that ends at ``end`` began, on our clock: one window
+        before, less our requests' way there (it counts arrivals, and measured its wait
+        as its answer left)."""
+        return end - self.window - rtt - self.margin
+
+    def _forget(self, start: Start) -> None:
+        with contextlib.suppress(ValueError):  # aged out already
+            self.log.remove(start)
+
+    # Learning (a local pool's; a shared one's is the same, in Lua) ---------------------
+
+    def apply(self, verdict: Verdict) -> None:
+        """What ``verdict`` changes: the pause, and (adaptive) the rate."""
+        if verdict.kind != "fell_short":
+            self.paused_until = max(self.paused_until, verdict.until)
+            if verdict.until - verdict.at < REFILL * self.window:
+                # A short wait: the quota comes back bit by bit (a token bucket), and a
+                # burst at its end would find one start's worth. Paced for a window.
+                self.recovering_until = self.paused_until + self.window
         if not self.adaptive:
             return
-        self._locate(start, now, window_end)
-        state = self.state
-        state.refused_tries = min(state.refused_tries + 1, MAX_STEP_UP_DOUBLINGS)
-        state.step_up_at = self._window_start(now + self._cautious())
-        self._set(state.allowed, "a step up was refused")
-
-    def proven(self, log: StartLog, start: Start, now: float, window_end: float) -> None:
-        """A window ran out: the rate goes down to what the server took of ours in it."""
-        if not self.adaptive:
+        if verdict.kind == "step_refused":
+            if self.rate > self.proven:  # back to what the server took; wait longer next time
+                if self.rate > self.proven + 1:
+                    self.before = self.proven  # the jump back was refused: not again
+                self.rate = self.proven
+                self.backoff = min(2 * self.backoff, MAX_BACKOFF)
+                self.step_at = verdict.until + self.backoff * self.window
             return
-        self._locate(start, now, window_end)
-        state = self.state
-        # The server's window began one window before it ends, give or take the request's
-        # round trip (it counts on arrival, and said where its window ends before the way
-        # back) and the margin.
-        began = window_end - self.window
-        slack = self.margin + state.rtt
-        accepted = log.accepted(began - slack, now)
-        seen = log.started(began - self.window - slack, began + slack) > 0
-        if (accepted == 0 or not seen) and began <= now + WHOLE_SECOND_BLUR:
-            # None of ours got into that window, or none of ours was there as it began:
-            # others may have spent it (all, or the part before ours came). The quota is
-            # busy now (the pause says so); its size this says nothing of. (A window end
-            # more than a window off, whole seconds aside, is a longer window's than ours:
-            # none of ours could count, and the rate goes down as before.)
-            logger.debug("pool %s: a window others had spent; the rate stays", self.name)
-            return
-        state.refused_tries = 0
-        rate = max(1, min(accepted, state.rate - 1))
-        # What the server's window before took of ours: the quota it had shown, to go
-        # back to once a step up finds it back (a told rate no window took is not one).
-        took_before = log.accepted(began - self.window - slack, began - slack)
-        state.before = max(state.before, min(took_before, state.rate))
-        state.allowed = rate
-        state.step_up_at = max(self._window_start(now + self._cautious()), window_end)
-        if rate < state.rate:
-            self._set(rate, "rate limited by the server")
+        began = self._began(verdict.end, verdict.rtt)
+        took = self._took(began, math.inf)
+        if verdict.kind == "fell_short":
+            # A few refused of many: the evidence is for as few starts less (random 429s
+            # name windows of their own, and say nothing of the quota).
+            took = self.rate - verdict.refused
+        if 1 <= took < self.rate:
+            # What the window before took is where a step up goes back to at once, once
+            # one start more is taken: the quota it showed has come back.
+            self.before = max(took, self._took(began - self.span, began))
+            self.rate = self.proven = took
+            if verdict.at < self.stepped_at + 2 * FIRST_STEP * self.window:
+                # Lowered soon after a step up: that step was one too many, taken for a
+                # while only out of slack (a token bucket's): wait longer next time.
+                self.backoff = min(2 * self.backoff, MAX_BACKOFF)
+            self.step_at = verdict.until + max(FIRST_STEP, self.backoff) * self.window
 
-    # Inside the rule -------------------------------------------------------------------
+    def _took(self, after: float, until: float) -> int:
+        """How many of ours the server took that started in ``(after, until]``."""
+        return sum(1 for s in self.log if s.outcome == "ok" and after < s.time <= until)
 
-    def step_up(self, log: StartLog, now: float) -> None:
-        """Try a higher rate: above what the server allowed only once one of its windows
-        (or two together, more than twice) took more than that; else one more than it
-        allowed last."""
-        state, window = self.state, self.window
-        if state.rate > state.allowed:
-            # Passed only once one window of the server's (its phase known from the ends its
-            # 429s gave) took more than it allowed before: not by luck with the phase.
-            # The last window start at or before now. Checks fall on window starts: one
-            # taken a whole window early by a float's rounding would make the next check
-            # due now, and "now" the answer to every start the log holds back.
-            end = self._window_start(now)
-            # The window's end as measured is late by the way back; starts reach the server
-            # late by the way there: a round trip (and the margin) before it, they surely
-            # fell in.
-            last = end - state.rtt - self.margin
-            took = log.accepted(end - window, last)
-            # Or the two windows together took more than twice as much (one of them did):
-            # evenly spaced, the stepped-up starts fit a trimmed window only at some phases,
-            # two windows at nearly every phase, so the proof does not wait on the phase.
-            took_two = log.accepted(end - 2 * window, last)
-            if took <= state.allowed and took_two <= 2 * state.allowed:
-                state.step_up_at = end + window
-                return
-            # Whoever shared the quota stopped, or it grew back.
-            state.allowed = max(took, math.ceil(took_two / 2))
-            state.refused_tries = 0
-            # Back to the rate a window lowered, at once: the quota it had came back.
-            new = max(2 * state.rate, state.before)
-        elif state.rate < state.allowed:
-            new = min(state.allowed, 2 * state.rate)
-        else:
-            new = state.rate + 1  # one more than the server allowed last time
-        state.step_up_at = now + window
-        self._set(min(new, self.limit), "stepping up")
+    def _step_up(self, now: float) -> None:
+        """The time for a step up has come and no 429 answered the last one: one start
+        more, or straight back to what the window before the lowering took once one
+        more was taken; up to the configured rate."""
+        stepped = self.rate > self.proven
+        self.proven, self.stepped_at = self.rate, now
+        self.rate = min(self.limit, max(self.rate + 1, self.before if stepped else 0))
+        # Back toward a rate the server took before, a window a step; beyond it, where
+        # none was taken, as long a wait as after a lowering (a token bucket's slack
+        # takes one start more for a while).
+        self.step_at = now + (1 if self.rate <= self.before else FIRST_STEP) * self.window
+        if self.rate >= self.limit:
+            self.proven, self.backoff, self.step_at = self.limit, 1, math.inf
 
-    def _locate(self, start: Start, now: float, window_end: float) -> None:
-        self.state.phase = window_end % self.window
-        self.state.rtt = min(now - start.time, RTT_CAP_SHARE * self.window)
-
-    def _window_start(self, t: float) -> float:
-        """The last of the server's window starts at or before ``t`` (``t`` itself while
-        its phase is unknown). A step up that begins there has one whole window of the
-        server's to show itself in: begun anywhere else, its starts straddle two windows,
-        none holds more than the server allowed before, and the proof waits for two."""
-        phase = self.state.phase
-        if phase is None:
-            return t
-        # A t on a window start, give or take a float's rounding, is that start.
-        return phase + math.floor((t - phase) / self.window + 1e-9) * self.window
-
-    def _cautious(self) -> float:
-        state = self.state
-        windows = math.ceil(STARTS_PER_STEP_UP / state.allowed) << state.refused_tries
-        return windows * self.window
-
-    def _set(self, rate: int, why: str) -> None:
-        state = self.state
-        old, state.rate = state.rate, rate
-        if rate >= self.limit:
-            state.allowed = self.limit
-            state.before = 0
-            state.step_up_at = math.inf
-        logger.info("pool %s rate %d -> %d per %g s (%s)", self.name, old, rate, self.window, why)
-
-    def __repr__(self) -> str:
-        return f"<RateRule {self.name} {self.state.rate}/{self.window:g}s>"
-
-
-def contended(since: float, now: float, window: float) -> bool:
-    """Whether bulk starts are paced at ``now``: a call a burst would hold back (an
-    interactive one, or one with a fairness key) arrived at ``since``, less than
-    :data:`~._tuning.PACE_QUIET_WINDOWS` windows of ``window`` seconds ago."""
-    return now < since + PACE_QUIET_WINDOWS * window
-
-
-def keeps_a_start_free(log: StartLog, rate: int, interval: float) -> float:
-    """When a paced start leaves the log a start free within one ``interval`` after it:
-    once it and the ``rate - 1`` newest starts span ``rate - 1`` intervals (``-inf``: at
-    once). Pacing spaces bulk starts, but starts that went together (the burst before
-    anyone contended, interactive calls let through at once) leave the span as one; without
-    this, the starts paced after them would fill the log until those leave, and a call
-    arriving meanwhile would wait that long."""
-    if rate < 2 or len(log) < rate - 1:
-        return -math.inf
-    oldest = next(itertools.islice(reversed(log), rate - 2, None))
-    return oldest.time + (rate - 1) * interval
-
-
-def paces(keyed: bool, waiting: int, free: int) -> bool:
-    """Whether starts are paced: calls with a fairness key wait (``keyed``), and more calls
-    wait (``waiting``) than the log has free starts (``free``)."""
-    return keyed and waiting > free
+    def usage(self, now: float) -> tuple[int, int, float]:
+        """What the log leaves at ``now``, changing nothing: the starts in the last span,
+        how many more may start now, and when the next may."""
+        used = sum(1 for s in self.log if s.time > now - self.span)
+        at = max(self.paused_until, self._log_free(), now)
+        return used, 0 if at > now else max(self.rate - used, 0), at

@@ -1,214 +1,260 @@
-"""Rate-limit pools shared by every process on one token, through Redis.
+"""A quota shared by every process on one account, through Redis.
 
-```AsyncMagisterium(shared_quota=SharedQuota("redis://host:6379/0"))``: each metered pool
-(``default``, ``expensive``) keeps its sliding log, what its rate rule learned and its
-waiting line's heads in Redis (``_scripts.py`` has the key layout), so every client on that
-token draws on one quota and acts at once on what any of them learns:
+``AsyncMagisterium(shared_quota=SharedQuota("redis://host:6379/0"))``: each metered pool
+keeps its log of starts and what its rule learned in Redis, and one Lua script (:data:`SCRIPT`)
+decides there, atomically, by the same rule as a local pool (``_rule.py``): every process
+on the account draws on one log, pauses with the others, lowers and steps up one rate,
+paces bulk starts while any process has an interactive call about, and keeps the next free
+start for an interactive call that waits, whichever process it is in. Each process still
+judges its own rounds of answers (a 429 is judged once what it had in flight is answered)
+and hands the script what it learned.
 
-- **Admission.** One Lua script, run atomically on the server, admits a start only if the
-  shared log allows it (never more than N starts in a window, all processes together;
-  lowered, the learned rate evenly spaced), the pool is not paused, and the free starts
-  are not held for calls in other processes: interactive calls before bulk ones, and
-  within a priority round-robin over processes per call waiting (each process's share of
-  the span's starts, up to the calls it has waiting, is held for it until it asks).
-  While an ask that contends (an interactive call first in its line, or calls with a
-  fairness key) came lately from any process, or the shared log's run of starts has
-  lasted a few windows, bulk starts are paced there, one quota interval apart, as a local
-  pool paces them (``RateRule.paced_start``).
-- **Learning.** Each process's judge reads its own 429s; a verdict is applied by the same
-  pure rate rule as a local pool's, to the shared log and the shared rule state, and
-  written back only if nobody wrote meanwhile (a version). A proven window sets a pause
-  every process waits out, and is learned once, however many processes proved it.
-- **Stepping up** toward the configured rate is done by one process at a time: the
-  admission script hands a lease to the first that finds a step up due.
+Keys, for one account (``P`` = ``SharedQuota.prefix``, ``H`` = the first 16 hex digits of
+the SHA-256 of the account or token, never the token; the braces keep an account's keys in
+one Cluster slot) and one pool (``default`` or ``expensive``)::
 
-Time: with the default clock the log is timed by Redis's own clock (``TIME``), the one
-every process on every host agrees on. With any other clock (``VirtualClock`` in tests)
-every client sharing one Redis must share that clock too.
+    P:{H}:POOL:log     sorted set: a ticket per start not refused, scored by its time (µs)
+    P:{H}:POOL:ok      sorted set: the same, for the starts answered without a 429
+    P:{H}:POOL:rule    hash: what the rule keeps (rate, pause, ...) and the state's epoch
+    P:{H}:POOL:first   set: the clients whose part of the first round is not yet judged
+    P:{H}:clients      sorted set: client id -> when last seen (sizes the fallback)
 
-When Redis fails (every call is bounded by ``timeout``; connection refused, timeout, any
-Redis error) the client does not hang and does not stampede: it logs a WARNING and falls
-back to a local limit of ``limit / max(workers, clients seen lately)`` per period, starting
-only once a full window has passed since the failure (the starts others made through
-Redis just before may still be in the server's window); what it learned stays as it was.
-It tries Redis every ``retry_interval`` seconds and rejoins when it answers, adding the
-starts it made alone to the shared log. If the state was lost meanwhile (a new epoch), the
-first ask of each pool to notice pauses that pool for one window, since the starts of the
-lost log are unknown (a process that met the loss through one pool has its other pool
-present the old epoch too, so that one pauses as well, used before the loss or not). A
-few starts may still overrun the quota if new clients start on a restarted, empty Redis
-before any older client notices, or when a client is cut off from a Redis the others still
-reach.
+Time is Redis's own clock (``TIME``), which processes on every host agree on; with a clock
+of the client's own (``VirtualClock`` in tests) every client sharing one Redis must share
+that clock too, and pass its time.
+
+When Redis does not answer (each command is bounded by ``SharedQuota.timeout``), a
+process neither hangs nor stampedes: it says so once (a ``notice``), waits a whole window
+(the starts others made through Redis may still be in the server's window), then keeps to
+``limit / max(workers, clients seen lately)`` per window on its own, and asks Redis again
+every ``retry_interval``; back, it adds the starts it made alone to the shared log. A
+state Redis lost (a restart without persistence: a new epoch) pauses each pool one window,
+as the starts of the lost log are unknown. A refusal (password, ACL, TLS) is no outage: it
+is raised to every waiting call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import logging
+import contextlib
 import math
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from magisterium_async._clock import Clock, LoopClock, wait_at_most
-from magisterium_async._config import (
-    DEFAULT_MAX_CONCURRENCY,
-    Priority,
-    RateLimits,
-)
-from magisterium_async._errors import ClientClosedError, SharedQuotaError
-from magisterium_async._ratelimit._judge import Verdict
-from magisterium_async._ratelimit._log import Start, StartLog
+from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._config import RateLimits
+from magisterium_async._errors import SharedQuotaError
+from magisterium_async._events import OnEvent, notice
 from magisterium_async._ratelimit._quota import PoolQuota, SharedQuota
-from magisterium_async._ratelimit._rule import RateRule
-from magisterium_async._ratelimit._scripts import (
-    ACQUIRE,
-    OUTCOMES,
-    PAUSE,
-    POOL_KEYS,
-    WRITE_RULE,
-    rule_fields,
-    rule_state,
-    text,
+from magisterium_async._ratelimit._rule import (
+    FIRST_STEP,
+    MAX_BACKOFF,
+    QUIET,
+    REFILL,
+    RUN,
+    Rule,
+    Start,
+    Verdict,
 )
-from magisterium_async._ratelimit._tuning import (
-    LINE_GRACE,
-    LINE_POLL,
-    LINE_RECOUNT,
-    PACE_INTERVALS,
-    PACE_QUIET_WINDOWS,
-    PACE_RUN_WINDOWS,
-    SHARED_ROUND_HOLD,
-)
-from magisterium_async._redis import Connection, connect, redis_errors, refusal, token_key
+from magisterium_async._redis import RedisUnavailable, connect, token_key
 
-if TYPE_CHECKING:
-    from redis.asyncio import Redis
+__all__ = ["SCRIPT", "SharedLimits", "SharedPool"]
 
-__all__ = ["PoolState", "SharedLimiter", "SharedPool"]
+_US = 1_000_000  # the script counts microseconds
+FIRST_HOLD = 2.0
+"""The longest the shared first round (one client's ``max_concurrency`` of starts) holds
+every other start while it is answered: a slow answer must not stall every process."""
+_NEVER = 9e18  # a time that never comes, in µs (Lua has no portable infinity in a hash)
 
-logger = logging.getLogger("magisterium_async.ratelimit")
+# KEYS: the pool's log and rule, the account's clients, the pool's first round's clients,
+#   the pool's starts answered without a 429.
+# ARGV: 1 mode, 2 now (µs; '' reads Redis's TIME), 3 limit, 4 window (µs), 5 margin (µs),
+#   6 adaptive ('1'/'0'), 7 the epoch this client knows ('' at first), 8 a new epoch, then
+#   per mode:
+#   admit   9 ticket, 10 bulk ('1'/'0'), 11 contends ('1'/'0'), 12 client id, 13 how long a
+#           client counts as seen (µs), 14 QUIET, 15 RUN (windows), 16 the first round's
+#           size (a client's max_concurrency), 17 how long it holds at most (µs),
+#           18 FIRST_STEP
+#   settle  9 client id: its part of the first round was judged
+#   learn   9 kind, 10 at, 11 end, 12 until (µs), 13 rtt (µs), 14 refused, 15 REFILL,
+#           16 FIRST_STEP, 17 MAX_BACKOFF
+#   forget  9... tickets to take out of the log (refused, or never sent)
+#   ok      9... tickets answered without a 429
+#   add     9... start times (µs) to add, each its own ticket (a rejoin)
+#   read    (nothing more)
+# Returns {wait (µs; 0: admitted; -2: learn again soon, answers are missing), rate, proven,
+#   paused until, now, epoch, clients seen, starts in the span, when the next start is free
+#   (read only)}.
+SCRIPT = """
+local mode = ARGV[1]
+local now
+if ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local log, rule = KEYS[1], KEYS[2]
+local limit, window, margin = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local span = window + margin
+local NEVER = 9e18
+local s, epoch = {}, nil
+local raw = redis.call('HGETALL', rule)
+for i = 1, #raw, 2 do
+  if raw[i] == 'epoch' then epoch = raw[i + 1] else s[raw[i]] = tonumber(raw[i + 1]) end
+end
+local rate, proven = s.rate or limit, s.proven or limit
+local before, backoff, step_at = s.before or 0, s.backoff or 1, s.step_at or NEVER
+local paused, recovering = s.paused or -NEVER, s.recovering or -NEVER
+local contended, run_since = s.contended or -NEVER, s.run_since or -NEVER
+local last, held, stepped = s.last or -NEVER, s.held or -NEVER, s.stepped or -NEVER
+-- The first round: until a client has judged its first answers, no more start than one
+-- client would send, so that told far more than allowed, four processes send one round,
+-- not four, before they know.
+local first = s.first or (mode == 'admit' and now + tonumber(ARGV[17]) or -NEVER)
+if ARGV[7] ~= '' and ARGV[7] ~= epoch then
+  -- The state was lost (or this client last saw another): the starts it held are unknown.
+  paused = math.max(paused, now + span)
+end
+if not epoch then epoch = ARGV[8] end
+redis.call('ZREMRANGEBYSCORE', log, '-inf', now - 2 * span)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 2 * span)
 
-# Bulk ranks after every interactive call in the shared line (turn numbers stay far below).
-_BULK_RANK = 10**15
+local function in_span(t)
+  return redis.call('ZCOUNT', log, '(' .. (t - span), '+inf')
+end
+local function log_free()
+  local n = in_span(now)
+  if n < rate then return -NEVER end
+  local nth = redis.call('ZREVRANGEBYSCORE', log, '+inf', '(' .. (now - span),
+    'WITHSCORES', 'LIMIT', rate - 1, 1)
+  return tonumber(nth[2]) + span
+end
+
+local wait, clients = -1, 0
+if mode == 'admit' then
+  local bulk = ARGV[10] == '1'
+  if ARGV[11] == '1' then contended = now end
+  redis.call('ZADD', KEYS[3], now, ARGV[12])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[13]))
+  redis.call('PEXPIRE', KEYS[3], math.ceil(tonumber(ARGV[13]) / 1000))
+  clients = redis.call('ZCARD', KEYS[3])
+  local at = math.max(paused, log_free())
+  if at > now and rate < limit and now >= step_at then
+    local stepped_up = rate > proven
+    proven, stepped = rate, now
+    rate = math.min(limit, math.max(rate + 1, stepped_up and before or 0))
+    step_at = now + (rate <= before and 1 or tonumber(ARGV[18])) * window
+    if rate >= limit then proven, backoff, step_at = limit, 1, NEVER end
+    at = math.max(paused, log_free())
+  end
+  local quiet = now < contended + tonumber(ARGV[14]) * window
+  local running = now - last <= 2 * span and now - run_since >= tonumber(ARGV[15]) * window
+  if last > -NEVER and ((bulk and (quiet or running)) or now < recovering) then
+    at = math.max(at, last + window / rate)
+  end
+  if bulk and now < held then at = math.max(at, held) end
+  if now < first and redis.call('ZCARD', log) >= tonumber(ARGV[16]) then
+    at = math.max(at, math.min(first, now + margin))  -- asked again soon: it may settle
+  end
+  if at <= now then
+    redis.call('ZADD', log, now, ARGV[9])
+    if now < first then redis.call('SADD', KEYS[4], ARGV[12]) end
+    if now - last > 2 * span then run_since = now end
+    last = now
+    if not bulk then held = -NEVER end
+    wait = 0
+  else
+    wait = at - now
+    -- The next free start is kept for the interactive call that waits for it (a margin
+    -- more, should its process be gone).
+    if not bulk then held = at + margin end
+  end
+elseif mode == 'learn' then
+  local kind, at, e, untl = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+  if kind ~= 'fell_short' then
+    paused = math.max(paused, untl)
+    if untl - at < tonumber(ARGV[15]) * window then recovering = paused + window end
+  end
+  if ARGV[6] == '1' then
+    if kind == 'step_refused' then
+      if rate > proven then
+        if rate > proven + 1 then before = proven end
+        rate = proven
+        backoff = math.min(2 * backoff, tonumber(ARGV[17]))
+        step_at = untl + backoff * window
+      end
+    else
+      local began = e - window - tonumber(ARGV[13]) - margin
+      local took = redis.call('ZCOUNT', KEYS[5], '(' .. began, '+inf')
+      if kind == 'fell_short' then
+        took = rate - tonumber(ARGV[14])
+      elseif redis.call('ZCOUNT', log, '(' .. began, '+inf') > took and now < untl then
+        -- Some starts in that window are still unanswered (other processes'): learn
+        -- once they are, or once the window is over (a process gone answers nothing).
+        wait = -2
+        took = rate
+      end
+      if took >= 1 and took < rate then
+        before = math.max(took, redis.call('ZCOUNT', KEYS[5], '(' .. (began - span), began))
+        rate, proven = took, took
+        if at < stepped + 2 * tonumber(ARGV[16]) * window then
+          backoff = math.min(2 * backoff, tonumber(ARGV[17]))
+        end
+        step_at = untl + math.max(tonumber(ARGV[16]), backoff) * window
+      end
+    end
+  end
+elseif mode == 'settle' then
+  -- Over once every client with starts in it has judged its part.
+  redis.call('SREM', KEYS[4], ARGV[9])
+  if redis.call('SCARD', KEYS[4]) == 0 then first = -NEVER end
+elseif mode == 'forget' then
+  for i = 9, #ARGV do
+    redis.call('ZREM', log, ARGV[i])
+    redis.call('ZREM', KEYS[5], ARGV[i])
+  end
+elseif mode == 'ok' then
+  for i = 9, #ARGV do
+    local at = redis.call('ZSCORE', log, ARGV[i])
+    if at then redis.call('ZADD', KEYS[5], at, ARGV[i]) end
+  end
+elseif mode == 'add' then
+  for i = 9, #ARGV do
+    redis.call('ZADD', log, tonumber(ARGV[i]), ARGV[8] .. ':' .. i)
+    redis.call('ZADD', KEYS[5], tonumber(ARGV[i]), ARGV[8] .. ':' .. i)
+  end
+end
+if mode ~= 'read' then
+  redis.call('HSET', rule, 'rate', rate, 'proven', proven, 'before', before,
+    'backoff', backoff, 'step_at', step_at, 'paused', paused, 'recovering', recovering,
+    'contended', contended, 'run_since', run_since, 'last', last, 'held', held,
+    'first', first, 'stepped', stepped, 'epoch', epoch)
+  local keep = math.ceil(2 * span / 1000) + 60000
+  redis.call('PEXPIRE', rule, keep)
+  redis.call('PEXPIRE', log, keep)
+  redis.call('PEXPIRE', KEYS[4], keep)
+  redis.call('PEXPIRE', KEYS[5], keep)
+end
+local function us(t) return string.format('%.0f', t) end
+if wait > 0 then wait = math.ceil(wait) end  -- a wait never rounds to 0 (admitted)
+local free = mode == 'read' and math.max(paused, log_free()) or now
+return {us(wait), rate, proven, us(paused), us(now), epoch, clients, in_span(now), us(free)}
+"""
 
 
-class PoolState:
-    """One pool's side of the shared limiter: its limits, what it last read of the shared
-    rule, its own recent starts (for the fallback), and outcomes not yet written."""
-
-    __slots__ = (
-        "allowed",
-        "asked_at",
-        "epoch",
-        "keys",
-        "limit",
-        "margin",
-        "next_at",
-        "outcomes",
-        "period",
-        "pool",
-        "rate",
-        "rejoin",
-        "starts",
-        "window",
-    )  # fmt: skip
-
-    def __init__(self, limits: RateLimits, pool: str) -> None:
-        starts, window = limits.window_for(pool)  # the local pool's arithmetic, shared
-        self.limit = starts if starts else math.inf
-        self.window = window
-        self.period = limits.period
-        self.margin = limits.margin
-        self.rate = self.allowed = self.limit
-        self.pool = pool
-        self.keys: list[str] = []  # known once the account is (SharedLimiter.locate)
-        self.starts: deque[float] = deque()  # this process's starts, on the client's clock
-        self.rejoin = False
-        self.asked_at = 0.0  # when Redis last answered (Redis time, s)
-        # The shared state's id this pool presents, once it has one: the first pool to meet
-        # a new epoch pauses only its own keys, so the other must present the old epoch on
-        # its next ask to learn of the loss, and pause, too.
-        self.epoch = ""
-        self.next_at = -math.inf  # when Redis said to ask again (the client's clock)
-        self.outcomes: list[str] = []
-
-    @property
-    def span(self) -> float:
-        return self.window + self.margin
-
-    def locate(self, base: str) -> None:
-        """Name the pool's keys under ``base`` (the account's part of every key)."""
-        self.keys = [f"{base}:{self.pool}:{name}" for name in POOL_KEYS]
+def _unheard(error: Exception) -> None:
+    raise error
 
 
-class SharedPool:
-    """One metered pool on a :class:`SharedLimiter`: the pool's limiter (the rate it reads
-    from Redis; what it learns goes there) and its remote gate (Redis admits each start)."""
-
-    def __init__(self, shared: SharedLimiter, pool: str, state: PoolState) -> None:
-        self.shared = shared
-        self.pool = pool
-        self._state = state
-
-    @property
-    def rate(self) -> float:
-        state = self._state
-        return state.rate * state.period / state.window if state.window else math.inf
-
-    @property
-    def stepping_up(self) -> bool:
-        return self._state.rate > self._state.allowed
-
-    def next_start(self, now: float) -> float:
-        # Redis decides, in admit(); this is only when it said to ask again (for stats).
-        return self._state.next_at
-
-    def contention(self, now: float) -> None:
-        return None  # Redis hears of it from the line, with every ask (admit)
-
-    def paced_start(self, now: float, waiting: int, *, keyed: bool, bulk: bool) -> float:
-        return -math.inf  # Redis admits each start, pacing bulk there
-
-    def start(self, start: Start) -> None:
-        return None  # the admission wrote it
-
-    def usage(self, now: float) -> tuple[int, int, float]:
-        # This process's own starts: the view when Redis does not answer (quota()).
-        state = self._state
-        log = StartLog([Start(t) for t in state.starts])
-        return log.usage(int(state.limit), int(state.rate), state.span, now)
-
-    def forget(self, start: Start) -> None:
-        if start.ticket is not None:
-            self.shared.outcome(self.pool, "forget", start.ticket)
-
-    def learn(self, verdict: Verdict) -> None:
-        self.shared.learn(self.pool, verdict)
-
-    async def admit(self, line: Callable[[], tuple[Priority, int, bool]]) -> str:
-        return await self.shared.admit(self.pool, line)
-
-    def give_back(self, ticket: str) -> None:
-        self.shared.outcome(self.pool, "forget", ticket)
-
-    def answered(self, start: Start) -> None:
-        if start.ticket is not None:
-            kind = "429" if start.limited else "ok"
-            self.shared.outcome(self.pool, kind, start.ticket, start.wait)
-
-    async def aclose(self) -> None:
-        await self.shared.aclose()
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class SharedLimiter:
-    """The runtime side of a :class:`SharedQuota`: one Redis connection for every pool.
-
-    ``limiters`` are the scheduler's view of it, one :class:`SharedPool` per metered pool
-    (each both the pool's limiter and its remote gate).
-    """
+class SharedLimits:
+    """The runtime side of a :class:`SharedQuota`: one Redis connection for both metered
+    pools, its failures, and the fallback while Redis does not answer."""
 
     def __init__(
         self,
@@ -216,419 +262,304 @@ class SharedLimiter:
         account: str | Callable[[], Awaitable[str]],
         limits: RateLimits,
         clock: Clock,
-        *,
-        redis: Redis | None = None,
-        first_round: int = DEFAULT_MAX_CONCURRENCY,
+        pump: Callable[[], None],
+        emit: OnEvent,
+        first_round: int,
     ) -> None:
-        assert config.url is not None
-        self.config = config
-        # Before any start of a pool is answered, no more go out than one client would send.
-        self._first_round = first_round
-        self._clock = clock
-        # The default clock differs between processes; Redis's TIME is the one they share.
+        self.config, self.clock, self.pump, self.emit = config, clock, pump, emit
+        self.first_round = first_round  # the most that start before a first answer
+        self.connection = connect(config.url, config.timeout, SharedQuotaError)
+        self._script = self.connection.client.register_script(SCRIPT)
+        # The default clock differs between processes: Redis's TIME is the one they share.
         self._own_time = not isinstance(clock, LoopClock)
-        self._offset = 0.0  # Redis time minus the client's clock, in seconds
-        # ``redis``: a client already made, ours to close (tests pass an in-memory one).
-        self._connection = (
-            connect(config.url, config.timeout)
-            if redis is None
-            else Connection(redis, owned=True, where="redis")
-        )
-        self._redis = self._connection.client
-        self._errors = redis_errors()
-        self._acquire = self._redis.register_script(ACQUIRE)
-        self._outcomes = self._redis.register_script(OUTCOMES)
-        self._pause = self._redis.register_script(PAUSE)
-        self._write_rule = self._redis.register_script(WRITE_RULE)
-        # Whose quota this is: a name (or a token) now, or a function returning the token,
-        # called at the first start, since a token= callable's token is known only then.
+        self.offset = 0.0  # Redis's time minus the client's clock, in seconds
         self._account = account
         self._base: str | None = None
-        self._id = uuid.uuid4().hex
-        self._seq = 0
-        self._epoch = ""  # the newest shared state's id any pool saw ('' before contact)
-        self._clients = 1
-        self._pools = {name: PoolState(limits, name) for name in ("default", "expensive")}
-        if isinstance(account, str):
-            self._locate(account)
-        self.limiters: dict[str, SharedPool] = {
-            name: SharedPool(self, name, state) for name, state in self._pools.items()
-        }
-        self._sleepers: set[asyncio.Task[None]] = set()
-        self._down_since: float | None = None
-        self._next_probe = 0.0
+        self.id = uuid.uuid4().hex
+        self.clients = 1  # processes seen lately
+        self.down_since: float | None = None  # when Redis stopped answering
+        self.retry_at = -math.inf
+        self._pools: dict[str, SharedPool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
+        self.closed = False
 
-    @property
-    def gates(self) -> dict[str, SharedPool]:
-        """The pools' remote gates (the same objects as :attr:`limiters`)."""
-        return self.limiters
+    def pool(self, name: str, local: Rule) -> SharedPool:
+        """The shared side of the metered pool ``name``, whose own rule is ``local``."""
+        pool = SharedPool(self, name, local)
+        self._pools[name] = pool
+        return pool
 
-    async def _name_account(self) -> None:
-        """Key every pool by the account, once it is known (a ``token=`` callable's token
-        is known only at the first ask)."""
+    async def _keys(self, pool: str) -> list[str]:
         if self._base is None:
-            assert not isinstance(self._account, str)
-            account = await self._account()
-            if self._base is None:  # the first of the calls that asked at once names it
-                self._locate(account)
-
-    def _locate(self, account: str) -> None:
-        """Key every pool by ``account``: hashed, in one hash tag (one Cluster slot)."""
-        self._base = f"{self.config.prefix}:{{{token_key(account)}}}"
-        for state in self._pools.values():
-            state.locate(self._base)
-
-    def keys(self, pool: str) -> tuple[str, str]:
-        """The pool's log and pause keys."""
-        keys = self._pools[pool].keys
-        return keys[0], keys[3]
-
-    def _now_us(self) -> str:
-        return str(round(self._clock.now() * 1e6)) if self._own_time else ""
-
-    async def _bounded(self, call: Awaitable[Any]) -> Any:
-        return await wait_at_most(self.config.timeout, call)
-
-    # Admission -------------------------------------------------------------------------
-
-    async def admit(self, pool: str, line: Callable[[], tuple[Priority, int, bool]]) -> str:
-        """Wait until ``pool`` may start one request (shared, or local when Redis is
-        down); the start's ticket."""
-        state = self._pools[pool]
-        await self._name_account()
-        while True:
-            if self._closed:
-                raise ClientClosedError("the client was closed while this call waited")
-            self._seq += 1
-            ticket = f"{self._id}:{self._seq}"
-            if math.isinf(state.limit):
-                return ticket
-            priority, waiting, contends = line()
-            wait = await self._try(pool, state, ticket, priority, waiting, contends)
-            if wait == 0:
-                state.next_at = -math.inf
-                now = self._clock.now()
-                state.starts.append(now)
-                while state.starts and state.starts[0] <= now - state.span:
-                    state.starts.popleft()
-                return ticket
-            if wait < 0:
-                await self._step_up(pool, state)
-                continue
-            state.next_at = self._clock.now() + wait
-            await self._wait(wait, line, max(waiting, 1))
-
-    async def _try(
-        self,
-        pool: str,
-        state: PoolState,
-        ticket: str,
-        priority: Priority,
-        waiting: int,
-        contends: bool,
-    ) -> float:
-        """Seconds to wait before trying again; ``0``: admitted; ``-1``: step up first."""
-        now = self._clock.now()
-        if self._down_since is None or now >= self._next_probe:
-            wait = await self._shared(state, ticket, priority, waiting, contends, now)
-            if wait is not None:
-                return wait
-        return self._local(state, self._clock.now())
-
-    async def _shared(
-        self,
-        state: PoolState,
-        ticket: str,
-        priority: Priority,
-        waiting: int,
-        contends: bool,
-        now: float,
-    ) -> float | None:
-        ages = []
-        if state.rejoin:
-            ages = [round((now - t) * 1e6) for t in state.starts if now - t < state.span]
-        args: list[Any] = [
-            self._now_us(),
-            int(state.limit),
-            round(state.window * 1e6),
-            round(state.margin * 1e6),
-            ticket,
-            state.epoch or self._epoch,
-            uuid.uuid4().hex,
-            self._id,
-            max(2 * round(state.span * 1e6), 10_000_000),
-            _BULK_RANK,
-            0 if priority == "interactive" else _BULK_RANK,
-            self._first_round,
-            round(SHARED_ROUND_HOLD * 1e6),
-            round(LINE_GRACE * 1e6),
-            round(LINE_POLL * 1e6),
-            max(waiting, 1),
-            1 if contends else 0,
-            round(PACE_QUIET_WINDOWS * state.window * 1e6),
-            PACE_INTERVALS,
-            round(PACE_RUN_WINDOWS * state.window * 1e6),
-            *ages,
+            account = self._account if isinstance(self._account, str) else await self._account()
+            self._base = f"{self.config.prefix}:{{{token_key(account)}}}"
+        base = self._base
+        return [
+            f"{base}:{pool}:log",
+            f"{base}:{pool}:rule",
+            f"{base}:clients",
+            f"{base}:{pool}:first",
+            f"{base}:{pool}:ok",
         ]
-        assert self._base is not None  # named by admit() before its first ask
-        keys = [*state.keys, f"{self._base}:epoch", f"{self._base}:clients"]
-        try:
-            reply = await self._bounded(self._acquire(keys=keys, args=args))
-        except self._errors as exc:
-            refused = refusal(exc, self._connection.where)
-            if refused is not None:  # a misconfiguration, not an outage: said, not waited out
-                raise SharedQuotaError(f"the shared quota: {refused}") from None
-            self._lost(exc)
+
+    async def run(self, pool: SharedPool, mode: str, *args: object) -> list[Any] | None:
+        """One call of the script for ``pool``; ``None`` while Redis does not answer (the
+        fallback applies). A refusal is raised."""
+        now = self.clock.now()
+        if self.down_since is not None and now < self.retry_at:
             return None
-        wait_us, epoch, clients = float(reply[0]), reply[1], int(reply[2])
-        state.rate, state.allowed = float(reply[3]), float(reply[4])
-        self._offset = 0.0 if self._own_time else float(reply[5]) / 1e6 - self._clock.now()
-        self._learn_epoch(state, text(epoch))
-        self._clients = max(clients, 1)
-        state.rejoin = False
-        state.asked_at = float(reply[5]) / 1e6
-        if self._down_since is not None:
-            logger.warning("Redis is back: the shared quota decides again")
-            self._down_since = None
-            for other in self._pools.values():
-                if other is not state:
-                    other.rejoin = True
-        return wait_us / 1e6 if wait_us > 0 else wait_us
-
-    def _learn_epoch(self, state: PoolState, epoch: str) -> None:
-        """Note the shared state's id Redis answered ``state``'s pool with. A new one means
-        the state was lost: each pool that had not seen the old one yet keeps it to present,
-        so its next ask pauses it for a window as this one's did."""
-        if self._epoch and epoch != self._epoch:
-            for other in self._pools.values():
-                other.epoch = other.epoch or self._epoch
-        self._epoch = state.epoch = epoch
-
-    async def _wait(
-        self, seconds: float, line: Callable[[], tuple[Priority, int, bool]], told: int
-    ) -> None:
-        """Wait ``seconds`` to ask again, or less: once more calls wait here than Redis was
-        ``told``, ask at once (others hold this client's turns only for what it told)."""
-        end = self._clock.now() + seconds
-        while (left := end - self._clock.now()) > 0 and not self._closed:
-            await self._sleep(min(left, LINE_RECOUNT))
-            if line()[1] > told:
-                return
-
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep ``seconds`` on the client's clock, or until :meth:`aclose`."""
-        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
-        self._sleepers.add(sleeper)
+        rule = pool.local
+        argv: list[object] = [
+            mode,
+            str(round(now * _US)) if self._own_time else "",
+            rule.limit,
+            round(rule.window * _US),
+            round(rule.margin * _US),
+            "1" if pool.adaptive else "0",
+            pool.epoch if mode == "admit" else "",
+            uuid.uuid4().hex[:12],
+            *args,
+        ]
         try:
-            await asyncio.wait((sleeper,))
-        finally:
-            sleeper.cancel()
-            self._sleepers.discard(sleeper)
+            reply = await self.connection.run(
+                self._script(keys=await self._keys(pool.name), args=argv)
+            )
+        except RedisUnavailable as exc:
+            self._lost(str(exc), now)
+            return None
+        if self.down_since is not None:
+            await self._rejoin(now)
+        self.offset = float(reply[4]) / _US - self.clock.now()
+        if mode == "admit":
+            epoch = _text(reply[5])
+            if pool.epoch and pool.epoch != epoch:
+                said = "the shared quota's state in Redis was lost: the pool waits a window"
+                self.emit(notice("warning", "ratelimit", said, pool=pool.name, time=now))
+            pool.epoch, self.clients = epoch, max(int(reply[6]), 1)
+        return list(reply)
 
-    def _lost(self, exc: BaseException) -> None:
-        now = self._clock.now()
-        self._next_probe = now + self.config.retry_interval
-        if self._down_since is not None:
-            return
-        self._down_since = now
-        for state in self._pools.values():
-            state.rejoin = True
-        logger.warning(
-            "Redis unreachable (%s): each pool falls back to a local 1/%d of its limit, "
-            "after waiting out one window; retrying Redis every %g s",
-            type(exc).__name__ if not str(exc) else exc,
-            self._divisor(),
-            self.config.retry_interval,
-        )
+    def _lost(self, why: str, now: float) -> None:
+        self.retry_at = now + self.config.retry_interval
+        if self.down_since is None:
+            self.down_since = now
+            share = max(self.config.workers, self.clients)
+            for pool in self._pools.values():
+                pool.fall_back(now, share)
+            self.emit(
+                notice(
+                    "warning",
+                    "ratelimit",
+                    f"{why}: each process keeps to 1/{share} of the quota alone until it "
+                    "answers again",
+                    time=now,
+                )
+            )
 
-    def _divisor(self) -> int:
-        return max(self.config.workers, self._clients)
+    async def _rejoin(self, now: float) -> None:
+        """Redis answers again: the starts made alone go into the shared log."""
+        self.down_since = None
+        for pool in self._pools.values():
+            starts = pool.rejoin()
+            if starts:
+                ages = [str(round((t + self.offset) * _US)) for t in starts]
+                await self.run(pool, "add", *ages)
+        self.emit(notice("info", "ratelimit", "Redis answers again: the quota is shared", time=now))
 
-    def _local(self, state: PoolState, now: float) -> float:
-        """The fallback: ``limit / divisor`` per window, once a window passed since the loss."""
-        assert self._down_since is not None
-        at = self._down_since + state.span
-        share = state.limit / self._divisor()
-        if share >= 1:
-            rate, span = math.floor(share), state.span
-        else:  # more workers than the limit: one each, spread over several windows
-            rate, span = 1, state.span * math.ceil(1 / share)
-        recent = [t for t in state.starts if t > now - span]
-        if len(recent) >= rate:
-            at = max(at, recent[-rate] + span)
-        wait = at - now
-        return max(min(wait, self._next_probe - now), 1e-3) if wait > 0 else 0.0
-
-    # What the pools learn --------------------------------------------------------------
-
-    def outcome(self, pool: str, kind: str, ticket: str, wait: float = 0.0) -> None:
-        """What became of a start (``ok``, ``429`` with its ``wait``, ``forget``): written
-        in the background."""
-        state = self._pools[pool]
-        if self._closed or math.isinf(state.limit):
-            return
-        first = not state.outcomes
-        state.outcomes += (kind, ticket, str(round(wait * 1e6)))
-        if first:
-            self._spawn(self._write_outcomes(state))
-
-    async def _write_outcomes(self, state: PoolState) -> None:
-        await asyncio.sleep(0)  # gather what this turn of the loop adds
-        triples, state.outcomes = state.outcomes, []
-        if self._down_since is not None:
-            return  # the fallback decides alone meanwhile; the rule learns nothing
-        try:
-            keys = [*state.keys[:3], state.keys[4]]
-            args = [self._now_us(), *triples]
-            await self._bounded(self._outcomes(keys=keys, args=args))
-        except self._errors as exc:
-            self._lost(exc)
-
-    def learn(self, pool: str, verdict: Verdict) -> None:
-        """Apply a verdict of this process's judge to the shared rule (in the background)."""
-        if not self._closed:
-            self._spawn(self._learn(pool, verdict))
-
-    async def _learn(self, pool: str, verdict: Verdict) -> None:
-        state = self._pools[pool]
-        left = verdict.window_end - self._clock.now()
-        if verdict.kind == "proven" and left > 0:
-            await self._set_pause(state, left)
-        for _ in range(3):  # written only if nobody wrote meanwhile
-            try:
-                done = await self._apply(state, verdict)
-            except self._errors as exc:
-                self._lost(exc)
-                return
-            if done:
-                return
-
-    async def _step_up(self, pool: str, state: PoolState) -> None:
-        """This process holds the step-up lease: let the rule step up on the shared log."""
-        try:
-            await self._apply(state, None)
-        except self._errors as exc:
-            self._lost(exc)
-
-    async def _apply(self, state: PoolState, verdict: Verdict | None) -> bool:
-        """Read the shared rule and log, apply ``verdict`` (``None``: a step up), write the
-        rule back; ``False`` if another process wrote first."""
-        rule, version, proven_end, log = await self._snapshot(state)
-        offset = self._offset
-        fields: dict[str, Any] = {}
-        if verdict is None:
-            rule.step_up(log, state.asked_at)  # when the script found it due
-        else:
-            at, end = verdict.at + offset, verdict.window_end + offset
-            start = next((s for s in log if s.ticket == verdict.start.ticket), None)
-            if start is None:
-                start = Start(verdict.start.time + offset, verdict.start.ticket)
-            start.limited, start.done = verdict.start.limited, verdict.start.done
-            kind = verdict.kind
-            if kind in ("proven", "expired"):
-                if abs(end - proven_end) < 0.5 * rule.window:
-                    return True  # another process learned this window already
-                fields["proven_end"] = repr(end)
-            elif kind == "step_up_refused" and not rule.stepping_up:
-                return True  # another process answered that step up already
-            rule.learn(log, Verdict(kind, start, at, end, verdict.wait))
-        fields.update(rule_fields(rule.state))
-        args: list[Any] = [version, self._id]
-        for name, value in fields.items():
-            args += (name, value)
-        written = await self._bounded(self._write_rule(keys=state.keys[4:6], args=args))
-        if written:
-            state.rate, state.allowed = rule.state.rate, rule.state.allowed
-        return bool(written)
-
-    async def _snapshot(self, state: PoolState) -> tuple[RateRule, int, float, StartLog]:
-        """The shared rule (as a :class:`RateRule`), its version, the last proven window
-        end, and the shared log with every outcome known."""
-        log_key, ok_key, limited_key, _, rule_key = state.keys[:5]
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.hgetall(rule_key)
-        pipe.zrange(log_key, 0, -1, withscores=True)
-        pipe.zrange(ok_key, 0, -1)
-        pipe.zrange(limited_key, 0, -1)
-        raw, starts, ok, limited = await self._bounded(pipe.execute())
-        fields = {text(k): text(v) for k, v in raw.items()}
-        ok_set = {text(t) for t in ok}
-        limited_set = {text(t) for t in limited}
-        log = StartLog()
-        for member, score in starts:
-            start = Start(score / 1e6, text(member))
-            start.limited = start.ticket in limited_set
-            start.done = start.limited or start.ticket in ok_set
-            log.add(start)
-        limit = int(state.limit)
-        rule = RateRule("shared", limit, state.window, state.margin, period=state.period)
-        rule.state = rule_state(fields, limit)
-        version = int(fields.get("version", "0"))
-        return rule, version, float(fields.get("proven_end", "-inf")), log
-
-    async def quota(self, local: PoolQuota) -> PoolQuota:
-        """``local`` (a pool's own view, :meth:`Pool.quota`) as the shared quota sees it:
-        every process's starts in the shared log, the shared rate and pause. Reads only;
-        ``local`` itself when Redis does not answer (or the pool is unlimited)."""
-        state = self._pools[local.pool]
-        if math.isinf(state.limit) or self._closed:
-            return local
-        await self._name_account()
-        try:
-            rule, _, _, log = await self._snapshot(state)
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.get(state.keys[3])
-            if not self._own_time:
-                pipe.time()
-            replies = await self._bounded(pipe.execute())
-        except self._errors as exc:
-            logger.info("Redis did not answer (%s): the quota is this process's view", exc)
-            return local
-        if self._own_time:
-            now = self._clock.now()
-        else:
-            seconds, micros = replies[1]
-            now = float(seconds) + float(micros) / 1e6
-        until = float(text(replies[0])) / 1e6 if replies[0] is not None else -math.inf
-        paused_for = max(0.0, until - now)
-        used, left, at = log.usage(rule.limit, rule.state.rate, rule.span, now)
-        return dataclasses.replace(
-            local,
-            limit=rule.rate,
-            used=used,
-            left=0 if paused_for else left,
-            next_start_in=max(at - now, paused_for),
-            paused_for=paused_for,
-            shared=True,
-        )
-
-    async def _set_pause(self, state: PoolState, seconds: float) -> None:
-        us = max(math.ceil(seconds * 1e6), 1)
-        try:
-            await self._bounded(self._pause(keys=[state.keys[3]], args=[self._now_us(), us]))
-        except self._errors as exc:
-            self._lost(exc)
-
-    # Lifetime --------------------------------------------------------------------------
-
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def spawn(self, work: Awaitable[None]) -> None:
+        """Run ``work`` in the background (closing waits for it)."""
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def aflush(self) -> None:
-        """Wait until everything this client learned has reached Redis (or failed to)."""
-        while self._tasks:
-            await asyncio.wait(set(self._tasks))
+    async def quota(self, view: PoolQuota) -> PoolQuota:
+        """``view`` (this process's) as the shared quota sees it: every process's starts,
+        the shared rate and pause; ``view`` itself when Redis does not answer."""
+        pool = self._pools.get(view.pool)
+        if pool is None or self.closed:
+            return view
+        reply = await self.run(pool, "read")
+        if reply is None:
+            return view
+        rule = pool.local
+        now = float(reply[4]) / _US
+        rate, paused_for = int(reply[1]), max(0.0, float(reply[3]) / _US - now)
+        used, free_in = int(reply[7]), max(0.0, float(reply[8]) / _US - now)
+        return PoolQuota(
+            pool=view.pool,
+            limit=rate * view.period / rule.window,
+            configured=view.configured,
+            period=view.period,
+            used=used,
+            left=0 if free_in else max(rate - used, 0),
+            next_start_in=free_in,
+            paused_for=paused_for,
+            shared=True,
+        )
 
     async def aclose(self) -> None:
-        """Wait for pending writes, then close the connection. Idempotent."""
-        if self._closed:
+        """Wait for what is being written, then close the connection. Idempotent."""
+        if self.closed:
             return
-        await self.aflush()
-        self._closed = True
-        for sleeper in self._sleepers:
-            sleeper.cancel()
-        await self._connection.aclose()
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+        self.closed = True
+        await self.connection.aclose()
+
+
+class SharedPool:
+    """One metered pool's side of the shared quota: it asks Redis for each start on behalf
+    of its pool's line (one ask at a time), mirrors the shared rate and pause, and hands
+    on what the pool's rounds teach."""
+
+    def __init__(self, shared: SharedLimits, name: str, local: Rule) -> None:
+        self.shared, self.name, self.local = shared, name, local
+        self.adaptive = local.adaptive
+        self.rate, self.proven = local.rate, local.proven
+        self.paused_until = -math.inf
+        self._ticket: str | None = None  # an admission in hand
+        self._asking = False
+        self._next_ask = -math.inf
+        self._contends = False
+        self._settled = False
+        self.epoch = ""  # the shared state's epoch, once Redis said it
+        self._answered: list[str] = []  # answered without a 429, not yet told
+        self._seq = 0
+        self._fallback: Rule | None = None  # while Redis does not answer
+        self.fail: Callable[[Exception], None] = _unheard  # the pool's: fails its waiters
+        self._alone: list[float] = []  # the starts made meanwhile
+
+    def contend(self) -> None:
+        """A call a burst would hold back arrived: the next ask says so."""
+        self._contends = True
+
+    def next_start(self, now: float, bulk: bool) -> float:
+        """When this process may start its next request (``inf``: once Redis answers)."""
+        shared = self.shared
+        if self._fallback is not None and shared.down_since is not None and now < shared.retry_at:
+            return self._fallback.next_start(now, bulk=bulk)
+        if self._ticket is not None:
+            return now
+        if self._asking:
+            return math.inf
+        if now < self._next_ask:
+            return self._next_ask
+        self._asking = True
+        self.shared.spawn(self._ask(bulk))
+        return math.inf
+
+    def take(self) -> str | None:
+        """The admission in hand, for the start made now (``None`` in the fallback)."""
+        ticket, self._ticket = self._ticket, None
+        if ticket is None and self._fallback is not None:
+            now = self.shared.clock.now()
+            self._fallback.start(now)
+            self._alone.append(now)
+        return ticket
+
+    async def _ask(self, bulk: bool) -> None:
+        shared = self.shared
+        self._seq += 1
+        ticket = f"{shared.id}:{self._seq}"
+        contends, self._contends = self._contends or not bulk, False
+        try:
+            reply = await shared.run(
+                self, "admit", ticket, "1" if bulk else "0", "1" if contends else "0",
+                shared.id, round(max(4 * self.local.span, 10.0) * _US), QUIET, RUN,
+                shared.first_round, round(FIRST_HOLD * _US), FIRST_STEP,
+            )  # fmt: skip
+        except Exception as exc:  # a refusal, or a token callable that raised
+            self.fail(exc)  # every waiting call raises it; a later one asks again
+            return
+        finally:
+            self._asking = False
+        if reply is None:
+            shared.pump()
+            return
+        self._mirror(reply)
+        wait = float(reply[0]) / _US
+        if wait == 0:
+            self._ticket = ticket
+            shared.pump()
+            if self._ticket is not None:  # not used in this turn of the loop: given back
+                self._ticket = None
+                self.forget(Start(0.0, ticket))
+        else:
+            self._next_ask = shared.clock.now() + wait
+            shared.pump()
+
+    def _mirror(self, reply: list[Any]) -> None:
+        self.rate, self.proven = int(reply[1]), int(reply[2])
+        self.paused_until = float(reply[3]) / _US - self.shared.offset
+
+    def settle(self) -> None:
+        """This process judged its first round: the others' first starts may go."""
+        if not self._settled:
+            self._settled = True
+            self.shared.spawn(self._quietly("settle", self.shared.id))
+
+    def forget(self, start: Start) -> None:
+        """A start that spent nothing (refused, or never sent) leaves the shared log."""
+        if start.ticket is not None:
+            self.shared.spawn(self._quietly("forget", start.ticket))
+
+    def learn(self, verdict: Verdict) -> None:
+        """What a round of this process's answers taught, for every process."""
+        if self._fallback is not None and self.shared.down_since is not None:
+            self._fallback.apply(verdict)
+            return
+        offset = self.shared.offset
+        args: list[object] = [
+            verdict.kind,
+            *(round((t + offset) * _US) for t in (verdict.at, verdict.end, verdict.until)),
+            round(verdict.rtt * _US),
+            verdict.refused,
+            REFILL,
+            FIRST_STEP,
+            MAX_BACKOFF,
+        ]
+        self.shared.spawn(self._learn(args))
+
+    async def _learn(self, args: list[object]) -> None:
+        with contextlib.suppress(Exception):  # a refusal: the next ask raises it
+            while True:
+                await self._flush()  # what this process knows goes first
+                reply = await self.shared.run(self, "learn", *args)
+                if reply is not None:
+                    self._mirror(reply)
+                if reply is None or float(reply[0]) != -2:
+                    break
+                await self.shared.clock.sleep(self.local.margin)
+        self.shared.pump()
+
+    def answered(self, start: Start) -> None:
+        """A start answered without a 429: told with the others of this turn."""
+        if start.ticket is not None:
+            self._answered.append(start.ticket)
+            if len(self._answered) == 1:
+                self.shared.spawn(self._flush(wait=True))
+
+    async def _flush(self, *, wait: bool = False) -> None:
+        if wait:
+            await asyncio.sleep(0)  # gather the answers of this turn of the loop
+        tickets, self._answered = self._answered, []
+        if tickets:
+            await self._quietly("ok", *tickets)
+
+    async def _quietly(self, mode: str, *args: object) -> None:
+        with contextlib.suppress(Exception):  # a refusal: the next ask raises it
+            await self.shared.run(self, mode, *args)
+
+    def fall_back(self, now: float, share: int) -> None:
+        """Redis stopped answering: keep to ``limit / share`` alone, after a window."""
+        rule = self.local
+        limit = max(1, rule.rate // share)
+        self._fallback = Rule(
+            limit, rule.window * max(1, math.ceil(share / rule.rate)), rule.margin
+        )
+        self._fallback.paused_until = now + rule.span
+        self._alone = []
+
+    def rejoin(self) -> list[float]:
+        """Redis answers again: the starts made alone, for the shared log."""
+        alone, self._alone, self._fallback = self._alone, [], None
+        return alone

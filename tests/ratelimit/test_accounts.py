@@ -8,10 +8,10 @@ quota goes at once.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
+import magisterium_async as m
 from magisterium_async import AsyncMagisterium, RateLimits, SharedQuota
 from magisterium_async.testing import Emulator, EmulatorConfig
 from tests.helpers.redis_server import RedisServer
@@ -28,31 +28,35 @@ async def alice_from_the_vault() -> str:
     return "token-of-alice"
 
 
+TOLD_TO_WAIT: dict[int, asyncio.Event] = {}  # per client: the shared quota said "wait"
+
+
 def client(emu: Emulator, redis: RedisServer, token: object, **quota: object) -> AsyncMagisterium:
-    return AsyncMagisterium(
+    told = asyncio.Event()
+
+    def heard(event: m.PoolEvent) -> None:
+        if event.kind == "waiting" and event.pool == "default":
+            told.set()
+
+    made = AsyncMagisterium(
         token=token,  # type: ignore[arg-type]
         base_url=emu.base_url,
         rate_limits=ONE_A_MINUTE,
         shared_quota=SharedQuota(redis.url, **quota),  # type: ignore[arg-type]
+        on_event=heard,
     )
+    TOLD_TO_WAIT[id(made)] = told
+    return made
 
 
 async def must_wait_for_the_next_minute(c: AsyncMagisterium) -> None:
     """``c``'s next search is held by the shared quota for most of a minute (then given up)."""
-    shared = c._scheduler.shared
-    assert shared is not None
-    told_to_wait = asyncio.Event()
-    wait = shared._wait
-
-    async def waiting(*args: Any) -> None:
-        told_to_wait.set()  # Redis answered the ask with a wait
-        await wait(*args)
-
-    shared._wait = waiting  # type: ignore[method-assign]
+    told = TOLD_TO_WAIT[id(c)]
+    told.clear()
     call = asyncio.ensure_future(c.search("nature"))
-    told = asyncio.ensure_future(told_to_wait.wait())
-    await asyncio.wait([call, told], return_when=asyncio.FIRST_COMPLETED)
-    told.cancel()
+    heard = asyncio.ensure_future(told.wait())
+    await asyncio.wait([call, heard], return_when=asyncio.FIRST_COMPLETED)
+    heard.cancel()
     assert not call.done(), "the same account's quota let a second start go in one minute"
     assert c.stats.default.next_start_in > 50.0
     call.cancel()

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 import magisterium_async as m
+from magisterium_async._ratelimit import Scheduler
 from magisterium_async.testing import MockTransport, VirtualClock
 from tests.conftest import TOKEN
-from tests.helpers.quota import Sent, scheduler, service, slot
+from tests.helpers.quota import Sent, service
 from tests.helpers.redis_server import RedisServer
 
 BASE = "https://a2a.example/api"
@@ -60,27 +61,25 @@ async def test_the_quota_counts_the_window_and_says_when_the_next_start_is_free(
     assert len(sent) == 15  # reading the quota sent nothing
 
 
-async def test_a_proven_429_shows_the_pause_and_the_lowered_rate() -> None:
-    sched, clock = scheduler()  # the Pro plan's 15 a minute, adaptive
+async def test_a_window_that_ran_out_shows_the_pause_and_the_lowered_rate() -> None:
+    sched = Scheduler(m.RateLimits.pro(), max_concurrency=32, clock=(clock := VirtualClock()))
     pool = sched.pool("default")
-    for _ in range(5):
-        async with slot(pool):
-            pass  # five the server took
-    async with slot(pool) as permit:
-        permit.rate_limited(60.5)  # a suspect: the window (begun with ours) ends at 60.5
-    async with slot(pool) as permit:  # the probe
-        await clock.advance(4)
-        permit.rate_limited(56.5)  # the same window end: proof, paused until 60.5
+    permits = [await pool.acquire() for _ in range(15)]
+    await clock.advance(0.1)
+    for permit in permits[10:]:  # the server's window held ten: the rest refused
+        permit.rate_limited(59.9)
+    for permit in permits:
+        permit.release()
     await clock.advance(8)
     quota = (await sched.quota()).default
-    assert (quota.limit, quota.configured, quota.used, quota.left) == (5.0, 15.0, 7, 0)
-    assert quota.paused_for == 48.5
-    # Lowered to the 5 it took, the next start waits for them to leave the window (61 s).
-    assert quota.next_start_in == pytest.approx(49.0)
+    assert (quota.limit, quota.configured, quota.used, quota.left) == (10.0, 15.0, 10, 0)
+    assert quota.paused_for == pytest.approx(51.9)
+    # Lowered to the ten it took: the next start waits for them to leave the span (61 s).
+    assert quota.next_start_in == pytest.approx(52.9)
     await clock.advance(100)
     quota = (await sched.quota()).default
-    # Lowered, starts are spaced: one may go now, not the 5.
-    assert (quota.used, quota.left, quota.next_start_in, quota.paused_for) == (0, 1, 0.0, 0.0)
+    assert (quota.used, quota.left, quota.next_start_in, quota.paused_for) == (0, 10, 0.0, 0.0)
+    await sched.aclose()
 
 
 async def test_an_unlimited_pool_says_so() -> None:
@@ -134,18 +133,21 @@ async def test_a_shared_quota_counts_every_processs_starts(
 async def test_a_shared_pause_is_seen_by_every_process(
     memory_redis: object,
 ) -> None:
-    from fakeredis import FakeAsyncRedis
-
     clock = VirtualClock()
-    first, second = shared_clients(memory_redis, clock, [])
+    sent: Sent = []
+    first, second = shared_clients(memory_redis, clock, sent)
     async with first, second:
         await first.search("grace")
-        # What a proven 429 in any process writes: the pool is paused until then (µs).
-        _, pause_key = first._scheduler.shared.keys("default")  # type: ignore[union-attr]
-        await FakeAsyncRedis(server=memory_redis).set(pause_key, round(30 * 1e6))
-        quota = (await second.quota()).default
+        # A window someone else spent: the first process's next start is refused.
+        pool = first._scheduler.pool("default")
+        permit = await pool.acquire()
+        permit.rate_limited(30.0)
+        permit.release()
+        await clock.advance(0.0)
+        quota = (await second.quota()).default  # the other process sees the pause
     assert quota.shared and quota.used == 1
-    assert (quota.paused_for, quota.next_start_in, quota.left) == (30.0, 30.0, 0)
+    assert quota.paused_for == pytest.approx(30.0)
+    assert (quota.next_start_in, quota.left) == (pytest.approx(30.0), 0)
 
 
 async def test_an_unlimited_pool_beside_a_shared_one_leaves_the_quota_shared(
