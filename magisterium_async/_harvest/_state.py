@@ -41,6 +41,7 @@ import anyio.to_thread
 import msgspec
 
 from magisterium_async._errors import StateError
+from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._jsonl import OutputMark, why_not_written
 from magisterium_async._models import Document
 
@@ -281,8 +282,11 @@ class HarvestState:
         where = "" if path is None else os.fspath(path)
 
         def connect() -> sqlite3.Connection:
-            if where and os.path.lexists(where):
+            kind = kind_of(where) if where else "missing"
+            if kind == "file":
                 check_is_state(where)  # before SQLite touches it: nothing of it changes
+            elif kind != "missing":  # never opened: a FIFO would block for good
+                raise _not_a_state(where, describe(kind))
             elif where:
                 _make(where)
             db = _connect(where)
