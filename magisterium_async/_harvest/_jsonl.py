@@ -204,9 +204,7 @@ class JsonlWriter:
         self._ids: set[str] = set()
         self._lines: list[bytes] = []
         self._pending: list[str] = []
-        self._since = 0.0
         self._lock = anyio.Lock()
-        self._due = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._torn = False  # a failed write left part of its batch there
@@ -241,9 +239,6 @@ class JsonlWriter:
         if self._file is None:
             await anyio.to_thread.run_sync(self._open)
             self.existing = len(self._ids)
-            self._timer = asyncio.get_running_loop().create_task(
-                self._flush_when_due(), name=f"JsonlWriter({self.path!r}) timer"
-            )
 
     def _open(self) -> None:
         """Take the lock, open the file to append and check it (in a worker thread)."""
@@ -370,18 +365,12 @@ class JsonlWriter:
         not open yet, or not a regular file). Give it back as ``mark=`` to resume."""
         return self._mark
 
-    async def _flush_when_due(self) -> None:
-        """The ``max_delay`` timer: flush a batch once its oldest line has waited so long."""
+    async def _flush_later(self) -> None:
+        """The ``max_delay`` timer of a batch, started by its first line (a flush before
+        it only makes the next batch's come sooner)."""
         try:
-            while True:
-                await self._due.wait()
-                self._due.clear()
-                while self._pending:
-                    wait = self._since + self.max_delay - self._clock.now()
-                    if wait > 0:
-                        await self._clock.sleep(wait)
-                    else:
-                        await self.flush()
+            await self._clock.sleep(self.max_delay)
+            await self.flush()
         except Exception as exc:  # raised to the writer's user by the next call
             self._failure = exc
 
@@ -395,9 +384,8 @@ class JsonlWriter:
         if self._file is None:
             raise RuntimeError("JsonlWriter is not open: use `async with JsonlWriter(...)`")
         self._raise_failure()
-        if not self._pending:
-            self._since = self._clock.now()
-            self._due.set()
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.get_running_loop().create_task(self._flush_later())
         self._pending.append(document.id)
         new = document.id not in self._ids
         if new:
@@ -406,10 +394,7 @@ class JsonlWriter:
             self._lines.append(_ENCODER.encode(document) + b"\n")
         else:
             self.skipped += 1
-        if (
-            len(self._pending) >= self.batch_size
-            or self._clock.now() - self._since >= self.max_delay
-        ):
+        if len(self._pending) >= self.batch_size:
             await self.flush()
         return new
 
