@@ -103,15 +103,13 @@ Produce = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]
 async def _run(produce: Produce[T], send: MemoryObjectSendStream[T], box: list[Exception]) -> None:
     # Must not refer to the iterator object: the iterator's __del__ is what cancels this task
     # when a bare ``async for`` is left with ``break``. The error goes in the box before the
-    # stream closes, so the consumer finds it when it sees the end.
+    # task ends, and so before the stream closes: the consumer finds it when it sees the end.
     try:
         await produce(send)
     except Exception as exc:
         while isinstance(exc, ExceptionGroup):  # a task group's: its first error is the one
             exc = exc.exceptions[0]
         box.append(exc)
-    finally:
-        send.close()
 
 
 class BackgroundIterator(Generic[T]):
@@ -153,7 +151,7 @@ class BackgroundIterator(Generic[T]):
         send, receive = anyio.create_memory_object_stream[T](0)
         self._receive = receive
         self._task = asyncio.get_running_loop().create_task(_run(self._produce, send, self._box))
-        # Also when the task is cancelled before it ever ran.
+        # However it ends: cancelled before it ever ran included.
         self._task.add_done_callback(lambda _: send.close())
         self._produce = None
         return receive

@@ -107,15 +107,6 @@ class HarvestStats:
         end = self.finished if self.finished is not None else self._clock.now()
         return end - self.started
 
-    def start(self, clock: Clock) -> None:
-        """Mark the start, on ``clock`` (the client's)."""
-        self._clock = clock
-        self.started = clock.now()
-
-    def finish(self) -> None:
-        """Mark the end, on the clock given to :meth:`start`."""
-        self.finished = self._clock.now()
-
 
 def _rate_limited(stats: SchedulerStats) -> int:
     return stats.default.rate_limited + stats.expensive.rate_limited + stats.unmetered.rate_limited
@@ -269,7 +260,8 @@ class HarvestRun:
             self._lock.release()
 
     async def produce(self, out: MemoryObjectSendStream[HarvestedDocument | None]) -> None:
-        self.stats.start(self.clock)
+        self.stats._clock = self.clock
+        self.stats.started = self.clock.now()
         try:
             state = await self.open()
             try:
@@ -283,7 +275,7 @@ class HarvestRun:
                     await state.aclose()
         finally:
             self._count_rate_limited()
-            self.stats.finish()
+            self.stats.finished = self.clock.now()
 
     async def _stages(
         self, state: HarvestState, out: MemoryObjectSendStream[HarvestedDocument | None]
@@ -395,24 +387,14 @@ class HarvestRun:
 class Harvest(BackgroundIterator[HarvestedDocument | None]):
     """Every document the queries find, fetched once and yielded once, as they arrive.
 
-    An async iterator of :class:`HarvestedDocument` (a :class:`Document` naming the
-    ``queries`` that found it) and an async context manager; :meth:`aclose` (or leaving
-    ``async with``) stops all work at once. :attr:`stats` and :attr:`failures` are live.
-    It is iterated once: asked for a document after it ended, it raises ``RuntimeError``.
-
-    With a ``state`` file the harvest is resumable: started again with the same state, it
-    sends no request whose answer was recorded (failed ones are tried again), however the
-    last run ended, and yields exactly the documents found and not *delivered* before:
-    with ``acknowledge="auto"``, a document is delivered when the consumer asks for the
-    next one or closes the harvest in order (``break`` and ``return`` included; not when
-    ``async with`` is left by an exception); with ``"manual"``, when its id is given to
-    :meth:`acknowledge` (by :class:`JsonlWriter`'s ``on_durable``, once on disk). Each
-    delivery is committed at once. A bare ``async for`` left by ``break`` stops the work
-    only when the harvest is garbage collected, without delivering the document in hand.
-
-    From its first document until :meth:`aclose` (or garbage collection) it holds its
-    state (:mod:`._lock`): another harvest of the same state, in any process of the host,
-    raises :class:`StateError` naming the holder; a harvest killed outright holds nothing.
+    An async iterator of :class:`HarvestedDocument` and an async context manager;
+    :meth:`aclose` (or leaving ``async with``) stops all work at once. :attr:`stats` and
+    :attr:`failures` are live. It is iterated once: asked for a document after it ended,
+    it raises ``RuntimeError``. With a ``state`` file it resumes, sending no request whose
+    answer was recorded and yielding exactly the documents not *delivered* before
+    (``acknowledge="auto"``: when the consumer asks for the next one or leaves in order;
+    ``"manual"``: when given to :meth:`acknowledge`), and holds that state from its first
+    document until :meth:`aclose` (:mod:`._lock`). See ``docs/batch-and-harvest.md``.
     """
 
     _ended = (

@@ -156,24 +156,17 @@ def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
 class JsonlWriter:
     """Append :class:`Document`\\ s to ``path``, one JSON object a line, durable in batches.
 
-    Lines are written, flushed and ``fsync``\\ ed (in a worker thread) once ``batch_size``
-    wait, once the oldest has waited ``max_delay`` seconds (a timer on ``clock``: even when
-    no write follows, as while a harvest waits for its quota), and on :meth:`flush` and
-    :meth:`aclose`; then ``on_durable`` gets their ids (give it :meth:`Harvest.acknowledge`
-    of a harvest with ``acknowledge="manual"``). A write that fails (a full disk) raises
-    :class:`OutputFileError` saying why, leaves the file as it was before its batch, and
-    tells ``on_durable`` nothing; one the timer met is raised by the next call.
+    Lines are written, flushed and ``fsync``\\ ed once ``batch_size`` wait, once the oldest
+    has waited ``max_delay`` seconds (on ``clock``, even when no write follows), and on
+    :meth:`flush` and :meth:`aclose`; then ``on_durable`` gets their ids (a harvest's
+    :meth:`Harvest.acknowledge`). A write that fails raises :class:`OutputFileError`, leaves
+    the file as it was before its batch and tells ``on_durable`` nothing.
 
-    Opening checks the file before a byte is written, and alters only what this writer
-    can tell it wrote: with ``mark`` (a :attr:`mark` a harvest's state recorded), the file
-    must hold exactly the bytes before it (a copy put back from a backup does); after it,
-    only records of ``pending`` ids (written, not acknowledged: a crash in between), each
-    once (:attr:`recovered`), then at most a line torn as one of them, which is cut
-    (:attr:`cut`). Anything else is an :class:`OutputFileError` saying what differs. Without
-    ``mark`` a file is only appended to. With ``skip_existing`` a document whose id the file
-    holds is not written again. A device or a pipe is never read, locked or checked; a
-    directory, a socket or a block device is refused. :meth:`open` holds a regular file as a
-    harvest holds its state (:mod:`._lock`).
+    :meth:`open` holds the file as a harvest holds its state (:mod:`._lock`) and checks it
+    before a byte is written: with ``mark``, it must hold exactly the bytes the mark names,
+    then only records of ``pending`` ids (:attr:`recovered`) and at most a line torn as one
+    of them (:attr:`cut`); ``skip_existing`` writes no id the file holds again. See "The
+    output file" in ``docs/batch-and-harvest.md``.
     """
 
     def __init__(
@@ -441,7 +434,11 @@ class JsonlWriter:
         if self._file is None:
             return
         try:
-            await self._stop_timer()
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                async with self._lock:  # never cut a flush of the timer's short
+                    timer.cancel()
+                await asyncio.wait([timer])
             await self.flush()
             self.changed = await anyio.to_thread.run_sync(self._changed_under_us)
         finally:
@@ -465,10 +462,3 @@ class JsonlWriter:
         except OSError:
             return None  # cannot be told: the next resume checks every byte
         return None if os.path.samestat(stat, there) else "another file was put in its place"
-
-    async def _stop_timer(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            async with self._lock:  # never cut a flush of the timer's short
-                timer.cancel()
-            await asyncio.wait([timer])

@@ -245,8 +245,6 @@ def _make(path: str) -> None:
             db.close()  # the last connection: its -wal and -shm go with it
         try:
             os.link(building, path)  # never over a file made there meanwhile
-        except FileExistsError:
-            raise
         except OSError:  # a file system without hard links (FAT): renamed there instead
             if os.path.lexists(path):
                 raise
