@@ -1,10 +1,8 @@
 """``JsonlWriter``: documents appended to a JSON Lines file, durable in small batches.
 
-Made for harvests that may be interrupted: on opening it checks the file is the one the
-harvest wrote, as it left it, cuts a line torn by a crash and skips documents the file
-already holds, and it tells the harvest which documents are on disk (``on_durable``) only
-after ``fsync``, so the harvest's state never runs ahead of the file. Together they put
-every document in the file exactly once across resumes.
+It tells a harvest which documents are on disk only after ``fsync``, so the harvest's
+state never runs ahead of the file, and checks on opening that the file is the one the
+harvest left: together they put every document in the file exactly once across resumes.
 """
 
 from __future__ import annotations
@@ -145,9 +143,7 @@ def _gone(path: str, mark: OutputMark) -> OutputFileError:
 def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
     """Whether an incomplete last line may be one the harvest was writing when it
     stopped: the start of a record it had not acknowledged."""
-    if len(partial) <= len(_OPENING):
-        return _OPENING.startswith(partial)
-    if not partial.startswith(_OPENING):
+    if not (partial.startswith(_OPENING) or _OPENING.startswith(partial)):
         return False
     found = _id_of(partial)
     return found is None or found in pending  # None: cut within the id

@@ -12,15 +12,12 @@ existing file is first read as plain bytes (its header) and must carry the harve
 ``application_id`` (:data:`APPLICATION_ID`) and ``user_version`` (:data:`SCHEMA_VERSION`);
 anything else is refused before any write, WAL switch included, and left byte for byte.
 
-The tables (:data:`SCHEMA`): ``queries`` by when first taken, ``pending`` (taken, not
-answered: searched again by a later run), ``searched`` (``ids``: what it found) or
-``failed``, and ``run``, the last run that took it (a repeat in one run's input is told
-from an earlier run's answer); ``documents`` by discovery, ``pending`` (found), ``fetched``
-(not delivered yet), ``delivered`` (``line``: its place in the output), ``not_found`` or
-``failed``, with ``body``, the record as handed over (the JSON Lines bytes, zlib; none in a
-temporary state) and ``fetched_run`` (only an earlier run's are handed over from the
-state); ``found``, which query found which document; ``meta``: ``runs``, and ``output``,
-where the output was left (a JSON :class:`OutputMark`).
+The tables (:data:`SCHEMA`): ``queries`` by when first taken (``pending``: taken, not
+answered; ``run``: the last run that took it, so a repeat in one run's input is told from
+an earlier run's answer); ``documents`` by discovery (``fetched``: not delivered yet;
+``delivered`` at ``line`` of the output; ``body``: the JSON Lines record handed over, zlib,
+none in a temporary state); ``found``: which query found which document; ``meta``:
+``runs``, and ``output``, where the output was left (a JSON :class:`OutputMark`).
 """
 
 from __future__ import annotations
