@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import datetime as dt
-import enum
 import inspect
 import math
 import os
@@ -34,10 +32,8 @@ from magisterium_async._cache import AnswerCache, CacheStats, open_store
 from magisterium_async._call import Caller, within_total
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
-    DEFAULT_CACHE_POLICY,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     NOT_GIVEN,
     CachePolicy,
@@ -74,7 +70,7 @@ from magisterium_async._harvest import (
     OnError,
 )
 from magisterium_async._http._base import HTTPTransport
-from magisterium_async._http._dialect import PROTOCOLS, Dialect, ProtocolVersion, offered
+from magisterium_async._http._dialect import Dialect, ProtocolVersion, offered
 from magisterium_async._http._jsonrpc import JSONRPCClient, endpoint
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
@@ -97,13 +93,9 @@ from magisterium_async._ratelimit import (
 from magisterium_async._skills import (
     ASK,
     DEFAULT_SKILL_ID,
-    DIOCESE_LOOKUP,
-    DIOCESE_STATISTICS_LOOKUP,
     FETCH,
+    LOOKUPS,
     MASS_READINGS,
-    PERSON_LOOKUP,
-    POPE_LOOKUP,
-    SAINT_LOOKUP,
     SAINTS,
     SEARCH,
     SendParams,
@@ -116,43 +108,12 @@ from magisterium_async._skills import (
 )
 from magisterium_async._telemetry import Telemetry
 
-__all__ = [
-    "CLOSED_MESSAGE",
-    "OTHER_LOOP_MESSAGE",
-    "RUNNING_LOOP_MESSAGE",
-    "AsyncMagisterium",
-    "ClientState",
-]
+__all__ = ["AsyncMagisterium"]
 
 IteratorT = TypeVar("IteratorT", bound="Batch[Any, Any] | Harvest")
 
-CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
-OTHER_LOOP_MESSAGE = (
-    "the client was opened in another event loop, which has ended (an earlier "
-    "asyncio.run()?); its connections ended with it. Create the client in the loop that "
-    "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
-)
-RUNNING_LOOP_MESSAGE = (
-    "a client is used from one event loop, the one of its first call: this client's loop "
-    "runs in thread {thread!r}, and this call came from another loop (another thread, or "
-    "another asyncio.run()). The client stays open there. Give each thread its own "
-    "AsyncMagisterium, or run the call in the client's loop: "
-    "asyncio.run_coroutine_threadsafe(client.search(...), loop).result()"
-)
-
-
-class ClientState(enum.Enum):
-    """Where a client is in its life: a closed client cannot be reopened; one opened in an
-    event loop that has ended (an earlier ``asyncio.run()``) counts as closed, its
-    connections having ended with that loop."""
-
-    UNOPENED = "unopened"
-    OPENED = "opened"
-    CLOSED = "closed"
-
 
 def _check_arguments(
-    retry_policy: object,
     clock: object,
     on_event: object,
     trace_configs: object,
@@ -162,9 +123,6 @@ def _check_arguments(
 ) -> None:
     """The constructor's objects, checked before anything is made: a wrong one is a
     ``TypeError`` naming it now, not an ``AttributeError`` at some later call."""
-    if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
-        name = type(retry_policy).__name__
-        raise TypeError(f"retry_policy must be RetryPolicy or None, not {name}")
     needs = (
         ("clock", clock, ("now", "sleep")),
         ("transport", transport, ("send", "aclose")),
@@ -187,6 +145,21 @@ def _check_arguments(
         or not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs)
     ):
         raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
+
+
+def _lookup(skill_id: str) -> Callable[[AsyncMagisterium, str], Awaitable[Lookup]]:
+    """The client method of a lookup of :data:`LOOKUPS`, documented by its row. The service
+    states neither their artifacts' names nor their shapes, so each returns what came."""
+    skill: Skill[str, Lookup] = next(s for s in LOOKUPS if s.id == skill_id)
+
+    async def lookup(self: AsyncMagisterium, query: str) -> Lookup:
+        found = read_result(skill, await self._send(skill, query))
+        assert found is not None  # a lookup has no "nothing found" answer of its own
+        return found
+
+    lookup.__name__, lookup.__qualname__ = skill_id, f"AsyncMagisterium.{skill_id}"
+    lookup.__doc__ = f"{skill.description}\n\nArguments:\n    query: {skill.about.lower()}"
+    return lookup
 
 
 class AsyncMagisterium:
@@ -291,12 +264,8 @@ class AsyncMagisterium:
         extensions: Sequence[str] = (),
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
-        _check_arguments(
-            retry_policy, clock, on_event, trace_configs, transport, tracer_provider, meter_provider
-        )
+        _check_arguments(clock, on_event, trace_configs, transport, tracer_provider, meter_provider)
         boolean("trust_env", trust_env)
-        if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
-            raise TypeError(f"cache_policy must be CachePolicy, not {type(cache_policy).__name__}")
         if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
             raise TypeError("extensions must be a sequence of URIs (str)")
         proxies = Proxies(proxy, trust_env=trust_env)
@@ -305,11 +274,14 @@ class AsyncMagisterium:
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         self._base_url = endpoint(base_url)
         self._clock = clock or LoopClock()
-        policy = retry_policy or DEFAULT_RETRY_POLICY
-        if max_retries is not None:
-            policy = dataclasses.replace(policy, max_retries=max_retries)
-        keeping = cache_policy or DEFAULT_CACHE_POLICY
-        self._options = CallOptions(Timeouts.of(timeout), policy, keeping, protocol)
+        self._options = CallOptions().changed(
+            timeout=timeout,
+            retry_policy=retry_policy,
+            max_retries=NOT_GIVEN if max_retries is None else max_retries,
+            cache_policy=cache_policy,
+            protocol=protocol,
+        )
+        keeping = self._options.cache
         # The client's one stream of events, and its subscribers: the log, OpenTelemetry
         # (a span per protocol call when a provider is set), the counters behind stats,
         # then the application.
@@ -368,8 +340,8 @@ class AsyncMagisterium:
         )
         # The client's life, shared with its views (each view's _root is this client).
         self._root = self
-        self._state = ClientState.UNOPENED
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # its first call's
         self._thread = ""
         # The batches and harvests made by this client or its views, stopped when it
         # closes: one left by a bare ``break`` would go on failing every call it makes.
@@ -394,8 +366,8 @@ class AsyncMagisterium:
         await self.aclose()
 
     def _check_not_closed(self) -> None:
-        if self._root._state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
+        if self._root._closed:
+            raise ClientClosedError("the client is closed; create a new AsyncMagisterium")
 
     def _open(self) -> None:
         """Before each call: bind the client to the running loop on its first call.
@@ -410,13 +382,24 @@ class AsyncMagisterium:
         self._check_not_closed()
         loop = asyncio.get_running_loop()
         if root._loop is None:
-            root._loop, root._state = loop, ClientState.OPENED
-            root._thread = threading.current_thread().name
+            root._loop, root._thread = loop, threading.current_thread().name
+        elif root._loop is not loop and not root._loop.is_closed():
+            raise MagisteriumError(
+                "a client is used from one event loop, the one of its first call: this "
+                f"client's loop runs in thread {root._thread!r}, and this call came from "
+                "another loop (another thread, or another asyncio.run()). The client stays "
+                "open there. Give each thread its own AsyncMagisterium, or run the call in "
+                "the client's loop: asyncio.run_coroutine_threadsafe(client.search(...), "
+                "loop).result()"
+            )
         elif root._loop is not loop:
-            if not root._loop.is_closed():
-                raise MagisteriumError(RUNNING_LOOP_MESSAGE.format(thread=root._thread))
-            root._state = ClientState.CLOSED
-            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+            root._closed = True
+            raise ClientClosedError(
+                "the client was opened in another event loop, which has ended (an earlier "
+                "asyncio.run()?); its connections ended with it. Create the client in the "
+                "loop that uses it: `async with AsyncMagisterium() as client:` inside each "
+                "asyncio.run()"
+            )
 
     async def aclose(self) -> None:
         """Wake every waiting call with an error and close the HTTP session. Idempotent.
@@ -427,7 +410,7 @@ class AsyncMagisterium:
             return
         for iterator in list(self._iterators):  # each records what it delivered
             await iterator.abort(ClientClosedError("the client was closed while it ran"))
-        self._state = ClientState.CLOSED
+        self._closed = True
         await self._scheduler.aclose()
         await self._caller.rpc.aclose()
         await self._cache.aclose()
@@ -464,35 +447,16 @@ class AsyncMagisterium:
         this client). Closing this client closes every view; ``aclose()`` on a view closes
         nothing.
         """
-        options = self._options
-        changed: dict[str, Any] = {}
-        if not isinstance(timeout, NotGiven):
-            changed["timeouts"] = Timeouts.of(DEFAULT_TIMEOUTS if timeout is None else timeout)
-        retry = options.retry
-        if not isinstance(retry_policy, NotGiven):
-            if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
-                name = type(retry_policy).__name__
-                raise TypeError(f"retry_policy must be RetryPolicy or None, not {name}")
-            retry = changed["retry"] = retry_policy or DEFAULT_RETRY_POLICY
-        if not isinstance(max_retries, NotGiven):
-            retries = DEFAULT_RETRY_POLICY.max_retries if max_retries is None else max_retries
-            # RetryPolicy checks it (type and range), naming max_retries.
-            changed["retry"] = dataclasses.replace(retry, max_retries=retries)
-        if not isinstance(priority, NotGiven):
-            changed["priority"] = priority or "interactive"
-        if not isinstance(fairness_key, NotGiven):
-            changed["fairness_key"] = fairness_key
-        if not isinstance(cache_policy, NotGiven):
-            if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
-                name = type(cache_policy).__name__
-                raise TypeError(f"cache_policy must be CachePolicy or None, not {name}")
-            changed["cache"] = cache_policy or DEFAULT_CACHE_POLICY
-        if not isinstance(protocol, NotGiven):
-            if (protocol or "auto") not in PROTOCOLS:
-                raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-            changed["protocol"] = protocol or "auto"
         view = copy.copy(self)
-        view._options = dataclasses.replace(options, **changed)
+        view._options = self._options.changed(
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_policy=retry_policy,
+            priority=priority,
+            fairness_key=fairness_key,
+            cache_policy=cache_policy,
+            protocol=protocol,
+        )
         return view
 
     @property
@@ -538,7 +502,7 @@ class AsyncMagisterium:
     @property
     def is_closed(self) -> bool:
         """Whether :meth:`aclose` has run."""
-        return self._root._state is ClientState.CLOSED
+        return self._root._closed
 
     @property
     def max_response_bytes(self) -> int:
@@ -632,54 +596,12 @@ class AsyncMagisterium:
         """The Roman Martyrology entry for ``when`` (a date, or a text query), or ``None``."""
         return read_result(SAINTS, await self._send(SAINTS, when))
 
-    # The lookups: one method per row of LOOKUPS, each the skill's own id. The service
-    # states neither their artifacts' names nor their shapes, so each returns what came.
-
-    async def saint_lookup(self, query: str) -> Lookup:
-        """A saint, blessed, venerable or servant of God, by name or canonical id.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(SAINT_LOOKUP, query)
-
-    async def person_lookup(self, query: str) -> Lookup:
-        """A clergy figure (bishop, cardinal, archbishop, ...) by name or canonical id.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(PERSON_LOOKUP, query)
-
-    async def pope_lookup(self, query: str) -> Lookup:
-        """A pope by name or canonical id: reign, birth name, dates.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(POPE_LOOKUP, query)
-
-    async def diocese_lookup(self, query: str) -> Lookup:
-        """A diocese, archdiocese or eparchy by name or canonical id: its directory entry,
-        headline statistics and latest financials.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(DIOCESE_LOOKUP, query)
-
-    async def diocese_statistics_lookup(self, query: str) -> Lookup:
-        """A diocese's yearly statistics by name or canonical id, one row per year.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(DIOCESE_STATISTICS_LOOKUP, query)
-
-    async def _lookup(self, skill: Skill[str, Lookup], query: str) -> Lookup:
-        found = read_result(skill, await self._send(skill, query))
-        assert found is not None  # a lookup has no "nothing found" answer of its own
-        return found
+    # The lookups, one method per row of LOOKUPS named by its skill id.
+    saint_lookup = _lookup("saint_lookup")
+    person_lookup = _lookup("person_lookup")
+    pope_lookup = _lookup("pope_lookup")
+    diocese_lookup = _lookup("diocese_lookup")
+    diocese_statistics_lookup = _lookup("diocese_statistics_lookup")
 
     def _send(
         self, skill: Skill[Any, Any], argument: Any, context_id: str | None = None

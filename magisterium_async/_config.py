@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 __all__ = [
     "BASE_URL_ENV",
@@ -172,39 +172,24 @@ class RateLimits:
 
     default: float
     expensive: float
+    _: KW_ONLY
     period: float = 60.0
     default_concurrency: int | None = None
     expensive_concurrency: int | None = None
     adaptive: bool = True
     safety_margin: float | None = None
 
-    def __init__(
-        self,
-        default: float,
-        expensive: float,
-        *,
-        period: float = 60.0,
-        default_concurrency: int | None = None,
-        expensive_concurrency: int | None = None,
-        adaptive: bool = True,
-        safety_margin: float | None = None,
-    ) -> None:
-        object.__setattr__(self, "default", positive_number("default", default, infinite=True))
-        object.__setattr__(
-            self, "expensive", positive_number("expensive", expensive, infinite=True)
-        )
-        object.__setattr__(self, "period", positive_number("period", period))
-        for name, value in (
-            ("default_concurrency", default_concurrency),
-            ("expensive_concurrency", expensive_concurrency),
-        ):
-            if value is not None:
-                whole_number(name, value)
+    def __post_init__(self) -> None:
+        for name in ("default", "expensive"):
+            value = positive_number(name, getattr(self, name), infinite=True)
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "adaptive", boolean("adaptive", adaptive))
-        if safety_margin is not None:
-            safety_margin = non_negative_number("safety_margin", safety_margin)
-        object.__setattr__(self, "safety_margin", safety_margin)
+        object.__setattr__(self, "period", positive_number("period", self.period))
+        for name in ("default_concurrency", "expensive_concurrency"):
+            if getattr(self, name) is not None:
+                whole_number(name, getattr(self, name))
+        boolean("adaptive", self.adaptive)
+        if self.safety_margin is not None:
+            non_negative_number("safety_margin", self.safety_margin)
 
     @classmethod
     def pro(cls) -> RateLimits:
@@ -534,7 +519,7 @@ class CallOptions:
     travels whole from the client (or a view ``with_options`` made) to the call loop.
 
     Arguments:
-        timeouts: seconds per request, by pool.
+        timeouts: seconds per request, by pool (a number: the same for every call).
         retry: how failures and 429s are retried, and the call's total deadline.
         cache: what is kept and shared (a ``CachePolicy``).
         protocol: the A2A dialect spoken: ``"auto"``, ``"0.3"`` or ``"1.0"``.
@@ -542,19 +527,51 @@ class CallOptions:
         fairness_key: whom the call serves (``None``: nobody in particular).
     """
 
-    timeouts: Timeouts
-    retry: RetryPolicy
-    cache: CachePolicy
+    timeouts: Timeouts = DEFAULT_TIMEOUTS
+    retry: RetryPolicy = DEFAULT_RETRY_POLICY
+    cache: CachePolicy = DEFAULT_CACHE_POLICY
     protocol: ProtocolVersion = "auto"
     priority: Priority = "interactive"
     fairness_key: str | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "timeouts", Timeouts.of(self.timeouts))
+        for name, argument, kind in _TYPED:
+            if not isinstance(getattr(self, name), kind):
+                given = type(getattr(self, name)).__name__
+                raise TypeError(f"{argument} must be {kind.__name__} or None, not {given}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
         if self.priority not in ("interactive", "bulk"):
             raise ValueError(f"priority must be 'interactive' or 'bulk', got {self.priority!r}")
         if self.fairness_key is not None and not isinstance(self.fairness_key, str):
             name = type(self.fairness_key).__name__
             raise TypeError(f"fairness_key must be a str or None, not {name}")
+
+    def changed(self, **given: Any) -> CallOptions:
+        """These options, each given one changed, by the client's arguments' names
+        (``timeout``, ``max_retries``, ``retry_policy``, ``cache_policy``, ``protocol``,
+        ``priority``, ``fairness_key``): ``NOT_GIVEN`` keeps an option, ``None`` takes its
+        default back. ``max_retries`` applies to the retry policy, the one given with it
+        or else this one's."""
+        changes: dict[str, Any] = {}
+        for argument, value in given.items():
+            name = _FIELDS.get(argument, argument)
+            if not isinstance(value, NotGiven) and argument != "max_retries":
+                changes[name] = _DEFAULTS[name] if value is None else value
+        options = replace(self, **changes)
+        retries = given.get("max_retries", NOT_GIVEN)
+        if isinstance(retries, NotGiven):
+            return options
+        retries = DEFAULT_MAX_RETRIES if retries is None else retries
+        # RetryPolicy checks it (type and range), naming max_retries.
+        return replace(options, retry=replace(options.retry, max_retries=retries))
+
+
+# The client's argument for each option, where its name differs, and each one's default.
+_FIELDS = {"timeout": "timeouts", "retry_policy": "retry", "cache_policy": "cache"}
+_TYPED = (("retry", "retry_policy", RetryPolicy), ("cache", "cache_policy", CachePolicy))
+_DEFAULTS = {f.name: f.default for f in fields(CallOptions)}
 
 
 # The environment --------------------------------------------------------------------
