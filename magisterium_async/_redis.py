@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from magisterium_async._clock import wait_at_most
+from magisterium_async._clock import LoopClock, within
 from magisterium_async._errors import MagisteriumError, SharedQuotaError, masked_url
 
 __all__ = [
@@ -127,7 +127,7 @@ class Connection:
         """``await command``. Raises ``error`` when Redis refused (:func:`refusal`), and
         :class:`RedisUnavailable` when it did not answer."""
         try:
-            return await wait_at_most(self.timeout, command)
+            return await within(LoopClock(), self.timeout, command, asyncio.TimeoutError)
         except redis_errors() as exc:
             refused = refusal(exc, self.where)
             if refused is not None:
