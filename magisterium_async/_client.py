@@ -22,7 +22,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
@@ -147,7 +147,19 @@ def _check_arguments(
         raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
 
 
-def _lookup(skill_id: str) -> Callable[[AsyncMagisterium, str], Awaitable[Lookup]]:
+class _Lookup(Protocol):
+    """A lookup method, as the type checker sees it: bound to a client, it takes ``query``."""
+
+    def __get__(
+        self, client: AsyncMagisterium, owner: type[AsyncMagisterium] | None = None
+    ) -> _BoundLookup: ...
+
+
+class _BoundLookup(Protocol):
+    def __call__(self, query: str) -> Awaitable[Lookup]: ...
+
+
+def _lookup(skill_id: str) -> _Lookup:
     """The client method of a lookup of :data:`LOOKUPS`, documented by its row. The service
     states neither their artifacts' names nor their shapes, so each returns what came."""
     skill: Skill[str, Lookup] = next(s for s in LOOKUPS if s.id == skill_id)
@@ -168,68 +180,47 @@ class AsyncMagisterium:
     Use it as ``async with AsyncMagisterium() as client: ...``, or close it with
     :meth:`aclose`; a closed client cannot be reopened.
 
+    Every option but ``token`` is keyword-only; each ``None`` falls back as
+    ``docs/usage.md`` (Configuration) says.
+
     Args:
-        token: The API token; or a callable, sync or async, returning it (called before
-            each request). ``None``: ``$MAGISTERIUM_TOKEN``, else the sign-in
-            ``magisterium-async login`` stored, refreshed before it expires.
-        base_url: The A2A endpoint. ``None``: ``$MAGISTERIUM_BASE_URL``, else the
-            service's (:data:`DEFAULT_BASE_URL`). ``https://``, or ``http://`` to a
-            loopback host only.
-        rate_limits: The quota the client keeps to: calls wait for their pool rather than
-            spend the quota on 429s. ``None``: ``$MAGISTERIUM_QUOTA`` (``15/2``,
-            ``15/2/60`` or ``unlimited``, as ``--quota`` takes it), else the Pro plan's
-            (:meth:`RateLimits.pro`).
-        max_retries: Retries of a transient failure per call (default 2, or
-            ``retry_policy``'s).
-        timeout: Seconds per request: one number for every call, or :class:`Timeouts` to
-            set ``catholic_qa``'s apart (defaults: 300 s for it, 30 s for the others).
+        token: The API token, or a callable (sync or async) returning it before each
+            request. ``None``: ``$MAGISTERIUM_TOKEN``, else the stored sign-in.
+        base_url: The A2A endpoint (``$MAGISTERIUM_BASE_URL``, else
+            :data:`DEFAULT_BASE_URL`): ``https://``, or ``http://`` to a loopback host.
+        rate_limits: The quota calls wait for rather than spend on 429s
+            (``$MAGISTERIUM_QUOTA``, else :meth:`RateLimits.pro`).
+        max_retries: Retries of a transient failure per call (default:
+            ``retry_policy``'s, 2).
+        timeout: Seconds per request: one number, or :class:`Timeouts` (30 s; 300 s for
+            ``catholic_qa``).
         max_concurrency: Requests in flight at most, over all pools.
-        retry_policy: How failures are retried and how long a call may take in all
-            (default :data:`DEFAULT_RETRY_POLICY`).
-        clock: Where the client reads the time and waits (default: the event loop's;
-            ``magisterium_async.testing.VirtualClock`` for tests in virtual time).
-        on_event: Called with every event of the client (a :class:`PoolEvent`: a request
-            sent or answered, a retry with its delay, a 429, a pause, a wait for quota, a
-            refresh, a cache hit; see ``docs/observability.md``).
+        retry_policy: Retries, 429 waits and a call's deadline
+            (:data:`DEFAULT_RETRY_POLICY`).
+        clock: Where time is read and waited (the loop's; ``testing.VirtualClock``).
+        on_event: Called with every :class:`PoolEvent` (``docs/observability.md``).
         trace_configs: aiohttp tracing, passed to its session.
-        shared_quota: A Redis URL or a :class:`SharedQuota`: the rate limits are shared
-            with every process on the same token, on any host.
-        credentials: Where the sign-in of ``magisterium-async login`` is stored: a path
-            or a ``redis://`` URL. ``None``: ``$MAGISTERIUM_CREDENTIALS``, else the
-            user's configuration directory.
-        max_response_bytes: The largest answer read, decompressed (default 64 MiB): a
-            larger one raises :class:`ResponseTooLargeError` as soon as it passes the
-            cap, so a broken proxy or a gzip bomb cannot exhaust memory.
-        transport: Replaces the network (``magisterium_async.testing.MockTransport``
-            answers from a function, for unit tests).
-        proxy: An ``http://`` or ``https://`` proxy URL (credentials allowed, never
-            shown) every request goes through.
-        trust_env: Without ``proxy``, whether the environment's proxies are used, as
-            requests and httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``,
-            in either case; read when the client is made).
-        tracer_provider: OpenTelemetry's (with the ``[otel]`` extra; default: the global
-            one): a CLIENT span per protocol call.
-        meter_provider: OpenTelemetry's (default: the global one): the client's metrics.
-            With neither provider configured nothing is recorded.
-        cache: Where answers are kept so that none is paid for twice: ``"memory"``, the
-            path of a file (kept between runs, shared by the processes that name it) or a
-            ``redis://`` / ``rediss://`` URL (one cache for every process and host naming
-            it; the same server may hold ``shared_quota``). ``None``: ``$MAGISTERIUM_CACHE``
-            (the same forms), else no cache; identical calls to the idempotent skills
-            made while one is in flight still share its request. A call the cache
-            answers spends no quota and sends nothing; a cache that fails is bypassed
-            with one warning, never a failed call.
-        cache_policy: What is kept for how long, and what is shared (default
-            :data:`DEFAULT_CACHE_POLICY`: ``catholic_qa`` neither).
-        protocol: The A2A dialect spoken. ``"auto"`` (the default): the service's own
-            (A2A 0.3 JSON-RPC), and A2A 1.0 where the agent card offers it; the card is
-            read when asked for (:meth:`agent_card`, :meth:`list_tasks`) or after a call
-            is refused as "method not found" or "version not supported", so a server of
-            today's dialect costs no request more. ``"0.3"`` or ``"1.0"``: that one
-            alone; the card is never read for it. Every method, model and error reads
-            the same in both.
-        extensions: URIs of A2A extensions to ask for on every request (the
-            ``A2A-Extensions`` header; ``X-A2A-Extensions`` in 0.3).
+        shared_quota: A Redis URL or :class:`SharedQuota`: the quota shared with every
+            process on the same account, on any host.
+        credentials: Where ``magisterium-async login`` stored the sign-in: a path or a
+            Redis URL (``$MAGISTERIUM_CREDENTIALS``, else the user's config directory).
+        max_response_bytes: The largest answer read, decompressed (64 MiB); past it,
+            :class:`ResponseTooLargeError`.
+        transport: Replaces the network (``testing.MockTransport``, for unit tests).
+        proxy: An ``http(s)://`` proxy URL every request goes through.
+        trust_env: Without ``proxy``, whether ``HTTPS_PROXY``, ``HTTP_PROXY`` and
+            ``NO_PROXY`` are used.
+        tracer_provider: OpenTelemetry's (the global one by default): a span per call.
+        meter_provider: OpenTelemetry's (the global one by default): the metrics.
+        cache: Where answers are kept: ``"memory"``, a file's path or a Redis URL
+            (``$MAGISTERIUM_CACHE``, else none; ``docs/caching.md``). A cache that fails
+            is bypassed with one warning, never a failed call.
+        cache_policy: What is kept for how long, and what is shared
+            (:data:`DEFAULT_CACHE_POLICY`: ``catholic_qa`` neither).
+        protocol: The A2A dialect: ``"auto"`` (0.3, and 1.0 where the agent card offers
+            it, read only when needed), ``"0.3"`` or ``"1.0"``
+            (``docs/protocol-versions.md``).
+        extensions: URIs of A2A extensions asked for on every request.
 
     Raises:
         TypeError: An argument of the wrong type.
@@ -432,19 +423,13 @@ class AsyncMagisterium:
         lifetime, with these options changed (the OpenAI SDK's ``with_options``).
 
         One rule for every option: left out (``NOT_GIVEN``), it is this client's; ``None``
-        takes the constructor's default back (``fairness_key=None``: no key). These are
-        every option that can differ per call on shared connections and pools; the rest
-        (the quota, the connections, the token) belong to the client that owns them.
-
-        ``priority`` is ``"interactive"`` (the default of single calls: within a pool, a
-        waiting interactive call starts before every waiting bulk call) or ``"bulk"`` (the
-        default of ``search_many``, ``fetch_many`` and ``harvest``; bulk calls still get all
-        the quota interactive ones leave). ``fairness_key`` names whom the calls serve:
-        within one priority, waiting calls are served round-robin across keys, so one key's
-        thousand calls never hold another key's first call back. ``max_retries`` applies
-        to ``retry_policy`` (the one given here, else this client's). ``protocol`` is the
-        A2A dialect the view's calls speak (``"auto"``: from the agent card, shared with
-        this client). Closing this client closes every view; ``aclose()`` on a view closes
+        takes the constructor's default back (``fairness_key=None``: no key). The quota, the
+        connections and the token belong to the client that owns them. ``max_retries``
+        applies to ``retry_policy`` (the one given here, else this client's). ``priority``
+        (``"interactive"``, single calls' default; ``"bulk"``, the batches') and
+        ``fairness_key`` (whom the calls serve, round-robin within a priority) place calls
+        in their pool's line: ``docs/rate-limits.md``. ``protocol``: the A2A dialect of the
+        view's calls. Closing this client closes every view; ``aclose()`` on a view closes
         nothing.
         """
         view = copy.copy(self)
