@@ -108,8 +108,6 @@ from magisterium_async._skills import (
 )
 from magisterium_async._telemetry import Telemetry
 
-__all__ = ["AsyncMagisterium"]
-
 IteratorT = TypeVar("IteratorT", bound="Batch[Any, Any] | Harvest")
 
 

@@ -17,8 +17,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
-__all__ = ["Clock", "LoopClock", "VirtualClock", "within"]
-
 # A bound on the loop iterations of one settle, so a task that busy-yields cannot hang a test.
 _SETTLE_LIMIT = 10_000
 # Iterations of one settle on loops that do not expose their run queue (uvloop).

@@ -35,49 +35,6 @@ from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
-__all__ = [
-    "BASE_URL_ENV",
-    "CACHE_ENV",
-    "CREDENTIALS_ENV",
-    "DEFAULT_BASE_URL",
-    "DEFAULT_CACHE_POLICY",
-    "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_MAX_RESPONSE_BYTES",
-    "DEFAULT_MAX_RETRIES",
-    "DEFAULT_RETRY_POLICY",
-    "DEFAULT_RULES",
-    "DEFAULT_TIMEOUTS",
-    "LOG_ENV",
-    "MAX_RETRIES_CEILING",
-    "NOT_GIVEN",
-    "PROTOCOLS",
-    "QUOTA_ENV",
-    "REDIS_URL_ENV",
-    "TOKEN_ENV",
-    "CachePolicy",
-    "CacheRule",
-    "CallOptions",
-    "NotGiven",
-    "PoolName",
-    "Priority",
-    "ProtocolVersion",
-    "RateLimits",
-    "RetryPolicy",
-    "Timeouts",
-    "base_url",
-    "boolean",
-    "cache_from_env",
-    "fraction",
-    "non_negative_number",
-    "number",
-    "parse_quota",
-    "positive_number",
-    "quota_from_env",
-    "redis_url",
-    "token_from_env",
-    "whole_number",
-]
-
 # Number checks: each returns the value, or raises naming it.
 
 

@@ -59,45 +59,6 @@ from multidict import CIMultiDict, CIMultiDictProxy
 if TYPE_CHECKING:
     from magisterium_async._models import Task
 
-__all__ = [
-    "APIConnectionError",
-    "APIResponseError",
-    "APITimeoutError",
-    "AuthenticationError",
-    "CacheError",
-    "ClientClosedError",
-    "CredentialsError",
-    "InternalServerError",
-    "InvalidParamsError",
-    "InvalidRequestError",
-    "JSONRPCError",
-    "LoginRequiredError",
-    "MagisteriumError",
-    "MalformedResponseError",
-    "MethodNotFoundError",
-    "NotSupportedError",
-    "OAuthError",
-    "OutputFileError",
-    "ParseError",
-    "PlanRequiredError",
-    "RateLimitError",
-    "ResponseTooLargeError",
-    "SharedQuotaError",
-    "SkillNotFoundError",
-    "StateError",
-    "TLSError",
-    "TaskFailedError",
-    "TaskNotCancelableError",
-    "TaskNotFoundError",
-    "UnexpectedStatusError",
-    "VersionNotSupportedError",
-    "error_for_status",
-    "error_from_jsonrpc",
-    "is_transient",
-    "masked_url",
-    "with_answer",
-]
-
 _NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
 
 

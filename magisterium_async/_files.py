@@ -23,8 +23,6 @@ from typing import Literal
 
 from magisterium_async._errors import MagisteriumError
 
-__all__ = ["FileKind", "aread_text", "describe", "kind_of", "text_of"]
-
 FileKind = Literal[
     "missing", "file", "directory", "fifo", "character device", "block device", "socket"
 ]

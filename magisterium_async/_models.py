@@ -13,36 +13,6 @@ from typing import Any
 
 import msgspec
 
-__all__ = [
-    "MAX_ANSWER_DEPTH",
-    "MAX_DEPTH",
-    "TASK_DECODER",
-    "AgentCapabilities",
-    "AgentCard",
-    "AgentInterface",
-    "AgentSkill",
-    "Answer",
-    "Artifact",
-    "Citation",
-    "DataPart",
-    "Document",
-    "FileContent",
-    "FilePart",
-    "Lookup",
-    "Message",
-    "Part",
-    "SearchResult",
-    "Task",
-    "TaskPage",
-    "TaskState",
-    "TaskStatus",
-    "TextPart",
-    "deeper_than",
-    "json_deeper_than",
-    "opening_brackets",
-    "task_deeper_than",
-]
-
 MAX_DEPTH = 64
 """How deep a free-form JSON value (``data``, ``metadata``, ``error.data``) may nest.
 

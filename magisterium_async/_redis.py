@@ -35,21 +35,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from magisterium_async._clock import LoopClock, within
 from magisterium_async._errors import MagisteriumError, SharedQuotaError, masked_url
 
-__all__ = [
-    "FORMS",
-    "Connection",
-    "RedisUnavailable",
-    "check_redis",
-    "connect",
-    "describe",
-    "is_client",
-    "looks_like_redis",
-    "masked_url",
-    "redis_errors",
-    "refusal",
-    "token_key",
-]
-
 T = TypeVar("T")
 Refused = Callable[[str], Exception]
 """What a feature raises for a Redis it cannot use, given the message (its error class)."""
