@@ -110,21 +110,19 @@ class RateLimits:
     """Requests allowed per ``period`` seconds in each of the service's two quota pools.
 
     ``catholic_qa`` draws on ``expensive``; every other skill on ``default``; ``tasks/get``
-    and ``tasks/cancel`` on neither. The client guarantees that no interval of ``period``
-    seconds holds more than the configured number of request starts in a pool, so a client
-    configured to its plan's quota never trips it with its own traffic.
+    and ``tasks/cancel`` on neither. No interval of ``period`` seconds holds more than the
+    configured number of request starts in a pool, so a client configured to its plan's
+    quota never trips it with its own traffic.
 
     ``default_concurrency`` / ``expensive_concurrency`` cap the requests in flight per pool
-    (``None``, the default for both: only ``max_concurrency`` applies; the service documents
-    no cap on calls in flight, only the rate). ``adaptive`` lets a pool lower its rate to
-    what the server allowed over its window after a 429 (the quota is shared with the
-    user's MCP calls, or the numbers are wrong), and probe back up once 429s stop.
-    ``safety_margin`` (seconds, default
-    ``min(0.02 * period, 1)``) widens the window against network jitter between the client's
-    clock and the server's.
+    (``None``: only ``max_concurrency`` applies; the service caps only the rate).
+    ``adaptive`` lets a pool lower its rate to what the server allowed after a 429 (the
+    quota is shared with the user's MCP calls, or the numbers are wrong) and probe back up
+    once 429s stop. ``safety_margin`` (seconds, default ``min(0.02 * period, 1)``) widens
+    the window against jitter between the client's clock and the server's.
 
-    Use a preset (:meth:`pro`, :meth:`organization`) or :meth:`unlimited` for the emulator
-    and for Enterprise quotas you have no number for.
+    Presets: :meth:`pro`, :meth:`organization`; :meth:`unlimited` for the emulator and for
+    Enterprise quotas you have no number for.
     """
 
     default: float
@@ -233,29 +231,22 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How transient failures and rate limits are retried.
+    """How transient failures and 429s are retried, and how long one call may take.
 
     Connection errors, timeouts, HTTP 5xx and -32603 are retried up to ``max_retries``
-    times (at most 100: a call must end), waiting
-    ``min(initial_backoff * 2**n, max_backoff)`` with jitter.
+    times (at most 100: a call must end), after ``min(initial_backoff * 2**n,
+    max_backoff)`` with jitter; a ``catholic_qa`` call that timed out only with
+    ``retry_expensive_timeouts`` (it may have run and spent the scarce expensive quota).
 
-    A 429 waits the service's ``retryAfter`` (or ``Retry-After``), at least
-    ``min_retry_after * 2**n`` for the call's n-th 429 (so a wait of 0, or a tiny one, can
-    never make a hot loop) and at most ``max_retry_after``; ``fallback_retry_after`` when
-    the service gave no usable wait; longer when its pool is paused for longer (the pool
-    decides the wait, and whether every call waits). 429s do not count against
-    ``max_retries``; once the waits of one call add up to more than ``rate_limit_budget``
-    seconds, the :class:`RateLimitError` is raised, so one call sends a bounded number of requests
-    whatever the service answers (17 with the defaults). ``retry_expensive_timeouts`` is
-    off by default: a ``catholic_qa`` call that timed out may have run and spent the
-    scarce expensive quota.
+    A 429 waits the service's ``retryAfter`` (or ``Retry-After``; ``fallback_retry_after``
+    when it gave none), at least ``min_retry_after * 2**n`` for the call's n-th 429 (never
+    a hot loop) and at most ``max_retry_after``, or longer while its pool is paused. 429s
+    spend no retry; once one call's waits pass ``rate_limit_budget`` seconds its
+    :class:`RateLimitError` is raised (17 requests at most with the defaults).
 
-    ``total_timeout`` (seconds, default ``None``: no bound) is the deadline of one call as a
-    whole: waiting for its pool, every attempt, the backoffs and the rate-limit waits; when
-    it passes, whatever the call is doing is cancelled and it raises
-    :class:`APITimeoutError`. A 429 whose wait would end after the deadline is
-    raised at once as the :class:`RateLimitError` (its ``retry_after`` says when to come
-    back) rather than slept on until the deadline.
+    ``total_timeout`` (``None``: no bound) is the deadline of a call as a whole (its wait
+    for the pool, every attempt and every wait): past it the call is cancelled and raises
+    :class:`APITimeoutError`, and a 429 whose wait would pass it is raised at once.
     """
 
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -429,10 +420,8 @@ class CachePolicy:
                 )
         object.__setattr__(self, "rules", MappingProxyType(rules))
         _seconds("not_found", self.not_found)
-        for name in ("max_entries", "max_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+        whole_number("max_entries", self.max_entries)
+        whole_number("max_bytes", self.max_bytes)
 
     def rule(self, skill_id: str) -> CacheRule:
         """The rule of ``skill_id``: not cached, not coalesced when the table lacks it."""
@@ -543,20 +532,19 @@ _LOG_LEVELS = {"debug": 10, "info": 20}  # logging.DEBUG, logging.INFO
 
 
 def _read(name: str) -> str | None:
-    return os.environ.get(name) or None
+    """``$name`` without surrounding whitespace; ``None`` when it is unset or blank."""
+    return os.environ.get(name, "").strip() or None
 
 
 def token_from_env() -> str | None:
     """``$MAGISTERIUM_TOKEN`` (stripped), or ``None`` when it is unset or blank."""
-    return (_read(TOKEN_ENV) or "").strip() or None
+    return _read(TOKEN_ENV)
 
 
 def base_url(given: str | None) -> str:
     """The endpoint: ``given`` (an empty one included: it is refused, never taken for the
     service's), else ``$MAGISTERIUM_BASE_URL`` (set and not blank), else the service's."""
-    if given is not None:
-        return given
-    return (_read(BASE_URL_ENV) or "").strip() or DEFAULT_BASE_URL
+    return given if given is not None else _read(BASE_URL_ENV) or DEFAULT_BASE_URL
 
 
 def redis_url(given: str | None) -> str | None:
@@ -567,13 +555,13 @@ def redis_url(given: str | None) -> str | None:
 def cache_from_env() -> str | None:
     """``$MAGISTERIUM_CACHE`` (stripped): ``memory``, a file's path or a Redis URL, as
     ``cache=`` takes them; ``None`` when it is unset or blank."""
-    return (_read(CACHE_ENV) or "").strip() or None
+    return _read(CACHE_ENV)
 
 
 def log_level() -> int | None:
     """``$MAGISTERIUM_LOG`` as a :mod:`logging` level (``info``, ``debug``, in any case);
     ``None`` when unset; ``ValueError`` naming it for any other value."""
-    value = (_read(LOG_ENV) or "").strip().lower()
+    value = (_read(LOG_ENV) or "").lower()
     if not value:
         return None
     if value not in _LOG_LEVELS:
@@ -617,8 +605,8 @@ def quota_from_env() -> RateLimits | None:
 
     A value that is not a quota is a ``ValueError`` naming the variable.
     """
-    text = os.environ.get(QUOTA_ENV, "").strip()
-    if not text:
+    text = _read(QUOTA_ENV)
+    if text is None:
         return None
     try:
         return parse_quota(text)
