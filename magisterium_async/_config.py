@@ -6,24 +6,9 @@ is not a number at all (``True`` is not one, though Python counts it as an ``int
 :class:`ValueError` when it is out of range (NaN always is), the message naming the
 argument and echoing the value.
 
-The environment, and how each setting falls back, so the client, ``login`` and every
-command agree:
-
-- the token: ``token=`` (or ``--token-file``), then ``$MAGISTERIUM_TOKEN``, then the
-  stored sign-in of ``magisterium-async login``;
-- where that sign-in lives: ``credentials=`` (or ``--credentials``), then
-  ``$MAGISTERIUM_CREDENTIALS``, then the user's configuration directory;
-- the endpoint: ``base_url=`` (or ``--base-url``), then ``$MAGISTERIUM_BASE_URL``, then
-  the service's own (:data:`DEFAULT_BASE_URL`);
-- the Redis that shares a quota or a sign-in: ``url=`` (or ``--redis``), then
-  ``$MAGISTERIUM_REDIS_URL``, else none;
-- the client's quota: ``rate_limits=`` (or ``--quota``), then ``$MAGISTERIUM_QUOTA`` (in
-  ``--quota``'s words: :func:`parse_quota`), then the Pro plan's;
-- where answers are kept: ``cache=`` (or ``--cache``), then ``$MAGISTERIUM_CACHE``
-  (``memory``, a file's path or a Redis URL), else no cache.
-
-An empty variable counts as unset; a token is read without its surrounding whitespace
-(a blank one is no token).
+Each ``MAGISTERIUM_*`` variable stands in for its argument (or the command line's option)
+when that is not given, as ``docs/usage.md`` (Configuration) tabulates; an empty or blank
+variable counts as unset, and a value is read without its surrounding whitespace.
 """
 
 from __future__ import annotations
@@ -334,16 +319,6 @@ _HOUR = 3600.0
 _DAY = 24 * _HOUR
 
 
-def _seconds(name: str, value: object) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
-
-
 @dataclass(frozen=True)
 class CacheRule:
     """How one skill's answers are kept and shared.
@@ -361,7 +336,7 @@ class CacheRule:
 
     def __post_init__(self) -> None:
         if self.fresh is not None:
-            _seconds("fresh", self.fresh)
+            positive_number("fresh", self.fresh)
 
 
 DEFAULT_RULES: Mapping[str, CacheRule] = MappingProxyType(
@@ -419,7 +394,7 @@ class CachePolicy:
                     f"rules[{skill_id!r}] must be a CacheRule, not {type(rule).__name__}"
                 )
         object.__setattr__(self, "rules", MappingProxyType(rules))
-        _seconds("not_found", self.not_found)
+        positive_number("not_found", self.not_found)
         whole_number("max_entries", self.max_entries)
         whole_number("max_bytes", self.max_bytes)
 
