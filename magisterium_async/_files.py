@@ -56,16 +56,9 @@ def kind_of(path: str | os.PathLike[str]) -> FileKind:
 
 
 def describe(kind: FileKind) -> str:
-    """The kind as a message says it: ``"a directory"``, ``"a FIFO"``, ``"nothing"``."""
-    return {
-        "missing": "nothing",
-        "file": "a file",
-        "directory": "a directory",
-        "fifo": "a FIFO (named pipe)",
-        "character device": "a character device",
-        "block device": "a block device",
-        "socket": "a socket",
-    }[kind]
+    """The kind as a message says it: ``"a directory"``, ``"a FIFO (named pipe)"``,
+    ``"nothing"``."""
+    return {"missing": "nothing", "fifo": "a FIFO (named pipe)"}.get(kind, f"a {kind}")
 
 
 def text_of(raw: bytes, path: str | os.PathLike[str], what: str) -> str:
