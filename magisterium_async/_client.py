@@ -70,7 +70,7 @@ from magisterium_async._harvest import (
     OnError,
 )
 from magisterium_async._http._base import HTTPTransport
-from magisterium_async._http._dialect import Dialect, ProtocolVersion, offered
+from magisterium_async._http._dialect import Dialect, ProtocolVersion
 from magisterium_async._http._jsonrpc import JSONRPCClient, endpoint
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
@@ -854,9 +854,3 @@ class AsyncMagisterium:
         """
         self._open()
         return await self._caller.negotiation(self._options.protocol).card()
-
-    async def card_protocol(self) -> str:
-        """The A2A version the agent card offers: ``"1.0"`` where it names an A2A 1.0
-        JSON-RPC interface, else ``"0.3"`` (the service's own card, 0.2.6, is this
-        dialect). Reads the card (cached; no quota)."""
-        return offered(await self.agent_card(), self.base_url, self._caller.events).version
