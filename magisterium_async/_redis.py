@@ -1,19 +1,12 @@
 """Connecting to Redis: the one place that turns what a user gives for a shared feature (the
 shared quota, the cache, the sign-in) into a connected redis-py asyncio client.
 
-What is taken (:data:`FORMS` says it in every error):
-
-- ``redis://``, ``rediss://`` (TLS: ``?ssl_ca_certs=PATH`` and redis-py's other URL
-  options), ``unix://``, with an ACL user and password;
-- ``redis+cluster://HOST:PORT[,HOST:PORT...][/?options]``: a Redis or Valkey Cluster
-  (``rediss+cluster://`` over TLS). Every key of one account carries one hash tag, so a
-  Lua script's keys share a slot;
-- ``redis+sentinel://[USER:PASS@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``: the primary
-  Sentinel names for ``SERVICE``, asked again after each lost connection, so a failover is
-  followed. The user and password are the primary's; the Sentinels' own, if they need any,
-  are ``?sentinel_username=`` and ``?sentinel_password=``;
-- a ready redis-py asyncio client (``Redis``, ``RedisCluster``, or one from
-  ``Sentinel.master_for``): used as it is, and never closed (the application owns it).
+What is taken: a URL of one of :data:`FORMS` (every error about one names them), with the
+details ``docs/rate-limits.md`` (Redis as production runs it) tabulates, or a ready
+redis-py asyncio client, used as it is and never closed (the application owns it). A
+cluster's keys of one account carry one hash tag, so a Lua script's keys share a slot; a
+Sentinel is asked again for the primary after each lost connection, so a failover is
+followed.
 
 One rule for a Redis that fails, whichever feature asks: a refusal (the user or password,
 an ACL user's commands, the TLS certificate) is raised at once as the feature's own error
