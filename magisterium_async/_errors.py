@@ -446,13 +446,6 @@ def error_for_status(
     return with_answer(error, status=status, headers=headers, jsonrpc_id=jsonrpc_id)
 
 
-def error_from_jsonrpc(
-    code: object, message: object, data: Any, *, status: int, **answer: Any
-) -> MagisteriumError:
-    """:func:`error_for_status` for a JSON-RPC error object (the transport's call)."""
-    return error_for_status(status, message, code=code, data=data, **answer)
-
-
 def with_answer(
     error: E,
     *,
