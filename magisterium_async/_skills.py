@@ -196,11 +196,6 @@ def _day(when: str | dt.date) -> str | dt.date:
     return require_query("when", when)
 
 
-def _readings(when: str | dt.date) -> list[Part]:
-    day = _day(when)  # the skill takes a day in words only: a date's ISO text is one
-    return [TextPart(text=day if isinstance(day, str) else day.isoformat())]
-
-
 def _saints(when: str | dt.date) -> list[Part]:
     day = _day(when)
     if isinstance(day, str):
@@ -422,7 +417,7 @@ MASS_READINGS: Skill[str | dt.date, str] = Skill(
     "liturgical_readings",
     "default",
     "mass_readings",
-    _readings,
+    lambda when: [TextPart(text=str(_day(when)))],  # words only: a date as its ISO text
     _text_answer,
     description="The readings of the Catholic Mass for a day (first reading, psalm, "
     "second reading, gospel).",
