@@ -26,9 +26,9 @@ from typing import BinaryIO
 
 import anyio.to_thread
 
-from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli._command import Command
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import plural
+from magisterium_async._cli._output import Output, plural
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest import HarvestLock, HarvestState, OutputMark, why_not_written
@@ -201,8 +201,7 @@ async def _open_state(path: str) -> HarvestState:
     )
 
 
-async def _run(invocation: Invocation) -> int:
-    args, output = invocation.args, invocation.output
+async def _run(args: argparse.Namespace, output: Output) -> int:
     path: str = args.state
     out = None if args.out in (None, "-") else args.out
     stream = out is None or kind_of(out) in ("fifo", "character device")  # never linked
