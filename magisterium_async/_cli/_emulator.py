@@ -83,19 +83,21 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="enforce the Pro plan's quota: 15 requests a minute, 2 for catholic_qa",
     )
-    for flag, metavar, help in (
-        ("--default-limit", "N", "requests per period for every skill but catholic_qa (15)"),
-        ("--expensive-limit", "N", "catholic_qa requests per period (2)"),
-        ("--period", "SECONDS", "the period's length (60)"),
+    for flag, dest, metavar, help in (
+        ("--default-limit", "default", "N", "requests per period for all but catholic_qa (15)"),
+        ("--expensive-limit", "expensive", "N", "catholic_qa requests per period (2)"),
+        ("--period", "period", "SECONDS", "the period's length (60)"),
     ):
         limits(
             flag,
+            dest=dest,
             type=number(float, 0, above=True),
             metavar=metavar,
             help=f"{help}; implies --limits",
         )
     limits(
         "--window",
+        dest="algorithm",
         choices=("fixed", "sliding", "token_bucket"),
         help="how a period is counted (default: sliding, the strictest); implies --limits",
     )
@@ -125,48 +127,37 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_FLAGS = {
+    "default": "--default-limit",
+    "expensive": "--expensive-limit",
+    "fault rates": "--error-rate, --drop-rate and --rate-limit-rate, shares of the requests,",
+}
+"""The emulator's words for what flags set together, and the flags' names."""
+
+
 def _config(args: argparse.Namespace) -> EmulatorConfig:
+    """The emulator the flags describe; flags right alone and wrong together (a limit under
+    1 a period, which only a token bucket keeps; fault rates over 1) refused by name."""
     from magisterium_async.testing import EmulatorConfig, FaultConfig, RateLimitConfig
 
-    tuned = (args.default_limit, args.expensive_limit, args.period, args.window)
-    rates = (args.error_rate, args.drop_rate, args.rate_limit_rate)
-    if sum(rates) > 1:
-        raise CliError(
-            "--error-rate, --drop-rate and --rate-limit-rate are shares of the requests: "
-            f"they must add up to at most 1, got {sum(rates):g}",
-            ExitCode.USAGE,
+    given = vars(args)
+    limits = {k: given[k] for k in ("default", "expensive", "period", "algorithm") if given[k]}
+    rates = {k: given[k] for k in ("error_rate", "drop_rate", "rate_limit_rate")}
+    try:
+        return EmulatorConfig(
+            tokens={args.token: "pro"},
+            rate_limits=RateLimitConfig(**limits) if args.limits or limits else None,
+            faults=FaultConfig(seed=args.seed, latency=args.latency, **rates)
+            if any(rates.values()) or args.latency
+            else None,
+            qa_latency=args.qa_latency,
+            corpus=corpus(args.synthetic, args.seed),
+            token_lifetime=args.token_lifetime,
+            protocol=args.protocol,
         )
-    limits = None
-    if args.limits or any(value is not None for value in tuned):
-        try:
-            limits = RateLimitConfig(
-                15.0 if args.default_limit is None else args.default_limit,
-                2.0 if args.expensive_limit is None else args.expensive_limit,
-                period=60.0 if args.period is None else args.period,
-                algorithm=args.window or "sliding",
-            )
-        except ValueError as exc:  # a limit under 1 a period, which only a token bucket keeps
-            raise CliError(
-                re.sub(r"^(default|expensive)", r"--\1-limit", str(exc)), ExitCode.USAGE
-            ) from None
-    faults = None
-    if any(rates) or args.latency:
-        faults = FaultConfig(
-            seed=args.seed,
-            latency=args.latency,
-            error_rate=args.error_rate,
-            drop_rate=args.drop_rate,
-            rate_limit_rate=args.rate_limit_rate,
-        )
-    return EmulatorConfig(
-        tokens={args.token: "pro"},
-        rate_limits=limits,
-        faults=faults,
-        qa_latency=args.qa_latency,
-        corpus=corpus(args.synthetic, args.seed),
-        token_lifetime=args.token_lifetime,
-        protocol=args.protocol,
-    )
+    except ValueError as exc:
+        said = re.sub(r"^(default|expensive|fault rates)\b", lambda m: _FLAGS[m[1]], str(exc))
+        raise CliError(said, ExitCode.USAGE) from None
 
 
 async def _serve(args: argparse.Namespace, output: Output) -> int:
