@@ -217,19 +217,19 @@ async def _run(args: argparse.Namespace, output: Output) -> int:
             await state.aclose()
     finally:
         lock.release()
-    if output.json:  # on stderr, as the harvest's summary: stdout may be the data
-        record = {"documents": sink.count, "format": args.format, "out": out, "state": path}
-        print(json.dumps({**record, "bytes": sink.size}), file=sys.stderr, flush=True)
-    output.note(
+    # On stderr, as the harvest's summary: stdout may be the data.
+    lines = [
         f"Rebuilt {plural(sink.count, 'document')} from {path} → {out or 'stdout'} "
         f"({args.format}, {sink.size:,} bytes); nothing was sent"
-    )
+    ]
     if not stream and args.format == "jsonl":
-        output.note(
+        lines.append(
             f"  {out} is now this harvest's output: continue the harvest into it with "
             f"--out {shlex.quote(out or '')} --state {shlex.quote(path)} --resume, or move "
             "it in place of the old output and run the harvest as before"
         )
+    record = {"documents": sink.count, "format": args.format, "out": out, "state": path}
+    output.summary({**record, "bytes": sink.size}, lambda: lines)
     return ExitCode.OK
 
 
