@@ -32,12 +32,11 @@ from magisterium_async._redis import RedisUnavailable, looks_like_redis
 
 if TYPE_CHECKING:  # the client, and the network stack with it, load when a command runs
     from magisterium_async._client import AsyncMagisterium
-    from magisterium_async._events import PoolEvent
+    from magisterium_async._events import OnEvent
     from magisterium_async.testing import Corpus
 
-__all__ = ["OnEvent", "check_redis", "corpus", "open_client", "quota_of"]
+__all__ = ["check_redis", "corpus", "open_client", "quota_of"]
 
-OnEvent = Callable[["PoolEvent"], None]
 MAX_TOKEN = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
 REDIS_CHECK_TIMEOUT = 5.0  # seconds a Redis named has to answer, before anything is made
 
