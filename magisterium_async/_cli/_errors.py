@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import enum
-import errno
 import re
 
 from magisterium_async._errors import (
@@ -169,9 +168,10 @@ def describe(error: BaseException, attempts: int = 1) -> str:
     if isinstance(error, OSError) and error.strerror:
         if error.filename is not None:
             return f"{error.filename}: {error.strerror}"
+        from magisterium_async._harvest import why_not_written  # loads when it is said
+
         # A write to stdout: the one file the command line has not named.
-        why = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only"}
-        return f"cannot write stdout: {why.get(error.errno or 0, error.strerror.lower())}"
+        return f"cannot write stdout: {why_not_written(error)}"
     if isinstance(error, MagisteriumError | ValueError | CliError):
         return text
     return f"{type(error).__name__}: {text}"
