@@ -15,8 +15,9 @@ GET too), read top to bottom:
 5. a transient failure (connection, timeout, 5xx, -32603): up to ``max_retries`` tries
    more, each after a backoff outside the pool's turn;
 6. a refusal that may be the dialect's ("method not found", "version not supported"):
-   once more in the dialect the agent card offers, if it offers another (see
-   :class:`._http._card.Negotiation`);
+   with ``protocol="auto"``, once more in the dialect the agent card offers, if it offers
+   another (the card is read only then, or when asked for: today's service costs no
+   request more);
 7. the deadline (``RetryPolicy.total_timeout``): the client bounds the whole call by it;
    here a 429 whose wait would end after it is raised at once.
 
@@ -33,21 +34,28 @@ from typing import Any, Literal, NoReturn, TypeVar
 
 from magisterium_async._auth import TokenSource
 from magisterium_async._clock import Clock, within
-from magisterium_async._config import CallOptions, PoolName
+from magisterium_async._config import PROTOCOLS, CallOptions, PoolName, ProtocolVersion
 from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
     MagisteriumError,
     MethodNotFoundError,
+    NotSupportedError,
     RateLimitError,
     VersionNotSupportedError,
     is_transient,
 )
-from magisterium_async._events import AnswerEvent, OnEvent, RetryEvent, error_type
-from magisterium_async._http._card import CardReader, Negotiation, get_card
-from magisterium_async._http._dialect import Dialect, ProtocolVersion
-from magisterium_async._http._jsonrpc import JSONRPCClient, encode_params
+from magisterium_async._events import AnswerEvent, OnEvent, RetryEvent, error_type, notice
+from magisterium_async._http import (
+    V03,
+    V10,
+    CardReader,
+    Dialect,
+    JSONRPCClient,
+    encode_params,
+    offered,
+)
 from magisterium_async._models import AgentCard
 from magisterium_async._ratelimit import Permit, Scheduler
 
@@ -103,33 +111,42 @@ class Caller:
         card_options: CallOptions,
         on_card: Callable[[AgentCard], None],
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         self.rpc = rpc
         self.scheduler = scheduler
         self.clock = clock
         self.tokens = tokens
         self.events = events
+        self.card = CardReader(rpc.base_url, self._get_card, clock, on_card, protocol)
         self._card_options = card_options
         self._extensions = tuple(extensions)
-        self._reader = CardReader(rpc.base_url, self._get_card, clock, on_card, protocol)
-        self._negotiations: dict[ProtocolVersion, Negotiation] = {}
-        self.negotiation(protocol)  # an unknown protocol is refused now
+        # The dialect calls of each protocol speak: "auto" today's until a card offers 1.0.
+        self._dialects: dict[ProtocolVersion, Dialect] = {
+            "auto": V03.with_extensions(extensions),
+            "0.3": V03.with_extensions(extensions),
+            "1.0": V10.with_extensions(extensions),
+        }
 
     def __repr__(self) -> str:
         return f"<Caller {self.rpc.base_url}>"
 
-    def negotiation(self, protocol: ProtocolVersion) -> Negotiation:
-        """The dialect spoken by calls of ``protocol``, and the agent card (the client's:
-        shared by every protocol's) that says which."""
-        found = self._negotiations.get(protocol)
-        if found is None:
-            found = self._negotiations[protocol] = Negotiation(
-                protocol,
-                self.rpc.base_url,
-                self._reader,
-                extensions=self._extensions,
-                emit=self.events,
-            )
-        return found
+    def dialect(self, protocol: ProtocolVersion) -> Dialect:
+        """The dialect calls of ``protocol`` speak now."""
+        return self._dialects[protocol]
+
+    async def read_card(self, protocol: ProtocolVersion) -> AgentCard:
+        """The agent card (the kept one while it is fresh); read for ``"auto"``, the
+        dialect it offers is spoken from now on."""
+        card = await self.card.read()
+        if protocol == "auto":
+            offers = offered(card, self.rpc.base_url, self.events)
+            offers = offers.with_extensions(self._extensions)
+            if offers != self._dialects["auto"]:
+                said = f"agent card offers A2A {offers.version}: speaking it"
+                self.events(notice("info", "transport", said))
+            self._dialects["auto"] = offers
+        return card
 
     async def call(
         self,
@@ -139,7 +156,6 @@ class Caller:
         options: CallOptions,
         *,
         skill_id: str | None = None,
-        dialect: Dialect | None = None,
         deadline: float = math.inf,
     ) -> Any:
         """One call, its tries in turns of its pool until it succeeds or may not be tried
@@ -153,11 +169,11 @@ class Caller:
             pool: the pool its tries draw on (``None``: the unmetered one).
             options: the call's options.
             skill_id: the skill a ``message/send`` names (its errors name it).
-            dialect: the dialect to speak (default: the negotiation's).
             deadline: when the call must be over, on the client's clock.
         """
-        negotiation = self.negotiation(options.protocol)
-        dialect = dialect or negotiation.dialect
+        dialect = self._dialects[options.protocol]
+        if method == "tasks/list" and not dialect.offers_list:
+            dialect = await self._list_dialect(options.protocol)
         card = method == GET
         body = None if card else encode_params(dialect.params(method, params))
         what = f"GET {params}" if card else method
@@ -181,7 +197,7 @@ class Caller:
                     token = await tokens.token()
                 sent = True
                 if body is None:
-                    result = await get_card(self.rpc, params, timeout=timeout)
+                    result = await self.rpc.get(params, timeout=timeout)
                 else:
                     result = await self.rpc.rpc(
                         method, body, token, timeout=timeout, skill_id=skill_id, dialect=dialect
@@ -224,7 +240,7 @@ class Caller:
                 # A refusal that may be the dialect's: once more in the one the agent card
                 # offers (read outside the turn), at once, or the refusal stands.
                 switched = True
-                spoken = await negotiation.switch_after(refused, dialect)
+                spoken = await self._switch(refused, dialect, options.protocol)
                 if spoken is None:
                     _raise_as_it_was(refused)
                 dialect, body = spoken, encode_params(spoken.params(method, params))
@@ -244,6 +260,40 @@ class Caller:
                 )
             )
             await clock.sleep(delay)
+
+    async def _switch(
+        self, refused: MagisteriumError, used: Dialect, protocol: ProtocolVersion
+    ) -> Dialect | None:
+        """The dialect a call refused in ``used`` goes again in, or ``None``: with
+        ``"auto"``, the one the agent card (the kept one while it is fresh) offers, if
+        another. A card that cannot be read changes nothing: the refusal stands."""
+        if protocol != "auto":
+            return None
+        if self._dialects["auto"] == used:
+            try:
+                await self.read_card("auto")
+            except MagisteriumError as exc:
+                said = f"agent card not read after {type(refused).__name__}: {exc}"
+                self.events(notice("info", "transport", said))
+                return None
+        spoken = self._dialects["auto"]
+        return spoken if spoken != used else None
+
+    async def _list_dialect(self, protocol: ProtocolVersion) -> Dialect:
+        """The dialect a ``tasks/list`` goes in, where the one spoken has none: with
+        ``"auto"``, the agent card's (its errors raised); else :class:`NotSupportedError`."""
+        if protocol == "auto":
+            await self.read_card(protocol)
+        dialect = self._dialects[protocol]
+        if not dialect.offers_list:
+            why = "its agent card names no A2A 1.0 JSON-RPC interface"
+            if protocol == "0.3":
+                why = 'protocol="0.3" was named'
+            raise NotSupportedError(
+                f"list_tasks: the server at {self.rpc.base_url} does not offer ListTasks "
+                f"(A2A 1.0's): {why}"
+            )
+        return dialect
 
     def _answered(
         self,
