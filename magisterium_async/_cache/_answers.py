@@ -35,9 +35,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from magisterium_async._cache._disk import DiskAnswers
-from magisterium_async._cache._memory import MemoryAnswers, StoreUnavailable
-from magisterium_async._cache._redis_answers import RedisAnswers
+from magisterium_async._cache._stores import (
+    DiskAnswers,
+    MemoryAnswers,
+    RedisAnswers,
+    StoreUnavailable,
+)
 from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, cache_from_env
 from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
