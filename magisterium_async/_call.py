@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Literal, TypeVar
 
 from magisterium_async._auth import TokenSource
 from magisterium_async._clock import Clock, within
@@ -55,11 +55,10 @@ from magisterium_async._http import (
     JSONRPCClient,
     encode_params,
     offered,
+    raise_alone,
 )
 from magisterium_async._models import AgentCard
 from magisterium_async._ratelimit import Permit, Scheduler
-
-__all__ = ["GET", "Caller", "within_total"]
 
 GET = "GET"
 """The method of the agent card's GET (the one call that is not JSON-RPC)."""
@@ -127,9 +126,6 @@ class Caller:
             "0.3": V03.with_extensions(extensions),
             "1.0": V10.with_extensions(extensions),
         }
-
-    def __repr__(self) -> str:
-        return f"<Caller {self.rpc.base_url}>"
 
     def dialect(self, protocol: ProtocolVersion) -> Dialect:
         """The dialect calls of ``protocol`` speak now."""
@@ -242,7 +238,7 @@ class Caller:
                 switched = True
                 spoken = await self._switch(refused, dialect, options.protocol)
                 if spoken is None:
-                    _raise_as_it_was(refused)
+                    raise_alone(refused)  # outside its handler: no aiohttp error attached
                 dialect, body = spoken, encode_params(spoken.params(method, params))
                 continue
             emit(
@@ -319,14 +315,3 @@ class Caller:
             self.clock, total, work, f"GET {url}"
         )
         return answer
-
-
-def _raise_as_it_was(error: MagisteriumError) -> NoReturn:
-    """Raise ``error`` outside its handler, keeping the context it had (on 3.10 a
-    pure-Python task's own handler of aiohttp's error, the token in its repr, would be
-    attached otherwise: see ``raise_alone``)."""
-    context = error.__context__
-    try:
-        raise error
-    finally:
-        error.__context__ = context

@@ -14,27 +14,9 @@ A part below the client is handed the stream as a plain callable (:data:`OnEvent
 whoever makes it (``emit=``, or ``events=``); one made without a client (a command that
 needs none) gets :data:`log_event`, the log alone.
 
-Kinds, the class each comes as, and what ``value`` holds:
-
-=================  ===============  =========================================================
-``sent``           PoolEvent        a request left: seconds it waited for its turn
-``answered``       AnswerEvent      a request's answer (or failure) came: seconds it took
-``retried``        RetryEvent       the call is tried again: seconds before the next try
-``rate_limited``   PoolEvent        a 429: the wait the call was told (at most
-                                    ``RetryPolicy.max_retry_after``)
-``paused``         PoolEvent        the pool pauses after a 429: seconds until it resumes
-``resumed``        PoolEvent        the pause is over: seconds it lasted
-``rate_changed``   PoolEvent        the pool's rate: the new rate (requests per period)
-``waiting``        PoolEvent        calls wait for the pool's quota: seconds until the next
-                                    start (``time + value``: when), once per wait
-``refreshing``     PoolEvent        the sign-in is being refreshed: seconds it may take
-``cache_hit``      PoolEvent        a call answered from the cache: 0
-``coalesced``      PoolEvent        a call answered by an identical one in flight: 0
-``call_started``   CallEvent        a protocol call begins: 0
-``call_ended``     CallEvent        it ended (answered, failed or cancelled): seconds it took
-``notice``         Notice           something the log says (``level``, ``topic``,
-                                    ``message``): 0
-=================  ===============  =========================================================
+The kinds, what each means and what ``value`` holds, are the table of
+``docs/observability.md``; each comes as a :class:`PoolEvent`, or as the subclass that says
+more (:class:`RetryEvent`, :class:`AnswerEvent`, :class:`CallEvent`, :class:`Notice`).
 """
 
 from __future__ import annotations
@@ -52,29 +34,6 @@ import msgspec
 
 from magisterium_async._config import log_level
 from magisterium_async._errors import JSONRPCError
-
-__all__ = [
-    "LOGGER",
-    "LONG_QUOTA_WAIT",
-    "AnswerEvent",
-    "CallEvent",
-    "Counters",
-    "EventKind",
-    "EventLog",
-    "Events",
-    "Level",
-    "Notice",
-    "OnEvent",
-    "PoolEvent",
-    "RetryEvent",
-    "Topic",
-    "error_type",
-    "log_event",
-    "log_from_environment",
-    "log_to_stderr",
-    "notice",
-    "unheard",
-]
 
 EventKind = Literal[
     "sent",
@@ -99,7 +58,7 @@ EventKind = Literal[
 class PoolEvent(msgspec.Struct, frozen=True, gc=False):
     """One thing that happened, for ``on_event`` callbacks (your own metrics).
 
-    ``kind`` says what (the table in this module's docstring, and ``docs/observability.md``);
+    ``kind`` says what (the table of ``docs/observability.md``);
     ``pool`` is ``"default"``, ``"expensive"`` or ``"unmetered"`` (``tasks/get``,
     ``tasks/cancel``, the agent card), or ``""`` for what belongs to no pool (a refresh of
     the sign-in); ``time`` is the client's clock's ``now()``; ``value``: seconds, or a rate
@@ -232,9 +191,6 @@ class Events:
     def __init__(self, *subscribers: OnEvent) -> None:
         self._subscribers = subscribers
 
-    def __repr__(self) -> str:
-        return f"<Events subscribers={len(self._subscribers)}>"
-
     def __call__(self, event: PoolEvent) -> None:
         for subscriber in self._subscribers:
             try:
@@ -342,9 +298,6 @@ class EventLog:
     def __init__(self, *, quiet_waits: bool = False) -> None:
         self._quiet = quiet_waits
         self._told: dict[str, float] = {}  # per pool: the end of the last long wait told
-
-    def __repr__(self) -> str:
-        return f"<EventLog quiet_waits={self._quiet}>"
 
     def __call__(self, event: PoolEvent) -> None:
         kind = event.kind

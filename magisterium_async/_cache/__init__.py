@@ -15,12 +15,10 @@ from magisterium_async._cache._answers import (
     BYPASS_SECONDS,
     CLAIM_SECONDS,
     AnswerCache,
-    AnswerStore,
     CacheStats,
     Outcome,
     names_a_day_absolutely,
     open_store,
-    own_copy,
     request_key,
 )
 from magisterium_async._cache._stores import (
@@ -40,7 +38,6 @@ __all__ = [
     "CLAIM_SECONDS",
     "PREFIX",
     "AnswerCache",
-    "AnswerStore",
     "CacheStats",
     "DiskAnswers",
     "MemoryAnswers",
@@ -49,6 +46,5 @@ __all__ = [
     "StoreUnavailable",
     "names_a_day_absolutely",
     "open_store",
-    "own_copy",
     "request_key",
 ]

@@ -48,19 +48,6 @@ from magisterium_async._models import DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
 from magisterium_async._skills import SKILLS, kept_as
 
-__all__ = [
-    "BYPASS_SECONDS",
-    "CLAIM_SECONDS",
-    "AnswerCache",
-    "AnswerStore",
-    "CacheStats",
-    "Outcome",
-    "names_a_day_absolutely",
-    "open_store",
-    "own_copy",
-    "request_key",
-]
-
 Outcome = Literal["hit", "miss", "coalesced"]
 """How a call was answered: from the cache, by its own request, or by another call's."""
 AnswerStore = MemoryAnswers | DiskAnswers | RedisAnswers
@@ -283,10 +270,6 @@ class AnswerCache:
         self._healthy = True
         self._retry_at = -math.inf  # the store is left alone until then
         self._warned_corrupt = False
-
-    def __repr__(self) -> str:
-        where = "none" if self.store is None else self.store.where
-        return f"<AnswerCache store={where!r}>"
 
     @property
     def stats(self) -> CacheStats:

@@ -126,10 +126,6 @@ class Proxies:
         self._environment = environment
         self._bypass: dict[str, bool] = {}
 
-    def __repr__(self) -> str:
-        named = ", ".join(f"{s}: {masked_url(p)}" for s, p in self._by_scheme.items())
-        return f"<Proxies {named or 'none'}>"
-
     def for_url(self, url: str) -> str | None:
         """The proxy a request to ``url`` goes through, or ``None``: straight there."""
         parts = urlsplit(url)

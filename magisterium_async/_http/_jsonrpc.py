@@ -284,9 +284,6 @@ class JSONRPCClient:
         self._ids = itertools.count(1)
         self._token, self._rpc_headers = token, _rpc_headers(token)
 
-    def __repr__(self) -> str:
-        return f"<JSONRPCClient {self.base_url}>"
-
     async def _exchange(
         self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
     ) -> tuple[int, Mapping[str, str], bytes]:
