@@ -169,7 +169,15 @@ class Caller:
         """
         dialect = self._dialects[options.protocol]
         if method == "tasks/list" and not dialect.offers_list:
-            dialect = await self._list_dialect(options.protocol)
+            dialect = await self._offered(options.protocol, dialect) or dialect
+            if not dialect.offers_list:
+                why = "its agent card names no A2A 1.0 JSON-RPC interface"
+                if options.protocol != "auto":
+                    why = f'protocol="{options.protocol}" was named'
+                raise NotSupportedError(
+                    f"list_tasks: the server at {self.rpc.base_url} does not offer ListTasks "
+                    f"(A2A 1.0's): {why}"
+                )
         card = method == GET
         body = None if card else encode_params(dialect.params(method, params))
         what = f"GET {params}" if card else method
@@ -236,7 +244,7 @@ class Caller:
                 # A refusal that may be the dialect's: once more in the one the agent card
                 # offers (read outside the turn), at once, or the refusal stands.
                 switched = True
-                spoken = await self._switch(refused, dialect, options.protocol)
+                spoken = await self._offered(options.protocol, dialect, refused)
                 if spoken is None:
                     raise_alone(refused)  # outside its handler: no aiohttp error attached
                 dialect, body = spoken, encode_params(spoken.params(method, params))
@@ -257,39 +265,24 @@ class Caller:
             )
             await clock.sleep(delay)
 
-    async def _switch(
-        self, refused: MagisteriumError, used: Dialect, protocol: ProtocolVersion
+    async def _offered(
+        self, protocol: ProtocolVersion, used: Dialect, refused: MagisteriumError | None = None
     ) -> Dialect | None:
-        """The dialect a call refused in ``used`` goes again in, or ``None``: with
-        ``"auto"``, the one the agent card (the kept one while it is fresh) offers, if
-        another. A card that cannot be read changes nothing: the refusal stands."""
+        """With ``"auto"``, the dialect the agent card (the kept one while it is fresh)
+        offers, if not ``used``; else ``None``. A card that cannot be read raises, but
+        after a ``refused`` call: then it is told, and the refusal stands."""
         if protocol != "auto":
             return None
-        if self._dialects["auto"] == used:
-            try:
-                await self.read_card("auto")
-            except MagisteriumError as exc:
-                said = f"agent card not read after {type(refused).__name__}: {exc}"
-                self.events(notice("info", "transport", said))
-                return None
-        spoken = self._dialects["auto"]
-        return spoken if spoken != used else None
-
-    async def _list_dialect(self, protocol: ProtocolVersion) -> Dialect:
-        """The dialect a ``tasks/list`` goes in, where the one spoken has none: with
-        ``"auto"``, the agent card's (its errors raised); else :class:`NotSupportedError`."""
-        if protocol == "auto":
+        try:
             await self.read_card(protocol)
-        dialect = self._dialects[protocol]
-        if not dialect.offers_list:
-            why = "its agent card names no A2A 1.0 JSON-RPC interface"
-            if protocol == "0.3":
-                why = 'protocol="0.3" was named'
-            raise NotSupportedError(
-                f"list_tasks: the server at {self.rpc.base_url} does not offer ListTasks "
-                f"(A2A 1.0's): {why}"
-            )
-        return dialect
+        except MagisteriumError as exc:
+            if refused is None:
+                raise
+            said = f"agent card not read after {type(refused).__name__}: {exc}"
+            self.events(notice("info", "transport", said))
+            return None
+        spoken = self._dialects[protocol]
+        return spoken if spoken != used else None
 
     def _answered(
         self,

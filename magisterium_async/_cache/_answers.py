@@ -326,6 +326,7 @@ class AnswerCache:
                 # Its leader left without an answer: begin again (lead, or join the next).
             if rule.coalesce:
                 self._flights[key] = None  # in flight, led by this call
+            landed: Task | BaseException  # how the call ends, for those who join it
             try:
                 if store is not None and self._wall() >= self._retry_at:
                     outcome: Outcome = "hit"
@@ -339,27 +340,24 @@ class AnswerCache:
                             self._hits += 1
                         else:
                             self._coalesced += 1
-                        self._land(rule, key, found)
+                        landed = found
                         return found, outcome
                 self._misses += 1
-                task = await send
+                landed = task = await send
                 if store is not None:
                     kept = await self._keep(store, key, rule, policy, day_end, skill_id, task)
                     claimed = claimed and not kept  # an answer put in Redis replaces it
             except BaseException as error:
+                landed = error
+                raise
+            finally:
                 try:
                     # A claim held under this client's token is found its own by whoever
                     # takes the call over, given up here or not (the release cancelled).
                     if claimed:
                         await self._release(key)
                 finally:
-                    self._land(rule, key, error)
-                raise
-            try:
-                if claimed:
-                    await self._release(key)
-            finally:
-                self._land(rule, key, task)
+                    self._land(rule, key, landed)
             return task, "miss"
         finally:
             send.close()  # a call answered without its request: closed, never sent

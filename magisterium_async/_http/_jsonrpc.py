@@ -61,11 +61,6 @@ _HEADERS = {
 """The headers of every request (the agent card's GET has just these)."""
 
 
-def _rpc_headers(token: str | None) -> dict[str, str]:
-    bearer = {} if token is None else {"Authorization": f"Bearer {token}"}
-    return {"Content-Type": "application/json", **_HEADERS, **bearer}
-
-
 class _Request(msgspec.Struct):
     jsonrpc: str
     id: int
@@ -282,7 +277,7 @@ class JSONRPCClient:
         self._clock = clock
         self._bound_here = not isinstance(http, AiohttpTransport)
         self._ids = itertools.count(1)
-        self._token, self._rpc_headers = token, _rpc_headers(token)
+        self._token = token
 
     async def _exchange(
         self, method: str, url: str, headers: Any, body: bytes | None, timeout: float, what: str
@@ -314,17 +309,15 @@ class JSONRPCClient:
         ``method`` names the operation by its A2A 0.3 method; ``dialect``, the one spoken,
         names the method on the wire, may name another endpoint and adds its headers;
         ``params`` are already in its shape. ``token`` replaces the client's own for this
-        request and the next ones; ``skill_id`` (the skill a ``message/send`` names) goes
+        request; ``skill_id`` (the skill a ``message/send`` names) goes
         into the errors it meets.
         """
         request_id = next(self._ids)
         body = _ENCODER.encode(_Request("2.0", request_id, dialect.method(method), params))
-        if token is not None and token != self._token:
-            # The token changes once an hour at most: the headers are rebuilt only then.
-            self._token, self._rpc_headers = token, _rpc_headers(token)
-        headers = self._rpc_headers
-        if dialect.headers:
-            headers = {**headers, **dialect.headers}
+        headers = {"Content-Type": "application/json", **_HEADERS, **dialect.headers}
+        token = token or self._token
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
         url = dialect.url or self.base_url
         try:
             status, answer_headers, payload = await self._exchange(
