@@ -22,7 +22,6 @@ more (:class:`RetryEvent`, :class:`AnswerEvent`, :class:`CallEvent`, :class:`Not
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import sys
@@ -182,9 +181,8 @@ def unheard(event: PoolEvent) -> None:
 
 class Events:
     """One client's stream: calling it with an event hands the event to every subscriber
-    in the order given. A subscriber that raises is told of once, as a :class:`Notice` to
-    the others (its own error is not handed back to it), and ignored: observing never
-    fails a call."""
+    in the order given. A subscriber that raises is told of in the log (a WARNING on
+    ``magisterium_async.ratelimit``) and ignored: observing never fails a call."""
 
     __slots__ = ("_subscribers",)
 
@@ -196,21 +194,9 @@ class Events:
             try:
                 subscriber(event)
             except Exception as exc:
-                self._failed(subscriber, event, exc)
-
-    def _failed(self, failed: OnEvent, event: PoolEvent, exc: Exception) -> None:
-        said = notice(
-            "warning",
-            "ratelimit",
-            f"on_event callback failed on {event.kind} event ({type(exc).__name__}: {exc}); "
-            "ignored",
-            pool=event.pool,
-            time=event.time,
-        )
-        for subscriber in self._subscribers:
-            if subscriber is not failed:
-                with contextlib.suppress(Exception):  # told once: a second failure is not news
-                    subscriber(said)
+                failure = f"{type(exc).__name__}: {exc}"
+                said = f"on_event callback failed on {event.kind} event ({failure}); ignored"
+                log_event(notice("warning", "ratelimit", said, pool=event.pool, time=event.time))
 
 
 # The counters behind client.stats -----------------------------------------------------

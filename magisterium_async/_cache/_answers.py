@@ -1,23 +1,16 @@
-"""The front of the cache: a call's key, identical calls in flight shared, the store consulted.
+"""The front of the cache (what it does: the package's docstring): a call's key, identical
+calls in flight shared, the store consulted.
 
-For a skill the policy covers, :meth:`AnswerCache.answer` joins an identical call in
-flight (and waits for its answer), else looks for a fresh answer in the store, else sends,
-and keeps what came back when it is an answer worth keeping. Over Redis the call claims
-its key before it sends, and an identical call in another process waits for that answer
-in the store rather than send its own. The key is the service's URL, the skill and the
-message's parts and context, hashed: never a token. A store that fails is bypassed for
-:data:`BYPASS_SECONDS` with one warning (a notice on the client's stream), and calls go to
-the service as if there were none; it never fails a call.
+The key is the service's URL, the skill and the message's parts and context, hashed: never
+a token. A store that fails is bypassed for :data:`BYPASS_SECONDS` with one warning, and
+calls go to the service as if there were none: it never fails a call.
 
-Identical calls in flight share one future: the first call (the leader) does the work in
-its own task, and the others wait on the future (made when the first of them joins, so a
-call nobody joins costs a dictionary entry, no task and no object). A joiner that is
-cancelled leaves; the work goes on for the rest. A leader that is cancelled stops its work
-(cancelling a task reaches what it awaits), and those who joined begin again: one of them
-leads, the rest join it, its claim in Redis (held under the client's own token) found its
-own. A failure reaches every joiner as an
-exception of its own: a copy of the leader's, with its traceback, so no instance is
-raised twice and no traceback grows with each caller.
+Identical calls in flight share one future, made when the first joiner comes (a call nobody
+joins costs a dictionary entry, no task). A joiner that is cancelled leaves; the leader's
+work goes on for the rest. A leader that is cancelled stops, and those who joined begin
+again (its claim in Redis, held under the client's own token, found their own). A failure
+reaches each joiner as a copy of the leader's exception: no instance is raised twice, no
+traceback grows with each caller.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """HTTP, the client's one seam to the network: a request goes out, a bounded body comes back.
 
 :class:`HTTPTransport` is what the JSON-RPC layer needs of HTTP; :class:`AiohttpTransport`
-is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one for unit
-tests. Both bound the body with :func:`read_body`, which inflates it itself, so
-``max_response_bytes`` bounds the decompressed size and the memory of every answer,
-whatever aiohttp version is installed.
+is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one. Both
+bound the body with :func:`read_body`, which inflates it itself, so ``max_response_bytes``
+bounds the decompressed size and the memory of every answer, whatever aiohttp's version.
 
-Each request goes through the proxy :class:`Proxies` names for its URL: the user's, or the
-environment's, read as requests and httpx read it (``HTTPS_PROXY`` / ``HTTP_PROXY`` for
-URLs of that scheme, ``NO_PROXY`` for the hosts that bypass them, each in either case; no
-host bypasses a proxy implicitly, loopback ones included). aiohttp's own ``trust_env`` is
-not used: it would also read ``~/.netrc`` and put its Basic credentials in place of the
-bearer token. A proxy's credentials stay in its URL, which aiohttp sends to the proxy
-alone (on the ``CONNECT`` of an ``https://`` request, on a plain ``http://`` one itself);
-every text made here shows its password as ``***``.
+Each request goes through the proxy :class:`Proxies` names for its URL (``docs/network.md``).
+aiohttp's own ``trust_env`` is not used: it would also read ``~/.netrc`` and put its Basic
+credentials in place of the bearer token. A proxy's credentials stay in its URL, which
+aiohttp sends to the proxy alone; every text made here shows its password as ``***``.
 """
 
 from __future__ import annotations
@@ -108,8 +103,10 @@ def _proxy_url(url: object, where: str) -> str:
 
 class Proxies:
     """The proxy for each URL: ``proxy`` for every one, else (with ``trust_env``) the
-    environment's for its scheme unless ``NO_PROXY`` names its host; read once, here
-    (``HTTP_PROXY`` is ignored under CGI, where it is a request header)."""
+    environment's, read once, as requests and httpx read it: ``HTTPS_PROXY`` /
+    ``HTTP_PROXY`` for URLs of that scheme unless ``NO_PROXY`` names the host (no host
+    bypasses a proxy implicitly, loopback ones included; ``HTTP_PROXY`` is ignored under
+    CGI, where it is a request header)."""
 
     def __init__(self, proxy: str | None = None, *, trust_env: bool = True) -> None:
         environment: dict[str, str] = {}

@@ -1,10 +1,6 @@
-"""The agent card: where it lives, reading it, keeping it.
-
-:class:`CardReader` tries the well-known path a server of the client's protocol serves,
-then the other after a 404 (:func:`card_paths`), and uses the URL that answered from then
-on; it decodes the card and keeps it for its ``Cache-Control: max-age``, else for the
-client's life. How one GET is retried and bounded in time is its owner's (the call loop).
-Which dialect a card makes the client speak is the call's (``_call``).
+"""The agent card: where it lives (:func:`card_paths`), reading it and keeping it
+(:class:`CardReader`). How one GET is retried and bounded, and which dialect a card makes
+the client speak, are the call's (``_call``).
 """
 
 from __future__ import annotations
@@ -53,7 +49,9 @@ def max_age(cache_control: str | None) -> float:
 
 
 class CardReader:
-    """The card of one endpoint, read when asked, kept as long as it may be kept.
+    """The card of one endpoint, read when asked (the well-known paths in turn, the next
+    after a 404, then the URL that answered), kept for its ``Cache-Control: max-age``, else
+    for the client's life.
 
     Arguments:
         base_url: the endpoint whose origin serves the card.
