@@ -18,7 +18,6 @@ from magisterium_async._http._base import (
     HTTPRequest,
     HTTPTransport,
     Proxies,
-    RawResponse,
     check_base_url,
     read_body,
 )
@@ -43,7 +42,6 @@ __all__ = [
     "HTTPTransport",
     "JSONRPCClient",
     "Proxies",
-    "RawResponse",
     "check_base_url",
     "decode_response",
     "encode_params",

@@ -138,14 +138,6 @@ class Proxies:
         return None if bypass else chosen
 
 
-class RawResponse(NamedTuple):
-    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks."""
-
-    status: int
-    headers: Mapping[str, str]
-    chunks: AsyncIterator[bytes]
-
-
 class HTTPRequest(NamedTuple):
     """One request, as the client hands it to its :class:`HTTPTransport`."""
 
@@ -263,8 +255,9 @@ class AiohttpTransport:
             status, headers = response.status, response.headers
             if _read_whole(headers, request.limit):
                 return status, headers, await response.read()
-            raw = RawResponse(status, headers, response.content.iter_chunked(_CHUNK))
-            return status, headers, await read_body(raw, limit=request.limit, what=request.what)
+            chunks = response.content.iter_chunked(_CHUNK)
+            body = await read_body(status, headers, chunks, limit=request.limit, what=request.what)
+            return status, headers, body
 
     async def aclose(self) -> None:
         """Close the session."""
@@ -331,14 +324,21 @@ def _read_whole(headers: Mapping[str, str], limit: int) -> bool:
     return declared is not None and declared <= limit and "Content-Encoding" not in headers
 
 
-async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
-    """The answer's decoded body, or :class:`ResponseTooLargeError` once it passes ``limit``.
+async def read_body(
+    status: int,
+    headers: Mapping[str, str],
+    chunks: AsyncIterator[bytes],
+    *,
+    limit: int,
+    what: str,
+) -> bytes:
+    """The decoded body of an answer (its ``status`` and ``headers``, the body's raw
+    ``chunks`` as they arrive), or :class:`ResponseTooLargeError` once it passes ``limit``.
 
     Both the bytes on the wire and the decompressed bytes count against ``limit``; at most
     about ``limit`` plus one chunk is ever held. A body in an encoding the client did not
     ask for, or a corrupt compressed body, is a :class:`MalformedResponseError`.
     """
-    status, headers = response.status, response.headers
     declared = _declared_length(headers)
     if declared is not None and declared > limit:
         raise _too_large(what, limit, status, b"")
@@ -354,7 +354,7 @@ async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
     wire = 0
     why = "it ends before the compressed stream"
     try:
-        async for chunk in response.chunks:
+        async for chunk in chunks:
             wire += len(chunk)
             if inflater is None:
                 body += chunk
