@@ -22,6 +22,7 @@ more (:class:`RetryEvent`, :class:`AnswerEvent`, :class:`CallEvent`, :class:`Not
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import sys
@@ -202,51 +203,37 @@ class Events:
 # The counters behind client.stats -----------------------------------------------------
 
 
-class _PoolCount:
-    __slots__ = ("pause_until", "paused", "rate_limited", "retries", "sent")
-
-    def __init__(self) -> None:
-        self.sent = self.rate_limited = self.retries = 0
-        self.paused = 0.0  # seconds paused, the part still to come included
-        self.pause_until = -math.inf
-
-
 class Counters:
     """The counts behind ``client.stats``, per pool, from the stream: requests ``sent``,
     429s (``rate_limited``), ``retries``, and seconds paused (:meth:`paused_seconds`)."""
 
-    __slots__ = ("_pools",)
+    __slots__ = ("_counts", "_pauses")
 
     def __init__(self) -> None:
-        self._pools = {name: _PoolCount() for name in ("default", "expensive", "unmetered")}
+        self._counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        # Per pool: seconds paused (the part still to come included), and until when.
+        self._pauses: dict[str, tuple[float, float]] = {}
 
     def __call__(self, event: PoolEvent) -> None:
-        count = self._pools.get(event.pool)
-        if count is None:
-            return
         kind = event.kind
-        if kind == "sent":
-            count.sent += 1
-        elif kind == "rate_limited":
-            count.rate_limited += 1
-        elif kind == "retried":
-            count.retries += 1
+        if kind in ("sent", "rate_limited", "retried"):
+            self._counts[event.pool, kind] += 1
         elif kind == "paused":
-            until = event.time + event.value
-            if until > count.pause_until:
+            paused, until = self._pauses.get(event.pool, (0.0, -math.inf))
+            if event.time + event.value > until:
                 # A pause that lengthens one under way counts only the time it adds.
-                count.paused += until - max(count.pause_until, event.time)
-                count.pause_until = until
+                paused += event.time + event.value - max(until, event.time)
+                self._pauses[event.pool] = (paused, event.time + event.value)
 
     def of(self, pool: str) -> tuple[int, int, int]:
         """``pool``'s ``(sent, rate_limited, retries)``."""
-        count = self._pools[pool]
-        return count.sent, count.rate_limited, count.retries
+        counts = self._counts
+        return counts[pool, "sent"], counts[pool, "rate_limited"], counts[pool, "retried"]
 
     def paused_seconds(self, pool: str, now: float) -> float:
         """Seconds ``pool`` has spent paused by ``now``."""
-        count = self._pools[pool]
-        return count.paused - max(0.0, count.pause_until - now)
+        paused, until = self._pauses.get(pool, (0.0, now))
+        return paused - max(0.0, until - now)
 
 
 # The log --------------------------------------------------------------------------------
