@@ -63,20 +63,13 @@ _KEY_VERSION = b"1"  # changes with the key or the entry format: old entries are
 def open_store(
     cache: str | os.PathLike[str] | Any | None, policy: CachePolicy
 ) -> AnswerStore | None:
-    """The store ``cache`` names, else the one ``$MAGISTERIUM_CACHE`` names; ``None`` for
-    none.
-
-    Arguments:
-        cache: ``"memory"``, a Redis URL (``redis://``, ``rediss://``, ``unix://``,
-            ``redis+cluster://``, ``redis+sentinel://``; any ``scheme://`` is taken for a
-            URL, never a path), a redis-py asyncio client (the application's: never
-            closed here), or the path of an SQLite file (made on first use). ``None``:
-            ``$MAGISTERIUM_CACHE`` (the same forms but a client), else no cache.
-        policy: its bounds (memory and disk).
+    """The store ``cache`` names (its forms: ``docs/caching.md``, "The stores"), else the
+    one ``$MAGISTERIUM_CACHE`` names (the same forms but a client); ``None`` for none.
+    ``policy`` bounds memory and disk.
 
     Raises :class:`CacheError` for a file the cache did not make (left untouched), a
-    missing directory, a missing redis-py or an invalid URL; ``TypeError`` for another type.
-    A bad value of the variable raises the same, the message starting with its name.
+    missing directory, a missing redis-py or an invalid URL (for the variable's value, the
+    message starts with its name); ``TypeError`` for another type.
     """
     if cache is None:
         named = cache_from_env()

@@ -146,21 +146,17 @@ def check_cache_file(path: str) -> None:
 
 class DiskAnswers:
     """Answers in an SQLite file that outlives the process and serves several at once,
-    bounded in entries and bytes.
+    bounded in entries and bytes (``docs/caching.md``, "The stores").
 
     Arguments:
         path: the file (created on first use, with its ``-wal`` and ``-shm`` beside it).
         max_entries: answers held at most.
         max_bytes: bytes of answers held at most.
 
-    The file is in WAL mode (readers never wait for the writer; ``synchronous=NORMAL``: a
-    committed answer survives the process being killed), every statement waits up to
-    :data:`BUSY_TIMEOUT` for another process's write, and each read or write is one
-    transaction, so processes sharing the file never see half an entry (they share its
-    answers, not their calls in flight: that is the Redis store's). Past the bounds, the
-    expired go first, then the least recently used. The file is marked as this cache's
-    (``PRAGMA application_id``): a file without the mark that holds anything is refused
-    and never written. The connection runs in a worker thread, one call at a time.
+    Every statement waits up to :data:`BUSY_TIMEOUT` for another process's write
+    (``synchronous=NORMAL``: a committed answer survives the process being killed). The
+    file is marked as this cache's (``PRAGMA application_id``). The connection runs in a
+    worker thread, one call at a time.
     """
 
     def __init__(self, path: str | os.PathLike[str], max_entries: int, max_bytes: int) -> None:
@@ -302,23 +298,19 @@ return 0
 
 
 class RedisAnswers:
-    """Answers in Redis: one cache for every process and host that names the same server.
+    """Answers in Redis: one cache for every process and host that names the same server
+    (``docs/caching.md``, "The stores").
 
     Arguments:
-        url: the server, in any form :mod:`magisterium_async._redis` takes (a URL, whose
-            password no message shows, or a redis-py asyncio client the application owns
-            and closes).
+        url: the server, in any form :mod:`magisterium_async._redis` takes.
 
-    Each answer is one string key under :data:`PREFIX`, set with the time it stays fresh
-    as its TTL. Besides a store's ``get`` and ``put`` it shares calls in flight between
-    hosts: a call about to ask the service *claims* the key (:meth:`claim`: a key under
-    :data:`CLAIMS`, ``SET NX`` with a TTL, holding a token of the client's own), and calls
-    elsewhere wait for its answer (:meth:`peek`) instead of sending the same request,
-    going ahead themselves if the claim is given up or runs out without one. An answer's
-    key and its claim's share a hash tag, so on a Cluster both are in one slot and the
-    scripts that touch both stay atomic. The bound in bytes is the server's: give it a
-    ``maxmemory`` and ``maxmemory-policy allkeys-lru`` (or ``volatile-lru``). The same
-    server may hold the shared quota: their keys do not meet.
+    Each answer is one string key under :data:`PREFIX`, its freshness its TTL. It shares
+    calls in flight between hosts too: a call about to ask the service *claims* the key
+    (:meth:`claim`: a key under :data:`CLAIMS`, ``SET NX`` with a TTL, holding a token of
+    the client's own), and calls elsewhere wait for its answer (:meth:`peek`), going ahead
+    themselves if the claim is given up or runs out. An answer's key and its claim's share
+    a hash tag: on a Cluster both are in one slot, and the scripts that touch both stay
+    atomic.
     """
 
     def __init__(self, url: str | Any) -> None:
