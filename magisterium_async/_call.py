@@ -58,11 +58,12 @@ from magisterium_async._http import (
     raise_alone,
 )
 from magisterium_async._models import AgentCard
-from magisterium_async._ratelimit import Permit, Scheduler
+from magisterium_async._ratelimit import Scheduler
 
 GET = "GET"
 """The method of the agent card's GET (the one call that is not JSON-RPC)."""
 _DIALECT_REFUSALS = (MethodNotFoundError, VersionNotSupportedError)
+_Outcome = Literal["ok", "rate_limited", "error"]
 T = TypeVar("T")
 
 
@@ -193,6 +194,15 @@ class Caller:
         retries = limited = 0  # transient failures retried; 429s answered
         waited = 0.0  # seconds slept after 429s
         resent = switched = False  # the one resend with a new token; the one switch of dialect
+
+        def answered(outcome: _Outcome, told: float | None = None) -> None:
+            """The try ``permit`` let through is over: the stream hears how, and how long
+            it took."""
+            now = clock.now()
+            emit(
+                AnswerEvent("answered", turns.name, now, now - permit.started, what, outcome, told)
+            )
+
         while True:
             permit = await turns.acquire(options.priority, options.fairness_key)
             token, sent, refused = None, False, None
@@ -208,7 +218,7 @@ class Caller:
                     )
             except RateLimitError as exc:
                 told = exc.retry_after
-                self._answered(turns.name, permit, what, "rate_limited", told)
+                answered("rate_limited", told)
                 delay = permit.rate_limited(policy.rate_limit_wait(told, limited))
                 limited += 1
                 waited += delay
@@ -216,13 +226,13 @@ class Caller:
                     raise
                 reason, message, number = "rate_limited", "", 0
             except AuthenticationError:
-                self._answered(turns.name, permit, what, "error")
+                answered("error")
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
                     raise
                 resent = True  # a new token is ready: resend once, with it, in a new turn
                 continue
             except MagisteriumError as exc:
-                self._answered(turns.name, permit, what, "error")
+                answered("error")
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
                     sent = False  # the try spent no quota: its start is given back
                 if retries < policy.max_retries and is_transient(
@@ -236,7 +246,7 @@ class Caller:
                 else:
                     refused = exc
             else:
-                self._answered(turns.name, permit, what, "ok")
+                answered("ok")
                 return result
             finally:
                 permit.release(sent=sent)
@@ -283,19 +293,6 @@ class Caller:
             return None
         spoken = self._dialects[protocol]
         return spoken if spoken != used else None
-
-    def _answered(
-        self,
-        pool: str,
-        permit: Permit,
-        what: str,
-        outcome: Literal["ok", "rate_limited", "error"],
-        told: float | None = None,
-    ) -> None:
-        """A try that ``permit`` let through in ``pool`` is over: the stream hears how,
-        and how long it took."""
-        now = self.clock.now()
-        self.events(AnswerEvent("answered", pool, now, now - permit.started, what, outcome, told))
 
     async def _get_card(self, url: str) -> tuple[int, Mapping[str, str], bytes]:
         """One GET of the agent card at ``url``, tried in the unmetered pool's turns,

@@ -29,11 +29,8 @@ AGENT_CARD_JSON = "/.well-known/agent-card.json"
 
 
 def card_paths(protocol: ProtocolVersion) -> tuple[str, str]:
-    """The well-known paths a client of ``protocol`` tries for the card, in order: for
-    ``"1.0"`` A2A 1.0's ``agent-card.json`` first (every 1.0 server serves it there; none
-    need serve ``agent.json``); for ``"auto"`` and ``"0.3"`` the service's ``agent.json``
-    first (a2a-sdk 0.3's servers serve it there too, and an A2A 0.3 server that does not
-    costs one 404, once)."""
+    """The well-known paths a client of ``protocol`` tries for the card, in order (why
+    this order: ``docs/protocol-versions.md``)."""
     if protocol == "1.0":
         return (AGENT_CARD_JSON, AGENT_JSON)
     return (AGENT_JSON, AGENT_CARD_JSON)

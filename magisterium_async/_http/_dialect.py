@@ -1,23 +1,13 @@
 """The two JSON-RPC dialects of A2A the client speaks, as one table of differences.
 
-The client's models are A2A 0.3's, the service's today (``message/send``, ``kind``-tagged
-parts, ``"completed"``). A2A 1.0 differs in these ways (the service spec's table), each
-undone here, so that a :class:`Task` reads the same whichever dialect carried it:
-
-- its methods are ``SendMessage``, ``GetTask``, ``CancelTask`` and ``ListTasks``;
-- every request carries ``A2A-Version: 1.0``, and asks for extensions in
-  ``A2A-Extensions`` (0.3: ``X-A2A-Extensions``);
-- a part is the one field present (``text``, ``data``, ``raw``: base64 bytes, or ``url``),
-  with ``mediaType`` and ``filename`` beside it (0.3's file ``mimeType`` and ``name``);
-- states are ``TASK_STATE_COMPLETED`` and the like, roles ``ROLE_USER`` and
-  ``ROLE_AGENT``, or their protobuf numbers;
-- ``SendMessage`` answers ``{"task": ...}`` (or ``{"message": ...}``: no task), and
-  ``ListTasks`` a page of tasks;
-- an error's ``data`` is a list of ``google.rpc`` details (``_errors`` reads both).
-
-A 1.0 result is rewritten into 0.3's JSON and decoded by the same models; a message is
-written as 0.3's JSON and rewritten into 1.0's. :func:`offered` reads which dialect an
-agent card offers (either card shape); which one a client speaks is the call's (``_call``).
+The client's models are A2A 0.3's, the service's today. A2A 1.0 differs in its methods'
+names, its headers, its parts, states and roles, and the shape of its results (the table
+of ``docs/protocol-versions.md``); each difference is undone here, so that a :class:`Task`
+reads the same whichever dialect carried it: a 1.0 result is rewritten into 0.3's JSON and
+decoded by the same models, a message written as 0.3's JSON is rewritten into 1.0's (an
+error's ``data``, a list of ``google.rpc`` details in 1.0, ``_errors`` reads in both
+shapes). :func:`offered` reads which dialect an agent card offers (either card shape);
+which one a client speaks is the call's (``_call``).
 """
 
 from __future__ import annotations
