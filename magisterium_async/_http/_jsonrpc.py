@@ -28,7 +28,6 @@ from magisterium_async._errors import (
     MagisteriumError,
     MalformedResponseError,
     TLSError,
-    UnexpectedStatusError,
     error_for_status,
     with_answer,
 )
@@ -211,21 +210,15 @@ def decode_response(
             skill_id=skill_id,
             **answer,
         )
-    if status == 407:
-        raise with_answer(
-            UnexpectedStatusError(
-                f"{method}: the proxy asks for credentials it was not given or refused "
-                "(HTTP 407 Proxy Authentication Required): put them in the proxy's URL",
-                status_code=status,
-                body=body_snippet(payload),
-            ),
-            status=status,
-            **answer,
-        )
     if status != 200:
-        said = (
-            f"HTTP {status}" if status in (401, 403, 429) else f"{method}: unexpected HTTP {status}"
-        )
+        said = f"{method}: unexpected HTTP {status}"
+        if status in (401, 403, 429):
+            said = f"HTTP {status}"
+        elif status == 407:
+            said = (
+                f"{method}: the proxy asks for credentials it was not given or refused "
+                "(HTTP 407 Proxy Authentication Required): put them in the proxy's URL"
+            )
         raise error_for_status(status, said, body=body_snippet(payload), **answer)
     if problem is not None or envelope is None:
         raise malformed(problem or "")
