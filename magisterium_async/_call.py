@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 from magisterium_async._auth import TokenSource
@@ -123,9 +124,9 @@ class Caller:
         self._extensions = tuple(extensions)
         # The dialect calls of each protocol speak: "auto" today's until a card offers 1.0.
         self._dialects: dict[ProtocolVersion, Dialect] = {
-            "auto": V03.with_extensions(extensions),
-            "0.3": V03.with_extensions(extensions),
-            "1.0": V10.with_extensions(extensions),
+            "auto": replace(V03, extensions=self._extensions),
+            "0.3": replace(V03, extensions=self._extensions),
+            "1.0": replace(V10, extensions=self._extensions),
         }
 
     def dialect(self, protocol: ProtocolVersion) -> Dialect:
@@ -138,7 +139,7 @@ class Caller:
         card = await self.card.read()
         if protocol == "auto":
             offers = offered(card, self.rpc.base_url, self.events)
-            offers = offers.with_extensions(self._extensions)
+            offers = replace(offers, extensions=self._extensions)
             if offers != self._dialects["auto"]:
                 said = f"agent card offers A2A {offers.version}: speaking it"
                 self.events(notice("info", "transport", said))

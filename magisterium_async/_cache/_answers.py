@@ -147,21 +147,14 @@ def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
     A ``{"date": ...}`` data part, or a text that is a ``YYYY-MM-DD`` date, does;
     anything else ("today", "next Sunday", "Christmas") may name another day tomorrow.
     """
-    if len(parts) != 1:
-        return False
-    part = parts[0]
+    part = parts[0] if len(parts) == 1 else None
     if isinstance(part, DataPart):
         return isinstance(part.data.get("date"), str) and len(part.data) == 1
-    if isinstance(part, TextPart):
-        text = part.text.strip()
-        if _ISO_DAY.fullmatch(text) is None:
-            return False
-        try:
-            dt.date.fromisoformat(text)
-        except ValueError:
-            return False
-        return True
-    return False
+    text = part.text.strip() if isinstance(part, TextPart) else ""
+    try:  # the pattern first: fromisoformat takes other forms too (20240101) from 3.11
+        return _ISO_DAY.fullmatch(text) is not None and bool(dt.date.fromisoformat(text))
+    except ValueError:  # no such day (2024-02-30)
+        return False
 
 
 def request_key(

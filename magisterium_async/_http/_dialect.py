@@ -12,7 +12,7 @@ which one a client speaks is the call's (``_call``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -86,10 +86,6 @@ class Dialect:
     def offers_list(self) -> bool:
         """Whether ``tasks/list`` (1.0's ``ListTasks``) exists in this dialect."""
         return self.version == "1.0"
-
-    def with_extensions(self, extensions: Sequence[str]) -> Dialect:
-        """This dialect asking for ``extensions``."""
-        return Dialect(self.version, self.url, self.tenant, tuple(extensions))
 
     def method(self, operation: str) -> str:
         """The dialect's name of ``operation`` (named by its 0.3 method)."""
