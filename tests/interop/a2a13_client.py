@@ -116,7 +116,7 @@ async def main() -> None:
             report["client"] = _error_outcome(exc)
             print(json.dumps(report))
             return
-        report["client"] = {"kind": "client", "transport": type(client._caller.rpc).__name__}
+        report["client"] = {"kind": "client", "transport": type(client._transport).__name__}
         tasks: dict[str, str] = {}
         for step in plan["steps"]:
             ref = step.get("id")
