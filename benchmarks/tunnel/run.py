@@ -30,6 +30,7 @@ class Caller(Protocol):
     def search(self, query: str) -> Awaitable[Any]: ...
     def ask(self, question: str) -> Awaitable[Any]: ...
     def search_many(self, queries: list[str], *, concurrency: int) -> AsyncIterator[Any]: ...
+    def keyed(self, key: str) -> Caller: ...
 
 
 @dataclass
@@ -126,6 +127,15 @@ async def drive(
             )
 
         await asyncio.gather(*(burst(k) for k in range(3)))
+    elif kind == "keys":  # one user's backlog, and another user's first call each window
+
+        async def newcomers() -> None:
+            for n in range(4):
+                await clock.sleep(period + n * period * 1.37 + phase * period - clock.now())
+                await timed(callers[0].keyed(f"new{n}").search(f"new{n}"))
+
+        backlog = callers[-1].keyed("backlog")
+        await asyncio.gather(newcomers(), *(backlog.search(f"b{j}") for j in range(calls)))
     else:  # harvest, cold: bulk in every process but the first (alone: in it too)
         bulk = callers[1:] or callers
         done = asyncio.Event()
@@ -173,6 +183,9 @@ class _SDK:
 
     def search_many(self, queries: list[str], *, concurrency: int) -> AsyncIterator[Any]:
         return aiter(self.client.search_many(queries, concurrency=concurrency))
+
+    def keyed(self, key: str) -> _SDK:
+        return _SDK(self.client.with_options(fairness_key=key))
 
 
 async def run_sdk(scenario: Scenario, seed: int) -> tuple[Timeline, Server, float]:
@@ -252,6 +265,9 @@ class _Oracle:
     async def search_many(self, queries: list[str], *, concurrency: int) -> AsyncIterator[None]:
         for _ in await asyncio.gather(*(self._call("default") for _ in queries)):
             yield None
+
+    def keyed(self, key: str) -> _Oracle:
+        return self
 
 
 class _Naive(_Oracle):

@@ -17,7 +17,7 @@ from typing import Literal
 
 from benchmarks.tunnel.server import Kind, Other
 
-Arrivals = Literal["gather", "worker", "bursts", "harvest", "cold", "ask"]
+Arrivals = Literal["gather", "worker", "bursts", "harvest", "cold", "ask", "keys"]
 
 PERIODS = (1.0, 10.0, 60.0)
 KINDS: tuple[Kind, ...] = ("fixed", "sliding", "bucket")
@@ -41,7 +41,9 @@ class Scenario:
             ``harvest`` (a bulk ``search_many`` of ``calls`` with ``in_flight`` at once,
             and interactive searches beside it, four a window), ``cold`` (the same bulk
             alone for seven windows, then one interactive search), ``ask`` (a burst of
-            ``catholic_qa`` questions: the expensive pool).
+            ``catholic_qa`` questions: the expensive pool), ``keys`` (one fairness key's
+            backlog of ``calls``, and another key's first call now and then: an
+            orchestrator's users).
         calls: the calls made in all.
         in_flight: ``max_concurrency`` of each client (and the bulk's concurrency).
         other: another party spending the same quota.
@@ -257,6 +259,15 @@ def matrix() -> list[Group]:
                 in_flight=(16, 64),
                 procs=(1, 4),
             )
+        ],
+    )
+    group(
+        "a newcomer beside another user's backlog (fairness keys; not in the issue's table)",
+        Floor(latency=0.27),  # two quota intervals (0.2 at 10 a window) and a round trip
+        Floor(latency=0.2),
+        [
+            {**row, "calls": 150}
+            for row in _grid(period=PERIODS, kind=KINDS, arrivals=("keys",), procs=(1, 2))
         ],
     )
     group(

@@ -22,21 +22,30 @@ from typing import Generic, TypeVar
 
 from magisterium_async._config import Priority
 
-__all__ = ["Line", "Waiter"]
+__all__ = ["Line", "Waiter", "kind_of"]
 
 T = TypeVar("T")
 
 
 class Waiter(Generic[T]):
     """One call waiting: ``seq`` orders arrivals over every pool, ``since`` is when it
-    began waiting, ``future`` gets what its turn hands it."""
+    began waiting, ``future`` gets what its turn hands it; ``kind`` is what the rule
+    paces by: ``"b"`` bulk, ``"k"`` an interactive call with a fairness key, ``"i"``
+    another interactive call."""
 
-    __slots__ = ("bulk", "future", "key", "seq", "since")
+    __slots__ = ("bulk", "future", "key", "kind", "seq", "since")
 
     def __init__(self, seq: int, since: float, priority: Priority, key: str | None) -> None:
         self.seq, self.since, self.key = seq, since, key
         self.bulk = priority == "bulk"
+        self.kind = kind_of(priority, key)
         self.future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+
+def kind_of(priority: Priority, key: str | None) -> str:
+    """What a call is to pacing: bulk (``"b"``), keyed (``"k"``: an orchestrator's user,
+    paced so that another user's first call finds a start) or interactive (``"i"``)."""
+    return "b" if priority == "bulk" else "k" if key is not None else "i"
 
 
 class Line(Generic[T]):

@@ -30,7 +30,7 @@ from magisterium_async._clock import Clock
 from magisterium_async._config import PoolName, Priority, RateLimits, whole_number
 from magisterium_async._errors import ClientClosedError
 from magisterium_async._events import EventKind, OnEvent, PoolEvent, unheard
-from magisterium_async._ratelimit._line import Line, Waiter
+from magisterium_async._ratelimit._line import Line, Waiter, kind_of
 from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._rule import Rule, Start, Verdict
 from magisterium_async._ratelimit._shared import SharedLimits, SharedPool
@@ -114,7 +114,7 @@ class Pool:
         or the wait is for a free slot rather than for quota)."""
         now = self._clock.now()
         head = self.line.head()
-        at = self._at(now, head.bulk) if head is not None else now
+        at = self._at(now, head.kind) if head is not None else now
         return max(0.0, at - now) if at < math.inf else 0.0
 
     # Entering --------------------------------------------------------------------------
@@ -134,8 +134,8 @@ class Pool:
             rule.contended_at = now  # a burst would hold it back: bulk is paced a while
             if self._shared is not None:
                 self._shared.contend()
-        bulk = priority == "bulk"
-        if not len(self.line) and scheduler.idle() and self._may_start(now, bulk):
+        kind = kind_of(priority, key)
+        if not len(self.line) and scheduler.idle() and self._may_start(now, kind):
             return self._grant(now, now)  # nobody waits and it may start: no place to keep
         waiter: Waiter[Permit] = Waiter(next(scheduler.arrivals), now, priority, key)
         self.line.push(waiter)
@@ -152,21 +152,22 @@ class Pool:
             scheduler.pump()
             raise
 
-    def _may_start(self, now: float, bulk: bool) -> bool:
+    def _may_start(self, now: float, kind: str) -> bool:
         """Whether one more request may start now (the line aside)."""
         if self.in_flight >= self._cap or self._scheduler.full():
             return False
-        return self._at(now, bulk) <= now
+        return self._at(now, kind) <= now
 
-    def _at(self, now: float, bulk: bool) -> float:
-        """When the rule (or Redis) lets the next start go."""
+    def _at(self, now: float, kind: str) -> float:
+        """When the rule (or Redis) lets the next start of a call of ``kind`` go (see
+        :func:`~._line.kind_of`)."""
         rule = self._rule
         if rule is None:
             return now
         if self._shared is None:
-            at = rule.next_start(now, bulk=bulk)
+            at = rule.next_start(now, paced=kind != "i")
         else:
-            at = math.inf if rule.held else self._shared.next_start(now, bulk)
+            at = math.inf if rule.held else self._shared.next_start(now, kind)
         self._tell(now)
         return at
 
@@ -184,7 +185,7 @@ class Pool:
     def ready(self, now: float) -> Waiter[Permit] | None:
         """The pool's head, if it may start now (the scheduler decides among pools)."""
         head = self.line.head()
-        if head is None or not self._may_start(now, head.bulk):
+        if head is None or not self._may_start(now, head.kind):
             return None
         return head
 
@@ -198,7 +199,7 @@ class Pool:
         head = self.line.head()
         if head is None or self.in_flight >= self._cap:
             return math.inf
-        return self._at(now, head.bulk)
+        return self._at(now, head.kind)
 
     # Leaving ---------------------------------------------------------------------------
 

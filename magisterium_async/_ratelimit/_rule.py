@@ -154,7 +154,7 @@ class Rule:
         """Whether starts wait for a round's answers."""
         return self._round is not None and not self._round.open
 
-    def next_start(self, now: float, *, bulk: bool = False) -> float:
+    def next_start(self, now: float, *, paced: bool = False) -> float:
         """When the next start may go (``<= now``: now; ``inf``: once a round is judged)."""
         if self.held:
             return math.inf
@@ -167,7 +167,7 @@ class Rule:
         if at > now and self.rate < self.limit and now >= self.step_at:
             self._step_up(now)
             at = max(self.paused_until, self._log_free())
-        if log and ((bulk and self.contended(now)) or now < self.recovering_until):
+        if log and ((paced and self.contended(now)) or now < self.recovering_until):
             at = max(at, log[-1].time + self.window / self.rate)
         return at
 

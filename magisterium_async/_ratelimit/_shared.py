@@ -4,8 +4,8 @@
 keeps its log of starts and what its rule learned in Redis, and one Lua script (:data:`SCRIPT`)
 decides there, atomically, by the same rule as a local pool (``_rule.py``): every process
 on the account draws on one log, pauses with the others, lowers and steps up one rate,
-paces bulk starts while any process has an interactive call about, and keeps the next free
-start for an interactive call that waits, whichever process it is in. Each process still
+paces bulk starts while any process has an interactive call about, and lines up the
+processes that wait: those with an interactive call first, then round-robin. Each process still
 judges its own rounds of answers (a 429 is judged once what it had in flight is answered)
 and hands the script what it learned.
 
@@ -17,6 +17,8 @@ one Cluster slot) and one pool (``default`` or ``expensive``)::
     P:{H}:POOL:ok      sorted set: the same, for the starts answered without a 429
     P:{H}:POOL:rule    hash: what the rule keeps (rate, pause, ...) and the state's epoch
     P:{H}:POOL:first   set: the clients whose part of the first round is not yet judged
+    P:{H}:POOL:line    sorted set: the clients waiting, interactive first, then as they came
+    P:{H}:POOL:gone    sorted set: the same, by when each leaves the line if it asks no more
     P:{H}:clients      sorted set: client id -> when last seen (sizes the fallback)
 
 Time is Redis's own clock (``TIME``), which processes on every host agree on; with a clock
@@ -68,11 +70,13 @@ every other start while it is answered: a slow answer must not stall every proce
 _NEVER = 9e18  # a time that never comes, in µs (Lua has no portable infinity in a hash)
 
 # KEYS: the pool's log and rule, the account's clients, the pool's first round's clients,
-#   the pool's starts answered without a 429.
+#   the pool's starts answered without a 429, its line of waiting clients and when each
+#   leaves it if it asks no more.
 # ARGV: 1 mode, 2 now (µs; '' reads Redis's TIME), 3 limit, 4 window (µs), 5 margin (µs),
 #   6 adaptive ('1'/'0'), 7 the epoch this client knows ('' at first), 8 a new epoch, then
 #   per mode:
-#   admit   9 ticket, 10 bulk ('1'/'0'), 11 contends ('1'/'0'), 12 client id, 13 how long a
+#   admit   9 ticket, 10 the call's kind ('b' bulk, 'k' keyed, 'i' interactive: what is
+#           paced while contended), 11 contends ('1'/'0'), 12 client id, 13 how long a
 #           client counts as seen (µs), 14 QUIET, 15 RUN (windows), 16 the first round's
 #           size (a client's max_concurrency), 17 how long it holds at most (µs),
 #           18 FIRST_STEP
@@ -108,7 +112,7 @@ local rate, proven = s.rate or limit, s.proven or limit
 local before, backoff, step_at = s.before or 0, s.backoff or 1, s.step_at or NEVER
 local paused, recovering = s.paused or -NEVER, s.recovering or -NEVER
 local contended, run_since = s.contended or -NEVER, s.run_since or -NEVER
-local last, held, stepped = s.last or -NEVER, s.held or -NEVER, s.stepped or -NEVER
+local last, stepped = s.last or -NEVER, s.stepped or -NEVER
 -- The first round: until a client has judged its first answers, no more start than one
 -- client would send, so that told far more than allowed, four processes send one round,
 -- not four, before they know.
@@ -134,7 +138,7 @@ end
 
 local wait, clients = -1, 0
 if mode == 'admit' then
-  local bulk = ARGV[10] == '1'
+  local bulk, paced = ARGV[10] == 'b', ARGV[10] ~= 'i'
   if ARGV[11] == '1' then contended = now end
   redis.call('ZADD', KEYS[3], now, ARGV[12])
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[13]))
@@ -151,10 +155,24 @@ if mode == 'admit' then
   end
   local quiet = now < contended + tonumber(ARGV[14]) * window
   local running = now - last <= 2 * span and now - run_since >= tonumber(ARGV[15]) * window
-  if last > -NEVER and ((bulk and (quiet or running)) or now < recovering) then
+  if last > -NEVER and ((paced and (quiet or running)) or now < recovering) then
     at = math.max(at, last + window / rate)
   end
-  if bulk and now < held then at = math.max(at, held) end
+  -- The line of processes waiting for this pool: interactive ones first, then by when
+  -- each joined (a process that had a start joins again at the back: round-robin). The
+  -- free starts go to the first waiters, one each; the others ask again a moment later.
+  local line, gone = KEYS[6], KEYS[7]
+  for _, c in ipairs(redis.call('ZRANGEBYSCORE', gone, '-inf', '(' .. now)) do
+    redis.call('ZREM', line, c)
+  end
+  redis.call('ZREMRANGEBYSCORE', gone, '-inf', '(' .. now)
+  redis.call('ZADD', line, 'LT', (bulk and NEVER or 0) + now, ARGV[12])
+  local ahead = redis.call('ZRANK', line, ARGV[12])
+  if at <= now and ahead > 0 then
+    local free = rate - in_span(now)
+    if paced and (quiet or running) or now < recovering then free = 1 end
+    if free <= ahead then at = now + math.min(margin, 250000) end
+  end
   if now < first and redis.call('ZCARD', log) >= tonumber(ARGV[16]) then
     at = math.max(at, math.min(first, now + margin))  -- asked again soon: it may settle
   end
@@ -163,13 +181,12 @@ if mode == 'admit' then
     if now < first then redis.call('SADD', KEYS[4], ARGV[12]) end
     if now - last > 2 * span then run_since = now end
     last = now
-    if not bulk then held = -NEVER end
+    redis.call('ZREM', line, ARGV[12])
     wait = 0
   else
     wait = at - now
-    -- The next free start is kept for the interactive call that waits for it (a margin
-    -- more, should its process be gone).
-    if not bulk then held = at + margin end
+    -- A process gone leaves the line a margin after it was due to ask again.
+    redis.call('ZADD', gone, at + margin, ARGV[12])
   end
 elseif mode == 'learn' then
   local kind, at, e, untl = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
@@ -229,13 +246,15 @@ end
 if mode ~= 'read' then
   redis.call('HSET', rule, 'rate', rate, 'proven', proven, 'before', before,
     'backoff', backoff, 'step_at', step_at, 'paused', paused, 'recovering', recovering,
-    'contended', contended, 'run_since', run_since, 'last', last, 'held', held,
+    'contended', contended, 'run_since', run_since, 'last', last,
     'first', first, 'stepped', stepped, 'epoch', epoch)
   local keep = math.ceil(2 * span / 1000) + 60000
   redis.call('PEXPIRE', rule, keep)
   redis.call('PEXPIRE', log, keep)
   redis.call('PEXPIRE', KEYS[4], keep)
   redis.call('PEXPIRE', KEYS[5], keep)
+  redis.call('PEXPIRE', KEYS[6], keep)
+  redis.call('PEXPIRE', KEYS[7], keep)
 end
 local function us(t) return string.format('%.0f', t) end
 if wait > 0 then wait = math.ceil(wait) end  -- a wait never rounds to 0 (admitted)
@@ -300,6 +319,8 @@ class SharedLimits:
             f"{base}:clients",
             f"{base}:{pool}:first",
             f"{base}:{pool}:ok",
+            f"{base}:{pool}:line",
+            f"{base}:{pool}:gone",
         ]
 
     async def run(self, pool: SharedPool, mode: str, *args: object) -> list[Any] | None:
@@ -432,11 +453,11 @@ class SharedPool:
         """A call a burst would hold back arrived: the next ask says so."""
         self._contends = True
 
-    def next_start(self, now: float, bulk: bool) -> float:
+    def next_start(self, now: float, kind: str) -> float:
         """When this process may start its next request (``inf``: once Redis answers)."""
         shared = self.shared
         if self._fallback is not None and shared.down_since is not None and now < shared.retry_at:
-            return self._fallback.next_start(now, bulk=bulk)
+            return self._fallback.next_start(now, paced=kind != "i")
         if self._ticket is not None:
             return now
         if self._asking:
@@ -444,7 +465,7 @@ class SharedPool:
         if now < self._next_ask:
             return self._next_ask
         self._asking = True
-        self.shared.spawn(self._ask(bulk))
+        self.shared.spawn(self._ask(kind))
         return math.inf
 
     def take(self) -> str | None:
@@ -456,14 +477,14 @@ class SharedPool:
             self._alone.append(now)
         return ticket
 
-    async def _ask(self, bulk: bool) -> None:
+    async def _ask(self, kind: str) -> None:
         shared = self.shared
         self._seq += 1
         ticket = f"{shared.id}:{self._seq}"
-        contends, self._contends = self._contends or not bulk, False
+        contends, self._contends = self._contends or kind != "b", False
         try:
             reply = await shared.run(
-                self, "admit", ticket, "1" if bulk else "0", "1" if contends else "0",
+                self, "admit", ticket, kind, "1" if contends else "0",
                 shared.id, round(max(4 * self.local.span, 10.0) * _US), QUIET, RUN,
                 shared.first_round, round(FIRST_HOLD * _US), FIRST_STEP,
             )  # fmt: skip

@@ -141,8 +141,8 @@ def test_bulk_is_paced_while_an_interactive_call_came_lately() -> None:
     now = 2 * WINDOW + 10
     r.contended_at = now  # a person's call arrived
     first = burst(r, now, 1)
-    assert r.next_start(now, bulk=True) == pytest.approx(now + WINDOW / 10)  # one interval
-    assert r.next_start(now, bulk=False) <= now  # an interactive call is not paced
+    assert r.next_start(now, paced=True) == pytest.approx(now + WINDOW / 10)  # one interval
+    assert r.next_start(now, paced=False) <= now  # an interactive call is not paced
     answer(r, first, now + 0.1)
 
 
@@ -154,7 +154,7 @@ def test_a_long_bulk_run_is_paced_and_a_short_one_bursts() -> None:
         t += WINDOW + MARGIN
     assert r.contended(t)
     burst(r, t, 1)
-    assert r.next_start(t, bulk=True) == pytest.approx(t + WINDOW / 10)  # paced
+    assert r.next_start(t, paced=True) == pytest.approx(t + WINDOW / 10)  # paced
     fresh = rule()
     assert not fresh.contended(0.0)
     assert len(burst(fresh, 0.0, 10)) == 10  # a batch alone bursts

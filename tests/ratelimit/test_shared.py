@@ -84,7 +84,9 @@ async def test_four_processes_never_exceed_the_quota_together(memory_redis: obje
         await client.aclose()
     times = [t for _, t in server.arrivals]
     assert len(times) == 60 and most_in_a_minute(times) == 15
-    assert max(times) < 3 * 61 + 1  # and the whole quota is used: four windows' worth
+    # And the whole quota is used: four windows' worth, the last window's starts handed
+    # round-robin over the processes a moment apart.
+    assert max(times) < 3 * 61 + 5
 
 
 async def test_a_window_one_process_found_short_lowers_every_process(
