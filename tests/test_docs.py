@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -245,3 +246,50 @@ def test_pages_named_in_code_are_links(site: Path) -> None:
         for code in re.findall(r"<code>(docs/[\w/-]+\.md[^<]*)</code>", page.read_text("utf-8"))
     ]
     assert not named, named
+
+
+_OVERFLOW_PROBE = """<script>
+addEventListener("load", () => {
+  const wide = [...document.querySelectorAll("article pre > code, article table")]
+    .filter((el) => el.scrollWidth > el.clientWidth + 1)
+    .map((el) => el.textContent.trim().slice(0, 60));
+  const out = document.createElement("output");
+  out.id = "overflow";
+  out.textContent = JSON.stringify(wide);
+  document.body.append(out);
+});
+</script>"""
+
+
+@pytest.mark.slow
+def test_nothing_scrolls_sideways_in_a_browser(site: Path, tmp_path: Path) -> None:
+    """Each page as Chromium lays it out at 1280 pixels: no code block and no table
+    wider than the column it sits in."""
+    chromium = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
+    if chromium is None:
+        pytest.skip("no headless Chromium here")
+    copy = tmp_path / "site"
+    shutil.copytree(site, copy)  # with its stylesheets, so that it lays out as served
+    wide = {}
+    for page in sorted(p for p in copy.rglob("index.html") if p.parent.name != "search"):
+        page.write_text(page.read_text("utf-8").replace("</body>", _OVERFLOW_PROBE + "</body>"))
+        dom = subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1280,1000",
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+        found = re.search(r'<output id="overflow">(.*?)</output>', dom, re.S)
+        assert found is not None, f"{page}: the probe did not run"
+        if cut := json.loads(html.unescape(found[1])):
+            wide[str(page.parent.relative_to(copy))] = cut
+    assert not wide, f"wider than the page at 1280 pixels: {wide}"
