@@ -24,9 +24,7 @@ from magisterium_async._harvest._batch import (
 from magisterium_async._harvest._harvest import (
     Acknowledge,
     Harvest,
-    HarvestedDocument,
     HarvestFailure,
-    HarvestRun,
     HarvestStats,
     OnError,
     harvest,
@@ -36,6 +34,7 @@ from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark, why_not_w
 from magisterium_async._harvest._lock import HarvestLock
 from magisterium_async._harvest._state import (
     Fetched,
+    HarvestedDocument,
     HarvestState,
     Searched,
     StateSummary,
@@ -53,7 +52,6 @@ __all__ = [
     "Harvest",
     "HarvestFailure",
     "HarvestLock",
-    "HarvestRun",
     "HarvestState",
     "HarvestStats",
     "HarvestedDocument",

@@ -3,7 +3,8 @@
 The work runs in a background task that owns an anyio task group and hands results to the
 consumer through a memory object stream with no buffer, so nothing runs ahead of the
 consumer by more than the in-flight window. The same machinery (:class:`BackgroundIterator`,
-:class:`Guard`, :func:`for_each`) drives the harvest pipeline.
+:func:`for_each`) drives the harvest pipeline. An error that ends the work is the first
+error of its task groups, raised to the consumer as itself (never an ``ExceptionGroup``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import asyncio
 import contextlib
 import itertools
 import math
-from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
+import sys
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -23,6 +25,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from magisterium_async._config import whole_number
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._models import Document, SearchResult
+from magisterium_async._ratelimit import SchedulerStats
+
+if sys.version_info < (3, 11):  # anyio's backport
+    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
 DEFAULT_CONCURRENCY = 16
 """Calls a batch or a harvest keeps in flight unless told otherwise.
@@ -39,16 +45,19 @@ ITEM_ERRORS: tuple[type[Exception], ...] = (MagisteriumError, ValueError, TypeEr
 In = TypeVar("In")
 R = TypeVar("R")
 T = TypeVar("T")
-P = ParamSpec("P")
 SelfT = TypeVar("SelfT", bound="BackgroundIterator[Any]")
 
 
-class SearchFetchClient(Protocol):
-    """What batches and harvests need of a client: :class:`AsyncMagisterium` is one."""
+class Client(Protocol):
+    """What batches and harvests need of a client: searches, fetches, and the pools'
+    counters (a harvest's 429s). :class:`AsyncMagisterium` is one."""
 
     async def search(self, query: str) -> list[SearchResult]: ...
 
     async def fetch(self, document_id: str) -> Document | None: ...
+
+    @property
+    def stats(self) -> SchedulerStats: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,45 +72,6 @@ class BatchItem(Generic[In, R]):
     def ok(self) -> bool:
         """Whether the call succeeded (``result`` may still be ``None``: a missing document)."""
         return self.error is None
-
-
-class Guard:
-    """Turns the first unexpected exception of any guarded task into a cancelled group.
-
-    Tasks wrapped by :meth:`__call__` never raise out of the task group (so no
-    ``ExceptionGroup`` reaches users); :meth:`check` re-raises the first error afterwards.
-    """
-
-    def __init__(self) -> None:
-        self.error: Exception | None = None
-        self._scope: anyio.CancelScope | None = None
-
-    def watch(self, scope: anyio.CancelScope) -> None:
-        """Cancel ``scope`` (the task group's) on the first failure."""
-        self._scope = scope
-
-    def fail(self, error: Exception) -> None:
-        """Record ``error`` (the first one wins) and cancel the group."""
-        if self.error is None:
-            self.error = error
-        if self._scope is not None:
-            self._scope.cancel()
-
-    def __call__(
-        self, fn: Callable[P, Coroutine[Any, Any, None]]
-    ) -> Callable[P, Coroutine[Any, Any, None]]:
-        async def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
-            try:
-                await fn(*args, **kwargs)
-            except Exception as exc:
-                self.fail(exc)
-
-        return guarded
-
-    def check(self) -> None:
-        """Raise the recorded error, if any."""
-        if self.error is not None:
-            raise self.error
 
 
 async def for_each(
@@ -127,25 +97,19 @@ def check_source(name: str, source: object) -> None:
         )
 
 
-def check_concurrency(value: object) -> int:
-    """``value`` if it is an int from 1 to :data:`MAX_CONCURRENCY`, else a ``TypeError``
-    or ``ValueError`` naming ``concurrency``."""
-    return whole_number("concurrency", value, maximum=MAX_CONCURRENCY)
-
-
 Produce = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]
 
 
 async def _run(produce: Produce[T], send: MemoryObjectSendStream[T], box: list[Exception]) -> None:
     # Must not refer to the iterator object: the iterator's __del__ is what cancels this task
     # when a bare ``async for`` is left with ``break``. The error goes in the box before the
-    # stream closes, so the consumer finds it when it sees the end.
+    # task ends, and so before the stream closes: the consumer finds it when it sees the end.
     try:
         await produce(send)
     except Exception as exc:
+        while isinstance(exc, ExceptionGroup):  # a task group's: its first error is the one
+            exc = exc.exceptions[0]
         box.append(exc)
-    finally:
-        send.close()
 
 
 class BackgroundIterator(Generic[T]):
@@ -187,7 +151,7 @@ class BackgroundIterator(Generic[T]):
         send, receive = anyio.create_memory_object_stream[T](0)
         self._receive = receive
         self._task = asyncio.get_running_loop().create_task(_run(self._produce, send, self._box))
-        # Also when the task is cancelled before it ever ran.
+        # However it ends: cancelled before it ever ran included.
         self._task.add_done_callback(lambda _: send.close())
         self._produce = None
         return receive
@@ -245,55 +209,6 @@ class Batch(BackgroundIterator[BatchItem[In, R]]):
     ``2 * concurrency`` items held), the next input read only when one is free."""
 
 
-async def _produce_batch(
-    send: MemoryObjectSendStream[BatchItem[In, R]],
-    inputs: Iterable[In] | AsyncIterable[In],
-    call: Callable[[In], Awaitable[R]],
-    concurrency: int,
-    ordered: bool,
-) -> None:
-    # ``slots`` bounds the items taken from the input and not yet handed over, ``limiter``
-    # the calls in flight: unordered they are equal; ordered, the slots beyond
-    # ``concurrency`` are the reorder buffer, so one slow item does not stall the others.
-    slots = anyio.Semaphore(2 * concurrency if ordered else concurrency)
-    limiter = anyio.CapacityLimiter(concurrency)
-    done, finished = anyio.create_memory_object_stream[tuple[int, BatchItem[In, R]]](math.inf)
-    guard = Guard()
-    started = itertools.count()
-
-    async def one(index: int, value: In) -> None:
-        try:
-            async with limiter:
-                result = await call(value)
-        except ITEM_ERRORS as exc:
-            done.send_nowait((index, BatchItem(value, None, exc)))
-        else:
-            done.send_nowait((index, BatchItem(value, result, None)))
-
-    async def emit() -> None:
-        waiting: dict[int, BatchItem[In, R]] = {}
-        following = 0
-        async for index, item in finished:
-            waiting[index if ordered else following] = item  # unordered: the next to go
-            while following in waiting:
-                await send.send(waiting.pop(following))
-                slots.release()
-                following += 1
-
-    async with done, finished, anyio.create_task_group() as tg:
-        guard.watch(tg.cancel_scope)
-        tg.start_soon(guard(emit))
-        async with anyio.create_task_group() as calls:
-
-            async def start(value: In) -> None:
-                await slots.acquire()
-                calls.start_soon(guard(one), next(started), value)
-
-            await guard(for_each)(inputs, start)
-        done.close()  # every call has answered: emit ends with the last item
-    guard.check()
-
-
 def _batch(
     inputs: Iterable[In] | AsyncIterable[In],
     call: Callable[[In], Awaitable[R]],
@@ -302,16 +217,53 @@ def _batch(
     ordered: bool,
 ) -> Batch[In, R]:
     check_source(name, inputs)
-    concurrency = check_concurrency(concurrency)
+    concurrency = whole_number("concurrency", concurrency, maximum=MAX_CONCURRENCY)
 
     async def produce(send: MemoryObjectSendStream[BatchItem[In, R]]) -> None:
-        await _produce_batch(send, inputs, call, concurrency, bool(ordered))
+        # ``slots`` bounds the items taken from the input and not yet handed over,
+        # ``limiter`` the calls in flight: unordered they are equal; ordered, the slots
+        # beyond ``concurrency`` are the reorder buffer, so one slow item does not stall
+        # the others.
+        slots = anyio.Semaphore(2 * concurrency if ordered else concurrency)
+        limiter = anyio.CapacityLimiter(concurrency)
+        done, finished = anyio.create_memory_object_stream[tuple[int, BatchItem[In, R]]](math.inf)
+        started = itertools.count()
+
+        async def one(index: int, value: In) -> None:
+            try:
+                async with limiter:
+                    result = await call(value)
+            except ITEM_ERRORS as exc:
+                done.send_nowait((index, BatchItem(value, None, exc)))
+            else:
+                done.send_nowait((index, BatchItem(value, result, None)))
+
+        async def emit() -> None:
+            waiting: dict[int, BatchItem[In, R]] = {}
+            following = 0
+            async for index, item in finished:
+                waiting[index if ordered else following] = item  # unordered: the next to go
+                while following in waiting:
+                    await send.send(waiting.pop(following))
+                    slots.release()
+                    following += 1
+
+        async with done, finished, anyio.create_task_group() as tg:
+            tg.start_soon(emit)
+            async with anyio.create_task_group() as calls:
+
+                async def start(value: In) -> None:
+                    await slots.acquire()
+                    calls.start_soon(one, next(started), value)
+
+                await for_each(inputs, start)
+            done.close()  # every call has answered: emit ends with the last item
 
     return Batch(produce)
 
 
 def search_many(
-    client: SearchFetchClient,
+    client: Client,
     queries: Iterable[str] | AsyncIterable[str],
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
@@ -326,7 +278,7 @@ def search_many(
 
 
 def fetch_many(
-    client: SearchFetchClient,
+    client: Client,
     ids: Iterable[str] | AsyncIterable[str],
     *,
     concurrency: int = DEFAULT_CONCURRENCY,

@@ -1,46 +1,45 @@
 """The harvest: every document a list of queries finds, fetched once and yielded once.
 
-:class:`Harvest` is what its consumer holds; :class:`HarvestRun` is one run's stages,
-joined by anyio memory streams in one task group::
+:class:`Harvest` is what its consumer holds; :class:`HarvestRun` is one run's stages, in
+one task group, joined by anyio memory streams::
 
-    queries ─ claim ─▶ search ≤N ─┐                 ┌─▶ new ids ─▶ fetch ≤N ─┐
-    acknowledged by the consumer ─┼─▶ received ─▶ commit                     │
-                                  └───────────────  └─▶ documents ─▶ deliver ◀┘
-    state: ids an earlier run found and did not fetch ──────────────▶ fetch
-    state: documents an earlier run fetched and did not deliver ───────────▶ deliver
+    queries ─ claim ─▶ search ≤N ─▶ received ─▶ commit ─▶ new ids ─┬─▶ fetch ≤N ─▶ received
+    state: ids an earlier run found and did not fetch, first ───────┘
+    received ─▶ commit ─▶ documents ─┬─▶ deliver ─▶ the consumer ─▶ acknowledged ─▶ received
+    state: documents an earlier run fetched and did not deliver, first
 
 **Every answer that arrives is kept.** An answer, or an acknowledgement, goes into the
 run's list of what was received in the step it arrives (nothing can cut in between), and
 that list is committed in one transaction whenever anything is in it, and once more,
 shielded, however the run ends: a resume repeats at most the requests in flight. Nothing
-moves on before its answer is committed. Backpressure applies where work starts: no
-search while ``2 * N`` found ids wait for a fetch, no fetch while ``2 * N`` documents are
-not handed over, so memory stays flat and the tasks alive are the work in flight.
+moves on before its answer is committed; a stage ends its stream once every answer it
+asked for is. Backpressure applies where work starts: no search while ``2 * N`` found ids
+wait for a fetch, no fetch while ``2 * N`` documents are not handed over, so memory stays
+flat and the tasks alive are the work in flight.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal, NamedTuple, Protocol, cast
+from typing import Literal, NamedTuple, cast
 
 import anyio
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectSendStream
 
 from magisterium_async._clock import Clock, LoopClock
+from magisterium_async._config import whole_number
 from magisterium_async._errors import AuthenticationError, StateError
 from magisterium_async._harvest._batch import (
     DEFAULT_CONCURRENCY,
     ITEM_ERRORS,
+    MAX_CONCURRENCY,
     BackgroundIterator,
-    Guard,
-    SearchFetchClient,
-    check_concurrency,
+    Client,
     check_source,
     for_each,
 )
@@ -50,27 +49,8 @@ from magisterium_async._harvest._state import Fetched, HarvestedDocument, Harves
 from magisterium_async._ratelimit import SchedulerStats
 from magisterium_async._skills import require_query
 
-# What the package's root imports from here (its seam is the subpackage's __init__).
-__all__ = [
-    "Acknowledge",
-    "Harvest",
-    "HarvestFailure",
-    "HarvestStats",
-    "HarvestedDocument",
-    "OnError",
-    "harvest",
-]
-
 Acknowledge = Literal["auto", "manual"]
 OnError = Literal["record", "raise"]
-
-
-class HarvestClient(SearchFetchClient, Protocol):
-    """What a harvest needs of a client: searches, fetches, and the pools' counters (for
-    :attr:`HarvestStats.rate_limited`). :class:`AsyncMagisterium` is one."""
-
-    @property
-    def stats(self) -> SchedulerStats: ...
 
 
 class HarvestFailure(NamedTuple):
@@ -127,15 +107,6 @@ class HarvestStats:
         end = self.finished if self.finished is not None else self._clock.now()
         return end - self.started
 
-    def start(self, clock: Clock) -> None:
-        """Mark the start, on ``clock`` (the client's)."""
-        self._clock = clock
-        self.started = clock.now()
-
-    def finish(self) -> None:
-        """Mark the end, on the clock given to :meth:`start`."""
-        self.finished = self._clock.now()
-
 
 def _rate_limited(stats: SchedulerStats) -> int:
     return stats.default.rate_limited + stats.expensive.rate_limited + stats.unmetered.rate_limited
@@ -170,7 +141,7 @@ class HarvestRun:
     """One harvest run: its stages, counters and failures, what it received and has not
     committed yet, and its hold on the state. Knows nothing of the consumer."""
 
-    client: HarvestClient
+    client: Client
     queries: Iterable[str] | AsyncIterable[str]
     path: str | os.PathLike[str] | None
     on_error: OnError
@@ -179,7 +150,6 @@ class HarvestRun:
     fatal: tuple[type[Exception], ...]
     stats: HarvestStats = field(default_factory=HarvestStats)
     failures: list[HarvestFailure] = field(default_factory=list)
-    guard: Guard = field(default_factory=Guard)
     state: HarvestState | None = None
     closed: bool = False
     """Whether :meth:`close` ran: nothing received after it is committed."""
@@ -191,8 +161,8 @@ class HarvestRun:
         self._delivered: list[str] = []
         self._output: OutputMark | None = None
         self._arrived = anyio.Event()
+        self._committing = anyio.Lock()
         self._handoff: _Handoff | None = None
-        self._searching = self._fetching = True
 
     def received(
         self,
@@ -245,14 +215,18 @@ class HarvestRun:
                 self.stats.not_found += 1
         self._count_rate_limited()
 
+    async def flush(self, state: HarvestState) -> None:
+        """:meth:`commit` while the stages run, one at a time: when it returns, all that
+        was received before it is committed and handed on."""
+        async with self._committing:
+            await self.commit(state)
+
     def _count_rate_limited(self) -> None:
         self.stats.rate_limited = _rate_limited(self.client.stats) - self._rate_limited_before
 
     def fail(self, kind: Literal["search", "fetch"], value: object, error: Exception) -> None:
         self.failures.append(HarvestFailure(kind, value, error))
         self.stats.failed += 1
-        if self.on_error == "raise":
-            self.guard.fail(error)
 
     async def open(self) -> HarvestState:
         """Hold the state (refused at once, naming the holder, when another harvest
@@ -286,7 +260,8 @@ class HarvestRun:
             self._lock.release()
 
     async def produce(self, out: MemoryObjectSendStream[HarvestedDocument | None]) -> None:
-        self.stats.start(self.clock)
+        self.stats._clock = self.clock
+        self.stats.started = self.clock.now()
         try:
             state = await self.open()
             try:
@@ -300,34 +275,26 @@ class HarvestRun:
                     await state.aclose()
         finally:
             self._count_rate_limited()
-            self.stats.finish()
-        self.guard.check()
+            self.stats.finished = self.clock.now()
 
     async def _stages(
         self, state: HarvestState, out: MemoryObjectSendStream[HarvestedDocument | None]
     ) -> None:
         handoff = self._handoff = _Handoff(self.concurrency)
-        async with contextlib.AsyncExitStack() as ends, anyio.create_task_group() as tg:
-            for stream in (handoff.to_fetch, handoff.ids, handoff.ready, handoff.documents):
-                await ends.enter_async_context(stream)
-            self.guard.watch(tg.cancel_scope)
-            stages = (self._search, self._resume_fetches, self._fetch, self._resume_documents)
-            for stage in (*stages, self._committer):
-                tg.start_soon(self.guard(stage), state, handoff)
-            tg.start_soon(self.guard(self._deliver), handoff, out, tg.cancel_scope)
+        with handoff.to_fetch, handoff.ids, handoff.ready, handoff.documents:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._search, state, handoff)
+                tg.start_soon(self._fetch, state, handoff)
+                tg.start_soon(self._committer, state)
+                await self._deliver(state, handoff, out)
+                tg.cancel_scope.cancel()  # the committer's wait: the end commits the rest
 
-    async def _committer(self, state: HarvestState, handoff: _Handoff) -> None:
-        """Commit what arrives as it arrives; end the streams once nothing more can come
-        into them."""
+    async def _committer(self, state: HarvestState) -> None:
+        """Commit what arrives (answers, deliveries) as it arrives."""
         while True:
-            arrived = self._arrived
-            await self.commit(state)
-            if not self._searching and not any(isinstance(a, Searched) for a in self._answers):
-                handoff.to_fetch.close()  # every search is recorded: no new id comes
-            if not self._fetching and not self._answers:
-                handoff.ready.close()  # every fetch is recorded: no document comes
-            await arrived.wait()
+            await self._arrived.wait()
             self._arrived = anyio.Event()
+            await self.flush(state)
 
     async def _ask(
         self, kind: Literal["search", "fetch"], value: str, done: anyio.Semaphore
@@ -345,102 +312,89 @@ class HarvestRun:
             self.received(
                 Searched(value, None, exc) if kind == "search" else Fetched(value, None, exc)
             )
+            if self.on_error == "raise":
+                raise
         finally:
             done.release()
 
     async def _search(self, state: HarvestState, handoff: _Handoff) -> None:
         in_flight = anyio.Semaphore(self.concurrency)
+
+        async def claim(query: str) -> None:
+            self.stats.queries += 1
+            try:
+                query = require_query("query", query)  # the one rule: stripped, bounded
+            except ITEM_ERRORS as exc:
+                self.fail("search", query, exc)
+                if self.on_error == "raise":
+                    raise
+                return
+            taken = await state.claim(query)
+            if taken == "search":
+                await handoff.room()
+                await in_flight.acquire()
+                searches.start_soon(self._ask, "search", query, in_flight)
+            else:
+                self.stats.skipped_queries += 1
+                if taken == "duplicate":
+                    self.stats.repeated_queries += 1
+
         async with anyio.create_task_group() as searches:
-
-            async def claim(query: str) -> None:
-                self.stats.queries += 1
-                try:
-                    query = require_query("query", query)  # the one rule: stripped, bounded
-                except ITEM_ERRORS as exc:
-                    self.fail("search", query, exc)
-                    return
-                taken = await state.claim(query)
-                if taken == "search":
-                    await handoff.room()
-                    await in_flight.acquire()
-                    searches.start_soon(self.guard(self._ask), "search", query, in_flight)
-                else:
-                    self.stats.skipped_queries += 1
-                    if taken == "duplicate":
-                        self.stats.repeated_queries += 1
-
             await for_each(self.queries, claim)
-        self._searching = False
-        self._arrived.set()
+        await self.flush(state)
+        handoff.to_fetch.close()  # every search is recorded: no new id comes
 
     async def _fetch(self, state: HarvestState, handoff: _Handoff) -> None:
         in_flight = anyio.Semaphore(self.concurrency)
-        async with anyio.create_task_group() as fetches:
-            async for document_id in handoff.ids:
-                handoff.take()
-                await handoff.slots.acquire()
-                await in_flight.acquire()
-                fetches.start_soon(self.guard(self._ask), "fetch", document_id, in_flight)
-        self._fetching = False
-        self._arrived.set()
 
-    async def _resume_fetches(self, state: HarvestState, handoff: _Handoff) -> None:
-        async with handoff.to_fetch.clone() as to_fetch:
-            after = 0
+        async def fetch(document_id: str) -> None:
+            await handoff.slots.acquire()
+            await in_flight.acquire()
+            fetches.start_soon(self._ask, "fetch", document_id, in_flight)
+
+        async with anyio.create_task_group() as fetches:
+            after = 0  # first the ids earlier runs found and did not fetch
             while page := await state.unfetched(after):
                 for _, document_id in page:
-                    await handoff.room()
-                    handoff.found += 1
-                    to_fetch.send_nowait(document_id)
+                    await fetch(document_id)
                 after = page[-1][0]
-
-    async def _resume_documents(self, state: HarvestState, handoff: _Handoff) -> None:
-        async with handoff.ready.clone() as ready:
-            after = 0
-            while page := await state.undelivered(after):
-                for _, document in page:
-                    await handoff.slots.acquire()
-                    self.stats.resumed += 1
-                    ready.send_nowait(document)
-                after = page[-1][0]
+            async for document_id in handoff.ids:
+                handoff.take()
+                await fetch(document_id)
+        await self.flush(state)
+        handoff.ready.close()  # every fetch is recorded: no document comes
 
     async def _deliver(
         self,
+        state: HarvestState,
         handoff: _Handoff,
         out: MemoryObjectSendStream[HarvestedDocument | None],
-        stages: anyio.CancelScope,
     ) -> None:
+        after = 0  # first the documents earlier runs fetched and did not deliver
+        while page := await state.undelivered(after):
+            for _, document in page:
+                self.stats.resumed += 1
+                await out.send(document)
+            after = page[-1][0]
         async for document in handoff.documents:
             await out.send(document)
             handoff.slots.release()
-        if self.guard.error is None:
-            # Handed over once the consumer asks for the item after the last document: by
-            # then that document is acknowledged, and committed as the run ends.
-            await out.send(None)
-        stages.cancel()  # the committer's wait: what it would commit, the end commits
+        # Handed over once the consumer asks for the item after the last document: by then
+        # that document is acknowledged, and committed as the run ends.
+        await out.send(None)
 
 
 class Harvest(BackgroundIterator[HarvestedDocument | None]):
     """Every document the queries find, fetched once and yielded once, as they arrive.
 
-    An async iterator of :class:`HarvestedDocument` (a :class:`Document` naming the
-    ``queries`` that found it) and an async context manager; :meth:`aclose` (or leaving
-    ``async with``) stops all work at once. :attr:`stats` and :attr:`failures` are live.
-    It is iterated once: asked for a document after it ended, it raises ``RuntimeError``.
-
-    With a ``state`` file the harvest is resumable: started again with the same state, it
-    sends no request whose answer was recorded (failed ones are tried again), however the
-    last run ended, and yields exactly the documents found and not *delivered* before:
-    with ``acknowledge="auto"``, a document is delivered when the consumer asks for the
-    next one or closes the harvest in order (``break`` and ``return`` included; not when
-    ``async with`` is left by an exception); with ``"manual"``, when its id is given to
-    :meth:`acknowledge` (by :class:`JsonlWriter`'s ``on_durable``, once on disk). Each
-    delivery is committed at once. A bare ``async for`` left by ``break`` stops the work
-    only when the harvest is garbage collected, without delivering the document in hand.
-
-    From its first document until :meth:`aclose` (or garbage collection) it holds its
-    state (:mod:`._lock`): another harvest of the same state, in any process of the host,
-    raises :class:`StateError` naming the holder; a harvest killed outright holds nothing.
+    An async iterator of :class:`HarvestedDocument` and an async context manager;
+    :meth:`aclose` (or leaving ``async with``) stops all work at once. :attr:`stats` and
+    :attr:`failures` are live. It is iterated once: asked for a document after it ended,
+    it raises ``RuntimeError``. With a ``state`` file it resumes, sending no request whose
+    answer was recorded and yielding exactly the documents not *delivered* before
+    (``acknowledge="auto"``: when the consumer asks for the next one or leaves in order;
+    ``"manual"``: when given to :meth:`acknowledge`), and holds that state from its first
+    document until :meth:`aclose` (:mod:`._lock`). See ``docs/batch-and-harvest.md``.
     """
 
     _ended = (
@@ -453,16 +407,10 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         self._run = run
         self._auto = acknowledge == "auto"
         self._last: str | None = None
-
-    @property
-    def stats(self) -> HarvestStats:
+        self.stats: HarvestStats = run.stats
         """Counters of this run, updated as the harvest goes."""
-        return self._run.stats
-
-    @property
-    def failures(self) -> list[HarvestFailure]:
+        self.failures: list[HarvestFailure] = run.failures
         """``(kind, query or id, exception)`` for every search and fetch that failed."""
-        return self._run.failures
 
     def acknowledge(self, document_ids: Iterable[str], *, output: OutputMark | None = None) -> None:
         """Mark documents as delivered: a resumed harvest will not yield them again.
@@ -483,12 +431,9 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
                 f"{type(document_ids).__name__} {document_ids!r:.80}"
             )
         ids = list(document_ids)
-        for document_id in ids:
-            if not isinstance(document_id, str):
-                raise TypeError(
-                    "acknowledge() takes document ids as str, not "
-                    f"{type(document_id).__name__} {document_id!r:.80}"
-                )
+        if bad := [document_id for document_id in ids if not isinstance(document_id, str)]:
+            kind = type(bad[0]).__name__
+            raise TypeError(f"acknowledge() takes document ids as str, not {kind} {bad[0]!r:.80}")
         if output is not None and not isinstance(output, OutputMark):
             raise TypeError(f"output must be an OutputMark or None, not {type(output).__name__}")
         if self._run.closed:
@@ -566,7 +511,7 @@ async def hold(harvest: Harvest) -> HarvestState:
 
 
 def harvest(
-    client: HarvestClient,
+    client: Client,
     queries: Iterable[str] | AsyncIterable[str],
     *,
     state: str | os.PathLike[str] | None = None,
@@ -601,7 +546,7 @@ def harvest(
         raise ValueError(f'acknowledge must be "auto" or "manual", not {acknowledge!r}')
     if state is not None and not isinstance(state, (str, os.PathLike)):
         raise TypeError(f"state must be a path or None, not {type(state).__name__}")
-    concurrency = check_concurrency(concurrency)
+    concurrency = whole_number("concurrency", concurrency, maximum=MAX_CONCURRENCY)
     fatal = (AuthenticationError, *fatal)
     run = HarvestRun(client, queries, state, on_error, concurrency, clock or LoopClock(), fatal)
     return Harvest(run, acknowledge)

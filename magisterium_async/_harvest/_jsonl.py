@@ -1,10 +1,8 @@
 """``JsonlWriter``: documents appended to a JSON Lines file, durable in small batches.
 
-Made for harvests that may be interrupted: on opening it checks the file is the one the
-harvest wrote, as it left it, cuts a line torn by a crash and skips documents the file
-already holds, and it tells the harvest which documents are on disk (``on_durable``) only
-after ``fsync``, so the harvest's state never runs ahead of the file. Together they put
-every document in the file exactly once across resumes.
+It tells a harvest which documents are on disk only after ``fsync``, so the harvest's
+state never runs ahead of the file, and checks on opening that the file is the one the
+harvest left: together they put every document in the file exactly once across resumes.
 """
 
 from __future__ import annotations
@@ -145,9 +143,7 @@ def _gone(path: str, mark: OutputMark) -> OutputFileError:
 def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
     """Whether an incomplete last line may be one the harvest was writing when it
     stopped: the start of a record it had not acknowledged."""
-    if len(partial) <= len(_OPENING):
-        return _OPENING.startswith(partial)
-    if not partial.startswith(_OPENING):
+    if not (partial.startswith(_OPENING) or _OPENING.startswith(partial)):
         return False
     found = _id_of(partial)
     return found is None or found in pending  # None: cut within the id
@@ -156,24 +152,17 @@ def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
 class JsonlWriter:
     """Append :class:`Document`\\ s to ``path``, one JSON object a line, durable in batches.
 
-    Lines are written, flushed and ``fsync``\\ ed (in a worker thread) once ``batch_size``
-    wait, once the oldest has waited ``max_delay`` seconds (a timer on ``clock``: even when
-    no write follows, as while a harvest waits for its quota), and on :meth:`flush` and
-    :meth:`aclose`; then ``on_durable`` gets their ids (give it :meth:`Harvest.acknowledge`
-    of a harvest with ``acknowledge="manual"``). A write that fails (a full disk) raises
-    :class:`OutputFileError` saying why, leaves the file as it was before its batch, and
-    tells ``on_durable`` nothing; one the timer met is raised by the next call.
+    Lines are written, flushed and ``fsync``\\ ed once ``batch_size`` wait, once the oldest
+    has waited ``max_delay`` seconds (on ``clock``, even when no write follows), and on
+    :meth:`flush` and :meth:`aclose`; then ``on_durable`` gets their ids (a harvest's
+    :meth:`Harvest.acknowledge`). A write that fails raises :class:`OutputFileError`, leaves
+    the file as it was before its batch and tells ``on_durable`` nothing.
 
-    Opening checks the file before a byte is written, and alters only what this writer
-    can tell it wrote: with ``mark`` (a :attr:`mark` a harvest's state recorded), the file
-    must hold exactly the bytes before it (a copy put back from a backup does); after it,
-    only records of ``pending`` ids (written, not acknowledged: a crash in between), each
-    once (:attr:`recovered`), then at most a line torn as one of them, which is cut
-    (:attr:`cut`). Anything else is an :class:`OutputFileError` saying what differs. Without
-    ``mark`` a file is only appended to. With ``skip_existing`` a document whose id the file
-    holds is not written again. A device or a pipe is never read, locked or checked; a
-    directory, a socket or a block device is refused. :meth:`open` holds a regular file as a
-    harvest holds its state (:mod:`._lock`).
+    :meth:`open` holds the file as a harvest holds its state (:mod:`._lock`) and checks it
+    before a byte is written: with ``mark``, it must hold exactly the bytes the mark names,
+    then only records of ``pending`` ids (:attr:`recovered`) and at most a line torn as one
+    of them (:attr:`cut`); ``skip_existing`` writes no id the file holds again. See "The
+    output file" in ``docs/batch-and-harvest.md``.
     """
 
     def __init__(
@@ -204,9 +193,7 @@ class JsonlWriter:
         self._ids: set[str] = set()
         self._lines: list[bytes] = []
         self._pending: list[str] = []
-        self._since = 0.0
         self._lock = anyio.Lock()
-        self._due = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._torn = False  # a failed write left part of its batch there
@@ -241,9 +228,6 @@ class JsonlWriter:
         if self._file is None:
             await anyio.to_thread.run_sync(self._open)
             self.existing = len(self._ids)
-            self._timer = asyncio.get_running_loop().create_task(
-                self._flush_when_due(), name=f"JsonlWriter({self.path!r}) timer"
-            )
 
     def _open(self) -> None:
         """Take the lock, open the file to append and check it (in a worker thread)."""
@@ -370,18 +354,12 @@ class JsonlWriter:
         not open yet, or not a regular file). Give it back as ``mark=`` to resume."""
         return self._mark
 
-    async def _flush_when_due(self) -> None:
-        """The ``max_delay`` timer: flush a batch once its oldest line has waited so long."""
+    async def _flush_later(self) -> None:
+        """The ``max_delay`` timer of a batch, started by its first line (a flush before
+        it only makes the next batch's come sooner)."""
         try:
-            while True:
-                await self._due.wait()
-                self._due.clear()
-                while self._pending:
-                    wait = self._since + self.max_delay - self._clock.now()
-                    if wait > 0:
-                        await self._clock.sleep(wait)
-                    else:
-                        await self.flush()
+            await self._clock.sleep(self.max_delay)
+            await self.flush()
         except Exception as exc:  # raised to the writer's user by the next call
             self._failure = exc
 
@@ -395,9 +373,8 @@ class JsonlWriter:
         if self._file is None:
             raise RuntimeError("JsonlWriter is not open: use `async with JsonlWriter(...)`")
         self._raise_failure()
-        if not self._pending:
-            self._since = self._clock.now()
-            self._due.set()
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.get_running_loop().create_task(self._flush_later())
         self._pending.append(document.id)
         new = document.id not in self._ids
         if new:
@@ -406,10 +383,7 @@ class JsonlWriter:
             self._lines.append(_ENCODER.encode(document) + b"\n")
         else:
             self.skipped += 1
-        if (
-            len(self._pending) >= self.batch_size
-            or self._clock.now() - self._since >= self.max_delay
-        ):
+        if len(self._pending) >= self.batch_size:
             await self.flush()
         return new
 
@@ -456,7 +430,11 @@ class JsonlWriter:
         if self._file is None:
             return
         try:
-            await self._stop_timer()
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                async with self._lock:  # never cut a flush of the timer's short
+                    timer.cancel()
+                await asyncio.wait([timer])
             await self.flush()
             self.changed = await anyio.to_thread.run_sync(self._changed_under_us)
         finally:
@@ -480,10 +458,3 @@ class JsonlWriter:
         except OSError:
             return None  # cannot be told: the next resume checks every byte
         return None if os.path.samestat(stat, there) else "another file was put in its place"
-
-    async def _stop_timer(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            async with self._lock:  # never cut a flush of the timer's short
-                timer.cancel()
-            await asyncio.wait([timer])

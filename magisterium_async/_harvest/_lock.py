@@ -17,7 +17,7 @@ import json
 import os
 import socket
 import time
-from typing import Protocol
+from collections.abc import Callable
 
 import filelock
 
@@ -28,12 +28,6 @@ _ATTEMPTS = 5  # lock files found removed under us before giving up, in a row
 # this host no longer runs: the holder writes it just after taking the lock, over the one a
 # killed harvest left.
 _HOLDER_WAIT = 2.0
-
-
-class FileInUse(Protocol):
-    """What a refused lock raises: :class:`StateError` or :class:`OutputFileError`."""
-
-    def __call__(self, message: str, *, path: str) -> MagisteriumError: ...
 
 
 def _holder(info_path: str) -> str:
@@ -80,7 +74,9 @@ class HarvestLock:
         error: what a refusal raises (``StateError`` or ``OutputFileError``).
     """
 
-    def __init__(self, path: str | os.PathLike[str], what: str, error: FileInUse) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], what: str, error: Callable[..., MagisteriumError]
+    ) -> None:
         self.path = os.fspath(path)
         self._what = what
         self._error = error

@@ -12,15 +12,12 @@ existing file is first read as plain bytes (its header) and must carry the harve
 ``application_id`` (:data:`APPLICATION_ID`) and ``user_version`` (:data:`SCHEMA_VERSION`);
 anything else is refused before any write, WAL switch included, and left byte for byte.
 
-The tables (:data:`SCHEMA`): ``queries`` by when first taken, ``pending`` (taken, not
-answered: searched again by a later run), ``searched`` (``ids``: what it found) or
-``failed``, and ``run``, the last run that took it (a repeat in one run's input is told
-from an earlier run's answer); ``documents`` by discovery, ``pending`` (found), ``fetched``
-(not delivered yet), ``delivered`` (``line``: its place in the output), ``not_found`` or
-``failed``, with ``body``, the record as handed over (the JSON Lines bytes, zlib; none in a
-temporary state) and ``fetched_run`` (only an earlier run's are handed over from the
-state); ``found``, which query found which document; ``meta``: ``runs``, and ``output``,
-where the output was left (a JSON :class:`OutputMark`).
+The tables (:data:`SCHEMA`): ``queries`` by when first taken (``pending``: taken, not
+answered; ``run``: the last run that took it, so a repeat in one run's input is told from
+an earlier run's answer); ``documents`` by discovery (``fetched``: not delivered yet;
+``delivered`` at ``line`` of the output; ``body``: the JSON Lines record handed over, zlib,
+none in a temporary state); ``found``: which query found which document; ``meta``:
+``runs``, and ``output``, where the output was left (a JSON :class:`OutputMark`).
 """
 
 from __future__ import annotations
@@ -41,6 +38,7 @@ import anyio.to_thread
 import msgspec
 
 from magisterium_async._errors import StateError
+from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._jsonl import OutputMark, why_not_written
 from magisterium_async._models import Document
 
@@ -244,8 +242,6 @@ def _make(path: str) -> None:
             db.close()  # the last connection: its -wal and -shm go with it
         try:
             os.link(building, path)  # never over a file made there meanwhile
-        except FileExistsError:
-            raise
         except OSError:  # a file system without hard links (FAT): renamed there instead
             if os.path.lexists(path):
                 raise
@@ -281,8 +277,11 @@ class HarvestState:
         where = "" if path is None else os.fspath(path)
 
         def connect() -> sqlite3.Connection:
-            if where and os.path.lexists(where):
+            kind = kind_of(where) if where else "missing"
+            if kind == "file":
                 check_is_state(where)  # before SQLite touches it: nothing of it changes
+            elif kind != "missing":  # never opened: a FIFO would block for good
+                raise _not_a_state(where, describe(kind))
             elif where:
                 _make(where)
             db = _connect(where)

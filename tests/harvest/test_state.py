@@ -4,6 +4,7 @@ records, resume pages and provenance, and files it did not create refused untouc
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import msgspec
 import pytest
 
 from magisterium_async import Document, MagisteriumError, StateError
-from magisterium_async._harvest import Fetched, HarvestState, Searched
+from magisterium_async._harvest import Fetched, HarvestState, Searched, harvest
+from tests.helpers.harvest_fakes import FakeClient
 
 APPLICATION_ID = 0x6D616876  # as the docs say: a state's, in its SQLite header
 SCHEMA_VERSION = 3
@@ -274,3 +276,13 @@ async def test_a_state_carries_the_application_id_and_one_without_it_is_refused(
     with pytest.raises(StateError, match="not a harvest state"):
         await HarvestState.open(path)
     assert path.read_bytes() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+async def test_a_fifo_at_the_state_path_is_refused_never_opened(tmp_path: Path) -> None:
+    fifo = tmp_path / "state.fifo"
+    os.mkfifo(fifo)  # opened for reading, it would wait for a writer for good
+    async with harvest(FakeClient(), ["a"], state=fifo) as h:
+        with pytest.raises(StateError, match=r"state\.fifo is not a harvest state \(a FIFO"):
+            await anext(h)
+    assert names(tmp_path) == ["state.fifo"]
