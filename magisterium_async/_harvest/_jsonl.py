@@ -161,7 +161,7 @@ class JsonlWriter:
     :meth:`open` holds the file as a harvest holds its state (:mod:`._lock`) and checks it
     before a byte is written: with ``mark``, it must hold exactly the bytes the mark names,
     then only records of ``pending`` ids (:attr:`recovered`) and at most a line torn as one
-    of them (:attr:`cut`); ``skip_existing`` writes no id the file holds again. See "The
+    of them (:attr:`cut`); no id the file holds is written again. See "The
     output file" in ``docs/batch-and-harvest.md``.
     """
 
@@ -172,7 +172,6 @@ class JsonlWriter:
         batch_size: int = 64,
         max_delay: float = 1.0,
         on_durable: Callable[[list[str]], object] | None = None,
-        skip_existing: bool = True,
         clock: Clock | None = None,
         mark: OutputMark | None = None,
         pending: Collection[str] = (),
@@ -181,7 +180,6 @@ class JsonlWriter:
         self.batch_size = whole_number("batch_size", batch_size)
         self.max_delay = non_negative_number("max_delay", max_delay)
         self.on_durable = on_durable
-        self._skip_existing = skip_existing
         if mark is not None and not isinstance(mark, OutputMark):
             raise TypeError(f"mark must be an OutputMark or None, not {type(mark).__name__}")
         self._mark = mark
@@ -202,7 +200,7 @@ class JsonlWriter:
         self.skipped = 0
         """Documents not written because the file already held them."""
         self.existing = 0
-        """Documents the file held when opened (with ``skip_existing``; else 0)."""
+        """Documents the file held when opened."""
         self.cut: tuple[int, int] | None = None
         """The bytes ``(start, end)`` of an incomplete last line :meth:`open` cut, if any."""
         self.recovered: list[str] = []
@@ -269,7 +267,7 @@ class JsonlWriter:
         reader = open(file.fileno(), "rb", closefd=False)  # noqa: SIM115 - buffered reads
 
         def note(start: int, head: bytes) -> None:
-            if self._skip_existing and (found := _id_of(head)) is not None:
+            if (found := _id_of(head)) is not None:
                 self._ids.add(found)
 
         def after_mark(start: int, head: bytes) -> None:
@@ -378,8 +376,7 @@ class JsonlWriter:
         self._pending.append(document.id)
         new = document.id not in self._ids
         if new:
-            if self._skip_existing:
-                self._ids.add(document.id)
+            self._ids.add(document.id)
             self._lines.append(_ENCODER.encode(document) + b"\n")
         else:
             self.skipped += 1
