@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import datetime as dt
-import enum
 import inspect
 import math
 import os
@@ -24,7 +22,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
@@ -34,10 +32,8 @@ from magisterium_async._cache import AnswerCache, CacheStats, open_store
 from magisterium_async._call import Caller, within_total
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import (
-    DEFAULT_CACHE_POLICY,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_RETRY_POLICY,
     DEFAULT_TIMEOUTS,
     NOT_GIVEN,
     CachePolicy,
@@ -74,7 +70,7 @@ from magisterium_async._harvest import (
     OnError,
 )
 from magisterium_async._http._base import HTTPTransport
-from magisterium_async._http._dialect import PROTOCOLS, Dialect, ProtocolVersion, offered
+from magisterium_async._http._dialect import Dialect, ProtocolVersion
 from magisterium_async._http._jsonrpc import JSONRPCClient, endpoint
 from magisterium_async._http._proxy import Proxies
 from magisterium_async._models import (
@@ -97,13 +93,9 @@ from magisterium_async._ratelimit import (
 from magisterium_async._skills import (
     ASK,
     DEFAULT_SKILL_ID,
-    DIOCESE_LOOKUP,
-    DIOCESE_STATISTICS_LOOKUP,
     FETCH,
+    LOOKUPS,
     MASS_READINGS,
-    PERSON_LOOKUP,
-    POPE_LOOKUP,
-    SAINT_LOOKUP,
     SAINTS,
     SEARCH,
     SendParams,
@@ -116,43 +108,10 @@ from magisterium_async._skills import (
 )
 from magisterium_async._telemetry import Telemetry
 
-__all__ = [
-    "CLOSED_MESSAGE",
-    "OTHER_LOOP_MESSAGE",
-    "RUNNING_LOOP_MESSAGE",
-    "AsyncMagisterium",
-    "ClientState",
-]
-
 IteratorT = TypeVar("IteratorT", bound="Batch[Any, Any] | Harvest")
-
-CLOSED_MESSAGE = "the client is closed; create a new AsyncMagisterium"
-OTHER_LOOP_MESSAGE = (
-    "the client was opened in another event loop, which has ended (an earlier "
-    "asyncio.run()?); its connections ended with it. Create the client in the loop that "
-    "uses it: `async with AsyncMagisterium() as client:` inside each asyncio.run()"
-)
-RUNNING_LOOP_MESSAGE = (
-    "a client is used from one event loop, the one of its first call: this client's loop "
-    "runs in thread {thread!r}, and this call came from another loop (another thread, or "
-    "another asyncio.run()). The client stays open there. Give each thread its own "
-    "AsyncMagisterium, or run the call in the client's loop: "
-    "asyncio.run_coroutine_threadsafe(client.search(...), loop).result()"
-)
-
-
-class ClientState(enum.Enum):
-    """Where a client is in its life: a closed client cannot be reopened; one opened in an
-    event loop that has ended (an earlier ``asyncio.run()``) counts as closed, its
-    connections having ended with that loop."""
-
-    UNOPENED = "unopened"
-    OPENED = "opened"
-    CLOSED = "closed"
 
 
 def _check_arguments(
-    retry_policy: object,
     clock: object,
     on_event: object,
     trace_configs: object,
@@ -162,9 +121,6 @@ def _check_arguments(
 ) -> None:
     """The constructor's objects, checked before anything is made: a wrong one is a
     ``TypeError`` naming it now, not an ``AttributeError`` at some later call."""
-    if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
-        name = type(retry_policy).__name__
-        raise TypeError(f"retry_policy must be RetryPolicy or None, not {name}")
     needs = (
         ("clock", clock, ("now", "sleep")),
         ("transport", transport, ("send", "aclose")),
@@ -189,74 +145,80 @@ def _check_arguments(
         raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
 
 
+class _Lookup(Protocol):
+    """A lookup method, as the type checker sees it: bound to a client, it takes ``query``."""
+
+    def __get__(
+        self, client: AsyncMagisterium, owner: type[AsyncMagisterium] | None = None
+    ) -> _BoundLookup: ...
+
+
+class _BoundLookup(Protocol):
+    def __call__(self, query: str) -> Awaitable[Lookup]: ...
+
+
+def _lookup(skill_id: str) -> _Lookup:
+    """The client method of a lookup of :data:`LOOKUPS`, documented by its row. The service
+    states neither their artifacts' names nor their shapes, so each returns what came."""
+    skill: Skill[str, Lookup] = next(s for s in LOOKUPS if s.id == skill_id)
+
+    async def lookup(self: AsyncMagisterium, query: str) -> Lookup:
+        found = read_result(skill, await self._send(skill, query))
+        assert found is not None  # a lookup has no "nothing found" answer of its own
+        return found
+
+    lookup.__name__, lookup.__qualname__ = skill_id, f"AsyncMagisterium.{skill_id}"
+    lookup.__doc__ = f"{skill.description}\n\nArguments:\n    query: {skill.about.lower()}"
+    return lookup
+
+
 class AsyncMagisterium:
     """An async client of the Magisterium A2A API.
 
     Use it as ``async with AsyncMagisterium() as client: ...``, or close it with
     :meth:`aclose`; a closed client cannot be reopened.
 
+    Every option but ``token`` is keyword-only; each ``None`` falls back as
+    ``docs/usage.md`` (Configuration) says.
+
     Args:
-        token: The API token; or a callable, sync or async, returning it (called before
-            each request). ``None``: ``$MAGISTERIUM_TOKEN``, else the sign-in
-            ``magisterium-async login`` stored, refreshed before it expires.
-        base_url: The A2A endpoint. ``None``: ``$MAGISTERIUM_BASE_URL``, else the
-            service's (:data:`DEFAULT_BASE_URL`). ``https://``, or ``http://`` to a
-            loopback host only.
-        rate_limits: The quota the client keeps to: calls wait for their pool rather than
-            spend the quota on 429s. ``None``: ``$MAGISTERIUM_QUOTA`` (``15/2``,
-            ``15/2/60`` or ``unlimited``, as ``--quota`` takes it), else the Pro plan's
-            (:meth:`RateLimits.pro`).
-        max_retries: Retries of a transient failure per call (default 2, or
-            ``retry_policy``'s).
-        timeout: Seconds per request: one number for every call, or :class:`Timeouts` to
-            set ``catholic_qa``'s apart (defaults: 300 s for it, 30 s for the others).
+        token: The API token, or a callable (sync or async) returning it before each
+            request. ``None``: ``$MAGISTERIUM_TOKEN``, else the stored sign-in.
+        base_url: The A2A endpoint (``$MAGISTERIUM_BASE_URL``, else
+            :data:`DEFAULT_BASE_URL`): ``https://``, or ``http://`` to a loopback host.
+        rate_limits: The quota calls wait for rather than spend on 429s
+            (``$MAGISTERIUM_QUOTA``, else :meth:`RateLimits.pro`).
+        max_retries: Retries of a transient failure per call (default:
+            ``retry_policy``'s, 2).
+        timeout: Seconds per request: one number, or :class:`Timeouts` (30 s; 300 s for
+            ``catholic_qa``).
         max_concurrency: Requests in flight at most, over all pools.
-        retry_policy: How failures are retried and how long a call may take in all
-            (default :data:`DEFAULT_RETRY_POLICY`).
-        clock: Where the client reads the time and waits (default: the event loop's;
-            ``magisterium_async.testing.VirtualClock`` for tests in virtual time).
-        on_event: Called with every event of the client (a :class:`PoolEvent`: a request
-            sent or answered, a retry with its delay, a 429, a pause, a wait for quota, a
-            refresh, a cache hit; see ``docs/observability.md``).
+        retry_policy: Retries, 429 waits and a call's deadline
+            (:data:`DEFAULT_RETRY_POLICY`).
+        clock: Where time is read and waited (the loop's; ``testing.VirtualClock``).
+        on_event: Called with every :class:`PoolEvent` (``docs/observability.md``).
         trace_configs: aiohttp tracing, passed to its session.
-        shared_quota: A Redis URL or a :class:`SharedQuota`: the rate limits are shared
-            with every process on the same token, on any host.
-        credentials: Where the sign-in of ``magisterium-async login`` is stored: a path
-            or a ``redis://`` URL. ``None``: ``$MAGISTERIUM_CREDENTIALS``, else the
-            user's configuration directory.
-        max_response_bytes: The largest answer read, decompressed (default 64 MiB): a
-            larger one raises :class:`ResponseTooLargeError` as soon as it passes the
-            cap, so a broken proxy or a gzip bomb cannot exhaust memory.
-        transport: Replaces the network (``magisterium_async.testing.MockTransport``
-            answers from a function, for unit tests).
-        proxy: An ``http://`` or ``https://`` proxy URL (credentials allowed, never
-            shown) every request goes through.
-        trust_env: Without ``proxy``, whether the environment's proxies are used, as
-            requests and httpx use them (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``,
-            in either case; read when the client is made).
-        tracer_provider: OpenTelemetry's (with the ``[otel]`` extra; default: the global
-            one): a CLIENT span per protocol call.
-        meter_provider: OpenTelemetry's (default: the global one): the client's metrics.
-            With neither provider configured nothing is recorded.
-        cache: Where answers are kept so that none is paid for twice: ``"memory"``, the
-            path of a file (kept between runs, shared by the processes that name it) or a
-            ``redis://`` / ``rediss://`` URL (one cache for every process and host naming
-            it; the same server may hold ``shared_quota``). ``None``: ``$MAGISTERIUM_CACHE``
-            (the same forms), else no cache; identical calls to the idempotent skills
-            made while one is in flight still share its request. A call the cache
-            answers spends no quota and sends nothing; a cache that fails is bypassed
-            with one warning, never a failed call.
-        cache_policy: What is kept for how long, and what is shared (default
-            :data:`DEFAULT_CACHE_POLICY`: ``catholic_qa`` neither).
-        protocol: The A2A dialect spoken. ``"auto"`` (the default): the service's own
-            (A2A 0.3 JSON-RPC), and A2A 1.0 where the agent card offers it; the card is
-            read when asked for (:meth:`agent_card`, :meth:`list_tasks`) or after a call
-            is refused as "method not found" or "version not supported", so a server of
-            today's dialect costs no request more. ``"0.3"`` or ``"1.0"``: that one
-            alone; the card is never read for it. Every method, model and error reads
-            the same in both.
-        extensions: URIs of A2A extensions to ask for on every request (the
-            ``A2A-Extensions`` header; ``X-A2A-Extensions`` in 0.3).
+        shared_quota: A Redis URL or :class:`SharedQuota`: the quota shared with every
+            process on the same account, on any host.
+        credentials: Where ``magisterium-async login`` stored the sign-in: a path or a
+            Redis URL (``$MAGISTERIUM_CREDENTIALS``, else the user's config directory).
+        max_response_bytes: The largest answer read, decompressed (64 MiB); past it,
+            :class:`ResponseTooLargeError`.
+        transport: Replaces the network (``testing.MockTransport``, for unit tests).
+        proxy: An ``http(s)://`` proxy URL every request goes through.
+        trust_env: Without ``proxy``, whether ``HTTPS_PROXY``, ``HTTP_PROXY`` and
+            ``NO_PROXY`` are used.
+        tracer_provider: OpenTelemetry's (the global one by default): a span per call.
+        meter_provider: OpenTelemetry's (the global one by default): the metrics.
+        cache: Where answers are kept: ``"memory"``, a file's path or a Redis URL
+            (``$MAGISTERIUM_CACHE``, else none; ``docs/caching.md``). A cache that fails
+            is bypassed with one warning, never a failed call.
+        cache_policy: What is kept for how long, and what is shared
+            (:data:`DEFAULT_CACHE_POLICY`: ``catholic_qa`` neither).
+        protocol: The A2A dialect: ``"auto"`` (0.3, and 1.0 where the agent card offers
+            it, read only when needed), ``"0.3"`` or ``"1.0"``
+            (``docs/protocol-versions.md``).
+        extensions: URIs of A2A extensions asked for on every request.
 
     Raises:
         TypeError: An argument of the wrong type.
@@ -291,12 +253,8 @@ class AsyncMagisterium:
         extensions: Sequence[str] = (),
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
-        _check_arguments(
-            retry_policy, clock, on_event, trace_configs, transport, tracer_provider, meter_provider
-        )
+        _check_arguments(clock, on_event, trace_configs, transport, tracer_provider, meter_provider)
         boolean("trust_env", trust_env)
-        if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
-            raise TypeError(f"cache_policy must be CachePolicy, not {type(cache_policy).__name__}")
         if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
             raise TypeError("extensions must be a sequence of URIs (str)")
         proxies = Proxies(proxy, trust_env=trust_env)
@@ -305,11 +263,14 @@ class AsyncMagisterium:
             raise TypeError(f"rate_limits must be RateLimits, not {type(rate_limits).__name__}")
         self._base_url = endpoint(base_url)
         self._clock = clock or LoopClock()
-        policy = retry_policy or DEFAULT_RETRY_POLICY
-        if max_retries is not None:
-            policy = dataclasses.replace(policy, max_retries=max_retries)
-        keeping = cache_policy or DEFAULT_CACHE_POLICY
-        self._options = CallOptions(Timeouts.of(timeout), policy, keeping, protocol)
+        self._options = CallOptions().changed(
+            timeout=timeout,
+            retry_policy=retry_policy,
+            max_retries=NOT_GIVEN if max_retries is None else max_retries,
+            cache_policy=cache_policy,
+            protocol=protocol,
+        )
+        keeping = self._options.cache
         # The client's one stream of events, and its subscribers: the log, OpenTelemetry
         # (a span per protocol call when a provider is set), the counters behind stats,
         # then the application.
@@ -368,8 +329,8 @@ class AsyncMagisterium:
         )
         # The client's life, shared with its views (each view's _root is this client).
         self._root = self
-        self._state = ClientState.UNOPENED
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # its first call's
         self._thread = ""
         # The batches and harvests made by this client or its views, stopped when it
         # closes: one left by a bare ``break`` would go on failing every call it makes.
@@ -394,8 +355,8 @@ class AsyncMagisterium:
         await self.aclose()
 
     def _check_not_closed(self) -> None:
-        if self._root._state is ClientState.CLOSED:
-            raise ClientClosedError(CLOSED_MESSAGE)
+        if self._root._closed:
+            raise ClientClosedError("the client is closed; create a new AsyncMagisterium")
 
     def _open(self) -> None:
         """Before each call: bind the client to the running loop on its first call.
@@ -410,13 +371,24 @@ class AsyncMagisterium:
         self._check_not_closed()
         loop = asyncio.get_running_loop()
         if root._loop is None:
-            root._loop, root._state = loop, ClientState.OPENED
-            root._thread = threading.current_thread().name
+            root._loop, root._thread = loop, threading.current_thread().name
+        elif root._loop is not loop and not root._loop.is_closed():
+            raise MagisteriumError(
+                "a client is used from one event loop, the one of its first call: this "
+                f"client's loop runs in thread {root._thread!r}, and this call came from "
+                "another loop (another thread, or another asyncio.run()). The client stays "
+                "open there. Give each thread its own AsyncMagisterium, or run the call in "
+                "the client's loop: asyncio.run_coroutine_threadsafe(client.search(...), "
+                "loop).result()"
+            )
         elif root._loop is not loop:
-            if not root._loop.is_closed():
-                raise MagisteriumError(RUNNING_LOOP_MESSAGE.format(thread=root._thread))
-            root._state = ClientState.CLOSED
-            raise ClientClosedError(OTHER_LOOP_MESSAGE)
+            root._closed = True
+            raise ClientClosedError(
+                "the client was opened in another event loop, which has ended (an earlier "
+                "asyncio.run()?); its connections ended with it. Create the client in the "
+                "loop that uses it: `async with AsyncMagisterium() as client:` inside each "
+                "asyncio.run()"
+            )
 
     async def aclose(self) -> None:
         """Wake every waiting call with an error and close the HTTP session. Idempotent.
@@ -427,7 +399,7 @@ class AsyncMagisterium:
             return
         for iterator in list(self._iterators):  # each records what it delivered
             await iterator.abort(ClientClosedError("the client was closed while it ran"))
-        self._state = ClientState.CLOSED
+        self._closed = True
         await self._scheduler.aclose()
         await self._caller.rpc.aclose()
         await self._cache.aclose()
@@ -449,50 +421,25 @@ class AsyncMagisterium:
         lifetime, with these options changed (the OpenAI SDK's ``with_options``).
 
         One rule for every option: left out (``NOT_GIVEN``), it is this client's; ``None``
-        takes the constructor's default back (``fairness_key=None``: no key). These are
-        every option that can differ per call on shared connections and pools; the rest
-        (the quota, the connections, the token) belong to the client that owns them.
-
-        ``priority`` is ``"interactive"`` (the default of single calls: within a pool, a
-        waiting interactive call starts before every waiting bulk call) or ``"bulk"`` (the
-        default of ``search_many``, ``fetch_many`` and ``harvest``; bulk calls still get all
-        the quota interactive ones leave). ``fairness_key`` names whom the calls serve:
-        within one priority, waiting calls are served round-robin across keys, so one key's
-        thousand calls never hold another key's first call back. ``max_retries`` applies
-        to ``retry_policy`` (the one given here, else this client's). ``protocol`` is the
-        A2A dialect the view's calls speak (``"auto"``: from the agent card, shared with
-        this client). Closing this client closes every view; ``aclose()`` on a view closes
+        takes the constructor's default back (``fairness_key=None``: no key). The quota, the
+        connections and the token belong to the client that owns them. ``max_retries``
+        applies to ``retry_policy`` (the one given here, else this client's). ``priority``
+        (``"interactive"``, single calls' default; ``"bulk"``, the batches') and
+        ``fairness_key`` (whom the calls serve, round-robin within a priority) place calls
+        in their pool's line: ``docs/rate-limits.md``. ``protocol``: the A2A dialect of the
+        view's calls. Closing this client closes every view; ``aclose()`` on a view closes
         nothing.
         """
-        options = self._options
-        changed: dict[str, Any] = {}
-        if not isinstance(timeout, NotGiven):
-            changed["timeouts"] = Timeouts.of(DEFAULT_TIMEOUTS if timeout is None else timeout)
-        retry = options.retry
-        if not isinstance(retry_policy, NotGiven):
-            if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
-                name = type(retry_policy).__name__
-                raise TypeError(f"retry_policy must be RetryPolicy or None, not {name}")
-            retry = changed["retry"] = retry_policy or DEFAULT_RETRY_POLICY
-        if not isinstance(max_retries, NotGiven):
-            retries = DEFAULT_RETRY_POLICY.max_retries if max_retries is None else max_retries
-            # RetryPolicy checks it (type and range), naming max_retries.
-            changed["retry"] = dataclasses.replace(retry, max_retries=retries)
-        if not isinstance(priority, NotGiven):
-            changed["priority"] = priority or "interactive"
-        if not isinstance(fairness_key, NotGiven):
-            changed["fairness_key"] = fairness_key
-        if not isinstance(cache_policy, NotGiven):
-            if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
-                name = type(cache_policy).__name__
-                raise TypeError(f"cache_policy must be CachePolicy or None, not {name}")
-            changed["cache"] = cache_policy or DEFAULT_CACHE_POLICY
-        if not isinstance(protocol, NotGiven):
-            if (protocol or "auto") not in PROTOCOLS:
-                raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-            changed["protocol"] = protocol or "auto"
         view = copy.copy(self)
-        view._options = dataclasses.replace(options, **changed)
+        view._options = self._options.changed(
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_policy=retry_policy,
+            priority=priority,
+            fairness_key=fairness_key,
+            cache_policy=cache_policy,
+            protocol=protocol,
+        )
         return view
 
     @property
@@ -538,7 +485,7 @@ class AsyncMagisterium:
     @property
     def is_closed(self) -> bool:
         """Whether :meth:`aclose` has run."""
-        return self._root._state is ClientState.CLOSED
+        return self._root._closed
 
     @property
     def max_response_bytes(self) -> int:
@@ -632,54 +579,12 @@ class AsyncMagisterium:
         """The Roman Martyrology entry for ``when`` (a date, or a text query), or ``None``."""
         return read_result(SAINTS, await self._send(SAINTS, when))
 
-    # The lookups: one method per row of LOOKUPS, each the skill's own id. The service
-    # states neither their artifacts' names nor their shapes, so each returns what came.
-
-    async def saint_lookup(self, query: str) -> Lookup:
-        """A saint, blessed, venerable or servant of God, by name or canonical id.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(SAINT_LOOKUP, query)
-
-    async def person_lookup(self, query: str) -> Lookup:
-        """A clergy figure (bishop, cardinal, archbishop, ...) by name or canonical id.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(PERSON_LOOKUP, query)
-
-    async def pope_lookup(self, query: str) -> Lookup:
-        """A pope by name or canonical id: reign, birth name, dates.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(POPE_LOOKUP, query)
-
-    async def diocese_lookup(self, query: str) -> Lookup:
-        """A diocese, archdiocese or eparchy by name or canonical id: its directory entry,
-        headline statistics and latest financials.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(DIOCESE_LOOKUP, query)
-
-    async def diocese_statistics_lookup(self, query: str) -> Lookup:
-        """A diocese's yearly statistics by name or canonical id, one row per year.
-
-        Arguments:
-            query: the name, or the canonical id.
-        """
-        return await self._lookup(DIOCESE_STATISTICS_LOOKUP, query)
-
-    async def _lookup(self, skill: Skill[str, Lookup], query: str) -> Lookup:
-        found = read_result(skill, await self._send(skill, query))
-        assert found is not None  # a lookup has no "nothing found" answer of its own
-        return found
+    # The lookups, one method per row of LOOKUPS named by its skill id.
+    saint_lookup = _lookup("saint_lookup")
+    person_lookup = _lookup("person_lookup")
+    pope_lookup = _lookup("pope_lookup")
+    diocese_lookup = _lookup("diocese_lookup")
+    diocese_statistics_lookup = _lookup("diocese_statistics_lookup")
 
     def _send(
         self, skill: Skill[Any, Any], argument: Any, context_id: str | None = None
@@ -949,9 +854,3 @@ class AsyncMagisterium:
         """
         self._open()
         return await self._caller.negotiation(self._options.protocol).card()
-
-    async def card_protocol(self) -> str:
-        """The A2A version the agent card offers: ``"1.0"`` where it names an A2A 1.0
-        JSON-RPC interface, else ``"0.3"`` (the service's own card, 0.2.6, is this
-        dialect). Reads the card (cached; no quota)."""
-        return offered(await self.agent_card(), self.base_url, self._caller.events).version

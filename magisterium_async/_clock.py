@@ -13,17 +13,9 @@ import asyncio
 import heapq
 import itertools
 import math
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
-
-if sys.version_info >= (3, 11):
-    from asyncio import timeout as _timeout
-else:  # the same, from aio-libs (a dependency on 3.10 only)
-    from async_timeout import timeout as _timeout
-
-__all__ = ["Clock", "LoopClock", "VirtualClock", "wait_at_most", "within"]
 
 # A bound on the loop iterations of one settle, so a task that busy-yields cannot hang a test.
 _SETTLE_LIMIT = 10_000
@@ -227,7 +219,8 @@ async def within(
 
     Like ``asyncio.timeout`` (which reads only the loop's clock): a sleep on ``clock`` runs
     beside the work and cancels this task when it ends first. A cancellation from outside
-    is passed on as it is.
+    is passed on as it is, even one that comes as the work ends (where ``asyncio.wait_for``
+    before Python 3.12 lost it, and a cancelled call went on to send its request).
     """
     if math.isinf(seconds):
         return await work
@@ -260,15 +253,3 @@ async def within(
         timer.cancel()
     # Raised here, outside the except block: the CancelledError is no part of the story.
     raise on_timeout()
-
-
-async def wait_at_most(seconds: float, work: Awaitable[T]) -> T:
-    """``await work`` in this task, raising ``asyncio.TimeoutError`` once ``seconds`` pass
-    on the loop's clock.
-
-    ``asyncio.wait_for`` without its flaw before Python 3.12: there, a task cancelled as
-    ``work`` ended went on as if it never was (a cancelled call then sent its request).
-    Here a cancellation always reaches the task, at this await or its next one.
-    """
-    async with _timeout(seconds):
-        return await work

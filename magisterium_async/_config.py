@@ -6,24 +6,9 @@ is not a number at all (``True`` is not one, though Python counts it as an ``int
 :class:`ValueError` when it is out of range (NaN always is), the message naming the
 argument and echoing the value.
 
-The environment, and how each setting falls back, so the client, ``login`` and every
-command agree:
-
-- the token: ``token=`` (or ``--token-file``), then ``$MAGISTERIUM_TOKEN``, then the
-  stored sign-in of ``magisterium-async login``;
-- where that sign-in lives: ``credentials=`` (or ``--credentials``), then
-  ``$MAGISTERIUM_CREDENTIALS``, then the user's configuration directory;
-- the endpoint: ``base_url=`` (or ``--base-url``), then ``$MAGISTERIUM_BASE_URL``, then
-  the service's own (:data:`DEFAULT_BASE_URL`);
-- the Redis that shares a quota or a sign-in: ``url=`` (or ``--redis``), then
-  ``$MAGISTERIUM_REDIS_URL``, else none;
-- the client's quota: ``rate_limits=`` (or ``--quota``), then ``$MAGISTERIUM_QUOTA`` (in
-  ``--quota``'s words: :func:`parse_quota`), then the Pro plan's;
-- where answers are kept: ``cache=`` (or ``--cache``), then ``$MAGISTERIUM_CACHE``
-  (``memory``, a file's path or a Redis URL), else no cache.
-
-An empty variable counts as unset; a token is read without its surrounding whitespace
-(a blank one is no token).
+Each ``MAGISTERIUM_*`` variable stands in for its argument (or the command line's option)
+when that is not given, as ``docs/usage.md`` (Configuration) tabulates; an empty or blank
+variable counts as unset, and a value is read without its surrounding whitespace.
 """
 
 from __future__ import annotations
@@ -31,52 +16,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Final, Literal
-
-__all__ = [
-    "BASE_URL_ENV",
-    "CACHE_ENV",
-    "CREDENTIALS_ENV",
-    "DEFAULT_BASE_URL",
-    "DEFAULT_CACHE_POLICY",
-    "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_MAX_RESPONSE_BYTES",
-    "DEFAULT_MAX_RETRIES",
-    "DEFAULT_RETRY_POLICY",
-    "DEFAULT_RULES",
-    "DEFAULT_TIMEOUTS",
-    "LOG_ENV",
-    "MAX_RETRIES_CEILING",
-    "NOT_GIVEN",
-    "PROTOCOLS",
-    "QUOTA_ENV",
-    "REDIS_URL_ENV",
-    "TOKEN_ENV",
-    "CachePolicy",
-    "CacheRule",
-    "CallOptions",
-    "NotGiven",
-    "PoolName",
-    "Priority",
-    "ProtocolVersion",
-    "RateLimits",
-    "RetryPolicy",
-    "Timeouts",
-    "base_url",
-    "boolean",
-    "cache_from_env",
-    "fraction",
-    "non_negative_number",
-    "number",
-    "parse_quota",
-    "positive_number",
-    "quota_from_env",
-    "redis_url",
-    "token_from_env",
-    "whole_number",
-]
+from typing import Any, Final, Literal
 
 # Number checks: each returns the value, or raises naming it.
 
@@ -153,58 +95,41 @@ class RateLimits:
     """Requests allowed per ``period`` seconds in each of the service's two quota pools.
 
     ``catholic_qa`` draws on ``expensive``; every other skill on ``default``; ``tasks/get``
-    and ``tasks/cancel`` on neither. The client guarantees that no interval of ``period``
-    seconds holds more than the configured number of request starts in a pool, so a client
-    configured to its plan's quota never trips it with its own traffic.
+    and ``tasks/cancel`` on neither. No interval of ``period`` seconds holds more than the
+    configured number of request starts in a pool, so a client configured to its plan's
+    quota never trips it with its own traffic.
 
     ``default_concurrency`` / ``expensive_concurrency`` cap the requests in flight per pool
-    (``None``, the default for both: only ``max_concurrency`` applies; the service documents
-    no cap on calls in flight, only the rate). ``adaptive`` lets a pool lower its rate to
-    what the server allowed over its window after a 429 (the quota is shared with the
-    user's MCP calls, or the numbers are wrong), and probe back up once 429s stop.
-    ``safety_margin`` (seconds, default
-    ``min(0.02 * period, 1)``) widens the window against network jitter between the client's
-    clock and the server's.
+    (``None``: only ``max_concurrency`` applies; the service caps only the rate).
+    ``adaptive`` lets a pool lower its rate to what the server allowed after a 429 (the
+    quota is shared with the user's MCP calls, or the numbers are wrong) and probe back up
+    once 429s stop. ``safety_margin`` (seconds, default ``min(0.02 * period, 1)``) widens
+    the window against jitter between the client's clock and the server's.
 
-    Use a preset (:meth:`pro`, :meth:`organization`) or :meth:`unlimited` for the emulator
-    and for Enterprise quotas you have no number for.
+    Presets: :meth:`pro`, :meth:`organization`; :meth:`unlimited` for the emulator and for
+    Enterprise quotas you have no number for.
     """
 
     default: float
     expensive: float
+    _: KW_ONLY
     period: float = 60.0
     default_concurrency: int | None = None
     expensive_concurrency: int | None = None
     adaptive: bool = True
     safety_margin: float | None = None
 
-    def __init__(
-        self,
-        default: float,
-        expensive: float,
-        *,
-        period: float = 60.0,
-        default_concurrency: int | None = None,
-        expensive_concurrency: int | None = None,
-        adaptive: bool = True,
-        safety_margin: float | None = None,
-    ) -> None:
-        object.__setattr__(self, "default", positive_number("default", default, infinite=True))
-        object.__setattr__(
-            self, "expensive", positive_number("expensive", expensive, infinite=True)
-        )
-        object.__setattr__(self, "period", positive_number("period", period))
-        for name, value in (
-            ("default_concurrency", default_concurrency),
-            ("expensive_concurrency", expensive_concurrency),
-        ):
-            if value is not None:
-                whole_number(name, value)
+    def __post_init__(self) -> None:
+        for name in ("default", "expensive"):
+            value = positive_number(name, getattr(self, name), infinite=True)
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "adaptive", boolean("adaptive", adaptive))
-        if safety_margin is not None:
-            safety_margin = non_negative_number("safety_margin", safety_margin)
-        object.__setattr__(self, "safety_margin", safety_margin)
+        object.__setattr__(self, "period", positive_number("period", self.period))
+        for name in ("default_concurrency", "expensive_concurrency"):
+            if getattr(self, name) is not None:
+                whole_number(name, getattr(self, name))
+        boolean("adaptive", self.adaptive)
+        if self.safety_margin is not None:
+            non_negative_number("safety_margin", self.safety_margin)
 
     @classmethod
     def pro(cls) -> RateLimits:
@@ -291,29 +216,22 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How transient failures and rate limits are retried.
+    """How transient failures and 429s are retried, and how long one call may take.
 
     Connection errors, timeouts, HTTP 5xx and -32603 are retried up to ``max_retries``
-    times (at most 100: a call must end), waiting
-    ``min(initial_backoff * 2**n, max_backoff)`` with jitter.
+    times (at most 100: a call must end), after ``min(initial_backoff * 2**n,
+    max_backoff)`` with jitter; a ``catholic_qa`` call that timed out only with
+    ``retry_expensive_timeouts`` (it may have run and spent the scarce expensive quota).
 
-    A 429 waits the service's ``retryAfter`` (or ``Retry-After``), at least
-    ``min_retry_after * 2**n`` for the call's n-th 429 (so a wait of 0, or a tiny one, can
-    never make a hot loop) and at most ``max_retry_after``; ``fallback_retry_after`` when
-    the service gave no usable wait; longer when its pool is paused for longer (the pool
-    decides the wait, and whether every call waits). 429s do not count against
-    ``max_retries``; once the waits of one call add up to more than ``rate_limit_budget``
-    seconds, the :class:`RateLimitError` is raised, so one call sends a bounded number of requests
-    whatever the service answers (17 with the defaults). ``retry_expensive_timeouts`` is
-    off by default: a ``catholic_qa`` call that timed out may have run and spent the
-    scarce expensive quota.
+    A 429 waits the service's ``retryAfter`` (or ``Retry-After``; ``fallback_retry_after``
+    when it gave none), at least ``min_retry_after * 2**n`` for the call's n-th 429 (never
+    a hot loop) and at most ``max_retry_after``, or longer while its pool is paused. 429s
+    spend no retry; once one call's waits pass ``rate_limit_budget`` seconds its
+    :class:`RateLimitError` is raised (17 requests at most with the defaults).
 
-    ``total_timeout`` (seconds, default ``None``: no bound) is the deadline of one call as a
-    whole: waiting for its pool, every attempt, the backoffs and the rate-limit waits; when
-    it passes, whatever the call is doing is cancelled and it raises
-    :class:`APITimeoutError`. A 429 whose wait would end after the deadline is
-    raised at once as the :class:`RateLimitError` (its ``retry_after`` says when to come
-    back) rather than slept on until the deadline.
+    ``total_timeout`` (``None``: no bound) is the deadline of a call as a whole (its wait
+    for the pool, every attempt and every wait): past it the call is cancelled and raises
+    :class:`APITimeoutError`, and a 429 whose wait would pass it is raised at once.
     """
 
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -401,16 +319,6 @@ _HOUR = 3600.0
 _DAY = 24 * _HOUR
 
 
-def _seconds(name: str, value: object) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
-
-
 @dataclass(frozen=True)
 class CacheRule:
     """How one skill's answers are kept and shared.
@@ -428,7 +336,7 @@ class CacheRule:
 
     def __post_init__(self) -> None:
         if self.fresh is not None:
-            _seconds("fresh", self.fresh)
+            positive_number("fresh", self.fresh)
 
 
 DEFAULT_RULES: Mapping[str, CacheRule] = MappingProxyType(
@@ -486,11 +394,9 @@ class CachePolicy:
                     f"rules[{skill_id!r}] must be a CacheRule, not {type(rule).__name__}"
                 )
         object.__setattr__(self, "rules", MappingProxyType(rules))
-        _seconds("not_found", self.not_found)
-        for name in ("max_entries", "max_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+        positive_number("not_found", self.not_found)
+        whole_number("max_entries", self.max_entries)
+        whole_number("max_bytes", self.max_bytes)
 
     def rule(self, skill_id: str) -> CacheRule:
         """The rule of ``skill_id``: not cached, not coalesced when the table lacks it."""
@@ -534,7 +440,7 @@ class CallOptions:
     travels whole from the client (or a view ``with_options`` made) to the call loop.
 
     Arguments:
-        timeouts: seconds per request, by pool.
+        timeouts: seconds per request, by pool (a number: the same for every call).
         retry: how failures and 429s are retried, and the call's total deadline.
         cache: what is kept and shared (a ``CachePolicy``).
         protocol: the A2A dialect spoken: ``"auto"``, ``"0.3"`` or ``"1.0"``.
@@ -542,19 +448,51 @@ class CallOptions:
         fairness_key: whom the call serves (``None``: nobody in particular).
     """
 
-    timeouts: Timeouts
-    retry: RetryPolicy
-    cache: CachePolicy
+    timeouts: Timeouts = DEFAULT_TIMEOUTS
+    retry: RetryPolicy = DEFAULT_RETRY_POLICY
+    cache: CachePolicy = DEFAULT_CACHE_POLICY
     protocol: ProtocolVersion = "auto"
     priority: Priority = "interactive"
     fairness_key: str | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "timeouts", Timeouts.of(self.timeouts))
+        for name, argument, kind in _TYPED:
+            if not isinstance(getattr(self, name), kind):
+                given = type(getattr(self, name)).__name__
+                raise TypeError(f"{argument} must be {kind.__name__} or None, not {given}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
         if self.priority not in ("interactive", "bulk"):
             raise ValueError(f"priority must be 'interactive' or 'bulk', got {self.priority!r}")
         if self.fairness_key is not None and not isinstance(self.fairness_key, str):
             name = type(self.fairness_key).__name__
             raise TypeError(f"fairness_key must be a str or None, not {name}")
+
+    def changed(self, **given: Any) -> CallOptions:
+        """These options, each given one changed, by the client's arguments' names
+        (``timeout``, ``max_retries``, ``retry_policy``, ``cache_policy``, ``protocol``,
+        ``priority``, ``fairness_key``): ``NOT_GIVEN`` keeps an option, ``None`` takes its
+        default back. ``max_retries`` applies to the retry policy, the one given with it
+        or else this one's."""
+        changes: dict[str, Any] = {}
+        for argument, value in given.items():
+            name = _FIELDS.get(argument, argument)
+            if not isinstance(value, NotGiven) and argument != "max_retries":
+                changes[name] = _DEFAULTS[name] if value is None else value
+        options = replace(self, **changes)
+        retries = given.get("max_retries", NOT_GIVEN)
+        if isinstance(retries, NotGiven):
+            return options
+        retries = DEFAULT_MAX_RETRIES if retries is None else retries
+        # RetryPolicy checks it (type and range), naming max_retries.
+        return replace(options, retry=replace(options.retry, max_retries=retries))
+
+
+# The client's argument for each option, where its name differs, and each one's default.
+_FIELDS = {"timeout": "timeouts", "retry_policy": "retry", "cache_policy": "cache"}
+_TYPED = (("retry", "retry_policy", RetryPolicy), ("cache", "cache_policy", CachePolicy))
+_DEFAULTS = {f.name: f.default for f in fields(CallOptions)}
 
 
 # The environment --------------------------------------------------------------------
@@ -569,20 +507,19 @@ _LOG_LEVELS = {"debug": 10, "info": 20}  # logging.DEBUG, logging.INFO
 
 
 def _read(name: str) -> str | None:
-    return os.environ.get(name) or None
+    """``$name`` without surrounding whitespace; ``None`` when it is unset or blank."""
+    return os.environ.get(name, "").strip() or None
 
 
 def token_from_env() -> str | None:
     """``$MAGISTERIUM_TOKEN`` (stripped), or ``None`` when it is unset or blank."""
-    return (_read(TOKEN_ENV) or "").strip() or None
+    return _read(TOKEN_ENV)
 
 
 def base_url(given: str | None) -> str:
     """The endpoint: ``given`` (an empty one included: it is refused, never taken for the
     service's), else ``$MAGISTERIUM_BASE_URL`` (set and not blank), else the service's."""
-    if given is not None:
-        return given
-    return (_read(BASE_URL_ENV) or "").strip() or DEFAULT_BASE_URL
+    return given if given is not None else _read(BASE_URL_ENV) or DEFAULT_BASE_URL
 
 
 def redis_url(given: str | None) -> str | None:
@@ -593,13 +530,13 @@ def redis_url(given: str | None) -> str | None:
 def cache_from_env() -> str | None:
     """``$MAGISTERIUM_CACHE`` (stripped): ``memory``, a file's path or a Redis URL, as
     ``cache=`` takes them; ``None`` when it is unset or blank."""
-    return (_read(CACHE_ENV) or "").strip() or None
+    return _read(CACHE_ENV)
 
 
 def log_level() -> int | None:
     """``$MAGISTERIUM_LOG`` as a :mod:`logging` level (``info``, ``debug``, in any case);
     ``None`` when unset; ``ValueError`` naming it for any other value."""
-    value = (_read(LOG_ENV) or "").strip().lower()
+    value = (_read(LOG_ENV) or "").lower()
     if not value:
         return None
     if value not in _LOG_LEVELS:
@@ -643,8 +580,8 @@ def quota_from_env() -> RateLimits | None:
 
     A value that is not a quota is a ``ValueError`` naming the variable.
     """
-    text = os.environ.get(QUOTA_ENV, "").strip()
-    if not text:
+    text = _read(QUOTA_ENV)
+    if text is None:
         return None
     try:
         return parse_quota(text)

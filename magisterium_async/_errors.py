@@ -59,45 +59,6 @@ from multidict import CIMultiDict, CIMultiDictProxy
 if TYPE_CHECKING:
     from magisterium_async._models import Task
 
-__all__ = [
-    "APIConnectionError",
-    "APIResponseError",
-    "APITimeoutError",
-    "AuthenticationError",
-    "CacheError",
-    "ClientClosedError",
-    "CredentialsError",
-    "InternalServerError",
-    "InvalidParamsError",
-    "InvalidRequestError",
-    "JSONRPCError",
-    "LoginRequiredError",
-    "MagisteriumError",
-    "MalformedResponseError",
-    "MethodNotFoundError",
-    "NotSupportedError",
-    "OAuthError",
-    "OutputFileError",
-    "ParseError",
-    "PlanRequiredError",
-    "RateLimitError",
-    "ResponseTooLargeError",
-    "SharedQuotaError",
-    "SkillNotFoundError",
-    "StateError",
-    "TLSError",
-    "TaskFailedError",
-    "TaskNotCancelableError",
-    "TaskNotFoundError",
-    "UnexpectedStatusError",
-    "VersionNotSupportedError",
-    "error_for_status",
-    "error_from_jsonrpc",
-    "is_transient",
-    "masked_url",
-    "with_answer",
-]
-
 _NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
 
 
@@ -483,13 +444,6 @@ def error_for_status(
             named = readable.get("skillId")
             error.skill_id = named if isinstance(named, str) else skill_id
     return with_answer(error, status=status, headers=headers, jsonrpc_id=jsonrpc_id)
-
-
-def error_from_jsonrpc(
-    code: object, message: object, data: Any, *, status: int, **answer: Any
-) -> MagisteriumError:
-    """:func:`error_for_status` for a JSON-RPC error object (the transport's call)."""
-    return error_for_status(status, message, code=code, data=data, **answer)
 
 
 def with_answer(

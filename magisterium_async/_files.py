@@ -3,11 +3,10 @@
 The token file, the credentials file, a queries file, a harvest's state and output, a
 cache's file: each is looked at before it is opened (:func:`kind_of`), so that a directory,
 a device or a socket is refused with a message naming the path and what it is, and nothing
-is opened that could block for good. A small text file is read by :func:`read_text` (or
-:func:`aread_text` inside the event loop), which treats a byte-order mark and Windows or old
-Mac line ends alike everywhere, and reads a FIFO (``--token-file <(pass show x)``) in a
-thread of its own, so that Ctrl-C and SIGTERM still end a program whose FIFO never gets a
-writer.
+is opened that could block for good. A small text file is read by :func:`aread_text`,
+which treats a byte-order mark and Windows or old Mac line ends alike everywhere, and reads
+a FIFO (``--token-file <(pass show x)``) in a thread of its own, so that Ctrl-C and SIGTERM
+still end a program whose FIFO never gets a writer.
 
 Messages say what a path is and what to do; they never advise deleting a path the SDK did
 not create (``rm /dev/null`` pasted as root harms).
@@ -16,14 +15,13 @@ not create (``rm /dev/null`` pasted as root harms).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import stat
 import threading
 from typing import Literal
 
 from magisterium_async._errors import MagisteriumError
-
-__all__ = ["FileKind", "aread_text", "describe", "kind_of", "read_text", "text_of"]
 
 FileKind = Literal[
     "missing", "file", "directory", "fifo", "character device", "block device", "socket"
@@ -58,16 +56,9 @@ def kind_of(path: str | os.PathLike[str]) -> FileKind:
 
 
 def describe(kind: FileKind) -> str:
-    """The kind as a message says it: ``"a directory"``, ``"a FIFO"``, ``"nothing"``."""
-    return {
-        "missing": "nothing",
-        "file": "a file",
-        "directory": "a directory",
-        "fifo": "a FIFO (named pipe)",
-        "character device": "a character device",
-        "block device": "a block device",
-        "socket": "a socket",
-    }[kind]
+    """The kind as a message says it: ``"a directory"``, ``"a FIFO (named pipe)"``,
+    ``"nothing"``."""
+    return {"missing": "nothing", "fifo": "a FIFO (named pipe)"}.get(kind, f"a {kind}")
 
 
 def text_of(raw: bytes, path: str | os.PathLike[str], what: str) -> str:
@@ -85,13 +76,55 @@ def text_of(raw: bytes, path: str | os.PathLike[str], what: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _readable(path: str | os.PathLike[str], what: str, error: type[MagisteriumError]) -> FileKind:
+async def aread_text(
+    path: str | os.PathLike[str], *, what: str, error: type[MagisteriumError] = MagisteriumError
+) -> str:
+    """The text of the file at ``path``, read inside the event loop.
+
+    Arguments:
+        path: the file a user named; a FIFO or a character device (``/dev/stdin``, a
+            process substitution) is read too.
+        what: how a message names it (``"the token file"``).
+        error: the exception raised for a path that cannot be read, naming ``what``,
+            the path, and what it is.
+
+    A FIFO is read in a daemon thread of its own while the loop runs on, so Ctrl-C or a
+    cancelled wait still ends a program whose FIFO never gets a writer.
+    """
     kind = kind_of(path)
     if kind == "missing":
         raise error(f"{what} {os.fspath(path)} does not exist")
     if kind not in ("file", "fifo", "character device"):
         raise error(f"{what} {os.fspath(path)} is {describe(kind)}, not a file")
-    return kind
+    if kind == "file":
+        raw = _read_bytes(path, what, error)
+    else:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes] = loop.create_future()
+
+        def settle(outcome: bytes | BaseException) -> None:
+            if future.done():
+                return  # the waiter was cancelled
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+        def read() -> None:
+            outcome: bytes | BaseException
+            try:
+                outcome = _read_bytes(path, what, error)
+            except BaseException as exc:  # handed to the loop, raised there
+                outcome = exc
+            with contextlib.suppress(RuntimeError):  # the loop has ended meanwhile
+                loop.call_soon_threadsafe(settle, outcome)
+
+        threading.Thread(target=read, name=f"read {what}", daemon=True).start()
+        raw = await future
+    try:
+        return text_of(raw, path, what)
+    except ValueError as exc:
+        raise error(str(exc)) from None
 
 
 def _read_bytes(path: str | os.PathLike[str], what: str, error: type[MagisteriumError]) -> bytes:
@@ -106,86 +139,3 @@ def _read_bytes(path: str | os.PathLike[str], what: str, error: type[Magisterium
             "is it the right file?"
         )
     return raw
-
-
-def _decode(
-    raw: bytes, path: str | os.PathLike[str], what: str, error: type[MagisteriumError]
-) -> str:
-    try:
-        return text_of(raw, path, what)
-    except ValueError as exc:
-        raise error(str(exc)) from None
-
-
-def read_text(
-    path: str | os.PathLike[str], *, what: str, error: type[MagisteriumError] = MagisteriumError
-) -> str:
-    """The text of the file at ``path`` (outside the event loop).
-
-    Arguments:
-        path: the file a user named; a FIFO or a character device (``/dev/stdin``, a
-            process substitution) is read too.
-        what: how a message names it (``"the token file"``).
-        error: the exception raised for a path that cannot be read, naming ``what``,
-            the path, and what it is.
-
-    A FIFO is read in a thread of its own while this thread waits in short steps, so a
-    signal (Ctrl-C) still ends the wait when no writer ever comes.
-    """
-    kind = _readable(path, what, error)
-    if kind == "file":
-        return _decode(_read_bytes(path, what, error), path, what, error)
-    box: list[bytes | BaseException] = []
-    reader = threading.Thread(
-        target=_into, args=(box, path, what, error), name=f"read {what}", daemon=True
-    )
-    reader.start()
-    while reader.is_alive():
-        reader.join(0.1)  # short steps: the interpreter runs signal handlers between them
-    result = box[0]
-    if isinstance(result, BaseException):
-        raise result
-    return _decode(result, path, what, error)
-
-
-async def aread_text(
-    path: str | os.PathLike[str], *, what: str, error: type[MagisteriumError] = MagisteriumError
-) -> str:
-    """:func:`read_text` inside the event loop: a FIFO is read in a thread of its own
-    while the loop runs on (cancelling the wait leaves the thread to end with the
-    process: it is a daemon)."""
-    kind = _readable(path, what, error)
-    if kind == "file":
-        return _decode(_read_bytes(path, what, error), path, what, error)
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[bytes] = loop.create_future()
-
-    def settle(box: list[bytes | BaseException]) -> None:
-        if future.done():
-            return  # the waiter was cancelled
-        result = box[0]
-        if isinstance(result, BaseException):
-            future.set_exception(result)
-        else:
-            future.set_result(result)
-
-    def run() -> None:
-        box: list[bytes | BaseException] = []
-        _into(box, path, what, error)
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(settle, box)
-
-    threading.Thread(target=run, name=f"read {what}", daemon=True).start()
-    return _decode(await future, path, what, error)
-
-
-def _into(
-    box: list[bytes | BaseException],
-    path: str | os.PathLike[str],
-    what: str,
-    error: type[MagisteriumError],
-) -> None:
-    try:
-        box.append(_read_bytes(path, what, error))
-    except BaseException as exc:  # handed to the waiting thread, raised there
-        box.append(exc)

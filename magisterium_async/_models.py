@@ -13,36 +13,6 @@ from typing import Any
 
 import msgspec
 
-__all__ = [
-    "MAX_ANSWER_DEPTH",
-    "MAX_DEPTH",
-    "TASK_DECODER",
-    "AgentCapabilities",
-    "AgentCard",
-    "AgentInterface",
-    "AgentSkill",
-    "Answer",
-    "Artifact",
-    "Citation",
-    "DataPart",
-    "Document",
-    "FileContent",
-    "FilePart",
-    "Lookup",
-    "Message",
-    "Part",
-    "SearchResult",
-    "Task",
-    "TaskPage",
-    "TaskState",
-    "TaskStatus",
-    "TextPart",
-    "deeper_than",
-    "json_deeper_than",
-    "opening_brackets",
-    "task_deeper_than",
-]
-
 MAX_DEPTH = 64
 """How deep a free-form JSON value (``data``, ``metadata``, ``error.data``) may nest.
 
@@ -327,19 +297,15 @@ class AgentCard(_Wire):
     additional_interfaces: list[AgentInterface] = msgspec.field(default_factory=list)
 
 
+_CONTAINERS = frozenset({dict, list})
+
+
 def deeper_than(value: object, limit: int) -> bool:
     """Whether the JSON ``value`` nests lists and objects more than ``limit`` levels deep.
 
     Level by level, so it cannot itself run out of stack; scalars cost one type check.
     """
-    return _levels_deeper_than([value], limit)
-
-
-_CONTAINERS = frozenset({dict, list})
-
-
-def _levels_deeper_than(values: list[object], limit: int) -> bool:
-    level = [v for v in values if type(v) in _CONTAINERS]
+    level = [value] if type(value) in _CONTAINERS else []
     for _ in range(limit):
         if not level:
             return False
@@ -364,7 +330,7 @@ def task_deeper_than(task: Task, limit: int) -> bool:
             values.append(part.metadata)
             if isinstance(part, DataPart):
                 values.append(part.data)
-    return _levels_deeper_than(values, limit)
+    return deeper_than(values, limit + 1)  # the list of them is one level more
 
 
 # A JSON string, escapes included; its brackets are text, not nesting.

@@ -1,19 +1,12 @@
 """Connecting to Redis: the one place that turns what a user gives for a shared feature (the
 shared quota, the cache, the sign-in) into a connected redis-py asyncio client.
 
-What is taken (:data:`FORMS` says it in every error):
-
-- ``redis://``, ``rediss://`` (TLS: ``?ssl_ca_certs=PATH`` and redis-py's other URL
-  options), ``unix://``, with an ACL user and password;
-- ``redis+cluster://HOST:PORT[,HOST:PORT...][/?options]``: a Redis or Valkey Cluster
-  (``rediss+cluster://`` over TLS). Every key of one account carries one hash tag, so a
-  Lua script's keys share a slot;
-- ``redis+sentinel://[USER:PASS@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``: the primary
-  Sentinel names for ``SERVICE``, asked again after each lost connection, so a failover is
-  followed. The user and password are the primary's; the Sentinels' own, if they need any,
-  are ``?sentinel_username=`` and ``?sentinel_password=``;
-- a ready redis-py asyncio client (``Redis``, ``RedisCluster``, or one from
-  ``Sentinel.master_for``): used as it is, and never closed (the application owns it).
+What is taken: a URL of one of :data:`FORMS` (every error about one names them), with the
+details ``docs/rate-limits.md`` (Redis as production runs it) tabulates, or a ready
+redis-py asyncio client, used as it is and never closed (the application owns it). A
+cluster's keys of one account carry one hash tag, so a Lua script's keys share a slot; a
+Sentinel is asked again for the primary after each lost connection, so a failover is
+followed.
 
 One rule for a Redis that fails, whichever feature asks: a refusal (the user or password,
 an ACL user's commands, the TLS certificate) is raised at once as the feature's own error
@@ -29,26 +22,12 @@ import hashlib
 import os
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from magisterium_async._clock import wait_at_most
+from magisterium_async._clock import LoopClock, within
 from magisterium_async._errors import MagisteriumError, SharedQuotaError, masked_url
-
-__all__ = [
-    "FORMS",
-    "Connection",
-    "RedisUnavailable",
-    "check_redis",
-    "connect",
-    "describe",
-    "is_client",
-    "looks_like_redis",
-    "masked_url",
-    "redis_errors",
-    "refusal",
-    "token_key",
-]
 
 T = TypeVar("T")
 Refused = Callable[[str], Exception]
@@ -98,36 +77,26 @@ def describe(target: object) -> str:
     return f"the application's {type(target).__name__} client"
 
 
+@dataclass(eq=False, slots=True)
 class Connection:
     """A client for one Redis location (``where``, as messages show it), whether closing
     it is ours (``owned``), and the one rule for its failures: each :meth:`run` is bounded
-    by ``timeout`` seconds, and a refusal raises ``error`` naming ``what`` (the feature)."""
+    by ``timeout`` seconds, and a refusal raises ``error`` naming ``what`` (the feature).
+    ``sentinels``: the Sentinels' own clients, when we made them."""
 
-    __slots__ = ("client", "error", "owned", "sentinels", "timeout", "what", "where")
-
-    def __init__(
-        self,
-        client: Any,
-        *,
-        owned: bool,
-        where: str,
-        timeout: float = 2.0,
-        error: Refused = SharedQuotaError,
-        what: str = "the shared quota",
-    ) -> None:
-        self.client: Any = client
-        self.owned = owned
-        self.where = where
-        self.timeout = timeout
-        self.error = error
-        self.what = what
-        self.sentinels: list[Any] = []  # the Sentinels' own clients, when we made them
+    client: Any = field(repr=False)
+    owned: bool
+    where: str
+    timeout: float = 2.0
+    error: Refused = SharedQuotaError
+    what: str = "the shared quota"
+    sentinels: list[Any] = field(default_factory=list, repr=False)
 
     async def run(self, command: Awaitable[T]) -> T:
         """``await command``. Raises ``error`` when Redis refused (:func:`refusal`), and
         :class:`RedisUnavailable` when it did not answer."""
         try:
-            return await wait_at_most(self.timeout, command)
+            return await within(LoopClock(), self.timeout, command, asyncio.TimeoutError)
         except redis_errors() as exc:
             refused = refusal(exc, self.where)
             if refused is not None:
@@ -175,8 +144,8 @@ def connect(
     scheme = match.group(1).lower() if match else ""
     sentinels: list[Any] = []
     try:
+        _check_tls_files(target.partition("?")[2])
         if scheme in ("redis", "rediss", "unix"):
-            _check_tls_files(target.partition("?")[2])
             client: Any = Redis.from_url(target, **_bounds(timeout))
         elif scheme in ("redis+cluster", "rediss+cluster"):
             client = _cluster(target, scheme, timeout)
@@ -186,9 +155,7 @@ def connect(
             raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
     except (ValueError, TypeError) as exc:  # their words name no password
         raise error(f"{what}: invalid Redis URL {where!r}: {exc}; use one of: {FORMS}") from None
-    connection = Connection(client, owned=True, where=where, **rule)
-    connection.sentinels = sentinels
-    return connection
+    return Connection(client, owned=True, where=where, sentinels=sentinels, **rule)
 
 
 async def check_redis(
@@ -256,7 +223,6 @@ def _cluster(url: str, scheme: str, timeout: float) -> Any:
 
     parts = urlsplit(url)
     hosts = _hosts(parts.netloc, 6379)
-    _check_tls_files(parts.query)
     if parts.path.strip("/") not in ("", "0"):
         raise ValueError("a cluster has one database, 0: give no /DB")
     # redis-py reads the first node's URL (user, password, TLS and the other options);
@@ -284,7 +250,6 @@ def _sentinel(url: str, scheme: str, timeout: float) -> tuple[Any, list[Any]]:
         raise ValueError("no SERVICE name: redis+sentinel://HOST:PORT/SERVICE[/DB]")
     if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
         raise ValueError(f"invalid path {parts.path!r}: give /SERVICE[/DB]")
-    _check_tls_files(parts.query)
     options = dict(parse_qsl(parts.query))
     own: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     for name in ("sentinel_username", "sentinel_password"):

@@ -40,31 +40,6 @@ from magisterium_async._models import (
     TextPart,
 )
 
-__all__ = [
-    "ASK",
-    "DEFAULT_SKILL_ID",
-    "DIOCESE_LOOKUP",
-    "DIOCESE_STATISTICS_LOOKUP",
-    "FETCH",
-    "LOOKUPS",
-    "MASS_READINGS",
-    "PERSON_LOOKUP",
-    "POPE_LOOKUP",
-    "SAINTS",
-    "SAINT_LOOKUP",
-    "SEARCH",
-    "SKILLS",
-    "SendParams",
-    "Skill",
-    "kept_as",
-    "parts_from",
-    "pool_for",
-    "read_result",
-    "require_query",
-    "require_text",
-    "send_params",
-]
-
 DEFAULT_SKILL_ID = "catholic_qa"
 
 In = TypeVar("In")
@@ -125,9 +100,9 @@ def require_query(name: str, value: object) -> str:
     """The one rule for a skill's argument (a question, a query, an id, a date in words):
     :func:`require_text` once stripped of surrounding whitespace and a leading byte order
     mark, and at most :data:`MAX_QUERY_BYTES` in UTF-8. Returns the stripped text."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    text = require_text(name, value.strip().lstrip("\ufeff").strip())
+    text = require_text(
+        name, value.strip().lstrip("\ufeff").strip() if isinstance(value, str) else value
+    )
     size = len(text.encode("utf-8"))
     if size > MAX_QUERY_BYTES:
         raise ValueError(
@@ -219,11 +194,6 @@ def _day(when: str | dt.date) -> str | dt.date:
     if not isinstance(when, str):
         raise TypeError(f"when must be a str or a datetime.date, not {type(when).__name__}")
     return require_query("when", when)
-
-
-def _readings(when: str | dt.date) -> list[Part]:
-    day = _day(when)  # the skill takes a day in words only: a date's ISO text is one
-    return [TextPart(text=day if isinstance(day, str) else day.isoformat())]
 
 
 def _saints(when: str | dt.date) -> list[Part]:
@@ -447,7 +417,7 @@ MASS_READINGS: Skill[str | dt.date, str] = Skill(
     "liturgical_readings",
     "default",
     "mass_readings",
-    _readings,
+    lambda when: [TextPart(text=str(_day(when)))],  # words only: a date as its ISO text
     _text_answer,
     description="The readings of the Catholic Mass for a day (first reading, psalm, "
     "second reading, gospel).",

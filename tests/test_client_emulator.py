@@ -127,7 +127,6 @@ async def test_rate_limit_pauses_and_retries_within_the_quota(protocol: Protocol
 async def test_agent_card(client: m.AsyncMagisterium, protocol: Protocol) -> None:
     card = await client.agent_card()
     assert client.protocol == ("1.0" if protocol == "1.0" else "0.3")
-    assert await client.card_protocol() == client.protocol
     assert {s.id for s in card.skills} >= {
         "catholic_qa",
         "document_search",

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import magisterium_async as m
-from magisterium_async._clock import Clock, LoopClock, VirtualClock, wait_at_most, within
+from magisterium_async._clock import Clock, LoopClock, VirtualClock, within
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 from tests.conftest import artifact, data, task_json
 
@@ -362,7 +362,7 @@ async def test_a_deadline_that_ends_just_after_the_work_never_cancels_the_caller
     assert after == ["permit"]
 
 
-# wait_at_most(): asyncio.wait_for on the loop's clock, without losing a cancellation
+# within() on the loop's clock: asyncio.wait_for without losing a cancellation
 # --------------------------------------------------------------------------------
 
 
@@ -373,7 +373,7 @@ async def test_a_task_cancelled_as_its_bounded_wait_ends_is_cancelled() -> None:
     went_on = []
 
     async def caller() -> None:
-        await wait_at_most(5, work)
+        await within(LoopClock(), 5, work, asyncio.TimeoutError)
         await asyncio.sleep(0)
         went_on.append(True)
 
@@ -387,6 +387,7 @@ async def test_a_task_cancelled_as_its_bounded_wait_ends_is_cancelled() -> None:
 
 
 async def test_a_bounded_wait_times_out_and_returns_in_time() -> None:
-    assert await wait_at_most(5, asyncio.sleep(0, "done")) == "done"
+    assert await within(LoopClock(), 5, asyncio.sleep(0, "done"), asyncio.TimeoutError) == "done"
     with pytest.raises(asyncio.TimeoutError):
-        await wait_at_most(0, asyncio.get_running_loop().create_future())
+        never = asyncio.get_running_loop().create_future()
+        await within(LoopClock(), 0, never, asyncio.TimeoutError)

@@ -1,4 +1,4 @@
-"""The error tree: its docstring, ``__all__`` and the package's exports agree; errors
+"""The error tree: its docstring and the package's exports agree; errors
 without an answer name none.
 """
 
@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import magisterium_async as m
-from magisterium_async._errors import error_for_status, error_from_jsonrpc, masked_url
+from magisterium_async._errors import error_for_status, masked_url
 from magisterium_async.testing import MockRequest, MockResponse, MockTransport
 
 
@@ -23,7 +23,7 @@ def test_timeout_is_a_connection_error() -> None:
     assert issubclass(m.APITimeoutError, m.APIConnectionError)
 
 
-# The tree, __all__ and the package's exports agree ---------------------------------------
+# The tree and the package's exports agree ---------------------------------------
 
 
 def _tree_names() -> set[str]:
@@ -33,7 +33,7 @@ def _tree_names() -> set[str]:
     return set(re.findall(r"[├└]── (\w+)", doc)) | {"MagisteriumError"}
 
 
-def test_the_docstring_tree_all_and_exports_agree() -> None:
+def test_the_docstring_tree_and_exports_agree() -> None:
     from magisterium_async import _errors
 
     classes = {
@@ -41,10 +41,9 @@ def test_the_docstring_tree_all_and_exports_agree() -> None:
         for name, value in vars(_errors).items()
         if isinstance(value, type) and issubclass(value, m.MagisteriumError)
     }
-    exported = {name for name in _errors.__all__ if name in classes}
-    assert _tree_names() == classes == exported
-    assert exported <= set(m.__all__)
-    assert all(getattr(m, name) is getattr(_errors, name) for name in exported)
+    assert _tree_names() == classes
+    assert classes <= set(m.__all__)
+    assert all(getattr(m, name) is getattr(_errors, name) for name in classes)
 
 
 def test_the_docstring_tree_draws_each_class_under_its_parent() -> None:
@@ -93,7 +92,7 @@ def test_errors_without_an_answer_name_none() -> None:
     ],
 )
 def test_each_code_has_its_class(code: int, status: int, cls: type[m.JSONRPCError]) -> None:
-    error = error_from_jsonrpc(code, "msg", {"k": 1}, status=status)
+    error = error_for_status(status, "msg", code=code, data={"k": 1})
     assert type(error) is cls
     assert (error.code, error.message, error.data) == (code, "msg", {"k": 1})
     assert isinstance(error, m.MagisteriumError)
@@ -104,26 +103,26 @@ def test_each_code_has_its_class(code: int, status: int, cls: type[m.JSONRPCErro
     [(429, m.RateLimitError), (401, m.AuthenticationError), (403, m.PlanRequiredError)],
 )
 def test_status_decides_when_the_code_is_unknown(status: int, cls: type) -> None:
-    assert type(error_from_jsonrpc(-1, "x", None, status=status)) is cls
+    assert type(error_for_status(status, "x", code=-1, data=None)) is cls
 
 
 @pytest.mark.parametrize("code", [-32003, -32004, -32005])
 def test_generic_a2a_meanings_of_service_codes_are_plain_errors(code: int) -> None:
     # Generic A2A: push notifications / operation / content type not supported, HTTP 200.
-    error = error_from_jsonrpc(code, "This operation is not supported", None, status=200)
+    error = error_for_status(200, "This operation is not supported", code=code, data=None)
     assert type(error) is m.JSONRPCError
     assert error.code == code
 
 
 def test_unknown_code_keeps_what_was_said() -> None:
-    error = error_from_jsonrpc(-31999, "odd", [1], status=200)
+    error = error_for_status(200, "odd", code=-31999, data=[1])
     assert type(error) is m.JSONRPCError
     assert (error.code, error.message, error.data) == (-31999, "odd", [1])
 
 
 def test_skill_not_found_on_cancel_means_not_cancelable() -> None:
-    error = error_from_jsonrpc(
-        -32002, "Task cannot be canceled", None, status=200, method="tasks/cancel"
+    error = error_for_status(
+        200, "Task cannot be canceled", code=-32002, data=None, method="tasks/cancel"
     )
     assert isinstance(error, m.TaskNotCancelableError)
     assert not isinstance(error, m.SkillNotFoundError)  # `except SkillNotFoundError` misses it
@@ -131,18 +130,18 @@ def test_skill_not_found_on_cancel_means_not_cancelable() -> None:
 
 
 def test_skill_not_found_names_the_skill() -> None:
-    error = error_from_jsonrpc(-32002, "Skill not found", {"skillId": "pope_lookupp"}, status=404)
+    error = error_for_status(404, "Skill not found", code=-32002, data={"skillId": "pope_lookupp"})
     assert isinstance(error, m.SkillNotFoundError) and error.skill_id == "pope_lookupp"
     assert str(error) == "Skill not found: 'pope_lookupp' (JSON-RPC error -32002) [HTTP 404]"
-    bare = error_from_jsonrpc(-32002, "Skill not found", None, status=404)
+    bare = error_for_status(404, "Skill not found", code=-32002, data=None)
     assert isinstance(bare, m.SkillNotFoundError) and bare.skill_id is None
     assert str(bare) == "Skill not found (JSON-RPC error -32002) [HTTP 404]"
 
 
 def test_skill_not_found_names_the_skill_asked_for_where_the_service_does_not() -> None:
-    asked = error_from_jsonrpc(-32002, "Skill not found", None, status=200, skill_id="x")
+    asked = error_for_status(200, "Skill not found", code=-32002, data=None, skill_id="x")
     assert isinstance(asked, m.SkillNotFoundError) and asked.skill_id == "x"
-    said = error_from_jsonrpc(-32002, "no", {"skillId": "y"}, status=200, skill_id="x")
+    said = error_for_status(200, "no", code=-32002, data={"skillId": "y"}, skill_id="x")
     assert isinstance(said, m.SkillNotFoundError) and said.skill_id == "y"
 
 
@@ -330,11 +329,11 @@ def test_a_wait_never_raises_and_is_never_negative(value: Any) -> None:
 
 
 def test_the_body_wait_comes_first_then_the_header() -> None:
-    body = error_from_jsonrpc(
-        -32003, "slow", {"retryAfter": 2}, status=429, headers={"Retry-After": "9"}
+    body = error_for_status(
+        429, "slow", code=-32003, data={"retryAfter": 2}, headers={"Retry-After": "9"}
     )
-    header = error_from_jsonrpc(
-        -32003, "slow", {"retryAfter": "soon"}, status=429, headers={"Retry-After": "9"}
+    header = error_for_status(
+        429, "slow", code=-32003, data={"retryAfter": "soon"}, headers={"Retry-After": "9"}
     )
     assert isinstance(body, m.RateLimitError) and isinstance(header, m.RateLimitError)
     assert (body.retry_after, header.retry_after) == (2.0, 9.0)
@@ -349,7 +348,7 @@ async def test_a_bare_429_reads_its_header_and_a_broken_header_object_is_no_wait
         def get(self, name: str) -> str:
             raise RuntimeError("unreadable")
 
-    error = error_from_jsonrpc(None, "HTTP 429", None, status=429, headers=Broken())
+    error = error_for_status(429, "HTTP 429", code=None, data=None, headers=Broken())
     assert isinstance(error, m.RateLimitError) and error.retry_after is None
 
 
@@ -378,7 +377,7 @@ async def test_a_400_digit_retry_after_in_the_body_is_capped_not_an_overflow() -
     ],
 )
 def test_retry_after_from_data_even_when_malformed(data: Any, expected: float | None) -> None:
-    error = error_from_jsonrpc(-32003, "Rate limit exceeded", data, status=429)
+    error = error_for_status(429, "Rate limit exceeded", code=-32003, data=data)
     assert isinstance(error, m.RateLimitError)
     assert error.retry_after == expected
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from magisterium_async import MagisteriumError
-from magisterium_async._files import aread_text, kind_of, read_text
+from magisterium_async._files import aread_text, kind_of
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs are POSIX")
 
@@ -38,19 +38,19 @@ def test_kinds(tmp_path: Path) -> None:
     [b"\xef\xbb\xbfline one\r\nline two\r\n", b"line one\rline two\r", b"line one\nline two\n"],
     ids=["notepad: BOM and CRLF", "old Mac: CR", "unix"],
 )
-def test_text_reads_alike_whatever_the_editor(tmp_path: Path, raw: bytes) -> None:
+async def test_text_reads_alike_whatever_the_editor(tmp_path: Path, raw: bytes) -> None:
     path = tmp_path / "queries.txt"
     path.write_bytes(raw)
-    assert read_text(path, what="the queries file") == "line one\nline two\n"
+    assert await aread_text(path, what="the queries file") == "line one\nline two\n"
 
 
 @pytest.mark.parametrize("target", ["dir", "missing", "latin1"])
-def test_what_cannot_be_read_is_named(tmp_path: Path, target: str) -> None:
+async def test_what_cannot_be_read_is_named(tmp_path: Path, target: str) -> None:
     path = {"dir": tmp_path, "missing": tmp_path / "gone", "latin1": tmp_path / "l1"}[target]
     if target == "latin1":
         path.write_bytes("café".encode("latin-1"))
     with pytest.raises(MagisteriumError) as caught:
-        read_text(path, what="the token file")
+        await aread_text(path, what="the token file")
     message = str(caught.value)
     assert f"the token file {path}" in message
     assert {"dir": "is a directory", "missing": "does not exist", "latin1": "not UTF-8"}[
@@ -75,11 +75,11 @@ def test_a_fifo_without_a_writer_is_ended_by_ctrl_c(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     program = textwrap.dedent(
         f"""
-        import sys
-        from magisterium_async._files import read_text
+        import asyncio, sys
+        from magisterium_async._files import aread_text
         try:
             print("reading", flush=True)
-            read_text({str(fifo)!r}, what="the token file")
+            asyncio.run(aread_text({str(fifo)!r}, what="the token file"))
         except KeyboardInterrupt:
             print("interrupted", flush=True)
             sys.exit(130)

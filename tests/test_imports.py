@@ -108,7 +108,7 @@ def test_the_graph_sees_relative_deferred_and_submodule_imports() -> None:
     assert "magisterium_async._auth._oauth" in graph["magisterium_async._auth._login"]
     assert "magisterium_async._client" in graph["magisterium_async._cli._client"]  # ..
     # deferred, inside a function:
-    assert "magisterium_async.testing" in graph["magisterium_async._cli._local_emulator"]
+    assert "magisterium_async.testing" in graph["magisterium_async._cli._emulator"]
     # for type checking only:
     assert "magisterium_async._models" in graph["magisterium_async._errors"]
 

@@ -15,6 +15,7 @@ import concurrent.futures
 import contextlib
 import logging
 import math
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -96,34 +97,12 @@ def _no_before() -> Callable[[], Iterator[None]]:
 
 
 MECHANISMS: dict[str, tuple[str, Callable[[], Callable[[], Iterator[None]]]]] = {
-    "rounds": ("a 429 judged once what was in flight is answered", _no_rounds),
-    "first round": ("the pool's first round answered before more go", _no_first_round),
-    "fell short": ("a few refused of many lower the rate by as many", _no_fell_short),
     "back to before": ("a step up goes back to what the window before took", _no_before),
     "backoff": (
         "a refused step up waits longer next time",
         lambda: _constant("MAX_BACKOFF", 1),
     ),
-    "pacing after a short pause": (
-        "a window paced after a pause shorter than a quarter window",
-        lambda: _constant("REFILL", 0.0),
-    ),
-    "pacing while contended": (
-        "bulk paced for two windows after an interactive call",
-        lambda: _constant("QUIET", 0.0),
-    ),
-    "pacing a long run": (
-        "bulk paced once its run lasted two windows",
-        lambda: _constant("RUN", 1e9),
-    ),
-    "shared first round": (
-        "processes together send one client's first round before they know",
-        lambda: _patch(_shared, "FIRST_HOLD", 0.0),
-    ),
-    "the line of processes (shared)": (
-        "processes waiting take the free starts in turn, interactive ones first",
-        lambda: _script("if free <= ahead then at = now + math.min(margin, 250000) end", ""),
-    ),
+    "fell short": ("a few refused of many lower the rate by as many", _no_fell_short),
     "learning from answered starts (shared)": (
         "a shared lowering waits for every process's answers in that window",
         lambda: _script(
@@ -131,15 +110,51 @@ MECHANISMS: dict[str, tuple[str, Callable[[], Callable[[], Iterator[None]]]]] = 
             "elseif false",
         ),
     ),
+    "shared first round": (
+        "processes together send one client's first round before they know",
+        lambda: _patch(_shared, "FIRST_HOLD", 0.0),
+    ),
+    "pacing after a short pause": (
+        "a window paced after a pause shorter than a quarter window",
+        lambda: _constant("REFILL", 0.0),
+    ),
+    "first round": ("the pool's first round answered before more go", _no_first_round),
+    "the line of processes (shared)": (
+        "processes waiting take the free starts in turn, interactive ones first",
+        lambda: _script("if free <= ahead then at = now + math.min(margin, 250000) end", ""),
+    ),
+    "pacing a long run": (
+        "bulk paced once its run lasted two windows",
+        lambda: _constant("RUN", 1e9),
+    ),
+    "rounds": ("a 429 judged once what was in flight is answered", _no_rounds),
+    "pacing while contended": (
+        "bulk paced for two windows after an interactive call",
+        lambda: _constant("QUIET", 0.0),
+    ),
 }
+
+
+_HUNG_AFTER = 300  # wall seconds: a scenario takes a few at most
+
+
+def _hung(signum: int, frame: object) -> None:
+    raise TimeoutError
 
 
 def _one(job: tuple[str | None, Scenario, int]) -> Figures:
     name, scenario, seed = job
     logging.getLogger("magisterium_async").setLevel(logging.ERROR)
     switch = MECHANISMS[name][1]() if name is not None else contextlib.nullcontext
-    with switch():
-        return asyncio.run(measure(scenario, seed))
+    signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(_HUNG_AFTER)
+    try:
+        with switch():
+            return asyncio.run(measure(scenario, seed))
+    except TimeoutError:  # never ends: as bad as it gets
+        return Figures(scenario, seed, successes=0, refused=0, wall=math.inf, ideal=1.0)
+    finally:
+        signal.alarm(0)
 
 
 def run(name: str | None, jobs: int, seeds: int = len(SEEDS)) -> list[Verdict]:

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from magisterium_async._auth import _oauth
 from magisterium_async._auth._store import Credentials, UnreadableCredentialsError, open_store
-from magisterium_async._clock import wait_at_most
+from magisterium_async._clock import LoopClock, within
 from magisterium_async._errors import MagisteriumError, OAuthError
 from magisterium_async._http._jsonrpc import endpoint
 
@@ -149,7 +149,7 @@ async def login(
             )
             reading = None if pasted is None else asyncio.ensure_future(paste(pasted))
             try:
-                code = await wait_at_most(timeout, arrived.get())
+                code = await within(LoopClock(), timeout, arrived.get(), asyncio.TimeoutError)
             except asyncio.TimeoutError:
                 raise OAuthError(f"no sign-in arrived within {timeout:g} s; try again") from None
             finally:

@@ -2,8 +2,7 @@
 turn what went wrong into an exit code.
 
 :data:`COMMANDS` is where a command is registered: once, in the order ``--help`` lists
-them (:mod:`._command` says what a command is; :mod:`._options` declares the options
-they share).
+them (:mod:`._command` says what a command is and declares the options they share).
 
 SIGINT (Ctrl-C) and SIGTERM (what ``timeout``, systemd, Kubernetes and CI send) stop a
 command the same way: its task is cancelled, so it cleans up as it would on any error (a
@@ -26,8 +25,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from magisterium_async._cli import _auth, _calls, _emulator
-from magisterium_async._cli._command import Command, Group, Invocation, add_commands
+from magisterium_async._cli import _auth, _calls, _emulator, harvest
+from magisterium_async._cli._command import Command, add_commands, add_options
 from magisterium_async._cli._errors import (
     EXIT_CODES_HELP,
     CliError,
@@ -36,9 +35,7 @@ from magisterium_async._cli._errors import (
     describe,
     exit_code_for,
 )
-from magisterium_async._cli._options import add_common_options, add_connection_options
 from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest import _command as _harvest
 from magisterium_async._cli.harvest import _rebuild
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._events import log_to_stderr
@@ -48,13 +45,15 @@ __all__ = ["COMMANDS", "PROG", "build_parser", "main"]
 
 PROG = "magisterium-async"
 
-COMMANDS: tuple[Command | Group, ...] = (
+COMMANDS: tuple[Command, ...] = (
     *_calls.COMMANDS,
-    _harvest.COMMAND,
+    harvest.COMMAND,
     _rebuild.COMMAND,
     *_auth.COMMANDS,
     _emulator.COMMAND,
 )
+GROUPS = {"task": "the protocol's task calls (spend no quota)", "auth": "the stored sign-in"}
+"""The first word of commands of two words (``task get``), and what they are."""
 
 _EPILOG = f"""\
 environment:
@@ -102,9 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    add_common_options(parser, suppress=False)
-    add_connection_options(parser, suppress=False)
-    add_commands(parser, COMMANDS)
+    add_options(parser, connects=True, suppress=False)
+    add_commands(parser, COMMANDS, GROUPS)
     return parser
 
 
@@ -117,7 +115,7 @@ def _error(message: str, output: Output, code: int) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-async def _run(command: Command, invocation: Invocation) -> int:
+async def _run(command: Command, args: argparse.Namespace, output: Output) -> int:
     """Run ``command``; a stopping signal cancels it (it cleans up as on any error), and
     the exit code says which signal it was."""
     loop = asyncio.get_running_loop()
@@ -135,14 +133,14 @@ async def _run(command: Command, invocation: Invocation) -> int:
             loop.add_signal_handler(signum, stop, signum)
             installed.append(signum)
     try:
-        return await command.run(invocation)
+        return await command.run(args, output)
     except asyncio.CancelledError:
         if not received:
             raise
         code = ExitCode.TERMINATED if received[0] == signal.SIGTERM else ExitCode.INTERRUPTED
-        if not invocation.output.summarized:  # a summary already says it was interrupted
+        if not output.summarized:  # a summary already says it was interrupted
             name = "SIGTERM" if code == ExitCode.TERMINATED else "Ctrl-C"
-            _error(f"interrupted ({name})", invocation.output, code)
+            _error(f"interrupted ({name})", output, code)
         return code
     finally:
         for signum in installed:
@@ -205,11 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(done.code or 0)
     if args.verbose:
         log_to_stderr(logging.INFO if args.verbose == 1 else logging.DEBUG)
-    invocation = Invocation(args, Output(json=args.json))
+    output = Output(json=args.json)
     try:
-        return asyncio.run(_run(args.command, invocation))
+        return asyncio.run(_run(args.command, args, output))
     except KeyboardInterrupt:  # before the handlers are in place, or where there are none
-        _error("interrupted (Ctrl-C)", invocation.output, ExitCode.INTERRUPTED)
+        _error("interrupted (Ctrl-C)", output, ExitCode.INTERRUPTED)
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``| head``): exit quietly, without a second error at exit.
@@ -217,5 +215,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.OK
     except (CliError, MagisteriumError, ValueError, OSError) as exc:
         code = exit_code_for(exc)
-        _error(describe(exc), invocation.output, code)
+        _error(describe(exc), output, code)
         return code

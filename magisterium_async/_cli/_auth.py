@@ -2,13 +2,13 @@
 
 The flows are the library's (:mod:`magisterium_async._auth`); these commands only parse and
 print. What they say goes to stderr, the status to stdout; none prints a token, nor the
-password of a Redis URL given as ``--credentials``.
+password of a Redis URL given as ``--credentials``. A Redis that keeps the sign-in is asked
+once before anything is done, as in every command: a refusal is exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import datetime as dt
 import shlex
@@ -16,13 +16,13 @@ import sys
 import threading
 import time
 import webbrowser
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from magisterium_async._cli._client import _check_redis as check_redis_named
-from magisterium_async._cli._command import Command, Group, Invocation
+from magisterium_async._cli._client import check_redis
+from magisterium_async._cli._command import Command
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import at_clock, duration
+from magisterium_async._cli._output import Output, at_clock, duration, read_lines
 from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
 
 if TYPE_CHECKING:
@@ -40,64 +40,7 @@ def _open_browser(url: str) -> None:
         webbrowser.open(url)
 
 
-async def _typed_lines(fd: int) -> AsyncIterator[str]:
-    """The lines typed on ``fd`` (stdin), read by a daemon thread: one still waiting on a
-    terminal when the browser's redirect ends the login must not keep the process alive."""
-    loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
-
-    def read() -> None:
-        # Its own reader of the descriptor: never sys.stdin's, whose lock the interpreter
-        # takes as it shuts down. The loop may have closed meanwhile: nobody waits then.
-        with contextlib.suppress(Exception), open(fd, "rb", closefd=False) as typed:
-            for line in typed:
-                loop.call_soon_threadsafe(lines.put_nowait, line.decode("utf-8", "replace"))
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(lines.put_nowait, None)
-
-    threading.Thread(target=read, name="magisterium-login-stdin", daemon=True).start()
-    while (line := await lines.get()) is not None:
-        yield line
-
-
-def _show(where: str, stored: Credentials, invocation: Invocation) -> None:
-    """The sign-in, never a token: lines for people, or one JSON document."""
-    refreshable = stored.refresh_token is not None
-    expires, left, when = None, 0.0, "not stated by the server"
-    if stored.expires_at is not None:
-        expires = dt.datetime.fromtimestamp(int(stored.expires_at), dt.timezone.utc).isoformat()
-        left = stored.expires_at - time.time()
-        renewed = "; renewed at the next call" if refreshable else ""
-        when = f"{expires} ({f'in {duration(left)}' if left > 0 else 'expired' + renewed})"
-    lines = [
-        f"signed in to {stored.origin}",
-        f"  issuer   {stored.issuer}",
-        f"  expires  {when}",
-        f"  scopes   {' '.join(stored.scopes) or '(none named)'}",
-        f"  refresh  {'yes' if refreshable else 'no: sign in again when it expires'}",
-        f"  client   {stored.client_id}",
-        f"  stored   {where}",
-    ]
-    status = {
-        "path": where,
-        "origin": stored.origin,
-        "issuer": stored.issuer,
-        "client_id": stored.client_id,
-        "expires_at": expires,
-        "expired": expires is not None and left <= 0,
-        "scopes": stored.scopes,
-        "refreshable": refreshable,
-    }
-    invocation.output.result(status, lambda: print("\n".join(lines)))
-
-
-async def _check_redis(args: argparse.Namespace) -> None:
-    """A Redis that keeps the sign-in is asked once before anything is done, as in every
-    command: a refusal (the password, an ACL, TLS) is exit 2."""
-    await check_redis_named((args.credentials, "--credentials", CREDENTIALS_ENV))
-
-
-def _base_url_argument(parser: argparse.ArgumentParser) -> None:
+def _arguments(parser: argparse.ArgumentParser, login: bool = False) -> None:
     parser.add_argument(
         "--base-url",
         metavar="URL",
@@ -105,27 +48,30 @@ def _base_url_argument(parser: argparse.ArgumentParser) -> None:
         help="the A2A endpoint; its origin serves the sign-in, and names it in a Redis "
         "store (default: $MAGISTERIUM_BASE_URL, then the service)",
     )
+    if login:
+        parser.add_argument(
+            "--no-browser",
+            action="store_true",
+            help="do not open a browser: open the printed URL yourself (on a host without "
+            "one, paste back the URL the browser was sent to)",
+        )
 
 
-def _login_arguments(parser: argparse.ArgumentParser) -> None:
-    _base_url_argument(parser)
-    parser.add_argument(
-        "--no-browser",
-        action="store_true",
-        help="do not open a browser: open the printed URL yourself (on a host without one, "
-        "paste back the URL the browser was sent to)",
-    )
-
-
-async def _login(invocation: Invocation) -> int:
+async def _login(args: argparse.Namespace, output: Output) -> int:
     from magisterium_async._auth import DEFAULT_LOGIN_TIMEOUT, login
 
-    args = invocation.args
-    await _check_redis(args)
+    await check_redis((args.credentials, "--credentials", CREDENTIALS_ENV))
     try:
         stdin = sys.stdin.fileno() if sys.stdin is not None else None
     except (OSError, ValueError):  # no stdin to paste into (closed, or not a file)
         stdin = None
+
+    def typed() -> Iterator[str]:
+        # Its own reader of the descriptor: never sys.stdin's, whose lock the interpreter
+        # takes as it shuts down.
+        assert stdin is not None
+        with contextlib.suppress(OSError, ValueError), open(stdin, "rb", closefd=False) as lines:
+            yield from (line.decode("utf-8", "replace") for line in lines)
 
     def show_url(url: str) -> None:
         until, within = at_clock(DEFAULT_LOGIN_TIMEOUT), duration(DEFAULT_LOGIN_TIMEOUT)
@@ -146,27 +92,43 @@ async def _login(invocation: Invocation) -> int:
         args.credentials,
         show_url=show_url,
         say=_say,
-        pasted=None if stdin is None else _typed_lines(stdin),
+        pasted=None if stdin is None else read_lines(typed, "magisterium-login-stdin"),
     )
     _say(f"Signed in to {stored.issuer}; the credentials are in {where}")
-    if invocation.output.json:
-        _show(where, stored, invocation)
+    if output.json:
+        output.result(_status_of(where, stored), lambda: None)
     return ExitCode.OK
 
 
-async def _logout(invocation: Invocation) -> int:
+async def _logout(args: argparse.Namespace, output: Output) -> int:
     from magisterium_async._auth import logout
 
-    await _check_redis(invocation.args)
-    _say(await logout(invocation.args.credentials, invocation.args.base_url))
+    await check_redis((args.credentials, "--credentials", CREDENTIALS_ENV))
+    _say(await logout(args.credentials, args.base_url))
     return ExitCode.OK
 
 
-async def _status(invocation: Invocation) -> int:
+def _status_of(where: str, stored: Credentials) -> dict[str, object]:
+    """The sign-in's status as ``--json`` prints it: never a token."""
+    expires = None
+    if stored.expires_at is not None:
+        expires = dt.datetime.fromtimestamp(int(stored.expires_at), dt.timezone.utc).isoformat()
+    return {
+        "path": where,
+        "origin": stored.origin,
+        "issuer": stored.issuer,
+        "client_id": stored.client_id,
+        "expires_at": expires,
+        "expired": stored.expires_at is not None and stored.expires_at <= time.time(),
+        "scopes": stored.scopes,
+        "refreshable": stored.refresh_token is not None,
+    }
+
+
+async def _status(args: argparse.Namespace, output: Output) -> int:
     from magisterium_async._auth import auth_status
 
-    args = invocation.args
-    await _check_redis(args)
+    await check_redis((args.credentials, "--credentials", CREDENTIALS_ENV))
     where, stored = await auth_status(args.credentials, args.base_url)
     if stored is None:
         named = where if "://" in where else shlex.quote(where)  # a URL is masked already
@@ -175,9 +137,25 @@ async def _status(invocation: Invocation) -> int:
             f"not signed in: no credentials at {where}; run `magisterium-async login{again}`",
             ExitCode.AUTH,
         )
-    _show(where, stored, invocation)
+    status = _status_of(where, stored)
+    when = "not stated by the server"
+    if stored.expires_at is not None:
+        left = stored.expires_at - time.time()
+        renewed = "; renewed at the next call" if status["refreshable"] else ""
+        when = f"in {duration(left)}" if left > 0 else f"expired{renewed}"
+        when = f"{status['expires_at']} ({when})"
+    lines = [
+        f"signed in to {stored.origin}",
+        f"  issuer   {stored.issuer}",
+        f"  expires  {when}",
+        f"  scopes   {' '.join(stored.scopes) or '(none named)'}",
+        f"  refresh  {'yes' if status['refreshable'] else 'no: sign in again when it expires'}",
+        f"  client   {stored.client_id}",
+        f"  stored   {where}",
+    ]
+    output.result(status, lambda: print("\n".join(lines)))
     if token_from_env():
-        invocation.output.note(f"note: {TOKEN_ENV} is set: commands use it, not these credentials")
+        output.note(f"note: {TOKEN_ENV} is set: commands use it, not these credentials")
     return ExitCode.OK
 
 
@@ -186,22 +164,17 @@ COMMANDS = (
         "login",
         "sign in with your account (OAuth in a browser); the sign-in is kept and renewed",
         _login,
-        _login_arguments,
+        lambda parser: _arguments(parser, login=True),
         connects=False,
     ),
     Command(
-        "logout",
-        "revoke the stored sign-in and delete it",
-        _logout,
-        _base_url_argument,
-        connects=False,
+        "logout", "revoke the stored sign-in and delete it", _logout, _arguments, connects=False
     ),
-    Group("auth", "the stored sign-in"),
     Command(
         "auth status",
         "issuer, expiry and scopes of the stored sign-in (never a token); sends nothing",
         _status,
-        _base_url_argument,
+        _arguments,
         connects=False,
     ),
 )

@@ -1,39 +1,27 @@
-"""The commands that are one call to the service, its answer shown: one per skill (``ask``,
-``search``, ``fetch``, ``readings``, ``saints``, and a lookup per row of the skill table:
-``saint-lookup``, ``pope-lookup``, ...), the protocol's task calls (``task get|cancel|list``;
-no quota), ``card`` (the agent card and the dialect the server speaks; no quota) and
+"""The commands that are one call to the service, its answer shown: one per row of the skill
+table (``ask``, ``search``, ``fetch``, ``readings``, ``saints``, and a lookup per lookup
+skill: ``pope-lookup``, ...), the protocol's task calls (``task get|cancel|list``; no
+quota), ``card`` (the agent card and the dialect the server speaks; no quota) and
 ``quota`` (what is left of the quota now; it sends nothing)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import math
 import re
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+import textwrap
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from magisterium_async._cli._client import open_client
-from magisterium_async._cli._command import Command, Group, Invocation, Run, with_client
+from magisterium_async._cli._command import Command, Run, add_redis_option, number, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._options import add_redis_option, number
-from magisterium_async._cli._output import (
-    duration,
-    quoted,
-    show_answer,
-    show_document,
-    show_lookup,
-    show_results,
-    show_task,
-    show_text,
-)
+from magisterium_async._cli._output import Output, duration, quoted, show_result
 from magisterium_async._config import redis_url
 from magisterium_async._errors import InvalidParamsError, TaskNotCancelableError
-from magisterium_async._models import Lookup, TaskPage
-from magisterium_async._skills import LOOKUPS, Skill
+from magisterium_async._skills import ASK, FETCH, LOOKUPS, MASS_READINGS, SAINTS, SEARCH, Skill
 
 if TYPE_CHECKING:  # the client loads when a command runs, not for --help
     from magisterium_async._client import AsyncMagisterium
@@ -41,128 +29,87 @@ if TYPE_CHECKING:  # the client loads when a command runs, not for --help
 
 __all__ = ["COMMANDS"]
 
-Call = Callable[[Invocation, "AsyncMagisterium"], Awaitable[int]]
 
+def _skill_command(name: str, skill: Skill[Any, Any], method: str, label: str) -> Command:
+    """The command of ``skill``: its argument in words (joined by spaces, quotes optional;
+    optional where the skill has a default), sent by the client's ``method``; the answer
+    shown, or ``--json`` the result (a text as ``{argument, "text"}``); "nothing found" is
+    exit 6."""
 
-def _words(name: str, help: str, nargs: str = "+") -> Callable[[argparse.ArgumentParser], object]:
-    """The command's one positional argument: words, joined by spaces (quotes optional)."""
-    return lambda parser: parser.add_argument(name, nargs=nargs, help=help)
-
-
-async def _ask(invocation: Invocation, client: AsyncMagisterium) -> int:
-    args = invocation.args
-    answer = await client.ask(" ".join(args.question), context_id=args.context_id)
-    invocation.output.result(answer, lambda: show_answer(answer))
-    return ExitCode.OK
-
-
-def _ask_arguments(parser: argparse.ArgumentParser) -> None:
-    _words("question", "the question (quotes optional)")(parser)
-    parser.add_argument("--context-id", help="continue the conversation of an earlier answer")
-
-
-async def _search(invocation: Invocation, client: AsyncMagisterium) -> int:
-    query = " ".join(invocation.args.query)
-    results = await client.search(query)
-    invocation.output.result(results, lambda: show_results(query, results))
-    return ExitCode.OK
-
-
-async def _fetch(invocation: Invocation, client: AsyncMagisterium) -> int:
-    document = await client.fetch(invocation.args.id)
-    if document is None:
-        raise CliError(f"document {quoted(invocation.args.id)} not found", ExitCode.NOT_FOUND)
-    invocation.output.result(document, lambda: show_document(document))
-    return ExitCode.OK
-
-
-def _when(invocation: Invocation) -> str:
-    # "" is a blank day: refused as the library refuses it, never taken for today.
-    return " ".join(invocation.args.when) if invocation.args.when else "today"
-
-
-async def _readings(invocation: Invocation, client: AsyncMagisterium) -> int:
-    when = _when(invocation)
-    text = await client.mass_readings(when)
-    if text is None:
-        raise CliError(f"no Mass readings found for {quoted(when)}", ExitCode.NOT_FOUND)
-    invocation.output.result({"when": when, "text": text}, lambda: show_text(text))
-    return ExitCode.OK
-
-
-async def _saints(invocation: Invocation, client: AsyncMagisterium) -> int:
-    when = _when(invocation)
-    try:
-        day: str | dt.date = dt.date.fromisoformat(when)
-    except ValueError as exc:
-        if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", when):  # in form, not in fact: 2026-02-30
-            raise CliError(f"{when} is not a date: {exc}", ExitCode.USAGE) from None
-        day = when
-    text = await client.saints(day)
-    if text is None:
-        raise CliError(f"no martyrology found for {quoted(when)}", ExitCode.NOT_FOUND)
-    invocation.output.result({"when": str(day), "text": text}, lambda: show_text(text))
-    return ExitCode.OK
-
-
-def _lookup_command(skill: Skill[str, Lookup]) -> Command:
-    """The command of a lookup: its skill id with dashes, running the client's method of
-    that id; it prints what the service sent (text, then data; ``--json``: the Lookup)."""
-
-    async def lookup(invocation: Invocation, client: AsyncMagisterium) -> int:
-        method: Callable[[str], Awaitable[Lookup]] = getattr(client, skill.id)
-        found = await method(" ".join(invocation.args.query))
-        invocation.output.result(found, lambda: show_lookup(found))
+    async def call(args: argparse.Namespace, output: Output, client: AsyncMagisterium) -> int:
+        # "" is a blank argument, refused as the library refuses it, never the default.
+        words = " ".join(args.words) if args.words else str(skill.default)
+        argument = skill.from_text(words)  # saints: YYYY-MM-DD is a date (one that exists)
+        options = {"context_id": args.context_id} if skill.conversation else {}
+        result = await getattr(client, method)(argument, **options)
+        if result is None:
+            raise CliError(
+                f"nothing found for {quoted(words)}: the service answered {skill.not_found!r}",
+                ExitCode.NOT_FOUND,
+            )
+        value = (
+            {skill.argument: str(argument), "text": result} if isinstance(result, str) else result
+        )
+        output.result(value, lambda: show_result(result, words))
         return ExitCode.OK
 
-    summary = skill.description.split(":", 1)[0]
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        about = skill.about.removesuffix(" null means today.")
+        nargs = "+" if skill.default is None else "*"
+        parser.add_argument("words", nargs=nargs, metavar=skill.argument.upper(), help=about)
+        if skill.conversation:
+            parser.add_argument("--context-id", help="continue the conversation of an answer")
+
+    summary = re.split(r"[.:](?: |$)", skill.description)[0]
     return Command(
-        skill.id.replace("_", "-"),
+        name,
         summary[:1].lower() + summary[1:],
-        with_client(lookup, f"looking up with {skill.id}"),
-        _words("query", "a name, or a canonical id (quotes optional)"),
-        epilog=f"The service states no shape for {skill.id}'s answer: the text and the data "
-        "it sent are printed as they came (--json: with the full task).",
+        with_client(call, label, skill.pool),
+        arguments,
+        epilog=textwrap.fill(skill.description, 88),
     )
 
 
-def _on_a_server(run: Call, label: str) -> Run:
-    """``run`` with a client, refusing ``--emulator``: a task never outlives its emulator."""
-    connected = with_client(run, label, "unmetered")
+def _on_a_server(
+    call: Any,
+    label: str,
+    arguments: Any = lambda parser: parser.add_argument("id", help="the task id (ask prints it)"),
+) -> tuple[Run, Any]:
+    """A task call, refusing ``--emulator``: a task never outlives its emulator."""
+    connected = with_client(call, label, "unmetered")
 
-    async def checked(invocation: Invocation) -> int:
-        if invocation.args.emulator:
+    async def checked(args: argparse.Namespace, output: Output) -> int:
+        if args.emulator:
             raise CliError(
                 "--emulator starts a fresh emulator for this one command, which knows no task "
                 "yet: run `magisterium-async emulator` in another terminal, then point this "
                 "command at it with the MAGISTERIUM_BASE_URL and MAGISTERIUM_TOKEN it prints",
                 ExitCode.USAGE,
             )
-        return await connected(invocation)
+        return await connected(args, output)
 
-    return checked
+    return checked, arguments
 
 
-async def _get(invocation: Invocation, client: AsyncMagisterium) -> int:
-    task = await client.get_task(invocation.args.id)
-    invocation.output.result(task, lambda: show_task(task))
+async def _get(args: argparse.Namespace, output: Output, client: AsyncMagisterium) -> int:
+    task = await client.get_task(args.id)
+    output.result(task, lambda: show_result(task, args.id))
     return ExitCode.OK
 
 
-async def _cancel(invocation: Invocation, client: AsyncMagisterium) -> int:
-    task_id = invocation.args.id
+async def _cancel(args: argparse.Namespace, output: Output, client: AsyncMagisterium) -> int:
     try:
-        task = await client.cancel_task(task_id)
+        task = await client.cancel_task(args.id)
     except (InvalidParamsError, TaskNotCancelableError) as exc:
         # The service refuses to cancel a task that has ended ("Invalid state
         # transition"); every task has ended by the time its answer comes.
         state = exc.data.get("state") if isinstance(exc.data, dict) else None
         said = " ".join(str(exc).split())
         raise CliError(
-            f"task {task_id} {f'is already {state}' if state else 'was not cancelled'}: only a "
+            f"task {args.id} {f'is already {state}' if state else 'was not cancelled'}: only a "
             f"task still running can be cancelled (the service answered: {said})"
         ) from None
-    invocation.output.result(task, lambda: show_task(task))
+    output.result(task, lambda: show_result(task, args.id))
     return ExitCode.OK
 
 
@@ -174,8 +121,7 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--artifacts", action="store_true", help="include the tasks' artifacts")
 
 
-async def _list(invocation: Invocation, client: AsyncMagisterium) -> int:
-    args = invocation.args
+async def _list(args: argparse.Namespace, output: Output, client: AsyncMagisterium) -> int:
     page = await client.list_tasks(
         context_id=args.context,
         state=args.state,
@@ -183,25 +129,22 @@ async def _list(invocation: Invocation, client: AsyncMagisterium) -> int:
         page_token=args.page_token,
         include_artifacts=args.artifacts,
     )
-
-    def show(page: TaskPage = page) -> None:
-        for task in page.tasks:
-            stamp = task.status.timestamp or ""
-            print(f"{task.id}  {task.state:<15} {stamp}  context {task.context_id}")
-        if page.next_page_token:
-            print(f"(more: --page-token {page.next_page_token})")
-
-    invocation.output.result(page, show)
+    lines = [
+        f"{task.id}  {task.state:<15} {task.status.timestamp or ''}  context {task.context_id}"
+        for task in page.tasks
+    ]
+    more = [f"(more: --page-token {page.next_page_token})"] if page.next_page_token else []
+    output.result(page, lambda: print("\n".join([*lines, *more])))
     return ExitCode.OK
 
 
-async def _card(invocation: Invocation, client: AsyncMagisterium) -> int:
+async def _card(args: argparse.Namespace, output: Output, client: AsyncMagisterium) -> int:
     from magisterium_async._http._dialect import offered
 
     card = await client.agent_card()
     dialect = offered(card, client.base_url)
-    endpoint = dialect.url or client.base_url
-    if dialect.version == "1.0":
+    version, endpoint = dialect.version, dialect.url or client.base_url
+    if version == "1.0":
         speaks = "A2A 1.0 JSON-RPC (SendMessage, GetTask, CancelTask, ListTasks)"
     else:
         said = f", card protocolVersion {card.protocol_version}" if card.protocol_version else ""
@@ -215,11 +158,11 @@ async def _card(invocation: Invocation, client: AsyncMagisterium) -> int:
     ]
     record = {
         "card_url": client.agent_card_url,
-        "protocol": dialect.version,
+        "protocol": version,
         "endpoint": endpoint,
         "card": msgspec.to_builtins(card),
     }
-    invocation.output.result(record, lambda: print("\n".join(lines)))
+    output.result(record, lambda: print("\n".join(lines)))
     return ExitCode.OK
 
 
@@ -245,11 +188,11 @@ def _line(pool: PoolQuota) -> str:
     return text
 
 
-async def _quota(invocation: Invocation) -> int:
-    url = redis_url(invocation.args.redis)
+async def _quota(args: argparse.Namespace, output: Output) -> int:
+    url = redis_url(args.redis)
     # Without a shared quota there is nothing to read but this process's own view: no
     # token is needed for it (with one, the token names whose quota it is).
-    async with open_client(invocation.args, sends=url is not None) as client:
+    async with open_client(args, sends=url is not None) as client:
         quota = await client.quota()
     pools = {}
     for pool in quota.pools:  # JSON has no infinity: null for what an unlimited pool lacks
@@ -269,68 +212,24 @@ async def _quota(invocation: Invocation) -> int:
             "this process's view only (a new process has sent nothing): give --redis URL or "
             "$MAGISTERIUM_REDIS_URL to count every process's requests on the token"
         )
-
-    def show() -> None:
-        print("\n".join([*map(_line, quota.pools), f"({source})"]))
-
-    invocation.output.result({"shared": quota.shared, "pools": pools}, show)
+    lines = [*map(_line, quota.pools), f"({source})"]
+    output.result({"shared": quota.shared, "pools": pools}, lambda: print("\n".join(lines)))
     return ExitCode.OK
 
 
-_DAY = "a day in words: today (default), next Sunday, Easter Sunday 2026"
-_TASK_ID = "the task id (ask prints it)"
-
-COMMANDS: tuple[Command | Group, ...] = (
-    Command(
-        "ask",
-        "ask catholic_qa a question (slow; the expensive quota)",
-        with_client(_ask, "asking catholic_qa", "expensive"),
-        _ask_arguments,
-        epilog="--json prints the Answer with its citations and the full task it came from.",
-    ),
-    Command(
-        "search",
-        "semantic search over the documents",
-        with_client(_search, "searching"),
-        _words("query", "what to look for (quotes optional)"),
-    ),
-    Command(
-        "fetch",
-        "one document's text and metadata",
-        with_client(_fetch, "fetching the document"),
-        lambda parser: parser.add_argument("id", help="the document id (as search shows it)"),
-    ),
-    Command(
-        "readings",
-        "the Mass readings of a day",
-        with_client(_readings, "getting the Mass readings"),
-        _words("when", _DAY, "*"),
-    ),
-    Command(
-        "saints",
-        "the Roman Martyrology of a day",
-        with_client(_saints, "getting the martyrology"),
-        _words("when", f"YYYY-MM-DD or {_DAY}", "*"),
-    ),
-    *(_lookup_command(skill) for skill in LOOKUPS),
-    Group("task", "the protocol's task calls (spend no quota)"),
-    Command(
-        "task get",
-        "a task by id (kept 24 hours)",
-        _on_a_server(_get, "getting the task"),
-        lambda parser: parser.add_argument("id", help=_TASK_ID),
-    ),
-    Command(
-        "task cancel",
-        "ask to cancel a task",
-        _on_a_server(_cancel, "cancelling the task"),
-        lambda parser: parser.add_argument("id", help=_TASK_ID),
-    ),
+COMMANDS: tuple[Command, ...] = (
+    _skill_command("ask", ASK, "ask", "asking catholic_qa"),
+    _skill_command("search", SEARCH, "search", "searching"),
+    _skill_command("fetch", FETCH, "fetch", "fetching the document"),
+    _skill_command("readings", MASS_READINGS, "mass_readings", "getting the Mass readings"),
+    _skill_command("saints", SAINTS, "saints", "getting the martyrology"),
+    *(_skill_command(s.id.replace("_", "-"), s, s.id, f"looking up with {s.id}") for s in LOOKUPS),
+    Command("task get", "a task by id (kept 24 hours)", *_on_a_server(_get, "getting the task")),
+    Command("task cancel", "ask to cancel a task", *_on_a_server(_cancel, "cancelling the task")),
     Command(
         "task list",
         "your tasks, newest first (A2A 1.0 servers only)",
-        _on_a_server(_list, "listing the tasks"),
-        _list_arguments,
+        *_on_a_server(_list, "listing the tasks", _list_arguments),
     ),
     Command(
         "card",

@@ -1,10 +1,10 @@
 """How a command gets its client, from its parsed arguments: the token, the server, the
-quota, the Redis it names, or the emulator of ``--emulator``.
+quota, the Redis it names, or the in-process emulator of ``--emulator``.
 
 The library reads the rest by itself (``$MAGISTERIUM_TOKEN``, the stored sign-in,
 ``$MAGISTERIUM_BASE_URL``, ``$MAGISTERIUM_CACHE``) and names the variable when a value
 cannot be right; the command line adds what it alone knows: the token file, the Redis
-check, the emulator.
+check, the emulator (:mod:`magisterium_async.testing`, imported only when asked for).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
 from magisterium_async._cli._errors import CliError, ExitCode, cli_words
-from magisterium_async._cli._local_emulator import local_emulator
 from magisterium_async._config import (
     CACHE_ENV,
     CREDENTIALS_ENV,
@@ -33,12 +32,11 @@ from magisterium_async._redis import RedisUnavailable, looks_like_redis
 
 if TYPE_CHECKING:  # the client, and the network stack with it, load when a command runs
     from magisterium_async._client import AsyncMagisterium
-    from magisterium_async._events import PoolEvent
-    from magisterium_async.testing.emulator._config import Protocol
+    from magisterium_async._events import OnEvent
+    from magisterium_async.testing import Corpus
 
-__all__ = ["OnEvent", "open_client", "quota_of"]
+__all__ = ["check_redis", "corpus", "open_client", "quota_of"]
 
-OnEvent = Callable[["PoolEvent"], None]
 MAX_TOKEN = 64 * 1024  # a token is a few hundred bytes, a few KiB at most
 REDIS_CHECK_TIMEOUT = 5.0  # seconds a Redis named has to answer, before anything is made
 
@@ -77,11 +75,19 @@ async def _read_token(path: str) -> str:
     )
 
 
-async def _check_redis(*named: tuple[str | None, str, str]) -> None:
+def corpus(synthetic: int | None, seed: int) -> Corpus:
+    """An emulator's corpus: ``synthetic`` generated documents (under ``seed``), else the
+    bundled one."""
+    from magisterium_async.testing import BundledCorpus, SyntheticCorpus
+
+    return SyntheticCorpus(synthetic, seed) if synthetic else BundledCorpus()
+
+
+async def check_redis(*named: tuple[str | None, str, str]) -> None:
     """Ask each Redis named (its URL from a flag or a variable) once, before anything is
     made: a refusal (the password, an ACL, TLS) is exit 2 saying so, whatever the
     command; one that does not answer is left to its feature's fallback, which says so."""
-    from magisterium_async._redis import check_redis
+    from magisterium_async._redis import check_redis as check
 
     for given, flag, variable in named:
         from_env = os.environ.get(variable, "").strip()
@@ -89,7 +95,7 @@ async def _check_redis(*named: tuple[str | None, str, str]) -> None:
         if url and looks_like_redis(url):
             what = f"${variable}" if url == from_env else flag
             with suppress(RedisUnavailable):
-                await check_redis(url, REDIS_CHECK_TIMEOUT, error=_usage_error, what=what)
+                await check(url, REDIS_CHECK_TIMEOUT, error=_usage_error, what=what)
 
 
 def _usage_error(message: str) -> CliError:
@@ -104,14 +110,12 @@ def _sends_nothing() -> str:
 async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Exception) -> CliError:
     """The refusal of a call in the dialect ``--protocol`` named, which the server did not
     understand: what its agent card offers (read once, unmetered), and how to go on."""
-    from magisterium_async._http._dialect import offered
-
     try:
-        card = await client.agent_card()
+        version = await client.card_protocol()
     except MagisteriumError as exc:
         offers, way = f"its agent card could not be read either ({exc})", "check --base-url"
     else:
-        version = offered(card, client.base_url).version
+        card = await client.agent_card()
         said = f", protocolVersion {card.protocol_version}" if card.protocol_version else ""
         offers = f"its agent card offers A2A {version}{said}"
         way = f"drop --protocol (auto speaks what the card offers) or give --protocol {version}"
@@ -155,14 +159,19 @@ async def open_client(
         (args.cache, "--cache", CACHE_ENV),
         (args.credentials, "--credentials", CREDENTIALS_ENV),
     ]
-    await _check_redis(*named, *([(redis, "--redis", REDIS_URL_ENV)] if redis else []))
+    await check_redis(*named, *([(redis, "--redis", REDIS_URL_ENV)] if redis else []))
     async with AsyncExitStack() as stack:
         token: str | Callable[[], str] | None = None if sends else _sends_nothing
         base_url = args.base_url
-        if args.emulator:
-            protocol: Protocol = "0.2.6" if args.protocol == "auto" else args.protocol
-            emulator = local_emulator(args.emulator_limits, args.synthetic, protocol)
-            await stack.enter_async_context(emulator)
+        if args.emulator:  # on a free loopback port, its limits lifted unless asked for
+            from magisterium_async.testing import Emulator, EmulatorConfig, RateLimitConfig
+
+            config = EmulatorConfig(
+                rate_limits=RateLimitConfig.pro() if args.emulator_limits else None,
+                corpus=corpus(args.synthetic, 0),
+                protocol="0.2.6" if args.protocol == "auto" else args.protocol,
+            )
+            emulator = await stack.enter_async_context(Emulator(config))
             token, base_url = emulator.token, emulator.base_url
         elif args.token_file is not None and sends:
             token = await _read_token(args.token_file)

@@ -1,8 +1,5 @@
-"""The ``emulator`` command: the offline emulator served until Ctrl-C.
-
-The emulator lives in :mod:`magisterium_async.testing`; it is imported only when the
-command runs. The in-process one behind ``--emulator`` is :mod:`._local_emulator`'s.
-"""
+"""The ``emulator`` command: the offline emulator of :mod:`magisterium_async.testing` (imported
+only when the command runs), served until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -12,19 +9,17 @@ import contextlib
 import re
 from typing import TYPE_CHECKING
 
-from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli._client import corpus
+from magisterium_async._cli._command import Command, number
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._local_emulator import corpus
-from magisterium_async._cli._options import number
-from magisterium_async._cli._output import duration, plural
+from magisterium_async._cli._output import Output, duration, plural
 
 if TYPE_CHECKING:
-    from magisterium_async.testing import Emulator, EmulatorConfig
+    from magisterium_async.testing import EmulatorConfig
 
 __all__ = ["COMMAND"]
 
 _SECONDS = number(float, 0)
-_RATE = number(float, 0, 1)
 
 
 def _token(text: str) -> str:
@@ -47,67 +42,62 @@ def _latency(text: str) -> float | tuple[float, float]:
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     """The ``emulator`` command's own flags, in groups."""
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--synthetic",
         type=number(int, 0, above=True),
         metavar="N",
         default=argparse.SUPPRESS,
         help="serve N synthetic documents instead of the bundled corpus",
     )
-    where = parser.add_argument_group("where")
-    where.add_argument(
-        "--host", default="127.0.0.1", help="interface to bind (default: %(default)s)"
-    )
-    where.add_argument(
+    where = parser.add_argument_group("where").add_argument
+    where("--host", default="127.0.0.1", help="interface to bind (default: %(default)s)")
+    where(
         "--port",
         type=number(int, 0, 65535),
         default=8765,
         help="port; 0 picks a free one (default: %(default)s)",
     )
-    where.add_argument(
+    where(
         "--token",
         type=_token,
         default="emu-token",
         help="the bearer token it accepts (default: %(default)s)",
     )
-    where.add_argument(
+    where(
         "--protocol",
         choices=("0.2.6", "0.3", "1.0"),
         default="0.2.6",
         help="the A2A dialect it speaks, card included (default: %(default)s, the service's)",
     )
-    where.add_argument(
+    where(
         "--token-lifetime",
         type=number(float, 0, above=True),
         default=3600.0,
         metavar="SECONDS",
         help="seconds an access token its OAuth server issues lives (default: 3600)",
     )
-    limits = parser.add_argument_group(
-        "rate limits (per token; default: none, so examples run at once)"
-    )
-    limits.add_argument(
+    limits = parser.add_argument_group("rate limits (per token; default: none)").add_argument
+    limits(
         "--limits",
         action="store_true",
         help="enforce the Pro plan's quota: 15 requests a minute, 2 for catholic_qa",
     )
-    for flag, metavar, help in (
-        (
-            "--default-limit",
-            "N",
-            "requests per period for every skill but catholic_qa (default: 15)",
-        ),
-        ("--expensive-limit", "N", "catholic_qa requests per period (default: 2)"),
-        ("--period", "SECONDS", "the period's length (default: 60)"),
+    for flag, dest, metavar, help in (
+        ("--default-limit", "default", "N", "requests per period for all but catholic_qa (15)"),
+        ("--expensive-limit", "expensive", "N", "catholic_qa requests per period (2)"),
+        ("--period", "period", "SECONDS", "the period's length (60)"),
     ):
-        limits.add_argument(
+        limits(
             flag,
+            dest=dest,
             type=number(float, 0, above=True),
             metavar=metavar,
             help=f"{help}; implies --limits",
         )
-    limits.add_argument(
+    limits(
         "--window",
+        dest="algorithm",
         choices=("fixed", "sliding", "token_bucket"),
         help="how a period is counted (default: sliding, the strictest); implies --limits",
     )
@@ -129,108 +119,53 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     for flag, help in (
         ("--error-rate", "share of HTTP 502/503 answers"),
         ("--drop-rate", "share of connections closed without an answer"),
-        (
-            "--rate-limit-rate",
-            "share of 429s whatever the quota says (as the user's MCP calls cause)",
-        ),
+        ("--rate-limit-rate", "share of 429s whatever the quota says (as MCP calls cause)"),
     ):
-        faults.add_argument(flag, type=_RATE, default=0.0, metavar="P", help=help)
+        faults.add_argument(flag, type=number(float, 0, 1), default=0.0, metavar="P", help=help)
     faults.add_argument(
         "--seed", type=number(int), default=0, help="seed of faults and --synthetic"
     )
 
 
+_FLAGS = {
+    "default": "--default-limit",
+    "expensive": "--expensive-limit",
+    "fault rates": "--error-rate, --drop-rate and --rate-limit-rate, shares of the requests,",
+}
+"""The emulator's words for what flags set together, and the flags' names."""
+
+
 def _config(args: argparse.Namespace) -> EmulatorConfig:
+    """The emulator the flags describe; flags right alone and wrong together (a limit under
+    1 a period, which only a token bucket keeps; fault rates over 1) refused by name."""
     from magisterium_async.testing import EmulatorConfig, FaultConfig, RateLimitConfig
 
-    tuned = (args.default_limit, args.expensive_limit, args.period, args.window)
-    limited = args.limits or any(value is not None for value in tuned)
-    rates = (args.error_rate, args.drop_rate, args.rate_limit_rate)
-    if sum(rates) > 1:
-        raise CliError(
-            "--error-rate, --drop-rate and --rate-limit-rate are shares of the requests: "
-            f"they must add up to at most 1, got {sum(rates):g}",
-            ExitCode.USAGE,
-        )
+    given = vars(args)
+    limits = {k: given[k] for k in ("default", "expensive", "period", "algorithm") if given[k]}
+    rates = {k: given[k] for k in ("error_rate", "drop_rate", "rate_limit_rate")}
     try:
-        limits = RateLimitConfig(
-            15.0 if args.default_limit is None else args.default_limit,
-            2.0 if args.expensive_limit is None else args.expensive_limit,
-            period=60.0 if args.period is None else args.period,
-            algorithm=args.window or "sliding",
+        return EmulatorConfig(
+            tokens={args.token: "pro"},
+            rate_limits=RateLimitConfig(**limits) if args.limits or limits else None,
+            faults=FaultConfig(seed=args.seed, latency=args.latency, **rates)
+            if any(rates.values()) or args.latency
+            else None,
+            qa_latency=args.qa_latency,
+            corpus=corpus(args.synthetic, args.seed),
+            token_lifetime=args.token_lifetime,
+            protocol=args.protocol,
         )
-    except ValueError as exc:  # a limit under 1 a period, which only a token bucket can keep
-        raise CliError(
-            re.sub(r"^(default|expensive)", r"--\1-limit", str(exc)), ExitCode.USAGE
-        ) from None
-    faults = None
-    if any(rates) or args.latency:
-        faults = FaultConfig(
-            seed=args.seed,
-            latency=args.latency,
-            error_rate=args.error_rate,
-            drop_rate=args.drop_rate,
-            rate_limit_rate=args.rate_limit_rate,
-        )
-    return EmulatorConfig(
-        tokens={args.token: "pro"},
-        rate_limits=limits if limited else None,
-        faults=faults,
-        qa_latency=args.qa_latency,
-        corpus=corpus(args.synthetic, args.seed),
-        token_lifetime=args.token_lifetime,
-        protocol=args.protocol,
-    )
+    except ValueError as exc:
+        said = re.sub(r"^(default|expensive|fault rates)\b", lambda m: _FLAGS[m[1]], str(exc))
+        raise CliError(said, ExitCode.USAGE) from None
 
 
-def _quota(config: EmulatorConfig) -> str:
-    """The emulator's limits as ``$MAGISTERIUM_QUOTA`` (``--quota``) says them, so a client
-    told it paces itself to them: no 429 to wait out, and no wait the server would not ask."""
-    limits = config.rate_limits
-    if limits is None:
-        return "unlimited"
-    return f"{limits.default:g}/{limits.expensive:g}/{limits.period:g}"
+async def _serve(args: argparse.Namespace, output: Output) -> int:
+    """Run the emulator until Ctrl-C or SIGTERM; exits 0 then. It prints how to use it:
+    the ``MAGISTERIUM_QUOTA`` it prints is the quota it keeps, so a client told it paces
+    itself to it (no 429 to wait out, no wait the server would not ask)."""
+    from magisterium_async.testing import Emulator, SyntheticCorpus
 
-
-def _banner(emulator: Emulator) -> None:
-    """How to use the emulator, for people."""
-    from magisterium_async.testing import SyntheticCorpus
-
-    config = emulator.config
-    kind = "synthetic" if isinstance(config.corpus, SyntheticCorpus) else "bundled"
-    limits = config.rate_limits
-    said = (
-        "none"
-        if limits is None
-        else (
-            f"{limits.default:g} default / {limits.expensive:g} expensive requests "
-            f"per {limits.period:g} s ({limits.algorithm} window)"
-        )
-    )
-    lines = [
-        f"Magisterium emulator listening on {emulator.origin}",
-        f"  protocol: A2A {config.protocol} (agent card: {emulator.card_url})",
-        f"  corpus: {kind}, {plural(len(config.corpus or ()), 'document')}",
-        f"  rate limits: {said}",
-        f"  faults: {'none' if config.faults is None else config.faults.describe()}",
-        f"  OAuth: {emulator.oauth_metadata_url} (tokens live {duration(config.token_lifetime)})",
-        "Point the client or the command line at it with:",
-        # The emulator's own demo token, not a user's secret: printing it is the point.
-        f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}"
-        f" MAGISTERIUM_QUOTA={_quota(config)}",
-    ]
-    if limits is None:
-        lines.append(
-            "  (the service's Pro quota, 15/2 a minute, on both sides: restart with --limits)"
-        )
-    print("\n".join([*lines, "Serving until Ctrl-C."]), flush=True)
-
-
-async def _serve(invocation: Invocation) -> int:
-    """Run the emulator until Ctrl-C or SIGTERM; exits 0 then."""
-    from magisterium_async.testing import Emulator
-
-    args = invocation.args
     config = _config(args)
     try:
         emulator = await Emulator(config, host=args.host, port=args.port).start()
@@ -241,11 +176,13 @@ async def _serve(invocation: Invocation) -> int:
             ExitCode.USAGE,
         ) from None
     try:
-        faults = config.faults
+        limits, faults = config.rate_limits, config.faults
+        quota = "unlimited" if limits is None else f"{limits.default:g}/{limits.expensive:g}"
+        quota += "" if limits is None else f"/{limits.period:g}"
         record = {
             "base_url": emulator.base_url,
             "token": emulator.token,
-            "quota": _quota(config),
+            "quota": quota,
             "port": emulator.port,
             "protocol": config.protocol,
             "card_url": emulator.card_url,
@@ -253,12 +190,33 @@ async def _serve(invocation: Invocation) -> int:
             if faults is None
             else {**dict(faults.rates()), "latency": faults.latency, "seed": faults.seed},
         }
-        invocation.output.result(record, lambda: _banner(emulator))
+        kind = "synthetic" if isinstance(config.corpus, SyntheticCorpus) else "bundled"
+        said = (
+            "none (the service's Pro quota, 15/2 a minute, on both sides: restart with --limits)"
+            if limits is None
+            else f"{limits.default:g} default / {limits.expensive:g} expensive requests "
+            f"per {limits.period:g} s ({limits.algorithm} window)"
+        )
+        lines = [
+            f"Magisterium emulator listening on {emulator.origin}",
+            f"  protocol: A2A {config.protocol} (agent card: {emulator.card_url})",
+            f"  corpus: {kind}, {plural(len(config.corpus or ()), 'document')}",
+            f"  rate limits: {said}",
+            f"  faults: {'none' if faults is None else faults.describe()}",
+            f"  OAuth: {emulator.oauth_metadata_url} "
+            f"(tokens live {duration(config.token_lifetime)})",
+            "Point the client or the command line at it with:",
+            # The emulator's own demo token, not a user's secret: printing it is the point.
+            f"  export MAGISTERIUM_BASE_URL={emulator.base_url} MAGISTERIUM_TOKEN={emulator.token}"
+            f" MAGISTERIUM_QUOTA={quota}",
+            "Serving until Ctrl-C.",
+        ]
+        output.result(record, lambda: print("\n".join(lines), flush=True))
         with contextlib.suppress(asyncio.CancelledError):  # Ctrl-C or SIGTERM: a clean stop
             await asyncio.Event().wait()
     finally:
         await emulator.stop()
-    invocation.output.note("Emulator stopped.")
+    output.note("Emulator stopped.")
     return ExitCode.OK
 
 

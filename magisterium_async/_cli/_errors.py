@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import enum
-import errno
 import re
 
 from magisterium_async._errors import (
@@ -53,21 +52,17 @@ class ExitCode(enum.IntEnum):
 
 
 EXIT_CODES_HELP = """\
-exit codes:
+exit codes (the code says whose move it is):
   0    success
   1    any other error of the service or of the library
-  2    usage: bad arguments or input; a file or URL given that cannot be used as
-       named (--cache, --redis, a Redis that refuses the sign-in, a harvest's output
-       or state that exists without --resume); an output that cannot be written
-       (stdout on a full disk included)
-  3    authentication: no token, a token refused (401), a sign-in that cannot be
-       renewed or completed, an unsafe credentials file, or no paid plan (403)
+  2    usage: bad arguments or input, a file or URL that cannot be used as named (a
+       Redis that refuses included), an output that cannot be written
+  3    authentication: no token, a token refused, a sign-in that cannot be renewed, no plan
   4    rate limit still exceeded after the client's waits (429)
   5    network failure or timeout
   6    not found: a document, a task, or readings / martyrology for that date
-  7    partial: a harvest ran to its end, but searches or fetches failed after
-       retries (the summary names the first; --resume tries them again)
-  130  interrupted (Ctrl-C, SIGINT)
+  7    partial: a harvest ran to its end, some searches or fetches failed (--resume)
+  130  interrupted (Ctrl-C)
   143  terminated (SIGTERM: timeout, systemd, Kubernetes, CI); stops as Ctrl-C does"""
 
 
@@ -173,9 +168,10 @@ def describe(error: BaseException, attempts: int = 1) -> str:
     if isinstance(error, OSError) and error.strerror:
         if error.filename is not None:
             return f"{error.filename}: {error.strerror}"
+        from magisterium_async._harvest import why_not_written  # loads when it is said
+
         # A write to stdout: the one file the command line has not named.
-        why = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only"}
-        return f"cannot write stdout: {why.get(error.errno or 0, error.strerror.lower())}"
+        return f"cannot write stdout: {why_not_written(error)}"
     if isinstance(error, MagisteriumError | ValueError | CliError):
         return text
     return f"{type(error).__name__}: {text}"

@@ -1,4 +1,4 @@
-"""What the commands print, and the one place times and counts are put in words.
+"""What the commands print and read, and the one place times and counts are put in words.
 
 :class:`Output` is the one place that tells people and programs apart (``--json``):
 commands hand it a value and how to show it to a person. rich (the ``[cli]`` extra) only
@@ -8,10 +8,13 @@ so nothing fails after a request has been spent.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +31,8 @@ __all__ = [
     "duration",
     "plural",
     "quoted",
-    "show_answer",
-    "show_document",
-    "show_lookup",
-    "show_results",
-    "show_task",
-    "show_text",
+    "read_lines",
+    "show_result",
     "waiting_text",
 ]
 
@@ -82,6 +81,34 @@ def quoted(text: str, limit: int = 200) -> str:
     if len(text) <= limit:
         return repr(text)
     return f"{text[:limit]!r}… ({len(text):,} characters)"
+
+
+async def read_lines(read: Callable[[], Iterable[str]], name: str) -> AsyncIterator[str]:
+    """What ``read()`` yields (lines of stdin, of a queries file), read by a daemon thread:
+    a read blocked on a pipe or a terminal is never one the event loop waits in, so
+    Ctrl-C still ends the process, and one still waiting when the command ends does not
+    keep it alive. Its exception is raised here; at most 1,024 lines are read ahead."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | Exception | None] = asyncio.Queue()
+    room = threading.Semaphore(1024)
+
+    def pump() -> None:
+        last: Exception | None = None
+        try:
+            for line in read():
+                room.acquire()
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+        except Exception as exc:
+            last = exc
+        with contextlib.suppress(RuntimeError):  # the event loop is already closed
+            loop.call_soon_threadsafe(queue.put_nowait, last)
+
+    threading.Thread(target=pump, name=name, daemon=True).start()
+    while (item := await queue.get()) is not None:
+        if isinstance(item, Exception):
+            raise item
+        room.release()
+        yield item
 
 
 _ENCODER = msgspec.json.Encoder()
@@ -136,6 +163,38 @@ Line = tuple[str, str]
 """One line for people: its text and its rich style (``""``: none, ``"rule"``: a rule)."""
 
 
+def show_result(value: object, asked: str) -> None:
+    """A skill's result (or a task) for people, on stdout, by its type; ``asked``: what
+    the command was given (a search names it)."""
+    if isinstance(value, list):
+        return _show_results(asked, value)
+    lines: list[Line] = []
+    if isinstance(value, Answer):
+        lines = _answer(value)
+    elif isinstance(value, Document):
+        url = value.extra.get("url")
+        meta = [value.author, value.ref, f"id {value.id}", url if isinstance(url, str) else None]
+        lines = [(value.title or f"Document {value.id}", "bold")]
+        lines += [(" · ".join(m for m in meta if m), "dim"), ("", "rule"), (value.text.strip(), "")]
+    elif isinstance(value, Lookup):  # the service states no shape: all it sent, as it came
+        lines = [(value.text.strip(), "")] if value.text.strip() else []
+        for data in value.data:
+            lines += [("", ""), (json.dumps(data, indent=2, ensure_ascii=False), "")]
+        lines = lines or [("(an empty answer)", "dim")]
+    elif isinstance(value, Task):
+        rows = [("task", value.id), ("context", value.context_id), ("state", value.state)]
+        if value.status.message is not None and value.status.message.text:
+            rows.append(("message", value.status.message.text))
+        for artifact in value.artifacts:
+            kinds = ", ".join(type(part).__name__ for part in artifact.parts)
+            rows.append(("artifact", f"{artifact.name or artifact.artifact_id} ({kinds})"))
+        rows.append(("history", plural(len(value.history), "message")))
+        lines = [(f"{label:<10}{text}", "") for label, text in rows]
+    else:  # readings, martyrology: plain text
+        lines = [(str(value).strip(), "")]
+    _print_lines(lines)
+
+
 def _print_lines(lines: Sequence[Line]) -> None:
     """``lines`` through rich (styled, wrapped), or as plain text without it."""
     out = _console()
@@ -153,7 +212,7 @@ def _print_lines(lines: Sequence[Line]) -> None:
         )
 
 
-def show_answer(answer: Answer) -> None:
+def _answer(answer: Answer) -> list[Line]:
     """The answer's text, then its sources and related questions."""
     lines: list[Line] = [(answer.text.strip(), "")]
     if answer.citations:
@@ -169,22 +228,18 @@ def show_answer(answer: Answer) -> None:
         lines += [("", ""), ("Related questions", "bold")]
         lines += [(f"  • {question}", "") for question in answer.related_questions]
     context = f"context {answer.context_id} (follow up with --context-id) · task {answer.task.id}"
-    _print_lines([*lines, ("", ""), (context, "dim")])
+    return [*lines, ("", ""), (context, "dim")]
 
 
-def show_results(query: str, results: list[SearchResult]) -> None:
+def _show_results(query: str, results: list[SearchResult]) -> None:
     """Search results as a table: rank, id, title, URL (a list without rich)."""
     if not results:
-        _print_lines([(f"No documents found for {quoted(query)}.", "")])
-        return
+        return _print_lines([(f"No documents found for {quoted(query)}.", "")])
     title = f"{plural(len(results), 'document')} for {quoted(query)}"
     out = _console()
     if out is None:
-        lines = [
-            (f"{rank:>3}  {r.id}  {r.title}\n     {r.url}", "") for rank, r in enumerate(results, 1)
-        ]
-        _print_lines([(title, ""), *lines])
-        return
+        rows = [(f"{n:>3}  {r.id}  {r.title}\n     {r.url}", "") for n, r in enumerate(results, 1)]
+        return _print_lines([(title, ""), *rows])
     from rich.table import Table
     from rich.text import Text
 
@@ -196,45 +251,3 @@ def show_results(query: str, results: list[SearchResult]) -> None:
     for rank, result in enumerate(results, 1):
         table.add_row(str(rank), Text(result.id), Text(result.title), Text(result.url))
     out.print(table)
-
-
-def show_document(document: Document) -> None:
-    """A document: its title and metadata, then its text."""
-    url = document.extra.get("url")
-    meta = [
-        document.author,
-        document.ref,
-        f"id {document.id}",
-        url if isinstance(url, str) else None,
-    ]
-    title = document.title or f"Document {document.id}"
-    body = document.text.strip()
-    _print_lines(
-        [(title, "bold"), (" · ".join(m for m in meta if m), "dim"), ("", "rule"), (body, "")]
-    )
-
-
-def show_text(text: str) -> None:
-    """Plain text (readings, martyrology), wrapped to the terminal."""
-    _print_lines([(text.strip(), "")])
-
-
-def show_lookup(found: Lookup) -> None:
-    """A lookup's text, then each of its data parts as indented JSON (their shape is the
-    service's: nothing is left out)."""
-    lines: list[Line] = [(found.text.strip(), "")] if found.text.strip() else []
-    for data in found.data:
-        lines += [("", ""), (json.dumps(data, indent=2, ensure_ascii=False), "")]
-    _print_lines(lines or [("(an empty answer)", "dim")])
-
-
-def show_task(task: Task) -> None:
-    """A task's id, context, state, failure reason and artifacts, one a line."""
-    rows = [("task", task.id), ("context", task.context_id), ("state", task.state)]
-    if task.status.message is not None and task.status.message.text:
-        rows.append(("message", task.status.message.text))
-    for artifact in task.artifacts:
-        kinds = ", ".join(type(part).__name__ for part in artifact.parts)
-        rows.append(("artifact", f"{artifact.name or artifact.artifact_id} ({kinds})"))
-    rows.append(("history", plural(len(task.history), "message")))
-    _print_lines([(f"{label:<10}{value}", "") for label, value in rows])

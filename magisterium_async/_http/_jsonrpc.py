@@ -32,7 +32,6 @@ from magisterium_async._errors import (
     TLSError,
     UnexpectedStatusError,
     error_for_status,
-    error_from_jsonrpc,
     with_answer,
 )
 from magisterium_async._http._base import (
@@ -255,11 +254,11 @@ def _decode(
     err = envelope.error if envelope is not None else None
     usable = err is not None and _is_int(err.code)
     if err is not None and (usable if status in (401, 403, 429) else problem is None):
-        raise error_from_jsonrpc(
-            err.code,
+        raise error_for_status(
+            status,
             err.message,
-            err.data,
-            status=status,
+            code=err.code,
+            data=err.data,
             method=method,
             headers=headers,
             skill_id=skill_id,

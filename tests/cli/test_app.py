@@ -61,9 +61,9 @@ def test_under_json_an_error_is_one_json_object_on_stderr() -> None:
     run = cli("saints", "--emulator", "--json", "2026-02-30")
     assert run.code == 2 and run.out == ""
     record = json.loads(run.err)
-    assert record["exit_code"] == 2 and "2026-02-30 is not a date" in record["error"]
+    assert record["exit_code"] == 2 and "'2026-02-30' is not a date that exists" in record["error"]
     plain = cli("saints", "--emulator", "2026-02-30")
-    assert plain.code == 2 and plain.err.startswith("magisterium-async: error: 2026-02-30")
+    assert plain.code == 2 and plain.err.startswith("magisterium-async: error: when: '2026-02-30'")
 
 
 def test_a_sign_in_for_another_server_exits_3(tmp_path: Path) -> None:
@@ -107,8 +107,10 @@ def test_messages_name_flags_and_variables_never_constructor_arguments(tmp_path:
         assert run.code in (2, 3), run.err
         assert not re.search(r"\b[a-z_]+=(\s|$|\)|;|,)", run.err), run.err  # "token=", ...
     assert "--base-url" in runs[0].err and "--token-file" in runs[0].err
-    assert "argument --max-retries: must be from 0 to 100, got -1" in runs[1].err
-    assert "argument --max-retries: must be from 0 to 100, got 1" in runs[2].err  # a call ends
+    assert "argument --max-retries: must be a whole number from 0 to 100, got -1" in runs[1].err
+    assert (
+        "argument --max-retries: must be a whole number from 0 to 100, got 1" in runs[2].err
+    )  # a call ends
     assert "(--credentials)" in runs[3].err
     assert "$MAGISTERIUM_BASE_URL" in runs[4].err
 

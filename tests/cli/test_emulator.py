@@ -71,7 +71,7 @@ def test_no_limits_by_default_and_the_quota_it_prints_is_the_one_it_keeps(
 
 def test_the_banner_says_its_limits_and_which_faults_it_injects() -> None:
     plain = _banner()
-    assert "  faults: none\n" in plain and "  rate limits: none\n" in plain
+    assert "  faults: none\n" in plain and "  rate limits: none (" in plain
     assert "restart with --limits" in plain and "MAGISTERIUM_QUOTA=unlimited" in plain
     limited = _banner("--limits", "--window", "fixed")
     assert "  rate limits: 15 default / 2 expensive requests per 60 s (fixed window)\n" in limited

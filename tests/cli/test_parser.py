@@ -141,9 +141,15 @@ def test_json_after_a_double_dash_is_a_word_not_the_option(
         (["search", "x", "--timeout", "-3"], "argument --timeout: must be > 0, got -3"),
         (["search", "x", "--quota", "-1/2"], "argument --quota: expected DEFAULT/EXPENSIVE"),
         (["--json", "harvest", "-q", "x", "--quota", "-1/2/60"], "got '-1/2/60'"),
-        (["search", "x", "--max-retries", "-1"], "argument --max-retries: must be from 0 to 100"),
-        (["search", "x", "--max-retries", "1" + "0" * 30], "must be from 0 to 100, got 1000"),
-        (["search", "x", "--max-retries", "1.5"], "expected a whole number, got '1.5'"),
+        (
+            ["search", "x", "--max-retries", "-1"],
+            "argument --max-retries: must be a whole number from 0 to 100",
+        ),
+        (
+            ["search", "x", "--max-retries", "1" + "0" * 30],
+            "must be a whole number from 0 to 100, got 1000",
+        ),
+        (["search", "x", "--max-retries", "1.5"], "must be a whole number from 0 to 100, got 1.5"),
         (["search", "x", "--synthetic", "0"], "argument --synthetic: must be > 0, got 0"),
         (["search", "x", "--timeout", "9" * 80 + "s"], "(81 characters)"),
         (["task", "list", "--page-size", "0"], "argument --page-size: must be >= 1, got 0"),
@@ -157,12 +163,27 @@ def test_json_after_a_double_dash_is_a_word_not_the_option(
         (["emulator", "--default-limit", "-5"], "argument --default-limit: must be > 0, got -5"),
         (["emulator", "--expensive-limit", "0"], "argument --expensive-limit: must be > 0, got 0"),
         (["emulator", "--token-lifetime", "-1"], "argument --token-lifetime: must be > 0, got -1"),
-        (["emulator", "--port", "x"], "argument --port: expected a whole number, got 'x'"),
+        (
+            ["emulator", "--port", "x"],
+            "argument --port: must be a whole number from 0 to 65535, got x",
+        ),
         # Bound as is, 99999 would listen on 34463 (the port modulo 65536) and say so.
-        (["emulator", "--port", "99999"], "argument --port: must be from 0 to 65535, got 99999"),
-        (["emulator", "--port", "-1"], "argument --port: must be from 0 to 65535, got -1"),
-        (["emulator", "--error-rate", "x"], "argument --error-rate: expected a number, got 'x'"),
-        (["emulator", "--drop-rate", "2"], "argument --drop-rate: must be from 0 to 1, got 2"),
+        (
+            ["emulator", "--port", "99999"],
+            "argument --port: must be a whole number from 0 to 65535, got 99999",
+        ),
+        (
+            ["emulator", "--port", "-1"],
+            "argument --port: must be a whole number from 0 to 65535, got -1",
+        ),
+        (
+            ["emulator", "--error-rate", "x"],
+            "argument --error-rate: must be a number from 0 to 1, got x",
+        ),
+        (
+            ["emulator", "--drop-rate", "2"],
+            "argument --drop-rate: must be a number from 0 to 1, got 2",
+        ),
         (["emulator", "--seed", "1.5"], "argument --seed: expected a whole number, got '1.5'"),
         (["emulator", "--token", " "], "argument --token: must not be empty or blank"),
         # Flags that are right alone and wrong together: said with the flags' names.
@@ -182,10 +203,10 @@ def test_a_bad_value_names_its_flag_and_what_is_wrong(
 
 def test_a_negative_number_a_question_or_anything_after_a_double_dash_stays_a_word() -> None:
     parser = build_parser()
-    assert parser.parse_args(["search", "--emulator", "-5"]).query == ["-5"]
+    assert parser.parse_args(["search", "--emulator", "-5"]).words == ["-5"]
     asked = parser.parse_args(["ask", "--emulator", "-3 reasons for hope?"])
-    assert asked.question == ["-3 reasons for hope?"]
-    assert parser.parse_args(["search", "--", "--quota", "-1/2"]).query == ["--quota", "-1/2"]
+    assert asked.words == ["-3 reasons for hope?"]
+    assert parser.parse_args(["search", "--", "--quota", "-1/2"]).words == ["--quota", "-1/2"]
 
 
 def test_a_query_that_starts_with_a_minus_is_the_value_of_its_option(tmp_path: Path) -> None:

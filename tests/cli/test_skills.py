@@ -51,7 +51,10 @@ def test_fetch_of_a_missing_document_exits_6() -> None:
     run = cli("fetch", "--emulator", "424242")
     assert run.code == 6
     assert run.out == ""
-    assert run.err.strip() == "magisterium-async: error: document '424242' not found"
+    assert run.err.strip() == (
+        "magisterium-async: error: nothing found for '424242': the service answered "
+        "'Document not found.'"
+    )
 
 
 def test_readings_and_saints() -> None:
@@ -75,7 +78,7 @@ def test_a_blank_day_is_refused_as_the_library_refuses_it_never_taken_for_today(
 def test_readings_not_found_exits_6() -> None:
     run = cli("readings", "--emulator", "no", "such", "day")
     assert run.code == 6
-    assert "no Mass readings found" in run.err
+    assert "the service answered 'No mass readings found.'" in run.err
 
 
 def test_a_lookup_prints_the_text_and_the_data_it_got() -> None:
@@ -96,7 +99,7 @@ def test_every_lookup_of_the_skill_table_is_a_command() -> None:
 
     for skill in LOOKUPS:
         args = build_parser().parse_args([skill.id.replace("_", "-"), "Westminster"])
-        assert args.query == ["Westminster"]
+        assert args.words == ["Westminster"]
     run = cli("diocese-statistics-lookup", "--emulator", "--json", "Westminster")
     assert run.code == 0, run.err
     assert len(json.loads(run.out)["data"][0]["metrics"]) == 19

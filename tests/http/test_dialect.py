@@ -232,7 +232,6 @@ async def test_a_0_3_card_keeps_todays_dialect() -> None:
         with pytest.raises(m.MethodNotFoundError):
             await client.get_task("t-1")
         assert client.protocol == "0.3"
-        assert await client.card_protocol() == "0.3"
         with pytest.raises(m.NotSupportedError, match=r"names no A2A 1\.0 JSON-RPC interface"):
             await client.list_tasks()
     assert [r.method for r in sent(client)].count("POST") == 1

@@ -1,5 +1,6 @@
 """The harvest's arguments checked up front: where the queries come from, where documents
-and state go. Each mistake is refused with one line, before any file is made.
+and state go. Each mistake is refused with one line, before any file is made. ``--dry-run``
+prints the plan: the requests it would make and the time they take at the quota.
 
 What each path is (a file, nothing, a directory, a FIFO, a device) is decided before it
 is opened (:func:`magisterium_async._files.kind_of`): ``--out`` may be a device or a FIFO
@@ -11,24 +12,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import errno
 import io
+import math
 import os
 import re
 import sys
 import tempfile
-import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+import anyio.to_thread
+
+from magisterium_async._cli._client import quota_of
 from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._output import Output, duration, plural, quoted, read_lines
+from magisterium_async._config import RateLimits
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "held", "not_ours", "plan", "unwritable"]
+__all__ = ["Plan", "dry_run", "held", "not_ours", "plan", "starts_take", "unwritable"]
 
 _MAX_LINE = 1024 * 1024
 """The longest line of a queries file, in characters: far past any query, and short
@@ -122,32 +127,6 @@ def _checked(where: str, query: str) -> str:
         raise _usage(f"{where}: {exc}") from None
 
 
-async def _read(source: _Queries) -> AsyncIterator[str]:
-    """The queries of ``source``, read by a daemon thread: a read blocked on a pipe or a
-    terminal is never one the event loop waits in, so Ctrl-C still ends the process."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[str | Exception | None] = asyncio.Queue()
-    room = threading.Semaphore(1024)  # lines read ahead of the harvest, at most
-
-    def pump() -> None:
-        last: Exception | None = None
-        try:
-            for query in source.lines():
-                room.acquire()
-                loop.call_soon_threadsafe(queue.put_nowait, query)
-        except Exception as exc:
-            last = exc
-        with contextlib.suppress(RuntimeError):  # the event loop is already closed
-            loop.call_soon_threadsafe(queue.put_nowait, last)
-
-    threading.Thread(target=pump, name="magisterium-queries", daemon=True).start()
-    while (item := await queue.get()) is not None:
-        if isinstance(item, Exception):
-            raise item
-        room.release()
-        yield item
-
-
 class Plan:
     """Where one harvest's queries come from and where documents and state go."""
 
@@ -178,7 +157,7 @@ class Plan:
         for query in queries:
             yield query
         for file in self.files:
-            async for query in _read(file):
+            async for query in read_lines(file.lines, "magisterium-queries"):
                 yield query
 
     async def check_not_empty(self) -> None:
@@ -353,3 +332,119 @@ async def plan(args: argparse.Namespace) -> Plan:
     if total == 0 and not has_state:
         raise _nothing(sources)
     return Plan(queries, sources, out, state, total, has_state, continued)
+
+
+def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
+    """Seconds from the first of ``count`` starts to the last at ``limits``, on a fresh
+    quota: a window's starts at once, then the next window's after the window and its
+    safety margin (what the sliding log allows a bulk job alone)."""
+    starts, window = limits.window_for(pool)
+    if not starts or count <= 1:
+        return 0.0
+    return ((count - 1) // starts) * (window + limits.margin)
+
+
+async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[str], int]:
+    """Those of ``queries`` the state answered, and the documents it found and did not
+    fetch, read under its lock."""
+    lock = HarvestLock(state, "state", StateError)
+    await anyio.to_thread.run_sync(lock.acquire)
+    try:
+        if not resuming:
+            return [], 0
+        opened = await HarvestState.open(state)
+        try:
+            documents = (await opened.summary()).documents
+            left = documents.get("pending", 0) + documents.get("failed", 0)
+            return await opened.answered(queries), left
+        finally:
+            await opened.aclose()
+    finally:
+        lock.release()
+
+
+def _lines(record: dict[str, Any]) -> list[str]:
+    queries, found, took = record["searches"], record["found_to_fetch"], record["searches_take"]
+    limit, period = record["quota"]["limit"], record["quota"]["period"]
+    pace = "no quota (unlimited)" if limit is None else f"{limit:g} per {period:g} s"
+    lines = [
+        f"Dry run: {plural(len(queries), 'search', 'searches')} would be sent first, "
+        f"from the default pool at {pace}:"
+        if queries
+        else "Dry run: no search would be sent."
+    ]
+    lines += [f"  search {quoted(query)}" for query in queries]
+    if record["repeated"]:
+        lines.append(
+            f"({plural(record['repeated'], 'query', 'queries')} repeated in the input would "
+            "not be searched again.)"
+        )
+    if record["answered"]:
+        lines.append(
+            f"({plural(record['answered'], 'query', 'queries')} answered before, as the state "
+            f"{record['state']} records, would not be searched again.)"
+        )
+    if queries:
+        lines.append(
+            f"The searches alone take {duration(took)} at this quota (a window's at once, "
+            "then the next window's)."
+            if took
+            else "The searches can all go at once at this quota."
+        )
+    cost = "." if limit is None else f", {duration(record['per_document'])} of quota at this pace."
+    earlier = f"the {plural(found, 'document')} found before and not fetched yet"
+    if queries:
+        also = f"each of {earlier}, and one for " if found else ""
+        lines.append(
+            f"Then one fetch for {also}each new document the searches find: unknown until "
+            "they answer. Each costs one request from the same pool" + cost
+        )
+    elif found:
+        lines.append(f"Then one fetch for each of {earlier}. Each costs one request" + cost)
+    else:
+        lines.append("Nothing to fetch either: a run now would send no request.")
+    state = f" (state {record['state']})" if record["state"] else ""
+    lines.append(
+        f"Documents would go to {record['out'] or 'stdout'}{state}. Nothing was sent; no file "
+        "was changed."
+    )
+    return lines
+
+
+async def dry_run(args: argparse.Namespace, output: Output) -> int:
+    """Print the plan of the harvest ``args`` ask for; send nothing, write nothing. The
+    arguments and files are checked as the harvest checks them. The searches are known
+    (one per distinct query); the fetches are not until the searches answer, so it says
+    what each costs. With a state to continue it counts as the real run would go: queries
+    it answered are not sent, documents found and not fetched are fetched first (the state
+    read under its lock, never written)."""
+    limits = quota_of(args)
+    where = await plan(args)
+    await where.check_not_empty()  # stdin with no query: refused as the harvest is
+    lines = [query async for query in where.lines()]
+    distinct = list(dict.fromkeys(lines))  # the harvest searches a repeated query once
+    done: list[str] = []
+    to_fetch = 0
+    if where.state is not None:
+        done, to_fetch = await _spared(where.state, distinct, where.resuming)
+    queries = [query for query in distinct if query not in set(done)]
+    starts, window = limits.window_for("default")
+    limit = limits.limit_for("default")
+    record = {
+        "dry_run": True,
+        "sent": 0,
+        "searches": queries,
+        "repeated": len(lines) - len(distinct),
+        "answered": len(done),
+        "found_to_fetch": to_fetch,
+        "fetches": None if queries else to_fetch,
+        "pool": "default",
+        "quota": {"limit": None if math.isinf(limit) else limit, "period": limits.period},
+        "searches_take": starts_take(len(queries), limits),
+        "per_document": (window + limits.margin) / starts if starts else 0.0,
+        "out": where.out,
+        "state": where.state,
+        "resuming": where.resuming,
+    }
+    output.result(record, lambda: print("\n".join(_lines(record))))
+    return ExitCode.OK

@@ -26,9 +26,9 @@ from typing import BinaryIO
 
 import anyio.to_thread
 
-from magisterium_async._cli._command import Command, Invocation
+from magisterium_async._cli._command import Command
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import plural
+from magisterium_async._cli._output import Output, plural
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest import HarvestLock, HarvestState, OutputMark, why_not_written
@@ -201,8 +201,7 @@ async def _open_state(path: str) -> HarvestState:
     )
 
 
-async def _run(invocation: Invocation) -> int:
-    args, output = invocation.args, invocation.output
+async def _run(args: argparse.Namespace, output: Output) -> int:
     path: str = args.state
     out = None if args.out in (None, "-") else args.out
     stream = out is None or kind_of(out) in ("fifo", "character device")  # never linked
@@ -218,19 +217,19 @@ async def _run(invocation: Invocation) -> int:
             await state.aclose()
     finally:
         lock.release()
-    if output.json:  # on stderr, as the harvest's summary: stdout may be the data
-        record = {"documents": sink.count, "format": args.format, "out": out, "state": path}
-        print(json.dumps({**record, "bytes": sink.size}), file=sys.stderr, flush=True)
-    output.note(
+    # On stderr, as the harvest's summary: stdout may be the data.
+    lines = [
         f"Rebuilt {plural(sink.count, 'document')} from {path} → {out or 'stdout'} "
         f"({args.format}, {sink.size:,} bytes); nothing was sent"
-    )
+    ]
     if not stream and args.format == "jsonl":
-        output.note(
+        lines.append(
             f"  {out} is now this harvest's output: continue the harvest into it with "
             f"--out {shlex.quote(out or '')} --state {shlex.quote(path)} --resume, or move "
             "it in place of the old output and run the harvest as before"
         )
+    record = {"documents": sink.count, "format": args.format, "out": out, "state": path}
+    output.summary({**record, "bytes": sink.size}, lambda: lines)
     return ExitCode.OK
 
 

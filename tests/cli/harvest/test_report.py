@@ -15,7 +15,7 @@ import pytest
 
 from magisterium_async import APIConnectionError, RateLimits
 from magisterium_async._cli._output import Output
-from magisterium_async._cli.harvest._report import Tally, status, summary
+from magisterium_async._cli.harvest._run import Tally, status, summary
 from magisterium_async._harvest import HarvestFailure, HarvestStats, StateSummary
 from magisterium_async._ratelimit import PoolStats
 from tests.cli.helpers import cli
