@@ -15,8 +15,9 @@ GET too), read top to bottom:
 5. a transient failure (connection, timeout, 5xx, -32603): up to ``max_retries`` tries
    more, each after a backoff outside the pool's turn;
 6. a refusal that may be the dialect's ("method not found", "version not supported"):
-   once more in the dialect the agent card offers, if it offers another (see
-   :class:`._http._card.Negotiation`);
+   with ``protocol="auto"``, once more in the dialect the agent card offers, if it offers
+   another (the card is read only then, or when asked for: today's service costs no
+   request more);
 7. the deadline (``RetryPolicy.total_timeout``): the client bounds the whole call by it;
    here a 429 whose wait would end after it is raised at once.
 
@@ -29,33 +30,41 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, NoReturn, TypeVar
+from dataclasses import replace
+from typing import Any, Literal, TypeVar
 
 from magisterium_async._auth import TokenSource
 from magisterium_async._clock import Clock, within
-from magisterium_async._config import CallOptions, PoolName
+from magisterium_async._config import PROTOCOLS, CallOptions, PoolName, ProtocolVersion
 from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
     MagisteriumError,
     MethodNotFoundError,
+    NotSupportedError,
     RateLimitError,
     VersionNotSupportedError,
     is_transient,
 )
-from magisterium_async._events import AnswerEvent, OnEvent, RetryEvent, error_type
-from magisterium_async._http._card import CardReader, Negotiation, get_card
-from magisterium_async._http._dialect import Dialect, ProtocolVersion
-from magisterium_async._http._jsonrpc import JSONRPCClient, encode_params
+from magisterium_async._events import AnswerEvent, OnEvent, RetryEvent, error_type, notice
+from magisterium_async._http import (
+    V03,
+    V10,
+    CardReader,
+    Dialect,
+    JSONRPCClient,
+    encode_params,
+    offered,
+    raise_alone,
+)
 from magisterium_async._models import AgentCard
-from magisterium_async._ratelimit import Permit, Scheduler
-
-__all__ = ["GET", "Caller", "within_total"]
+from magisterium_async._ratelimit import Scheduler
 
 GET = "GET"
 """The method of the agent card's GET (the one call that is not JSON-RPC)."""
 _DIALECT_REFUSALS = (MethodNotFoundError, VersionNotSupportedError)
+_Outcome = Literal["ok", "rate_limited", "error"]
 T = TypeVar("T")
 
 
@@ -103,33 +112,39 @@ class Caller:
         card_options: CallOptions,
         on_card: Callable[[AgentCard], None],
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         self.rpc = rpc
         self.scheduler = scheduler
         self.clock = clock
         self.tokens = tokens
         self.events = events
+        self.card = CardReader(rpc.base_url, self._get_card, clock, on_card, protocol)
         self._card_options = card_options
         self._extensions = tuple(extensions)
-        self._reader = CardReader(rpc.base_url, self._get_card, clock, on_card, protocol)
-        self._negotiations: dict[ProtocolVersion, Negotiation] = {}
-        self.negotiation(protocol)  # an unknown protocol is refused now
+        # The dialect calls of each protocol speak: "auto" today's until a card offers 1.0.
+        self._dialects: dict[ProtocolVersion, Dialect] = {
+            "auto": replace(V03, extensions=self._extensions),
+            "0.3": replace(V03, extensions=self._extensions),
+            "1.0": replace(V10, extensions=self._extensions),
+        }
 
-    def __repr__(self) -> str:
-        return f"<Caller {self.rpc.base_url}>"
+    def dialect(self, protocol: ProtocolVersion) -> Dialect:
+        """The dialect calls of ``protocol`` speak now."""
+        return self._dialects[protocol]
 
-    def negotiation(self, protocol: ProtocolVersion) -> Negotiation:
-        """The dialect spoken by calls of ``protocol``, and the agent card (the client's:
-        shared by every protocol's) that says which."""
-        found = self._negotiations.get(protocol)
-        if found is None:
-            found = self._negotiations[protocol] = Negotiation(
-                protocol,
-                self.rpc.base_url,
-                self._reader,
-                extensions=self._extensions,
-                emit=self.events,
-            )
-        return found
+    async def read_card(self, protocol: ProtocolVersion) -> AgentCard:
+        """The agent card (the kept one while it is fresh); read for ``"auto"``, the
+        dialect it offers is spoken from now on."""
+        card = await self.card.read()
+        if protocol == "auto":
+            offers = offered(card, self.rpc.base_url, self.events)
+            offers = replace(offers, extensions=self._extensions)
+            if offers != self._dialects["auto"]:
+                said = f"agent card offers A2A {offers.version}: speaking it"
+                self.events(notice("info", "transport", said))
+            self._dialects["auto"] = offers
+        return card
 
     async def call(
         self,
@@ -139,7 +154,6 @@ class Caller:
         options: CallOptions,
         *,
         skill_id: str | None = None,
-        dialect: Dialect | None = None,
         deadline: float = math.inf,
     ) -> Any:
         """One call, its tries in turns of its pool until it succeeds or may not be tried
@@ -153,11 +167,19 @@ class Caller:
             pool: the pool its tries draw on (``None``: the unmetered one).
             options: the call's options.
             skill_id: the skill a ``message/send`` names (its errors name it).
-            dialect: the dialect to speak (default: the negotiation's).
             deadline: when the call must be over, on the client's clock.
         """
-        negotiation = self.negotiation(options.protocol)
-        dialect = dialect or negotiation.dialect
+        dialect = self._dialects[options.protocol]
+        if method == "tasks/list" and not dialect.offers_list:
+            dialect = await self._offered(options.protocol, dialect) or dialect
+            if not dialect.offers_list:
+                why = "its agent card names no A2A 1.0 JSON-RPC interface"
+                if options.protocol != "auto":
+                    why = f'protocol="{options.protocol}" was named'
+                raise NotSupportedError(
+                    f"list_tasks: the server at {self.rpc.base_url} does not offer ListTasks "
+                    f"(A2A 1.0's): {why}"
+                )
         card = method == GET
         body = None if card else encode_params(dialect.params(method, params))
         what = f"GET {params}" if card else method
@@ -173,6 +195,15 @@ class Caller:
         retries = limited = 0  # transient failures retried; 429s answered
         waited = 0.0  # seconds slept after 429s
         resent = switched = False  # the one resend with a new token; the one switch of dialect
+
+        def answered(outcome: _Outcome, told: float | None = None) -> None:
+            """The try ``permit`` let through is over: the stream hears how, and how long
+            it took."""
+            now = clock.now()
+            emit(
+                AnswerEvent("answered", turns.name, now, now - permit.started, what, outcome, told)
+            )
+
         while True:
             permit = await turns.acquire(options.priority, options.fairness_key)
             token, sent, refused = None, False, None
@@ -181,14 +212,14 @@ class Caller:
                     token = await tokens.token()
                 sent = True
                 if body is None:
-                    result = await get_card(self.rpc, params, timeout=timeout)
+                    result = await self.rpc.get(params, timeout=timeout)
                 else:
                     result = await self.rpc.rpc(
                         method, body, token, timeout=timeout, skill_id=skill_id, dialect=dialect
                     )
             except RateLimitError as exc:
                 told = exc.retry_after
-                self._answered(turns.name, permit, what, "rate_limited", told)
+                answered("rate_limited", told)
                 delay = permit.rate_limited(policy.rate_limit_wait(told, limited))
                 limited += 1
                 waited += delay
@@ -196,13 +227,13 @@ class Caller:
                     raise
                 reason, message, number = "rate_limited", "", 0
             except AuthenticationError:
-                self._answered(turns.name, permit, what, "error")
+                answered("error")
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
                     raise
                 resent = True  # a new token is ready: resend once, with it, in a new turn
                 continue
             except MagisteriumError as exc:
-                self._answered(turns.name, permit, what, "error")
+                answered("error")
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
                     sent = False  # the try spent no quota: its start is given back
                 if retries < policy.max_retries and is_transient(
@@ -216,7 +247,7 @@ class Caller:
                 else:
                     refused = exc
             else:
-                self._answered(turns.name, permit, what, "ok")
+                answered("ok")
                 return result
             finally:
                 permit.release(sent=sent)
@@ -224,9 +255,9 @@ class Caller:
                 # A refusal that may be the dialect's: once more in the one the agent card
                 # offers (read outside the turn), at once, or the refusal stands.
                 switched = True
-                spoken = await negotiation.switch_after(refused, dialect)
+                spoken = await self._offered(options.protocol, dialect, refused)
                 if spoken is None:
-                    _raise_as_it_was(refused)
+                    raise_alone(refused)  # outside its handler: no aiohttp error attached
                 dialect, body = spoken, encode_params(spoken.params(method, params))
                 continue
             emit(
@@ -245,18 +276,24 @@ class Caller:
             )
             await clock.sleep(delay)
 
-    def _answered(
-        self,
-        pool: str,
-        permit: Permit,
-        what: str,
-        outcome: Literal["ok", "rate_limited", "error"],
-        told: float | None = None,
-    ) -> None:
-        """A try that ``permit`` let through in ``pool`` is over: the stream hears how,
-        and how long it took."""
-        now = self.clock.now()
-        self.events(AnswerEvent("answered", pool, now, now - permit.started, what, outcome, told))
+    async def _offered(
+        self, protocol: ProtocolVersion, used: Dialect, refused: MagisteriumError | None = None
+    ) -> Dialect | None:
+        """With ``"auto"``, the dialect the agent card (the kept one while it is fresh)
+        offers, if not ``used``; else ``None``. A card that cannot be read raises, but
+        after a ``refused`` call: then it is told, and the refusal stands."""
+        if protocol != "auto":
+            return None
+        try:
+            await self.read_card(protocol)
+        except MagisteriumError as exc:
+            if refused is None:
+                raise
+            said = f"agent card not read after {type(refused).__name__}: {exc}"
+            self.events(notice("info", "transport", said))
+            return None
+        spoken = self._dialects[protocol]
+        return spoken if spoken != used else None
 
     async def _get_card(self, url: str) -> tuple[int, Mapping[str, str], bytes]:
         """One GET of the agent card at ``url``, tried in the unmetered pool's turns,
@@ -269,14 +306,3 @@ class Caller:
             self.clock, total, work, f"GET {url}"
         )
         return answer
-
-
-def _raise_as_it_was(error: MagisteriumError) -> NoReturn:
-    """Raise ``error`` outside its handler, keeping the context it had (on 3.10 a
-    pure-Python task's own handler of aiohttp's error, the token in its repr, would be
-    attached otherwise: see ``raise_alone``)."""
-    context = error.__context__
-    try:
-        raise error
-    finally:
-        error.__context__ = context

@@ -41,6 +41,7 @@ from magisterium_async._config import (
     NotGiven,
     PoolName,
     Priority,
+    ProtocolVersion,
     RateLimits,
     RetryPolicy,
     Timeouts,
@@ -51,7 +52,6 @@ from magisterium_async._config import (
 from magisterium_async._errors import (
     ClientClosedError,
     MagisteriumError,
-    NotSupportedError,
     masked_url,
 )
 from magisterium_async._events import (
@@ -69,10 +69,14 @@ from magisterium_async._harvest import (
     Harvest,
     OnError,
 )
-from magisterium_async._http._base import HTTPTransport
-from magisterium_async._http._dialect import Dialect, ProtocolVersion
-from magisterium_async._http._jsonrpc import JSONRPCClient, endpoint
-from magisterium_async._http._proxy import Proxies
+from magisterium_async._http import (
+    AiohttpTransport,
+    HTTPTransport,
+    JSONRPCClient,
+    Proxies,
+    endpoint,
+    offered,
+)
 from magisterium_async._models import (
     AgentCard,
     Answer,
@@ -303,16 +307,18 @@ class AsyncMagisterium:
             shared=self._shared_quota,
             account=account,
         )
+        http = transport or AiohttpTransport(
+            max_concurrency=max_concurrency,
+            connect_timeout=self.timeouts.connect,
+            trace_configs=trace_configs,
+            proxies=proxies,
+        )
         rpc = JSONRPCClient(
             self.base_url,
             self._token,
-            max_concurrency=max_concurrency,
-            connect_timeout=self.timeouts.connect,
+            http,
             max_response_bytes=max_response_bytes,
             clock=self._clock,
-            http=transport,
-            trace_configs=trace_configs,
-            proxies=proxies,
         )
         self._proxy = None if proxy is None else masked_url(proxy)
         telemetry = self._telemetry
@@ -683,27 +689,14 @@ class AsyncMagisterium:
             params["includeArtifacts"] = True
         if updated_after is not None:
             params["statusTimestampAfter"] = require_text("updated_after", updated_after)
-        self._open()
-        negotiation = self._caller.negotiation(self._options.protocol)
-        dialect = await negotiation.for_list()
-        if not dialect.offers_list:
-            why = (
-                'protocol="0.3" was named'
-                if negotiation.protocol == "0.3"
-                else "its agent card names no A2A 1.0 JSON-RPC interface"
-            )
-            raise NotSupportedError(
-                f"list_tasks: the server at {self.base_url} does not offer ListTasks "
-                f"(A2A 1.0's): {why}"
-            )
-        page: TaskPage = await self._call("tasks/list", params, None, dialect=dialect)
+        page: TaskPage = await self._call("tasks/list", params, None)
         return page
 
     @property
     def protocol(self) -> str:
         """The A2A version the client speaks now: ``"0.3"`` (the service's dialect) or
         ``"1.0"``; with ``protocol="auto"`` it changes once an agent card offers 1.0."""
-        return self._caller.negotiation(self._options.protocol).dialect.version
+        return self._caller.dialect(self._options.protocol).version
 
     async def _call(
         self,
@@ -711,8 +704,6 @@ class AsyncMagisterium:
         params: Any,
         pool: PoolName | None,
         skill_id: str | None = None,
-        *,
-        dialect: Dialect | None = None,
     ) -> Any:
         """One protocol call, begun and ended on the client's stream, bounded as a whole
         by ``RetryPolicy.total_timeout``. A message to a skill the cache policy covers may
@@ -728,9 +719,7 @@ class AsyncMagisterium:
         error: BaseException | None = None
         cached = None
         try:
-            work = caller.call(
-                method, params, pool, options, skill_id=skill_id, dialect=dialect, deadline=deadline
-            )
+            work = caller.call(method, params, pool, options, skill_id=skill_id, deadline=deadline)
             covered = (
                 skill_id is not None
                 and isinstance(params, SendParams)
@@ -841,7 +830,7 @@ class AsyncMagisterium:
         """Where the agent card lives: the URL that answered, else the first tried at the
         base URL's origin: ``/.well-known/agent.json`` (``/.well-known/agent-card.json``
         after a 404), or ``agent-card.json`` first with ``protocol="1.0"``."""
-        return self._caller.negotiation(self._options.protocol).reader.url
+        return self._caller.card.url
 
     async def agent_card(self) -> AgentCard:
         """The service's A2A agent card, decoded; spends no quota.
@@ -853,4 +842,10 @@ class AsyncMagisterium:
         ``Cache-Control`` when it gives one.
         """
         self._open()
-        return await self._caller.negotiation(self._options.protocol).card()
+        return await self._caller.read_card(self._options.protocol)
+
+    async def card_protocol(self) -> str:
+        """The A2A version the agent card offers: ``"1.0"`` where it names an A2A 1.0
+        JSON-RPC interface, else ``"0.3"`` (the service's own card, 0.2.6, is this
+        dialect). Reads the card (cached; no quota)."""
+        return offered(await self.agent_card(), self.base_url, self._caller.events).version

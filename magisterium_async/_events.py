@@ -14,33 +14,15 @@ A part below the client is handed the stream as a plain callable (:data:`OnEvent
 whoever makes it (``emit=``, or ``events=``); one made without a client (a command that
 needs none) gets :data:`log_event`, the log alone.
 
-Kinds, the class each comes as, and what ``value`` holds:
-
-=================  ===============  =========================================================
-``sent``           PoolEvent        a request left: seconds it waited for its turn
-``answered``       AnswerEvent      a request's answer (or failure) came: seconds it took
-``retried``        RetryEvent       the call is tried again: seconds before the next try
-``rate_limited``   PoolEvent        a 429: the wait the call was told (at most
-                                    ``RetryPolicy.max_retry_after``)
-``paused``         PoolEvent        the pool pauses after a 429: seconds until it resumes
-``resumed``        PoolEvent        the pause is over: seconds it lasted
-``rate_changed``   PoolEvent        the pool's rate: the new rate (requests per period)
-``waiting``        PoolEvent        calls wait for the pool's quota: seconds until the next
-                                    start (``time + value``: when), once per wait
-``refreshing``     PoolEvent        the sign-in is being refreshed: seconds it may take
-``cache_hit``      PoolEvent        a call answered from the cache: 0
-``coalesced``      PoolEvent        a call answered by an identical one in flight: 0
-``call_started``   CallEvent        a protocol call begins: 0
-``call_ended``     CallEvent        it ended (answered, failed or cancelled): seconds it took
-``notice``         Notice           something the log says (``level``, ``topic``,
-                                    ``message``): 0
-=================  ===============  =========================================================
+The kinds, what each means and what ``value`` holds, are the table of
+``docs/observability.md``; each comes as a :class:`PoolEvent`, or as the subclass that says
+more (:class:`RetryEvent`, :class:`AnswerEvent`, :class:`CallEvent`, :class:`Notice`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import logging
 import math
 import sys
@@ -52,29 +34,6 @@ import msgspec
 
 from magisterium_async._config import log_level
 from magisterium_async._errors import JSONRPCError
-
-__all__ = [
-    "LOGGER",
-    "LONG_QUOTA_WAIT",
-    "AnswerEvent",
-    "CallEvent",
-    "Counters",
-    "EventKind",
-    "EventLog",
-    "Events",
-    "Level",
-    "Notice",
-    "OnEvent",
-    "PoolEvent",
-    "RetryEvent",
-    "Topic",
-    "error_type",
-    "log_event",
-    "log_from_environment",
-    "log_to_stderr",
-    "notice",
-    "unheard",
-]
 
 EventKind = Literal[
     "sent",
@@ -99,7 +58,7 @@ EventKind = Literal[
 class PoolEvent(msgspec.Struct, frozen=True, gc=False):
     """One thing that happened, for ``on_event`` callbacks (your own metrics).
 
-    ``kind`` says what (the table in this module's docstring, and ``docs/observability.md``);
+    ``kind`` says what (the table of ``docs/observability.md``);
     ``pool`` is ``"default"``, ``"expensive"`` or ``"unmetered"`` (``tasks/get``,
     ``tasks/cancel``, the agent card), or ``""`` for what belongs to no pool (a refresh of
     the sign-in); ``time`` is the client's clock's ``now()``; ``value``: seconds, or a rate
@@ -223,88 +182,58 @@ def unheard(event: PoolEvent) -> None:
 
 class Events:
     """One client's stream: calling it with an event hands the event to every subscriber
-    in the order given. A subscriber that raises is told of once, as a :class:`Notice` to
-    the others (its own error is not handed back to it), and ignored: observing never
-    fails a call."""
+    in the order given. A subscriber that raises is told of in the log (a WARNING on
+    ``magisterium_async.ratelimit``) and ignored: observing never fails a call."""
 
     __slots__ = ("_subscribers",)
 
     def __init__(self, *subscribers: OnEvent) -> None:
         self._subscribers = subscribers
 
-    def __repr__(self) -> str:
-        return f"<Events subscribers={len(self._subscribers)}>"
-
     def __call__(self, event: PoolEvent) -> None:
         for subscriber in self._subscribers:
             try:
                 subscriber(event)
             except Exception as exc:
-                self._failed(subscriber, event, exc)
-
-    def _failed(self, failed: OnEvent, event: PoolEvent, exc: Exception) -> None:
-        said = notice(
-            "warning",
-            "ratelimit",
-            f"on_event callback failed on {event.kind} event ({type(exc).__name__}: {exc}); "
-            "ignored",
-            pool=event.pool,
-            time=event.time,
-        )
-        for subscriber in self._subscribers:
-            if subscriber is not failed:
-                with contextlib.suppress(Exception):  # told once: a second failure is not news
-                    subscriber(said)
+                failure = f"{type(exc).__name__}: {exc}"
+                said = f"on_event callback failed on {event.kind} event ({failure}); ignored"
+                log_event(notice("warning", "ratelimit", said, pool=event.pool, time=event.time))
 
 
 # The counters behind client.stats -----------------------------------------------------
-
-
-class _PoolCount:
-    __slots__ = ("pause_until", "paused", "rate_limited", "retries", "sent")
-
-    def __init__(self) -> None:
-        self.sent = self.rate_limited = self.retries = 0
-        self.paused = 0.0  # seconds paused, the part still to come included
-        self.pause_until = -math.inf
 
 
 class Counters:
     """The counts behind ``client.stats``, per pool, from the stream: requests ``sent``,
     429s (``rate_limited``), ``retries``, and seconds paused (:meth:`paused_seconds`)."""
 
-    __slots__ = ("_pools",)
+    __slots__ = ("_counts", "_pauses")
 
     def __init__(self) -> None:
-        self._pools = {name: _PoolCount() for name in ("default", "expensive", "unmetered")}
+        self._counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        # Per pool: seconds paused (the part still to come included), and until when.
+        self._pauses: dict[str, tuple[float, float]] = {}
 
     def __call__(self, event: PoolEvent) -> None:
-        count = self._pools.get(event.pool)
-        if count is None:
-            return
         kind = event.kind
-        if kind == "sent":
-            count.sent += 1
-        elif kind == "rate_limited":
-            count.rate_limited += 1
-        elif kind == "retried":
-            count.retries += 1
+        if kind in ("sent", "rate_limited", "retried"):
+            self._counts[event.pool, kind] += 1
         elif kind == "paused":
-            until = event.time + event.value
-            if until > count.pause_until:
+            paused, until = self._pauses.get(event.pool, (0.0, -math.inf))
+            if event.time + event.value > until:
                 # A pause that lengthens one under way counts only the time it adds.
-                count.paused += until - max(count.pause_until, event.time)
-                count.pause_until = until
+                paused += event.time + event.value - max(until, event.time)
+                self._pauses[event.pool] = (paused, event.time + event.value)
 
     def of(self, pool: str) -> tuple[int, int, int]:
         """``pool``'s ``(sent, rate_limited, retries)``."""
-        count = self._pools[pool]
-        return count.sent, count.rate_limited, count.retries
+        counts = self._counts
+        return counts[pool, "sent"], counts[pool, "rate_limited"], counts[pool, "retried"]
 
     def paused_seconds(self, pool: str, now: float) -> float:
         """Seconds ``pool`` has spent paused by ``now``."""
-        count = self._pools[pool]
-        return count.paused - max(0.0, count.pause_until - now)
+        paused, until = self._pauses.get(pool, (0.0, now))
+        return paused - max(0.0, until - now)
 
 
 # The log --------------------------------------------------------------------------------
@@ -342,9 +271,6 @@ class EventLog:
     def __init__(self, *, quiet_waits: bool = False) -> None:
         self._quiet = quiet_waits
         self._told: dict[str, float] = {}  # per pool: the end of the last long wait told
-
-    def __repr__(self) -> str:
-        return f"<EventLog quiet_waits={self._quiet}>"
 
     def __call__(self, event: PoolEvent) -> None:
         kind = event.kind

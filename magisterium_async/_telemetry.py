@@ -1,31 +1,17 @@
 """OpenTelemetry: a subscriber of the client's event stream, one CLIENT span and a few
-metrics per protocol call, when asked for.
+metrics per protocol call, when asked for (what each holds: ``docs/observability.md``).
 
-With the ``[otel]`` extra (``opentelemetry-api``) and a tracer or meter provider the
-application configured (the global one, or ``AsyncMagisterium(tracer_provider=...,
-meter_provider=...)``), each protocol call (its ``call_started`` to its ``call_ended``
-event) is a span named after its method, a child of the caller's current span and current
-itself while the call runs, so every request carries its W3C trace context
-(:func:`with_trace_context`). It holds the attributes of OpenTelemetry's A2A conventions
-and the client's own (``magisterium.*``); each 429 (an ``answered`` event) adds an event
-``magisterium.rate_limited``, each retry one ``magisterium.retry``. A call to a skill the
-cache policy covers says how it was answered in ``magisterium.cache``: ``miss`` (a request
-of its own), ``hit`` or ``coalesced`` (nothing sent); the counter
-``magisterium.client.cache`` counts the three.
-
-Without the extra, or with no provider configured (OpenTelemetry's proxy or no-op one), a
-call starts nothing here: the events of the call find no record of it, and nothing is made
-or emitted. A provider configured later is picked up by the next call.
-
-Nothing secret or typed by a user goes into a span: the method, ids (task, context,
-skill), states, pools, counts, waits and error classes, never a header, a token, a query
-or an exception's message.
+A protocol call (its ``call_started`` to its ``call_ended`` event) is a span, current while
+the call runs, so every request carries its W3C trace context (:func:`with_trace_context`);
+its ``sent``, ``answered`` and ``retried`` events add to it. Without the ``[otel]`` extra,
+or with no provider configured (OpenTelemetry's proxy or no-op one), a call starts nothing
+here and nothing is made or emitted. Nothing secret or typed by a user goes into a span.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,8 +19,6 @@ from urllib.parse import urlsplit
 from magisterium_async import _version
 from magisterium_async._events import AnswerEvent, CallEvent, PoolEvent, RetryEvent, error_type
 from magisterium_async._models import Message, Task, TaskState
-
-__all__ = ["Telemetry", "with_trace_context"]
 
 # OpenTelemetry's API, loaded by _in_use() once the application has imported it.
 _trace: Any = None
@@ -63,8 +47,12 @@ def _in_use() -> bool:
 _NAME = "magisterium_async"
 _DEFAULT_SKILL = "catholic_qa"  # the service's default skill (a message without skillId)
 # What OpenTelemetry's getters return while no provider is configured.
-_NO_TRACER_PROVIDERS = ("ProxyTracerProvider", "NoOpTracerProvider")
-_NO_METER_PROVIDERS = ("_ProxyMeterProvider", "NoOpMeterProvider")
+_NO_PROVIDERS = (
+    "ProxyTracerProvider",
+    "NoOpTracerProvider",
+    "_ProxyMeterProvider",
+    "NoOpMeterProvider",
+)
 
 
 def with_trace_context(headers: Mapping[str, str]) -> Mapping[str, str]:
@@ -139,8 +127,8 @@ class Telemetry:
         }
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
-        self._tracer: tuple[Any, Any] = (None, None)  # (provider, its tracer or None)
-        self._instruments: tuple[Any, _Instruments | None] = (None, None)
+        # Per kind: the provider last seen, and its tracer (or instruments), or None.
+        self._providers: dict[str, tuple[Any, Any]] = {}
         self._agent: dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -178,7 +166,16 @@ class Telemetry:
     def _start(self, event: CallEvent) -> None:
         if not _in_use():
             return
-        tracer, instruments = self._current_tracer(), self._current_instruments()
+        tracer = self._made(
+            "tracer",
+            self._tracer_provider or _trace.get_tracer_provider(),
+            lambda provider: provider.get_tracer(_NAME, _version.__version__),
+        )
+        instruments = self._made(
+            "instruments",
+            self._meter_provider or _metrics.get_meter_provider(),
+            lambda provider: _Instruments(provider.get_meter(_NAME, _version.__version__)),
+        )
         if tracer is None and instruments is None:
             return
         span = None
@@ -220,7 +217,9 @@ class Telemetry:
             if not sent_nothing:
                 instruments.quota_wait.record(call.waited, call.labels)
             if event.cache is not None:
-                instruments.cache.add(1, _cache_labels(event.params, event.cache))
+                skill = _request_attributes(event.params).get("magisterium.skill.id")
+                labels = {"skill": skill or _DEFAULT_SKILL, "outcome": event.cache}
+                instruments.cache.add(1, labels)
         span = call.span
         if span is None:
             return
@@ -246,30 +245,16 @@ class Telemetry:
             span.set_status(_trace.Status(_trace.StatusCode.ERROR, failure))
         span.end()
 
-    def _current_tracer(self) -> Any:
-        provider = self._tracer_provider or _trace.get_tracer_provider()
-        seen, tracer = self._tracer
+    def _made(self, what: str, provider: Any, make: Callable[[Any], Any]) -> Any:
+        """What ``make`` makes of ``provider``, once per provider; ``None`` while no
+        provider is configured."""
+        seen, made = self._providers.get(what, (None, None))
         if provider is not seen:
-            tracer = None
-            if provider is not None and type(provider).__name__ not in _NO_TRACER_PROVIDERS:
-                tracer = provider.get_tracer(_NAME, _version.__version__)
-            self._tracer = (provider, tracer)
-        return tracer
-
-    def _current_instruments(self) -> _Instruments | None:
-        provider = self._meter_provider or _metrics.get_meter_provider()
-        seen, instruments = self._instruments
-        if provider is not seen:
-            instruments = None
-            if provider is not None and type(provider).__name__ not in _NO_METER_PROVIDERS:
-                instruments = _Instruments(provider.get_meter(_NAME, _version.__version__))
-            self._instruments = (provider, instruments)
-        return instruments
-
-
-def _cache_labels(params: Any, outcome: str) -> dict[str, str]:
-    skill = _request_attributes(params).get("magisterium.skill.id", _DEFAULT_SKILL)
-    return {"skill": skill, "outcome": outcome}
+            made = None
+            if provider is not None and type(provider).__name__ not in _NO_PROVIDERS:
+                made = make(provider)
+            self._providers[what] = (provider, made)
+        return made
 
 
 def _request_attributes(params: Any) -> dict[str, str]:

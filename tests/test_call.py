@@ -361,7 +361,7 @@ async def get_task_with(tokens: Tokens, *refused: str) -> tuple[Any, list[str], 
 
     clock, events, http = VirtualClock(), [], MockTransport(answer)
     scheduler = Scheduler(m.RateLimits.unlimited(), max_concurrency=4, clock=clock)
-    rpc = JSONRPCClient(URL, None, max_concurrency=4, connect_timeout=5.0, clock=clock, http=http)
+    rpc = JSONRPCClient(URL, None, http, max_response_bytes=1 << 20, clock=clock)
     options = CallOptions(m.Timeouts(), DEFAULT, DEFAULT_CACHE_POLICY, "0.3")
     caller = Caller(
         rpc, scheduler, clock, tokens, events.append, protocol="0.3", extensions=(),

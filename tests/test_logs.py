@@ -179,6 +179,34 @@ def test_no_module_but_the_log_subscriber_and_the_cli_calls_logging() -> None:
     assert _loggers(_PACKAGE) == []
 
 
+async def test_an_on_event_callback_that_raises_is_logged_and_never_fails_a_call(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def fails(event: m.PoolEvent) -> None:
+        if event.kind == "call_started":
+            raise RuntimeError("my metrics are down")
+
+    async def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(
+            request, {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "completed"}}
+        )
+
+    client = m.AsyncMagisterium(
+        token="t", transport=MockTransport(answer), clock=VirtualClock(), on_event=fails
+    )
+    async with client:
+        assert (await client.get_task("t")).id == "t"
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [
+        (
+            "magisterium_async.ratelimit",
+            logging.WARNING,
+            "on_event callback failed on call_started event (RuntimeError: my metrics are "
+            "down); ignored",
+        )
+    ]
+
+
 async def test_a_subscriber_hears_every_kind_the_log_and_the_spans_report(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -22,9 +22,7 @@ import msgspec
 
 from magisterium_async import _version
 from magisterium_async._errors import APIConnectionError, APITimeoutError, OAuthError
-from magisterium_async._http._base import check_base_url
-from magisterium_async._http._jsonrpc import raise_alone
-from magisterium_async._http._proxy import environment_proxy, request_arguments
+from magisterium_async._http import Proxies, check_base_url, raise_alone
 
 CLIENT_NAME = "magisterium-async"
 TIMEOUT = 30.0  # bounds one request to the authorization server, by default
@@ -110,7 +108,6 @@ async def _request(
     The form may hold a code, a verifier or a token: no exception from here chains to an
     aiohttp one (whose ``request_info`` would hold them), and none names the body.
     """
-    via = request_arguments(environment_proxy(url), url, _HEADERS)
     error: APIConnectionError
     try:
         async with session.request(
@@ -118,11 +115,10 @@ async def _request(
             url,
             data=form,
             json=json,
-            headers=via.headers,
+            headers=_HEADERS,
             allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 10.0)),
-            proxy=via.proxy,
-            proxy_headers=via.proxy_headers,
+            proxy=Proxies().for_url(url),
         ) as response:
             body = b""
             async for chunk in response.content.iter_chunked(65536):

@@ -4,8 +4,8 @@ The client hands every call to a skill the policy covers to :class:`AnswerCache`
 identical call already in flight is waited for, else a fresh answer is read from the
 store, else the call sends and its answer is kept; over Redis, a call being sent by
 another process is waited for too (a claim in the store). What is kept, for how long and
-what is shared is one table (``_config.CachePolicy``). The stores keep bytes by key: in memory
-(:mod:`._memory`), in an SQLite file (:mod:`._disk`), in Redis (:mod:`._redis_answers`).
+what is shared is one table (``_config.CachePolicy``). The stores keep bytes by key: in memory,
+in an SQLite file, in Redis (:mod:`._stores`).
 
 Nothing here knows the client, the transport or the quota: a call is a key and a
 ``send`` to make on a miss.
@@ -15,17 +15,21 @@ from magisterium_async._cache._answers import (
     BYPASS_SECONDS,
     CLAIM_SECONDS,
     AnswerCache,
-    AnswerStore,
     CacheStats,
     Outcome,
     names_a_day_absolutely,
     open_store,
-    own_copy,
     request_key,
 )
-from magisterium_async._cache._disk import APPLICATION_ID, DiskAnswers
-from magisterium_async._cache._memory import MemoryAnswers, StoreUnavailable
-from magisterium_async._cache._redis_answers import CLAIMS, PREFIX, RedisAnswers
+from magisterium_async._cache._stores import (
+    APPLICATION_ID,
+    CLAIMS,
+    PREFIX,
+    DiskAnswers,
+    MemoryAnswers,
+    RedisAnswers,
+    StoreUnavailable,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -34,7 +38,6 @@ __all__ = [
     "CLAIM_SECONDS",
     "PREFIX",
     "AnswerCache",
-    "AnswerStore",
     "CacheStats",
     "DiskAnswers",
     "MemoryAnswers",
@@ -43,6 +46,5 @@ __all__ = [
     "StoreUnavailable",
     "names_a_day_absolutely",
     "open_store",
-    "own_copy",
     "request_key",
 ]

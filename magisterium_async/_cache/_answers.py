@@ -1,23 +1,16 @@
-"""The front of the cache: a call's key, identical calls in flight shared, the store consulted.
+"""The front of the cache (what it does: the package's docstring): a call's key, identical
+calls in flight shared, the store consulted.
 
-For a skill the policy covers, :meth:`AnswerCache.answer` joins an identical call in
-flight (and waits for its answer), else looks for a fresh answer in the store, else sends,
-and keeps what came back when it is an answer worth keeping. Over Redis the call claims
-its key before it sends, and an identical call in another process waits for that answer
-in the store rather than send its own. The key is the service's URL, the skill and the
-message's parts and context, hashed: never a token. A store that fails is bypassed for
-:data:`BYPASS_SECONDS` with one warning (a notice on the client's stream), and calls go to
-the service as if there were none; it never fails a call.
+The key is the service's URL, the skill and the message's parts and context, hashed: never
+a token. A store that fails is bypassed for :data:`BYPASS_SECONDS` with one warning, and
+calls go to the service as if there were none: it never fails a call.
 
-Identical calls in flight share one future: the first call (the leader) does the work in
-its own task, and the others wait on the future (made when the first of them joins, so a
-call nobody joins costs a dictionary entry, no task and no object). A joiner that is
-cancelled leaves; the work goes on for the rest. A leader that is cancelled stops its work
-(cancelling a task reaches what it awaits), and those who joined begin again: one of them
-leads, the rest join it, its claim in Redis (held under the client's own token) found its
-own. A failure reaches every joiner as an
-exception of its own: a copy of the leader's, with its traceback, so no instance is
-raised twice and no traceback grows with each caller.
+Identical calls in flight share one future, made when the first joiner comes (a call nobody
+joins costs a dictionary entry, no task). A joiner that is cancelled leaves; the leader's
+work goes on for the rest. A leader that is cancelled stops, and those who joined begin
+again (its claim in Redis, held under the client's own token, found their own). A failure
+reaches each joiner as a copy of the leader's exception: no instance is raised twice, no
+traceback grows with each caller.
 """
 
 from __future__ import annotations
@@ -35,28 +28,18 @@ from typing import Any, Literal
 
 import msgspec
 
-from magisterium_async._cache._disk import DiskAnswers
-from magisterium_async._cache._memory import MemoryAnswers, StoreUnavailable
-from magisterium_async._cache._redis_answers import RedisAnswers
+from magisterium_async._cache._stores import (
+    DiskAnswers,
+    MemoryAnswers,
+    RedisAnswers,
+    StoreUnavailable,
+)
 from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, cache_from_env
 from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
 from magisterium_async._models import DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
 from magisterium_async._skills import SKILLS, kept_as
-
-__all__ = [
-    "BYPASS_SECONDS",
-    "CLAIM_SECONDS",
-    "AnswerCache",
-    "AnswerStore",
-    "CacheStats",
-    "Outcome",
-    "names_a_day_absolutely",
-    "open_store",
-    "own_copy",
-    "request_key",
-]
 
 Outcome = Literal["hit", "miss", "coalesced"]
 """How a call was answered: from the cache, by its own request, or by another call's."""
@@ -80,20 +63,13 @@ _KEY_VERSION = b"1"  # changes with the key or the entry format: old entries are
 def open_store(
     cache: str | os.PathLike[str] | Any | None, policy: CachePolicy
 ) -> AnswerStore | None:
-    """The store ``cache`` names, else the one ``$MAGISTERIUM_CACHE`` names; ``None`` for
-    none.
-
-    Arguments:
-        cache: ``"memory"``, a Redis URL (``redis://``, ``rediss://``, ``unix://``,
-            ``redis+cluster://``, ``redis+sentinel://``; any ``scheme://`` is taken for a
-            URL, never a path), a redis-py asyncio client (the application's: never
-            closed here), or the path of an SQLite file (made on first use). ``None``:
-            ``$MAGISTERIUM_CACHE`` (the same forms but a client), else no cache.
-        policy: its bounds (memory and disk).
+    """The store ``cache`` names (its forms: ``docs/caching.md``, "The stores"), else the
+    one ``$MAGISTERIUM_CACHE`` names (the same forms but a client); ``None`` for none.
+    ``policy`` bounds memory and disk.
 
     Raises :class:`CacheError` for a file the cache did not make (left untouched), a
-    missing directory, a missing redis-py or an invalid URL; ``TypeError`` for another type.
-    A bad value of the variable raises the same, the message starting with its name.
+    missing directory, a missing redis-py or an invalid URL (for the variable's value, the
+    message starts with its name); ``TypeError`` for another type.
     """
     if cache is None:
         named = cache_from_env()
@@ -171,21 +147,14 @@ def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
     A ``{"date": ...}`` data part, or a text that is a ``YYYY-MM-DD`` date, does;
     anything else ("today", "next Sunday", "Christmas") may name another day tomorrow.
     """
-    if len(parts) != 1:
-        return False
-    part = parts[0]
+    part = parts[0] if len(parts) == 1 else None
     if isinstance(part, DataPart):
         return isinstance(part.data.get("date"), str) and len(part.data) == 1
-    if isinstance(part, TextPart):
-        text = part.text.strip()
-        if _ISO_DAY.fullmatch(text) is None:
-            return False
-        try:
-            dt.date.fromisoformat(text)
-        except ValueError:
-            return False
-        return True
-    return False
+    text = part.text.strip() if isinstance(part, TextPart) else ""
+    try:  # the pattern first: fromisoformat takes other forms too (20240101) from 3.11
+        return _ISO_DAY.fullmatch(text) is not None and bool(dt.date.fromisoformat(text))
+    except ValueError:  # no such day (2024-02-30)
+        return False
 
 
 def request_key(
@@ -281,10 +250,6 @@ class AnswerCache:
         self._retry_at = -math.inf  # the store is left alone until then
         self._warned_corrupt = False
 
-    def __repr__(self) -> str:
-        where = "none" if self.store is None else self.store.where
-        return f"<AnswerCache store={where!r}>"
-
     @property
     def stats(self) -> CacheStats:
         """The counts so far, and the store's entries."""
@@ -340,6 +305,7 @@ class AnswerCache:
                 # Its leader left without an answer: begin again (lead, or join the next).
             if rule.coalesce:
                 self._flights[key] = None  # in flight, led by this call
+            landed: Task | BaseException  # how the call ends, for those who join it
             try:
                 if store is not None and self._wall() >= self._retry_at:
                     outcome: Outcome = "hit"
@@ -353,27 +319,24 @@ class AnswerCache:
                             self._hits += 1
                         else:
                             self._coalesced += 1
-                        self._land(rule, key, found)
+                        landed = found
                         return found, outcome
                 self._misses += 1
-                task = await send
+                landed = task = await send
                 if store is not None:
                     kept = await self._keep(store, key, rule, policy, day_end, skill_id, task)
                     claimed = claimed and not kept  # an answer put in Redis replaces it
             except BaseException as error:
+                landed = error
+                raise
+            finally:
                 try:
                     # A claim held under this client's token is found its own by whoever
                     # takes the call over, given up here or not (the release cancelled).
                     if claimed:
                         await self._release(key)
                 finally:
-                    self._land(rule, key, error)
-                raise
-            try:
-                if claimed:
-                    await self._release(key)
-            finally:
-                self._land(rule, key, task)
+                    self._land(rule, key, landed)
             return task, "miss"
         finally:
             send.close()  # a call answered without its request: closed, never sent

@@ -1,10 +1,14 @@
 """HTTP, the client's one seam to the network: a request goes out, a bounded body comes back.
 
 :class:`HTTPTransport` is what the JSON-RPC layer needs of HTTP; :class:`AiohttpTransport`
-is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one for unit
-tests. Both bound the body with :func:`read_body`, which inflates it itself, so
-``max_response_bytes`` bounds the decompressed size and the memory of every answer,
-whatever aiohttp version is installed.
+is the real one and ``magisterium_async.testing.MockTransport`` the in-memory one. Both
+bound the body with :func:`read_body`, which inflates it itself, so ``max_response_bytes``
+bounds the decompressed size and the memory of every answer, whatever aiohttp's version.
+
+Each request goes through the proxy :class:`Proxies` names for its URL (``docs/network.md``).
+aiohttp's own ``trust_env`` is not used: it would also read ``~/.netrc`` and put its Basic
+credentials in place of the bearer token. A proxy's credentials stay in its URL, which
+aiohttp sends to the proxy alone; every text made here shows its password as ``***``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import ipaddress
 import math
 import re
+import urllib.request
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import NamedTuple, Protocol
@@ -20,20 +25,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from magisterium_async._errors import MalformedResponseError, ResponseTooLargeError
-from magisterium_async._http._proxy import Proxies, request_arguments
-
-__all__ = [
-    "ACCEPT_ENCODING",
-    "SNIPPET",
-    "AiohttpTransport",
-    "HTTPRequest",
-    "HTTPTransport",
-    "RawResponse",
-    "body_snippet",
-    "check_base_url",
-    "read_body",
-]
+from magisterium_async._errors import MalformedResponseError, ResponseTooLargeError, masked_url
 
 ACCEPT_ENCODING = "gzip, deflate"
 """What the client accepts: the encodings :func:`read_body` inflates within its bound."""
@@ -88,12 +80,62 @@ def body_snippet(payload: bytes) -> str:
     return payload[:SNIPPET].decode("utf-8", "replace")
 
 
-class RawResponse(NamedTuple):
-    """An answer as it arrives: status, headers (case-insensitive) and the raw body chunks."""
+def _proxy_url(url: object, where: str) -> str:
+    """``url`` as aiohttp takes a proxy (``"proxy:3128"`` read as ``http://``, as curl and
+    requests read it), or ``ValueError`` naming ``where``."""
+    if not isinstance(url, str):
+        raise TypeError(f"proxy must be a str URL, not {type(url).__name__}")
+    text = url.strip()
+    if text and "://" not in text:
+        text = f"http://{text}"
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - read for its check
+    except ValueError:
+        raise ValueError(f"{where} {masked_url(text)!r} is not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{where} {masked_url(text)!r}: give an http:// or https:// proxy URL with a host "
+            "(SOCKS proxies are not supported)"
+        )
+    return text
 
-    status: int
-    headers: Mapping[str, str]
-    chunks: AsyncIterator[bytes]
+
+class Proxies:
+    """The proxy for each URL: ``proxy`` for every one, else (with ``trust_env``) the
+    environment's, read once, as requests and httpx read it: ``HTTPS_PROXY`` /
+    ``HTTP_PROXY`` for URLs of that scheme unless ``NO_PROXY`` names the host (no host
+    bypasses a proxy implicitly, loopback ones included; ``HTTP_PROXY`` is ignored under
+    CGI, where it is a request header)."""
+
+    def __init__(self, proxy: str | None = None, *, trust_env: bool = True) -> None:
+        environment: dict[str, str] = {}
+        if proxy is not None:
+            self._by_scheme = dict.fromkeys(("http", "https"), _proxy_url(proxy, "proxy"))
+        else:
+            if trust_env:
+                environment = urllib.request.getproxies_environment()
+            self._by_scheme = {
+                scheme: _proxy_url(environment[scheme], f"${scheme.upper()}_PROXY")
+                for scheme in ("http", "https")
+                if environment.get(scheme)
+            }
+        self._environment = environment
+        self._bypass: dict[str, bool] = {}
+
+    def for_url(self, url: str) -> str | None:
+        """The proxy a request to ``url`` goes through, or ``None``: straight there."""
+        parts = urlsplit(url)
+        chosen = self._by_scheme.get(parts.scheme)
+        if chosen is None or not self._environment:
+            return chosen
+        host = parts.netloc.rpartition("@")[2]
+        bypass = self._bypass.get(host)
+        if bypass is None:
+            # Documented in urllib.request's source, not in its stubs.
+            check = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+            bypass = self._bypass[host] = bool(check(host, self._environment))
+        return None if bypass else chosen
 
 
 class HTTPRequest(NamedTuple):
@@ -200,26 +242,22 @@ class AiohttpTransport:
 
     async def send(self, request: HTTPRequest) -> tuple[int, Mapping[str, str], bytes]:
         """Send one request through the session, within its timeout."""
-        url = request.url
-        via = request_arguments(self._proxies.for_url(url), url, request.headers)
         session = await self._ensure_session()
         async with session.request(
             request.method,
-            url,
+            request.url,
             data=request.body,
-            headers=via.headers,
+            headers=request.headers,
             allow_redirects=False,
             timeout=self.timeout(request.timeout),
-            proxy=via.proxy,
-            proxy_headers=via.proxy_headers,
+            proxy=self._proxies.for_url(request.url),
         ) as response:
-            if _read_whole(response.headers, request.limit):
-                return response.status, response.headers, await response.read()
-            raw = RawResponse(
-                response.status, response.headers, response.content.iter_chunked(_CHUNK)
-            )
-            body = await read_body(raw, limit=request.limit, what=request.what)
-            return response.status, response.headers, body
+            status, headers = response.status, response.headers
+            if _read_whole(headers, request.limit):
+                return status, headers, await response.read()
+            chunks = response.content.iter_chunked(_CHUNK)
+            body = await read_body(status, headers, chunks, limit=request.limit, what=request.what)
+            return status, headers, body
 
     async def aclose(self) -> None:
         """Close the session."""
@@ -236,13 +274,6 @@ class _Inflater:
         self._zlib: zlib._Decompress | None = None
         self._pending = b""
 
-    def _new(self, first: bytes) -> zlib._Decompress:
-        if self._gzip:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS)
-        # "deflate" is zlib-wrapped by the RFC, raw in practice from some servers.
-        wbits = zlib.MAX_WBITS if first[:1] and first[0] & 0x0F == 8 else -zlib.MAX_WBITS
-        return zlib.decompressobj(wbits)
-
     def feed(self, data: bytes, out: bytearray, room: int) -> None:
         """Append to ``out`` up to ``room`` more decoded bytes from ``data`` (and the input
         left over before), a slice at a time, so no copy of the output is ever held."""
@@ -251,16 +282,17 @@ class _Inflater:
         end = len(out) + room
         while data and len(out) < end:
             if self._zlib is None:
-                self._zlib = self._new(data)
+                wbits = zlib.MAX_WBITS + 16 if self._gzip else zlib.MAX_WBITS
+                if not self._gzip and data[0] & 0x0F != 8:
+                    wbits = -wbits  # "deflate" is zlib-wrapped by the RFC, raw from some servers
+                self._zlib = zlib.decompressobj(wbits)
             out += self._zlib.decompress(data, min(end - len(out), _INFLATE_STEP))
-            if self._zlib.eof:
-                # Another gzip member may follow (concatenated gzip is valid).
-                data = self._zlib.unused_data
-                self._zlib = None if self._gzip and data else self._zlib
-                if not self._gzip:
-                    return  # trailing bytes after a deflate stream: ignored
-            else:
+            if not self._zlib.eof:
                 data = self._zlib.unconsumed_tail
+            elif self._gzip:
+                data, self._zlib = self._zlib.unused_data, None  # another member may follow
+            else:
+                return  # trailing bytes after a deflate stream: ignored
         self._pending = data
 
     @property
@@ -287,20 +319,26 @@ def _declared_length(headers: Mapping[str, str]) -> int | None:
 
 def _read_whole(headers: Mapping[str, str], limit: int) -> bool:
     """Whether aiohttp may read the body whole: not encoded, and of a length declared
-    within ``limit`` (aiohttp frames the body by it, so no more is ever read). Most answers
-    are; reading them whole saves :func:`read_body`'s chunk loop and its copies."""
+    within ``limit`` (aiohttp frames the body by it, so no more is ever read)."""
     declared = _declared_length(headers)
     return declared is not None and declared <= limit and "Content-Encoding" not in headers
 
 
-async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
-    """The answer's decoded body, or :class:`ResponseTooLargeError` once it passes ``limit``.
+async def read_body(
+    status: int,
+    headers: Mapping[str, str],
+    chunks: AsyncIterator[bytes],
+    *,
+    limit: int,
+    what: str,
+) -> bytes:
+    """The decoded body of an answer (its ``status`` and ``headers``, the body's raw
+    ``chunks`` as they arrive), or :class:`ResponseTooLargeError` once it passes ``limit``.
 
     Both the bytes on the wire and the decompressed bytes count against ``limit``; at most
     about ``limit`` plus one chunk is ever held. A body in an encoding the client did not
     ask for, or a corrupt compressed body, is a :class:`MalformedResponseError`.
     """
-    status, headers = response.status, response.headers
     declared = _declared_length(headers)
     if declared is not None and declared > limit:
         raise _too_large(what, limit, status, b"")
@@ -314,31 +352,25 @@ async def read_body(response: RawResponse, *, limit: int, what: str) -> bytes:
     inflater = None if encoding == "identity" else _Inflater(encoding)
     body = bytearray()
     wire = 0
+    why = "it ends before the compressed stream"
     try:
-        async for chunk in response.chunks:
+        async for chunk in chunks:
             wire += len(chunk)
-            if wire > limit:
-                raise _too_large(what, limit, status, body)
             if inflater is None:
                 body += chunk
             else:
                 inflater.feed(chunk, body, limit + 1 - len(body))
-            if len(body) > limit:
+            if wire > limit or len(body) > limit:
                 raise _too_large(what, limit, status, body)
-        if inflater is not None:
-            inflater.feed(b"", body, limit + 1 - len(body))
-            if len(body) > limit:
-                raise _too_large(what, limit, status, body)
-            if not inflater.complete:
-                raise _corrupt(what, encoding, status, "it ends before the compressed stream")
+        if inflater is None:
+            return bytes(body)
+        inflater.feed(b"", body, limit + 1 - len(body))
+        if len(body) > limit:
+            raise _too_large(what, limit, status, body)
+        if inflater.complete:
+            return bytes(body)
     except zlib.error as exc:
         why = str(exc)
-    else:
-        return bytes(body)
-    raise _corrupt(what, encoding, status, why)  # outside the except: no __context__
-
-
-def _corrupt(what: str, encoding: str, status: int, why: str) -> MalformedResponseError:
-    return MalformedResponseError(
+    raise MalformedResponseError(  # outside the except: no __context__
         f"{what}: the {encoding} body cannot be decoded: {why}", status_code=status
     )

@@ -1,47 +1,58 @@
-"""The two JSON-RPC dialects of A2A the client speaks, and which one an agent card offers.
+"""The two JSON-RPC dialects of A2A the client speaks, as one table of differences.
 
-A :class:`Dialect` is a small value: A2A 0.3's (the service's today: ``message/send``,
-``kind``-tagged parts, ``"completed"``) or 1.0's (``SendMessage``, parts by field,
-``TASK_STATE_COMPLETED``, the ``A2A-Version: 1.0`` header on every request), with the
-endpoint and tenant an agent card named for it. It turns the client's operations (named
-by their 0.3 methods: ``message/send``, ``tasks/get``, ``tasks/cancel``, and
-``tasks/list`` for 1.0's ``ListTasks``) into the dialect's method and params, and its
-results back into the client's models (see :mod:`._v1`).
-The transport speaks whichever it is handed.
-
-:func:`offered` reads which dialect an agent card offers (either card shape); which one
-a client speaks is the negotiation's (see :mod:`._card`).
+The client's models are A2A 0.3's, the service's today. A2A 1.0 differs in its methods'
+names, its headers, its parts, states and roles, and the shape of its results (the table
+of ``docs/protocol-versions.md``); each difference is undone here, so that a :class:`Task`
+reads the same whichever dialect carried it: a 1.0 result is rewritten into 0.3's JSON and
+decoded by the same models, a message written as 0.3's JSON is rewritten into 1.0's (an
+error's ``data``, a list of ``google.rpc`` details in 1.0, ``_errors`` reads in both
+shapes). :func:`offered` reads which dialect an agent card offers (either card shape);
+which one a client speaks is the call's (``_call``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from magisterium_async._config import PROTOCOLS, ProtocolVersion
+import msgspec
+
 from magisterium_async._events import OnEvent, log_event, notice
-from magisterium_async._http import _v1
 from magisterium_async._http._base import check_base_url
-from magisterium_async._models import AgentCard, AgentInterface, Task, TaskPage
+from magisterium_async._models import (
+    TASK_DECODER,
+    AgentCard,
+    AgentInterface,
+    Message,
+    Task,
+    TaskPage,
+)
 
-__all__ = [
-    "PROTOCOLS",
-    "V03",
-    "V10",
-    "Dialect",
-    "ProtocolVersion",
-    "offered",
-]
-
-
-_METHODS_V1 = {
+_METHODS = {
     "message/send": "SendMessage",
     "tasks/get": "GetTask",
     "tasks/cancel": "CancelTask",
     "tasks/list": "ListTasks",
 }
+_STATES = (
+    "unknown",
+    "submitted",
+    "working",
+    "completed",
+    "failed",
+    "canceled",
+    "input-required",
+    "rejected",
+    "auth-required",
+)
+"""1.0's states by their protobuf number (``TASK_STATE_UNSPECIFIED`` is 0: ``"unknown"``)."""
+_ROLES = ("unknown", "user", "agent")
+
+
+class ResultError(ValueError):
+    """A 1.0 result that cannot be read as what it must be; the text says why."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +64,7 @@ class Dialect:
       ``base_url``);
     - ``tenant``: the tenant the card's 1.0 interface names, sent in every request's
       params;
-    - ``extensions``: URIs of A2A extensions asked for, sent as ``A2A-Extensions`` (1.0)
-      or ``X-A2A-Extensions`` (0.3).
+    - ``extensions``: URIs of A2A extensions asked for on every request.
     """
 
     version: Literal["0.3", "1.0"]
@@ -79,37 +89,133 @@ class Dialect:
 
     def method(self, operation: str) -> str:
         """The dialect's name of ``operation`` (named by its 0.3 method)."""
-        if self.version == "0.3":
-            return operation
-        return _METHODS_V1.get(operation, operation)
+        return operation if self.version == "0.3" else _METHODS.get(operation, operation)
 
     def params(self, operation: str, params: Any) -> Any:
-        """``params`` as the dialect sends them: as built for 0.3, translated for 1.0."""
+        """``params`` as the dialect sends them: as built for 0.3, rewritten for 1.0."""
         if self.version == "0.3":
             return params
         message = getattr(params, "message", None)
-        out: dict[str, Any] = (
-            {"message": _v1.message_json(message)} if message is not None else dict(params)
-        )
+        out = {"message": _message_out(message)} if message is not None else dict(params)
         if self.tenant:
             out["tenant"] = self.tenant
         return out
 
     def decode(self, operation: str, raw: bytes) -> Task | TaskPage:
-        """A 1.0 result of ``operation`` (:class:`_v1.ResultError` when it is not one)."""
-        if operation == "message/send":
-            return _v1.decode_send(raw)
+        """The result of ``operation``: a Task, or 1.0's ``ListTasks`` page; msgspec's
+        errors, or :class:`ResultError`, when it is not one."""
+        if self.version == "0.3":
+            return TASK_DECODER.decode(raw)
+        found = msgspec.json.decode(raw)  # its depth was bounded with the envelope's
         if operation == "tasks/list":
-            return _v1.decode_page(raw)
-        return _v1.decode_task(raw)
-
-    def with_extensions(self, extensions: Sequence[str]) -> Dialect:
-        """This dialect asking for ``extensions``."""
-        return Dialect(self.version, self.url, self.tenant, tuple(extensions))
+            tasks = found.get("tasks", []) if isinstance(found, dict) else None
+            if not isinstance(tasks, list):
+                raise ResultError("the result is not a ListTasks page")
+            page = {
+                "tasks": [_task(task, f"tasks[{i}]") for i, task in enumerate(tasks)],
+                "next_page_token": found.get("nextPageToken") or None,
+                "page_size": found.get("pageSize"),
+                "total_size": found.get("totalSize"),
+            }
+            return msgspec.convert(page, TaskPage)
+        if operation == "message/send":
+            if isinstance(found, dict) and "message" in found and "task" not in found:
+                raise ResultError("the agent answered with a message, not a task")
+            if not isinstance(found, dict) or "task" not in found:
+                raise ResultError('the result is not a SendMessage result ({"task": ...})')
+            found = found["task"]
+        return _task(found, "task")
 
 
 V03 = Dialect("0.3")
 V10 = Dialect("1.0")
+
+
+# 1.0 to 0.3 (a shape that is neither is left for the models to refuse) ---------------------
+
+
+def _enum(value: Any, prefix: str, names: tuple[str, ...]) -> Any:
+    """``"TASK_STATE_INPUT_REQUIRED"`` (or its number, 6) as 0.3's ``"input-required"``;
+    a value not 1.0's is kept as sent, as 0.3 keeps states it does not know."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names[value] if 0 <= value < len(names) else "unknown"
+    if isinstance(value, str) and value.startswith(prefix):
+        name = value[len(prefix) :].lower().replace("_", "-")
+        return "unknown" if name == "unspecified" else name
+    return value
+
+
+def _part(part: Any, where: str) -> Any:
+    if not isinstance(part, dict):
+        return part
+    present = [name for name in ("text", "raw", "url", "data") if name in part]
+    if len(present) != 1:
+        raise ResultError(f"{where} has {len(present)} of text, raw, url and data, not one")
+    name = present[0]
+    if name in ("text", "data"):
+        return {"kind": name, name: part[name], "metadata": part.get("metadata")}
+    file = {"name": part.get("filename"), "mimeType": part.get("mediaType")}
+    file["bytes" if name == "raw" else "uri"] = part[name]
+    return {"kind": "file", "file": file, "metadata": part.get("metadata")}
+
+
+def _with_parts(holder: Any, where: str, **defaults: Any) -> Any:
+    """A message or an artifact with its parts as 0.3 writes them."""
+    if not isinstance(holder, dict):
+        return holder
+    parts = holder.get("parts", [])
+    if isinstance(parts, list):
+        parts = [_part(part, f"{where}.parts[{i}]") for i, part in enumerate(parts)]
+    return {**defaults, **holder, "parts": parts}
+
+
+def _message(message: Any, where: str) -> Any:
+    if isinstance(message, dict):
+        role = _enum(message.get("role", 0), "ROLE_", _ROLES)
+        message = {**message, "kind": "message", "role": role}
+    return _with_parts(message, where, messageId="")
+
+
+def _task(task: Any, where: str) -> Task:
+    """A 1.0 task as a :class:`Task`, or :class:`ResultError` saying why it is none."""
+    if isinstance(task, dict):
+        status = task.get("status", {})
+        if isinstance(status, dict):
+            state = _enum(status.get("state", 0), "TASK_STATE_", _STATES)
+            said = _message(status.get("message"), f"{where}.status.message")
+            status = {**status, "state": state, "message": said}
+        artifacts, history = task.get("artifacts", []), task.get("history", [])
+        task = {"contextId": "", **task, "kind": "task", "status": status}
+        if isinstance(artifacts, list):
+            task["artifacts"] = [
+                _with_parts(a, f"{where}.artifacts[{i}]", artifactId="")
+                for i, a in enumerate(artifacts)
+            ]
+        if isinstance(history, list):
+            task["history"] = [_message(m, f"{where}.history[{i}]") for i, m in enumerate(history)]
+    try:
+        return msgspec.convert(task, Task)
+    except msgspec.ValidationError as exc:
+        raise ResultError(f"{where} is not an A2A 1.0 Task: {exc}") from None
+
+
+def _message_out(message: Message) -> dict[str, Any]:
+    """``message`` as 1.0 writes it: 0.3's JSON, its parts by field, its role ``ROLE_*``."""
+    out: dict[str, Any] = msgspec.to_builtins(message)
+    del out["kind"]
+    out["role"] = "ROLE_" + message.role.upper()
+    for part in out["parts"]:
+        del part["kind"]
+        file = part.pop("file", None)
+        if file is not None:
+            part["raw" if "bytes" in file else "url"] = file.get("bytes", file.get("uri"))
+            for old, new in (("name", "filename"), ("mimeType", "mediaType")):
+                if old in file:
+                    part[new] = file[old]
+    return out
+
+
+# Which dialect a card offers --------------------------------------------------------------
 
 
 def _major(version: str | None) -> int | None:
@@ -122,11 +228,6 @@ def _is_jsonrpc(interface: AgentInterface) -> bool:
     return binding.upper() == "JSONRPC"
 
 
-def _same_origin(url: str, base_url: str) -> bool:
-    a, b = urlsplit(url), urlsplit(base_url)
-    return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
-
-
 def _endpoint(url: str | None, base_url: str, emit: OnEvent) -> str | None:
     """The card's endpoint if the client may send the token there (the base URL's origin,
     over https or to loopback), else ``None`` (keep the base URL)."""
@@ -137,7 +238,8 @@ def _endpoint(url: str | None, base_url: str, emit: OnEvent) -> str | None:
     except (TypeError, ValueError) as exc:
         emit(notice("warning", "transport", f"agent card: endpoint {url} not used: {exc}"))
         return None
-    if not _same_origin(url, base_url):
+    a, b = urlsplit(url), urlsplit(base_url)
+    if (a.scheme, a.hostname, a.port) != (b.scheme, b.hostname, b.port):
         # The card is public and unauthenticated: never let it send the token elsewhere.
         said = f"agent card: endpoint {url} is on another origin than {base_url}; not used"
         emit(notice("warning", "transport", said))

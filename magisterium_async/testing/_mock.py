@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from magisterium_async._http._base import HTTPRequest, RawResponse, read_body
+from magisterium_async._http._base import HTTPRequest, read_body
 
 __all__ = ["MockRequest", "MockResponse", "MockTransport"]
 
@@ -128,8 +128,9 @@ class MockTransport:
         self.requests.append(recorded)
         response = await self._answer(recorded)
         raw_headers = CIMultiDictProxy(CIMultiDict(response.headers))
-        raw = RawResponse(response.status, raw_headers, _chunks(response.body()))
-        return raw.status, raw_headers, await read_body(raw, limit=request.limit, what=request.what)
+        status, chunks = response.status, _chunks(response.body())
+        body = await read_body(status, raw_headers, chunks, limit=request.limit, what=request.what)
+        return status, raw_headers, body
 
     async def _answer(self, request: MockRequest) -> MockResponse:
         answer = self.handler(request)

@@ -434,12 +434,8 @@ async def test_redis_entries_are_shared_by_fronts_and_read_back_equal(memory_red
     from fakeredis import FakeAsyncRedis
 
     wall, service = Wall(), Service()
-    one = front(
-        store=RedisAnswers("redis://x/0", redis=FakeAsyncRedis(server=memory_redis)), wall=wall
-    )
-    two = front(
-        store=RedisAnswers("redis://x/0", redis=FakeAsyncRedis(server=memory_redis)), wall=wall
-    )
+    one = front(store=RedisAnswers(FakeAsyncRedis(server=memory_redis)), wall=wall)
+    two = front(store=RedisAnswers(FakeAsyncRedis(server=memory_redis)), wall=wall)
     original, _ = await ask(one, service)
     copy, how = await ask(two, service)
     assert (how, copy) == ("hit", original)
@@ -458,7 +454,7 @@ class Host:
         from fakeredis import FakeAsyncRedis
 
         self.wall = wall
-        self.store = RedisAnswers("redis://x/0", redis=FakeAsyncRedis(server=memory_redis))
+        self.store = RedisAnswers(FakeAsyncRedis(server=memory_redis))
         self.slept = 0.0
         self.cache = AnswerCache(
             self.store, CachePolicy(), ORIGIN, wall=wall, tz=UTC, sleep=self.sleep
@@ -620,7 +616,7 @@ class Slow(RedisAnswers):
     def __init__(self, memory_redis: Any) -> None:
         from fakeredis import FakeAsyncRedis
 
-        super().__init__("redis://x/0", redis=FakeAsyncRedis(server=memory_redis))
+        super().__init__(FakeAsyncRedis(server=memory_redis))
         self.taken, self.reply = asyncio.Event(), asyncio.Event()
         self.reply.set()
 

@@ -51,15 +51,15 @@ async def test_memory_is_bounded_in_bytes_and_keeps_nothing_larger_than_itself()
     await store.put("a", b"x" * 9, LATER, NOW)  # 10 bytes with its key
     await store.put("b", b"x" * 9, LATER, NOW)
     await store.put("c", b"x" * 9, LATER, NOW)
-    assert store.size == 30
+    assert store.entries == 3  # 30 bytes: full, nothing out
     await store.put("d", b"x" * 9, LATER, NOW)
     assert await store.get("a", NOW) is None
-    assert store.size == 30
     await store.put("b", b"y" * 4, LATER, NOW)  # replaced: its old size is given back
-    assert store.size == 25
+    await store.put("e", b"y" * 4, LATER, NOW)  # so this fits beside c, d and b
+    assert [await store.get(k, NOW) for k in "cdbe"] == [b"x" * 9, b"x" * 9, b"y" * 4, b"y" * 4]
     await store.put("huge", b"x" * 100, LATER, NOW)
     assert await store.get("huge", NOW) is None
-    assert store.entries == 3
+    assert store.entries == 4
 
 
 # Disk ---------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def fake_redis(memory_redis: Any) -> Any:
 async def test_redis_keeps_an_answer_for_its_freshness_under_its_own_prefix(
     fake_redis: Any,
 ) -> None:
-    store = RedisAnswers("redis://127.0.0.1:1/0", redis=fake_redis)
+    store = RedisAnswers(fake_redis)
     await store.put("k", b"answer", NOW + 90, NOW)
     assert await store.get("k", NOW) == b"answer"
     ttl = await fake_redis.pttl(PREFIX + "{k}")
@@ -313,7 +313,7 @@ def test_open_store_names_each_kind(tmp_path: Path) -> None:
 async def test_redis_claims_are_taken_once_and_given_up_by_an_answer_or_a_release(
     fake_redis: Any,
 ) -> None:
-    store = RedisAnswers("redis://127.0.0.1:1/0", redis=fake_redis)
+    store = RedisAnswers(fake_redis)
     assert await store.claim("k", 5, "a") == (None, True)
     assert await store.claim("k", 5, "b") == (None, False)  # held by another
     assert await store.claim("k", 5, "a") == (None, True)  # its own, taken again

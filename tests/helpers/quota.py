@@ -125,8 +125,8 @@ async def call_with_retries(
         return MockResponse.result(request, task_json())
 
     rpc = JSONRPCClient(
-        "http://127.0.0.1:9/a2a", None, max_concurrency=1, connect_timeout=1.0, clock=clock,
-        http=MockTransport(answer),
+        "http://127.0.0.1:9/a2a", None, MockTransport(answer), max_response_bytes=1 << 20,
+        clock=clock,
     )  # fmt: skip
     options = CallOptions(Timeouts(3600.0), policy, DEFAULT_CACHE_POLICY, "0.3", priority)
     caller = Caller(

@@ -22,14 +22,13 @@ from magisterium_async._http import (
     ACCEPT_ENCODING,
     AiohttpTransport,
     HTTPRequest,
-    RawResponse,
     read_body,
 )
 
 
 def answer(
     *chunks: bytes, headers: Mapping[str, str] | None = None, consumed: list[int] | None = None
-) -> RawResponse:
+) -> tuple[int, Mapping[str, str], AsyncIterator[bytes]]:
     """A raw answer whose body arrives as ``chunks``; ``consumed`` counts those read."""
 
     async def stream() -> AsyncIterator[bytes]:
@@ -38,7 +37,7 @@ def answer(
                 consumed.append(len(chunk))
             yield chunk
 
-    return RawResponse(200, dict(headers or {}), stream())
+    return 200, dict(headers or {}), stream()
 
 
 def split(data: bytes, size: int) -> list[bytes]:
@@ -46,7 +45,7 @@ def split(data: bytes, size: int) -> list[bytes]:
 
 
 async def test_a_plain_body_is_joined_from_its_chunks() -> None:
-    body = await read_body(answer(b"ab", b"", b"cd"), limit=4, what="search")
+    body = await read_body(*answer(b"ab", b"", b"cd"), limit=4, what="search")
     assert body == b"abcd"
 
 
@@ -63,21 +62,21 @@ async def test_compressed_bodies_are_inflated(encoding: str, compress: object) -
     plain = b'{"jsonrpc": "2.0"}' * 1000
     wire = compress(plain)  # type: ignore[operator]
     headers = {"Content-Encoding": f" {encoding.upper()} "}
-    body = await read_body(answer(*split(wire, 7), headers=headers), limit=len(plain), what="x")
+    body = await read_body(*answer(*split(wire, 7), headers=headers), limit=len(plain), what="x")
     assert body == plain
 
 
 async def test_concatenated_gzip_members_are_one_body() -> None:
     wire = gzip.compress(b"first ") + gzip.compress(b"second")
     headers = {"Content-Encoding": "gzip"}
-    assert await read_body(answer(wire, headers=headers), limit=100, what="x") == b"first second"
+    assert await read_body(*answer(wire, headers=headers), limit=100, what="x") == b"first second"
 
 
 async def test_a_declared_length_over_the_limit_is_refused_before_reading() -> None:
     consumed: list[int] = []
     response = answer(b"x" * 10, headers={"Content-Length": "11"}, consumed=consumed)
     with pytest.raises(m.ResponseTooLargeError, match=r"fetch: .*max_response_bytes \(10 bytes\)"):
-        await read_body(response, limit=10, what="fetch")
+        await read_body(*response, limit=10, what="fetch")
     assert consumed == []
 
 
@@ -85,7 +84,7 @@ async def test_a_plain_body_over_the_limit_stops_at_the_limit() -> None:
     consumed: list[int] = []
     response = answer(*[b"x" * 4] * 100, consumed=consumed)
     with pytest.raises(m.ResponseTooLargeError) as caught:
-        await read_body(response, limit=10, what="search")
+        await read_body(*response, limit=10, what="search")
     assert sum(consumed) == 12  # the chunk that crossed the limit, and nothing after it
     error = caught.value
     assert isinstance(error, m.MagisteriumError)
@@ -97,14 +96,14 @@ async def test_a_compression_bomb_is_stopped_at_the_decompressed_limit() -> None
     consumed: list[int] = []
     response = answer(*split(bomb, 1024), headers={"Content-Encoding": "gzip"}, consumed=consumed)
     with pytest.raises(m.ResponseTooLargeError, match="1048576 bytes"):
-        await read_body(response, limit=1024 * 1024, what="fetch")
+        await read_body(*response, limit=1024 * 1024, what="fetch")
     assert sum(consumed) < len(bomb)  # it stopped reading, not inflating all of it
 
 
 async def test_an_encoding_not_asked_for_is_malformed() -> None:
     response = answer(b"...", headers={"Content-Encoding": "br"})
     with pytest.raises(m.MalformedResponseError, match="Content-Encoding 'br'") as caught:
-        await read_body(response, limit=100, what="search")
+        await read_body(*response, limit=100, what="search")
     assert ACCEPT_ENCODING in str(caught.value)
 
 
@@ -112,9 +111,9 @@ async def test_a_cut_or_corrupt_compressed_body_is_malformed() -> None:
     wire = gzip.compress(b"hello world" * 100)
     headers = {"Content-Encoding": "gzip"}
     with pytest.raises(m.MalformedResponseError, match="ends before the compressed stream"):
-        await read_body(answer(wire[: len(wire) // 2], headers=headers), limit=10_000, what="x")
+        await read_body(*answer(wire[: len(wire) // 2], headers=headers), limit=10_000, what="x")
     with pytest.raises(m.MalformedResponseError, match="gzip body cannot be decoded") as caught:
-        await read_body(answer(b"not gzip at all", headers=headers), limit=10_000, what="x")
+        await read_body(*answer(b"not gzip at all", headers=headers), limit=10_000, what="x")
     assert caught.value.__context__ is None  # no zlib traceback hanging off it
 
 

@@ -436,10 +436,10 @@ async def test_every_skill_s_typed_result_is_the_same_in_both_dialects() -> None
             {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": []}},
             "a message, not a task",
         ),
-        ({}, 'neither "task" nor "message"'),
+        ({}, "is not a SendMessage result"),
         ({"task": {**V1_TASK, "artifacts": [{"parts": [{"text": "a", "data": {}}]}]}}, "not one"),
-        ({"task": {**V1_TASK, "artifacts": [{"parts": [{"data": [1]}]}]}}, "not an object"),
-        ({"task": {"contextId": "c"}}, "is not a SendMessage result"),
+        ({"task": {**V1_TASK, "artifacts": [{"parts": [{"data": [1]}]}]}}, "Expected `object`"),
+        ({"task": {"contextId": "c"}}, "not an A2A 1.0 Task: Object missing required field `id`"),
         ([], "is not a SendMessage result"),
     ],
 )

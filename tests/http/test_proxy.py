@@ -157,14 +157,13 @@ def test_the_environment_is_read_as_requests_reads_it(monkeypatch: pytest.Monkey
     monkeypatch.setenv("https_proxy", "proxy.corp:3128")  # lower case wins; no scheme: http
     monkeypatch.setenv("NO_PROXY", ".internal,10.0.0.1")
     proxies = Proxies()
-    chosen = proxies.for_url("https://api.example.com/a2a")
-    assert chosen is not None and chosen.url == "http://proxy.corp:3128"
+    assert proxies.for_url("https://api.example.com/a2a") == "http://proxy.corp:3128"
     assert proxies.for_url("http://api.example.com/a2a") is None  # no HTTP_PROXY
     assert proxies.for_url("https://svc.internal/a2a") is None
     assert proxies.for_url("https://10.0.0.1:8443/") is None
     assert Proxies(trust_env=False).for_url("https://api.example.com/") is None
     explicit = Proxies("http://p:8080").for_url("https://svc.internal/")
-    assert explicit is not None and explicit.url == "http://p:8080"  # proxy= applies to all
+    assert explicit == "http://p:8080"  # proxy= applies to all
 
 
 def test_a_proxy_that_is_not_http_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
