@@ -9,6 +9,8 @@ explained, and the site does not build where one cannot be.
   docstrings do, since PyPI shows no files beside them) links to that page, by its title.
 - The build refuses to run without a formatter for signatures (Ruff or Black):
   mkdocstrings would leave every signature on one line wider than the page.
+- :class:`ClientLookups` (a Griffe extension, named in mkdocs.yml) renders the client's
+  lookups, made from the skill table, as the methods they are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import re
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import griffe
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = "magisterium_async"
@@ -65,13 +69,48 @@ def on_config(config: Any) -> Any:
     return config
 
 
+class ClientLookups(griffe.Extension):
+    """The client's lookups are made from the skill table (``saint_lookup =
+    _lookup("saint_lookup")``), which Griffe reads as attributes without a docstring: each
+    is rendered as the async method it is, with the docstring it has at run time."""
+
+    def on_class_members(self, *, cls: griffe.Class, **kwargs: Any) -> None:
+        if cls.path != f"{PACKAGE}._client.AsyncMagisterium":
+            return
+        import magisterium_async
+
+        made = [
+            n for n, m in cls.members.items() if str(getattr(m, "value", "")).startswith("_lookup(")
+        ]
+        for name in made:
+            member = cls.members[name]
+            plain = griffe.ParameterKind.positional_or_keyword
+            method = griffe.Function(
+                name,
+                lineno=member.lineno,
+                endlineno=member.endlineno,
+                parameters=griffe.Parameters(
+                    griffe.Parameter("self", kind=plain),
+                    griffe.Parameter("query", annotation="str", kind=plain),
+                ),
+                returns=griffe.ExprName("Lookup", parent=cls),
+            )
+            doc = getattr(magisterium_async.AsyncMagisterium, name).__doc__
+            method.docstring = griffe.Docstring(doc, parent=method, parser=griffe.Parser.google)
+            method.labels.add("async")
+            cls.set_member(name, method)
+
+
 @cache
 def _reference() -> dict[str, set[str]]:
     """Every object the API reference renders (``::: X`` in docs/reference/), each with
     the members it renders: public, with a docstring, not inherited."""
-    import griffe
-
-    package = griffe.load(PACKAGE, search_paths=[str(ROOT)], allow_inspection=False)
+    package = griffe.load(
+        PACKAGE,
+        search_paths=[str(ROOT)],
+        allow_inspection=False,
+        extensions=griffe.load_extensions(ClientLookups),
+    )
     rendered: dict[str, set[str]] = {}
     for page in sorted((ROOT / "docs" / "reference").glob("*.md")):
         for path in re.findall(r"^::: ([\w.]+)$", page.read_text("utf-8"), re.M):

@@ -293,3 +293,13 @@ def test_nothing_scrolls_sideways_in_a_browser(site: Path, tmp_path: Path) -> No
         if cut := json.loads(html.unescape(found[1])):
             wide[str(page.parent.relative_to(copy))] = cut
     assert not wide, f"wider than the page at 1280 pixels: {wide}"
+
+
+@pytest.mark.slow
+def test_every_method_of_the_client_has_a_reference_entry(site: Path) -> None:
+    # Methods made at import time (the lookups, from the skill table) included.
+    page = (site / "reference" / "client" / "index.html").read_text("utf-8")
+    client = vars(magisterium_async.AsyncMagisterium)
+    methods = [name for name, v in client.items() if not name.startswith("_") and callable(v)]
+    missing = [m for m in methods if f'id="magisterium_async.AsyncMagisterium.{m}"' not in page]
+    assert len(methods) > 20 and not missing, f"not in the reference: {missing}"
