@@ -2,7 +2,9 @@
 
 Each block runs in a fresh interpreter, as a user would run it after the quick start's
 ``export``: ``$MAGISTERIUM_BASE_URL``, ``$MAGISTERIUM_TOKEN`` and ``$MAGISTERIUM_QUOTA``
-point at an emulator, so ``AsyncMagisterium()`` works as written. A block is a whole
+point at an emulator, so ``AsyncMagisterium()`` works as written; a block that shares a
+quota through Redis (``SharedQuota()``) finds a private ``redis-server`` in
+``$MAGISTERIUM_REDIS_URL``, as a deployment would name its own. A block is a whole
 program: a script (``asyncio.run(main())``, never a top-level ``await``), or a test module
 (``async def test_...``) that runs under pytest with the docs' own ``pyproject.toml``
 snippet. The tool-loop example gets a stand-in ``openai`` package
@@ -49,6 +51,10 @@ class Block:
         return f"{self.page}:{self.line}"
 
     @property
+    def needs_redis(self) -> bool:
+        return "SharedQuota()" in self.code
+
+    @property
     def is_test(self) -> bool:
         return re.search(r"^(async )?def test_", self.code, re.M) is not None
 
@@ -93,7 +99,9 @@ def test_the_pages_have_examples() -> None:
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[b.where for b in PYTHON])
-async def test_example_runs_as_written(block: Block, emulator: Emulator, tmp_path: Path) -> None:
+async def test_example_runs_as_written(
+    block: Block, emulator: Emulator, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     env = {
         **os.environ,
         "MAGISTERIUM_TOKEN": emulator.token,
@@ -103,6 +111,8 @@ async def test_example_runs_as_written(block: Block, emulator: Emulator, tmp_pat
             [str(FAKE_OPENAI), *filter(None, [os.environ.get("PYTHONPATH")])]
         ),
     }
+    if block.needs_redis:
+        env["MAGISTERIUM_REDIS_URL"] = request.getfixturevalue("redis_server").url
     if block.is_test:
         await check_test_module(block, tmp_path, env)
         return
