@@ -59,9 +59,12 @@ def _no_rounds() -> Callable[[], Iterator[None]]:
     refused = _rule.Rule.refused
 
     def alone(self: _rule.Rule, start: _rule.Start, now: float, wait: float) -> Any:
-        if self._round is None:
-            self._round = _rule._Round(set(), 1)
-        return refused(self, start, now, wait)
+        verdict = refused(self, start, now, wait)
+        round_ = self._round
+        if verdict is None and round_ is not None and not round_.open:
+            round_.pending.clear()  # nothing in flight is waited for
+            verdict = self._settle(start, now)
+        return verdict
 
     return _patch(_rule.Rule, "refused", alone)
 
@@ -172,7 +175,11 @@ def run(name: str | None, jobs: int, seeds: int = len(SEEDS)) -> list[Verdict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tunnel.ablate", description=__doc__)
-    parser.add_argument("--only", default="", help="only the mechanisms whose name holds this")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="only the mechanisms whose names hold one of these, comma-separated",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument(
         "--seeds", type=int, default=len(SEEDS), help="seeds per scenario (fewer: quicker)"
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| mechanism | what it does | floors broken without it (p95: with -> without) |")
     print("|---|---|---|")
     for name, (what, _) in MECHANISMS.items():
-        if args.only not in name:
+        if not any(part in name for part in args.only.split(",")):
             continue
         broken = []
         for v in run(name, args.jobs, args.seeds):
