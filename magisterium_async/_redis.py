@@ -2,7 +2,7 @@
 shared quota, the cache, the sign-in) into a connected redis-py asyncio client.
 
 What is taken: a URL of one of :data:`FORMS` (every error about one names them), with the
-details ``docs/rate-limits.md`` (Redis as production runs it) tabulates, or a ready
+details ``docs/network.md`` (Redis as production runs it) tabulates, or a ready
 redis-py asyncio client, used as it is and never closed (the application owns it). A
 cluster's keys of one account carry one hash tag, so a Lua script's keys share a slot; a
 Sentinel is asked again for the primary after each lost connection, so a failover is
