@@ -315,8 +315,13 @@ async def plan(args: argparse.Namespace) -> Plan:
             "harvest, or give the --state it was written to"
         )
     # The same harvest run again (the README's first command, twice): it continues as
-    # --resume does; nothing is searched again, only new queries spend quota.
-    continued = not args.resume and has_out and has_state and await _finished(state or "")
+    # --resume does; nothing is searched again, only new queries spend quota. With its
+    # output gone since, the run says so and how to go on, as --resume would (an "add
+    # --resume" here led only to that refusal).
+    out_gone = out is not None and not stream and kind_of(out) == "missing"
+    continued = (
+        not args.resume and has_state and (out_gone or (has_out and await _finished(state or "")))
+    )
     for option, path in (("--out", None if stream else out), ("--state", state)):
         if path is not None:
             if not (args.resume or continued) and kind_of(path) == "file":

@@ -203,6 +203,20 @@ def test_a_deleted_output_is_refused_saying_how_many_documents_it_held(tmp_path:
     assert not out.exists() and (tmp_path / "ed3.jsonl.state.sqlite").read_bytes() == state
 
 
+def test_a_deleted_output_run_again_as_at_first_says_what_resume_would(tmp_path: Path) -> None:
+    # The README's command run again after deleting its output: the refusal names the
+    # ways on that work, not an "add --resume" that only leads to the same refusal.
+    out = harvested(tmp_path)
+    count = len(ids_in(out))
+    out.unlink()
+    refused = cli(*HARVEST, "-q", "grace", "--out", "ed3.jsonl", cwd=tmp_path)
+    assert refused.code == 2
+    assert f"ed3.jsonl is gone, but its harvest's state ed3.jsonl.state.sqlite records {count}" in (
+        refused.err
+    )
+    assert "add --resume" not in refused.err and not out.exists()
+
+
 @pytest.mark.parametrize(
     ("edit", "says"),
     [

@@ -59,8 +59,10 @@ def test_an_out_its_state_never_wrote_is_not_called_gone(tmp_path: Path) -> None
     ) in said
     assert f"`magisterium-async rebuild {STATE} --out other.jsonl`" in said
     assert not (tmp_path / "other.jsonl").exists() and (tmp_path / STATE).read_bytes() == state
-    # Without --resume: that state is there, and --resume is the way on.
-    assert "already exists: add --resume" in cli(*argv, cwd=tmp_path).err
+    # Without --resume: the same refusal, never an "add --resume" that leads to it.
+    again = cli(*argv, cwd=tmp_path)
+    assert again.code == 2 and "add --resume" not in again.err
+    assert f"{STATE} is the state of a harvest into {tmp_path / 'a.jsonl'}" in again.err
     # As the message says: rebuilt there, the harvest continues into it.
     assert cli("rebuild", STATE, "--out", "other.jsonl", cwd=tmp_path).code == 0
     more = cli(*argv, "-q", "hope", "--resume", cwd=tmp_path)
