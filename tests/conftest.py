@@ -271,8 +271,9 @@ def _no_proxy_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Soak tests (a minute of load each) run only when asked: ``MAGISTERIUM_SOAK=1``. CI's
-    main run sets it; the README's test command on a laptop or another Python skips them."""
+    """Soak tests (a minute of load, or of CPU, each) run only when asked:
+    ``MAGISTERIUM_SOAK=1``. CI runs them once, alone, last; the README's test command on a
+    laptop or another Python skips them."""
     if os.environ.get("MAGISTERIUM_SOAK") == "1":
         return
     skip = pytest.mark.skip(reason="a soak test: set MAGISTERIUM_SOAK=1 to run it")
