@@ -154,6 +154,13 @@ async def drive(
                 if not done.is_set():
                     await timed(callers[0].search("cold"))
                 return
+            if kind == "early":  # from the bulk's first window on, none waiting
+                singles = []
+                while not done.is_set():
+                    await clock.sleep(0.35 * period)
+                    singles.append(asyncio.ensure_future(timed(callers[0].search("e"))))
+                await asyncio.gather(*singles)
+                return
             await clock.sleep(period)
             index = 0
             while not done.is_set():

@@ -67,10 +67,6 @@ class Line(Generic[T]):
         """How many calls wait (cancelled ones excluded)."""
         return sum(not w.future.done() for keys in self._keys for q in keys.values() for w in q)
 
-    def keyed(self) -> bool:
-        """Whether a call with a fairness key is in line."""
-        return any(key is not None for keys in self._keys for key in keys)
-
     def push(self, waiter: Waiter[T]) -> None:
         """A new waiter joins at the back of its key's line."""
         rank = int(waiter.bulk)

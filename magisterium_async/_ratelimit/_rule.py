@@ -32,7 +32,9 @@ log and what the rule learned live in Redis, and the same rule runs there in Lua
   the pool is *contended*: an interactive call (or one with a fairness key) arrived
   within :data:`QUIET` windows, or the bulk run has gone on for :data:`RUN` windows (a
   harvest). Whoever arrives then waits one interval, not a window; a short batch alone
-  still bursts.
+  still bursts. While contended, bulk also leaves the span's last free start until the
+  next is an interval away: after a burst, or calls that came close together, the log
+  is lumpy, and a person's call would otherwise wait for its gap.
 
 Each constant says why it has its value; nothing else here holds a bare number.
 """
@@ -167,8 +169,12 @@ class Rule:
         if at > now and self.rate < self.limit and now >= self.step_at:
             self._step_up(now)
             at = max(self.paused_until, self._log_free())
-        if log and ((paced and self.contended(now)) or now < self.recovering_until):
-            at = max(at, log[-1].time + self.window / self.rate)
+        interval = self.window / self.rate
+        contended = paced and self.contended(now)
+        if log and (contended or now < self.recovering_until):
+            at = max(at, log[-1].time + interval)
+        if contended and 1 < self.rate <= len(log) + 1:  # the last free start kept
+            at = max(at, log[1 - self.rate].time + self.span - interval)
         return at
 
     def contended(self, now: float) -> bool:

@@ -155,8 +155,14 @@ if mode == 'admit' then
   end
   local quiet = now < contended + tonumber(ARGV[14]) * window
   local running = now - last <= 2 * span and now - run_since >= tonumber(ARGV[15]) * window
-  if last > -NEVER and ((paced and (quiet or running)) or now < recovering) then
+  local contends = paced and (quiet or running)
+  if last > -NEVER and (contends or now < recovering) then
     at = math.max(at, last + window / rate)
+  end
+  if contends and rate > 1 then  -- the last free start kept until the next is near
+    local nth = redis.call('ZREVRANGEBYSCORE', log, '+inf', '-inf', 'WITHSCORES',
+      'LIMIT', rate - 2, 1)
+    if nth[2] then at = math.max(at, tonumber(nth[2]) + span - window / rate) end
   end
   -- The line of processes waiting for this pool: interactive ones first, then by when
   -- each joined (a process that had a start joins again at the back: round-robin). The
@@ -267,10 +273,6 @@ def _unheard(error: Exception) -> None:
     raise error
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class SharedLimits:
     """The runtime side of a :class:`SharedQuota`: one Redis connection for both metered
     pools, its failures, and the fallback while Redis does not answer."""
@@ -352,7 +354,7 @@ class SharedLimits:
             await self._rejoin(now)
         self.offset = float(reply[4]) / _US - self.clock.now()
         if mode == "admit":
-            epoch = _text(reply[5])
+            epoch = reply[5].decode() if isinstance(reply[5], bytes) else str(reply[5])
             if pool.epoch and pool.epoch != epoch:
                 said = "the shared quota's state in Redis was lost: the pool waits a window"
                 self.emit(notice("warning", "ratelimit", said, pool=pool.name, time=now))

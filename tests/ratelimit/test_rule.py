@@ -146,6 +146,21 @@ def test_bulk_is_paced_while_an_interactive_call_came_lately() -> None:
     answer(r, first, now + 0.1)
 
 
+def test_while_contended_bulk_leaves_the_last_free_start_until_the_next_is_near() -> None:
+    r = rule()
+    r.contended_at = 0.0  # a person's call arrived
+    for k in range(9):  # a lumpy log: nine starts close together, one start still free
+        t = k * WINDOW / 10
+        assert r.next_start(t, paced=True) <= t
+        r.start(t)
+    now = 9 * WINDOW / 10
+    frees = WINDOW + MARGIN  # when the first of the nine leaves the span
+    assert r.next_start(now, paced=False) <= now  # a person's next call takes it at once
+    # Bulk would take it too and leave the next call a wait of the span's gap: it waits
+    # until the next start is only an interval away.
+    assert r.next_start(now, paced=True) == pytest.approx(frees - WINDOW / 10)
+
+
 def test_a_long_bulk_run_is_paced_and_a_short_one_bursts() -> None:
     r = rule()
     t = 0.0

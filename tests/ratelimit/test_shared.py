@@ -132,6 +132,33 @@ async def test_an_interactive_call_in_one_process_goes_before_bulk_in_others(
         await client.aclose()
 
 
+async def test_bulk_in_one_process_leaves_the_last_free_start_to_a_person_in_another(
+    memory_redis: object,
+) -> None:
+    clock = VirtualClock()
+    server = Server(clock)
+    person, harvest = processes(memory_redis, clock, server, 2)
+
+    async def bulk() -> None:
+        async for _ in harvest.search_many([f"h{j}" for j in range(40)], concurrency=16):
+            pass
+
+    job = asyncio.ensure_future(bulk())  # a window's burst: 15 at once
+    await clock.sleep(20.0)
+    # Three calls wait for the next window, where they go first and bulk is paced behind
+    # them: the window's starts are taken early, and its last free one is left until the
+    # next is an interval away (bulk taking it would leave the next call 10 s).
+    await asyncio.gather(*(person.search(f"early{j}") for j in range(3)))
+    await clock.sleep(112.0 - clock.now())
+    await person.search("late")
+    waited = dict(server.arrivals)["late"] - 112.0
+    assert waited <= 60.0 / 15  # one quota interval at most
+    await job
+    assert most_in_a_minute([t for _, t in server.arrivals]) <= 15
+    for client in (person, harvest):
+        await client.aclose()
+
+
 async def test_quota_reads_every_processs_starts_and_the_shared_pause(
     memory_redis: object,
 ) -> None:
