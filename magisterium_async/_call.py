@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeVar
 
 from magisterium_async._auth import TokenSource
 from magisterium_async._clock import Clock, within
-from magisterium_async._config import PROTOCOLS, CallOptions, PoolName, ProtocolVersion
+from magisterium_async._config import CallOptions, PoolName, ProtocolVersion
 from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
@@ -112,8 +112,6 @@ class Caller:
         card_options: CallOptions,
         on_card: Callable[[AgentCard], None],
     ) -> None:
-        if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         self.rpc = rpc
         self.scheduler = scheduler
         self.clock = clock
