@@ -29,10 +29,10 @@ from typing import Any, Literal
 import msgspec
 
 from magisterium_async._cache._stores import (
+    UNAVAILABLE,
     DiskAnswers,
     MemoryAnswers,
     RedisAnswers,
-    StoreUnavailable,
 )
 from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, cache_from_env
 from magisterium_async._errors import CacheError
@@ -378,7 +378,7 @@ class AnswerCache:
         entry = _Entry(expires, msgspec.Raw(_ENCODER.encode(task)))
         try:
             await store.put(key, _ENCODER.encode(entry), expires, now)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
             return False
         self._well(store)
@@ -398,7 +398,7 @@ class AnswerCache:
                     raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
                     break
                 delay = min(delay * 2, _POLL_MOST)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
             return None, False
         return (None if raw is None else self._read(store, raw)), held
@@ -411,14 +411,14 @@ class AnswerCache:
             return
         try:
             await store.release(key, self._owner)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
 
     async def _get(self, store: AnswerStore, key: str) -> Task | None:
         now = self._wall()
         try:
             raw = await store.get(key, now)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
             return None
         self._well(store)
@@ -441,7 +441,7 @@ class AnswerCache:
                 )
             return None
 
-    def _trouble(self, store: AnswerStore, exc: StoreUnavailable) -> None:
+    def _trouble(self, store: AnswerStore, exc: Exception) -> None:
         if self._retry_at == math.inf:
             return  # closed: nothing to say
         self._retry_at = self._wall() + BYPASS_SECONDS
