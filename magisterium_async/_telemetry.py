@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from magisterium_async import _version
 from magisterium_async._events import AnswerEvent, CallEvent, PoolEvent, RetryEvent, error_type
 from magisterium_async._models import Message, Task, TaskState
+from magisterium_async._skills import DEFAULT_SKILL_ID
 
 # OpenTelemetry's API, loaded by _in_use() once the application has imported it.
 _trace: Any = None
@@ -45,7 +46,6 @@ def _in_use() -> bool:
 
 
 _NAME = "magisterium_async"
-_DEFAULT_SKILL = "catholic_qa"  # the service's default skill (a message without skillId)
 # What OpenTelemetry's getters return while no provider is configured.
 _NO_PROVIDERS = (
     "ProxyTracerProvider",
@@ -131,9 +131,6 @@ class Telemetry:
         self._providers: dict[str, tuple[Any, Any]] = {}
         self._agent: dict[str, str] = {}
 
-    def __repr__(self) -> str:
-        return f"<Telemetry {'in use' if _in_use() else 'off (OpenTelemetry not imported)'}>"
-
     def know_agent(self, name: str, version: str | None) -> None:
         """The agent card's name and version: on every span from now on."""
         self._agent = {"gen_ai.agent.name": name}
@@ -218,7 +215,7 @@ class Telemetry:
                 instruments.quota_wait.record(call.waited, call.labels)
             if event.cache is not None:
                 skill = _request_attributes(event.params).get("magisterium.skill.id")
-                labels = {"skill": skill or _DEFAULT_SKILL, "outcome": event.cache}
+                labels = {"skill": skill or DEFAULT_SKILL_ID, "outcome": event.cache}
                 instruments.cache.add(1, labels)
         span = call.span
         if span is None:
@@ -263,7 +260,7 @@ def _request_attributes(params: Any) -> dict[str, str]:
     if isinstance(message, Message):
         metadata = message.metadata or {}
         skill = metadata.get("skillId")
-        found = {"magisterium.skill.id": skill if isinstance(skill, str) else _DEFAULT_SKILL}
+        found = {"magisterium.skill.id": skill if isinstance(skill, str) else DEFAULT_SKILL_ID}
         if message.context_id is not None:
             found["gen_ai.conversation.id"] = message.context_id
         return found
