@@ -195,9 +195,6 @@ class AiohttpTransport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
 
-    def __repr__(self) -> str:
-        return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
-
     async def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._loop = asyncio.get_running_loop()
