@@ -21,7 +21,6 @@ import datetime as dt
 import hashlib
 import math
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal
@@ -39,7 +38,7 @@ from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
 from magisterium_async._models import DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
-from magisterium_async._skills import SKILLS, kept_as
+from magisterium_async._skills import SKILLS, _date_or_words, kept_as
 
 Outcome = Literal["hit", "miss", "coalesced"]
 """How a call was answered: from the cache, by its own request, or by another call's."""
@@ -138,9 +137,6 @@ _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
 
 
-_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
 def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
     """Whether a dated skill's input names its day whatever day it is asked on.
 
@@ -150,9 +146,8 @@ def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
     part = parts[0] if len(parts) == 1 else None
     if isinstance(part, DataPart):
         return isinstance(part.data.get("date"), str) and len(part.data) == 1
-    text = part.text.strip() if isinstance(part, TextPart) else ""
-    try:  # the pattern first: fromisoformat takes other forms too (20240101) from 3.11
-        return _ISO_DAY.fullmatch(text) is not None and bool(dt.date.fromisoformat(text))
+    try:  # as the skills read a day: YYYY-MM-DD, a day that exists
+        return isinstance(part, TextPart) and isinstance(_date_or_words(part.text), dt.date)
     except ValueError:  # no such day (2024-02-30)
         return False
 
