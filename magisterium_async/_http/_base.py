@@ -121,7 +121,6 @@ class Proxies:
                 if environment.get(scheme)
             }
         self._environment = environment
-        self._bypass: dict[str, bool] = {}
 
     def for_url(self, url: str) -> str | None:
         """The proxy a request to ``url`` goes through, or ``None``: straight there."""
@@ -129,13 +128,9 @@ class Proxies:
         chosen = self._by_scheme.get(parts.scheme)
         if chosen is None or not self._environment:
             return chosen
-        host = parts.netloc.rpartition("@")[2]
-        bypass = self._bypass.get(host)
-        if bypass is None:
-            # Documented in urllib.request's source, not in its stubs.
-            check = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-            bypass = self._bypass[host] = bool(check(host, self._environment))
-        return None if bypass else chosen
+        # Documented in urllib.request's source, not in its stubs.
+        check = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        return None if check(parts.netloc.rpartition("@")[2], self._environment) else chosen
 
 
 class HTTPRequest(NamedTuple):
