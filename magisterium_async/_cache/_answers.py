@@ -385,13 +385,11 @@ class AnswerCache:
         try:
             raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
             deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
-            while raw is None and not held:
+            # Asked again until the answer lands, or the claim is let go (then it is this
+            # call's: it sends, and later ones wait for it), or time runs out (it sends).
+            while raw is None and not held and self._wall() < deadline:
                 await self._sleep(delay)
-                raw, other = await store.peek(key, self._wall())
-                if raw is None and (not other or self._wall() >= deadline):
-                    # Let go, or run out: this call sends, and later ones wait for it.
-                    raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
-                    break
+                raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
                 delay = min(delay * 2, _POLL_MOST)
         except UNAVAILABLE as exc:
             self._trouble(store, exc)

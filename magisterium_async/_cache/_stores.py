@@ -313,7 +313,7 @@ class RedisAnswers:
     Each answer is one string key under :data:`PREFIX`, its freshness its TTL. It shares
     calls in flight between hosts too: a call about to ask the service *claims* the key
     (:meth:`claim`: a key under :data:`CLAIMS`, ``SET NX`` with a TTL, holding a token of
-    the client's own), and calls elsewhere wait for its answer (:meth:`peek`), going ahead
+    the client's own), and calls elsewhere wait for its answer (claiming again), going ahead
     themselves if the claim is given up or runs out. An answer's key and its claim's share
     a hash tag: on a Cluster both are in one slot, and the scripts that touch both stay
     atomic.
@@ -353,12 +353,6 @@ class RedisAnswers:
         if len(reply) > 1:
             return bytes(reply[1]), False
         return None, bool(reply[0])
-
-    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
-        """The bytes under ``key`` (or ``None``), and whether someone holds its claim."""
-        keys = f"{PREFIX}{{{key}}}", f"{CLAIMS}{{{key}}}"
-        value, claim = await self._connection.run(self._redis.mget(*keys))
-        return (None if value is None else bytes(value)), claim is not None
 
     async def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key`` without an answer to keep; a claim someone
