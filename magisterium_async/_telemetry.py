@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -96,9 +96,7 @@ class _Call:
     """One watched call: its span (if traced), the context that makes it current, and the
     counts that end up on it."""
 
-    __slots__ = (
-        "attached", "attempts", "instruments", "labels", "retries", "span", "token", "waited",
-    )  # fmt: skip
+    __slots__ = ("attached", "attempts", "instruments", "labels", "retries", "span", "waited")
 
     def __init__(self, span: Any, instruments: _Instruments | None, pool: str) -> None:
         self.span = span
@@ -107,7 +105,6 @@ class _Call:
         self.attempts = self.retries = 0
         self.waited = 0.0
         self.attached: object = None  # the token of the context the span is current in
-        self.token: Token[_Call | None] | None = None  # the token of the record's own
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("magisterium_async_call", default=None)
@@ -190,7 +187,7 @@ class Telemetry:
         call = _Call(span, instruments, event.pool)
         if span is not None:
             call.attached = _context.attach(_trace.set_span_in_context(span))
-        call.token = _CALL.set(call)
+        _CALL.set(call)  # calls never nest in one task: call_ended sets None back
 
     def _answered(self, call: _Call, event: AnswerEvent) -> None:
         if event.outcome == "rate_limited":
@@ -206,8 +203,7 @@ class Telemetry:
             call.instruments.requests.add(1, {**call.labels, "outcome": event.outcome})
 
     def _end(self, call: _Call, event: CallEvent) -> None:
-        if call.token is not None:
-            _CALL.reset(call.token)
+        _CALL.set(None)
         sent_nothing = event.cache in ("hit", "coalesced")
         instruments = call.instruments
         if instruments is not None:
