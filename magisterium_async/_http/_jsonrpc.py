@@ -60,13 +60,6 @@ _HEADERS = {
 """The headers of every request (the agent card's GET has just these)."""
 
 
-class _Request(msgspec.Struct):
-    jsonrpc: str
-    id: int
-    method: str
-    params: Any
-
-
 class _ErrorObject(msgspec.Struct):
     code: int
     message: str
@@ -306,7 +299,10 @@ class JSONRPCClient:
         into the errors it meets.
         """
         request_id = next(self._ids)
-        body = _ENCODER.encode(_Request("2.0", request_id, dialect.method(method), params))
+        name = dialect.method(method)
+        body = _ENCODER.encode(
+            {"jsonrpc": "2.0", "id": request_id, "method": name, "params": params}
+        )
         headers = {"Content-Type": "application/json", **_HEADERS, **dialect.headers}
         token = token or self._token
         if token is not None:
