@@ -16,6 +16,7 @@ traceback grows with each caller.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import datetime as dt
 import hashlib
@@ -240,7 +241,7 @@ class AnswerCache:
         # The token this client's claims in Redis are held under: the rest of a call whose
         # leader left finds the claim its own.
         self._owner = os.urandom(8).hex()
-        self._hits = self._misses = self._coalesced = 0
+        self._counts: collections.Counter[Outcome] = collections.Counter()
         self._healthy = True
         self._retry_at = -math.inf  # the store is left alone until then
         self._warned_corrupt = False
@@ -249,7 +250,8 @@ class AnswerCache:
     def stats(self) -> CacheStats:
         """The counts so far, and the store's entries."""
         entries = None if self.store is None else self.store.entries
-        return CacheStats(self._hits, self._misses, self._coalesced, entries)
+        counts = self._counts
+        return CacheStats(counts["hit"], counts["miss"], counts["coalesced"], entries)
 
     def covers(self, skill_id: str, policy: CachePolicy | None = None) -> bool:
         """Whether calls to ``skill_id`` go through here (shared, or kept, or both), by
@@ -295,7 +297,7 @@ class AnswerCache:
                     shared = self._flights[key] = asyncio.get_running_loop().create_future()
                 task = await _join(shared)
                 if task is not None:
-                    self._coalesced += 1
+                    self._counts["coalesced"] += 1
                     return task, "coalesced"
                 # Its leader left without an answer: begin again (lead, or join the next).
             if rule.coalesce:
@@ -310,13 +312,10 @@ class AnswerCache:
                         found, claimed = await self._claim(store, key)
                         outcome = "coalesced"  # another process's answer, waited for
                     if found is not None:
-                        if outcome == "hit":
-                            self._hits += 1
-                        else:
-                            self._coalesced += 1
+                        self._counts[outcome] += 1
                         landed = found
                         return found, outcome
-                self._misses += 1
+                self._counts["miss"] += 1
                 landed = task = await send
                 if store is not None:
                     kept = await self._keep(store, key, rule, policy, day_end, skill_id, task)
