@@ -75,22 +75,15 @@ class CardReader:
         """The URL that answered, else the first one to try."""
         return self._url or self._candidates[0]
 
-    def _fresh(self) -> AgentCard | None:
-        card = self._card
-        return card if card is not None and self._clock.now() < self._expires else None
-
     async def read(self) -> AgentCard:
         """The card: the kept one while it is fresh, else read (trying the next path after
         a 404), decoded and kept for its ``max-age``."""
-        card = self._fresh()
-        if card is not None:
-            return card
         async with self._lock:
-            card = self._fresh()
-            if card is None:
-                card = await self._discover(self._clock.now())
+            card, now = self._card, self._clock.now()
+            if card is None or now >= self._expires:
+                card = await self._discover(now)
                 self._on_card(card)
-        return card
+            return card
 
     async def _discover(self, now: float) -> AgentCard:
         urls = [self._url] if self._url is not None else self._candidates
