@@ -54,7 +54,6 @@ from magisterium_async._http import (
     CardReader,
     Dialect,
     JSONRPCClient,
-    encode_params,
     offered,
     raise_alone,
 )
@@ -179,7 +178,6 @@ class Caller:
                     f"(A2A 1.0's): {why}"
                 )
         card = method == GET
-        body = None if card else encode_params(dialect.params(method, params))
         what = f"GET {params}" if card else method
         tokens = None if card else self.tokens
         turns = self.scheduler.pool(pool)
@@ -209,11 +207,11 @@ class Caller:
                 if tokens is not None:  # a refresh that fails is retried as the try would be
                     token = await tokens.token()
                 sent = True
-                if body is None:
+                if card:
                     result = await self.rpc.get(params, timeout=timeout)
                 else:
                     result = await self.rpc.rpc(
-                        method, body, token, timeout=timeout, skill_id=skill_id, dialect=dialect
+                        method, params, token, timeout=timeout, skill_id=skill_id, dialect=dialect
                     )
             except RateLimitError as exc:
                 told = exc.retry_after
@@ -256,7 +254,7 @@ class Caller:
                 spoken = await self._offered(options.protocol, dialect, refused)
                 if spoken is None:
                     raise_alone(refused)  # outside its handler: no aiohttp error attached
-                dialect, body = spoken, encode_params(spoken.params(method, params))
+                dialect = spoken
                 continue
             emit(
                 RetryEvent(

@@ -84,11 +84,6 @@ _TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SS
 _NOT_SENT_ERRORS = (aiohttp.ClientConnectorError, ConnectionRefusedError, socket.gaierror)
 
 
-def encode_params(params: Any) -> msgspec.Raw:
-    """A request's params as JSON, ready to be sent in any request's envelope."""
-    return msgspec.Raw(_ENCODER.encode(params))
-
-
 def endpoint(given: str | None) -> str:
     """The endpoint to call: ``given``, else ``$MAGISTERIUM_BASE_URL``, else the service's,
     checked by :func:`check_base_url`; a bad value of the variable is refused naming it."""
@@ -292,14 +287,14 @@ class JSONRPCClient:
         """Send one JSON-RPC request and return what it answers (a Task, a page of
         tasks), or raise.
 
-        ``method`` names the operation by its A2A 0.3 method; ``dialect``, the one spoken,
-        names the method on the wire, may name another endpoint and adds its headers;
-        ``params`` are already in its shape. ``token`` replaces the client's own for this
-        request; ``skill_id`` (the skill a ``message/send`` names) goes
-        into the errors it meets.
+        ``method`` names the operation by its A2A 0.3 method and ``params`` are as built
+        for 0.3; ``dialect``, the one spoken, names the method and writes the params as its
+        wire does, may name another endpoint and adds its headers. ``token`` replaces the
+        client's own for this request; ``skill_id`` (the skill a ``message/send`` names)
+        goes into the errors it meets.
         """
         request_id = next(self._ids)
-        name = dialect.method(method)
+        name, params = dialect.method(method), dialect.params(method, params)
         body = _ENCODER.encode(
             {"jsonrpc": "2.0", "id": request_id, "method": name, "params": params}
         )
