@@ -181,12 +181,8 @@ class Caller:
         what = f"GET {params}" if card else method
         tokens = None if card else self.tokens
         turns = self.scheduler.pool(pool)
-        timeout, policy, clock, emit = (
-            options.timeouts.for_pool(pool),
-            options.retry,
-            self.clock,
-            self.events,
-        )
+        timeout, policy = options.timeouts.for_pool(pool), options.retry
+        clock, emit, most = self.clock, self.events, options.retry.max_retries
         retry_timeouts = pool != "expensive" or policy.retry_expensive_timeouts
         retries = limited = 0  # transient failures retried; 429s answered
         waited = 0.0  # seconds slept after 429s
@@ -221,7 +217,9 @@ class Caller:
                 waited += delay
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
-                reason, message, number = "rate_limited", "", 0
+                # The retry's reason, message, number, the most there may be, and the wait
+                # the service asked for (RetryEvent's fields).
+                retry = ("rate_limited", "", 0, most, told)
             except AuthenticationError:
                 answered("error")
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
@@ -232,12 +230,10 @@ class Caller:
                 answered("error")
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
                     sent = False  # the try spent no quota: its start is given back
-                if retries < policy.max_retries and is_transient(
-                    exc, retry_timeouts=retry_timeouts
-                ):
+                if retries < most and is_transient(exc, retry_timeouts=retry_timeouts):
                     delay = policy.backoff(retries, random.random())
                     retries += 1
-                    told, reason, message, number = None, error_type(exc), str(exc), retries
+                    retry = (error_type(exc), str(exc), retries, most, None)
                 elif switched or not isinstance(exc, _DIALECT_REFUSALS):
                     raise
                 else:
@@ -256,20 +252,7 @@ class Caller:
                     raise_alone(refused)  # outside its handler: no aiohttp error attached
                 dialect = spoken
                 continue
-            emit(
-                RetryEvent(
-                    "retried",
-                    turns.name,
-                    clock.now(),
-                    delay,
-                    what,
-                    reason,
-                    message,
-                    number,
-                    policy.max_retries,
-                    told,
-                )
-            )
+            emit(RetryEvent("retried", turns.name, clock.now(), delay, what, *retry))
             await clock.sleep(delay)
 
     async def _offered(
