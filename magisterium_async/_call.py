@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeVar
 
 from magisterium_async._auth import TokenSource
 from magisterium_async._clock import Clock, within
-from magisterium_async._config import PROTOCOLS, CallOptions, PoolName, ProtocolVersion
+from magisterium_async._config import CallOptions, PoolName, ProtocolVersion
 from magisterium_async._errors import (
     APIConnectionError,
     APITimeoutError,
@@ -54,7 +54,6 @@ from magisterium_async._http import (
     CardReader,
     Dialect,
     JSONRPCClient,
-    encode_params,
     offered,
     raise_alone,
 )
@@ -112,8 +111,6 @@ class Caller:
         card_options: CallOptions,
         on_card: Callable[[AgentCard], None],
     ) -> None:
-        if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         self.rpc = rpc
         self.scheduler = scheduler
         self.clock = clock
@@ -181,16 +178,11 @@ class Caller:
                     f"(A2A 1.0's): {why}"
                 )
         card = method == GET
-        body = None if card else encode_params(dialect.params(method, params))
         what = f"GET {params}" if card else method
         tokens = None if card else self.tokens
         turns = self.scheduler.pool(pool)
-        timeout, policy, clock, emit = (
-            options.timeouts.for_pool(pool),
-            options.retry,
-            self.clock,
-            self.events,
-        )
+        timeout, policy = options.timeouts.for_pool(pool), options.retry
+        clock, emit, most = self.clock, self.events, options.retry.max_retries
         retry_timeouts = pool != "expensive" or policy.retry_expensive_timeouts
         retries = limited = 0  # transient failures retried; 429s answered
         waited = 0.0  # seconds slept after 429s
@@ -211,11 +203,11 @@ class Caller:
                 if tokens is not None:  # a refresh that fails is retried as the try would be
                     token = await tokens.token()
                 sent = True
-                if body is None:
+                if card:
                     result = await self.rpc.get(params, timeout=timeout)
                 else:
                     result = await self.rpc.rpc(
-                        method, body, token, timeout=timeout, skill_id=skill_id, dialect=dialect
+                        method, params, token, timeout=timeout, skill_id=skill_id, dialect=dialect
                     )
             except RateLimitError as exc:
                 told = exc.retry_after
@@ -225,7 +217,9 @@ class Caller:
                 waited += delay
                 if waited > policy.rate_limit_budget or clock.now() + delay > deadline:
                     raise
-                reason, message, number = "rate_limited", "", 0
+                # The retry's reason, message, number, the most there may be, and the wait
+                # the service asked for (RetryEvent's fields).
+                retry = ("rate_limited", "", 0, most, told)
             except AuthenticationError:
                 answered("error")
                 if tokens is None or token is None or resent or not await tokens.rejected(token):
@@ -236,12 +230,10 @@ class Caller:
                 answered("error")
                 if isinstance(exc, APIConnectionError) and not exc.reached_server:
                     sent = False  # the try spent no quota: its start is given back
-                if retries < policy.max_retries and is_transient(
-                    exc, retry_timeouts=retry_timeouts
-                ):
+                if retries < most and is_transient(exc, retry_timeouts=retry_timeouts):
                     delay = policy.backoff(retries, random.random())
                     retries += 1
-                    told, reason, message, number = None, error_type(exc), str(exc), retries
+                    retry = (error_type(exc), str(exc), retries, most, None)
                 elif switched or not isinstance(exc, _DIALECT_REFUSALS):
                     raise
                 else:
@@ -258,22 +250,9 @@ class Caller:
                 spoken = await self._offered(options.protocol, dialect, refused)
                 if spoken is None:
                     raise_alone(refused)  # outside its handler: no aiohttp error attached
-                dialect, body = spoken, encode_params(spoken.params(method, params))
+                dialect = spoken
                 continue
-            emit(
-                RetryEvent(
-                    "retried",
-                    turns.name,
-                    clock.now(),
-                    delay,
-                    what,
-                    reason,
-                    message,
-                    number,
-                    policy.max_retries,
-                    told,
-                )
-            )
+            emit(RetryEvent("retried", turns.name, clock.now(), delay, what, *retry))
             await clock.sleep(delay)
 
     async def _offered(

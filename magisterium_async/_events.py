@@ -322,10 +322,7 @@ def _duration(seconds: float) -> str:
 
 
 def _log_retry(event: RetryEvent) -> None:
-    log = _LOGGERS["retry"]
-    if not log.isEnabledFor(logging.INFO):
-        return
-    method, wait = event.method, event.value
+    log, method, wait = _LOGGERS["retry"], event.method, event.value
     if event.retry == 0:
         told = event.retry_after
         asked_for = "" if told is None else f"; the service asks to wait {_duration(told)}"

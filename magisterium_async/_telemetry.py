@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
 from magisterium_async import _version
 from magisterium_async._events import AnswerEvent, CallEvent, PoolEvent, RetryEvent, error_type
 from magisterium_async._models import Message, Task, TaskState
+from magisterium_async._skills import DEFAULT_SKILL_ID
 
 # OpenTelemetry's API, loaded by _in_use() once the application has imported it.
 _trace: Any = None
@@ -45,7 +46,6 @@ def _in_use() -> bool:
 
 
 _NAME = "magisterium_async"
-_DEFAULT_SKILL = "catholic_qa"  # the service's default skill (a message without skillId)
 # What OpenTelemetry's getters return while no provider is configured.
 _NO_PROVIDERS = (
     "ProxyTracerProvider",
@@ -96,9 +96,7 @@ class _Call:
     """One watched call: its span (if traced), the context that makes it current, and the
     counts that end up on it."""
 
-    __slots__ = (
-        "attached", "attempts", "instruments", "labels", "retries", "span", "token", "waited",
-    )  # fmt: skip
+    __slots__ = ("attached", "attempts", "instruments", "labels", "retries", "span", "waited")
 
     def __init__(self, span: Any, instruments: _Instruments | None, pool: str) -> None:
         self.span = span
@@ -107,7 +105,6 @@ class _Call:
         self.attempts = self.retries = 0
         self.waited = 0.0
         self.attached: object = None  # the token of the context the span is current in
-        self.token: Token[_Call | None] | None = None  # the token of the record's own
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("magisterium_async_call", default=None)
@@ -130,9 +127,6 @@ class Telemetry:
         # Per kind: the provider last seen, and its tracer (or instruments), or None.
         self._providers: dict[str, tuple[Any, Any]] = {}
         self._agent: dict[str, str] = {}
-
-    def __repr__(self) -> str:
-        return f"<Telemetry {'in use' if _in_use() else 'off (OpenTelemetry not imported)'}>"
 
     def know_agent(self, name: str, version: str | None) -> None:
         """The agent card's name and version: on every span from now on."""
@@ -193,7 +187,7 @@ class Telemetry:
         call = _Call(span, instruments, event.pool)
         if span is not None:
             call.attached = _context.attach(_trace.set_span_in_context(span))
-        call.token = _CALL.set(call)
+        _CALL.set(call)  # calls never nest in one task: call_ended sets None back
 
     def _answered(self, call: _Call, event: AnswerEvent) -> None:
         if event.outcome == "rate_limited":
@@ -209,8 +203,7 @@ class Telemetry:
             call.instruments.requests.add(1, {**call.labels, "outcome": event.outcome})
 
     def _end(self, call: _Call, event: CallEvent) -> None:
-        if call.token is not None:
-            _CALL.reset(call.token)
+        _CALL.set(None)
         sent_nothing = event.cache in ("hit", "coalesced")
         instruments = call.instruments
         if instruments is not None:
@@ -218,7 +211,7 @@ class Telemetry:
                 instruments.quota_wait.record(call.waited, call.labels)
             if event.cache is not None:
                 skill = _request_attributes(event.params).get("magisterium.skill.id")
-                labels = {"skill": skill or _DEFAULT_SKILL, "outcome": event.cache}
+                labels = {"skill": skill or DEFAULT_SKILL_ID, "outcome": event.cache}
                 instruments.cache.add(1, labels)
         span = call.span
         if span is None:
@@ -263,7 +256,7 @@ def _request_attributes(params: Any) -> dict[str, str]:
     if isinstance(message, Message):
         metadata = message.metadata or {}
         skill = metadata.get("skillId")
-        found = {"magisterium.skill.id": skill if isinstance(skill, str) else _DEFAULT_SKILL}
+        found = {"magisterium.skill.id": skill if isinstance(skill, str) else DEFAULT_SKILL_ID}
         if message.context_id is not None:
             found["gen_ai.conversation.id"] = message.context_id
         return found

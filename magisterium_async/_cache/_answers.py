@@ -16,12 +16,12 @@ traceback grows with each caller.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import datetime as dt
 import hashlib
 import math
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal
@@ -29,17 +29,17 @@ from typing import Any, Literal
 import msgspec
 
 from magisterium_async._cache._stores import (
+    UNAVAILABLE,
     DiskAnswers,
     MemoryAnswers,
     RedisAnswers,
-    StoreUnavailable,
 )
 from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, cache_from_env
 from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
 from magisterium_async._models import DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
-from magisterium_async._skills import SKILLS, kept_as
+from magisterium_async._skills import SKILLS, _date_or_words, kept_as
 
 Outcome = Literal["hit", "miss", "coalesced"]
 """How a call was answered: from the cache, by its own request, or by another call's."""
@@ -138,9 +138,6 @@ _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
 
 
-_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
 def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
     """Whether a dated skill's input names its day whatever day it is asked on.
 
@@ -150,9 +147,8 @@ def names_a_day_absolutely(parts: Sequence[Part]) -> bool:
     part = parts[0] if len(parts) == 1 else None
     if isinstance(part, DataPart):
         return isinstance(part.data.get("date"), str) and len(part.data) == 1
-    text = part.text.strip() if isinstance(part, TextPart) else ""
-    try:  # the pattern first: fromisoformat takes other forms too (20240101) from 3.11
-        return _ISO_DAY.fullmatch(text) is not None and bool(dt.date.fromisoformat(text))
+    try:  # as the skills read a day: YYYY-MM-DD, a day that exists
+        return isinstance(part, TextPart) and isinstance(_date_or_words(part.text), dt.date)
     except ValueError:  # no such day (2024-02-30)
         return False
 
@@ -245,7 +241,7 @@ class AnswerCache:
         # The token this client's claims in Redis are held under: the rest of a call whose
         # leader left finds the claim its own.
         self._owner = os.urandom(8).hex()
-        self._hits = self._misses = self._coalesced = 0
+        self._counts: collections.Counter[Outcome] = collections.Counter()
         self._healthy = True
         self._retry_at = -math.inf  # the store is left alone until then
         self._warned_corrupt = False
@@ -254,7 +250,8 @@ class AnswerCache:
     def stats(self) -> CacheStats:
         """The counts so far, and the store's entries."""
         entries = None if self.store is None else self.store.entries
-        return CacheStats(self._hits, self._misses, self._coalesced, entries)
+        counts = self._counts
+        return CacheStats(counts["hit"], counts["miss"], counts["coalesced"], entries)
 
     def covers(self, skill_id: str, policy: CachePolicy | None = None) -> bool:
         """Whether calls to ``skill_id`` go through here (shared, or kept, or both), by
@@ -300,7 +297,7 @@ class AnswerCache:
                     shared = self._flights[key] = asyncio.get_running_loop().create_future()
                 task = await _join(shared)
                 if task is not None:
-                    self._coalesced += 1
+                    self._counts["coalesced"] += 1
                     return task, "coalesced"
                 # Its leader left without an answer: begin again (lead, or join the next).
             if rule.coalesce:
@@ -315,13 +312,10 @@ class AnswerCache:
                         found, claimed = await self._claim(store, key)
                         outcome = "coalesced"  # another process's answer, waited for
                     if found is not None:
-                        if outcome == "hit":
-                            self._hits += 1
-                        else:
-                            self._coalesced += 1
+                        self._counts[outcome] += 1
                         landed = found
                         return found, outcome
-                self._misses += 1
+                self._counts["miss"] += 1
                 landed = task = await send
                 if store is not None:
                     kept = await self._keep(store, key, rule, policy, day_end, skill_id, task)
@@ -378,7 +372,7 @@ class AnswerCache:
         entry = _Entry(expires, msgspec.Raw(_ENCODER.encode(task)))
         try:
             await store.put(key, _ENCODER.encode(entry), expires, now)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
             return False
         self._well(store)
@@ -390,15 +384,13 @@ class AnswerCache:
         try:
             raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
             deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
-            while raw is None and not held:
+            # Asked again until the answer lands, or the claim is let go (then it is this
+            # call's: it sends, and later ones wait for it), or time runs out (it sends).
+            while raw is None and not held and self._wall() < deadline:
                 await self._sleep(delay)
-                raw, other = await store.peek(key, self._wall())
-                if raw is None and (not other or self._wall() >= deadline):
-                    # Let go, or run out: this call sends, and later ones wait for it.
-                    raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
-                    break
+                raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
                 delay = min(delay * 2, _POLL_MOST)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
             return None, False
         return (None if raw is None else self._read(store, raw)), held
@@ -411,14 +403,14 @@ class AnswerCache:
             return
         try:
             await store.release(key, self._owner)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
 
     async def _get(self, store: AnswerStore, key: str) -> Task | None:
         now = self._wall()
         try:
             raw = await store.get(key, now)
-        except StoreUnavailable as exc:
+        except UNAVAILABLE as exc:
             self._trouble(store, exc)
             return None
         self._well(store)
@@ -441,7 +433,7 @@ class AnswerCache:
                 )
             return None
 
-    def _trouble(self, store: AnswerStore, exc: StoreUnavailable) -> None:
+    def _trouble(self, store: AnswerStore, exc: Exception) -> None:
         if self._retry_at == math.inf:
             return  # closed: nothing to say
         self._retry_at = self._wall() + BYPASS_SECONDS

@@ -6,7 +6,8 @@ A store keeps bytes by key and knows nothing of answers: the front
 reads only fresh ones. Each store offers ``where`` and ``entries`` (for messages and
 stats), ``get``, ``put`` and ``aclose``; every method takes ``now`` (wall-clock seconds)
 from the front, so freshness and use are reckoned on one clock, injected in tests. A store
-that cannot do its job raises :class:`StoreUnavailable`; the front then goes without it.
+that cannot do its job now raises one of :data:`UNAVAILABLE`; the front then goes without
+it.
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ T = TypeVar("T")
 
 
 class StoreUnavailable(Exception):
-    """The store cannot be read or written now (unreachable, corrupt): why, with nothing
+    """The file cannot be read or written now (locked, corrupt, closed): why, with nothing
     secret in it."""
+
+
+UNAVAILABLE = (StoreUnavailable, RedisUnavailable)
+"""What a store raises when it cannot do its job now: the file's, Redis's (which did not
+answer; a Redis that refused is a :class:`CacheError`, said, not bypassed)."""
 
 
 class MemoryAnswers:
@@ -307,7 +313,7 @@ class RedisAnswers:
     Each answer is one string key under :data:`PREFIX`, its freshness its TTL. It shares
     calls in flight between hosts too: a call about to ask the service *claims* the key
     (:meth:`claim`: a key under :data:`CLAIMS`, ``SET NX`` with a TTL, holding a token of
-    the client's own), and calls elsewhere wait for its answer (:meth:`peek`), going ahead
+    the client's own), and calls elsewhere wait for its answer (claiming again), going ahead
     themselves if the claim is given up or runs out. An answer's key and its claim's share
     a hash tag: on a Cluster both are in one slot, and the scripts that touch both stay
     atomic.
@@ -325,18 +331,15 @@ class RedisAnswers:
         self._release = redis.register_script(_RELEASE)
 
     async def get(self, key: str, now: float) -> bytes | None:
-        value: Any = await self._step(self._redis.get(f"{PREFIX}{{{key}}}"))
+        value: Any = await self._connection.run(self._redis.get(f"{PREFIX}{{{key}}}"))
         return None if value is None else bytes(value)
 
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
         """Keep ``value`` under ``key`` until ``expires`` (its TTL), giving up the key's
         claim with it."""
-        milliseconds = math.ceil((expires - now) * 1000)
         keys = [f"{PREFIX}{{{key}}}", f"{CLAIMS}{{{key}}}"]
-        if milliseconds <= 0:
-            await self._step(self._redis.delete(keys[1]))
-        else:
-            await self._step(self._put(keys=keys, args=[value, milliseconds]))
+        args = [value, math.ceil((expires - now) * 1000)]  # the front keeps only fresh ones
+        await self._connection.run(self._put(keys=keys, args=args))
 
     async def claim(self, key: str, seconds: float, owner: str) -> tuple[bytes | None, bool]:
         """The bytes under ``key`` if there are some now; else claim ``key`` for
@@ -346,30 +349,15 @@ class RedisAnswers:
         answer that lands just before the claim is never asked for again."""
         keys = [f"{PREFIX}{{{key}}}", f"{CLAIMS}{{{key}}}"]
         args = [max(1, math.ceil(seconds * 1000)), owner]
-        reply = await self._step(self._claim(keys=keys, args=args))
+        reply = await self._connection.run(self._claim(keys=keys, args=args))
         if len(reply) > 1:
             return bytes(reply[1]), False
         return None, bool(reply[0])
 
-    async def peek(self, key: str, now: float) -> tuple[bytes | None, bool]:
-        """The bytes under ``key`` (or ``None``), and whether someone holds its claim."""
-        keys = f"{PREFIX}{{{key}}}", f"{CLAIMS}{{{key}}}"
-        value, claim = await self._step(self._redis.mget(*keys))
-        return (None if value is None else bytes(value)), claim is not None
-
     async def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key`` without an answer to keep; a claim someone
         else holds now is left alone."""
-        await self._step(self._release(keys=[f"{CLAIMS}{{{key}}}"], args=[owner]))
+        await self._connection.run(self._release(keys=[f"{CLAIMS}{{{key}}}"], args=[owner]))
 
     async def aclose(self) -> None:
         await self._connection.aclose()
-
-    async def _step(self, step: Any) -> Any:
-        """``step``, within :data:`TIMEOUT`: a Redis that refused is a :class:`CacheError`
-        (a misconfiguration, said, not bypassed); one that did not answer is
-        :class:`StoreUnavailable` (the cache is bypassed for a while)."""
-        try:
-            return await self._connection.run(step)
-        except RedisUnavailable as exc:
-            raise StoreUnavailable(str(exc)) from None

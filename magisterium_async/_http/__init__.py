@@ -26,7 +26,6 @@ from magisterium_async._http._dialect import V03, V10, Dialect, offered
 from magisterium_async._http._jsonrpc import (
     JSONRPCClient,
     decode_response,
-    encode_params,
     endpoint,
     raise_alone,
 )
@@ -44,7 +43,6 @@ __all__ = [
     "Proxies",
     "check_base_url",
     "decode_response",
-    "encode_params",
     "endpoint",
     "max_age",
     "offered",

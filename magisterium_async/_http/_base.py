@@ -121,7 +121,6 @@ class Proxies:
                 if environment.get(scheme)
             }
         self._environment = environment
-        self._bypass: dict[str, bool] = {}
 
     def for_url(self, url: str) -> str | None:
         """The proxy a request to ``url`` goes through, or ``None``: straight there."""
@@ -129,13 +128,9 @@ class Proxies:
         chosen = self._by_scheme.get(parts.scheme)
         if chosen is None or not self._environment:
             return chosen
-        host = parts.netloc.rpartition("@")[2]
-        bypass = self._bypass.get(host)
-        if bypass is None:
-            # Documented in urllib.request's source, not in its stubs.
-            check = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-            bypass = self._bypass[host] = bool(check(host, self._environment))
-        return None if bypass else chosen
+        # Documented in urllib.request's source, not in its stubs.
+        check = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        return None if check(parts.netloc.rpartition("@")[2], self._environment) else chosen
 
 
 class HTTPRequest(NamedTuple):
@@ -195,9 +190,6 @@ class AiohttpTransport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
 
-    def __repr__(self) -> str:
-        return f"<AiohttpTransport {'open' if self._session is not None else 'idle'}>"
-
     async def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._loop = asyncio.get_running_loop()
@@ -253,8 +245,6 @@ class AiohttpTransport:
             proxy=self._proxies.for_url(request.url),
         ) as response:
             status, headers = response.status, response.headers
-            if _read_whole(headers, request.limit):
-                return status, headers, await response.read()
             chunks = response.content.iter_chunked(_CHUNK)
             body = await read_body(status, headers, chunks, limit=request.limit, what=request.what)
             return status, headers, body
@@ -310,20 +300,6 @@ def _too_large(what: str, limit: int, status: int, got: bytes | bytearray) -> Re
     )
 
 
-def _declared_length(headers: Mapping[str, str]) -> int | None:
-    value = headers.get("Content-Length")
-    if value is None or not _DIGITS.fullmatch(value.strip()):
-        return None
-    return int(value.strip())
-
-
-def _read_whole(headers: Mapping[str, str], limit: int) -> bool:
-    """Whether aiohttp may read the body whole: not encoded, and of a length declared
-    within ``limit`` (aiohttp frames the body by it, so no more is ever read)."""
-    declared = _declared_length(headers)
-    return declared is not None and declared <= limit and "Content-Encoding" not in headers
-
-
 async def read_body(
     status: int,
     headers: Mapping[str, str],
@@ -339,8 +315,8 @@ async def read_body(
     about ``limit`` plus one chunk is ever held. A body in an encoding the client did not
     ask for, or a corrupt compressed body, is a :class:`MalformedResponseError`.
     """
-    declared = _declared_length(headers)
-    if declared is not None and declared > limit:
+    declared = (headers.get("Content-Length") or "").strip()
+    if _DIGITS.fullmatch(declared) and int(declared) > limit:
         raise _too_large(what, limit, status, b"")
     encoding = (headers.get("Content-Encoding") or "identity").strip().lower()
     if encoding not in ("identity", "gzip", "x-gzip", "deflate"):

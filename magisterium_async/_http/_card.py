@@ -1,4 +1,4 @@
-"""The agent card: where it lives (:func:`card_paths`), reading it and keeping it
+"""The agent card: where it lives (the well-known paths), reading it and keeping it
 (:class:`CardReader`). How one GET is retried and bounded, and which dialect a card makes
 the client speak, are the call's (``_call``).
 """
@@ -22,18 +22,9 @@ _DECODER = msgspec.json.Decoder(AgentCard)
 _MAX_AGE = re.compile(r"max-age=\s*\"?([0-9]+)")
 # RFC 9111 5.2.1: a delta-seconds too large to represent is taken as 2**31.
 _MAX_AGE_CAP = 2**31
-AGENT_JSON = "/.well-known/agent.json"
-"""A2A 0.2.x's well-known card path: the service's (0.2.6)."""
-AGENT_CARD_JSON = "/.well-known/agent-card.json"
-"""A2A 0.3.0's and 1.0's well-known card path (0.3.0 renamed it)."""
-
-
-def card_paths(protocol: ProtocolVersion) -> tuple[str, str]:
-    """The well-known paths a client of ``protocol`` tries for the card, in order (why
-    this order: ``docs/protocol-versions.md``)."""
-    if protocol == "1.0":
-        return (AGENT_CARD_JSON, AGENT_JSON)
-    return (AGENT_JSON, AGENT_CARD_JSON)
+# The well-known card paths: A2A 0.2's (the service's, 0.2.6), then 0.3's and 1.0's;
+# a client of 1.0 tries its own first (why: ``docs/protocol-versions.md``).
+_PATHS = ("/.well-known/agent.json", "/.well-known/agent-card.json")
 
 
 def max_age(cache_control: str | None) -> float:
@@ -69,7 +60,8 @@ class CardReader:
     ) -> None:
         parts = urlsplit(base_url)
         origin = f"{parts.scheme}://{parts.netloc}"
-        self._candidates = [origin + path for path in card_paths(protocol)]
+        paths = _PATHS[::-1] if protocol == "1.0" else _PATHS
+        self._candidates = [origin + path for path in paths]
         self._get = get
         self._clock = clock
         self._on_card = on_card
@@ -83,22 +75,15 @@ class CardReader:
         """The URL that answered, else the first one to try."""
         return self._url or self._candidates[0]
 
-    def _fresh(self) -> AgentCard | None:
-        card = self._card
-        return card if card is not None and self._clock.now() < self._expires else None
-
     async def read(self) -> AgentCard:
         """The card: the kept one while it is fresh, else read (trying the next path after
         a 404), decoded and kept for its ``max-age``."""
-        card = self._fresh()
-        if card is not None:
-            return card
         async with self._lock:
-            card = self._fresh()
-            if card is None:
-                card = await self._discover(self._clock.now())
+            card, now = self._card, self._clock.now()
+            if card is None or now >= self._expires:
+                card = await self._discover(now)
                 self._on_card(card)
-        return card
+            return card
 
     async def _discover(self, now: float) -> AgentCard:
         urls = [self._url] if self._url is not None else self._candidates

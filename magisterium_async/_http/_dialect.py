@@ -51,10 +51,6 @@ _STATES = (
 _ROLES = ("unknown", "user", "agent")
 
 
-class ResultError(ValueError):
-    """A 1.0 result that cannot be read as what it must be; the text says why."""
-
-
 @dataclass(frozen=True)
 class Dialect:
     """One A2A JSON-RPC dialect, as spoken to one endpoint.
@@ -103,14 +99,14 @@ class Dialect:
 
     def decode(self, operation: str, raw: bytes) -> Task | TaskPage:
         """The result of ``operation``: a Task, or 1.0's ``ListTasks`` page; msgspec's
-        errors, or :class:`ResultError`, when it is not one."""
+        errors, or ``ValueError`` saying why, when it is not one."""
         if self.version == "0.3":
             return TASK_DECODER.decode(raw)
         found = msgspec.json.decode(raw)  # its depth was bounded with the envelope's
         if operation == "tasks/list":
             tasks = found.get("tasks", []) if isinstance(found, dict) else None
             if not isinstance(tasks, list):
-                raise ResultError("the result is not a ListTasks page")
+                raise ValueError("the result is not a ListTasks page")
             page = {
                 "tasks": [_task(task, f"tasks[{i}]") for i, task in enumerate(tasks)],
                 "next_page_token": found.get("nextPageToken") or None,
@@ -120,9 +116,9 @@ class Dialect:
             return msgspec.convert(page, TaskPage)
         if operation == "message/send":
             if isinstance(found, dict) and "message" in found and "task" not in found:
-                raise ResultError("the agent answered with a message, not a task")
+                raise ValueError("the agent answered with a message, not a task")
             if not isinstance(found, dict) or "task" not in found:
-                raise ResultError('the result is not a SendMessage result ({"task": ...})')
+                raise ValueError('the result is not a SendMessage result ({"task": ...})')
             found = found["task"]
         return _task(found, "task")
 
@@ -150,7 +146,7 @@ def _part(part: Any, where: str) -> Any:
         return part
     present = [name for name in ("text", "raw", "url", "data") if name in part]
     if len(present) != 1:
-        raise ResultError(f"{where} has {len(present)} of text, raw, url and data, not one")
+        raise ValueError(f"{where} has {len(present)} of text, raw, url and data, not one")
     name = present[0]
     if name in ("text", "data"):
         return {"kind": name, name: part[name], "metadata": part.get("metadata")}
@@ -177,7 +173,7 @@ def _message(message: Any, where: str) -> Any:
 
 
 def _task(task: Any, where: str) -> Task:
-    """A 1.0 task as a :class:`Task`, or :class:`ResultError` saying why it is none."""
+    """A 1.0 task as a :class:`Task`, or ``ValueError`` saying why it is none."""
     if isinstance(task, dict):
         status = task.get("status", {})
         if isinstance(status, dict):
@@ -196,7 +192,7 @@ def _task(task: Any, where: str) -> Task:
     try:
         return msgspec.convert(task, Task)
     except msgspec.ValidationError as exc:
-        raise ResultError(f"{where} is not an A2A 1.0 Task: {exc}") from None
+        raise ValueError(f"{where} is not an A2A 1.0 Task: {exc}") from None
 
 
 def _message_out(message: Message) -> dict[str, Any]:

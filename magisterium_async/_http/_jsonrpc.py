@@ -60,13 +60,6 @@ _HEADERS = {
 """The headers of every request (the agent card's GET has just these)."""
 
 
-class _Request(msgspec.Struct):
-    jsonrpc: str
-    id: int
-    method: str
-    params: Any
-
-
 class _ErrorObject(msgspec.Struct):
     code: int
     message: str
@@ -89,11 +82,6 @@ _NETWORK_ERRORS = (asyncio.TimeoutError, aiohttp.ClientError, OSError)
 _TLS_ERRORS = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError)
 # No connection was made (refused, the host did not resolve): nothing reached the server.
 _NOT_SENT_ERRORS = (aiohttp.ClientConnectorError, ConnectionRefusedError, socket.gaierror)
-
-
-def encode_params(params: Any) -> msgspec.Raw:
-    """A request's params as JSON, ready to be sent in any request's envelope."""
-    return msgspec.Raw(_ENCODER.encode(params))
 
 
 def endpoint(given: str | None) -> str:
@@ -299,14 +287,17 @@ class JSONRPCClient:
         """Send one JSON-RPC request and return what it answers (a Task, a page of
         tasks), or raise.
 
-        ``method`` names the operation by its A2A 0.3 method; ``dialect``, the one spoken,
-        names the method on the wire, may name another endpoint and adds its headers;
-        ``params`` are already in its shape. ``token`` replaces the client's own for this
-        request; ``skill_id`` (the skill a ``message/send`` names) goes
-        into the errors it meets.
+        ``method`` names the operation by its A2A 0.3 method and ``params`` are as built
+        for 0.3; ``dialect``, the one spoken, names the method and writes the params as its
+        wire does, may name another endpoint and adds its headers. ``token`` replaces the
+        client's own for this request; ``skill_id`` (the skill a ``message/send`` names)
+        goes into the errors it meets.
         """
         request_id = next(self._ids)
-        body = _ENCODER.encode(_Request("2.0", request_id, dialect.method(method), params))
+        name, params = dialect.method(method), dialect.params(method, params)
+        body = _ENCODER.encode(
+            {"jsonrpc": "2.0", "id": request_id, "method": name, "params": params}
+        )
         headers = {"Content-Type": "application/json", **_HEADERS, **dialect.headers}
         token = token or self._token
         if token is not None:
