@@ -84,7 +84,6 @@ def _on_a_server(
                 "--emulator starts a fresh emulator for this one command, which knows no task "
                 "yet: run `magisterium-async emulator` in another terminal, then point this "
                 "command at it with the MAGISTERIUM_BASE_URL and MAGISTERIUM_TOKEN it prints",
-                ExitCode.USAGE,
             )
         return await connected(args, output)
 
@@ -107,7 +106,8 @@ async def _cancel(args: argparse.Namespace, output: Output, client: AsyncMagiste
         said = " ".join(str(exc).split())
         raise CliError(
             f"task {args.id} {f'is already {state}' if state else 'was not cancelled'}: only a "
-            f"task still running can be cancelled (the service answered: {said})"
+            f"task still running can be cancelled (the service answered: {said})",
+            ExitCode.ERROR,
         ) from None
     output.result(task, lambda: show_result(task, args.id))
     return ExitCode.OK

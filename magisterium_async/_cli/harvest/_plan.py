@@ -41,10 +41,6 @@ enough that a file with no line ends (``/dev/zero``) cannot fill the memory."""
 _UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape keeps it
 
 
-def _usage(message: str) -> CliError:
-    return CliError(message, ExitCode.USAGE)
-
-
 def unwritable(option: str, path: str, error: OSError) -> CliError:
     """The refusal of ``option``'s ``path``, which ``error`` says cannot be written."""
     parent = os.path.dirname(os.path.abspath(path))
@@ -54,13 +50,13 @@ def unwritable(option: str, path: str, error: OSError) -> CliError:
         why = f"a part of {parent} is not a directory"
     else:
         why = why_not_written(error)
-    return _usage(f"cannot write {option} {path}: {why}")
+    return CliError(f"cannot write {option} {path}: {why}")
 
 
 def not_ours(out: str, why: str) -> CliError:
     """The refusal of an existing ``out`` that no state says this harvest wrote: the ways
     on that work (``--resume`` would refuse it too)."""
-    return _usage(
+    return CliError(
         f"{out} exists and this harvest did not write it ({why}); it was left as it is. It "
         "is not a harvest's output that can be continued: give another --out to harvest into "
         "a new file; or, with the state of the harvest that wrote it, continue it (--state "
@@ -77,11 +73,11 @@ class _Queries:
         self.name = "stdin" if name == "-" else name
         self._path = None if name == "-" else name
         if self._path is None and sys.stdin is None:  # started with `<&-`: Python sets None
-            raise _usage("cannot read stdin: it is closed")
+            raise CliError("cannot read stdin: it is closed")
         kind = "fifo" if self._path is None else kind_of(name)
         if kind not in ("file", "fifo", "character device"):
             why = "does not exist" if kind == "missing" else f"is {describe(kind)}, not a file"
-            raise _usage(f"queries file {name} {why}")
+            raise CliError(f"queries file {name} {why}")
         self.countable = kind == "file"  # a FIFO, a device or stdin is read only once
 
     def _open(self) -> BinaryIO:
@@ -92,7 +88,7 @@ class _Queries:
         try:
             return open(self._path, "rb")
         except OSError as exc:
-            raise _usage(f"cannot read {self.name}: {exc.strerror or exc}") from None
+            raise CliError(f"cannot read {self.name}: {exc.strerror or exc}") from None
 
     def lines(self) -> Iterator[str]:
         """The queries: each line not blank nor a ``#`` comment, stripped and checked as a
@@ -103,12 +99,12 @@ class _Queries:
             for number, line in enumerate(iter(lambda: text.readline(_MAX_LINE + 1), ""), 1):
                 where = f"{self.name}, line {number}"
                 if len(line) > _MAX_LINE:
-                    raise _usage(
+                    raise CliError(
                         f"{where}: longer than {_MAX_LINE:,} characters; a query is one line"
                     )
                 if bad := _UNDECODED.search(line):
                     at = len(line[: bad.start()].encode("utf-8", "surrogateescape")) + 1
-                    raise _usage(
+                    raise CliError(
                         f"{where}: not UTF-8 text (byte {ord(bad.group()) - 0xDC00:#04x} at "
                         f"byte {at} of the line); save the file as UTF-8"
                     )
@@ -124,7 +120,7 @@ def _checked(where: str, query: str) -> str:
     try:
         return require_query("query", query)
     except ValueError as exc:
-        raise _usage(f"{where}: {exc}") from None
+        raise CliError(f"{where}: {exc}") from None
 
 
 class Plan:
@@ -186,7 +182,7 @@ class Plan:
 
 
 def _nothing(files: list[_Queries]) -> CliError:
-    return _usage(
+    return CliError(
         f"nothing to harvest: {', '.join(file.name for file in files)} holds no query (it "
         "was empty, or only blank lines and # comments); nothing was written"
     )
@@ -226,7 +222,7 @@ def held(path: str) -> CliError | None:
         with HarvestLock(path, "files", StateError):
             return None
     except StateError as exc:
-        return _usage(str(exc))
+        return CliError(str(exc))
     except OSError:
         return None  # cannot even be locked: the checks that follow say why
 
@@ -254,8 +250,8 @@ def _exists(path: str, out: str | None, state: str | None) -> CliError:
         try:
             check_is_state(state)  # --resume would refuse a file that is not a state
         except StateError as exc:
-            return _usage(str(exc))
-    return _usage(
+            return CliError(str(exc))
+    return CliError(
         f"{path} already exists: add --resume to continue that harvest, or choose another --out"
     )
 
@@ -267,22 +263,22 @@ def _check_paths(out: str | None, stream: bool, state: str | None, queries: list
         kind = "missing" if path is None else kind_of(path)
         if kind == "directory":
             example = "docs.jsonl" if option == "--out" else "state.sqlite"
-            raise _usage(
+            raise CliError(
                 f"{option} {path} is a directory: give a file in it, such as "
                 f"{os.path.join(path or '', example)}"
             )
         if kind not in ("missing", "file") and (option == "--state" or not stream):
-            raise _usage(f"{option} {path} is {describe(kind)}, not a file")
+            raise CliError(f"{option} {path} is {describe(kind)}, not a file")
     if out is not None and state is not None and not stream and _same_file(out, state):
         names = out if out == state else f"{out} and {state}"
-        raise _usage(
+        raise CliError(
             f"--out and --state name the same file ({names}): the state needs a file of its "
             "own (leave --state out for FILE.state.sqlite beside --out)"
         )
     for option, path in (("--out", None if stream else out), ("--state", state)):
         for name in queries:
             if path is not None and name != "-" and _same_file(path, name):
-                raise _usage(
+                raise CliError(
                     f"{option} {path} is the queries file {name}: the harvest would write into "
                     f"its own queries; give {option} another file"
                 )
@@ -297,19 +293,21 @@ async def plan(args: argparse.Namespace) -> Plan:
     if state is None and out is not None and not stream:
         state = f"{out}.state.sqlite"
     if not args.queries and not args.query:
-        raise _usage("give a QUERIES_FILE (- for stdin) or at least one --query")
+        raise CliError("give a QUERIES_FILE (- for stdin) or at least one --query")
     if any(not query.strip() for query in args.query):
-        raise _usage("--query must not be blank")
+        raise CliError("--query must not be blank")
     queries = [_checked("--query", query) for query in args.query]
     _check_paths(out, stream, state, args.queries)
     if args.resume and state is None:
-        raise _usage("--resume needs --out FILE or --state FILE: the state is what it resumes from")
+        raise CliError(
+            "--resume needs --out FILE or --state FILE: the state is what it resumes from"
+        )
     has_state = state is not None and kind_of(state) == "file"
     has_out = out is not None and not stream and kind_of(out) == "file"
     if args.resume and state is not None and not has_state and held(state) is None:
         if has_out:
             raise not_ours(out or "", f"there is no harvest state at {state}")
-        raise _usage(
+        raise CliError(
             f"--resume: there is no harvest state at {state} to continue (nothing was "
             "harvested there, or its state was moved); run without --resume to start a new "
             "harvest, or give the --state it was written to"

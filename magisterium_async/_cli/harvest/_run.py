@@ -70,7 +70,7 @@ class _Stdout:
             sys.stdout.buffer.write(_ENCODER.encode(document) + b"\n")
             sys.stdout.buffer.flush()
         except OSError as exc:  # a reader gone, a full disk: said as for any --out
-            raise CliError(f"cannot write stdout: {why_not_written(exc)}", ExitCode.USAGE) from None
+            raise CliError(f"cannot write stdout: {why_not_written(exc)}") from None
         self.written += 1
         self.on_durable([document.id])
 
@@ -142,7 +142,7 @@ async def _prepare(
     except OutputFileError as exc:  # in use by another harvest, or not as this one left it
         if isinstance(exc.__cause__, OSError):
             raise unwritable("--out", out, exc.__cause__) from None
-        raise CliError(_with_rebuild(str(exc), out, where.state), ExitCode.USAGE) from None
+        raise CliError(_with_rebuild(str(exc), out, where.state)) from None
     if writer.cut is not None:
         output.note(
             f"magisterium-async: note: {out} ended in an incomplete line (bytes "
@@ -168,7 +168,6 @@ def _gone(out: str, state: str, recorded: str, documents: int) -> CliError:
             f"harvest; or write its output to {out} from the state, sending nothing "
             f"(`magisterium-async rebuild {shlex.quote(state)} --out {shlex.quote(out)}`), "
             "and the harvest continues into it",
-            ExitCode.USAGE,
         )
     return CliError(
         f"{out} is gone, but its harvest's state {state} records {written}; resuming would "
@@ -177,7 +176,6 @@ def _gone(out: str, state: str, recorded: str, documents: int) -> CliError:
         f"{shlex.quote(rebuilt_name(out))} {shlex.quote(out)}` and run again); or start "
         f"anew: remove {state} (every document is fetched again), or give another --out "
         "and --state",
-        ExitCode.USAGE,
     )
 
 
