@@ -20,6 +20,7 @@ import re
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import anyio.to_thread
@@ -27,13 +28,12 @@ import anyio.to_thread
 from magisterium_async._cli._client import quota_of
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output, duration, plural, quoted, read_lines
-from magisterium_async._config import RateLimits
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "dry_run", "held", "not_ours", "plan", "starts_take", "unwritable"]
+__all__ = ["Plan", "dry_run", "held", "not_ours", "plan", "unwritable"]
 
 _MAX_LINE = 1024 * 1024
 """The longest line of a queries file, in characters: far past any query, and short
@@ -123,31 +123,26 @@ def _checked(where: str, query: str) -> str:
         raise CliError(f"{where}: {exc}") from None
 
 
+@dataclass
 class Plan:
     """Where one harvest's queries come from and where documents and state go."""
 
-    def __init__(
-        self,
-        queries: list[str],
-        files: list[_Queries],
-        out: str | None,
-        state: str | None,
-        total: int | None,
-        resuming: bool,
-        continued: bool,
-    ) -> None:
-        self.files = files
-        self.out = out
-        """``None``: stdout."""
-        self.state = state
-        self.total = total
-        """Distinct queries, when the input can be counted (not stdin)."""
-        self.resuming = resuming
-        """Whether a state is there: a harvest to continue."""
-        self.continued = continued
-        """Whether a finished harvest is continued without ``--resume``."""
+    queries: list[str]
+    """The ``--query`` ones."""
+    files: list[_Queries]
+    out: str | None
+    """``None``: stdout."""
+    state: str | None
+    total: int | None
+    """Distinct queries, when the input can be counted (not stdin)."""
+    resuming: bool
+    """Whether a state is there: a harvest to continue."""
+    continued: bool
+    """Whether a finished harvest is continued without ``--resume``."""
+
+    def __post_init__(self) -> None:
         self._first: list[str] = []
-        self._queries = self._all(queries)
+        self._queries = self._all(self.queries)
 
     async def _all(self, queries: list[str]) -> AsyncIterator[str]:
         for query in queries:
@@ -294,8 +289,6 @@ async def plan(args: argparse.Namespace) -> Plan:
         state = f"{out}.state.sqlite"
     if not args.queries and not args.query:
         raise CliError("give a QUERIES_FILE (- for stdin) or at least one --query")
-    if any(not query.strip() for query in args.query):
-        raise CliError("--query must not be blank")
     queries = [_checked("--query", query) for query in args.query]
     _check_paths(out, stream, state, args.queries)
     if args.resume and state is None:
@@ -335,16 +328,6 @@ async def plan(args: argparse.Namespace) -> Plan:
     if total == 0 and not has_state:
         raise _nothing(sources)
     return Plan(queries, sources, out, state, total, has_state, continued)
-
-
-def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
-    """Seconds from the first of ``count`` starts to the last at ``limits``, on a fresh
-    quota: a window's starts at once, then the next window's after the window and its
-    safety margin (what the sliding log allows a bulk job alone)."""
-    starts, window = limits.window_for(pool)
-    if not starts or count <= 1:
-        return 0.0
-    return ((count - 1) // starts) * (window + limits.margin)
 
 
 async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[str], int]:
@@ -431,8 +414,10 @@ async def dry_run(args: argparse.Namespace, output: Output) -> int:
     if where.state is not None:
         done, to_fetch = await _spared(where.state, distinct, where.resuming)
     queries = [query for query in distinct if query not in set(done)]
+    # On a fresh quota a window's starts go at once, then the next window's after the
+    # window and its safety margin: what the sliding log allows a bulk job alone.
     starts, window = limits.window_for("default")
-    limit = limits.limit_for("default")
+    pause, limit = window + limits.margin, limits.limit_for("default")
     record = {
         "dry_run": True,
         "sent": 0,
@@ -443,8 +428,8 @@ async def dry_run(args: argparse.Namespace, output: Output) -> int:
         "fetches": None if queries else to_fetch,
         "pool": "default",
         "quota": {"limit": None if math.isinf(limit) else limit, "period": limits.period},
-        "searches_take": starts_take(len(queries), limits),
-        "per_document": (window + limits.margin) / starts if starts else 0.0,
+        "searches_take": (len(queries) - 1) // starts * pause if starts and queries else 0.0,
+        "per_document": pause / starts if starts else 0.0,
         "out": where.out,
         "state": where.state,
         "resuming": where.resuming,
