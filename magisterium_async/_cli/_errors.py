@@ -88,9 +88,6 @@ class UsageError(SystemExit):
         self.parser = parser
         self.message = message
 
-    def __str__(self) -> str:
-        return self.message
-
 
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
     ((AuthenticationError, PlanRequiredError, CredentialsError, OAuthError), ExitCode.AUTH),
