@@ -7,7 +7,6 @@ quota), ``card`` (the agent card and the dialect the server speaks; no quota) an
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import re
 import textwrap
@@ -84,7 +83,6 @@ def _on_a_server(
                 "--emulator starts a fresh emulator for this one command, which knows no task "
                 "yet: run `magisterium-async emulator` in another terminal, then point this "
                 "command at it with the MAGISTERIUM_BASE_URL and MAGISTERIUM_TOKEN it prints",
-                ExitCode.USAGE,
             )
         return await connected(args, output)
 
@@ -107,7 +105,8 @@ async def _cancel(args: argparse.Namespace, output: Output, client: AsyncMagiste
         said = " ".join(str(exc).split())
         raise CliError(
             f"task {args.id} {f'is already {state}' if state else 'was not cancelled'}: only a "
-            f"task still running can be cancelled (the service answered: {said})"
+            f"task still running can be cancelled (the service answered: {said})",
+            ExitCode.ERROR,
         ) from None
     output.result(task, lambda: show_result(task, args.id))
     return ExitCode.OK
@@ -194,10 +193,8 @@ async def _quota(args: argparse.Namespace, output: Output) -> int:
     # token is needed for it (with one, the token names whose quota it is).
     async with open_client(args, sends=url is not None) as client:
         quota = await client.quota()
-    pools = {}
-    for pool in quota.pools:  # JSON has no infinity: null for what an unlimited pool lacks
-        record = dataclasses.asdict(pool)
-        pools[pool.pool] = {k: None if v == math.inf else v for k, v in record.items()}
+    # JSON has no infinity: what an unlimited pool lacks is null (as msgspec writes it).
+    pools = {pool.pool: pool for pool in quota.pools}
     if all(pool.unlimited for pool in quota.pools):
         source = "no quota to count: both pools are unlimited"
     elif quota.shared:

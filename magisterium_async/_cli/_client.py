@@ -95,16 +95,12 @@ async def check_redis(*named: tuple[str | None, str, str]) -> None:
         if url and looks_like_redis(url):
             what = f"${variable}" if url == from_env else flag
             with suppress(RedisUnavailable):
-                await check(url, REDIS_CHECK_TIMEOUT, error=_usage_error, what=what)
-
-
-def _usage_error(message: str) -> CliError:
-    return CliError(message, ExitCode.USAGE)
+                await check(url, REDIS_CHECK_TIMEOUT, error=CliError, what=what)
 
 
 def _sends_nothing() -> str:
     """The token of a client that sends nothing (``quota`` without a shared quota)."""
-    raise CliError("this command sends nothing to the service: it needs no token")
+    raise CliError("this command sends nothing to the service: it needs no token", ExitCode.ERROR)
 
 
 async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Exception) -> CliError:
@@ -124,7 +120,6 @@ async def _wrong_protocol(client: AsyncMagisterium, protocol: str, error: Except
     return CliError(
         f"{error}: the server does not understand A2A {protocol}, the dialect --protocol "
         f"{protocol} sends; {offers}: {way}",
-        ExitCode.USAGE,
     )
 
 
@@ -149,11 +144,9 @@ async def open_client(
     from magisterium_async._ratelimit import SharedQuota
 
     if args.emulator and (args.base_url is not None or args.token_file is not None):
-        raise CliError(
-            "--emulator runs its own server: drop --base-url and --token-file", ExitCode.USAGE
-        )
+        raise CliError("--emulator runs its own server: drop --base-url and --token-file")
     if not args.emulator and (args.synthetic is not None or args.emulator_limits):
-        raise CliError("--synthetic and --emulator-limits need --emulator", ExitCode.USAGE)
+        raise CliError("--synthetic and --emulator-limits need --emulator")
     redis = redis_url(args.redis) if "redis" in args else None  # only where it is taken
     named = [
         (args.cache, "--cache", CACHE_ENV),
@@ -195,7 +188,7 @@ async def open_client(
                 trust_env=not args.emulator,
             )
         except ValueError as exc:
-            raise CliError(cli_words(str(exc)), ExitCode.USAGE) from None
+            raise CliError(cli_words(str(exc))) from None
         await stack.enter_async_context(client)
         try:
             yield client

@@ -157,7 +157,7 @@ def _config(args: argparse.Namespace) -> EmulatorConfig:
         )
     except ValueError as exc:
         said = re.sub(r"^(default|expensive|fault rates)\b", lambda m: _FLAGS[m[1]], str(exc))
-        raise CliError(said, ExitCode.USAGE) from None
+        raise CliError(said) from None
 
 
 async def _serve(args: argparse.Namespace, output: Output) -> int:
@@ -173,7 +173,6 @@ async def _serve(args: argparse.Namespace, output: Output) -> int:
         # The address the user named cannot be had (taken, or no such host): a usage error.
         raise CliError(
             f"cannot listen on --host {args.host} --port {args.port}: {exc.strerror or exc}",
-            ExitCode.USAGE,
         ) from None
     try:
         limits, faults = config.rate_limits, config.faults

@@ -24,6 +24,7 @@ from magisterium_async._errors import (
     TaskNotFoundError,
     is_transient,
 )
+from magisterium_async._harvest import why_not_written
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -67,9 +68,10 @@ exit codes (the code says whose move it is):
 
 
 class CliError(Exception):
-    """An error to report as one line on stderr, exiting with ``code``."""
+    """An error to report as one line on stderr, exiting with ``code``: by default 2,
+    the command line's move (an argument, a file named, a flag that cannot be used)."""
 
-    def __init__(self, message: str, code: ExitCode = ExitCode.ERROR) -> None:
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
         super().__init__(message)
         self.code = code
 
@@ -85,9 +87,6 @@ class UsageError(SystemExit):
         super().__init__(ExitCode.USAGE)
         self.parser = parser
         self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
@@ -168,8 +167,6 @@ def describe(error: BaseException, attempts: int = 1) -> str:
     if isinstance(error, OSError) and error.strerror:
         if error.filename is not None:
             return f"{error.filename}: {error.strerror}"
-        from magisterium_async._harvest import why_not_written  # loads when it is said
-
         # A write to stdout: the one file the command line has not named.
         return f"cannot write stdout: {why_not_written(error)}"
     if isinstance(error, MagisteriumError | ValueError | CliError):

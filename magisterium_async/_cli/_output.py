@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from magisterium_async._harvest._jsonl import _quoted as quoted
 from magisterium_async._models import Answer, Document, Lookup, SearchResult, Task
 
 if TYPE_CHECKING:
@@ -74,13 +75,6 @@ def waiting_text(seconds: float, wall: Callable[[], float] = time.time) -> str:
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``1 document``, ``2,048 documents`` (``nouns`` when the plural is not ``noun + s``)."""
     return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
-
-
-def quoted(text: str, limit: int = 200) -> str:
-    """``text`` quoted for a message, cut to ``limit`` characters (its length said)."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}… ({len(text):,} characters)"
 
 
 async def read_lines(read: Callable[[], Iterable[str]], name: str) -> AsyncIterator[str]:

@@ -20,6 +20,7 @@ import re
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import anyio.to_thread
@@ -27,22 +28,17 @@ import anyio.to_thread
 from magisterium_async._cli._client import quota_of
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output, duration, plural, quoted, read_lines
-from magisterium_async._config import RateLimits
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "dry_run", "held", "not_ours", "plan", "starts_take", "unwritable"]
+__all__ = ["Plan", "dry_run", "held", "not_ours", "plan", "unwritable"]
 
 _MAX_LINE = 1024 * 1024
 """The longest line of a queries file, in characters: far past any query, and short
 enough that a file with no line ends (``/dev/zero``) cannot fill the memory."""
 _UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape keeps it
-
-
-def _usage(message: str) -> CliError:
-    return CliError(message, ExitCode.USAGE)
 
 
 def unwritable(option: str, path: str, error: OSError) -> CliError:
@@ -54,13 +50,13 @@ def unwritable(option: str, path: str, error: OSError) -> CliError:
         why = f"a part of {parent} is not a directory"
     else:
         why = why_not_written(error)
-    return _usage(f"cannot write {option} {path}: {why}")
+    return CliError(f"cannot write {option} {path}: {why}")
 
 
 def not_ours(out: str, why: str) -> CliError:
     """The refusal of an existing ``out`` that no state says this harvest wrote: the ways
     on that work (``--resume`` would refuse it too)."""
-    return _usage(
+    return CliError(
         f"{out} exists and this harvest did not write it ({why}); it was left as it is. It "
         "is not a harvest's output that can be continued: give another --out to harvest into "
         "a new file; or, with the state of the harvest that wrote it, continue it (--state "
@@ -77,11 +73,11 @@ class _Queries:
         self.name = "stdin" if name == "-" else name
         self._path = None if name == "-" else name
         if self._path is None and sys.stdin is None:  # started with `<&-`: Python sets None
-            raise _usage("cannot read stdin: it is closed")
+            raise CliError("cannot read stdin: it is closed")
         kind = "fifo" if self._path is None else kind_of(name)
         if kind not in ("file", "fifo", "character device"):
             why = "does not exist" if kind == "missing" else f"is {describe(kind)}, not a file"
-            raise _usage(f"queries file {name} {why}")
+            raise CliError(f"queries file {name} {why}")
         self.countable = kind == "file"  # a FIFO, a device or stdin is read only once
 
     def _open(self) -> BinaryIO:
@@ -92,7 +88,7 @@ class _Queries:
         try:
             return open(self._path, "rb")
         except OSError as exc:
-            raise _usage(f"cannot read {self.name}: {exc.strerror or exc}") from None
+            raise CliError(f"cannot read {self.name}: {exc.strerror or exc}") from None
 
     def lines(self) -> Iterator[str]:
         """The queries: each line not blank nor a ``#`` comment, stripped and checked as a
@@ -103,12 +99,12 @@ class _Queries:
             for number, line in enumerate(iter(lambda: text.readline(_MAX_LINE + 1), ""), 1):
                 where = f"{self.name}, line {number}"
                 if len(line) > _MAX_LINE:
-                    raise _usage(
+                    raise CliError(
                         f"{where}: longer than {_MAX_LINE:,} characters; a query is one line"
                     )
                 if bad := _UNDECODED.search(line):
                     at = len(line[: bad.start()].encode("utf-8", "surrogateescape")) + 1
-                    raise _usage(
+                    raise CliError(
                         f"{where}: not UTF-8 text (byte {ord(bad.group()) - 0xDC00:#04x} at "
                         f"byte {at} of the line); save the file as UTF-8"
                     )
@@ -124,34 +120,29 @@ def _checked(where: str, query: str) -> str:
     try:
         return require_query("query", query)
     except ValueError as exc:
-        raise _usage(f"{where}: {exc}") from None
+        raise CliError(f"{where}: {exc}") from None
 
 
+@dataclass
 class Plan:
     """Where one harvest's queries come from and where documents and state go."""
 
-    def __init__(
-        self,
-        queries: list[str],
-        files: list[_Queries],
-        out: str | None,
-        state: str | None,
-        total: int | None,
-        resuming: bool,
-        continued: bool,
-    ) -> None:
-        self.files = files
-        self.out = out
-        """``None``: stdout."""
-        self.state = state
-        self.total = total
-        """Distinct queries, when the input can be counted (not stdin)."""
-        self.resuming = resuming
-        """Whether a state is there: a harvest to continue."""
-        self.continued = continued
-        """Whether a finished harvest is continued without ``--resume``."""
+    queries: list[str]
+    """The ``--query`` ones."""
+    files: list[_Queries]
+    out: str | None
+    """``None``: stdout."""
+    state: str | None
+    total: int | None
+    """Distinct queries, when the input can be counted (not stdin)."""
+    resuming: bool
+    """Whether a state is there: a harvest to continue."""
+    continued: bool
+    """Whether a finished harvest is continued without ``--resume``."""
+
+    def __post_init__(self) -> None:
         self._first: list[str] = []
-        self._queries = self._all(queries)
+        self._queries = self._all(self.queries)
 
     async def _all(self, queries: list[str]) -> AsyncIterator[str]:
         for query in queries:
@@ -186,7 +177,7 @@ class Plan:
 
 
 def _nothing(files: list[_Queries]) -> CliError:
-    return _usage(
+    return CliError(
         f"nothing to harvest: {', '.join(file.name for file in files)} holds no query (it "
         "was empty, or only blank lines and # comments); nothing was written"
     )
@@ -226,7 +217,7 @@ def held(path: str) -> CliError | None:
         with HarvestLock(path, "files", StateError):
             return None
     except StateError as exc:
-        return _usage(str(exc))
+        return CliError(str(exc))
     except OSError:
         return None  # cannot even be locked: the checks that follow say why
 
@@ -254,8 +245,8 @@ def _exists(path: str, out: str | None, state: str | None) -> CliError:
         try:
             check_is_state(state)  # --resume would refuse a file that is not a state
         except StateError as exc:
-            return _usage(str(exc))
-    return _usage(
+            return CliError(str(exc))
+    return CliError(
         f"{path} already exists: add --resume to continue that harvest, or choose another --out"
     )
 
@@ -267,22 +258,22 @@ def _check_paths(out: str | None, stream: bool, state: str | None, queries: list
         kind = "missing" if path is None else kind_of(path)
         if kind == "directory":
             example = "docs.jsonl" if option == "--out" else "state.sqlite"
-            raise _usage(
+            raise CliError(
                 f"{option} {path} is a directory: give a file in it, such as "
                 f"{os.path.join(path or '', example)}"
             )
         if kind not in ("missing", "file") and (option == "--state" or not stream):
-            raise _usage(f"{option} {path} is {describe(kind)}, not a file")
+            raise CliError(f"{option} {path} is {describe(kind)}, not a file")
     if out is not None and state is not None and not stream and _same_file(out, state):
         names = out if out == state else f"{out} and {state}"
-        raise _usage(
+        raise CliError(
             f"--out and --state name the same file ({names}): the state needs a file of its "
             "own (leave --state out for FILE.state.sqlite beside --out)"
         )
     for option, path in (("--out", None if stream else out), ("--state", state)):
         for name in queries:
             if path is not None and name != "-" and _same_file(path, name):
-                raise _usage(
+                raise CliError(
                     f"{option} {path} is the queries file {name}: the harvest would write into "
                     f"its own queries; give {option} another file"
                 )
@@ -297,19 +288,19 @@ async def plan(args: argparse.Namespace) -> Plan:
     if state is None and out is not None and not stream:
         state = f"{out}.state.sqlite"
     if not args.queries and not args.query:
-        raise _usage("give a QUERIES_FILE (- for stdin) or at least one --query")
-    if any(not query.strip() for query in args.query):
-        raise _usage("--query must not be blank")
+        raise CliError("give a QUERIES_FILE (- for stdin) or at least one --query")
     queries = [_checked("--query", query) for query in args.query]
     _check_paths(out, stream, state, args.queries)
     if args.resume and state is None:
-        raise _usage("--resume needs --out FILE or --state FILE: the state is what it resumes from")
+        raise CliError(
+            "--resume needs --out FILE or --state FILE: the state is what it resumes from"
+        )
     has_state = state is not None and kind_of(state) == "file"
     has_out = out is not None and not stream and kind_of(out) == "file"
     if args.resume and state is not None and not has_state and held(state) is None:
         if has_out:
             raise not_ours(out or "", f"there is no harvest state at {state}")
-        raise _usage(
+        raise CliError(
             f"--resume: there is no harvest state at {state} to continue (nothing was "
             "harvested there, or its state was moved); run without --resume to start a new "
             "harvest, or give the --state it was written to"
@@ -337,16 +328,6 @@ async def plan(args: argparse.Namespace) -> Plan:
     if total == 0 and not has_state:
         raise _nothing(sources)
     return Plan(queries, sources, out, state, total, has_state, continued)
-
-
-def starts_take(count: int, limits: RateLimits, pool: str = "default") -> float:
-    """Seconds from the first of ``count`` starts to the last at ``limits``, on a fresh
-    quota: a window's starts at once, then the next window's after the window and its
-    safety margin (what the sliding log allows a bulk job alone)."""
-    starts, window = limits.window_for(pool)
-    if not starts or count <= 1:
-        return 0.0
-    return ((count - 1) // starts) * (window + limits.margin)
 
 
 async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[str], int]:
@@ -433,8 +414,10 @@ async def dry_run(args: argparse.Namespace, output: Output) -> int:
     if where.state is not None:
         done, to_fetch = await _spared(where.state, distinct, where.resuming)
     queries = [query for query in distinct if query not in set(done)]
+    # On a fresh quota a window's starts go at once, then the next window's after the
+    # window and its safety margin: what the sliding log allows a bulk job alone.
     starts, window = limits.window_for("default")
-    limit = limits.limit_for("default")
+    pause, limit = window + limits.margin, limits.limit_for("default")
     record = {
         "dry_run": True,
         "sent": 0,
@@ -445,8 +428,8 @@ async def dry_run(args: argparse.Namespace, output: Output) -> int:
         "fetches": None if queries else to_fetch,
         "pool": "default",
         "quota": {"limit": None if math.isinf(limit) else limit, "period": limits.period},
-        "searches_take": starts_take(len(queries), limits),
-        "per_document": (window + limits.margin) / starts if starts else 0.0,
+        "searches_take": (len(queries) - 1) // starts * pause if starts and queries else 0.0,
+        "per_document": pause / starts if starts else 0.0,
         "out": where.out,
         "state": where.state,
         "resuming": where.resuming,

@@ -164,7 +164,7 @@ async def _write(state: HarvestState, out: str | None, stream: bool, form: str) 
     except FileExistsError:
         raise _exists(out or "", "a file") from None
     except OSError as exc:
-        raise CliError(f"cannot write {where}: {why_not_written(exc)}", ExitCode.USAGE) from None
+        raise CliError(f"cannot write {where}: {why_not_written(exc)}") from None
     if made is not None and form == "jsonl":
         digest = "sha256:" + sink.digest.hexdigest()
         await state.record((), (), (), made._replace(offset=sink.size, fingerprint=digest))
@@ -175,7 +175,6 @@ def _exists(out: str, what: str) -> CliError:
     return CliError(
         f"--out {out} exists ({what}): the rebuild writes only a new file and never replaces "
         "one; give another --out (or move that one away yourself)",
-        ExitCode.USAGE,
     )
 
 
@@ -185,7 +184,6 @@ async def _open_state(path: str) -> HarvestState:
         raise CliError(
             f"there is no harvest state at {path}: give the state a harvest wrote "
             "(FILE.state.sqlite beside its --out, or its --state)",
-            ExitCode.USAGE,
         )
     try:
         return await HarvestState.open(path)
@@ -197,7 +195,6 @@ async def _open_state(path: str) -> HarvestState:
     raise CliError(
         f"{path} is not a harvest state{named}: give rebuild the state a harvest kept, "
         f"FILE.state.sqlite beside its --out (or its --state); {path} was left as it is",
-        ExitCode.USAGE,
     )
 
 

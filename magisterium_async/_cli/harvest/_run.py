@@ -70,7 +70,7 @@ class _Stdout:
             sys.stdout.buffer.write(_ENCODER.encode(document) + b"\n")
             sys.stdout.buffer.flush()
         except OSError as exc:  # a reader gone, a full disk: said as for any --out
-            raise CliError(f"cannot write stdout: {why_not_written(exc)}", ExitCode.USAGE) from None
+            raise CliError(f"cannot write stdout: {why_not_written(exc)}") from None
         self.written += 1
         self.on_durable([document.id])
 
@@ -142,7 +142,7 @@ async def _prepare(
     except OutputFileError as exc:  # in use by another harvest, or not as this one left it
         if isinstance(exc.__cause__, OSError):
             raise unwritable("--out", out, exc.__cause__) from None
-        raise CliError(_with_rebuild(str(exc), out, where.state), ExitCode.USAGE) from None
+        raise CliError(_with_rebuild(str(exc), out, where.state)) from None
     if writer.cut is not None:
         output.note(
             f"magisterium-async: note: {out} ended in an incomplete line (bytes "
@@ -168,7 +168,6 @@ def _gone(out: str, state: str, recorded: str, documents: int) -> CliError:
             f"harvest; or write its output to {out} from the state, sending nothing "
             f"(`magisterium-async rebuild {shlex.quote(state)} --out {shlex.quote(out)}`), "
             "and the harvest continues into it",
-            ExitCode.USAGE,
         )
     return CliError(
         f"{out} is gone, but its harvest's state {state} records {written}; resuming would "
@@ -177,7 +176,6 @@ def _gone(out: str, state: str, recorded: str, documents: int) -> CliError:
         f"{shlex.quote(rebuilt_name(out))} {shlex.quote(out)}` and run again); or start "
         f"anew: remove {state} (every document is fetched again), or give another --out "
         "and --state",
-        ExitCode.USAGE,
     )
 
 
@@ -212,17 +210,14 @@ async def _drive(
             finally:
                 await sink.aclose()  # before the harvest closes: it records what is on disk
         ending = "done"
-    except OutputFileError as exc:
+    except Exception as exc:
         ending = "stopped"
-        if isinstance(exc.__cause__, OSError) and where.out is not None:  # a full disk
-            raise unwritable("--out", where.out, exc.__cause__) from None
-        raise
-    except Exception:
-        ending = "stopped"
+        cause = exc.__cause__ if isinstance(exc, OutputFileError) else None
+        if isinstance(cause, OSError) and where.out is not None:  # a full disk
+            raise unwritable("--out", where.out, cause) from None
         raise
     finally:
         if run.stats.queries or sink.written:
-            rebuild = "" if where.out is None else rebuild_command(where.out, where.state or "")
             summary(
                 output,
                 tally,
@@ -231,7 +226,6 @@ async def _drive(
                 state=where.state,
                 emulator=emulator,
                 changed=sink.changed,
-                rebuild=rebuild,
             )
     if sink.changed is not None:  # the file named is not what was written: the user's move
         return ExitCode.USAGE
@@ -382,11 +376,10 @@ def summary(
     state: str | None,
     emulator: bool,
     changed: str | None = None,
-    rebuild: str = "",
 ) -> None:
     """The summary of a harvest, when it ends: ``ending`` ``done``, ``stopped`` or
     ``interrupted``; ``changed``: how ``out`` was changed under the harvest while it
-    wrote it; ``rebuild``: the command that writes it again from the state."""
+    wrote it."""
     run, stats = tally.run, tally.run.stats
     written, skipped, rate = tally.sink.written, tally.sink.skipped, tally.per_minute
     fields = dataclasses.asdict(stats)
@@ -436,7 +429,8 @@ def summary(
             text.append(
                 f"  {out} was changed while the harvest wrote it ({changed}): it does not hold "
                 "what the figures say. Nothing is lost: the state holds every document; "
-                f"rebuild the output from it, sending nothing: `{rebuild}`"
+                f"rebuild the output from it, sending nothing: "
+                f"`{rebuild_command(out or '', state or '')}`"
             )
         if run.failures:
             first = run.failures[0]

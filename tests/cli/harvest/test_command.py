@@ -147,7 +147,8 @@ def test_harvest_skips_comments_and_refuses_a_blank_query(tmp_path: Path) -> Non
     assert json.loads(run.err)["queries"] == 1
     blank = cli("harvest", "--emulator", "-q", "", "--out", "docs.jsonl", cwd=tmp_path)
     assert blank.code == 2
-    assert blank.err.strip() == "magisterium-async: error: --query must not be blank"
+    said = "magisterium-async: error: --query: query must not be empty or blank"
+    assert blank.err.strip() == said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.txt"]
 
 

@@ -37,7 +37,8 @@ def test_comments_and_blank_lines_of_a_queries_file_are_not_queries(
 
 
 def test_a_blank_query_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _refused(capsys, "-q", "grace", "-q", "  ") == "--query must not be blank"
+    refused = _refused(capsys, "-q", "grace", "-q", "  ")
+    assert refused == "--query: query must not be empty or blank"
     assert not list(tmp_path.iterdir())
 
 
