@@ -279,7 +279,7 @@ class EventLog:
         if isinstance(event, AnswerEvent):
             log = _LOGGERS["transport"]
             if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: %s after %s", event.method, event.outcome, _duration(event.value))
+                log.debug("%s: %s after %s", event.method, event.outcome, duration(event.value))
         elif isinstance(event, Notice):
             _LOGGERS[event.topic].log(_LEVELS[event.level], "%s", event.message)
         elif isinstance(event, RetryEvent):
@@ -288,16 +288,14 @@ class EventLog:
             self._waiting(event)
         elif kind == "paused":
             _LOGGERS["ratelimit"].info(
-                "pool %s paused for %s after a 429", event.pool, _duration(event.value)
+                "pool %s paused for %s after a 429", event.pool, duration(event.value)
             )
         elif kind == "resumed":
             _LOGGERS["ratelimit"].debug("pool %s resumed", event.pool)
         elif kind == "rate_changed":
             _LOGGERS["ratelimit"].info("pool %s rate now %g per period", event.pool, event.value)
         elif kind == "refreshing":
-            _LOGGERS["auth"].info(
-                "refreshing the access token (at most %s)", _duration(event.value)
-            )
+            _LOGGERS["auth"].info("refreshing the access token (at most %s)", duration(event.value))
 
     def _waiting(self, event: PoolEvent) -> None:
         wake = event.time + event.value
@@ -311,28 +309,39 @@ class EventLog:
             "the %s pool's quota is spent for now: calls wait %s for the next start "
             "(rate_limits= sets the quota; client.stats.%s.next_start_in tells the wait)",
             event.pool,
-            _duration(event.value),
+            duration(event.value),
             event.pool,
         )
 
 
-def _duration(seconds: float) -> str:
-    """Seconds as the log says them, one way: ``0.492 s``, ``7 s``, ``51.5 s``, ``3600 s``."""
-    return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:.0f} s"
+def duration(seconds: float) -> str:
+    """A span of time as every message says it: ``0.04s`` and ``30.5s`` under a minute
+    (three figures), then ``3m07s``, ``2h05m``, ``3d04h``; ``forever`` past 30 years (or
+    for infinity). Round first where fewer figures serve (a countdown)."""
+    if not seconds < 1e9:
+        return "forever"
+    if seconds < 59.5:
+        return f"{seconds:.3g}s"
+    minutes, rest = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{rest:02d}s"
 
 
 def _log_retry(event: RetryEvent) -> None:
     log, method, wait = _LOGGERS["retry"], event.method, event.value
     if event.retry == 0:
         told = event.retry_after
-        asked_for = "" if told is None else f"; the service asks to wait {_duration(told)}"
-        log.info(
-            "%s: rate limited (HTTP 429%s); retrying in %s", method, asked_for, _duration(wait)
-        )
+        asked_for = "" if told is None else f"; the service asks to wait {duration(told)}"
+        log.info("%s: rate limited (HTTP 429%s); retrying in %s", method, asked_for, duration(wait))
         return
     # The error names the method already; the prefix is for those that do not.
     text = event.message if event.message.startswith(method) else f"{method}: {event.message}"
-    log.info("%s; retry %d of %d in %s", text, event.retry, event.max_retries, _duration(wait))
+    log.info("%s; retry %d of %d in %s", text, event.retry, event.max_retries, duration(wait))
 
 
 log_event = EventLog()

@@ -513,6 +513,6 @@ async def test_each_retry_is_one_event_with_its_real_delay_and_the_log_says_the_
     said = [r.getMessage() for r in caplog.records if r.name == "magisterium_async.retry"]
     assert said == [
         f"tasks/get: unexpected HTTP 503 [HTTP 503, request 1]; retry 1 of 2 in "
-        f"{failed.value:.3g} s",
-        "tasks/get: rate limited (HTTP 429; the service asks to wait 7 s); retrying in 7 s",
+        f"{failed.value:.3g}s",
+        "tasks/get: rate limited (HTTP 429; the service asks to wait 7s); retrying in 7s",
     ]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from magisterium_async._events import duration
 from magisterium_async._harvest._jsonl import _quoted as quoted
 from magisterium_async._models import Answer, Document, Lookup, SearchResult, Task
 
@@ -36,24 +37,6 @@ __all__ = [
     "show_result",
     "waiting_text",
 ]
-
-
-def duration(seconds: float) -> str:
-    """A span of time as every message says it: ``0.04s`` and ``30.5s`` under a minute
-    (three figures), then ``3m07s``, ``2h05m``, ``3d04h``; ``forever`` past 30 years (or
-    for infinity). Round first where fewer figures serve (a countdown)."""
-    if not seconds < 1e9:
-        return "forever"
-    if seconds < 59.5:
-        return f"{seconds:.3g}s"
-    minutes, rest = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{rest:02d}s"
 
 
 def at_clock(seconds: float, wall: Callable[[], float] = time.time) -> str:
