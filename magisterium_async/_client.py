@@ -22,7 +22,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -115,53 +115,7 @@ from magisterium_async._telemetry import Telemetry
 IteratorT = TypeVar("IteratorT", bound="Batch[Any, Any] | Harvest")
 
 
-def _check_arguments(
-    clock: object,
-    on_event: object,
-    trace_configs: object,
-    transport: object,
-    tracer_provider: object,
-    meter_provider: object,
-) -> None:
-    """The constructor's objects, checked before anything is made: a wrong one is a
-    ``TypeError`` naming it now, not an ``AttributeError`` at some later call."""
-    needs = (
-        ("clock", clock, ("now", "sleep")),
-        ("transport", transport, ("send", "aclose")),
-        ("tracer_provider", tracer_provider, ("get_tracer",)),
-        ("meter_provider", meter_provider, ("get_meter",)),
-    )
-    for name, value, methods in needs:
-        if value is not None and not all(callable(getattr(value, m, None)) for m in methods):
-            wanted = " and ".join(f"{m}()" for m in methods)
-            raise TypeError(f"{name} must have {wanted}, not be {type(value).__name__}")
-    if on_event is not None:
-        if not callable(on_event):
-            raise TypeError(f"on_event must be callable, not {type(on_event).__name__}")
-        if inspect.iscoroutinefunction(on_event):
-            # Called in the event loop as each event happens: an async one would never run.
-            raise TypeError("on_event must be a plain function, not async def")
-    if (
-        isinstance(trace_configs, (str, bytes))
-        or not isinstance(trace_configs, Sequence)
-        or not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs)
-    ):
-        raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
-
-
-class _Lookup(Protocol):
-    """A lookup method, as the type checker sees it: bound to a client, it takes ``query``."""
-
-    def __get__(
-        self, client: AsyncMagisterium, owner: type[AsyncMagisterium] | None = None
-    ) -> _BoundLookup: ...
-
-
-class _BoundLookup(Protocol):
-    def __call__(self, query: str) -> Awaitable[Lookup]: ...
-
-
-def _lookup(skill_id: str) -> _Lookup:
+def _lookup(skill_id: str) -> Callable[[AsyncMagisterium, str], Awaitable[Lookup]]:
     """The client method of a lookup of :data:`LOOKUPS`, documented by its row. The service
     states neither their artifacts' names nor their shapes, so each returns what came."""
     skill: Skill[str, Lookup] = next(s for s in LOOKUPS if s.id == skill_id)
@@ -257,7 +211,30 @@ class AsyncMagisterium:
         extensions: Sequence[str] = (),
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
-        _check_arguments(clock, on_event, trace_configs, transport, tracer_provider, meter_provider)
+        # The constructor's objects, checked before anything is made: a wrong one is a
+        # TypeError naming it now, not an AttributeError at some later call.
+        needs = (
+            ("clock", clock, ("now", "sleep")),
+            ("transport", transport, ("send", "aclose")),
+            ("tracer_provider", tracer_provider, ("get_tracer",)),
+            ("meter_provider", meter_provider, ("get_meter",)),
+        )
+        for name, value, methods in needs:
+            if value is not None and not all(callable(getattr(value, m, None)) for m in methods):
+                wanted = " and ".join(f"{m}()" for m in methods)
+                raise TypeError(f"{name} must have {wanted}, not be {type(value).__name__}")
+        if on_event is not None:
+            if not callable(on_event):
+                raise TypeError(f"on_event must be callable, not {type(on_event).__name__}")
+            if inspect.iscoroutinefunction(on_event):
+                # Called in the event loop as each event happens: an async one would never run.
+                raise TypeError("on_event must be a plain function, not async def")
+        if (
+            isinstance(trace_configs, (str, bytes))
+            or not isinstance(trace_configs, Sequence)
+            or not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs)
+        ):
+            raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
         boolean("trust_env", trust_env)
         if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
             raise TypeError("extensions must be a sequence of URIs (str)")

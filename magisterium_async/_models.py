@@ -345,17 +345,14 @@ def opening_brackets(text: bytes) -> int:
     return text.count(b"[") + text.count(b"{")
 
 
-def json_deeper_than(text: bytes, limit: int, brackets: int | None = None) -> bool:
+def json_deeper_than(text: bytes, limit: int) -> bool:
     """Whether the JSON ``text`` nests lists and objects more than ``limit`` levels anywhere.
 
     Read from the bytes, without decoding: unknown fields count too, nothing recurses, and
     the answer does not depend on the interpreter. Text that is not JSON may be judged
-    either way; decoding it fails anyway. ``brackets``: :func:`opening_brackets` of
-    ``text``, when the caller counted them already.
+    either way; decoding it fails anyway.
     """
-    if brackets is None:
-        brackets = opening_brackets(text)
-    if brackets <= limit:
+    if opening_brackets(text) <= limit:
         return False  # most answers: too few brackets to nest that deep
     only = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
     return max(itertools.accumulate(map(_STEP.__getitem__, only)), default=0) > limit
