@@ -297,25 +297,13 @@ class AgentCard(_Wire):
     additional_interfaces: list[AgentInterface] = msgspec.field(default_factory=list)
 
 
-_CONTAINERS = frozenset({dict, list})
-
-
 def deeper_than(value: object, limit: int) -> bool:
-    """Whether the JSON ``value`` nests lists and objects more than ``limit`` levels deep.
-
-    Level by level, so it cannot itself run out of stack; scalars cost one type check.
-    """
-    level = [value] if type(value) in _CONTAINERS else []
-    for _ in range(limit):
-        if not level:
-            return False
-        level = [
-            child
-            for item in level
-            for child in (item.values() if type(item) is dict else item)  # type: ignore[attr-defined]
-            if type(child) in _CONTAINERS
-        ]
-    return bool(level)
+    """Whether the JSON ``value`` nests lists and objects more than ``limit`` levels deep,
+    read from its encoding as :func:`json_deeper_than` reads an answer's bytes."""
+    try:
+        return json_deeper_than(msgspec.json.encode(value), limit)
+    except RecursionError:  # deeper than the encoder follows: far past any limit here
+        return True
 
 
 def task_deeper_than(task: Task, limit: int) -> bool:
