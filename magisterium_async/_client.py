@@ -102,7 +102,6 @@ from magisterium_async._skills import (
     MASS_READINGS,
     SAINTS,
     SEARCH,
-    SendParams,
     Skill,
     parts_from,
     pool_for,
@@ -256,11 +255,11 @@ class AsyncMagisterium:
         # (a span per protocol call when a provider is set), the counters behind stats,
         # then the application.
         self._counters = Counters()
-        self._telemetry = Telemetry(
+        self._telemetry = telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
         log = EventLog(quiet_waits=on_event is not None)
-        heard = (log, self._telemetry, self._counters)
+        heard = (log, telemetry, self._counters)
         events = Events(*heard) if on_event is None else Events(*heard, on_event)
         # Made before anything that holds a connection: a cache refused leaves nothing open.
         self._cache = AnswerCache(
@@ -298,7 +297,6 @@ class AsyncMagisterium:
             clock=self._clock,
         )
         self._proxy = None if proxy is None else masked_url(proxy)
-        telemetry = self._telemetry
         self._caller = Caller(
             rpc,
             self._scheduler,
@@ -697,23 +695,19 @@ class AsyncMagisterium:
         cached = None
         try:
             work = caller.call(method, params, pool, options, skill_id=skill_id, deadline=deadline)
-            covered = (
-                skill_id is not None
-                and isinstance(params, SendParams)
-                and self._cache.covers(skill_id, options.cache)
+            # A skill id comes with a message (SendParams) alone.
+            if skill_id is None or not self._cache.covers(skill_id, options.cache):
+                result = await within_total(clock, total, work, method)
+                return result
+            message = params.message
+            answer = self._cache.answer(
+                skill_id, message.parts, message.context_id, work, options.cache
             )
-            if covered:
-                assert skill_id is not None
-                message = params.message
-                work = self._cache.answer(
-                    skill_id, message.parts, message.context_id, work, options.cache
-                )
-            result = await within_total(clock, total, work, method)
-            if covered:  # the cache's: the task, and how it was answered
-                result, cached = result
-                if cached != "miss":
-                    kind: EventKind = "cache_hit" if cached == "hit" else "coalesced"
-                    emit(PoolEvent(kind, named, clock.now(), 0.0))
+            # The cache's: the task, and how it was answered.
+            result, cached = await within_total(clock, total, answer, method)
+            if cached != "miss":
+                kind: EventKind = "cache_hit" if cached == "hit" else "coalesced"
+                emit(PoolEvent(kind, named, clock.now(), 0.0))
             return result
         except BaseException as exc:
             error = exc
