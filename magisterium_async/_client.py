@@ -102,9 +102,9 @@ from magisterium_async._skills import (
     MASS_READINGS,
     SAINTS,
     SEARCH,
+    SKILLS,
     Skill,
     parts_from,
-    pool_for,
     read_result,
     require_text,
     send_params,
@@ -592,7 +592,10 @@ class AsyncMagisterium:
         if skill_id is not None:
             require_text("skill_id", skill_id)
         params = send_params(parts_from(parts), skill_id, context_id)
-        pool, named = pool_for(skill_id), skill_id or DEFAULT_SKILL_ID
+        named = skill_id or DEFAULT_SKILL_ID
+        # A skill the table does not know draws on the default pool, as all but
+        # catholic_qa do.
+        pool: PoolName = SKILLS[named].pool if named in SKILLS else "default"
         task: Task = await self._call("message/send", params, pool, named)
         return task
 
