@@ -22,7 +22,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -102,10 +102,9 @@ from magisterium_async._skills import (
     MASS_READINGS,
     SAINTS,
     SEARCH,
-    SendParams,
+    SKILLS,
     Skill,
     parts_from,
-    pool_for,
     read_result,
     require_text,
     send_params,
@@ -115,53 +114,7 @@ from magisterium_async._telemetry import Telemetry
 IteratorT = TypeVar("IteratorT", bound="Batch[Any, Any] | Harvest")
 
 
-def _check_arguments(
-    clock: object,
-    on_event: object,
-    trace_configs: object,
-    transport: object,
-    tracer_provider: object,
-    meter_provider: object,
-) -> None:
-    """The constructor's objects, checked before anything is made: a wrong one is a
-    ``TypeError`` naming it now, not an ``AttributeError`` at some later call."""
-    needs = (
-        ("clock", clock, ("now", "sleep")),
-        ("transport", transport, ("send", "aclose")),
-        ("tracer_provider", tracer_provider, ("get_tracer",)),
-        ("meter_provider", meter_provider, ("get_meter",)),
-    )
-    for name, value, methods in needs:
-        if value is not None and not all(callable(getattr(value, m, None)) for m in methods):
-            wanted = " and ".join(f"{m}()" for m in methods)
-            raise TypeError(f"{name} must have {wanted}, not be {type(value).__name__}")
-    if on_event is not None:
-        if not callable(on_event):
-            raise TypeError(f"on_event must be callable, not {type(on_event).__name__}")
-        if inspect.iscoroutinefunction(on_event):
-            # Called in the event loop as each event happens: an async one would never run.
-            raise TypeError("on_event must be a plain function, not async def")
-    if (
-        isinstance(trace_configs, (str, bytes))
-        or not isinstance(trace_configs, Sequence)
-        or not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs)
-    ):
-        raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
-
-
-class _Lookup(Protocol):
-    """A lookup method, as the type checker sees it: bound to a client, it takes ``query``."""
-
-    def __get__(
-        self, client: AsyncMagisterium, owner: type[AsyncMagisterium] | None = None
-    ) -> _BoundLookup: ...
-
-
-class _BoundLookup(Protocol):
-    def __call__(self, query: str) -> Awaitable[Lookup]: ...
-
-
-def _lookup(skill_id: str) -> _Lookup:
+def _lookup(skill_id: str) -> Callable[[AsyncMagisterium, str], Awaitable[Lookup]]:
     """The client method of a lookup of :data:`LOOKUPS`, documented by its row. The service
     states neither their artifacts' names nor their shapes, so each returns what came."""
     skill: Skill[str, Lookup] = next(s for s in LOOKUPS if s.id == skill_id)
@@ -257,7 +210,30 @@ class AsyncMagisterium:
         extensions: Sequence[str] = (),
     ) -> None:
         whole_number("max_concurrency", max_concurrency)
-        _check_arguments(clock, on_event, trace_configs, transport, tracer_provider, meter_provider)
+        # The constructor's objects, checked before anything is made: a wrong one is a
+        # TypeError naming it now, not an AttributeError at some later call.
+        needs = (
+            ("clock", clock, ("now", "sleep")),
+            ("transport", transport, ("send", "aclose")),
+            ("tracer_provider", tracer_provider, ("get_tracer",)),
+            ("meter_provider", meter_provider, ("get_meter",)),
+        )
+        for name, value, methods in needs:
+            if value is not None and not all(callable(getattr(value, m, None)) for m in methods):
+                wanted = " and ".join(f"{m}()" for m in methods)
+                raise TypeError(f"{name} must have {wanted}, not be {type(value).__name__}")
+        if on_event is not None:
+            if not callable(on_event):
+                raise TypeError(f"on_event must be callable, not {type(on_event).__name__}")
+            if inspect.iscoroutinefunction(on_event):
+                # Called in the event loop as each event happens: an async one would never run.
+                raise TypeError("on_event must be a plain function, not async def")
+        if (
+            isinstance(trace_configs, (str, bytes))
+            or not isinstance(trace_configs, Sequence)
+            or not all(isinstance(config, aiohttp.TraceConfig) for config in trace_configs)
+        ):
+            raise TypeError("trace_configs must be a sequence of aiohttp.TraceConfig")
         boolean("trust_env", trust_env)
         if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
             raise TypeError("extensions must be a sequence of URIs (str)")
@@ -279,11 +255,11 @@ class AsyncMagisterium:
         # (a span per protocol call when a provider is set), the counters behind stats,
         # then the application.
         self._counters = Counters()
-        self._telemetry = Telemetry(
+        self._telemetry = telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
         log = EventLog(quiet_waits=on_event is not None)
-        heard = (log, self._telemetry, self._counters)
+        heard = (log, telemetry, self._counters)
         events = Events(*heard) if on_event is None else Events(*heard, on_event)
         # Made before anything that holds a connection: a cache refused leaves nothing open.
         self._cache = AnswerCache(
@@ -321,7 +297,6 @@ class AsyncMagisterium:
             clock=self._clock,
         )
         self._proxy = None if proxy is None else masked_url(proxy)
-        telemetry = self._telemetry
         self._caller = Caller(
             rpc,
             self._scheduler,
@@ -617,7 +592,10 @@ class AsyncMagisterium:
         if skill_id is not None:
             require_text("skill_id", skill_id)
         params = send_params(parts_from(parts), skill_id, context_id)
-        pool, named = pool_for(skill_id), skill_id or DEFAULT_SKILL_ID
+        named = skill_id or DEFAULT_SKILL_ID
+        # A skill the table does not know draws on the default pool, as all but
+        # catholic_qa do.
+        pool: PoolName = SKILLS[named].pool if named in SKILLS else "default"
         task: Task = await self._call("message/send", params, pool, named)
         return task
 
@@ -720,23 +698,19 @@ class AsyncMagisterium:
         cached = None
         try:
             work = caller.call(method, params, pool, options, skill_id=skill_id, deadline=deadline)
-            covered = (
-                skill_id is not None
-                and isinstance(params, SendParams)
-                and self._cache.covers(skill_id, options.cache)
+            # A skill id comes with a message (SendParams) alone.
+            if skill_id is None or not self._cache.covers(skill_id, options.cache):
+                result = await within_total(clock, total, work, method)
+                return result
+            message = params.message
+            answer = self._cache.answer(
+                skill_id, message.parts, message.context_id, work, options.cache
             )
-            if covered:
-                assert skill_id is not None
-                message = params.message
-                work = self._cache.answer(
-                    skill_id, message.parts, message.context_id, work, options.cache
-                )
-            result = await within_total(clock, total, work, method)
-            if covered:  # the cache's: the task, and how it was answered
-                result, cached = result
-                if cached != "miss":
-                    kind: EventKind = "cache_hit" if cached == "hit" else "coalesced"
-                    emit(PoolEvent(kind, named, clock.now(), 0.0))
+            # The cache's: the task, and how it was answered.
+            result, cached = await within_total(clock, total, answer, method)
+            if cached != "miss":
+                kind: EventKind = "cache_hit" if cached == "hit" else "coalesced"
+                emit(PoolEvent(kind, named, clock.now(), 0.0))
             return result
         except BaseException as exc:
             error = exc

@@ -421,13 +421,11 @@ class CachePolicy:
         ``CachePolicy().with_rule("catholic_qa", fresh=3600, coalesce=True)`` keeps
         ``catholic_qa`` answers for an hour.
         """
-        old = self.rule(skill_id)
-        new = CacheRule(
-            fresh=old.fresh if isinstance(fresh, NotGiven) else fresh,
-            coalesce=old.coalesce if isinstance(coalesce, NotGiven) else coalesce,
-            dated=old.dated if isinstance(dated, NotGiven) else dated,
+        given: dict[str, Any] = {"fresh": fresh, "coalesce": coalesce, "dated": dated}
+        rule = replace(
+            self.rule(skill_id), **{k: v for k, v in given.items() if not isinstance(v, NotGiven)}
         )
-        return replace(self, rules={**self.rules, skill_id: new})
+        return replace(self, rules={**self.rules, skill_id: rule})
 
 
 DEFAULT_CACHE_POLICY = CachePolicy()

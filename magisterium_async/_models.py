@@ -297,25 +297,13 @@ class AgentCard(_Wire):
     additional_interfaces: list[AgentInterface] = msgspec.field(default_factory=list)
 
 
-_CONTAINERS = frozenset({dict, list})
-
-
 def deeper_than(value: object, limit: int) -> bool:
-    """Whether the JSON ``value`` nests lists and objects more than ``limit`` levels deep.
-
-    Level by level, so it cannot itself run out of stack; scalars cost one type check.
-    """
-    level = [value] if type(value) in _CONTAINERS else []
-    for _ in range(limit):
-        if not level:
-            return False
-        level = [
-            child
-            for item in level
-            for child in (item.values() if type(item) is dict else item)  # type: ignore[attr-defined]
-            if type(child) in _CONTAINERS
-        ]
-    return bool(level)
+    """Whether the JSON ``value`` nests lists and objects more than ``limit`` levels deep,
+    read from its encoding as :func:`json_deeper_than` reads an answer's bytes."""
+    try:
+        return json_deeper_than(msgspec.json.encode(value), limit)
+    except RecursionError:  # deeper than the encoder follows: far past any limit here
+        return True
 
 
 def task_deeper_than(task: Task, limit: int) -> bool:
@@ -345,17 +333,14 @@ def opening_brackets(text: bytes) -> int:
     return text.count(b"[") + text.count(b"{")
 
 
-def json_deeper_than(text: bytes, limit: int, brackets: int | None = None) -> bool:
+def json_deeper_than(text: bytes, limit: int) -> bool:
     """Whether the JSON ``text`` nests lists and objects more than ``limit`` levels anywhere.
 
     Read from the bytes, without decoding: unknown fields count too, nothing recurses, and
     the answer does not depend on the interpreter. Text that is not JSON may be judged
-    either way; decoding it fails anyway. ``brackets``: :func:`opening_brackets` of
-    ``text``, when the caller counted them already.
+    either way; decoding it fails anyway.
     """
-    if brackets is None:
-        brackets = opening_brackets(text)
-    if brackets <= limit:
+    if opening_brackets(text) <= limit:
         return False  # most answers: too few brackets to nest that deep
     only = _STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
     return max(itertools.accumulate(map(_STEP.__getitem__, only)), default=0) > limit

@@ -106,10 +106,6 @@ class Connection:
                 f"{self.what}: Redis at {self.where} did not answer ({reason})"
             ) from None
 
-    async def check(self) -> None:
-        """One round trip needing all a feature needs; raises as :meth:`run` does."""
-        await self.run(self.client.eval(_CHECK, 1, "magisterium:{check}"))
-
     async def aclose(self) -> None:
         """Close the client if we made it; an application's client stays open."""
         if not self.owned:
@@ -176,7 +172,7 @@ async def check_redis(
     """
     connection = connect(target, timeout, error, what)
     try:
-        await connection.check()
+        await connection.run(connection.client.eval(_CHECK, 1, "magisterium:{check}"))
     finally:
         await connection.aclose()
 

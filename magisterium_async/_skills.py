@@ -487,14 +487,6 @@ SKILLS: Mapping[str, Skill[Any, Any]] = {
 """Every skill of the service by id. ``send_message`` accepts any other id too."""
 
 
-def pool_for(skill_id: str | None) -> PoolName:
-    """The quota pool a message to ``skill_id`` draws on (no id means ``catholic_qa``);
-    a skill the table does not know draws on the default pool, as all but ``catholic_qa``
-    do."""
-    skill = SKILLS.get(skill_id or DEFAULT_SKILL_ID)
-    return skill.pool if skill is not None else "default"
-
-
 def read_result(skill: Skill[Any, Out], task: Task) -> Out | None:
     """The skill's result from a task; ``None`` for its "nothing found" answer (a lone
     text part). A ``failed`` task raises :class:`TaskFailedError`; any state other than

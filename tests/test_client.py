@@ -238,6 +238,16 @@ async def test_failed_task_raises_from_skills_but_returns_from_send_message(
     assert len(server.requests) == 2  # a failed task is not retried
 
 
+async def test_send_message_draws_on_its_skills_pool(
+    client: m.AsyncMagisterium, server: ScriptedServer
+) -> None:
+    server.default = server.result(task_json())
+    await client.send_message("x")  # the service's default skill, catholic_qa
+    await client.send_message("x", skill_id="saint_lookup")
+    await client.send_message("x", skill_id="a_skill_the_table_does_not_know")
+    assert (client.stats.expensive.sent, client.stats.default.sent) == (1, 2)
+
+
 async def test_bad_arguments_send_nothing(
     client: m.AsyncMagisterium, server: ScriptedServer
 ) -> None:

@@ -65,11 +65,11 @@ def nest(depth: int) -> object:
     return value
 
 
-def test_deeper_than_counts_lists_and_objects_without_recursing() -> None:
+def test_deeper_than_counts_lists_and_objects_and_never_raises_recursion_error() -> None:
     assert not deeper_than("scalar", 0)
     assert not deeper_than(nest(5), 5)
     assert deeper_than(nest(6), 5)
-    assert deeper_than(nest(100_000), MAX_DEPTH)  # iterative: no RecursionError
+    assert deeper_than(nest(100_000), MAX_DEPTH)  # no RecursionError
     assert not deeper_than([[1], {"a": [2]}, []], 3)
 
 

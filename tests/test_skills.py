@@ -29,7 +29,6 @@ from magisterium_async._skills import (
     SEARCH,
     SKILLS,
     parts_from,
-    pool_for,
     read_result,
     send_params,
 )
@@ -54,12 +53,6 @@ def test_table_holds_every_skill_with_its_pool_and_artifact() -> None:
         "diocese_lookup": ("default", None),
         "diocese_statistics_lookup": ("default", None),
     }
-
-
-def test_pool_for_unknown_and_default_skills() -> None:
-    assert pool_for(None) == "expensive"  # the service's default skill is catholic_qa
-    assert pool_for("saint_lookup") == "default"
-    assert pool_for("catholic_qa") == "expensive"
 
 
 def test_builders_send_the_contracts_parts() -> None:
