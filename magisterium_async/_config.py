@@ -501,45 +501,12 @@ BASE_URL_ENV = "MAGISTERIUM_BASE_URL"
 REDIS_URL_ENV = "MAGISTERIUM_REDIS_URL"
 LOG_ENV = "MAGISTERIUM_LOG"
 CACHE_ENV = "MAGISTERIUM_CACHE"
-_LOG_LEVELS = {"debug": 10, "info": 20}  # logging.DEBUG, logging.INFO
 
 
-def _read(name: str) -> str | None:
-    """``$name`` without surrounding whitespace; ``None`` when it is unset or blank."""
+def from_env(name: str) -> str | None:
+    """``$name`` without surrounding whitespace; ``None`` when it is unset or blank (the
+    one rule for every ``MAGISTERIUM_*`` variable)."""
     return os.environ.get(name, "").strip() or None
-
-
-def token_from_env() -> str | None:
-    """``$MAGISTERIUM_TOKEN`` (stripped), or ``None`` when it is unset or blank."""
-    return _read(TOKEN_ENV)
-
-
-def base_url(given: str | None) -> str:
-    """The endpoint: ``given`` (an empty one included: it is refused, never taken for the
-    service's), else ``$MAGISTERIUM_BASE_URL`` (set and not blank), else the service's."""
-    return given if given is not None else _read(BASE_URL_ENV) or DEFAULT_BASE_URL
-
-
-def redis_url(given: str | None) -> str | None:
-    """The Redis URL: ``given``, else ``$MAGISTERIUM_REDIS_URL``, else ``None``."""
-    return given or _read(REDIS_URL_ENV)
-
-
-def cache_from_env() -> str | None:
-    """``$MAGISTERIUM_CACHE`` (stripped): ``memory``, a file's path or a Redis URL, as
-    ``cache=`` takes them; ``None`` when it is unset or blank."""
-    return _read(CACHE_ENV)
-
-
-def log_level() -> int | None:
-    """``$MAGISTERIUM_LOG`` as a :mod:`logging` level (``info``, ``debug``, in any case);
-    ``None`` when unset; ``ValueError`` naming it for any other value."""
-    value = (_read(LOG_ENV) or "").lower()
-    if not value:
-        return None
-    if value not in _LOG_LEVELS:
-        raise ValueError(f"${LOG_ENV}={value[:40]!r}: expected info or debug")
-    return _LOG_LEVELS[value]
 
 
 QUOTA_ENV = "MAGISTERIUM_QUOTA"
@@ -578,7 +545,7 @@ def quota_from_env() -> RateLimits | None:
 
     A value that is not a quota is a ``ValueError`` naming the variable.
     """
-    text = _read(QUOTA_ENV)
+    text = from_env(QUOTA_ENV)
     if text is None:
         return None
     try:

@@ -32,7 +32,7 @@ from typing import Any, Literal, TextIO, get_args
 
 import msgspec
 
-from magisterium_async._config import log_level
+from magisterium_async._config import LOG_ENV, from_env
 from magisterium_async._errors import JSONRPCError
 
 EventKind = Literal[
@@ -382,10 +382,9 @@ def log_to_stderr(level: int) -> None:
 def log_from_environment() -> None:
     """Turn the log on as ``$MAGISTERIUM_LOG`` asks (``info`` or ``debug``); a value it
     does not know is said, once, and ignored."""
-    try:
-        level = log_level()
-    except ValueError as exc:
-        logging.getLogger(LOGGER).warning("%s; ignored", exc)
-        return
-    if level is not None:
-        log_to_stderr(level)
+    value = (from_env(LOG_ENV) or "").lower()
+    if value in ("info", "debug"):
+        log_to_stderr(_LEVELS[value])
+    elif value:
+        said = f"${LOG_ENV}={value[:40]!r}"
+        logging.getLogger(LOGGER).warning("%s: expected info or debug; ignored", said)

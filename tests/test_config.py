@@ -254,46 +254,34 @@ def test_the_names_are_the_documented_ones() -> None:
 def test_the_base_url_is_given_then_the_variable_then_the_service(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from magisterium_async._http import endpoint
+
     monkeypatch.delenv(_env.BASE_URL_ENV, raising=False)
-    assert _env.base_url(None) == DEFAULT_BASE_URL
+    assert endpoint(None) == DEFAULT_BASE_URL
     monkeypatch.setenv(_env.BASE_URL_ENV, "")
-    assert _env.base_url(None) == DEFAULT_BASE_URL
+    assert endpoint(None) == DEFAULT_BASE_URL
     monkeypatch.setenv(_env.BASE_URL_ENV, "http://127.0.0.1:8765/api/v1/a2a")
-    assert _env.base_url(None) == "http://127.0.0.1:8765/api/v1/a2a"
-    assert _env.base_url("https://other.example/a2a") == "https://other.example/a2a"
+    assert endpoint(None) == "http://127.0.0.1:8765/api/v1/a2a"
+    assert endpoint("https://other.example/a2a") == "https://other.example/a2a"
 
 
-def test_the_redis_url_is_given_then_the_variable_else_none(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv(_env.REDIS_URL_ENV, raising=False)
-    assert _env.redis_url(None) is None
+def test_the_redis_url_is_given_then_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_env.REDIS_URL_ENV, "redis://127.0.0.1:6379/0")
-    assert _env.redis_url(None) == "redis://127.0.0.1:6379/0"
-    assert _env.redis_url("redis://elsewhere/1") == "redis://elsewhere/1"
+    assert m.SharedQuota().url == "redis://127.0.0.1:6379/0"
+    assert m.SharedQuota("redis://elsewhere/1").url == "redis://elsewhere/1"
 
 
-def test_the_cache_variable_is_read_stripped_and_a_blank_one_is_none(
+def test_a_variable_is_read_stripped_and_a_blank_one_is_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert _env.CACHE_ENV == "MAGISTERIUM_CACHE"
-    monkeypatch.delenv(_env.CACHE_ENV, raising=False)
-    assert _env.cache_from_env() is None
-    monkeypatch.setenv(_env.CACHE_ENV, " \t")
-    assert _env.cache_from_env() is None
-    monkeypatch.setenv(_env.CACHE_ENV, " redis://cache:6379/0\n")
-    assert _env.cache_from_env() == "redis://cache:6379/0"
-
-
-def test_the_token_is_read_stripped_and_a_blank_one_is_none(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv(_env.TOKEN_ENV, raising=False)
-    assert _env.token_from_env() is None
-    monkeypatch.setenv(_env.TOKEN_ENV, "  \n")
-    assert _env.token_from_env() is None
-    monkeypatch.setenv(_env.TOKEN_ENV, " sk-abc\n")
-    assert _env.token_from_env() == "sk-abc"
+    assert (_env.CACHE_ENV, _env.TOKEN_ENV) == ("MAGISTERIUM_CACHE", "MAGISTERIUM_TOKEN")
+    for name in (_env.CACHE_ENV, _env.TOKEN_ENV):
+        monkeypatch.delenv(name, raising=False)
+        assert _env.from_env(name) is None
+        monkeypatch.setenv(name, " \t\n")
+        assert _env.from_env(name) is None
+        monkeypatch.setenv(name, " redis://cache:6379/0\n")
+        assert _env.from_env(name) == "redis://cache:6379/0"
 
 
 # One rule for the environment: a bad value is refused naming the variable ------------------

@@ -34,7 +34,7 @@ from magisterium_async._auth._store import (
     open_store,
 )
 from magisterium_async._clock import Clock
-from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
+from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, from_env
 from magisterium_async._errors import (
     LoginRequiredError,
     MagisteriumError,
@@ -337,7 +337,7 @@ def resolve_token(
         if callable(token):
             return None, CallableToken(token)
         raise TypeError(f"token must be a str or a callable, not {type(token).__name__}")
-    env = token_from_env()
+    env = from_env(TOKEN_ENV)
     if env is not None:
         try:
             return check_token(env), None

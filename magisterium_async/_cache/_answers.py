@@ -34,7 +34,7 @@ from magisterium_async._cache._stores import (
     MemoryAnswers,
     RedisAnswers,
 )
-from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, cache_from_env
+from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, from_env
 from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
 from magisterium_async._models import DataPart, Part, Task, TextPart
@@ -72,7 +72,7 @@ def open_store(
     message starts with its name); ``TypeError`` for another type.
     """
     if cache is None:
-        named = cache_from_env()
+        named = from_env(CACHE_ENV)
         if named is None:
             return None
         try:

@@ -23,7 +23,7 @@ from magisterium_async._cli._client import check_redis
 from magisterium_async._cli._command import Command
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output, at_clock, duration, read_lines
-from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, token_from_env
+from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, from_env
 
 if TYPE_CHECKING:
     from magisterium_async._auth import Credentials
@@ -154,7 +154,7 @@ async def _status(args: argparse.Namespace, output: Output) -> int:
         f"  stored   {where}",
     ]
     output.result(status, lambda: print("\n".join(lines)))
-    if token_from_env():
+    if from_env(TOKEN_ENV):
         output.note(f"note: {TOKEN_ENV} is set: commands use it, not these credentials")
     return ExitCode.OK
 

@@ -18,7 +18,7 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Command, Run, add_redis_option, number, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output, duration, quoted, show_result
-from magisterium_async._config import redis_url
+from magisterium_async._config import REDIS_URL_ENV, from_env
 from magisterium_async._errors import InvalidParamsError, TaskNotCancelableError
 from magisterium_async._skills import ASK, FETCH, LOOKUPS, MASS_READINGS, SAINTS, SEARCH, Skill
 
@@ -188,7 +188,7 @@ def _line(pool: PoolQuota) -> str:
 
 
 async def _quota(args: argparse.Namespace, output: Output) -> int:
-    url = redis_url(args.redis)
+    url = args.redis or from_env(REDIS_URL_ENV)
     # Without a shared quota there is nothing to read but this process's own view: no
     # token is needed for it (with one, the token names whose quota it is).
     async with open_client(args, sends=url is not None) as client:

@@ -10,7 +10,6 @@ check, the emulator (:mod:`magisterium_async.testing`, imported only when asked 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import TYPE_CHECKING
@@ -23,8 +22,8 @@ from magisterium_async._config import (
     REDIS_URL_ENV,
     RateLimits,
     Timeouts,
+    from_env,
     quota_from_env,
-    redis_url,
 )
 from magisterium_async._errors import MagisteriumError
 from magisterium_async._files import aread_text
@@ -90,10 +89,10 @@ async def check_redis(*named: tuple[str | None, str, str]) -> None:
     from magisterium_async._redis import check_redis as check
 
     for given, flag, variable in named:
-        from_env = os.environ.get(variable, "").strip()
-        url = given or from_env
+        env = from_env(variable)
+        url = given or env
         if url and looks_like_redis(url):
-            what = f"${variable}" if url == from_env else flag
+            what = f"${variable}" if url == env else flag
             with suppress(RedisUnavailable):
                 await check(url, REDIS_CHECK_TIMEOUT, error=CliError, what=what)
 
@@ -147,7 +146,9 @@ async def open_client(
         raise CliError("--emulator runs its own server: drop --base-url and --token-file")
     if not args.emulator and (args.synthetic is not None or args.emulator_limits):
         raise CliError("--synthetic and --emulator-limits need --emulator")
-    redis = redis_url(args.redis) if "redis" in args else None  # only where it is taken
+    redis = (
+        (args.redis or from_env(REDIS_URL_ENV)) if "redis" in args else None
+    )  # only where it is taken
     named = [
         (args.cache, "--cache", CACHE_ENV),
         (args.credentials, "--credentials", CREDENTIALS_ENV),

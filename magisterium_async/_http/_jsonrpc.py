@@ -20,7 +20,7 @@ import msgspec
 
 from magisterium_async import _version
 from magisterium_async._clock import Clock, within
-from magisterium_async._config import BASE_URL_ENV, base_url
+from magisterium_async._config import BASE_URL_ENV, DEFAULT_BASE_URL, from_env
 from magisterium_async._errors import (
     APIConnectionError,
     APIResponseError,
@@ -88,7 +88,9 @@ def endpoint(given: str | None) -> str:
     """The endpoint to call: ``given``, else ``$MAGISTERIUM_BASE_URL``, else the service's,
     checked by :func:`check_base_url`; a bad value of the variable is refused naming it."""
     try:
-        return check_base_url(base_url(given))
+        return check_base_url(
+            given if given is not None else from_env(BASE_URL_ENV) or DEFAULT_BASE_URL
+        )
     except ValueError as exc:
         if given is None:
             raise ValueError(f"${BASE_URL_ENV}: {exc}") from None

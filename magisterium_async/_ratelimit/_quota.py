@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from magisterium_async._config import REDIS_URL_ENV, positive_number, redis_url, whole_number
+from magisterium_async._config import REDIS_URL_ENV, from_env, positive_number, whole_number
 from magisterium_async._errors import SharedQuotaError
 from magisterium_async._redis import describe, is_client
 
@@ -117,7 +117,7 @@ class SharedQuota:
         if is_client(self.url):
             url: Any = self.url
         elif self.url is None or isinstance(self.url, str):
-            url = redis_url(self.url)
+            url = self.url or from_env(REDIS_URL_ENV)
         else:
             raise TypeError(
                 f"SharedQuota(url=) must be a Redis URL or client, not {type(self.url)}"
