@@ -310,13 +310,12 @@ class HarvestState:
         return None if row is None else row[0]
 
     @_off_loop
-    def begin_run(self) -> int:
-        """Start a run: items left ``pending`` or ``failed`` by earlier runs are taken up
-        again, while answers recorded are never asked for again. Returns its number."""
+    def begin_run(self) -> None:
+        """Start a run (:attr:`run`): items left ``pending`` or ``failed`` by earlier runs
+        are taken up again, while answers recorded are never asked for again."""
         self.run = int(self._one("SELECT value FROM meta WHERE key = 'runs'") or 0) + 1
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('runs', ?)", (str(self.run),))
         self._snapshot = self._one("SELECT coalesce(max(seq), 0) FROM documents")
-        return self.run
 
     @_off_loop
     def claim(self, query: str) -> QueryClaim:
