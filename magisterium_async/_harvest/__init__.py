@@ -30,7 +30,7 @@ from magisterium_async._harvest._harvest import (
     harvest,
     hold,
 )
-from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark, why_not_written
+from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark, quoted, why_not_written
 from magisterium_async._harvest._lock import HarvestLock
 from magisterium_async._harvest._state import (
     Fetched,
@@ -64,6 +64,7 @@ __all__ = [
     "fetch_many",
     "harvest",
     "hold",
+    "quoted",
     "search_many",
     "why_not_written",
 ]

@@ -52,7 +52,7 @@ def why_not_written(error: OSError) -> str:
     return _WHY.get(error.errno or 0) or (error.strerror or str(error)).lower()
 
 
-def _quoted(value: str | bytes, limit: int = 200) -> str:
+def quoted(value: str | bytes, limit: int = 200) -> str:
     """``value`` (a user's input: a query, a line of a file) as a message quotes it: at
     most ``limit`` characters, and its length when cut (``'abc…' (6,000,553 characters)``)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
@@ -268,7 +268,7 @@ class JsonlWriter:
                 raise _refuse(
                     path,
                     f"line {scan.lines + 1} (at byte {start}) is not a record the harvest "
-                    f"wrote: {_quoted(head)}",
+                    f"wrote: {quoted(head)}",
                     f"The harvest's own records end at byte {start}: `truncate -s {start} "
                     f"{path}` keeps exactly them, and the harvest continues. ",
                 )
@@ -314,7 +314,7 @@ class JsonlWriter:
                     )
                     raise OutputFileError(
                         f"{path} ends in an incomplete line (after byte {scan.whole}) that "
-                        f"this writer cannot tell it wrote: {_quoted(partial)}. It was left as "
+                        f"this writer cannot tell it wrote: {quoted(partial)}. It was left as "
                         f"it is{how}",
                         path=path,
                     )
