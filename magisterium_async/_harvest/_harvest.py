@@ -182,6 +182,7 @@ class HarvestRun:
         (without awaiting: a cancellation after the commit loses nothing). One at a time,
         shielded: when it returns, all that was received before it is committed and handed
         on."""
+        self.stats.rate_limited = _rate_limited(self.client.stats) - self._rate_limited_before
         with anyio.CancelScope(shield=True):
             async with self._committing:
                 answers, self._answers = self._answers, []
@@ -215,10 +216,6 @@ class HarvestRun:
                         self.fail("fetch", document_id, error)
                     else:
                         self.stats.not_found += 1
-                self._count_rate_limited()
-
-    def _count_rate_limited(self) -> None:
-        self.stats.rate_limited = _rate_limited(self.client.stats) - self._rate_limited_before
 
     def fail(self, kind: Literal["search", "fetch"], value: object, error: Exception) -> None:
         self.failures.append(HarvestFailure(kind, value, error))
@@ -270,7 +267,6 @@ class HarvestRun:
                 finally:
                     await state.aclose()
         finally:
-            self._count_rate_limited()
             self.stats.finished = self.clock.now()
 
     async def _stages(
@@ -399,8 +395,8 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
     )
 
     def __init__(self, run: HarvestRun, acknowledge: Acknowledge) -> None:
+        self._run = run  # first: __del__ lets go of its lock
         super().__init__(run.produce)
-        self._run = run
         self._auto = acknowledge == "auto"
         self._last: str | None = None
         self.stats: HarvestStats = run.stats
@@ -495,9 +491,7 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
 
     def __del__(self) -> None:
         super().__del__()
-        run = getattr(self, "_run", None)  # None: __init__ never got so far
-        if run is not None:
-            run.release()
+        self._run.release()
 
 
 async def hold(harvest: Harvest) -> HarvestState:
