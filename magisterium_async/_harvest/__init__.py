@@ -15,7 +15,6 @@ from here.
 from magisterium_async._harvest._batch import (
     DEFAULT_CONCURRENCY,
     MAX_CONCURRENCY,
-    BackgroundIterator,
     Batch,
     BatchItem,
     fetch_many,
@@ -45,7 +44,6 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "MAX_CONCURRENCY",
     "Acknowledge",
-    "BackgroundIterator",
     "Batch",
     "BatchItem",
     "Fetched",
