@@ -15,7 +15,6 @@ from here.
 from magisterium_async._harvest._batch import (
     DEFAULT_CONCURRENCY,
     MAX_CONCURRENCY,
-    BackgroundIterator,
     Batch,
     BatchItem,
     fetch_many,
@@ -30,7 +29,7 @@ from magisterium_async._harvest._harvest import (
     harvest,
     hold,
 )
-from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark, why_not_written
+from magisterium_async._harvest._jsonl import JsonlWriter, OutputMark, quoted, why_not_written
 from magisterium_async._harvest._lock import HarvestLock
 from magisterium_async._harvest._state import (
     Fetched,
@@ -45,7 +44,6 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "MAX_CONCURRENCY",
     "Acknowledge",
-    "BackgroundIterator",
     "Batch",
     "BatchItem",
     "Fetched",
@@ -64,6 +62,7 @@ __all__ = [
     "fetch_many",
     "harvest",
     "hold",
+    "quoted",
     "search_many",
     "why_not_written",
 ]

@@ -126,7 +126,7 @@ class BackgroundIterator(Generic[T]):
     _ended = "this batch has ended (it ran to its end, or was closed): make a new one"
 
     def __init__(self, produce: Produce[T]) -> None:
-        self._produce: Produce[T] | None = produce
+        self._produce = produce
         self._task: asyncio.Task[None] | None = None
         self._receive: MemoryObjectReceiveStream[T] | None = None
         self._box: list[Exception] = []
@@ -146,24 +146,20 @@ class BackgroundIterator(Generic[T]):
     ) -> None:
         await self.aclose()
 
-    def _start(self) -> MemoryObjectReceiveStream[T]:
-        assert self._produce is not None
-        send, receive = anyio.create_memory_object_stream[T](0)
-        self._receive = receive
-        self._task = asyncio.get_running_loop().create_task(_run(self._produce, send, self._box))
-        # However it ends: cancelled before it ever ran included.
-        self._task.add_done_callback(lambda _: send.close())
-        self._produce = None
-        return receive
-
     async def __anext__(self) -> T:
         if self._closed:
             if self._box:  # stopped from outside (its client closed): said once
                 raise self._box.pop()
             raise RuntimeError(self._ended)  # a second pass would end quietly, with nothing
-        receive = self._receive if self._receive is not None else self._start()
+        if self._receive is None:  # the first: the task starts
+            send, self._receive = anyio.create_memory_object_stream[T](0)
+            self._task = asyncio.get_running_loop().create_task(
+                _run(self._produce, send, self._box)
+            )
+            # However it ends: cancelled before it ever ran included.
+            self._task.add_done_callback(lambda _: send.close())
         try:
-            return await receive.receive()
+            return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             pass
         await self._stop(cancel=False)

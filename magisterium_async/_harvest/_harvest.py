@@ -113,12 +113,12 @@ def _rate_limited(stats: SchedulerStats) -> int:
 
 
 class _Handoff:
-    """Where committed answers go while the stages run: new ids to the fetches (``found``
-    of them waiting, at most ``limit`` before a search starts), documents towards the
-    consumer (``slots``: fetched or being fetched and not handed over)."""
+    """Where committed answers go while the stages run: new ids to the fetches (at most
+    ``limit`` of them waiting before a search starts), documents towards the consumer
+    (``slots``: fetched or being fetched and not handed over)."""
 
     def __init__(self, concurrency: int) -> None:
-        self.found, self.limit = 0, 2 * concurrency
+        self.limit = 2 * concurrency
         self._taken = anyio.Event()
         self.slots = anyio.Semaphore(2 * concurrency)
         self.to_fetch, self.ids = anyio.create_memory_object_stream[str](math.inf)
@@ -127,12 +127,11 @@ class _Handoff:
         )
 
     def take(self) -> None:
-        self.found -= 1
         taken, self._taken = self._taken, anyio.Event()
         taken.set()  # every waiter of this round; the next round waits on a fresh event
 
     async def room(self) -> None:
-        while self.found >= self.limit:
+        while self.ids.statistics().current_buffer_used >= self.limit:
             await self._taken.wait()
 
 
@@ -180,49 +179,43 @@ class HarvestRun:
 
     async def commit(self, state: HarvestState) -> None:
         """Commit what was received, in one transaction, then count it and hand it on
-        (without awaiting: a cancellation after the commit loses nothing)."""
-        answers, self._answers = self._answers, []
-        delivered, self._delivered = self._delivered, []
-        output, self._output = self._output, None
-        if not (answers or delivered or output):
-            return
-        searched = [answer for answer in answers if isinstance(answer, Searched)]
-        fetched = [answer for answer in answers if isinstance(answer, Fetched)]
-        new, documents = await state.record(searched, fetched, delivered, output)
-        handoff = self._handoff
-        for query, ids, error in searched:
-            if error is not None:
-                self.fail("search", query, error)
-            else:
-                self.stats.searched += 1
-                self.stats.results += len(ids or ())
-        self.stats.unique_ids += len(new)
-        if handoff is not None:
-            handoff.found += len(new)
-            for document_id in new:
-                handoff.to_fetch.send_nowait(document_id)
-        for document_id, document, error in fetched:
-            if document is not None:
-                self.stats.fetched += 1
-                if handoff is not None:
-                    handoff.ready.send_nowait(documents[document_id])
-                continue
-            if handoff is not None:
-                handoff.slots.release()
-            if error is not None:
-                self.fail("fetch", document_id, error)
-            else:
-                self.stats.not_found += 1
-        self._count_rate_limited()
-
-    async def flush(self, state: HarvestState) -> None:
-        """:meth:`commit` while the stages run, one at a time: when it returns, all that
-        was received before it is committed and handed on."""
-        async with self._committing:
-            await self.commit(state)
-
-    def _count_rate_limited(self) -> None:
+        (without awaiting: a cancellation after the commit loses nothing). One at a time,
+        shielded: when it returns, all that was received before it is committed and handed
+        on."""
         self.stats.rate_limited = _rate_limited(self.client.stats) - self._rate_limited_before
+        with anyio.CancelScope(shield=True):
+            async with self._committing:
+                answers, self._answers = self._answers, []
+                delivered, self._delivered = self._delivered, []
+                output, self._output = self._output, None
+                if not (answers or delivered or output):
+                    return
+                searched = [answer for answer in answers if isinstance(answer, Searched)]
+                fetched = [answer for answer in answers if isinstance(answer, Fetched)]
+                new, documents = await state.record(searched, fetched, delivered, output)
+                handoff = self._handoff
+                for query, ids, error in searched:
+                    if error is not None:
+                        self.fail("search", query, error)
+                    else:
+                        self.stats.searched += 1
+                        self.stats.results += len(ids or ())
+                self.stats.unique_ids += len(new)
+                if handoff is not None:
+                    for document_id in new:
+                        handoff.to_fetch.send_nowait(document_id)
+                for document_id, document, error in fetched:
+                    if document is not None:
+                        self.stats.fetched += 1
+                        if handoff is not None:
+                            handoff.ready.send_nowait(documents[document_id])
+                        continue
+                    if handoff is not None:
+                        handoff.slots.release()
+                    if error is not None:
+                        self.fail("fetch", document_id, error)
+                    else:
+                        self.stats.not_found += 1
 
     def fail(self, kind: Literal["search", "fetch"], value: object, error: Exception) -> None:
         self.failures.append(HarvestFailure(kind, value, error))
@@ -274,7 +267,6 @@ class HarvestRun:
                 finally:
                     await state.aclose()
         finally:
-            self._count_rate_limited()
             self.stats.finished = self.clock.now()
 
     async def _stages(
@@ -294,7 +286,7 @@ class HarvestRun:
         while True:
             await self._arrived.wait()
             self._arrived = anyio.Event()
-            await self.flush(state)
+            await self.commit(state)
 
     async def _ask(
         self, kind: Literal["search", "fetch"], value: str, done: anyio.Semaphore
@@ -341,7 +333,7 @@ class HarvestRun:
 
         async with anyio.create_task_group() as searches:
             await for_each(self.queries, claim)
-        await self.flush(state)
+        await self.commit(state)
         handoff.to_fetch.close()  # every search is recorded: no new id comes
 
     async def _fetch(self, state: HarvestState, handoff: _Handoff) -> None:
@@ -361,7 +353,7 @@ class HarvestRun:
             async for document_id in handoff.ids:
                 handoff.take()
                 await fetch(document_id)
-        await self.flush(state)
+        await self.commit(state)
         handoff.ready.close()  # every fetch is recorded: no document comes
 
     async def _deliver(
@@ -403,8 +395,8 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
     )
 
     def __init__(self, run: HarvestRun, acknowledge: Acknowledge) -> None:
+        self._run = run  # first: __del__ lets go of its lock
         super().__init__(run.produce)
-        self._run = run
         self._auto = acknowledge == "auto"
         self._last: str | None = None
         self.stats: HarvestStats = run.stats
@@ -499,9 +491,7 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
 
     def __del__(self) -> None:
         super().__del__()
-        run = getattr(self, "_run", None)  # None: __init__ never got so far
-        if run is not None:
-            run.release()
+        self._run.release()
 
 
 async def hold(harvest: Harvest) -> HarvestState:

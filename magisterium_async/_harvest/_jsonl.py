@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Collection, Container
+from collections.abc import Callable, Collection
 from io import FileIO
 from stat import S_ISREG
 from types import TracebackType
@@ -52,7 +52,7 @@ def why_not_written(error: OSError) -> str:
     return _WHY.get(error.errno or 0) or (error.strerror or str(error)).lower()
 
 
-def _quoted(value: str | bytes, limit: int = 200) -> str:
+def quoted(value: str | bytes, limit: int = 200) -> str:
     """``value`` (a user's input: a query, a line of a file) as a message quotes it: at
     most ``limit`` characters, and its length when cut (``'abc…' (6,000,553 characters)``)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
@@ -131,24 +131,6 @@ def _refuse(path: str, why: str, after: str = "") -> OutputFileError:
     )
 
 
-def _gone(path: str, mark: OutputMark) -> OutputFileError:
-    return OutputFileError(
-        f"{path} does not exist, but the harvest wrote {mark.offset:,} bytes of records to "
-        f"{mark.path or path} and would not write them again: put that file here (a copy "
-        "will do) to continue, or start the harvest anew into another file",
-        path=path,
-    )
-
-
-def _torn_by_the_harvest(partial: bytes, pending: Container[str]) -> bool:
-    """Whether an incomplete last line may be one the harvest was writing when it
-    stopped: the start of a record it had not acknowledged."""
-    if not (partial.startswith(_OPENING) or _OPENING.startswith(partial)):
-        return False
-    found = _id_of(partial)
-    return found is None or found in pending  # None: cut within the id
-
-
 class JsonlWriter:
     """Append :class:`Document`\\ s to ``path``, one JSON object a line, durable in batches.
 
@@ -182,7 +164,9 @@ class JsonlWriter:
         self.on_durable = on_durable
         if mark is not None and not isinstance(mark, OutputMark):
             raise TypeError(f"mark must be an OutputMark or None, not {type(mark).__name__}")
-        self._mark = mark
+        self.mark = mark
+        """Where the file ends after the last ``fsync``: its last whole record (before
+        :meth:`open`, the ``mark`` given). Give it back as ``mark=`` to resume."""
         self._pending_ids = pending
         self._digest = hashlib.sha256()  # of every byte of the file before the mark
         self._hold: HarvestLock | None = None
@@ -225,7 +209,6 @@ class JsonlWriter:
         line); ``async with`` does it for you."""
         if self._file is None:
             await anyio.to_thread.run_sync(self._open)
-            self.existing = len(self._ids)
 
     def _open(self) -> None:
         """Take the lock, open the file to append and check it (in a worker thread)."""
@@ -235,8 +218,14 @@ class JsonlWriter:
                 f"{self.path} is {describe(kind)}, not a file: give the path of a file",
                 path=self.path,
             )
-        if self._mark is not None and self._mark.offset and kind == "missing":
-            raise _gone(self.path, self._mark)
+        if (mark := self.mark) is not None and mark.offset and kind == "missing":
+            raise OutputFileError(
+                f"{self.path} does not exist, but the harvest wrote {mark.offset:,} bytes of "
+                f"records to {mark.path or self.path} and would not write them again: put that "
+                "file here (a copy will do) to continue, or start the harvest anew into another "
+                "file",
+                path=self.path,
+            )
         if kind in ("missing", "file"):
             self._hold = HarvestLock(self.path, "output", OutputFileError)
             self._hold.acquire()
@@ -252,7 +241,8 @@ class JsonlWriter:
             if self._file is not None:
                 self._file.close()
                 self._file = None
-            self._release()
+            if self._hold is not None:
+                self._hold.release()
             if isinstance(exc, OSError):
                 raise OutputFileError(
                     f"cannot write {self.path}: {why_not_written(exc)}", path=self.path
@@ -262,7 +252,7 @@ class JsonlWriter:
     def _check(self, file: FileIO, stat: os.stat_result) -> None:
         """Check a regular file against the mark (see the class), cut a line the harvest
         tore, note the ids it holds; then :attr:`mark` is where it ends."""
-        path, mark, pending = self.path, self._mark, self._pending_ids
+        path, mark, pending = self.path, self.mark, self._pending_ids
         scan = _Scan()
         reader = open(file.fileno(), "rb", closefd=False)  # noqa: SIM115 - buffered reads
 
@@ -278,7 +268,7 @@ class JsonlWriter:
                 raise _refuse(
                     path,
                     f"line {scan.lines + 1} (at byte {start}) is not a record the harvest "
-                    f"wrote: {_quoted(head)}",
+                    f"wrote: {quoted(head)}",
                     f"The harvest's own records end at byte {start}: `truncate -s {start} "
                     f"{path}` keeps exactly them, and the harvest continues. ",
                 )
@@ -309,10 +299,13 @@ class JsonlWriter:
             scan.read(reader, stat.st_size, note if mark is None else after_mark)
             if scan.whole < stat.st_size:
                 # A last line without its newline: cut only when the harvest may have been
-                # writing it when it stopped; a file nothing vouches for is never altered.
+                # writing it when it stopped (the start of a record it had not acknowledged,
+                # or cut within its id); a file nothing vouches for is never altered.
                 reader.seek(scan.whole)
                 partial = reader.read(_HEAD)
-                if mark is None or not _torn_by_the_harvest(partial, pending):
+                ours = partial.startswith(_OPENING) or _OPENING.startswith(partial)
+                found = _id_of(partial)
+                if mark is None or not ours or (found is not None and found not in pending):
                     how = (
                         ": end the line, or write to another file"
                         if mark is None
@@ -321,7 +314,7 @@ class JsonlWriter:
                     )
                     raise OutputFileError(
                         f"{path} ends in an incomplete line (after byte {scan.whole}) that "
-                        f"this writer cannot tell it wrote: {_quoted(partial)}. It was left as "
+                        f"this writer cannot tell it wrote: {quoted(partial)}. It was left as "
                         f"it is{how}",
                         path=path,
                     )
@@ -335,22 +328,11 @@ class JsonlWriter:
                         f"{stat.st_size}), left by a harvest that stopped while writing it",
                     )
                 )
-        self._digest = scan.digest
+        self._digest, self.existing = scan.digest, len(self._ids)
         fingerprint = _DIGEST + scan.digest.hexdigest()
-        self._mark = OutputMark(
+        self.mark = OutputMark(
             stat.st_dev, stat.st_ino, scan.whole, fingerprint, os.path.abspath(path)
         )
-
-    def _release(self) -> None:
-        hold, self._hold = self._hold, None
-        if hold is not None:
-            hold.release()
-
-    @property
-    def mark(self) -> OutputMark | None:
-        """Where the file ends after the last ``fsync``: its last whole record (``None``:
-        not open yet, or not a regular file). Give it back as ``mark=`` to resume."""
-        return self._mark
 
     async def _flush_later(self) -> None:
         """The ``max_delay`` timer of a batch, started by its first line (a flush before
@@ -400,7 +382,7 @@ class JsonlWriter:
                 self.on_durable(pending)
 
     def _append(self, file: FileIO, data: bytes) -> None:
-        mark = self._mark
+        mark = self.mark
         try:
             view = memoryview(data)
             while view:
@@ -418,7 +400,7 @@ class JsonlWriter:
             ) from exc
         if mark is not None:
             self._digest.update(data)
-            self._mark = mark._replace(
+            self.mark = mark._replace(
                 offset=mark.offset + len(data), fingerprint=_DIGEST + self._digest.hexdigest()
             )
 
@@ -437,12 +419,13 @@ class JsonlWriter:
         finally:
             file, self._file = self._file, None
             file.close()
-            self._release()
+            if self._hold is not None:
+                self._hold.release()
 
     def _changed_under_us(self) -> str | None:
         # Cheap and sound: every byte was written here (the lock keeps other harvests
         # out), so the file ends at the mark unless someone else changed it.
-        mark, file = self._mark, self._file
+        mark, file = self.mark, self._file
         if mark is None or file is None or self._torn:
             return None  # a write of ours failed: its error says so, not this
         stat = os.fstat(file.fileno())

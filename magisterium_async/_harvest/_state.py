@@ -91,9 +91,6 @@ _MARK = msgspec.json.Decoder(OutputMark)
 _ENCODER = msgspec.json.Encoder()
 _LEVEL = 6  # zlib's default: within a few percent of 9's size, several times faster
 
-QueryClaim = Literal["search", "recorded", "duplicate"]
-"""What to do with a query: search it, or skip it (answered earlier, or already taken)."""
-
 
 class Searched(NamedTuple):
     """A search's answer: the ids it found (in order), or the error it raised."""
@@ -310,17 +307,17 @@ class HarvestState:
         return None if row is None else row[0]
 
     @_off_loop
-    def begin_run(self) -> int:
-        """Start a run: items left ``pending`` or ``failed`` by earlier runs are taken up
-        again, while answers recorded are never asked for again. Returns its number."""
+    def begin_run(self) -> None:
+        """Start a run (:attr:`run`): items left ``pending`` or ``failed`` by earlier runs
+        are taken up again, while answers recorded are never asked for again."""
         self.run = int(self._one("SELECT value FROM meta WHERE key = 'runs'") or 0) + 1
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('runs', ?)", (str(self.run),))
         self._snapshot = self._one("SELECT coalesce(max(seq), 0) FROM documents")
-        return self.run
 
     @_off_loop
-    def claim(self, query: str) -> QueryClaim:
-        """Take ``query`` for this run: ``"search"`` it, or skip it."""
+    def claim(self, query: str) -> Literal["search", "recorded", "duplicate"]:
+        """Take ``query`` for this run: ``"search"`` it, or skip it (answered by an
+        earlier run, or taken by this one already)."""
         row = self.db.execute("SELECT status, run FROM queries WHERE query = ?", (query,))
         found = row.fetchone()
         if found is None:
