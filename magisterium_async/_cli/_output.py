@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from magisterium_async._events import duration
-from magisterium_async._harvest._jsonl import _quoted as quoted
+from magisterium_async._harvest import quoted
 from magisterium_async._models import Answer, Document, Lookup, SearchResult, Task
 
 if TYPE_CHECKING:
