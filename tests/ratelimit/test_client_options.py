@@ -402,7 +402,7 @@ async def test_a_long_wait_for_quota_is_logged_at_warning_once_then_at_info(
             await client.search(f"loop {i}")
     told = [(r.levelno, r.getMessage()) for r in caplog.records if "quota is spent" in r.message]
     assert [level for level, _ in told] == [logging.WARNING, logging.INFO, logging.INFO]
-    assert "default pool" in told[0][1] and "wait 61 s" in told[0][1]
+    assert "default pool" in told[0][1] and "wait 1m01s" in told[0][1]
 
 
 async def test_a_program_that_hears_the_events_is_told_of_a_long_wait_there_not_by_warning(
