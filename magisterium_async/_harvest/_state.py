@@ -110,11 +110,10 @@ class Fetched(NamedTuple):
 
 @dataclass(frozen=True)
 class StateSummary:
-    """Counts of a state: queries and documents by status, runs, and the output's mark."""
+    """Counts of a state: queries and documents by status, and the output's mark."""
 
     queries: dict[str, int]
     documents: dict[str, int]
-    runs: int
     output: OutputMark | None
 
     @property
@@ -475,9 +474,8 @@ class HarvestState:
             return {status: n for status, n in rows}
 
         mark = self._one("SELECT value FROM meta WHERE key = 'output'")
-        runs = int(self._one("SELECT value FROM meta WHERE key = 'runs'") or 0)
         output = None if mark is None else _MARK.decode(mark)
-        return StateSummary(counts("queries"), counts("documents"), runs, output)
+        return StateSummary(counts("queries"), counts("documents"), output)
 
     async def aclose(self) -> None:
         """Close the database (after a call in progress)."""

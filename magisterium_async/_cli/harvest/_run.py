@@ -257,7 +257,7 @@ class Tally:
         """Distinct queries in the input, when it can be counted (not stdin)."""
         self.quota = quota
         self._pool = pool
-        held = before or StateSummary({}, {}, 0, None)
+        held = before or StateSummary({}, {}, None)
         self._searched_before = held.queries.get("searched", 0)
         self._found_before = sum(held.documents.values())
         self._delivered_before = held.documents.get("delivered", 0)

@@ -54,7 +54,7 @@ def tally_of(
 
 def held(searched: int, documents: dict[str, int]) -> StateSummary:
     """What a state held before a run: ``searched`` queries answered, ``documents``."""
-    return StateSummary({"searched": searched}, documents, 1, None)
+    return StateSummary({"searched": searched}, documents, None)
 
 
 def pool_at(current_rate: float) -> PoolStats:
