@@ -105,7 +105,7 @@ async def run_harvest(args: argparse.Namespace, output: Output) -> int:
             fatal=fatal,
         )
         async with run:
-            before, sink = await _prepare(where, run, output)
+            before, sink = await _prepare(where, run)
             tally = Tally(
                 run,
                 sink,
@@ -117,9 +117,7 @@ async def run_harvest(args: argparse.Namespace, output: Output) -> int:
             return await _drive(where, run, sink, tally, output, args.emulator)
 
 
-async def _prepare(
-    where: Plan, run: Harvest, output: Output
-) -> tuple[StateSummary | None, JsonlWriter | _Stdout]:
+async def _prepare(where: Plan, run: Harvest) -> tuple[StateSummary | None, JsonlWriter | _Stdout]:
     """Hold the state (made whole where there is none), read what it held before this
     run, and open the output it says the harvest wrote, recording its mark."""
     state = None if where.state is None else await hold(run)
@@ -143,12 +141,7 @@ async def _prepare(
         if isinstance(exc.__cause__, OSError):
             raise unwritable("--out", out, exc.__cause__) from None
         raise CliError(_with_rebuild(str(exc), out, where.state)) from None
-    if writer.cut is not None:
-        output.note(
-            f"magisterium-async: note: {out} ended in an incomplete line (bytes "
-            f"{writer.cut[0]} to {writer.cut[1]}), left by a run that stopped while writing "
-            "it (killed, or its disk full): cut, and written again whole"
-        )
+    # A torn last line cut: the writer says so (its warning on the harvest's logger).
     if state is not None and writer.mark is not None:
         # Before any document: a harvest killed in its first batch still owns its output.
         # Records a killed run wrote and did not acknowledge are delivered now, in the
@@ -225,7 +218,6 @@ async def _drive(
                 out=where.out,
                 state=where.state,
                 emulator=emulator,
-                changed=sink.changed,
             )
     if sink.changed is not None:  # the file named is not what was written: the user's move
         return ExitCode.USAGE
@@ -375,12 +367,10 @@ def summary(
     out: str | None,
     state: str | None,
     emulator: bool,
-    changed: str | None = None,
 ) -> None:
-    """The summary of a harvest, when it ends: ``ending`` ``done``, ``stopped`` or
-    ``interrupted``; ``changed``: how ``out`` was changed under the harvest while it
-    wrote it."""
-    run, stats = tally.run, tally.run.stats
+    """The summary of a harvest, when it ends (``ending``: ``done``, ``stopped`` or
+    ``interrupted``), and how ``out`` was changed under it while it wrote it, if it was."""
+    run, stats, changed = tally.run, tally.run.stats, tally.sink.changed
     written, skipped, rate = tally.sink.written, tally.sink.skipped, tally.per_minute
     fields = dataclasses.asdict(stats)
     del fields["started"], fields["finished"]
