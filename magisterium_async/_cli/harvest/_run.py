@@ -114,7 +114,35 @@ async def run_harvest(args: argparse.Namespace, output: Output) -> int:
                 before=before,
                 pool=lambda: client.stats.default,
             )
-            return await _drive(where, run, sink, tally, output, args.emulator)
+            ending = "interrupted"
+            try:
+                async with status_line(lambda: status(tally)):
+                    try:
+                        async for document in run:
+                            await sink.write(document)
+                    finally:
+                        await sink.aclose()  # before the harvest closes: it records what is on disk
+                ending = "done"
+            except Exception as exc:
+                ending = "stopped"
+                cause = exc.__cause__ if isinstance(exc, OutputFileError) else None
+                if isinstance(cause, OSError) and where.out is not None:  # a full disk
+                    raise unwritable("--out", where.out, cause) from None
+                raise
+            finally:
+                if run.stats.queries or sink.written:
+                    summary(
+                        output,
+                        tally,
+                        ending=ending,
+                        out=where.out,
+                        state=where.state,
+                        emulator=args.emulator,
+                    )
+    if sink.changed is not None:  # the file named is not what was written: the user's move
+        return ExitCode.USAGE
+    # One code whatever failed first: the summary says what it was.
+    return ExitCode.PARTIAL if run.failures else ExitCode.OK
 
 
 async def _prepare(where: Plan, run: Harvest) -> tuple[StateSummary | None, JsonlWriter | _Stdout]:
@@ -184,45 +212,6 @@ def _with_rebuild(message: str, out: str, state: str | None) -> str:
         f"the harvest continues into it (`--out {shlex.quote(rebuilt)} --state "
         f"{shlex.quote(state)} --resume`)"
     )
-
-
-async def _drive(
-    where: Plan,
-    run: Harvest,
-    sink: JsonlWriter | _Stdout,
-    tally: Tally,
-    output: Output,
-    emulator: bool,
-) -> int:
-    ending = "interrupted"
-    try:
-        async with status_line(lambda: status(tally)):
-            try:
-                async for document in run:
-                    await sink.write(document)
-            finally:
-                await sink.aclose()  # before the harvest closes: it records what is on disk
-        ending = "done"
-    except Exception as exc:
-        ending = "stopped"
-        cause = exc.__cause__ if isinstance(exc, OutputFileError) else None
-        if isinstance(cause, OSError) and where.out is not None:  # a full disk
-            raise unwritable("--out", where.out, cause) from None
-        raise
-    finally:
-        if run.stats.queries or sink.written:
-            summary(
-                output,
-                tally,
-                ending=ending,
-                out=where.out,
-                state=where.state,
-                emulator=emulator,
-            )
-    if sink.changed is not None:  # the file named is not what was written: the user's move
-        return ExitCode.USAGE
-    # One code whatever failed first: the summary says what it was.
-    return ExitCode.PARTIAL if run.failures else ExitCode.OK
 
 
 RATE_AFTER = 10.0
