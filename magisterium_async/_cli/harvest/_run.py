@@ -29,7 +29,7 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._errors import CliError, ExitCode, describe
 from magisterium_async._cli._output import Output, duration, plural, quoted, waiting_text
 from magisterium_async._cli._status import status_line
-from magisterium_async._cli.harvest._plan import Plan, held, not_ours, plan, unwritable
+from magisterium_async._cli.harvest._plan import Plan, dry_run, held, not_ours, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._config import RateLimits
 from magisterium_async._errors import (
@@ -79,9 +79,11 @@ class _Stdout:
 
 
 async def run_harvest(args: argparse.Namespace, output: Output) -> int:
-    """Run the harvest; returns the exit code."""
+    """Run the harvest (or, ``--dry-run``, print its plan); returns the exit code."""
     where = await plan(args)
     await where.check_not_empty()  # stdin: counted only by reading it
+    if args.dry_run:
+        return await dry_run(where, args, output)
     if where.continued:
         output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
