@@ -27,9 +27,9 @@ import anyio.to_thread
 
 from magisterium_async._cli._client import quota_of
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import Output, duration, plural, quoted, read_lines
+from magisterium_async._cli._output import Output, duration, plural, quoted
 from magisterium_async._errors import StateError
-from magisterium_async._files import describe, kind_of
+from magisterium_async._files import describe, kind_of, read_in_thread
 from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
 from magisterium_async._skills import require_query
 
@@ -148,7 +148,7 @@ class Plan:
         for query in queries:
             yield query
         for file in self.files:
-            async for query in read_lines(file.lines, "magisterium-queries"):
+            async for query in read_in_thread(file.lines, "magisterium-queries"):
                 yield query
 
     async def check_not_empty(self) -> None:
