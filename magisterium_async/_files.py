@@ -19,7 +19,8 @@ import contextlib
 import os
 import stat
 import threading
-from typing import Literal
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Literal, TypeVar
 
 from magisterium_async._errors import MagisteriumError
 
@@ -36,6 +37,8 @@ _KINDS: tuple[tuple[object, FileKind], ...] = (
     (stat.S_ISBLK, "block device"),
     (stat.S_ISSOCK, "socket"),
 )
+
+T = TypeVar("T")
 
 # A text file a user names for one value (a token, a list of queries) is small: a larger
 # one is a mistake (a binary, a log), refused before it fills memory.
@@ -96,35 +99,41 @@ async def aread_text(
         raise error(f"{what} {os.fspath(path)} does not exist")
     if kind not in ("file", "fifo", "character device"):
         raise error(f"{what} {os.fspath(path)} is {describe(kind)}, not a file")
-    if kind == "file":
-        raw = _read_bytes(path, what, error)
-    else:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bytes] = loop.create_future()
-
-        def settle(outcome: bytes | BaseException) -> None:
-            if future.done():
-                return  # the waiter was cancelled
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
-
-        def read() -> None:
-            outcome: bytes | BaseException
-            try:
-                outcome = _read_bytes(path, what, error)
-            except BaseException as exc:  # handed to the loop, raised there
-                outcome = exc
-            with contextlib.suppress(RuntimeError):  # the loop has ended meanwhile
-                loop.call_soon_threadsafe(settle, outcome)
-
-        threading.Thread(target=read, name=f"read {what}", daemon=True).start()
-        raw = await future
+    # In a daemon thread: Ctrl-C still ends a program whose FIFO never gets a writer.
+    pieces = read_in_thread(lambda: [_read_bytes(path, what, error)], f"read {what}")
+    raw = b"".join([piece async for piece in pieces])
     try:
         return text_of(raw, path, what)
     except ValueError as exc:
         raise error(str(exc)) from None
+
+
+async def read_in_thread(read: Callable[[], Iterable[T]], name: str) -> AsyncIterator[T]:
+    """What ``read()`` yields (lines of stdin, of a queries file; a FIFO's bytes), read by a
+    daemon thread: a read blocked on a pipe or a terminal is never one the event loop waits
+    in, so Ctrl-C still ends the process, and one still waiting when the program ends does
+    not keep it alive. Its exception is raised here; at most 1,024 items are read ahead."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[T | Exception | None] = asyncio.Queue()
+    room = threading.Semaphore(1024)
+
+    def pump() -> None:
+        last: Exception | None = None
+        try:
+            for item in read():
+                room.acquire()
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+        except Exception as exc:
+            last = exc
+        with contextlib.suppress(RuntimeError):  # the event loop is already closed
+            loop.call_soon_threadsafe(queue.put_nowait, last)
+
+    threading.Thread(target=pump, name=name, daemon=True).start()
+    while (item := await queue.get()) is not None:
+        if isinstance(item, Exception):
+            raise item
+        room.release()
+        yield item
 
 
 def _read_bytes(path: str | os.PathLike[str], what: str, error: type[MagisteriumError]) -> bytes:

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 from magisterium_async._cli._client import check_redis
 from magisterium_async._cli._command import Command
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import Output, at_clock, duration, read_lines
+from magisterium_async._cli._output import Output, at_clock, duration
 from magisterium_async._config import CREDENTIALS_ENV, TOKEN_ENV, from_env
+from magisterium_async._files import read_in_thread
 
 if TYPE_CHECKING:
     from magisterium_async._auth import Credentials
@@ -92,7 +93,7 @@ async def _login(args: argparse.Namespace, output: Output) -> int:
         args.credentials,
         show_url=show_url,
         say=_say,
-        pasted=None if stdin is None else read_lines(typed, "magisterium-login-stdin"),
+        pasted=None if stdin is None else read_in_thread(typed, "magisterium-login-stdin"),
     )
     _say(f"Signed in to {stored.issuer}; the credentials are in {where}")
     if output.json:

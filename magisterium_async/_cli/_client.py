@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
-from magisterium_async._cli._errors import CliError, ExitCode, cli_words
+from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._config import (
     CACHE_ENV,
     CREDENTIALS_ENV,
@@ -169,27 +169,25 @@ async def open_client(
             token, base_url = emulator.token, emulator.base_url
         elif args.token_file is not None and sends:
             token = await _read_token(args.token_file)
-        try:
-            client = AsyncMagisterium(
-                token,
-                base_url=base_url,
-                rate_limits=quota_of(args),
-                timeout=DEFAULT_TIMEOUTS if args.timeout is None else Timeouts.of(args.timeout),
-                max_retries=args.max_retries,
-                shared_quota=None if redis is None else SharedQuota(redis),
-                cache=args.cache,
-                credentials=args.credentials if token is None else None,
-                proxy=args.proxy,
-                # The command line tells its waits itself (the status line, the
-                # harvest's progress): its client hears the events, so the library's log
-                # keeps a long wait at INFO (-v), and --json keeps stderr to one object.
-                on_event=on_event or unheard,
-                protocol=args.protocol,
-                # The in-process emulator is this host: no environment proxy reaches it.
-                trust_env=not args.emulator,
-            )
-        except ValueError as exc:
-            raise CliError(cli_words(str(exc))) from None
+        # A value it refuses is a ValueError, said in the command line's words by main().
+        client = AsyncMagisterium(
+            token,
+            base_url=base_url,
+            rate_limits=quota_of(args),
+            timeout=DEFAULT_TIMEOUTS if args.timeout is None else Timeouts.of(args.timeout),
+            max_retries=args.max_retries,
+            shared_quota=None if redis is None else SharedQuota(redis),
+            cache=args.cache,
+            credentials=args.credentials if token is None else None,
+            proxy=args.proxy,
+            # The command line tells its waits itself (the status line, the
+            # harvest's progress): its client hears the events, so the library's log
+            # keeps a long wait at INFO (-v), and --json keeps stderr to one object.
+            on_event=on_event or unheard,
+            protocol=args.protocol,
+            # The in-process emulator is this host: no environment proxy reaches it.
+            trust_env=not args.emulator,
+        )
         await stack.enter_async_context(client)
         try:
             yield client

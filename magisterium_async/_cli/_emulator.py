@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import re
 from typing import TYPE_CHECKING
 
 from magisterium_async._cli._client import corpus
@@ -127,37 +126,26 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_FLAGS = {
-    "default": "--default-limit",
-    "expensive": "--expensive-limit",
-    "fault rates": "--error-rate, --drop-rate and --rate-limit-rate, shares of the requests,",
-}
-"""The emulator's words for what flags set together, and the flags' names."""
-
-
 def _config(args: argparse.Namespace) -> EmulatorConfig:
-    """The emulator the flags describe; flags right alone and wrong together (a limit under
-    1 a period, which only a token bucket keeps; fault rates over 1) refused by name."""
+    """The emulator the flags describe. Flags right alone and wrong together (a limit under
+    1 a period, which only a token bucket keeps; fault rates over 1) are the config's
+    ``ValueError``, which main() says in the flags' words (:func:`._errors.cli_words`)."""
     from magisterium_async.testing import EmulatorConfig, FaultConfig, RateLimitConfig
 
     given = vars(args)
     limits = {k: given[k] for k in ("default", "expensive", "period", "algorithm") if given[k]}
     rates = {k: given[k] for k in ("error_rate", "drop_rate", "rate_limit_rate")}
-    try:
-        return EmulatorConfig(
-            tokens={args.token: "pro"},
-            rate_limits=RateLimitConfig(**limits) if args.limits or limits else None,
-            faults=FaultConfig(seed=args.seed, latency=args.latency, **rates)
-            if any(rates.values()) or args.latency
-            else None,
-            qa_latency=args.qa_latency,
-            corpus=corpus(args.synthetic, args.seed),
-            token_lifetime=args.token_lifetime,
-            protocol=args.protocol,
-        )
-    except ValueError as exc:
-        said = re.sub(r"^(default|expensive|fault rates)\b", lambda m: _FLAGS[m[1]], str(exc))
-        raise CliError(said) from None
+    return EmulatorConfig(
+        tokens={args.token: "pro"},
+        rate_limits=RateLimitConfig(**limits) if args.limits or limits else None,
+        faults=FaultConfig(seed=args.seed, latency=args.latency, **rates)
+        if any(rates.values()) or args.latency
+        else None,
+        qa_latency=args.qa_latency,
+        corpus=corpus(args.synthetic, args.seed),
+        token_lifetime=args.token_lifetime,
+        protocol=args.protocol,
+    )
 
 
 async def _serve(args: argparse.Namespace, output: Output) -> int:

@@ -122,6 +122,13 @@ _CLI_WORDS = (
     (re.compile(r"^document_id\b"), "the document id"),
     (re.compile(r"^task_id\b"), "the task id"),
     (re.compile(r"^context_id\b"), "--context-id"),
+    # The emulator's config (the emulator command's flags set its fields).
+    (re.compile(r"^default\b"), "--default-limit"),
+    (re.compile(r"^expensive\b"), "--expensive-limit"),
+    (
+        re.compile(r"^fault rates\b"),
+        "--error-rate, --drop-rate and --rate-limit-rate, shares of the requests,",
+    ),
 )
 
 

@@ -8,13 +8,10 @@ so nothing fails after a request has been spent.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +30,6 @@ __all__ = [
     "duration",
     "plural",
     "quoted",
-    "read_lines",
     "show_result",
     "waiting_text",
 ]
@@ -58,34 +54,6 @@ def waiting_text(seconds: float, wall: Callable[[], float] = time.time) -> str:
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``1 document``, ``2,048 documents`` (``nouns`` when the plural is not ``noun + s``)."""
     return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
-
-
-async def read_lines(read: Callable[[], Iterable[str]], name: str) -> AsyncIterator[str]:
-    """What ``read()`` yields (lines of stdin, of a queries file), read by a daemon thread:
-    a read blocked on a pipe or a terminal is never one the event loop waits in, so
-    Ctrl-C still ends the process, and one still waiting when the command ends does not
-    keep it alive. Its exception is raised here; at most 1,024 lines are read ahead."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[str | Exception | None] = asyncio.Queue()
-    room = threading.Semaphore(1024)
-
-    def pump() -> None:
-        last: Exception | None = None
-        try:
-            for line in read():
-                room.acquire()
-                loop.call_soon_threadsafe(queue.put_nowait, line)
-        except Exception as exc:
-            last = exc
-        with contextlib.suppress(RuntimeError):  # the event loop is already closed
-            loop.call_soon_threadsafe(queue.put_nowait, last)
-
-    threading.Thread(target=pump, name=name, daemon=True).start()
-    while (item := await queue.get()) is not None:
-        if isinstance(item, Exception):
-            raise item
-        room.release()
-        yield item
 
 
 _ENCODER = msgspec.json.Encoder()

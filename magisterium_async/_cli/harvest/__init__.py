@@ -84,10 +84,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _run(args: argparse.Namespace, output: Output) -> int:
-    if args.dry_run:
-        from magisterium_async._cli.harvest._plan import dry_run
-
-        return await dry_run(args, output)
     from magisterium_async._cli.harvest._run import run_harvest
 
     return await run_harvest(args, output)

@@ -27,9 +27,9 @@ import anyio.to_thread
 
 from magisterium_async._cli._client import quota_of
 from magisterium_async._cli._errors import CliError, ExitCode
-from magisterium_async._cli._output import Output, duration, plural, quoted, read_lines
+from magisterium_async._cli._output import Output, duration, plural, quoted
 from magisterium_async._errors import StateError
-from magisterium_async._files import describe, kind_of
+from magisterium_async._files import describe, kind_of, read_in_thread
 from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
 from magisterium_async._skills import require_query
 
@@ -148,7 +148,7 @@ class Plan:
         for query in queries:
             yield query
         for file in self.files:
-            async for query in read_lines(file.lines, "magisterium-queries"):
+            async for query in read_in_thread(file.lines, "magisterium-queries"):
                 yield query
 
     async def check_not_empty(self) -> None:
@@ -397,16 +397,14 @@ def _lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-async def dry_run(args: argparse.Namespace, output: Output) -> int:
-    """Print the plan of the harvest ``args`` ask for; send nothing, write nothing. The
-    arguments and files are checked as the harvest checks them. The searches are known
+async def dry_run(where: Plan, args: argparse.Namespace, output: Output) -> int:
+    """Print the plan ``where`` of the harvest ``args`` ask for, checked as the harvest
+    checks it (:func:`plan`); send nothing, write nothing. The searches are known
     (one per distinct query); the fetches are not until the searches answer, so it says
     what each costs. With a state to continue it counts as the real run would go: queries
     it answered are not sent, documents found and not fetched are fetched first (the state
     read under its lock, never written)."""
     limits = quota_of(args)
-    where = await plan(args)
-    await where.check_not_empty()  # stdin with no query: refused as the harvest is
     lines = [query async for query in where.lines()]
     distinct = list(dict.fromkeys(lines))  # the harvest searches a repeated query once
     done: list[str] = []

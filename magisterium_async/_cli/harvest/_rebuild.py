@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import hashlib
 import io
 import json
 import os
@@ -31,7 +30,7 @@ from magisterium_async._cli._errors import CliError, ExitCode
 from magisterium_async._cli._output import Output, plural
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
-from magisterium_async._harvest import HarvestLock, HarvestState, OutputMark, why_not_written
+from magisterium_async._harvest import HarvestLock, HarvestState, JsonlWriter, why_not_written
 
 __all__ = ["COMMAND", "CSV_COLUMNS", "rebuild_command", "rebuilt_name"]
 
@@ -77,19 +76,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _Sink:
-    """Records out as bytes (blocking: written off the event loop), counted and digested
-    (a JSON Lines file's mark is the digest of every byte)."""
+    """Records out as bytes (blocking: written off the event loop), counted."""
 
     def __init__(self, file: BinaryIO, form: str) -> None:
         self.file, self.form = file, form
-        self.digest = hashlib.sha256()
         self.size = self.count = 0
         if form == "csv":
             self._put(_row(CSV_COLUMNS))
 
     def _put(self, data: bytes) -> None:
         self.file.write(data)
-        self.digest.update(data)
         self.size += len(data)
 
     def write(self, records: list[tuple[int, bytes]]) -> None:
@@ -128,16 +124,15 @@ def _open(out: str | None, stream: bool) -> tuple[BinaryIO, str | None]:
     return open(building, "xb"), building
 
 
-def _close(file: BinaryIO, out: str, building: str | None, whole: bool) -> OutputMark | None:
+def _close(file: BinaryIO, out: str, building: str | None, whole: bool) -> bool:
     """Close ``file``; a new file, ``whole``, is linked at ``out`` once on disk (never over
-    a file: one made there meanwhile is refused), and what it is then returned."""
+    a file: one made there meanwhile is refused): whether it was."""
     try:
         if building is None or not whole:
-            return None
+            return False
         os.fsync(file.fileno())
         os.link(building, out)
-        stat = os.stat(building)
-        return OutputMark(stat.st_dev, stat.st_ino, 0, "", os.path.abspath(out))
+        return True
     finally:
         if file is not sys.stdout.buffer:
             file.close()
@@ -165,9 +160,9 @@ async def _write(state: HarvestState, out: str | None, stream: bool, form: str) 
         raise _exists(out or "", "a file") from None
     except OSError as exc:
         raise CliError(f"cannot write {where}: {why_not_written(exc)}") from None
-    if made is not None and form == "jsonl":
-        digest = "sha256:" + sink.digest.hexdigest()
-        await state.record((), (), (), made._replace(offset=sink.size, fingerprint=digest))
+    if made and form == "jsonl":  # its mark, as the writer reads it, is what a resume checks
+        async with JsonlWriter(out or "") as output:
+            await state.record((), (), (), output.mark)
     return sink
 
 

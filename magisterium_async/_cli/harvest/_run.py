@@ -29,7 +29,7 @@ from magisterium_async._cli._client import open_client
 from magisterium_async._cli._errors import CliError, ExitCode, describe
 from magisterium_async._cli._output import Output, duration, plural, quoted, waiting_text
 from magisterium_async._cli._status import status_line
-from magisterium_async._cli.harvest._plan import Plan, held, not_ours, plan, unwritable
+from magisterium_async._cli.harvest._plan import Plan, dry_run, held, not_ours, plan, unwritable
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._config import RateLimits
 from magisterium_async._errors import (
@@ -79,9 +79,11 @@ class _Stdout:
 
 
 async def run_harvest(args: argparse.Namespace, output: Output) -> int:
-    """Run the harvest; returns the exit code."""
+    """Run the harvest (or, ``--dry-run``, print its plan); returns the exit code."""
     where = await plan(args)
     await where.check_not_empty()  # stdin: counted only by reading it
+    if args.dry_run:
+        return await dry_run(where, args, output)
     if where.continued:
         output.note(
             f"magisterium-async: note: {where.out} and its state {where.state} hold a "
@@ -105,7 +107,7 @@ async def run_harvest(args: argparse.Namespace, output: Output) -> int:
             fatal=fatal,
         )
         async with run:
-            before, sink = await _prepare(where, run, output)
+            before, sink = await _prepare(where, run)
             tally = Tally(
                 run,
                 sink,
@@ -114,12 +116,38 @@ async def run_harvest(args: argparse.Namespace, output: Output) -> int:
                 before=before,
                 pool=lambda: client.stats.default,
             )
-            return await _drive(where, run, sink, tally, output, args.emulator)
+            ending = "interrupted"
+            try:
+                async with status_line(lambda: status(tally)):
+                    try:
+                        async for document in run:
+                            await sink.write(document)
+                    finally:
+                        await sink.aclose()  # before the harvest closes: it records what is on disk
+                ending = "done"
+            except Exception as exc:
+                ending = "stopped"
+                cause = exc.__cause__ if isinstance(exc, OutputFileError) else None
+                if isinstance(cause, OSError) and where.out is not None:  # a full disk
+                    raise unwritable("--out", where.out, cause) from None
+                raise
+            finally:
+                if run.stats.queries or sink.written:
+                    summary(
+                        output,
+                        tally,
+                        ending=ending,
+                        out=where.out,
+                        state=where.state,
+                        emulator=args.emulator,
+                    )
+    if sink.changed is not None:  # the file named is not what was written: the user's move
+        return ExitCode.USAGE
+    # One code whatever failed first: the summary says what it was.
+    return ExitCode.PARTIAL if run.failures else ExitCode.OK
 
 
-async def _prepare(
-    where: Plan, run: Harvest, output: Output
-) -> tuple[StateSummary | None, JsonlWriter | _Stdout]:
+async def _prepare(where: Plan, run: Harvest) -> tuple[StateSummary | None, JsonlWriter | _Stdout]:
     """Hold the state (made whole where there is none), read what it held before this
     run, and open the output it says the harvest wrote, recording its mark."""
     state = None if where.state is None else await hold(run)
@@ -143,12 +171,7 @@ async def _prepare(
         if isinstance(exc.__cause__, OSError):
             raise unwritable("--out", out, exc.__cause__) from None
         raise CliError(_with_rebuild(str(exc), out, where.state)) from None
-    if writer.cut is not None:
-        output.note(
-            f"magisterium-async: note: {out} ended in an incomplete line (bytes "
-            f"{writer.cut[0]} to {writer.cut[1]}), left by a run that stopped while writing "
-            "it (killed, or its disk full): cut, and written again whole"
-        )
+    # A torn last line cut: the writer says so (its warning on the harvest's logger).
     if state is not None and writer.mark is not None:
         # Before any document: a harvest killed in its first batch still owns its output.
         # Records a killed run wrote and did not acknowledge are delivered now, in the
@@ -191,46 +214,6 @@ def _with_rebuild(message: str, out: str, state: str | None) -> str:
         f"the harvest continues into it (`--out {shlex.quote(rebuilt)} --state "
         f"{shlex.quote(state)} --resume`)"
     )
-
-
-async def _drive(
-    where: Plan,
-    run: Harvest,
-    sink: JsonlWriter | _Stdout,
-    tally: Tally,
-    output: Output,
-    emulator: bool,
-) -> int:
-    ending = "interrupted"
-    try:
-        async with status_line(lambda: status(tally)):
-            try:
-                async for document in run:
-                    await sink.write(document)
-            finally:
-                await sink.aclose()  # before the harvest closes: it records what is on disk
-        ending = "done"
-    except Exception as exc:
-        ending = "stopped"
-        cause = exc.__cause__ if isinstance(exc, OutputFileError) else None
-        if isinstance(cause, OSError) and where.out is not None:  # a full disk
-            raise unwritable("--out", where.out, cause) from None
-        raise
-    finally:
-        if run.stats.queries or sink.written:
-            summary(
-                output,
-                tally,
-                ending=ending,
-                out=where.out,
-                state=where.state,
-                emulator=emulator,
-                changed=sink.changed,
-            )
-    if sink.changed is not None:  # the file named is not what was written: the user's move
-        return ExitCode.USAGE
-    # One code whatever failed first: the summary says what it was.
-    return ExitCode.PARTIAL if run.failures else ExitCode.OK
 
 
 RATE_AFTER = 10.0
@@ -375,12 +358,10 @@ def summary(
     out: str | None,
     state: str | None,
     emulator: bool,
-    changed: str | None = None,
 ) -> None:
-    """The summary of a harvest, when it ends: ``ending`` ``done``, ``stopped`` or
-    ``interrupted``; ``changed``: how ``out`` was changed under the harvest while it
-    wrote it."""
-    run, stats = tally.run, tally.run.stats
+    """The summary of a harvest, when it ends (``ending``: ``done``, ``stopped`` or
+    ``interrupted``), and how ``out`` was changed under it while it wrote it, if it was."""
+    run, stats, changed = tally.run, tally.run.stats, tally.sink.changed
     written, skipped, rate = tally.sink.written, tally.sink.skipped, tally.per_minute
     fields = dataclasses.asdict(stats)
     del fields["started"], fields["finished"]

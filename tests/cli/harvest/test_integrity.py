@@ -290,9 +290,9 @@ def test_a_line_torn_by_a_killed_run_is_cut_with_a_word_and_written_again(
     db.close()
     resumed = resume(tmp_path)
     assert resumed.code == 0, resumed.err
-    assert f"ed3.jsonl ended in an incomplete line (bytes {len(kept)} to {len(kept) + 20})" in (
-        resumed.err
-    )
+    # Said once, by the writer that cut it (a warning on the harvest's logger).
+    said = f"ed3.jsonl: cut its incomplete last line (bytes {len(kept)} to {len(kept) + 20})"
+    assert resumed.err.count(said) == 1 and "incomplete line" not in resumed.err.replace(said, "")
     ids = ids_in(out)
     assert ids.count(last["id"]) == 1 and len(ids) == len(set(ids))
 

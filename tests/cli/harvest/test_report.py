@@ -34,6 +34,7 @@ class _Sink:
     written: int = 0
     skipped: int = 0
     existing: int = 0
+    changed: str | None = None
 
 
 def tally_of(
