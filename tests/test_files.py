@@ -85,10 +85,12 @@ def test_a_fifo_without_a_writer_is_ended_by_ctrl_c(tmp_path: Path) -> None:
             sys.exit(130)
         """
     )
-    child = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert child.stdout is not None
     assert child.stdout.readline() == "reading\n"
     child.send_signal(signal.SIGINT)
-    out, _ = child.communicate(timeout=60)
-    assert child.returncode == 130
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
     assert out == "interrupted\n"
