@@ -360,21 +360,31 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def log_to_stderr(level: int) -> None:
-    """Show the library's records of ``level`` and above on stderr.
+class _JsonRecords(logging.Formatter):
+    """A record as one JSON object: ``{"level", "logger", "message"}``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        said = {"level": record.levelname.lower(), "logger": record.name}
+        return msgspec.json.encode({**said, "message": record.getMessage()}).decode()
+
+
+def log_to_stderr(level: int, *, json: bool = False) -> None:
+    """Show the library's records of ``level`` and above on stderr, each as a line of
+    text or (``json``: the command line's ``--json``, whose reader parses every line of
+    stderr) as one JSON object.
 
     One handler however often it is called; the most verbose level asked for wins (``-v``
-    does not quieten ``$MAGISTERIUM_LOG=debug``).
+    does not quieten ``$MAGISTERIUM_LOG=debug``), the last format asked for too.
     """
     logger = logging.getLogger(LOGGER)
     handler = next((h for h in logger.handlers if isinstance(h, _Stderr)), None)
     if handler is None:
         handler = _Stderr()
-        handler.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
         handler.setLevel(level)
         logger.addHandler(handler)
     else:
         handler.setLevel(min(handler.level, level))
+    handler.setFormatter(_JsonRecords() if json else logging.Formatter(_FORMAT, "%H:%M:%S"))
     if logger.level == logging.NOTSET or logger.level > level:
         logger.setLevel(level)
 

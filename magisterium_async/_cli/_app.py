@@ -201,8 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     except SystemExit as done:  # --help, --version: printed
         return int(done.code or 0)
-    if args.verbose:
-        log_to_stderr(logging.INFO if args.verbose == 1 else logging.DEBUG)
+    if args.verbose or args.json:
+        # Under --json the library's warnings (a cache bypassed, Redis gone) are JSON
+        # objects too, each a line: a program reading stderr parses every line.
+        level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+        log_to_stderr(level, json=args.json)
     output = Output(json=args.json)
     try:
         return asyncio.run(_run(args.command, args, output))

@@ -66,6 +66,19 @@ def test_under_json_an_error_is_one_json_object_on_stderr() -> None:
     assert plain.code == 2 and plain.err.startswith("magisterium-async: error: when: '2026-02-30'")
 
 
+def test_under_json_a_library_warning_is_a_json_object_on_stderr_too() -> None:
+    """A cache that cannot be used is bypassed with a warning: under ``--json`` it is a
+    line a program parses like the rest; without, the plain line."""
+    unused = ("search", "--emulator", "--cache", "redis://127.0.0.1:1", "grace")
+    run = cli("--json", *unused)
+    assert run.code == 0 and json.loads(run.out), run.err
+    [warning] = [json.loads(line) for line in run.err.splitlines()]
+    assert warning["level"] == "warning" and warning["logger"] == "magisterium_async.cache"
+    assert "cannot be used" in warning["message"]
+    plain = cli(*unused)
+    assert plain.code == 0 and plain.err.startswith("cache redis://127.0.0.1:1 cannot be used")
+
+
 def test_a_sign_in_for_another_server_exits_3(tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
     save_credentials(path, credentials())  # for https://www.magisterium.com
