@@ -385,7 +385,7 @@ def log_to_stderr(level: int, *, json: bool = False) -> None:
     else:
         handler.setLevel(min(handler.level, level))
     handler.setFormatter(_JsonRecords() if json else logging.Formatter(_FORMAT, "%H:%M:%S"))
-    if logger.level == logging.NOTSET or logger.level > level:
+    if logger.getEffectiveLevel() > level:  # lowered only: --json's WARNING changes none
         logger.setLevel(level)
 
 
