@@ -122,7 +122,6 @@ class SharedLimits:
         self._account = account
         self._base: str | None = None
         self.id = uuid.uuid4().hex
-        self.clients = 1  # processes seen lately
         self.down_since: float | None = None  # when Redis stopped answering
         self.retry_at = -math.inf
         self._pools: dict[str, SharedPool] = {}
@@ -176,7 +175,7 @@ class SharedLimits:
         self.retry_at = now + self.config.retry_interval
         if self.down_since is None:
             self.down_since = now
-            share = max(self.config.workers, self.clients)
+            share = max([self.config.workers, *(p.clients for p in self._pools.values())])
             for pool in self._pools.values():
                 pool.fall_back(now, share)
             self.emit(
@@ -258,6 +257,7 @@ class SharedPool:
         self._contends = False
         self._settled = False
         self.epoch = ""  # the shared state's epoch, once Redis said it
+        self.clients = 1  # processes seen lately on this pool (they size the fallback)
         self._answered: list[str] = []  # answered without a 429, not yet told
         self._seq = 0
         self._fallback: Rule | None = None  # while Redis does not answer
@@ -309,7 +309,7 @@ class SharedPool:
         if reply is None:
             shared.pump()
             return
-        wait, epoch, shared.clients = reply
+        wait, epoch, self.clients = reply
         if self.epoch and self.epoch != epoch:
             said = "the shared quota's state in Redis was lost: the pool waits a window"
             shared.emit(
