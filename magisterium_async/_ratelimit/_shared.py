@@ -352,8 +352,9 @@ class SharedPool:
             at = max(at, min(first, now + rule.margin))  # asked again soon: it may settle
         if at <= now:
             rule.start(now, ticket)
-            if now < first and me not in state.setdefault("firsts", []):
-                state["firsts"].append(me)
+            firsts = state.setdefault("firsts", [])
+            if now < first and not self._settled and me not in firsts:
+                firsts.append(me)  # (a client that judged its part is not waited for)
             state.get("line", {}).pop(me, None)
             return 0.0, epoch, len(seen)
         # A process gone leaves the line a margin after it was due to ask again.
