@@ -39,19 +39,8 @@ def _patch(obj: Any, name: str, value: Any) -> Callable[[], Iterator[None]]:
 
 
 def _constant(name: str, value: float) -> Callable[[], Iterator[None]]:
-    """A constant of the rule, in the rule and in what the shared script is handed."""
-
-    @contextlib.contextmanager
-    def patched() -> Iterator[None]:
-        with _patch(_rule, name, value)(), _patch(_shared, name, value)():
-            yield
-
-    return patched
-
-
-def _script(old: str, new: str) -> Callable[[], Iterator[None]]:
-    assert old in _shared.SCRIPT, old
-    return _patch(_shared, "SCRIPT", _shared.SCRIPT.replace(old, new))
+    """A constant of the rule (a shared pool's decisions are the same rule's)."""
+    return _patch(_rule, name, value)
 
 
 def _no_rounds() -> Callable[[], Iterator[None]]:
@@ -108,10 +97,7 @@ MECHANISMS: dict[str, tuple[str, Callable[[], Callable[[], Iterator[None]]]]] = 
     "fell short": ("a few refused of many lower the rate by as many", _no_fell_short),
     "learning from answered starts (shared)": (
         "a shared lowering waits for every process's answers in that window",
-        lambda: _script(
-            "elseif redis.call('ZCOUNT', log, '(' .. began, '+inf') > took and now < untl",
-            "elseif false",
-        ),
+        lambda: _patch(_shared, "unanswered", lambda rule, verdict, now: False),
     ),
     "shared first round": (
         "processes together send one client's first round before they know",
@@ -124,7 +110,7 @@ MECHANISMS: dict[str, tuple[str, Callable[[], Callable[[], Iterator[None]]]]] = 
     "first round": ("the pool's first round answered before more go", _no_first_round),
     "the line of processes (shared)": (
         "processes waiting take the free starts in turn, interactive ones first",
-        lambda: _script("if free <= ahead then at = now + math.min(margin, 250000) end", ""),
+        lambda: _patch(_shared.SharedPool, "_line", lambda self, rule, state, now, kind, at: at),
     ),
     "pacing a long run": (
         "bulk paced once its run lasted two windows",

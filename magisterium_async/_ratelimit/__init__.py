@@ -11,8 +11,8 @@ The parts, each one job, in the order they import each other:
   over fairness keys, first come first served within a key.
 - ``_quota.py``: the value objects a user holds: :class:`SharedQuota`, :class:`Quota`,
   :class:`PoolQuota`, :class:`PoolStats`, :class:`SchedulerStats`.
-- ``_shared.py``: the same rule for every process on one account, in Redis (one Lua
-  script), and the fallback while Redis does not answer.
+- ``_shared.py``: the same rule for every process on one account, over its state in
+  Redis, and the fallback while Redis does not answer.
 - ``_pool.py``: the **pools** (``default``, ``expensive``, ``unmetered``), each a line, caps
   and a rule, and the **scheduler** that lets waiters through over all of them and tells
   what happens on the client's event stream.
@@ -27,7 +27,7 @@ The seam the call path uses::
 
 and the flow of one 429, in one direction: the call tells its permit; the pool hands it to
 its rule, which holds new starts until the round in flight is answered, then gives a
-verdict; the pool applies it (or, with a shared quota, Redis does); the call waits what
+verdict; the pool applies it (or, with a shared quota, to the state in Redis); the call waits what
 its permit said, and asks for a turn again.
 """
 

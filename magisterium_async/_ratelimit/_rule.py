@@ -2,7 +2,7 @@
 
 Pure: times and outcomes come in, decisions go out; no clock, no I/O, no task. The pool
 (``_pool.py``) applies it on the client's clock; with a shared quota (``_shared.py``) the
-log and what the rule learned live in Redis, and the same rule runs there in Lua.
+log and what the rule learned live in Redis, and this rule decides over them.
 
 - **The log.** A start may go at ``t`` only if fewer than ``rate`` starts lie in
   ``(t - span, t]``, where the span is the quota's window plus a safety margin against
@@ -268,7 +268,7 @@ class Rule:
         with contextlib.suppress(ValueError):  # aged out already
             self.log.remove(start)
 
-    # Learning (a local pool's; a shared one's is the same, in Lua) ---------------------
+    # Learning (a local pool's, and a shared one's over its state in Redis) -------------
 
     def apply(self, verdict: Verdict) -> None:
         """What ``verdict`` changes: the pause, and (adaptive) the rate."""

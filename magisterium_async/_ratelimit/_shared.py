@@ -1,25 +1,21 @@
 """A quota shared by every process on one account, through Redis.
 
 ``AsyncMagisterium(shared_quota=SharedQuota("redis://host:6379/0"))``: each metered pool
-keeps its log of starts and what its rule learned in Redis, and one Lua script (:data:`SCRIPT`)
-decides there, atomically, by the same rule as a local pool (``_rule.py``): every process
-on the account draws on one log, pauses with the others, lowers and steps up one rate,
-paces bulk starts while any process has an interactive call about, and lines up the
-processes that wait: those with an interactive call first, then round-robin. Each process still
-judges its own rounds of answers (a 429 is judged once what it had in flight is answered)
-and hands the script what it learned.
+keeps its log of starts and what its rule learned in Redis, and each decision is made by
+the same rule as a local pool's (``_rule.py``), over that state: read with Redis's time,
+decided here, written back only if no other process wrote meanwhile (else decided again).
+So every process on the account draws on one log, pauses with the others, lowers and
+steps up one rate, paces bulk starts while any process has an interactive call about, and
+lines up the processes that wait: those with an interactive call first, then round-robin.
+Each process still judges its own rounds of answers (a 429 is judged once what it had in
+flight is answered) and hands on what it learned.
 
-Keys, for one account (``P`` = ``SharedQuota.prefix``, ``H`` = the first 16 hex digits of
+One key per account (``P`` = ``SharedQuota.prefix``, ``H`` = the first 16 hex digits of
 the SHA-256 of the account or token, never the token; the braces keep an account's keys in
-one Cluster slot) and one pool (``default`` or ``expensive``)::
-
-    P:{H}:POOL:log     sorted set: a ticket per start not refused, scored by its time (µs)
-    P:{H}:POOL:ok      sorted set: the same, for the starts answered without a 429
-    P:{H}:POOL:rule    hash: what the rule keeps (rate, pause, ...) and the state's epoch
-    P:{H}:POOL:first   set: the clients whose part of the first round is not yet judged
-    P:{H}:POOL:line    sorted set: the clients waiting, interactive first, then as they came
-    P:{H}:POOL:gone    sorted set: the same, by when each leaves the line if it asks no more
-    P:{H}:clients      sorted set: client id -> when last seen (sizes the fallback)
+one Cluster slot) and pool (``default`` or ``expensive``), ``P:{H}:POOL:log``: a JSON object
+of what the rule keeps (rate, pause, ...), its log of starts not refused (time, ticket,
+outcome), the state's epoch, the first round's clients, the line of clients waiting (and
+when each leaves it if it asks no more) and the clients seen lately (they size the fallback).
 
 Time is Redis's own clock (``TIME``), which processes on every host agree on; with a clock
 of the client's own (``VirtualClock`` in tests) every client sharing one Redis must share
@@ -39,234 +35,62 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import math
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from magisterium_async._clock import Clock, LoopClock
 from magisterium_async._config import RateLimits
 from magisterium_async._errors import SharedQuotaError
 from magisterium_async._events import OnEvent, notice
 from magisterium_async._ratelimit._quota import PoolQuota, SharedQuota
-from magisterium_async._ratelimit._rule import (
-    FIRST_STEP,
-    MAX_BACKOFF,
-    QUIET,
-    REFILL,
-    RUN,
-    Rule,
-    Start,
-    Verdict,
-)
+from magisterium_async._ratelimit._rule import Rule, Start, Verdict
 from magisterium_async._redis import RedisUnavailable, connect, token_key
 
-__all__ = ["SCRIPT", "SharedLimits", "SharedPool"]
+__all__ = ["SharedLimits", "SharedPool"]
 
-_US = 1_000_000  # the script counts microseconds
+T = TypeVar("T")
+State = dict[str, Any]
+Change = Callable[[Rule, State, float], T]
+"""A decision: the pool's rule and state rebuilt at a time, changed (unless only read)."""
+
 FIRST_HOLD = 2.0
 """The longest the shared first round (one client's ``max_concurrency`` of starts) holds
 every other start while it is answered: a slow answer must not stall every process."""
-_NEVER = 9e18  # a time that never comes, in µs (Lua has no portable infinity in a hash)
+_BULK = 1e12  # added to a bulk client's place in the line: after every interactive one
+_KEPT = (
+    "rate",
+    "proven",
+    "before",
+    "backoff",
+    "step_at",
+    "stepped_at",
+    "paused_until",
+    "recovering_until",
+    "contended_at",
+    "run_since",
+    "last_start",
+)  # what the rule learned, kept in the state beside its log
+_READ = "return {redis.call('TIME'), redis.call('GET', KEYS[1])}"
+_WRITE = """
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""  # written only if it is still what was read
 
-# KEYS: the pool's log and rule, the account's clients, the pool's first round's clients,
-#   the pool's starts answered without a 429, its line of waiting clients and when each
-#   leaves it if it asks no more.
-# ARGV: 1 mode, 2 now (µs; '' reads Redis's TIME), 3 limit, 4 window (µs), 5 margin (µs),
-#   6 adaptive ('1'/'0'), 7 the epoch this client knows ('' at first), 8 a new epoch, then
-#   per mode:
-#   admit   9 ticket, 10 the call's kind ('b' bulk, 'k' keyed, 'i' interactive: what is
-#           paced while contended), 11 contends ('1'/'0'), 12 client id, 13 how long a
-#           client counts as seen (µs), 14 QUIET, 15 RUN (windows), 16 the first round's
-#           size (a client's max_concurrency), 17 how long it holds at most (µs),
-#           18 FIRST_STEP
-#   settle  9 client id: its part of the first round was judged
-#   learn   9 kind, 10 at, 11 end, 12 until (µs), 13 rtt (µs), 14 refused, 15 REFILL,
-#           16 FIRST_STEP, 17 MAX_BACKOFF
-#   forget  9... tickets to take out of the log (refused, or never sent)
-#   ok      9... tickets answered without a 429
-#   add     9... start times (µs) to add, each its own ticket (a rejoin)
-#   read    (nothing more)
-# Returns {wait (µs; 0: admitted; -2: learn again soon, answers are missing), rate, proven,
-#   paused until, now, epoch, clients seen, starts in the span, when the next start is free
-#   (read only)}.
-SCRIPT = """
-local mode = ARGV[1]
-local now
-if ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local log, rule = KEYS[1], KEYS[2]
-local limit, window, margin = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local span = window + margin
-local NEVER = 9e18
-local s, epoch = {}, nil
-local raw = redis.call('HGETALL', rule)
-for i = 1, #raw, 2 do
-  if raw[i] == 'epoch' then epoch = raw[i + 1] else s[raw[i]] = tonumber(raw[i + 1]) end
-end
-local rate, proven = s.rate or limit, s.proven or limit
-local before, backoff, step_at = s.before or 0, s.backoff or 1, s.step_at or NEVER
-local paused, recovering = s.paused or -NEVER, s.recovering or -NEVER
-local contended, run_since = s.contended or -NEVER, s.run_since or -NEVER
-local last, stepped = s.last or -NEVER, s.stepped or -NEVER
--- The first round: until a client has judged its first answers, no more start than one
--- client would send, so that told far more than allowed, four processes send one round,
--- not four, before they know.
-local first = s.first or (mode == 'admit' and now + tonumber(ARGV[17]) or -NEVER)
-if ARGV[7] ~= '' and ARGV[7] ~= epoch then
-  -- The state was lost (or this client last saw another): the starts it held are unknown.
-  paused = math.max(paused, now + span)
-end
-if not epoch then epoch = ARGV[8] end
-redis.call('ZREMRANGEBYSCORE', log, '-inf', now - 2 * span)
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 2 * span)
 
-local function in_span(t)
-  return redis.call('ZCOUNT', log, '(' .. (t - span), '+inf')
-end
-local function log_free()
-  local n = in_span(now)
-  if n < rate then return -NEVER end
-  local nth = redis.call('ZREVRANGEBYSCORE', log, '+inf', '(' .. (now - span),
-    'WITHSCORES', 'LIMIT', rate - 1, 1)
-  return tonumber(nth[2]) + span
-end
-
-local wait, clients = -1, 0
-if mode == 'admit' then
-  local bulk, paced = ARGV[10] == 'b', ARGV[10] ~= 'i'
-  if ARGV[11] == '1' then contended = now end
-  redis.call('ZADD', KEYS[3], now, ARGV[12])
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[13]))
-  redis.call('PEXPIRE', KEYS[3], math.ceil(tonumber(ARGV[13]) / 1000))
-  clients = redis.call('ZCARD', KEYS[3])
-  local at = math.max(paused, log_free())
-  if at > now and rate < limit and now >= step_at then
-    local stepped_up = rate > proven
-    proven, stepped = rate, now
-    rate = math.min(limit, math.max(rate + 1, stepped_up and before or 0))
-    step_at = now + (rate <= before and 1 or tonumber(ARGV[18])) * window
-    if rate >= limit then proven, backoff, step_at = limit, 1, NEVER end
-    at = math.max(paused, log_free())
-  end
-  local quiet = now < contended + tonumber(ARGV[14]) * window
-  local running = now - last <= 2 * span and now - run_since >= tonumber(ARGV[15]) * window
-  local contends = paced and (quiet or running)
-  if last > -NEVER and (contends or now < recovering) then
-    at = math.max(at, last + window / rate)
-  end
-  if contends and rate > 1 then  -- the last free start kept until the next is near
-    local nth = redis.call('ZREVRANGEBYSCORE', log, '+inf', '-inf', 'WITHSCORES',
-      'LIMIT', rate - 2, 1)
-    if nth[2] then at = math.max(at, tonumber(nth[2]) + span - window / rate) end
-  end
-  -- The line of processes waiting for this pool: interactive ones first, then by when
-  -- each joined (a process that had a start joins again at the back: round-robin). The
-  -- free starts go to the first waiters, one each; the others ask again a moment later.
-  local line, gone = KEYS[6], KEYS[7]
-  for _, c in ipairs(redis.call('ZRANGEBYSCORE', gone, '-inf', '(' .. now)) do
-    redis.call('ZREM', line, c)
-  end
-  redis.call('ZREMRANGEBYSCORE', gone, '-inf', '(' .. now)
-  redis.call('ZADD', line, 'LT', (bulk and NEVER or 0) + now, ARGV[12])
-  local ahead = redis.call('ZRANK', line, ARGV[12])
-  if at <= now and ahead > 0 then
-    local free = rate - in_span(now)
-    if paced and (quiet or running) or now < recovering then free = 1 end
-    if free <= ahead then at = now + math.min(margin, 250000) end
-  end
-  if now < first and redis.call('ZCARD', log) >= tonumber(ARGV[16]) then
-    at = math.max(at, math.min(first, now + margin))  -- asked again soon: it may settle
-  end
-  if at <= now then
-    redis.call('ZADD', log, now, ARGV[9])
-    if now < first then redis.call('SADD', KEYS[4], ARGV[12]) end
-    if now - last > 2 * span then run_since = now end
-    last = now
-    redis.call('ZREM', line, ARGV[12])
-    wait = 0
-  else
-    wait = at - now
-    -- A process gone leaves the line a margin after it was due to ask again.
-    redis.call('ZADD', gone, at + margin, ARGV[12])
-  end
-elseif mode == 'learn' then
-  local kind, at, e, untl = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
-  if kind ~= 'fell_short' then
-    paused = math.max(paused, untl)
-    if untl - at < tonumber(ARGV[15]) * window then recovering = paused + window end
-  end
-  if ARGV[6] == '1' then
-    if kind == 'step_refused' then
-      if rate > proven then
-        if rate > proven + 1 then before = proven end
-        rate = proven
-        backoff = math.min(2 * backoff, tonumber(ARGV[17]))
-        step_at = untl + backoff * window
-      end
-    else
-      local began = e - window - tonumber(ARGV[13]) - margin
-      local took = redis.call('ZCOUNT', KEYS[5], '(' .. began, '+inf')
-      if kind == 'fell_short' then
-        took = rate - tonumber(ARGV[14])
-      elseif redis.call('ZCOUNT', log, '(' .. began, '+inf') > took and now < untl then
-        -- Some starts in that window are still unanswered (other processes'): learn
-        -- once they are, or once the window is over (a process gone answers nothing).
-        wait = -2
-        took = rate
-      end
-      if took >= 1 and took < rate then
-        before = math.max(took, redis.call('ZCOUNT', KEYS[5], '(' .. (began - span), began))
-        rate, proven = took, took
-        if at < stepped + 2 * tonumber(ARGV[16]) * window then
-          backoff = math.min(2 * backoff, tonumber(ARGV[17]))
-        end
-        step_at = untl + math.max(tonumber(ARGV[16]), backoff) * window
-      end
-    end
-  end
-elseif mode == 'settle' then
-  -- Over once every client with starts in it has judged its part.
-  redis.call('SREM', KEYS[4], ARGV[9])
-  if redis.call('SCARD', KEYS[4]) == 0 then first = -NEVER end
-elseif mode == 'forget' then
-  for i = 9, #ARGV do
-    redis.call('ZREM', log, ARGV[i])
-    redis.call('ZREM', KEYS[5], ARGV[i])
-  end
-elseif mode == 'ok' then
-  for i = 9, #ARGV do
-    local at = redis.call('ZSCORE', log, ARGV[i])
-    if at then redis.call('ZADD', KEYS[5], at, ARGV[i]) end
-  end
-elseif mode == 'add' then
-  for i = 9, #ARGV do
-    redis.call('ZADD', log, tonumber(ARGV[i]), ARGV[8] .. ':' .. i)
-    redis.call('ZADD', KEYS[5], tonumber(ARGV[i]), ARGV[8] .. ':' .. i)
-  end
-end
-if mode ~= 'read' then
-  redis.call('HSET', rule, 'rate', rate, 'proven', proven, 'before', before,
-    'backoff', backoff, 'step_at', step_at, 'paused', paused, 'recovering', recovering,
-    'contended', contended, 'run_since', run_since, 'last', last,
-    'first', first, 'stepped', stepped, 'epoch', epoch)
-  local keep = math.ceil(2 * span / 1000) + 60000
-  redis.call('PEXPIRE', rule, keep)
-  redis.call('PEXPIRE', log, keep)
-  redis.call('PEXPIRE', KEYS[4], keep)
-  redis.call('PEXPIRE', KEYS[5], keep)
-  redis.call('PEXPIRE', KEYS[6], keep)
-  redis.call('PEXPIRE', KEYS[7], keep)
-end
-local function us(t) return string.format('%.0f', t) end
-if wait > 0 then wait = math.ceil(wait) end  -- a wait never rounds to 0 (admitted)
-local free = mode == 'read' and math.max(paused, log_free()) or now
-return {us(wait), rate, proven, us(paused), us(now), epoch, clients, in_span(now), us(free)}
-"""
+def unanswered(rule: Rule, verdict: Verdict, now: float) -> bool:
+    """Whether a window that ran out holds starts still unanswered (other processes'):
+    the rate is learned once they are, or once the window is over (a process gone
+    answers nothing); the pause at once."""
+    if verdict.kind != "ran_out" or now >= verdict.until:
+        return False
+    began = rule._began(verdict.end, verdict.rtt)
+    return any(s.outcome == "out" and s.time > began for s in rule.log)
 
 
 def _unheard(error: Exception) -> None:
@@ -290,14 +114,14 @@ class SharedLimits:
         self.config, self.clock, self.pump, self.emit = config, clock, pump, emit
         self.first_round = first_round  # the most that start before a first answer
         self.connection = connect(config.url, config.timeout, SharedQuotaError)
-        self._script = self.connection.client.register_script(SCRIPT)
+        self._read = self.connection.client.register_script(_READ)
+        self._write = self.connection.client.register_script(_WRITE)
         # The default clock differs between processes: Redis's TIME is the one they share.
         self._own_time = not isinstance(clock, LoopClock)
         self.offset = 0.0  # Redis's time minus the client's clock, in seconds
         self._account = account
         self._base: str | None = None
         self.id = uuid.uuid4().hex
-        self.clients = 1  # processes seen lately
         self.down_since: float | None = None  # when Redis stopped answering
         self.retry_at = -math.inf
         self._pools: dict[str, SharedPool] = {}
@@ -310,62 +134,48 @@ class SharedLimits:
         self._pools[name] = pool
         return pool
 
-    async def _keys(self, pool: str) -> list[str]:
+    async def _key(self, pool: str) -> str:
         if self._base is None:
             account = self._account if isinstance(self._account, str) else await self._account()
             self._base = f"{self.config.prefix}:{{{token_key(account)}}}"
-        base = self._base
-        return [
-            f"{base}:{pool}:log",
-            f"{base}:{pool}:rule",
-            f"{base}:clients",
-            f"{base}:{pool}:first",
-            f"{base}:{pool}:ok",
-            f"{base}:{pool}:line",
-            f"{base}:{pool}:gone",
-        ]
+        return f"{self._base}:{pool}:log"  # the log, and what the rule learned beside it
 
-    async def run(self, pool: SharedPool, mode: str, *args: object) -> list[Any] | None:
-        """One call of the script for ``pool``; ``None`` while Redis does not answer (the
-        fallback applies). A refusal is raised."""
+    async def run(self, pool: SharedPool, change: Change[T], *, write: bool = True) -> T | None:
+        """One decision for ``pool`` (see the module's docstring); what ``change`` returned,
+        or ``None`` while Redis does not answer (the fallback applies). A refusal is
+        raised."""
         now = self.clock.now()
         if self.down_since is not None and now < self.retry_at:
             return None
-        rule = pool.local
-        argv: list[object] = [
-            mode,
-            str(round(now * _US)) if self._own_time else "",
-            rule.limit,
-            round(rule.window * _US),
-            round(rule.margin * _US),
-            "1" if pool.adaptive else "0",
-            pool.epoch if mode == "admit" else "",
-            uuid.uuid4().hex[:12],
-            *args,
-        ]
+        key, run = await self._key(pool.name), self.connection.run
         try:
-            reply = await self.connection.run(
-                self._script(keys=await self._keys(pool.name), args=argv)
-            )
+            while True:
+                (seconds, micro), old = await run(self._read(keys=[key]))
+                at = self.clock.now() if self._own_time else int(seconds) + int(micro) / 1e6
+                state = json.loads(old) if old else {"epoch": uuid.uuid4().hex[:12]}
+                rule = pool.rule(state, at)
+                result = change(rule, state, at)
+                if not write:
+                    break
+                state.update({name: getattr(rule, name) for name in _KEPT})
+                state["log"] = sorted((s.time, s.ticket, s.outcome) for s in rule.log)
+                keep = round((2 * rule.span + 60) * 1000)
+                if await run(self._write(keys=[key], args=[old or "", json.dumps(state), keep])):
+                    break
         except RedisUnavailable as exc:
             self._lost(str(exc), now)
             return None
         if self.down_since is not None:
             await self._rejoin(now)
-        self.offset = float(reply[4]) / _US - self.clock.now()
-        if mode == "admit":
-            epoch = reply[5].decode() if isinstance(reply[5], bytes) else str(reply[5])
-            if pool.epoch and pool.epoch != epoch:
-                said = "the shared quota's state in Redis was lost: the pool waits a window"
-                self.emit(notice("warning", "ratelimit", said, pool=pool.name, time=now))
-            pool.epoch, self.clients = epoch, max(int(reply[6]), 1)
-        return list(reply)
+        self.offset = at - self.clock.now()
+        pool.mirror(rule)
+        return result
 
     def _lost(self, why: str, now: float) -> None:
         self.retry_at = now + self.config.retry_interval
         if self.down_since is None:
             self.down_since = now
-            share = max(self.config.workers, self.clients)
+            share = max([self.config.workers, *(p.clients for p in self._pools.values())])
             for pool in self._pools.values():
                 pool.fall_back(now, share)
             self.emit(
@@ -382,10 +192,13 @@ class SharedLimits:
         """Redis answers again: the starts made alone go into the shared log."""
         self.down_since = None
         for pool in self._pools.values():
-            starts = pool.rejoin()
-            if starts:
-                ages = [str(round((t + self.offset) * _US)) for t in starts]
-                await self.run(pool, "add", *ages)
+            alone = [t + self.offset for t in pool.rejoin()]
+            if alone:
+
+                def add(rule: Rule, state: State, now: float, alone: list[float] = alone) -> None:
+                    rule.log.extend(Start(t, uuid.uuid4().hex, "ok") for t in alone)
+
+                await self.run(pool, add)
         self.emit(notice("info", "ratelimit", "Redis answers again: the quota is shared", time=now))
 
     def spawn(self, work: Awaitable[None]) -> None:
@@ -400,21 +213,20 @@ class SharedLimits:
         pool = self._pools.get(view.pool)
         if pool is None or self.closed:
             return view
-        reply = await self.run(pool, "read")
-        if reply is None:
+        read = await self.run(pool, lambda rule, state, now: (rule, now), write=False)
+        if read is None:
             return view
-        rule = pool.local
-        now = float(reply[4]) / _US
-        rate, paused_for = int(reply[1]), max(0.0, float(reply[3]) / _US - now)
-        used, free_in = int(reply[7]), max(0.0, float(reply[8]) / _US - now)
+        rule, now = read
+        used, left, free = rule.usage(now)
+        paused_for = max(0.0, rule.paused_until - now)
         return PoolQuota(
             pool=view.pool,
-            limit=rate * view.period / rule.window,
+            limit=rule.rate * view.period / rule.window,
             configured=view.configured,
             period=view.period,
             used=used,
-            left=0 if free_in else max(rate - used, 0),
-            next_start_in=free_in,
+            left=left,
+            next_start_in=free - now,
             paused_for=paused_for,
             shared=True,
         )
@@ -445,6 +257,7 @@ class SharedPool:
         self._contends = False
         self._settled = False
         self.epoch = ""  # the shared state's epoch, once Redis said it
+        self.clients = 1  # processes seen lately on this pool (they size the fallback)
         self._answered: list[str] = []  # answered without a 429, not yet told
         self._seq = 0
         self._fallback: Rule | None = None  # while Redis does not answer
@@ -486,10 +299,8 @@ class SharedPool:
         contends, self._contends = self._contends or kind != "b", False
         try:
             reply = await shared.run(
-                self, "admit", ticket, kind, "1" if contends else "0",
-                shared.id, round(max(4 * self.local.span, 10.0) * _US), QUIET, RUN,
-                shared.first_round, round(FIRST_HOLD * _US), FIRST_STEP,
-            )  # fmt: skip
+                self, lambda r, s, now: self._admit(r, s, now, ticket, kind, contends)
+            )
         except Exception as exc:  # a refusal, or a token callable that raised
             self.fail(exc)  # every waiting call raises it; a later one asks again
             return
@@ -498,8 +309,13 @@ class SharedPool:
         if reply is None:
             shared.pump()
             return
-        self._mirror(reply)
-        wait = float(reply[0]) / _US
+        wait, epoch, self.clients = reply
+        if self.epoch and self.epoch != epoch:
+            said = "the shared quota's state in Redis was lost: the pool waits a window"
+            shared.emit(
+                notice("warning", "ratelimit", said, pool=self.name, time=shared.clock.now())
+            )
+        self.epoch = epoch
         if wait == 0:
             self._ticket = ticket
             shared.pump()
@@ -510,20 +326,102 @@ class SharedPool:
             self._next_ask = shared.clock.now() + wait
             shared.pump()
 
-    def _mirror(self, reply: list[Any]) -> None:
-        self.rate, self.proven = int(reply[1]), int(reply[2])
-        self.paused_until = float(reply[3]) / _US - self.shared.offset
+    def _admit(
+        self, rule: Rule, state: State, now: float, ticket: str, kind: str, contends: bool
+    ) -> tuple[float, str, int]:
+        """One ask for a start: the wait (0: admitted), the state's epoch, the clients
+        seen lately."""
+        me, epoch = self.shared.id, state["epoch"]
+        if self.epoch and self.epoch != epoch:
+            # The state was lost (or this client last saw another): the starts it held
+            # are unknown.
+            rule.paused_until = max(rule.paused_until, now + rule.span)
+        if contends:
+            rule.contended_at = now
+        seen = state.get("clients", {})
+        seen = state["clients"] = {
+            c: t for c, t in seen.items() if t > now - max(4 * rule.span, 10.0)
+        }
+        seen[me] = now
+        at = self._line(rule, state, now, kind, rule.next_start(now, paced=kind != "i"))
+        # The first round: until a client has judged its first answers, no more start
+        # than one client would send, so that told far more than allowed, four processes
+        # send one round, not four, before they know.
+        first = state.setdefault("first", now + FIRST_HOLD)
+        if now < first and len(rule.log) >= self.shared.first_round:
+            at = max(at, min(first, now + rule.margin))  # asked again soon: it may settle
+        if at <= now:
+            rule.start(now, ticket)
+            firsts = state.setdefault("firsts", [])
+            if now < first and not self._settled and me not in firsts:
+                firsts.append(me)  # (a client that judged its part is not waited for)
+            state.get("line", {}).pop(me, None)
+            return 0.0, epoch, len(seen)
+        # A process gone leaves the line a margin after it was due to ask again.
+        state.setdefault("gone", {})[me] = at + rule.margin
+        return at - now, epoch, len(seen)
+
+    def _line(self, rule: Rule, state: State, now: float, kind: str, at: float) -> float:
+        """The line of processes waiting for this pool: interactive ones first, then by
+        when each joined (a process that had a start joins again at the back:
+        round-robin). The free starts go to the first waiters, one each; the others ask
+        again a moment later."""
+        me = self.shared.id
+        line, gone = state.setdefault("line", {}), state.setdefault("gone", {})
+        for client in [c for c, t in gone.items() if t < now]:
+            del gone[client]
+            line.pop(client, None)
+        line[me] = min(line.get(me, math.inf), now + (_BULK if kind == "b" else 0))
+        ahead = sum(1 for c, place in line.items() if (place, c) < (line[me], me))
+        if at <= now and ahead:
+            free = rule.rate - rule.usage(now)[0]
+            if (kind != "i" and rule.contended(now)) or now < rule.recovering_until:
+                free = 1
+            if free <= ahead:
+                at = now + min(rule.margin, 0.25)
+        return at
+
+    def rule(self, state: State, now: float) -> Rule:
+        """The shared rule as ``state`` holds it at ``now`` (its log: the last two spans)."""
+        local = self.local
+        rule = Rule(local.limit, local.window, local.margin, adaptive=self.adaptive)
+        rule._first = False  # each process judges its own first round
+        for name in _KEPT:
+            setattr(rule, name, state.get(name, getattr(rule, name)))
+        keep = now - 2 * rule.span
+        rule.log = deque(
+            Start(t, ticket, out) for t, ticket, out in state.get("log", ()) if t > keep
+        )
+        return rule
+
+    def mirror(self, rule: Rule) -> None:
+        """What the shared rule allows now, for the pool's own (on the client's clock)."""
+        self.rate, self.proven = rule.rate, rule.proven
+        self.paused_until = rule.paused_until - self.shared.offset
 
     def settle(self) -> None:
         """This process judged its first round: the others' first starts may go."""
         if not self._settled:
             self._settled = True
-            self.shared.spawn(self._quietly("settle", self.shared.id))
+            me = self.shared.id
+
+            def settled(rule: Rule, state: State, now: float) -> None:
+                firsts = [c for c in state.get("firsts", ()) if c != me]
+                state["firsts"] = firsts
+                if not firsts:  # over once every client with starts in it judged its part
+                    state["first"] = -math.inf
+
+            self.shared.spawn(self._quietly(settled))
 
     def forget(self, start: Start) -> None:
         """A start that spent nothing (refused, or never sent) leaves the shared log."""
         if start.ticket is not None:
-            self.shared.spawn(self._quietly("forget", start.ticket))
+            ticket = start.ticket
+
+            def forget(rule: Rule, state: State, now: float) -> None:
+                rule.log = deque(s for s in rule.log if s.ticket != ticket)
+
+            self.shared.spawn(self._quietly(forget))
 
     def learn(self, verdict: Verdict) -> None:
         """What a round of this process's answers taught, for every process."""
@@ -531,25 +429,20 @@ class SharedPool:
             self._fallback.apply(verdict)
             return
         offset = self.shared.offset
-        args: list[object] = [
-            verdict.kind,
-            *(round((t + offset) * _US) for t in (verdict.at, verdict.end, verdict.until)),
-            round(verdict.rtt * _US),
-            verdict.refused,
-            REFILL,
-            FIRST_STEP,
-            MAX_BACKOFF,
-        ]
-        self.shared.spawn(self._learn(args))
+        at, end, until = (t + offset for t in (verdict.at, verdict.end, verdict.until))
+        self.shared.spawn(self._learn(dataclasses.replace(verdict, at=at, end=end, until=until)))
 
-    async def _learn(self, args: list[object]) -> None:
+    async def _learn(self, verdict: Verdict) -> None:
+        def learn(rule: Rule, state: State, now: float) -> bool:
+            again = unanswered(rule, verdict, now)
+            rule.adaptive = rule.adaptive and not again  # the pause now, the rate later
+            rule.apply(verdict)
+            return again
+
         with contextlib.suppress(Exception):  # a refusal: the next ask raises it
             while True:
                 await self._flush()  # what this process knows goes first
-                reply = await self.shared.run(self, "learn", *args)
-                if reply is not None:
-                    self._mirror(reply)
-                if reply is None or float(reply[0]) != -2:
+                if not await self.shared.run(self, learn):
                     break
                 await self.shared.clock.sleep(self.local.margin)
         self.shared.pump()
@@ -564,13 +457,19 @@ class SharedPool:
     async def _flush(self, *, wait: bool = False) -> None:
         if wait:
             await asyncio.sleep(0)  # gather the answers of this turn of the loop
-        tickets, self._answered = self._answered, []
-        if tickets:
-            await self._quietly("ok", *tickets)
+        tickets, self._answered = set(self._answered), []
 
-    async def _quietly(self, mode: str, *args: object) -> None:
+        def ok(rule: Rule, state: State, now: float) -> None:
+            for start in rule.log:
+                if start.ticket in tickets:
+                    start.outcome = "ok"
+
+        if tickets:
+            await self._quietly(ok)
+
+    async def _quietly(self, change: Change[None]) -> None:
         with contextlib.suppress(Exception):  # a refusal: the next ask raises it
-            await self.shared.run(self, mode, *args)
+            await self.shared.run(self, change)
 
     def fall_back(self, now: float, share: int) -> None:
         """Redis stopped answering: keep to ``limit / share`` alone, after a window."""

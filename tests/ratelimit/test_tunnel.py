@@ -15,7 +15,7 @@ import pytest
 from benchmarks.tunnel.measure import judge, measure
 from benchmarks.tunnel.scenarios import SEEDS, Group, matrix
 
-pytest.importorskip("lupa", reason="the shared scenarios run the Lua script in fakeredis[lua]")
+pytest.importorskip("lupa", reason="the shared scenarios run Lua scripts in fakeredis[lua]")
 
 
 @pytest.mark.soak
