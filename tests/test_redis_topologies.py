@@ -332,7 +332,7 @@ async def test_an_application_s_client_is_used_for_quota_and_cache_and_left_open
         ) as client:
             await client.fetch("10234")
             assert await client.fetch("10234") is not None
-        assert await app.keys("magisterium:{*}:default:log")  # the quota went there
+        assert await app.keys("magisterium:{*}:default:state")  # the quota went there
         assert await app.keys("magisterium:cache:*")  # and the cache
         assert emulator.stats.count(skill="document_fetch") == 1
         assert await app.ping()  # still the application's, still open
@@ -405,7 +405,7 @@ async def test_the_quota_follows_a_sentinel_failover_mid_run(
     assert emulator.stats.count(outcome="rate_limited") <= 1
     promoted = connect(f"redis://127.0.0.1:{sentinel.replica.port}/0", 5.0)
     try:
-        assert await promoted.client.keys("magisterium:{*}:default:log")
+        assert await promoted.client.keys("magisterium:{*}:default:state")
     finally:
         await promoted.aclose()
 

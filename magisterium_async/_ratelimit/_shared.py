@@ -12,7 +12,7 @@ flight is answered) and hands on what it learned.
 
 One key per account (``P`` = ``SharedQuota.prefix``, ``H`` = the first 16 hex digits of
 the SHA-256 of the account or token, never the token; the braces keep an account's keys in
-one Cluster slot) and pool (``default`` or ``expensive``), ``P:{H}:POOL:log``: a JSON object
+one Cluster slot) and pool (``default`` or ``expensive``), ``P:{H}:POOL:state``: a JSON object
 of what the rule keeps (rate, pause, ...), its log of starts not refused (time, ticket,
 outcome), the state's epoch, the first round's clients, the line of clients waiting (and
 when each leaves it if it asks no more) and the clients seen lately (they size the fallback).
@@ -93,6 +93,16 @@ def unanswered(rule: Rule, verdict: Verdict, now: float) -> bool:
     return any(s.outcome == "out" and s.time > began for s in rule.log)
 
 
+def _state(value: bytes | None) -> State:
+    """The state a key holds; a new one (a new epoch) for none, or for a value that is
+    not a state (torn, or written by something else): as if Redis had lost it."""
+    with contextlib.suppress(ValueError):
+        state = json.loads(value) if value else None
+        if isinstance(state, dict) and isinstance(state.get("epoch"), str):
+            return state
+    return {"epoch": uuid.uuid4().hex[:12]}
+
+
 def _unheard(error: Exception) -> None:
     raise error
 
@@ -138,7 +148,7 @@ class SharedLimits:
         if self._base is None:
             account = self._account if isinstance(self._account, str) else await self._account()
             self._base = f"{self.config.prefix}:{{{token_key(account)}}}"
-        return f"{self._base}:{pool}:log"  # the log, and what the rule learned beside it
+        return f"{self._base}:{pool}:state"  # the log, and what the rule learned beside it
 
     async def run(self, pool: SharedPool, change: Change[T], *, write: bool = True) -> T | None:
         """One decision for ``pool`` (see the module's docstring); what ``change`` returned,
@@ -152,7 +162,7 @@ class SharedLimits:
             while True:
                 (seconds, micro), old = await run(self._read(keys=[key]))
                 at = self.clock.now() if self._own_time else int(seconds) + int(micro) / 1e6
-                state = json.loads(old) if old else {"epoch": uuid.uuid4().hex[:12]}
+                state = _state(old)
                 rule = pool.rule(state, at)
                 result = change(rule, state, at)
                 if not write:

@@ -349,7 +349,7 @@ async def test_the_readme_acl_user_keeps_the_sign_in_and_the_quota(
             await asyncio.gather(*(shared.search(f"grace {i}") for i in range(5)))
         # Redis admitted them, as this user: no fallback, and the log holds the starts.
         assert [r.getMessage() for r in caplog.records] == []
-        assert await admin.keys("magisterium:{*}:default:log")
+        assert await admin.keys("magisterium:{*}:default:state")
     finally:
         await admin.aclose()
 

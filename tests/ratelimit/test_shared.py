@@ -1,7 +1,7 @@
 """A quota shared by processes on one account, through the public API.
 
 Processes are clients in one event loop, each with its own Redis client: on an in-memory
-Redis running the same Lua (fakeredis), in virtual time, for what the shared rule does; on
+Redis running the same scripts (fakeredis), in virtual time, for what the shared rule does; on
 a real ``redis-server`` for what an outage, a restart and a refusal do.
 """
 
@@ -262,6 +262,26 @@ async def test_a_redis_restarted_empty_pauses_a_window_and_never_overruns(
     await asyncio.gather(*(c.search(f"b{i}-{j}") for i, c in enumerate(clients) for j in range(7)))
     for client in clients:
         await client.aclose()
+    assert most_in_a_minute([t for _, t in server.arrivals]) <= 15
+
+
+async def test_a_state_overwritten_with_something_else_is_taken_as_lost(
+    memory_redis: object,
+) -> None:
+    """A key whose value is not a state (torn, or written by another program): no call
+    fails; the pools pause a window, as after a Redis that lost its state."""
+    from fakeredis import FakeAsyncRedis
+
+    clock = VirtualClock()
+    server = Server(clock)
+    (client,) = processes(memory_redis, clock, server, 1)
+    await asyncio.gather(*(client.search(f"a{j}") for j in range(5)))
+    admin = FakeAsyncRedis(server=memory_redis)
+    [key] = await admin.keys("*:default:state")
+    await admin.set(key, b"\x00not json")
+    await client.search("b")
+    await client.aclose()
+    assert server.arrivals[-1][1] >= 61.0  # the window the lost starts may still be in
     assert most_in_a_minute([t for _, t in server.arrivals]) <= 15
 
 
