@@ -22,12 +22,11 @@ import pytest
 
 import magisterium_async as m
 from magisterium_async._call import Caller
-from magisterium_async._clock import VirtualClock
 from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions
 from magisterium_async._events import PoolEvent, unheard
 from magisterium_async._http import JSONRPCClient
 from magisterium_async._ratelimit import Scheduler
-from magisterium_async.testing import MockRequest, MockResponse, MockTransport
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
 from tests.conftest import CARD, artifact, data, task_json
 
 from .conftest import TOKEN, ScriptedServer

@@ -10,8 +10,8 @@ import time
 import pytest
 
 import magisterium_async as m
-from magisterium_async._clock import Clock, LoopClock, VirtualClock, within
-from magisterium_async.testing import MockRequest, MockResponse, MockTransport
+from magisterium_async._clock import Clock, LoopClock, within
+from magisterium_async.testing import MockRequest, MockResponse, MockTransport, VirtualClock
 from tests.conftest import artifact, data, task_json
 
 

@@ -30,7 +30,7 @@ the loop is idle, so minute-scale quotas finish in milliseconds.
 errors.
 """
 
-from magisterium_async._clock import VirtualClock
+from magisterium_async.testing._clock import VirtualClock
 from magisterium_async.testing._mock import MockRequest, MockResponse, MockTransport
 from magisterium_async.testing.emulator._app import create_app
 from magisterium_async.testing.emulator._config import (

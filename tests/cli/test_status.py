@@ -31,8 +31,7 @@ from magisterium_async import (
 )
 from magisterium_async._cli._errors import ExitCode
 from magisterium_async._cli._status import Watch, status_line
-from magisterium_async._clock import VirtualClock
-from magisterium_async.testing import Emulator, EmulatorConfig, Fault
+from magisterium_async.testing import Emulator, EmulatorConfig, Fault, VirtualClock
 
 from .helpers import TIMEOUT, clean_env, cli
 

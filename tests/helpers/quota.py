@@ -19,7 +19,7 @@ from typing import Any
 import magisterium_async as m
 from magisterium_async import AsyncMagisterium, RateLimits, RetryPolicy, Timeouts
 from magisterium_async._call import Caller
-from magisterium_async._clock import Clock, VirtualClock
+from magisterium_async._clock import Clock
 from magisterium_async._config import DEFAULT_CACHE_POLICY, CallOptions, Priority
 from magisterium_async._errors import RateLimitError
 from magisterium_async._events import Counters, EventLog, Events, PoolEvent, log_event
@@ -39,6 +39,7 @@ from magisterium_async.testing import (
     MockResponse,
     MockTransport,
     RateLimitConfig,
+    VirtualClock,
 )
 from tests.conftest import artifact, data, task_json, text
 from tests.helpers.redis_server import RedisServer
