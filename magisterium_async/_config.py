@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 # Number checks: each returns the value, or raises naming it.
 
@@ -286,7 +286,7 @@ DEFAULT_RETRY_POLICY = RetryPolicy()
 ProtocolVersion = Literal["auto", "0.3", "1.0"]
 """What ``AsyncMagisterium(protocol=)`` takes: ``"auto"`` (find it from the agent card),
 ``"0.3"`` (the service's dialect today) or ``"1.0"``."""
-PROTOCOLS: tuple[ProtocolVersion, ...] = ("auto", "0.3", "1.0")
+PROTOCOLS: tuple[ProtocolVersion, ...] = get_args(ProtocolVersion)
 
 Priority = Literal["interactive", "bulk"]
 """A call's place in its pool's line: a waiting ``"interactive"`` call starts before every
@@ -459,10 +459,10 @@ class CallOptions:
             if not isinstance(getattr(self, name), kind):
                 given = type(getattr(self, name)).__name__
                 raise TypeError(f"{argument} must be {kind.__name__} or None, not {given}")
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
-        if self.priority not in ("interactive", "bulk"):
-            raise ValueError(f"priority must be 'interactive' or 'bulk', got {self.priority!r}")
+        for name, allowed in (("protocol", PROTOCOLS), ("priority", get_args(Priority))):
+            if getattr(self, name) not in allowed:
+                given = getattr(self, name)
+                raise ValueError(f"{name} must be one of {list(allowed)}, got {given!r}")
         if self.fairness_key is not None and not isinstance(self.fairness_key, str):
             name = type(self.fairness_key).__name__
             raise TypeError(f"fairness_key must be a str or None, not {name}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -33,7 +33,7 @@ __all__ = ["ToolStyle", "call_tool", "tool_specs"]
 ToolStyle = Literal["openai", "anthropic", "mcp"]
 """The tool formats :func:`tool_specs` writes."""
 
-_STYLES = ("openai", "anthropic", "mcp")
+_STYLES = get_args(ToolStyle)
 # OpenAI's strict mode refuses these keywords; msgspec checks them in call_tool anyway.
 _NOT_STRICT = ("default", "minLength", "maxLength")
 _CONTEXT = (
