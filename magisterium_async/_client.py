@@ -255,7 +255,7 @@ class AsyncMagisterium:
         # (a span per protocol call when a provider is set), the counters behind stats,
         # then the application.
         self._counters = Counters()
-        self._telemetry = telemetry = Telemetry(
+        telemetry = Telemetry(
             self.base_url, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
         log = EventLog(quiet_waits=on_event is not None)
