@@ -33,7 +33,7 @@ from magisterium_async._events import EventKind, OnEvent, PoolEvent, unheard
 from magisterium_async._ratelimit._line import Line, Waiter
 from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._rule import Rule, Start, Verdict
-from magisterium_async._ratelimit._shared import SharedLimits
+from magisterium_async._ratelimit._shared import SharedLimits, SharedPool
 
 __all__ = ["Permit", "Pool", "Scheduler"]
 
@@ -74,22 +74,22 @@ class Pool:
         in_flight: requests let through and not yet released.
     """
 
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        name: str,
-        rule: Rule | None,
-        configured: float,
-        cap: int | None,
-    ) -> None:
-        self.name, self.configured = name, configured
+    def __init__(self, scheduler: Scheduler, name: str, limits: RateLimits) -> None:
+        self.name, self.configured, self._cap = name, math.inf, math.inf
         self._scheduler, self._clock = scheduler, scheduler.clock
-        self._rule = rule
-        shared = scheduler.shared
+        rule: Rule | None = None
+        if name != "unmetered":
+            starts, window = limits.window_for(name)
+            self.configured = limits.limit_for(name)
+            self._cap = limits.concurrency_for(name) or math.inf
+            if starts:
+                rule = Rule(starts, window, limits.margin, adaptive=limits.adaptive)
+        self._rule, shared = rule, scheduler.shared
         self._shared = (
-            shared.pool(name, rule, self.fail) if shared is not None and rule is not None else None
+            SharedPool(shared, name, rule, self.fail)
+            if shared is not None and rule is not None
+            else None
         )
-        self._cap = cap if cap is not None else math.inf
         self._per_period = scheduler.period / rule.window if rule is not None else math.inf
         self.line: Line[Permit] = Line()
         self.in_flight = 0
@@ -344,16 +344,8 @@ class Scheduler:
         self.shared = (
             SharedLimits(shared, whose, clock, self.pump, emit, max_concurrency) if shared else None
         )
-        self._pools: dict[str, Pool] = {}
-        for name in ("default", "expensive", "unmetered"):
-            rule, configured, cap = None, math.inf, None
-            if name != "unmetered":
-                starts, window = rate_limits.window_for(name)
-                configured = rate_limits.limit_for(name)
-                cap = rate_limits.concurrency_for(name)
-                if starts:
-                    rule = Rule(starts, window, rate_limits.margin, adaptive=rate_limits.adaptive)
-            self._pools[name] = Pool(self, name, rule, configured, cap)
+        names = ("default", "expensive", "unmetered")
+        self._pools = {name: Pool(self, name, rate_limits) for name in names}
 
     def pool(self, name: PoolName | None) -> Pool:
         """The pool a request draws on; ``None``: the unmetered one."""

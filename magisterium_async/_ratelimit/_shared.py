@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import math
 import uuid
@@ -132,13 +133,6 @@ class SharedLimits:
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
-    def pool(self, name: str, local: Rule, fail: Callable[[Exception], None]) -> SharedPool:
-        """The shared side of the metered pool ``name``, whose own rule is ``local`` and
-        whose ``fail`` fails its waiting calls."""
-        pool = SharedPool(self, name, local, fail)
-        self._pools[name] = pool
-        return pool
-
     async def _key(self, pool: str) -> str:
         if self._base is None:
             account = self._account if isinstance(self._account, str) else await self._account()
@@ -183,15 +177,10 @@ class SharedLimits:
             share = max([self.config.workers, *(p.clients for p in self._pools.values())])
             for pool in self._pools.values():
                 pool.fall_back(now, share)
-            self.emit(
-                notice(
-                    "warning",
-                    "ratelimit",
-                    f"{why}: each process keeps to 1/{share} of the quota alone until it "
-                    "answers again",
-                    time=now,
-                )
+            said = (
+                f"{why}: each process keeps to 1/{share} of the quota alone until it answers again"
             )
+            self.emit(notice("warning", "ratelimit", said, time=now))
 
     async def _rejoin(self, now: float) -> None:
         """Redis answers again: the starts made alone go into the shared log."""
@@ -233,13 +222,14 @@ class SharedLimits:
 class SharedPool:
     """One metered pool's side of the shared quota: it asks Redis for each start on behalf
     of its pool's line (one ask at a time), mirrors the shared rate and pause, and hands
-    on what the pool's rounds teach."""
+    on what the pool's rounds teach. ``local`` is the pool's own rule; ``fail`` fails its
+    waiting calls."""
 
     def __init__(
         self, shared: SharedLimits, name: str, local: Rule, fail: Callable[[Exception], None]
     ) -> None:
-        self.shared, self.name, self.local = shared, name, local
-        self.fail = fail  # the pool's: fails its waiting calls
+        self.shared, self.name, self.local, self.fail = shared, name, local, fail
+        shared._pools[name] = self
         self.rate, self.proven = local.rate, local.proven
         self.paused_until = -math.inf
         self._ticket: str | None = None  # an admission in hand
@@ -250,7 +240,7 @@ class SharedPool:
         self.epoch = ""  # the shared state's epoch, once Redis said it
         self.clients = 1  # processes seen lately on this pool (they size the fallback)
         self._answered: list[str] = []  # answered without a 429, not yet told
-        self._seq = 0
+        self._seq = itertools.count(1)
         # While Redis does not answer; its log is the starts made meanwhile (none is
         # answered there, so none leaves it), for the shared log once Redis is back.
         self._fallback: Rule | None = None
@@ -283,8 +273,7 @@ class SharedPool:
 
     async def _ask(self, kind: str) -> None:
         shared = self.shared
-        self._seq += 1
-        ticket = f"{shared.id}:{self._seq}"
+        ticket = f"{shared.id}:{next(self._seq)}"
         contends, self._contends = self._contends or kind != "b", False
         try:
             reply = await shared.run(
