@@ -272,7 +272,7 @@ class Pool:
     def tell_wait(self, now: float, at: float) -> None:
         """Its first waiter waits for quota until ``at``: told once as a wait begins for
         calls that arrived (a queue that moves on is no news)."""
-        if self._untold and self._rule is not None:
+        if self._untold:  # (an unmetered pool never waits for quota)
             self._untold = False
             if at > self._told_wait:  # not the wait already told
                 self._told_wait = at
