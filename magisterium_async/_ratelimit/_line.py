@@ -20,9 +20,7 @@ import asyncio
 from collections import deque
 from typing import Generic, TypeVar
 
-from magisterium_async._config import Priority
-
-__all__ = ["Line", "Waiter", "kind_of"]
+__all__ = ["Line", "Waiter"]
 
 T = TypeVar("T")
 
@@ -35,33 +33,26 @@ class Waiter(Generic[T]):
 
     __slots__ = ("bulk", "future", "key", "kind", "seq", "since")
 
-    def __init__(self, seq: int, since: float, priority: Priority, key: str | None) -> None:
-        self.seq, self.since, self.key = seq, since, key
-        self.bulk = priority == "bulk"
-        self.kind = kind_of(priority, key)
+    def __init__(self, seq: int, since: float, kind: str, key: str | None) -> None:
+        self.seq, self.since, self.kind, self.key = seq, since, kind, key
+        self.bulk = kind == "b"
         self.future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-
-def kind_of(priority: Priority, key: str | None) -> str:
-    """What a call is to pacing: bulk (``"b"``), keyed (``"k"``: an orchestrator's user,
-    paced so that another user's first call finds a start) or interactive (``"i"``)."""
-    return "b" if priority == "bulk" else "k" if key is not None else "i"
 
 
 class Line(Generic[T]):
     """The waiters of one pool, by priority, fairness key and arrival."""
 
-    __slots__ = ("_count", "_keys", "_served")
+    __slots__ = ("_keys", "_served")
 
     def __init__(self) -> None:
         # Per priority (interactive, bulk): key -> its waiters; the dict's order is the
         # rotation (the first key is served next, then goes to the back).
         self._keys: tuple[dict[str | None, deque[Waiter[T]]], ...] = ({}, {})
         self._served: list[str | bool | None] = [False, False]  # the key last served
-        self._count = 0  # cancelled waiters not yet dropped included
 
-    def __len__(self) -> int:
-        return self._count
+    def __bool__(self) -> bool:
+        """Whether anyone waits (cancelled waiters not yet dropped included)."""
+        return any(queue for keys in self._keys for queue in keys.values())
 
     def waiting(self) -> int:
         """How many calls wait (cancelled ones excluded)."""
@@ -79,7 +70,6 @@ class Line(Generic[T]):
                 keys[served] = keys.pop(served)
                 self._served[rank] = False
         keys[key].append(waiter)
-        self._count += 1
 
     def head(self) -> Waiter[T] | None:
         """The waiter whose turn is next (cancelled ones dropped on the way), or ``None``."""
@@ -89,7 +79,6 @@ class Line(Generic[T]):
                 queue = keys[key]
                 while queue and queue[0].future.done():
                     queue.popleft()
-                    self._count -= 1
                 if queue:
                     return queue[0]
                 del keys[key]
@@ -102,7 +91,6 @@ class Line(Generic[T]):
         key = next(iter(keys))
         queue = keys.pop(key)
         waiter = queue.popleft()
-        self._count -= 1
         if queue:
             keys[key] = queue  # to the back of the rotation
         self._served[rank] = key
@@ -113,12 +101,10 @@ class Line(Generic[T]):
         queue = self._keys[int(waiter.bulk)].get(waiter.key)
         if queue is not None and waiter in queue:
             queue.remove(waiter)
-            self._count -= 1
 
     def drain(self) -> list[Waiter[T]]:
         """Take every waiter out (the pool is closing)."""
         out = [w for keys in self._keys for queue in keys.values() for w in queue]
         for keys in self._keys:
             keys.clear()
-        self._count = 0
         return out

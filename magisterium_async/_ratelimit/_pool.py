@@ -30,7 +30,7 @@ from magisterium_async._clock import Clock
 from magisterium_async._config import PoolName, Priority, RateLimits, whole_number
 from magisterium_async._errors import ClientClosedError
 from magisterium_async._events import EventKind, OnEvent, PoolEvent, unheard
-from magisterium_async._ratelimit._line import Line, Waiter, kind_of
+from magisterium_async._ratelimit._line import Line, Waiter
 from magisterium_async._ratelimit._quota import PoolQuota, Quota, SharedQuota
 from magisterium_async._ratelimit._rule import Rule, Start, Verdict
 from magisterium_async._ratelimit._shared import SharedLimits, SharedPool
@@ -74,21 +74,22 @@ class Pool:
         in_flight: requests let through and not yet released.
     """
 
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        name: str,
-        rule: Rule | None,
-        configured: float,
-        cap: int | None,
-        shared: SharedPool | None,
-    ) -> None:
-        self.name, self.configured = name, configured
+    def __init__(self, scheduler: Scheduler, name: str, limits: RateLimits) -> None:
+        self.name, self.configured, self._cap = name, math.inf, math.inf
         self._scheduler, self._clock = scheduler, scheduler.clock
-        self._rule, self._shared = rule, shared
-        if shared is not None:
-            shared.fail = self.fail
-        self._cap = cap if cap is not None else math.inf
+        rule: Rule | None = None
+        if name != "unmetered":
+            starts, window = limits.window_for(name)
+            self.configured = limits.limit_for(name)
+            self._cap = limits.concurrency_for(name) or math.inf
+            if starts:
+                rule = Rule(starts, window, limits.margin, adaptive=limits.adaptive)
+        self._rule, shared = rule, scheduler.shared
+        self._shared = (
+            SharedPool(shared, name, rule, self.fail)
+            if shared is not None and rule is not None
+            else None
+        )
         self._per_period = scheduler.period / rule.window if rule is not None else math.inf
         self.line: Line[Permit] = Line()
         self.in_flight = 0
@@ -134,10 +135,12 @@ class Pool:
             rule.contended_at = now  # a burst would hold it back: bulk is paced a while
             if self._shared is not None:
                 self._shared.contend()
-        kind = kind_of(priority, key)
-        if not len(self.line) and scheduler.idle() and self._may_start(now, kind):
+        # What the call is to pacing: bulk ("b"), keyed ("k": an orchestrator's user,
+        # paced so that another user's first call finds a start) or interactive ("i").
+        kind = "b" if priority == "bulk" else "k" if key is not None else "i"
+        if scheduler.idle() and self._may_start(now, kind):
             return self._grant(now, now)  # nobody waits and it may start: no place to keep
-        waiter: Waiter[Permit] = Waiter(next(scheduler.arrivals), now, priority, key)
+        waiter: Waiter[Permit] = Waiter(next(scheduler.arrivals), now, kind, key)
         self.line.push(waiter)
         self._untold = True
         scheduler.pump()
@@ -160,7 +163,7 @@ class Pool:
 
     def _at(self, now: float, kind: str) -> float:
         """When the rule (or Redis) lets the next start of a call of ``kind`` go (see
-        :func:`~._line.kind_of`)."""
+        :class:`~._line.Waiter`)."""
         rule = self._rule
         if rule is None:
             return now
@@ -269,28 +272,29 @@ class Pool:
     def tell_wait(self, now: float, at: float) -> None:
         """Its first waiter waits for quota until ``at``: told once as a wait begins for
         calls that arrived (a queue that moves on is no news)."""
-        if self._untold and self._rule is not None:
+        if self._untold:  # (an unmetered pool never waits for quota)
             self._untold = False
             if at > self._told_wait:  # not the wait already told
                 self._told_wait = at
                 self._emit("waiting", at - now, now)
 
-    def quota(self, now: float) -> PoolQuota:
-        """What is left of this pool's quota at ``now``, as this process sees it."""
-        rule, period = self._rule, self._scheduler.period
+    def quota(self, now: float, rule: Rule | None = None, *, shared: bool = False) -> PoolQuota:
+        """What is left of this pool's quota at ``now``, as this process sees it, or as
+        ``rule`` does (``shared``: the shared one, read from Redis at its ``now``)."""
+        rule, period = rule or self._rule, self._scheduler.period
         if rule is None:
             return PoolQuota(self.name, math.inf, self.configured, period, 0, None, 0.0)
-        used, left, at = rule.usage(now)
-        paused_for = max(0.0, rule.paused_until - now)
+        used, left, at = rule.usage(now)  # at: the pause's end at the earliest
         return PoolQuota(
             pool=self.name,
-            limit=self.rate,
+            limit=rule.rate * self._per_period,
             configured=self.configured,
             period=period,
             used=used,
-            left=0 if paused_for else left,
-            next_start_in=max(at - now, paused_for),
-            paused_for=paused_for,
+            left=left,
+            next_start_in=at - now,
+            paused_for=max(0.0, rule.paused_until - now),
+            shared=shared,
         )
 
     def fail(self, error: Exception) -> None:
@@ -336,34 +340,16 @@ class Scheduler:
         self.arrivals = itertools.count()  # numbers waiters over every pool
         self._timer: asyncio.Task[None] | None = None
         self._timer_at = math.inf
-        whose = (shared.account or account) if shared is not None else None
+        whose = (shared.account or account or "") if shared is not None else ""
         self.shared = (
-            SharedLimits(shared, whose or "", rate_limits, clock, self.pump, emit, max_concurrency)
-            if shared is not None
-            else None
+            SharedLimits(shared, whose, clock, self.pump, emit, max_concurrency) if shared else None
         )
-        self._pools: dict[str, Pool] = {}
-        for name in ("default", "expensive", "unmetered"):
-            rule, configured, cap, remote = None, math.inf, None, None
-            if name != "unmetered":
-                starts, window = rate_limits.window_for(name)
-                configured = rate_limits.limit_for(name)
-                cap = rate_limits.concurrency_for(name)
-                if starts:
-                    rule = Rule(starts, window, rate_limits.margin, adaptive=rate_limits.adaptive)
-                    if self.shared is not None:
-                        remote = self.shared.pool(name, rule)
-            self._pools[name] = Pool(self, name, rule, configured, cap, remote)
+        names = ("default", "expensive", "unmetered")
+        self._pools = {name: Pool(self, name, rate_limits) for name in names}
 
     def pool(self, name: PoolName | None) -> Pool:
         """The pool a request draws on; ``None``: the unmetered one."""
         return self._pools["unmetered" if name is None else name]
-
-    @property
-    def pools(self) -> tuple[Pool, Pool, Pool]:
-        """``default``, ``expensive`` and ``unmetered``."""
-        pools = self._pools
-        return pools["default"], pools["expensive"], pools["unmetered"]
 
     def full(self) -> bool:
         """Whether every client-wide slot is taken."""
@@ -371,7 +357,7 @@ class Scheduler:
 
     def idle(self) -> bool:
         """Whether nobody waits in any pool."""
-        return not any(len(pool.line) for pool in self._pools.values())
+        return not any(pool.line for pool in self._pools.values())
 
     def pump(self) -> None:
         """Let through every waiter that may start now; set the timer for the rest."""
@@ -413,9 +399,11 @@ class Scheduler:
         """What is left of each metered pool's quota now: this process's view, or (with
         a shared quota) every process's, read from Redis."""
         now = self.clock.now()
-        views = [self._pools[name].quota(now) for name in ("default", "expensive")]
-        if self.shared is not None:
-            views = [await self.shared.quota(view) for view in views]
+        pools = self._pools["default"], self._pools["expensive"]
+        views = [pool.quota(now) for pool in pools]  # each read from Redis if it answers
+        for i, pool in enumerate(pools):
+            if self.shared is not None and (read := await self.shared.read(pool.name)):
+                views[i] = pool.quota(read[1], read[0], shared=True)
         return Quota(default=views[0], expensive=views[1])
 
     async def aclose(self) -> None:

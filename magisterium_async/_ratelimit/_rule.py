@@ -119,7 +119,6 @@ class _Round:
     when it came (for the pool's first round: every start until the first answer)."""
 
     pending: set[Start]
-    size: int
     open: bool = False  # the pool's first round: it takes every start until an answer
     refused: int = 0
     ends: list[float] = field(default_factory=list)
@@ -193,10 +192,9 @@ class Rule:
         self.log.append(start)
         if self._first:
             self._first = False
-            self._round = _Round(set(), 0, open=True)
+            self._round = _Round(set(), open=True)
         if self._round is not None and self._round.open:
             self._round.pending.add(start)
-            self._round.size += 1
         return start
 
     def _log_free(self) -> float:
@@ -227,8 +225,7 @@ class Rule:
         if self.rate > self.proven:
             return Verdict("step_refused", now, end, end)
         if self._round is None:  # judged once what is in flight now is answered
-            pending = {s for s in self.log if s.outcome == "out"}
-            self._round = _Round(pending, len(pending) + 1)
+            self._round = _Round({s for s in self.log if s.outcome == "out"})
         round_ = self._round
         round_.open = False
         round_.refused += 1

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import math
 import uuid
@@ -44,10 +45,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from magisterium_async._clock import Clock, LoopClock
-from magisterium_async._config import RateLimits
 from magisterium_async._errors import SharedQuotaError
 from magisterium_async._events import OnEvent, notice
-from magisterium_async._ratelimit._quota import PoolQuota, SharedQuota
+from magisterium_async._ratelimit._quota import SharedQuota
 from magisterium_async._ratelimit._rule import Rule, Start, Verdict
 from magisterium_async._redis import RedisUnavailable, connect, token_key
 
@@ -103,10 +103,6 @@ def _state(value: bytes | None) -> State:
     return {"epoch": uuid.uuid4().hex[:12]}
 
 
-def _unheard(error: Exception) -> None:
-    raise error
-
-
 class SharedLimits:
     """The runtime side of a :class:`SharedQuota`: one Redis connection for both metered
     pools, its failures, and the fallback while Redis does not answer."""
@@ -115,7 +111,6 @@ class SharedLimits:
         self,
         config: SharedQuota,
         account: str | Callable[[], Awaitable[str]],
-        limits: RateLimits,
         clock: Clock,
         pump: Callable[[], None],
         emit: OnEvent,
@@ -137,12 +132,6 @@ class SharedLimits:
         self._pools: dict[str, SharedPool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
-
-    def pool(self, name: str, local: Rule) -> SharedPool:
-        """The shared side of the metered pool ``name``, whose own rule is ``local``."""
-        pool = SharedPool(self, name, local)
-        self._pools[name] = pool
-        return pool
 
     async def _key(self, pool: str) -> str:
         if self._base is None:
@@ -188,15 +177,10 @@ class SharedLimits:
             share = max([self.config.workers, *(p.clients for p in self._pools.values())])
             for pool in self._pools.values():
                 pool.fall_back(now, share)
-            self.emit(
-                notice(
-                    "warning",
-                    "ratelimit",
-                    f"{why}: each process keeps to 1/{share} of the quota alone until it "
-                    "answers again",
-                    time=now,
-                )
+            said = (
+                f"{why}: each process keeps to 1/{share} of the quota alone until it answers again"
             )
+            self.emit(notice("warning", "ratelimit", said, time=now))
 
     async def _rejoin(self, now: float) -> None:
         """Redis answers again: the starts made alone go into the shared log."""
@@ -217,29 +201,13 @@ class SharedLimits:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def quota(self, view: PoolQuota) -> PoolQuota:
-        """``view`` (this process's) as the shared quota sees it: every process's starts,
-        the shared rate and pause; ``view`` itself when Redis does not answer."""
-        pool = self._pools.get(view.pool)
+    async def read(self, name: str) -> tuple[Rule, float] | None:
+        """The shared rule of pool ``name`` and Redis's time, changing nothing; ``None``
+        when Redis does not answer (or the pool is not shared)."""
+        pool = self._pools.get(name)
         if pool is None or self.closed:
-            return view
-        read = await self.run(pool, lambda rule, state, now: (rule, now), write=False)
-        if read is None:
-            return view
-        rule, now = read
-        used, left, free = rule.usage(now)
-        paused_for = max(0.0, rule.paused_until - now)
-        return PoolQuota(
-            pool=view.pool,
-            limit=rule.rate * view.period / rule.window,
-            configured=view.configured,
-            period=view.period,
-            used=used,
-            left=left,
-            next_start_in=free - now,
-            paused_for=paused_for,
-            shared=True,
-        )
+            return None
+        return await self.run(pool, lambda rule, state, now: (rule, now), write=False)
 
     async def aclose(self) -> None:
         """Wait for what is being written, then close the connection. Idempotent."""
@@ -254,11 +222,14 @@ class SharedLimits:
 class SharedPool:
     """One metered pool's side of the shared quota: it asks Redis for each start on behalf
     of its pool's line (one ask at a time), mirrors the shared rate and pause, and hands
-    on what the pool's rounds teach."""
+    on what the pool's rounds teach. ``local`` is the pool's own rule; ``fail`` fails its
+    waiting calls."""
 
-    def __init__(self, shared: SharedLimits, name: str, local: Rule) -> None:
-        self.shared, self.name, self.local = shared, name, local
-        self.adaptive = local.adaptive
+    def __init__(
+        self, shared: SharedLimits, name: str, local: Rule, fail: Callable[[Exception], None]
+    ) -> None:
+        self.shared, self.name, self.local, self.fail = shared, name, local, fail
+        shared._pools[name] = self
         self.rate, self.proven = local.rate, local.proven
         self.paused_until = -math.inf
         self._ticket: str | None = None  # an admission in hand
@@ -269,10 +240,10 @@ class SharedPool:
         self.epoch = ""  # the shared state's epoch, once Redis said it
         self.clients = 1  # processes seen lately on this pool (they size the fallback)
         self._answered: list[str] = []  # answered without a 429, not yet told
-        self._seq = 0
-        self._fallback: Rule | None = None  # while Redis does not answer
-        self.fail: Callable[[Exception], None] = _unheard  # the pool's: fails its waiters
-        self._alone: list[float] = []  # the starts made meanwhile
+        self._seq = itertools.count(1)
+        # While Redis does not answer; its log is the starts made meanwhile (none is
+        # answered there, so none leaves it), for the shared log once Redis is back.
+        self._fallback: Rule | None = None
 
     def contend(self) -> None:
         """A call a burst would hold back arrived: the next ask says so."""
@@ -297,15 +268,12 @@ class SharedPool:
         """The admission in hand, for the start made now (``None`` in the fallback)."""
         ticket, self._ticket = self._ticket, None
         if ticket is None and self._fallback is not None:
-            now = self.shared.clock.now()
-            self._fallback.start(now)
-            self._alone.append(now)
+            self._fallback.start(self.shared.clock.now())
         return ticket
 
     async def _ask(self, kind: str) -> None:
         shared = self.shared
-        self._seq += 1
-        ticket = f"{shared.id}:{self._seq}"
+        ticket = f"{shared.id}:{next(self._seq)}"
         contends, self._contends = self._contends or kind != "b", False
         try:
             reply = await shared.run(
@@ -394,7 +362,7 @@ class SharedPool:
     def rule(self, state: State, now: float) -> Rule:
         """The shared rule as ``state`` holds it at ``now`` (its log: the last two spans)."""
         local = self.local
-        rule = Rule(local.limit, local.window, local.margin, adaptive=self.adaptive)
+        rule = Rule(local.limit, local.window, local.margin, adaptive=local.adaptive)
         rule._first = False  # each process judges its own first round
         for name in _KEPT:
             setattr(rule, name, state.get(name, getattr(rule, name)))
@@ -489,9 +457,8 @@ class SharedPool:
             limit, rule.window * max(1, math.ceil(share / rule.rate)), rule.margin
         )
         self._fallback.paused_until = now + rule.span
-        self._alone = []
 
     def rejoin(self) -> list[float]:
         """Redis answers again: the starts made alone, for the shared log."""
-        alone, self._alone, self._fallback = self._alone, [], None
-        return alone
+        alone, self._fallback = self._fallback, None
+        return [start.time for start in alone.log] if alone is not None else []
