@@ -57,10 +57,8 @@ def _ended(pid: int, host: str) -> bool:
         return False  # Windows' os.kill(pid, 0) sends a CTRL_C_EVENT: never asked there
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # it runs, as another user (EPERM)
+    except OSError as exc:  # EPERM: it runs, as another user
+        return isinstance(exc, ProcessLookupError)
     return False
 
 
