@@ -85,9 +85,7 @@ class HarvestLock:
     def acquire(self) -> None:
         """Take the lock now, or raise the ``error`` naming who holds it. Never waits for
         the lock; a refusal may read who holds it for up to two seconds (call it off the
-        event loop). Idempotent."""
-        if self._lock is not None:
-            return
+        event loop). Called once per HarvestLock."""
         for _ in range(_ATTEMPTS):
             lock = filelock.FileLock(self.lock_path, thread_local=False)
             try:
