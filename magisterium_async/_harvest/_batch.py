@@ -16,7 +16,6 @@ import math
 import sys
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -138,12 +137,7 @@ class BackgroundIterator(Generic[T]):
     async def __aenter__(self: SelfT) -> SelfT:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def __anext__(self) -> T:
@@ -162,14 +156,21 @@ class BackgroundIterator(Generic[T]):
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             pass
-        await self._stop(cancel=False)
+        await BackgroundIterator.aclose(self)  # the task has ended (not the subclass's close)
         if self._box:
             raise self._box.pop()
         raise StopAsyncIteration
 
     async def aclose(self) -> None:
         """Stop all work now and wait until it has stopped. Idempotent."""
-        await self._stop(cancel=True)
+        self._closed = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([task])
+        if self._receive is not None:
+            self._receive.close()
 
     async def abort(self, error: Exception) -> None:
         """Stop as :meth:`aclose` does, and raise ``error`` in the reader's next
@@ -178,17 +179,6 @@ class BackgroundIterator(Generic[T]):
         if not self._closed:
             self._box[:] = [error]
         await self.aclose()
-
-    async def _stop(self, *, cancel: bool) -> None:
-        self._closed = True
-        task = self._task
-        if task is not None and not task.done():
-            if cancel:
-                task.cancel()
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait([task])
-        if self._receive is not None:
-            self._receive.close()
 
     def __del__(self) -> None:
         task = self._task

@@ -24,7 +24,6 @@ import math
 import os
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Literal, NamedTuple, cast
 
 import anyio
@@ -469,13 +468,8 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         self._last = document.id
         return document
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is not None:
+    async def __aexit__(self, *exc_info: object) -> None:
+        if any(exc_info):  # left by an exception
             self._last = None  # the consumer failed holding it: not delivered
         await self.aclose()
 

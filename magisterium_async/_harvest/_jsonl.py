@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable, Collection
 from io import FileIO
 from stat import S_ISREG
-from types import TracebackType
 from typing import BinaryIO, NamedTuple
 
 import anyio
@@ -196,12 +195,7 @@ class JsonlWriter:
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def open(self) -> None:

@@ -57,10 +57,8 @@ def _ended(pid: int, host: str) -> bool:
         return False  # Windows' os.kill(pid, 0) sends a CTRL_C_EVENT: never asked there
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # it runs, as another user (EPERM)
+    except OSError as exc:  # EPERM: it runs, as another user
+        return isinstance(exc, ProcessLookupError)
     return False
 
 
@@ -87,9 +85,7 @@ class HarvestLock:
     def acquire(self) -> None:
         """Take the lock now, or raise the ``error`` naming who holds it. Never waits for
         the lock; a refusal may read who holds it for up to two seconds (call it off the
-        event loop). Idempotent."""
-        if self._lock is not None:
-            return
+        event loop). Called once per HarvestLock."""
         for _ in range(_ATTEMPTS):
             lock = filelock.FileLock(self.lock_path, thread_local=False)
             try:

@@ -23,7 +23,6 @@ none in a temporary state); ``found``: which query found which document; ``meta`
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import sqlite3
@@ -362,7 +361,7 @@ class HarvestState:
             query_id = self._one("SELECT id FROM queries WHERE query = ?", query)
             self.db.execute(
                 "UPDATE queries SET status = 'searched', ids = ?, error = NULL WHERE id = ?",
-                (json.dumps(ids), query_id),
+                (_ENCODER.encode(ids).decode(), query_id),
             )
             for document_id in ids:
                 cursor = self.db.execute(
@@ -470,8 +469,7 @@ class HarvestState:
         """Counts of queries and documents by status, and where the output was left."""
 
         def counts(table: str) -> dict[str, int]:
-            rows = self.db.execute(f"SELECT status, count(*) FROM {table} GROUP BY status")
-            return {status: n for status, n in rows}
+            return dict(self.db.execute(f"SELECT status, count(*) FROM {table} GROUP BY status"))
 
         mark = self._one("SELECT value FROM meta WHERE key = 'output'")
         output = None if mark is None else _MARK.decode(mark)
