@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
 import io
 import math
 import os
@@ -26,31 +25,19 @@ from typing import Any, BinaryIO
 import anyio.to_thread
 
 from magisterium_async._cli._client import quota_of
-from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._errors import CliError, ExitCode, unwritable
 from magisterium_async._cli._output import Output, duration, plural, quoted
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of, read_in_thread
-from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
+from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "dry_run", "held", "not_ours", "plan", "unwritable"]
+__all__ = ["Plan", "dry_run", "held", "not_ours", "plan"]
 
 _MAX_LINE = 1024 * 1024
 """The longest line of a queries file, in characters: far past any query, and short
 enough that a file with no line ends (``/dev/zero``) cannot fill the memory."""
 _UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape keeps it
-
-
-def unwritable(option: str, path: str, error: OSError) -> CliError:
-    """The refusal of ``option``'s ``path``, which ``error`` says cannot be written."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if error.errno == errno.ENOENT and kind_of(parent) == "missing":
-        why = f"the directory {parent} does not exist"
-    elif error.errno == errno.ENOTDIR:
-        why = f"a part of {parent} is not a directory"
-    else:
-        why = why_not_written(error)
-    return CliError(f"cannot write {option} {path}: {why}")
 
 
 def not_ours(out: str, why: str) -> CliError:
@@ -198,7 +185,7 @@ def _check_writable(option: str, path: str) -> None:
             with open(path, "ab"):
                 pass
     except OSError as exc:
-        raise unwritable(option, path, exc) from None
+        raise unwritable(exc, option, path) from None
 
 
 def _same_file(a: str, b: str) -> bool:
