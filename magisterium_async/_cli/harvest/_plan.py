@@ -19,6 +19,7 @@ import re
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -212,11 +213,8 @@ def held(path: str) -> CliError | None:
 async def _finished(state: str) -> bool:
     """Whether ``state`` records a finished harvest (anything else: not one)."""
     try:
-        opened = await HarvestState.open(state)
-        try:
+        async with aclosing(await HarvestState.open(state)) as opened:
             return (await opened.summary()).finished
-        finally:
-            await opened.aclose()
     except StateError:
         return False
 
@@ -325,13 +323,10 @@ async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[
     try:
         if not resuming:
             return [], 0
-        opened = await HarvestState.open(state)
-        try:
+        async with aclosing(await HarvestState.open(state)) as opened:
             documents = (await opened.summary()).documents
             left = documents.get("pending", 0) + documents.get("failed", 0)
             return await opened.answered(queries), left
-        finally:
-            await opened.aclose()
     finally:
         lock.release()
 

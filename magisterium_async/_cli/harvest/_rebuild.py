@@ -201,11 +201,8 @@ async def _run(args: argparse.Namespace, output: Output) -> int:
     lock = HarvestLock(path, "state", StateError)  # no harvest changes it meanwhile
     await anyio.to_thread.run_sync(lock.acquire)
     try:
-        state = await _open_state(path)
-        try:
+        async with contextlib.aclosing(await _open_state(path)) as state:
             sink = await _write(state, out, stream, args.format)
-        finally:
-            await state.aclose()
     finally:
         lock.release()
     # On stderr, as the harvest's summary: stdout may be the data.
