@@ -161,6 +161,8 @@ def describe(error: BaseException, attempts: int = 1) -> str:
     """``error`` as one line in the command line's words, with a hint where one helps;
     ``attempts``: the requests the call sent (said when it retried)."""
     text = cli_words(" ".join(str(error).split()) or type(error).__name__)
+    if isinstance(error, OutputFileError) and isinstance(error.__cause__, OSError):
+        return str(unwritable(error.__cause__, "--out", error.path))  # a full disk
     if isinstance(error, MagisteriumError) and attempts > 1 and is_transient(error):
         text += f" (after {attempts} attempts)"
     if isinstance(error, LoginRequiredError):

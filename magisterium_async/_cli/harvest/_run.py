@@ -124,11 +124,8 @@ async def run_harvest(args: argparse.Namespace, output: Output) -> int:
                     finally:
                         await sink.aclose()  # before the harvest closes: it records what is on disk
                 ending = "done"
-            except Exception as exc:
+            except Exception:
                 ending = "stopped"
-                cause = exc.__cause__ if isinstance(exc, OutputFileError) else None
-                if isinstance(cause, OSError) and where.out is not None:  # a full disk
-                    raise unwritable(cause, "--out", where.out) from None
                 raise
             finally:
                 if run.stats.queries or sink.written:
@@ -168,7 +165,7 @@ async def _prepare(where: Plan, run: Harvest) -> tuple[StateSummary | None, Json
         await writer.open()
     except OutputFileError as exc:  # in use by another harvest, or not as this one left it
         if isinstance(exc.__cause__, OSError):
-            raise unwritable(exc.__cause__, "--out", out) from None
+            raise  # said as every write that failed is (describe)
         raise CliError(_with_rebuild(str(exc), out, where.state)) from None
     # A torn last line cut: the writer says so (its warning on the harvest's logger).
     if state is not None and writer.mark is not None:
