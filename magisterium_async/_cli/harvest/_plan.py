@@ -221,14 +221,14 @@ async def _finished(state: str) -> bool:
 
 def _exists(path: str, out: str | None, state: str | None) -> CliError:
     """The refusal of ``path`` (``out`` or ``state``), there without ``--resume``, pointing
-    to the way on that works: ``--resume`` only where it would continue (a state that is
-    none is its :class:`StateError`, raised)."""
+    to the way on that works: ``--resume`` only where it would continue (a file at the
+    state's path that is not a harvest state raises its :class:`StateError`)."""
     if (holder := held(path)) is not None:
         return holder
     if path == out and state is not None and kind_of(state) == "missing":
         return held(state) or not_ours(out, f"there is no harvest state at {state}")
     if state is not None and kind_of(state) == "file":
-        check_is_state(state)  # --resume would refuse a file that is not a state: said so
+        check_is_state(state)  # --resume would refuse a file that is not a state
     return CliError(
         f"{path} already exists: add --resume to continue that harvest, or choose another --out"
     )
