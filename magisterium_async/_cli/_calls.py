@@ -12,8 +12,6 @@ import re
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from magisterium_async._cli._client import open_client
 from magisterium_async._cli._command import Command, Run, add_redis_option, number, with_client
 from magisterium_async._cli._errors import CliError, ExitCode
@@ -159,7 +157,7 @@ async def _card(args: argparse.Namespace, output: Output, client: AsyncMagisteri
         "card_url": client.agent_card_url,
         "protocol": version,
         "endpoint": endpoint,
-        "card": msgspec.to_builtins(card),
+        "card": card,
     }
     output.result(record, lambda: print("\n".join(lines)))
     return ExitCode.OK

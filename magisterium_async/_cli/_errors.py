@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import enum
+import errno
+import os
 import re
 
 from magisterium_async._errors import (
@@ -24,6 +26,7 @@ from magisterium_async._errors import (
     TaskNotFoundError,
     is_transient,
 )
+from magisterium_async._files import kind_of
 from magisterium_async._harvest import why_not_written
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "cli_words",
     "describe",
     "exit_code_for",
+    "unwritable",
 ]
 
 
@@ -103,6 +107,19 @@ _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitC
 )
 
 
+def unwritable(error: OSError, option: str = "", path: str | None = None) -> CliError:
+    """The one refusal of an output ``error`` says cannot be written (a full disk, a
+    reader gone): ``option``'s ``path``, else stdout, the one file not named."""
+    parent = os.path.dirname(os.path.abspath(path or "."))
+    if path is not None and error.errno == errno.ENOENT and kind_of(parent) == "missing":
+        why = f"the directory {parent} does not exist"
+    elif path is not None and error.errno == errno.ENOTDIR:
+        why = f"a part of {parent} is not a directory"
+    else:
+        why = why_not_written(error)
+    return CliError(f"cannot write {'stdout' if path is None else f'{option} {path}'}: {why}")
+
+
 def exit_code_for(error: BaseException) -> ExitCode:
     """The exit code for ``error`` (a :class:`MagisteriumError`, a ``ValueError``...)."""
     if isinstance(error, CliError):
@@ -144,6 +161,8 @@ def describe(error: BaseException, attempts: int = 1) -> str:
     """``error`` as one line in the command line's words, with a hint where one helps;
     ``attempts``: the requests the call sent (said when it retried)."""
     text = cli_words(" ".join(str(error).split()) or type(error).__name__)
+    if isinstance(error, OutputFileError) and isinstance(error.__cause__, OSError):
+        return str(unwritable(error.__cause__, "--out", error.path))  # a full disk
     if isinstance(error, MagisteriumError) and attempts > 1 and is_transient(error):
         text += f" (after {attempts} attempts)"
     if isinstance(error, LoginRequiredError):
@@ -174,8 +193,7 @@ def describe(error: BaseException, attempts: int = 1) -> str:
     if isinstance(error, OSError) and error.strerror:
         if error.filename is not None:
             return f"{error.filename}: {error.strerror}"
-        # A write to stdout: the one file the command line has not named.
-        return f"cannot write stdout: {why_not_written(error)}"
+        return str(unwritable(error))  # a write to stdout: the one file not named
     if isinstance(error, MagisteriumError | ValueError | CliError):
         return text
     return f"{type(error).__name__}: {text}"

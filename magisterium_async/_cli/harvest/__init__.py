@@ -4,8 +4,7 @@ find out as JSON Lines; and that output written again from the harvest's state.
 This module declares the harvest's arguments and help; :mod:`._plan` checks them before
 any file is made (and prints them for ``--dry-run``); :mod:`._run` runs the harvest (the
 library's, :mod:`magisterium_async._harvest`) and words its figures (the live status line
-and the summary); :mod:`._rebuild` is the other command. They are imported only when a
-harvest runs.
+and the summary); :mod:`._rebuild` is the other command.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from magisterium_async._cli._command import Command, add_redis_option, number
-from magisterium_async._cli._output import Output
+from magisterium_async._cli.harvest._run import run_harvest
 from magisterium_async._harvest import DEFAULT_CONCURRENCY, MAX_CONCURRENCY
 
 __all__ = ["COMMAND"]
@@ -83,16 +82,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def _run(args: argparse.Namespace, output: Output) -> int:
-    from magisterium_async._cli.harvest._run import run_harvest
-
-    return await run_harvest(args, output)
-
-
 COMMAND = Command(
     "harvest",
     "search every query, fetch every document found, write JSONL",
-    _run,
+    run_harvest,
     _arguments,
     epilog=_EPILOG,
 )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
 import io
 import math
 import os
@@ -20,37 +19,26 @@ import re
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import anyio.to_thread
 
 from magisterium_async._cli._client import quota_of
-from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._errors import CliError, ExitCode, unwritable
 from magisterium_async._cli._output import Output, duration, plural, quoted
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of, read_in_thread
-from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state, why_not_written
+from magisterium_async._harvest import HarvestLock, HarvestState, check_is_state
 from magisterium_async._skills import require_query
 
-__all__ = ["Plan", "dry_run", "held", "not_ours", "plan", "unwritable"]
+__all__ = ["Plan", "dry_run", "held", "not_ours", "plan"]
 
 _MAX_LINE = 1024 * 1024
 """The longest line of a queries file, in characters: far past any query, and short
 enough that a file with no line ends (``/dev/zero``) cannot fill the memory."""
 _UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape keeps it
-
-
-def unwritable(option: str, path: str, error: OSError) -> CliError:
-    """The refusal of ``option``'s ``path``, which ``error`` says cannot be written."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if error.errno == errno.ENOENT and kind_of(parent) == "missing":
-        why = f"the directory {parent} does not exist"
-    elif error.errno == errno.ENOTDIR:
-        why = f"a part of {parent} is not a directory"
-    else:
-        why = why_not_written(error)
-    return CliError(f"cannot write {option} {path}: {why}")
 
 
 def not_ours(out: str, why: str) -> CliError:
@@ -198,7 +186,7 @@ def _check_writable(option: str, path: str) -> None:
             with open(path, "ab"):
                 pass
     except OSError as exc:
-        raise unwritable(option, path, exc) from None
+        raise unwritable(exc, option, path) from None
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -225,27 +213,22 @@ def held(path: str) -> CliError | None:
 async def _finished(state: str) -> bool:
     """Whether ``state`` records a finished harvest (anything else: not one)."""
     try:
-        opened = await HarvestState.open(state)
-        try:
+        async with aclosing(await HarvestState.open(state)) as opened:
             return (await opened.summary()).finished
-        finally:
-            await opened.aclose()
     except StateError:
         return False
 
 
 def _exists(path: str, out: str | None, state: str | None) -> CliError:
     """The refusal of ``path`` (``out`` or ``state``), there without ``--resume``, pointing
-    to the way on that works: ``--resume`` only where it would continue."""
+    to the way on that works: ``--resume`` only where it would continue (a file at the
+    state's path that is not a harvest state raises its :class:`StateError`)."""
     if (holder := held(path)) is not None:
         return holder
     if path == out and state is not None and kind_of(state) == "missing":
         return held(state) or not_ours(out, f"there is no harvest state at {state}")
     if state is not None and kind_of(state) == "file":
-        try:
-            check_is_state(state)  # --resume would refuse a file that is not a state
-        except StateError as exc:
-            return CliError(str(exc))
+        check_is_state(state)  # --resume would refuse a file that is not a state
     return CliError(
         f"{path} already exists: add --resume to continue that harvest, or choose another --out"
     )
@@ -338,13 +321,10 @@ async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[
     try:
         if not resuming:
             return [], 0
-        opened = await HarvestState.open(state)
-        try:
+        async with aclosing(await HarvestState.open(state)) as opened:
             documents = (await opened.summary()).documents
             left = documents.get("pending", 0) + documents.get("failed", 0)
             return await opened.answered(queries), left
-        finally:
-            await opened.aclose()
     finally:
         lock.release()
 

@@ -26,11 +26,11 @@ from typing import BinaryIO
 import anyio.to_thread
 
 from magisterium_async._cli._command import Command
-from magisterium_async._cli._errors import CliError, ExitCode
+from magisterium_async._cli._errors import CliError, ExitCode, unwritable
 from magisterium_async._cli._output import Output, plural
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
-from magisterium_async._harvest import HarvestLock, HarvestState, JsonlWriter, why_not_written
+from magisterium_async._harvest import HarvestLock, HarvestState, JsonlWriter
 
 __all__ = ["COMMAND", "CSV_COLUMNS", "rebuild_command", "rebuilt_name"]
 
@@ -144,7 +144,6 @@ def _close(file: BinaryIO, out: str, building: str | None, whole: bool) -> bool:
 async def _write(state: HarvestState, out: str | None, stream: bool, form: str) -> _Sink:
     """The records of ``state`` written to ``out``; a JSON Lines file made anew becomes
     the harvest's output (its mark recorded)."""
-    where = f"--out {out}" if out else "stdout"
     try:
         file, building = await anyio.to_thread.run_sync(_open, out, stream)
         whole = False
@@ -159,7 +158,7 @@ async def _write(state: HarvestState, out: str | None, stream: bool, form: str) 
     except FileExistsError:
         raise _exists(out or "", "a file") from None
     except OSError as exc:
-        raise CliError(f"cannot write {where}: {why_not_written(exc)}") from None
+        raise unwritable(exc, "--out", out) from None
     if made and form == "jsonl":  # its mark, as the writer reads it, is what a resume checks
         async with JsonlWriter(out or "") as output:
             await state.record((), (), (), output.mark)
@@ -202,11 +201,8 @@ async def _run(args: argparse.Namespace, output: Output) -> int:
     lock = HarvestLock(path, "state", StateError)  # no harvest changes it meanwhile
     await anyio.to_thread.run_sync(lock.acquire)
     try:
-        state = await _open_state(path)
-        try:
+        async with contextlib.aclosing(await _open_state(path)) as state:
             sink = await _write(state, out, stream, args.format)
-        finally:
-            await state.aclose()
     finally:
         lock.release()
     # On stderr, as the harvest's summary: stdout may be the data.

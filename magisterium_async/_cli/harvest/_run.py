@@ -26,10 +26,10 @@ from typing import Any
 import msgspec
 
 from magisterium_async._cli._client import open_client
-from magisterium_async._cli._errors import CliError, ExitCode, describe
+from magisterium_async._cli._errors import CliError, ExitCode, describe, unwritable
 from magisterium_async._cli._output import Output, duration, plural, quoted, waiting_text
 from magisterium_async._cli._status import status_line
-from magisterium_async._cli.harvest._plan import Plan, dry_run, held, not_ours, plan, unwritable
+from magisterium_async._cli.harvest._plan import Plan, dry_run, held, not_ours, plan
 from magisterium_async._cli.harvest._rebuild import rebuild_command, rebuilt_name
 from magisterium_async._config import RateLimits
 from magisterium_async._errors import (
@@ -46,7 +46,6 @@ from magisterium_async._harvest import (
     StateSummary,
     harvest,
     hold,
-    why_not_written,
 )
 from magisterium_async._models import Document
 from magisterium_async._ratelimit import PoolStats
@@ -70,7 +69,7 @@ class _Stdout:
             sys.stdout.buffer.write(_ENCODER.encode(document) + b"\n")
             sys.stdout.buffer.flush()
         except OSError as exc:  # a reader gone, a full disk: said as for any --out
-            raise CliError(f"cannot write stdout: {why_not_written(exc)}") from None
+            raise unwritable(exc) from None
         self.written += 1
         self.on_durable([document.id])
 
@@ -125,11 +124,8 @@ async def run_harvest(args: argparse.Namespace, output: Output) -> int:
                     finally:
                         await sink.aclose()  # before the harvest closes: it records what is on disk
                 ending = "done"
-            except Exception as exc:
+            except Exception:
                 ending = "stopped"
-                cause = exc.__cause__ if isinstance(exc, OutputFileError) else None
-                if isinstance(cause, OSError) and where.out is not None:  # a full disk
-                    raise unwritable("--out", where.out, cause) from None
                 raise
             finally:
                 if run.stats.queries or sink.written:
@@ -169,7 +165,7 @@ async def _prepare(where: Plan, run: Harvest) -> tuple[StateSummary | None, Json
         await writer.open()
     except OutputFileError as exc:  # in use by another harvest, or not as this one left it
         if isinstance(exc.__cause__, OSError):
-            raise unwritable("--out", out, exc.__cause__) from None
+            raise  # said as every write that failed is (describe)
         raise CliError(_with_rebuild(str(exc), out, where.state)) from None
     # A torn last line cut: the writer says so (its warning on the harvest's logger).
     if state is not None and writer.mark is not None:
