@@ -305,12 +305,11 @@ class AnswerCache:
             landed: Task | BaseException  # how the call ends, for those who join it
             try:
                 if store is not None and self._wall() >= self._retry_at:
-                    outcome: Outcome = "hit"
-                    found = await self._get(store, key)
-                    if found is None and isinstance(store, RedisAnswers):
+                    if isinstance(store, RedisAnswers):
                         claimed = True  # from the moment it is asked: a reply never heard
-                        found, claimed = await self._claim(store, key)
-                        outcome = "coalesced"  # another process's answer, waited for
+                        found, claimed, outcome = await self._claim(store, key)
+                    else:
+                        found, outcome = await self._get(store, key), "hit"
                     if found is not None:
                         self._counts[outcome] += 1
                         landed = found
@@ -378,22 +377,26 @@ class AnswerCache:
         self._well(store)
         return True
 
-    async def _claim(self, store: RedisAnswers, key: str) -> tuple[Task | None, bool]:
-        """Claim ``key``: another process's fresh answer (waited for while it holds the
-        claim, :data:`CLAIM_SECONDS` at most), or whether the claim is this client's."""
+    async def _claim(self, store: RedisAnswers, key: str) -> tuple[Task | None, bool, Outcome]:
+        """Claim ``key``: a fresh answer (a ``"hit"``, or ``"coalesced"``: another process's,
+        waited for while it held the claim, :data:`CLAIM_SECONDS` at most), or whether the
+        claim is this client's. Redis is asked once per look: the claim reads the answer."""
+        outcome: Outcome = "hit"
         try:
             raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
             deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
             # Asked again until the answer lands, or the claim is let go (then it is this
             # call's: it sends, and later ones wait for it), or time runs out (it sends).
             while raw is None and not held and self._wall() < deadline:
+                outcome = "coalesced"
                 await self._sleep(delay)
                 raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
                 delay = min(delay * 2, _POLL_MOST)
         except UNAVAILABLE as exc:
             self._trouble(store, exc)
-            return None, False
-        return (None if raw is None else self._read(store, raw)), held
+            return None, False, outcome
+        self._well(store)
+        return (None if raw is None else self._read(store, raw)), held, outcome
 
     async def _release(self, key: str) -> None:
         """Give this client's claim on ``key`` up (a release cut short leaves it to run
@@ -406,7 +409,7 @@ class AnswerCache:
         except UNAVAILABLE as exc:
             self._trouble(store, exc)
 
-    async def _get(self, store: AnswerStore, key: str) -> Task | None:
+    async def _get(self, store: MemoryAnswers | DiskAnswers, key: str) -> Task | None:
         now = self._wall()
         try:
             raw = await store.get(key, now)
