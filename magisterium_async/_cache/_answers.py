@@ -305,11 +305,9 @@ class AnswerCache:
             landed: Task | BaseException  # how the call ends, for those who join it
             try:
                 if store is not None and self._wall() >= self._retry_at:
-                    if isinstance(store, RedisAnswers):
-                        claimed = True  # from the moment it is asked: a reply never heard
-                        found, claimed, outcome = await self._claim(store, key)
-                    else:
-                        found, outcome = await self._get(store, key), "hit"
+                    # Claimed from the moment it is asked in Redis: a reply never heard.
+                    claimed = isinstance(store, RedisAnswers)
+                    found, claimed, outcome = await self._look(store, key)
                     if found is not None:
                         self._counts[outcome] += 1
                         landed = found
@@ -377,21 +375,26 @@ class AnswerCache:
         self._well(store)
         return True
 
-    async def _claim(self, store: RedisAnswers, key: str) -> tuple[Task | None, bool, Outcome]:
-        """Claim ``key``: a fresh answer (a ``"hit"``, or ``"coalesced"``: another process's,
-        waited for while it held the claim, :data:`CLAIM_SECONDS` at most), or whether the
-        claim is this client's. Redis is asked once per look: the claim reads the answer."""
+    async def _look(self, store: AnswerStore, key: str) -> tuple[Task | None, bool, Outcome]:
+        """The fresh answer ``store`` keeps under ``key`` (a ``"hit"``), or ``None``. Over
+        Redis the look claims ``key`` too (the claim reads the answer first): another
+        process's answer is waited for while it holds the claim (:data:`CLAIM_SECONDS` at
+        most; then ``"coalesced"``); the second value says whether the claim is this
+        client's."""
         outcome: Outcome = "hit"
         try:
-            raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
-            deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
-            # Asked again until the answer lands, or the claim is let go (then it is this
-            # call's: it sends, and later ones wait for it), or time runs out (it sends).
-            while raw is None and not held and self._wall() < deadline:
-                outcome = "coalesced"
-                await self._sleep(delay)
+            if not isinstance(store, RedisAnswers):
+                raw, held = await store.get(key, self._wall()), False
+            else:
                 raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
-                delay = min(delay * 2, _POLL_MOST)
+                deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
+                # Asked again until the answer lands, or the claim is let go (then it is
+                # this call's, which sends; later ones wait for it), or time runs out.
+                while raw is None and not held and self._wall() < deadline:
+                    outcome = "coalesced"
+                    await self._sleep(delay)
+                    raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
+                    delay = min(delay * 2, _POLL_MOST)
         except UNAVAILABLE as exc:
             self._trouble(store, exc)
             return None, False, outcome
@@ -408,16 +411,6 @@ class AnswerCache:
             await store.release(key, self._owner)
         except UNAVAILABLE as exc:
             self._trouble(store, exc)
-
-    async def _get(self, store: MemoryAnswers | DiskAnswers, key: str) -> Task | None:
-        now = self._wall()
-        try:
-            raw = await store.get(key, now)
-        except UNAVAILABLE as exc:
-            self._trouble(store, exc)
-            return None
-        self._well(store)
-        return None if raw is None else self._read(store, raw)
 
     def _read(self, store: AnswerStore, raw: bytes) -> Task | None:
         """The answer in an entry's bytes, if it is still fresh and can be read."""
