@@ -422,11 +422,8 @@ class AnswerCache:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             if not self._warned_corrupt:
                 self._warned_corrupt = True
-                self._say(
-                    "warning",
-                    f"cache {store.where} holds an answer it cannot read ({exc}): it is "
-                    "asked for again and replaced",
-                )
+                said = f"holds an answer it cannot read ({exc}): it is asked for again and replaced"
+                self._emit(notice("warning", "cache", f"cache {store.where} {said}"))
             return None
 
     def _trouble(self, store: AnswerStore, exc: Exception) -> None:
@@ -435,21 +432,19 @@ class AnswerCache:
         self._retry_at = self._wall() + BYPASS_SECONDS
         if self._healthy:
             self._healthy = False
-            self._say(
-                "warning",
-                f"cache {store.where} cannot be used ({exc}): calls go to the service "
-                f"without it, trying it again every {BYPASS_SECONDS:g} s",
+            said = f"calls go to the service without it, trying it again every {BYPASS_SECONDS:g} s"
+            self._emit(
+                notice("warning", "cache", f"cache {store.where} cannot be used ({exc}): {said}")
             )
         else:
-            self._say("debug", f"cache {store.where} still cannot be used ({exc})")
+            self._emit(
+                notice("debug", "cache", f"cache {store.where} still cannot be used ({exc})")
+            )
 
     def _well(self, store: AnswerStore) -> None:
         if not self._healthy:
             self._healthy = True
-            self._say("info", f"cache {store.where} can be used again")
-
-    def _say(self, level: Literal["debug", "info", "warning"], message: str) -> None:
-        self._emit(notice(level, "cache", message))
+            self._emit(notice("info", "cache", f"cache {store.where} can be used again"))
 
     async def aclose(self) -> None:
         """Close the store; a call still finishing afterwards goes without it, quietly.
