@@ -370,13 +370,10 @@ def log_to_stderr(level: int, *, json: bool = False) -> None:
     does not quieten ``$MAGISTERIUM_LOG=debug``), the last format asked for too.
     """
     logger = logging.getLogger(LOGGER)
-    handler = next((h for h in logger.handlers if isinstance(h, _Stderr)), None)
-    if handler is None:
-        handler = _Stderr()
-        handler.setLevel(level)
-        logger.addHandler(handler)
-    else:
-        handler.setLevel(min(handler.level, level))
+    found = [h for h in logger.handlers if isinstance(h, _Stderr)]
+    handler = found[0] if found else _Stderr()
+    handler.setLevel(min(handler.level, level) if found else level)
+    logger.addHandler(handler)  # once: a handler already there is not added again
     handler.setFormatter(_JsonRecords() if json else logging.Formatter(_FORMAT, "%H:%M:%S"))
     if logger.getEffectiveLevel() > level:  # lowered only: --json's WARNING changes none
         logger.setLevel(level)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -92,19 +93,18 @@ class _Instruments:
         )
 
 
+@dataclass(slots=True)
 class _Call:
     """One watched call: its span (if traced), the context that makes it current, and the
     counts that end up on it."""
 
-    __slots__ = ("attached", "attempts", "instruments", "labels", "retries", "span", "waited")
-
-    def __init__(self, span: Any, instruments: _Instruments | None, pool: str) -> None:
-        self.span = span
-        self.instruments = instruments
-        self.labels = {"pool": pool}
-        self.attempts = self.retries = 0
-        self.waited = 0.0
-        self.attached: object = None  # the token of the context the span is current in
+    span: Any
+    instruments: _Instruments | None
+    labels: dict[str, str]
+    attempts: int = 0
+    retries: int = 0
+    waited: float = 0.0
+    attached: object = None  # the token of the context the span is current in
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("magisterium_async_call", default=None)
@@ -184,7 +184,7 @@ class Telemetry:
             span = tracer.start_span(
                 event.method, kind=_trace.SpanKind.CLIENT, attributes=attributes
             )
-        call = _Call(span, instruments, event.pool)
+        call = _Call(span, instruments, {"pool": event.pool})
         if span is not None:
             call.attached = _context.attach(_trace.set_span_in_context(span))
         _CALL.set(call)  # calls never nest in one task: call_ended sets None back
