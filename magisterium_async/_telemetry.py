@@ -135,18 +135,15 @@ class Telemetry:
             self._agent["gen_ai.agent.version"] = version
 
     def __call__(self, event: PoolEvent) -> None:
-        kind = event.kind
-        if kind == "call_started":
-            assert isinstance(event, CallEvent)
+        if isinstance(event, CallEvent) and event.kind == "call_started":
             self._start(event)
             return
         call = _CALL.get()
         if call is None:
             return
-        if kind == "call_ended":
-            assert isinstance(event, CallEvent)
+        if isinstance(event, CallEvent):  # call_ended
             self._end(call, event)
-        elif kind == "sent":
+        elif event.kind == "sent":
             call.attempts += 1
             call.waited += max(event.value, 0.0)
         elif isinstance(event, AnswerEvent):
@@ -172,7 +169,7 @@ class Telemetry:
         )
         if tracer is None and instruments is None:
             return
-        span = None
+        span = attached = None
         if tracer is not None:
             attributes = {
                 "a2a.method.name": event.method,
@@ -184,10 +181,9 @@ class Telemetry:
             span = tracer.start_span(
                 event.method, kind=_trace.SpanKind.CLIENT, attributes=attributes
             )
-        call = _Call(span, instruments, {"pool": event.pool})
-        if span is not None:
-            call.attached = _context.attach(_trace.set_span_in_context(span))
-        _CALL.set(call)  # calls never nest in one task: call_ended sets None back
+            attached = _context.attach(_trace.set_span_in_context(span))
+        # Calls never nest in one task: call_ended sets None back.
+        _CALL.set(_Call(span, instruments, {"pool": event.pool}, attached=attached))
 
     def _answered(self, call: _Call, event: AnswerEvent) -> None:
         if event.outcome == "rate_limited":
