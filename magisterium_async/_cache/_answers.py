@@ -37,7 +37,7 @@ from magisterium_async._cache._stores import (
 from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, from_env
 from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
-from magisterium_async._models import DataPart, Part, Task, TextPart
+from magisterium_async._models import TASK_DECODER, DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
 from magisterium_async._skills import SKILLS, _date_or_words, kept_as
 
@@ -133,7 +133,6 @@ class _Entry(msgspec.Struct, array_like=True):
 
 
 _ENTRY = msgspec.json.Decoder(_Entry)
-_TASK = msgspec.json.Decoder(Task)
 _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
 
@@ -200,7 +199,7 @@ async def _join(shared: asyncio.Future[bytes | None]) -> Task | None:
             # Raised inside this handler: the leader's own context goes back.
             copy.__context__, copy.__suppress_context__ = context, suppressed
             raise
-    return None if found is None else _TASK.decode(found)
+    return None if found is None else TASK_DECODER.decode(found)
 
 
 class AnswerCache:
@@ -418,7 +417,7 @@ class AnswerCache:
             entry = _ENTRY.decode(raw)
             if entry.expires <= self._wall():
                 return None
-            return _TASK.decode(entry.body)
+            return TASK_DECODER.decode(entry.body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             if not self._warned_corrupt:
                 self._warned_corrupt = True
