@@ -282,8 +282,7 @@ class AnswerCache:
         rule = policy.rule(skill_id)
         day, day_end = None, math.inf
         if rule.dated and not names_a_day_absolutely(parts):
-            local = dt.datetime.fromtimestamp(self._wall(), self._tz)
-            day = local.date()
+            day = dt.datetime.fromtimestamp(self._wall(), self._tz).date()
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
