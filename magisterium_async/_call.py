@@ -167,9 +167,9 @@ class Caller:
             deadline: when the call must be over, on the client's clock.
         """
         dialect = self._dialects[options.protocol]
-        if method == "tasks/list" and not dialect.offers_list:
+        if method == "tasks/list" and dialect.version != "1.0":  # ListTasks is 1.0's alone
             dialect = await self._offered(options.protocol, dialect) or dialect
-            if not dialect.offers_list:
+            if dialect.version != "1.0":
                 why = "its agent card names no A2A 1.0 JSON-RPC interface"
                 if options.protocol != "auto":
                     why = f'protocol="{options.protocol}" was named'

@@ -21,17 +21,16 @@ more (:class:`RetryEvent`, :class:`AnswerEvent`, :class:`CallEvent`, :class:`Not
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import logging
 import math
 import sys
-import time as _time
 from collections.abc import Callable
 from typing import Any, Literal, TextIO, get_args
 
 import msgspec
 
+from magisterium_async._clock import LoopClock
 from magisterium_async._config import LOG_ENV, from_env
 from magisterium_async._errors import JSONRPCError
 
@@ -137,6 +136,7 @@ Level = Literal["debug", "info", "warning"]
 """How much a :class:`Notice` matters, as :mod:`logging`'s levels of the same names."""
 Topic = Literal["auth", "cache", "harvest", "ratelimit", "retry", "transport"]
 """What a :class:`Notice` is about: its logger is ``magisterium_async.<topic>``."""
+_NOW = LoopClock().now  # a notice's time when its part has no clock: the loop's
 
 
 class Notice(PoolEvent, frozen=True):
@@ -147,13 +147,6 @@ class Notice(PoolEvent, frozen=True):
     level: Level
     topic: Topic
     message: str
-
-
-def _now() -> float:
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return _time.monotonic()
 
 
 def notice(
@@ -168,7 +161,7 @@ def notice(
         pool: the pool it concerns, if any.
         time: on the client's clock, if the part has it; else the loop's.
     """
-    return Notice("notice", pool, _now() if time is None else time, 0.0, level, topic, message)
+    return Notice("notice", pool, _NOW() if time is None else time, 0.0, level, topic, message)
 
 
 OnEvent = Callable[[PoolEvent], None]
@@ -377,13 +370,10 @@ def log_to_stderr(level: int, *, json: bool = False) -> None:
     does not quieten ``$MAGISTERIUM_LOG=debug``), the last format asked for too.
     """
     logger = logging.getLogger(LOGGER)
-    handler = next((h for h in logger.handlers if isinstance(h, _Stderr)), None)
-    if handler is None:
-        handler = _Stderr()
-        handler.setLevel(level)
-        logger.addHandler(handler)
-    else:
-        handler.setLevel(min(handler.level, level))
+    found = [h for h in logger.handlers if isinstance(h, _Stderr)]
+    handler = found[0] if found else _Stderr()
+    handler.setLevel(min(handler.level, level) if found else level)
+    logger.addHandler(handler)  # once: a handler already there is not added again
     handler.setFormatter(_JsonRecords() if json else logging.Formatter(_FORMAT, "%H:%M:%S"))
     if logger.getEffectiveLevel() > level:  # lowered only: --json's WARNING changes none
         logger.setLevel(level)

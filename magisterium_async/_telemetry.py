@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -92,19 +93,18 @@ class _Instruments:
         )
 
 
+@dataclass(slots=True)
 class _Call:
     """One watched call: its span (if traced), the context that makes it current, and the
     counts that end up on it."""
 
-    __slots__ = ("attached", "attempts", "instruments", "labels", "retries", "span", "waited")
-
-    def __init__(self, span: Any, instruments: _Instruments | None, pool: str) -> None:
-        self.span = span
-        self.instruments = instruments
-        self.labels = {"pool": pool}
-        self.attempts = self.retries = 0
-        self.waited = 0.0
-        self.attached: object = None  # the token of the context the span is current in
+    span: Any
+    instruments: _Instruments | None
+    labels: dict[str, str]
+    attempts: int = 0
+    retries: int = 0
+    waited: float = 0.0
+    attached: object = None  # the token of the context the span is current in
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("magisterium_async_call", default=None)
@@ -135,18 +135,15 @@ class Telemetry:
             self._agent["gen_ai.agent.version"] = version
 
     def __call__(self, event: PoolEvent) -> None:
-        kind = event.kind
-        if kind == "call_started":
-            assert isinstance(event, CallEvent)
+        if isinstance(event, CallEvent) and event.kind == "call_started":
             self._start(event)
             return
         call = _CALL.get()
         if call is None:
             return
-        if kind == "call_ended":
-            assert isinstance(event, CallEvent)
+        if isinstance(event, CallEvent):  # call_ended
             self._end(call, event)
-        elif kind == "sent":
+        elif event.kind == "sent":
             call.attempts += 1
             call.waited += max(event.value, 0.0)
         elif isinstance(event, AnswerEvent):
@@ -172,7 +169,7 @@ class Telemetry:
         )
         if tracer is None and instruments is None:
             return
-        span = None
+        span = attached = None
         if tracer is not None:
             attributes = {
                 "a2a.method.name": event.method,
@@ -184,10 +181,9 @@ class Telemetry:
             span = tracer.start_span(
                 event.method, kind=_trace.SpanKind.CLIENT, attributes=attributes
             )
-        call = _Call(span, instruments, event.pool)
-        if span is not None:
-            call.attached = _context.attach(_trace.set_span_in_context(span))
-        _CALL.set(call)  # calls never nest in one task: call_ended sets None back
+            attached = _context.attach(_trace.set_span_in_context(span))
+        # Calls never nest in one task: call_ended sets None back.
+        _CALL.set(_Call(span, instruments, {"pool": event.pool}, attached=attached))
 
     def _answered(self, call: _Call, event: AnswerEvent) -> None:
         if event.outcome == "rate_limited":

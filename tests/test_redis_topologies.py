@@ -351,7 +351,7 @@ async def test_an_application_s_cluster_client_is_used_and_left_open(
         assert store is not None and "RedisCluster" in store.where
         assert await store.claim("app", 5.0, "me") == (None, True)
         await store.put("app", b"answer", 100.0, 0.0)
-        assert await store.get("app", 0.0) == b"answer"
+        assert await store.claim("app", 5.0, "me") == (b"answer", False)
         await store.aclose()
         assert await app.get("magisterium:cache:{app}") == b"answer"  # still open
         assert await app.ping()  # and fit for the application's own commands

@@ -37,7 +37,7 @@ from magisterium_async._cache._stores import (
 from magisterium_async._config import CACHE_ENV, CachePolicy, CacheRule, from_env
 from magisterium_async._errors import CacheError
 from magisterium_async._events import OnEvent, log_event, notice
-from magisterium_async._models import DataPart, Part, Task, TextPart
+from magisterium_async._models import TASK_DECODER, DataPart, Part, Task, TextPart
 from magisterium_async._redis import is_client, looks_like_redis
 from magisterium_async._skills import SKILLS, _date_or_words, kept_as
 
@@ -133,7 +133,6 @@ class _Entry(msgspec.Struct, array_like=True):
 
 
 _ENTRY = msgspec.json.Decoder(_Entry)
-_TASK = msgspec.json.Decoder(Task)
 _ENCODER = msgspec.json.Encoder()
 _CANONICAL = msgspec.json.Encoder(order="sorted")
 
@@ -200,7 +199,7 @@ async def _join(shared: asyncio.Future[bytes | None]) -> Task | None:
             # Raised inside this handler: the leader's own context goes back.
             copy.__context__, copy.__suppress_context__ = context, suppressed
             raise
-    return None if found is None else _TASK.decode(found)
+    return None if found is None else TASK_DECODER.decode(found)
 
 
 class AnswerCache:
@@ -283,8 +282,7 @@ class AnswerCache:
         rule = policy.rule(skill_id)
         day, day_end = None, math.inf
         if rule.dated and not names_a_day_absolutely(parts):
-            local = dt.datetime.fromtimestamp(self._wall(), self._tz)
-            day = local.date()
+            day = dt.datetime.fromtimestamp(self._wall(), self._tz).date()
             midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), self._tz)
             day_end = midnight.timestamp()
         key = request_key(self._origin, skill_id, parts, context_id, day)
@@ -305,12 +303,9 @@ class AnswerCache:
             landed: Task | BaseException  # how the call ends, for those who join it
             try:
                 if store is not None and self._wall() >= self._retry_at:
-                    outcome: Outcome = "hit"
-                    found = await self._get(store, key)
-                    if found is None and isinstance(store, RedisAnswers):
-                        claimed = True  # from the moment it is asked: a reply never heard
-                        found, claimed = await self._claim(store, key)
-                        outcome = "coalesced"  # another process's answer, waited for
+                    # Claimed from the moment it is asked in Redis: a reply never heard.
+                    claimed = isinstance(store, RedisAnswers)
+                    found, claimed, outcome = await self._look(store, key)
                     if found is not None:
                         self._counts[outcome] += 1
                         landed = found
@@ -378,22 +373,31 @@ class AnswerCache:
         self._well(store)
         return True
 
-    async def _claim(self, store: RedisAnswers, key: str) -> tuple[Task | None, bool]:
-        """Claim ``key``: another process's fresh answer (waited for while it holds the
-        claim, :data:`CLAIM_SECONDS` at most), or whether the claim is this client's."""
+    async def _look(self, store: AnswerStore, key: str) -> tuple[Task | None, bool, Outcome]:
+        """The fresh answer ``store`` keeps under ``key`` (a ``"hit"``), or ``None``. Over
+        Redis the look claims ``key`` too (the claim reads the answer first): another
+        process's answer is waited for while it holds the claim (:data:`CLAIM_SECONDS` at
+        most; then ``"coalesced"``); the second value says whether the claim is this
+        client's."""
+        outcome: Outcome = "hit"
         try:
-            raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
-            deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
-            # Asked again until the answer lands, or the claim is let go (then it is this
-            # call's: it sends, and later ones wait for it), or time runs out (it sends).
-            while raw is None and not held and self._wall() < deadline:
-                await self._sleep(delay)
+            if not isinstance(store, RedisAnswers):
+                raw, held = await store.get(key, self._wall()), False
+            else:
                 raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
-                delay = min(delay * 2, _POLL_MOST)
+                deadline, delay = self._wall() + CLAIM_SECONDS, _POLL_FIRST
+                # Asked again until the answer lands, or the claim is let go (then it is
+                # this call's, which sends; later ones wait for it), or time runs out.
+                while raw is None and not held and self._wall() < deadline:
+                    outcome = "coalesced"
+                    await self._sleep(delay)
+                    raw, held = await store.claim(key, CLAIM_SECONDS, self._owner)
+                    delay = min(delay * 2, _POLL_MOST)
         except UNAVAILABLE as exc:
             self._trouble(store, exc)
-            return None, False
-        return (None if raw is None else self._read(store, raw)), held
+            return None, False, outcome
+        self._well(store)
+        return (None if raw is None else self._read(store, raw)), held, outcome
 
     async def _release(self, key: str) -> None:
         """Give this client's claim on ``key`` up (a release cut short leaves it to run
@@ -406,31 +410,18 @@ class AnswerCache:
         except UNAVAILABLE as exc:
             self._trouble(store, exc)
 
-    async def _get(self, store: AnswerStore, key: str) -> Task | None:
-        now = self._wall()
-        try:
-            raw = await store.get(key, now)
-        except UNAVAILABLE as exc:
-            self._trouble(store, exc)
-            return None
-        self._well(store)
-        return None if raw is None else self._read(store, raw)
-
     def _read(self, store: AnswerStore, raw: bytes) -> Task | None:
         """The answer in an entry's bytes, if it is still fresh and can be read."""
         try:
             entry = _ENTRY.decode(raw)
             if entry.expires <= self._wall():
                 return None
-            return _TASK.decode(entry.body)
+            return TASK_DECODER.decode(entry.body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             if not self._warned_corrupt:
                 self._warned_corrupt = True
-                self._say(
-                    "warning",
-                    f"cache {store.where} holds an answer it cannot read ({exc}): it is "
-                    "asked for again and replaced",
-                )
+                said = f"holds an answer it cannot read ({exc}): it is asked for again and replaced"
+                self._emit(notice("warning", "cache", f"cache {store.where} {said}"))
             return None
 
     def _trouble(self, store: AnswerStore, exc: Exception) -> None:
@@ -439,21 +430,19 @@ class AnswerCache:
         self._retry_at = self._wall() + BYPASS_SECONDS
         if self._healthy:
             self._healthy = False
-            self._say(
-                "warning",
-                f"cache {store.where} cannot be used ({exc}): calls go to the service "
-                f"without it, trying it again every {BYPASS_SECONDS:g} s",
+            said = f"calls go to the service without it, trying it again every {BYPASS_SECONDS:g} s"
+            self._emit(
+                notice("warning", "cache", f"cache {store.where} cannot be used ({exc}): {said}")
             )
         else:
-            self._say("debug", f"cache {store.where} still cannot be used ({exc})")
+            self._emit(
+                notice("debug", "cache", f"cache {store.where} still cannot be used ({exc})")
+            )
 
     def _well(self, store: AnswerStore) -> None:
         if not self._healthy:
             self._healthy = True
-            self._say("info", f"cache {store.where} can be used again")
-
-    def _say(self, level: Literal["debug", "info", "warning"], message: str) -> None:
-        self._emit(notice(level, "cache", message))
+            self._emit(notice("info", "cache", f"cache {store.where} can be used again"))
 
     async def aclose(self) -> None:
         """Close the store; a call still finishing afterwards goes without it, quietly.

@@ -4,8 +4,9 @@ when it cannot do its job.
 A store keeps bytes by key and knows nothing of answers: the front
 (:class:`~magisterium_async._cache._answers.AnswerCache`) says how long each is fresh and
 reads only fresh ones. Each store offers ``where`` and ``entries`` (for messages and
-stats), ``get``, ``put`` and ``aclose``; every method takes ``now`` (wall-clock seconds)
-from the front, so freshness and use are reckoned on one clock, injected in tests. A store
+stats), ``get`` (Redis: ``claim``, which reads the answer as it claims), ``put`` and
+``aclose``; ``get`` and ``put`` take ``now`` (wall-clock seconds) from the front, so
+freshness and use are reckoned on one clock, injected in tests. A store
 that cannot do its job now raises one of :data:`UNAVAILABLE`; the front then goes without
 it.
 """
@@ -329,10 +330,6 @@ class RedisAnswers:
         # transactional pipeline is not safe to mix with the application's own commands.
         self._put, self._claim = redis.register_script(_PUT), redis.register_script(_CLAIM)
         self._release = redis.register_script(_RELEASE)
-
-    async def get(self, key: str, now: float) -> bytes | None:
-        value: Any = await self._connection.run(self._redis.get(f"{PREFIX}{{{key}}}"))
-        return None if value is None else bytes(value)
 
     async def put(self, key: str, value: bytes, expires: float, now: float) -> None:
         """Keep ``value`` under ``key`` until ``expires`` (its TTL), giving up the key's

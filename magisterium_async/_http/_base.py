@@ -113,8 +113,7 @@ class Proxies:
         if proxy is not None:
             self._by_scheme = dict.fromkeys(("http", "https"), _proxy_url(proxy, "proxy"))
         else:
-            if trust_env:
-                environment = urllib.request.getproxies_environment()
+            environment = urllib.request.getproxies_environment() if trust_env else {}
             self._by_scheme = {
                 scheme: _proxy_url(environment[scheme], f"${scheme.upper()}_PROXY")
                 for scheme in ("http", "https")
@@ -158,11 +157,9 @@ class HTTPTransport(Protocol):
         Network failures raise ``OSError``, ``TimeoutError`` or ``aiohttp.ClientError``.
         Redirects are never followed.
         """
-        ...
 
     async def aclose(self) -> None:
         """Release connections; no request is made afterwards."""
-        ...
 
 
 class AiohttpTransport:
@@ -187,12 +184,10 @@ class AiohttpTransport:
         self._connect_timeout = connect_timeout
         self._trace_configs = list(trace_configs)
         self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
 
     async def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._loop = asyncio.get_running_loop()
             connector = aiohttp.TCPConnector(
                 limit=self._max_concurrency,  # one host: no cap per host to keep as well
                 timeout_ceil_threshold=math.inf,
@@ -213,12 +208,13 @@ class AiohttpTransport:
         by :meth:`aclose`, or by ``asyncio.run()`` as its loop ends (it closes every async
         generator still suspended before it closes the loop). So a client never closed in
         that loop still closes its connections in it, instead of leaking them with it."""
+        loop = asyncio.get_running_loop()  # the session's
         try:
             yield
         finally:
             if self._session is session:
                 self._session = None
-            if self._loop is asyncio.get_running_loop():
+            if loop is asyncio.get_running_loop():
                 await session.close()
             else:
                 session.detach()  # its loop has ended, and its connections with it
@@ -338,12 +334,8 @@ async def read_body(
                 inflater.feed(chunk, body, limit + 1 - len(body))
             if wire > limit or len(body) > limit:
                 raise _too_large(what, limit, status, body)
-        if inflater is None:
-            return bytes(body)
-        inflater.feed(b"", body, limit + 1 - len(body))
-        if len(body) > limit:
-            raise _too_large(what, limit, status, body)
-        if inflater.complete:
+        # Nothing is left pending: input is held back only once the body passes the limit.
+        if inflater is None or inflater.complete:
             return bytes(body)
     except zlib.error as exc:
         why = str(exc)

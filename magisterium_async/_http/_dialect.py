@@ -78,16 +78,11 @@ class Dialect:
             headers[name] = ", ".join(self.extensions)
         object.__setattr__(self, "headers", headers)
 
-    @property
-    def offers_list(self) -> bool:
-        """Whether ``tasks/list`` (1.0's ``ListTasks``) exists in this dialect."""
-        return self.version == "1.0"
-
     def method(self, operation: str) -> str:
         """The dialect's name of ``operation`` (named by its 0.3 method)."""
         return operation if self.version == "0.3" else _METHODS.get(operation, operation)
 
-    def params(self, operation: str, params: Any) -> Any:
+    def params(self, params: Any) -> Any:
         """``params`` as the dialect sends them: as built for 0.3, rewritten for 1.0."""
         if self.version == "0.3":
             return params

@@ -296,7 +296,7 @@ class JSONRPCClient:
         goes into the errors it meets.
         """
         request_id = next(self._ids)
-        name, params = dialect.method(method), dialect.params(method, params)
+        name, params = dialect.method(method), dialect.params(params)
         body = _ENCODER.encode(
             {"jsonrpc": "2.0", "id": request_id, "method": name, "params": params}
         )

@@ -537,22 +537,6 @@ async def test_a_claim_whose_holder_died_holds_nobody_up_past_its_time(memory_re
     assert CLAIM_SECONDS <= alive.slept < CLAIM_SECONDS + 1
 
 
-async def test_an_answer_landing_between_the_look_and_the_claim_is_not_asked_again(
-    memory_redis: Any,
-) -> None:
-    wall = Wall()
-    one, two = Host(memory_redis, wall), Host(memory_redis, wall)
-    await one.ask()  # the answer is in Redis now
-
-    async def looked_just_before(key: str, now: float) -> bytes | None:
-        return None  # as if two's look had come a moment before one's answer landed
-
-    two.store.get = looked_just_before  # type: ignore[method-assign]
-    _, how = await two.ask()
-    assert how == "coalesced"
-    assert two.service.requests == 0
-
-
 async def test_a_closed_cache_is_left_alone_quietly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -257,7 +257,7 @@ async def test_redis_keeps_an_answer_for_its_freshness_under_its_own_prefix(
 ) -> None:
     store = RedisAnswers(fake_redis)
     await store.put("k", b"answer", NOW + 90, NOW)
-    assert await store.get("k", NOW) == b"answer"
+    assert await store.claim("k", 5, "a") == (b"answer", False)
     ttl = await fake_redis.pttl(PREFIX + "{k}")
     assert 89_000 < ttl <= 90_000
     assert store.entries is None
@@ -272,7 +272,7 @@ async def test_an_unreachable_redis_is_unavailable_and_its_password_never_shown(
     store = RedisAnswers(url)
     assert "s3cret-pass" not in repr(store)
     with pytest.raises(RedisUnavailable) as caught:
-        await store.get("k", NOW)
+        await store.claim("k", 5, "a")
     assert "s3cret-pass" not in str(caught.value)
     await store.aclose()
 
@@ -289,10 +289,10 @@ async def test_two_clients_of_one_redis_server_share_its_answers(
 ) -> None:
     one, two = RedisAnswers(redis_server.url), RedisAnswers(redis_server.url)
     await one.put("k", b"answer", NOW + 60, NOW)
-    assert await two.get("k", NOW) == b"answer"
+    assert await two.claim("k", 5, "a") == (b"answer", False)
     redis_server.stop()
     with pytest.raises(RedisUnavailable):
-        await two.get("k", NOW)
+        await two.claim("k", 5, "a")
     await one.aclose()
     await two.aclose()
 
