@@ -107,10 +107,27 @@ class HarvestLock:
                 raise self._cannot_make(exc) from None
             if self._names_the_locked_file(lock):
                 self._lock = lock
+                self._refuse_other_names()
                 self._write_info()
                 return
             lock.release()  # its holder removed it as we took it: take the one there now
         raise self._error(f"{self.path}: its lock file keeps being replaced", path=self.path)
+
+    def _refuse_other_names(self) -> None:
+        # The lock is taken by name: a hard link is a second name whose lock another
+        # harvest could take, and both would use one file at once.
+        try:
+            names = os.stat(self.path).st_nlink
+        except OSError:
+            return  # not made yet: it is made under this lock, with one name
+        if names > 1:
+            self.release()
+            raise self._error(
+                f"{self.path} has {names} names (hard links): a harvest locks its "
+                f"{self._what} by name, so a harvest's {self._what} must have one name "
+                "(a copy, not a link)",
+                path=self.path,
+            )
 
     def _cannot_make(self, exc: OSError) -> MagisteriumError:
         return self._error(

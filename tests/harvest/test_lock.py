@@ -50,6 +50,25 @@ async def test_a_second_writer_of_an_output_is_refused_and_reads_nothing(tmp_pat
     assert names(tmp_path) == ["docs.jsonl"]
 
 
+async def test_a_state_with_a_second_name_is_refused_as_a_second_harvest_could_use_it(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "s.sqlite"
+    done = [d.id async for d in harvest(FakeClient(), ["a"], state=state)]
+    os.link(state, tmp_path / "h.sqlite")  # a hard link: its lock would be h.sqlite.lock
+    before = state.read_bytes()
+    first = harvest(FakeClient(), ["a", "b"], state=state)
+    with pytest.raises(StateError, match=r"s\.sqlite has 2 names \(hard links\)"):
+        await anext(first)
+    await first.aclose()
+    second = harvest(FakeClient(), ["a", "b"], state=tmp_path / "h.sqlite")
+    with pytest.raises(StateError, match=r"h\.sqlite has 2 names"):
+        await anext(second)
+    await second.aclose()
+    assert done and state.read_bytes() == before  # nothing sent, nothing changed
+    assert names(tmp_path) == ["h.sqlite", "s.sqlite"]
+
+
 def test_a_symbolic_link_is_the_file_it_names(tmp_path: Path) -> None:
     (tmp_path / "docs.jsonl").write_bytes(b"")
     (tmp_path / "link.jsonl").symlink_to(tmp_path / "docs.jsonl")
