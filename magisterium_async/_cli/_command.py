@@ -149,6 +149,21 @@ def _quota(text: str) -> Any:
 _REDIS_FORMS = "redis://, rediss://, unix://, redis+cluster://, redis+sentinel://"
 
 
+class _NoToken(argparse.Action):
+    """``--token``: refused, its value never shown; a token is not given on the command
+    line, which the shell's history and ``ps`` show."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        raise argparse.ArgumentError(
+            self,
+            "a token is not given on the command line, where the shell's history and ps "
+            "show it: give it by --token-file PATH or $MAGISTERIUM_TOKEN",
+        )
+
+
 def add_options(parser: argparse.ArgumentParser, *, connects: bool, suppress: bool) -> None:
     """The options of every command, and, when it ``connects`` to the service (or to
     ``--emulator``), the connection options; their defaults ``SUPPRESS`` on a command's
@@ -189,6 +204,8 @@ def add_options(parser: argparse.ArgumentParser, *, connects: bool, suppress: bo
         metavar="PATH",
         help="read the token from PATH instead of $MAGISTERIUM_TOKEN",
     )
+    # Else argparse takes --token for --token-file, and says the token as a missing file.
+    group.add_argument("--token", nargs="?", action=_NoToken, help=argparse.SUPPRESS)
     option(
         group,
         "--base-url",
