@@ -159,8 +159,9 @@ def connect(
     what: str = "the shared quota",
 ) -> Connection:
     """A connection to ``target`` (a URL of :data:`FORMS`, or a client); nothing is sent
-    before its first command. A URL that cannot be used raises ``error`` naming ``what``
-    and the forms."""
+    before its first command. A URL that cannot be used (an option in its query the form
+    does not take among them: :func:`_options`) raises ``error`` naming ``what`` and the
+    forms."""
     rule: dict[str, Any] = {"timeout": timeout, "error": error, "what": what}
     if not isinstance(target, str):
         if is_client(target):
