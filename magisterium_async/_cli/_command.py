@@ -83,6 +83,7 @@ def add_commands(
 ) -> None:
     """Add ``commands`` (in the order of ``--help``) to ``parser``; a command named
     ``"group word"`` goes under its group, described by ``groups``."""
+    _refuse_token(parser)
     top: Subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
     under: dict[str, Subparsers] = {}
     for command in commands:
@@ -102,7 +103,16 @@ def add_commands(
         add_options(sub, connects=command.connects, suppress=True)
         if command.arguments is not None:
             command.arguments(sub)
+        _refuse_token(sub)
         sub.set_defaults(command=command)
+
+
+def _refuse_token(parser: argparse.ArgumentParser) -> None:
+    """``--token`` refused on ``parser``, unless it takes one of its own (the emulator's):
+    else argparse takes it for ``--token-file`` and says the token as a missing file, or
+    quotes it among the unrecognized arguments."""
+    if "--token" not in parser._option_string_actions:  # no public way to ask
+        parser.add_argument("--token", nargs="?", action=_NoToken, help=argparse.SUPPRESS)
 
 
 def number(
@@ -157,10 +167,11 @@ class _NoToken(argparse.Action):
         super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        way = "--token-file PATH or " if "--token-file" in parser._option_string_actions else ""
         raise argparse.ArgumentError(
             self,
             "a token is not given on the command line, where the shell's history and ps "
-            "show it: give it by --token-file PATH or $MAGISTERIUM_TOKEN",
+            f"show it: give it by {way}$MAGISTERIUM_TOKEN",
         )
 
 
@@ -204,8 +215,6 @@ def add_options(parser: argparse.ArgumentParser, *, connects: bool, suppress: bo
         metavar="PATH",
         help="read the token from PATH instead of $MAGISTERIUM_TOKEN",
     )
-    # Else argparse takes --token for --token-file, and says the token as a missing file.
-    group.add_argument("--token", nargs="?", action=_NoToken, help=argparse.SUPPRESS)
     option(
         group,
         "--base-url",

@@ -252,6 +252,8 @@ def test_a_query_that_starts_with_a_minus_is_the_value_of_its_option(tmp_path: P
         (["search", "grace", "--token", "S3cret1"], "argument --token: a token is not given"),
         (["--token=S3cret1", "search", "grace"], "give it by --token-file PATH or $MAGISTERIUM"),
         (["search", "grace", "--tok=S3cret1"], "ambiguous option: --tok=... could match"),
+        (["login", "--token", "S3cret1"], "argument --token: a token is not given"),
+        (["rebuild", "s.sqlite", "--token=S3cret1"], "give it by $MAGISTERIUM_TOKEN"),
     ],
 )
 def test_a_usage_error_names_the_argument_never_a_password_or_token_typed(
