@@ -18,9 +18,7 @@ before anything else is done. No message shows a password (:func:`masked_url`).
 from __future__ import annotations
 
 import asyncio
-import difflib
 import hashlib
-import inspect
 import os
 import re
 from collections.abc import Awaitable, Callable
@@ -42,41 +40,8 @@ FORMS = (
 )
 """The forms a Redis location may take, as every error about one names them."""
 
-_SCHEMES = (
-    "redis",
-    "rediss",
-    "unix",
-    "redis+cluster",
-    "rediss+cluster",
-    "redis+sentinel",
-    "rediss+sentinel",
-)
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
-# What a URL's query may set besides the options redis-py parses from a URL into numbers and
-# flags: those its connections take as text. An option outside both (a typo, or one taking
-# an object) would reach redis-py's connection as a keyword it refuses, at the first call.
-_TEXT_OPTIONS = frozenset(
-    (
-        "username",
-        "password",
-        "client_name",
-        "lib_name",
-        "lib_version",
-        "encoding",
-        "encoding_errors",
-        "ssl_keyfile",
-        "ssl_certfile",
-        "ssl_cert_reqs",
-        "ssl_ca_certs",
-        "ssl_ca_path",
-        "ssl_ca_data",
-        "ssl_ciphers",
-        "ssl_password",
-    )
-)
-_SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
-_SENTINEL_TLS_OPTIONS = (*_TLS_FILES, "ssl_cert_reqs")
 # A check needs what every feature needs, in one round trip: the sign-in, TLS, the
 # database, a script, and a key of the SDK's (which an ACL may deny).
 _CHECK = "return redis.call('EXISTS', KEYS[1])"
@@ -159,9 +124,8 @@ def connect(
     what: str = "the shared quota",
 ) -> Connection:
     """A connection to ``target`` (a URL of :data:`FORMS`, or a client); nothing is sent
-    before its first command. A URL that cannot be used (an option in its query the form
-    does not take among them: :func:`_options`) raises ``error`` naming ``what`` and the
-    forms."""
+    before its first command. A URL that cannot be used raises ``error`` naming ``what``
+    and the forms."""
     rule: dict[str, Any] = {"timeout": timeout, "error": error, "what": what}
     if not isinstance(target, str):
         if is_client(target):
@@ -176,19 +140,22 @@ def connect(
     scheme = match.group(1).lower() if match else ""
     sentinels: list[Any] = []
     try:
-        if scheme not in _SCHEMES:
-            raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
-        query = target.partition("?")[2]
-        _check_options(scheme, query)
-        _check_tls_files(query)
+        _check_tls_files(target.partition("?")[2])
         if scheme in ("redis", "rediss", "unix"):
             client: Any = Redis.from_url(target, **_bounds(timeout))
-        elif scheme.endswith("+cluster"):
+            # An option of the query redis-py does not take reaches its connection as a
+            # keyword, refused at the first call: a connection made now (never opened)
+            # refuses it here.
+            client.connection_pool.make_connection()
+        elif scheme in ("redis+cluster", "rediss+cluster"):
             client = _cluster(target, scheme, timeout)
-        else:
+        elif scheme in ("redis+sentinel", "rediss+sentinel"):
             client, sentinels = _sentinel(target, scheme, timeout)
+        else:
+            raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
     except (ValueError, TypeError) as exc:  # their words name no password
-        raise error(f"{what}: invalid Redis URL {where!r}: {exc}; use one of: {FORMS}") from None
+        said = re.sub(r".*unexpected keyword argument ('.*')", r"unknown option \1", str(exc))
+        raise error(f"{what}: invalid Redis URL {where!r}: {said}; use one of: {FORMS}") from None
     return Connection(client, owned=True, where=where, sentinels=sentinels, **rule)
 
 
@@ -227,60 +194,6 @@ def _bounds(timeout: float) -> dict[str, Any]:
     }
 
 
-def _options(scheme: str) -> frozenset[str]:
-    """The options a URL of ``scheme`` may carry in its query: each one redis-py takes
-    from a URL and the client it makes for ``scheme`` accepts (TLS ones with TLS alone)."""
-    if scheme.endswith("+sentinel"):
-        tls = _SENTINEL_TLS_OPTIONS if scheme.startswith("rediss") else ()
-        return frozenset((*_SENTINEL_OPTIONS, *tls))
-    from redis.asyncio.cluster import RedisCluster
-    from redis.asyncio.connection import (
-        URL_QUERY_ARGUMENT_PARSERS,
-        Connection,
-        ConnectionPool,
-        SSLConnection,
-        UnixDomainSocketConnection,
-    )
-
-    classes: tuple[type, ...] = (RedisCluster,)
-    if not scheme.endswith("+cluster"):
-        kinds = {"rediss": SSLConnection, "unix": UnixDomainSocketConnection}
-        classes = (kinds.get(scheme, Connection), ConnectionPool)
-    taken: set[str] = set()
-    for kind in classes:  # each class's keywords, and those of the class it passes **kwargs
-        for each in kind.__mro__:
-            init = vars(each).get("__init__")
-            if init is None:
-                continue
-            parameters = inspect.signature(init).parameters.values()
-            taken.update(p.name for p in parameters)
-            if all(p.kind is not p.VAR_KEYWORD for p in parameters):
-                break
-    if not scheme.startswith("rediss"):
-        taken = {name for name in taken if not name.startswith("ssl")}
-    return frozenset(taken & (_TEXT_OPTIONS | set(URL_QUERY_ARGUMENT_PARSERS)))
-
-
-def _check_options(scheme: str, query: str) -> None:
-    """Every option in the URL's ``query`` must be one :func:`_options` allows for
-    ``scheme``: an unknown one is named (never its value, which may be a secret)."""
-    allowed = _options(scheme)
-    unknown = sorted({name for name, _ in parse_qsl(query, True)} - allowed)
-    if not unknown:
-        return
-    said = []
-    for name in unknown:
-        if name.startswith("ssl_") and (scheme == "redis" or scheme.startswith("redis+")):
-            said.append(f"{name!r} (TLS: the scheme is rediss{scheme[5:]}://)")
-        elif close := difflib.get_close_matches(name, allowed, 1, 0.8):
-            said.append(f"{name!r} (did you mean {close[0]!r}?)")
-        else:
-            said.append(repr(name))
-    raise ValueError(
-        f"unknown option{'s' if len(said) > 1 else ''} {', '.join(said)} for {scheme}://"
-    )
-
-
 def _check_tls_files(query: str) -> None:
     """A TLS file named in the URL's options must be there: else the handshake would fail
     at every call, far from the typo."""
@@ -311,9 +224,8 @@ def _cluster(url: str, scheme: str, timeout: float) -> Any:
 
     parts = urlsplit(url)
     hosts = _hosts(parts.netloc, 6379)
-    db = dict(parse_qsl(parts.query)).get("db", "0")
-    if parts.path.strip("/") not in ("", "0") or db != "0":
-        raise ValueError("a cluster has one database, 0: give no /DB, no ?db=")
+    if parts.path.strip("/") not in ("", "0") or dict(parse_qsl(parts.query)).get("db", "0") != "0":
+        raise ValueError("a cluster has one database, 0: give no /DB or ?db=")
     # redis-py reads the first node's URL (user, password, TLS and the other options);
     # the others are more nodes to start from.
     userinfo = parts.netloc.rpartition("@")[0]
@@ -341,15 +253,17 @@ def _sentinel(url: str, scheme: str, timeout: float) -> tuple[Any, list[Any]]:
         raise ValueError(f"invalid path {parts.path!r}: give /SERVICE[/DB]")
     options = dict(parse_qsl(parts.query))
     own: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-    for name in _SENTINEL_OPTIONS:
+    for name in ("sentinel_username", "sentinel_password"):
         if name in options:
             own[name.removeprefix("sentinel_")] = options.pop(name)
     bounds = _bounds(timeout)
     if scheme.startswith("rediss"):
         bounds["ssl"] = own["ssl"] = True
-        for name in _SENTINEL_TLS_OPTIONS:
+        for name in (*_TLS_FILES, "ssl_cert_reqs"):
             if name in options:
                 bounds[name] = own[name] = options.pop(name)
+    if options:
+        raise ValueError(f"unknown options {sorted(options)}")
     # redis-py before 8.2 leaves Sentinel untyped; 8.2 types it.
     sentinel = Sentinel(hosts, sentinel_kwargs=own, **bounds)  # type: ignore[no-untyped-call, unused-ignore]
     client = sentinel.master_for(

@@ -100,20 +100,20 @@ BAD = [
     ("redis+cluster://127.0.0.1:x", "invalid HOST:PORT"),
     ("redis+cluster://u:hunter2@127.0.0.1:1?db=2", "a cluster has one database, 0"),
     # An option redis-py's connection would refuse as a keyword at the first call: named.
-    ("redis://u:hunter2@127.0.0.1:1/0?foo=bar", "unknown option 'foo' for redis://"),
-    ("redis://127.0.0.1:1/0?password=hunter2&timeout=1", "unknown option 'timeout' for"),
-    ("redis://127.0.0.1:1/0?socket_timout=1", r"'socket_timout' \(did you mean 'socket_timeout'"),
-    ("redis://127.0.0.1:1/0?ssl_cert_reqs=none", r"'ssl_cert_reqs' \(TLS: the scheme is rediss://"),
-    ("rediss://u:hunter2@127.0.0.1:1/0?ssl_cert_reqs=none&foo=", "unknown option 'foo' for rediss"),
+    ("redis://u:hunter2@127.0.0.1:1/0?foo=bar", "unknown option 'foo'"),
+    ("redis://127.0.0.1:1/0?password=hunter2&timeout=1", "unknown option 'timeout'"),
+    ("redis://127.0.0.1:1/0?socket_timout=1", "unknown option 'socket_timout'"),
+    ("redis://127.0.0.1:1/0?ssl_cert_reqs=none", "unknown option 'ssl_cert_reqs'"),
+    ("rediss://u:hunter2@127.0.0.1:1/0?ssl_cert_reqs=none&foo=1", "unknown option 'foo'"),
     (
         "unix:///tmp/r.sock?password=hunter2&socket_keepalive=1",
-        "option 'socket_keepalive' for unix",
+        "unknown option 'socket_keepalive'",
     ),
-    ("redis+cluster://u:hunter2@127.0.0.1:1?foo=bar", r"option 'foo' for redis\+cluster://"),
-    ("rediss+cluster://127.0.0.1:1?ssl_cert_reqs=none&x=1", r"option 'x' for rediss\+cluster://"),
+    ("redis+cluster://u:hunter2@127.0.0.1:1?foo=bar", "unknown option 'foo'"),
+    ("rediss+cluster://127.0.0.1:1?ssl_cert_reqs=none&x=1", "unknown option 'x'"),
     (
         "redis+sentinel://127.0.0.1:1/svc?sentinel_password=hunter2&foo=1&bar=2",
-        r"unknown options 'bar', 'foo' for redis\+sentinel://",
+        r"unknown options \['bar', 'foo'\]",
     ),
 ]
 

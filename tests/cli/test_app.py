@@ -180,11 +180,11 @@ def test_a_redis_url_with_an_unknown_option_exits_2_naming_it_before_anything(
         assert (
             f"error: {named}: invalid Redis URL 'redis://:***@127.0.0.1:1/0?foo=bar': " in run.err
         )
-        assert "unknown option 'foo' for redis://" in run.err
+        assert "unknown option 'foo'" in run.err
         assert "hunter2" not in run.err and "Traceback" not in run.err
     cluster = "rediss+cluster://127.0.0.1:1?sentinel_password=hunter2"
     record = json.loads(cli("--json", "search", "grace", "--emulator", "--cache", cluster).err)
-    assert record["exit_code"] == 2 and "'sentinel_password' for rediss+cluster" in record["error"]
+    assert record["exit_code"] == 2 and "unknown option 'sentinel_password'" in record["error"]
     assert "hunter2" not in record["error"]
     assert list(tmp_path.iterdir()) == []
 
