@@ -51,7 +51,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -537,6 +537,28 @@ def masked_url(url: str) -> str:
         hidden = ":***" if colon else ("***" if not user else "")
         base = f"{scheme}://{user}{hidden}@{host}"
     return base + sep + re.sub(r"(?i)(^|&)([^=&]*password=)[^&]*", r"\1\2***", query)
+
+
+_URL_RUN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
+
+
+def masked_text(text: str, words: Iterable[str] = ()) -> str:
+    """``text``, a message that may quote what a user typed (argparse's), with every URL
+    in it as :func:`masked_url` shows it: each of ``words`` (the words typed, and an
+    option's value after its ``=``) that holds a password, quoted or not, whatever it holds
+    (a space too); then every other ``scheme://`` run of ``text``, to a space."""
+    for word in words:
+        for typed in (word, word.partition("=")[2]):
+            shown = masked_url(typed)
+            if shown != typed:
+                text = text.replace(repr(typed), repr(shown)).replace(typed, shown)
+    return _URL_RUN.sub(_masked_run, text)
+
+
+def _masked_run(found: re.Match[str]) -> str:
+    run = found.group()
+    url = run.rstrip("'\"),;")  # the quote or the punctuation around it
+    return masked_url(url) + run[len(url) :]
 
 
 def _redact(headers: Mapping[str, str]) -> Mapping[str, str]:

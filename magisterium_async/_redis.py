@@ -143,6 +143,10 @@ def connect(
         _check_tls_files(target.partition("?")[2])
         if scheme in ("redis", "rediss", "unix"):
             client: Any = Redis.from_url(target, **_bounds(timeout))
+            # An option of the query redis-py does not take reaches its connection as a
+            # keyword, refused at the first call: a connection made now (never opened)
+            # refuses it here.
+            client.connection_pool.make_connection()
         elif scheme in ("redis+cluster", "rediss+cluster"):
             client = _cluster(target, scheme, timeout)
         elif scheme in ("redis+sentinel", "rediss+sentinel"):
@@ -150,7 +154,8 @@ def connect(
         else:
             raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
     except (ValueError, TypeError) as exc:  # their words name no password
-        raise error(f"{what}: invalid Redis URL {where!r}: {exc}; use one of: {FORMS}") from None
+        said = re.sub(r".*unexpected keyword argument ('.*')", r"unknown option \1", str(exc))
+        raise error(f"{what}: invalid Redis URL {where!r}: {said}; use one of: {FORMS}") from None
     return Connection(client, owned=True, where=where, sentinels=sentinels, **rule)
 
 
@@ -219,8 +224,8 @@ def _cluster(url: str, scheme: str, timeout: float) -> Any:
 
     parts = urlsplit(url)
     hosts = _hosts(parts.netloc, 6379)
-    if parts.path.strip("/") not in ("", "0"):
-        raise ValueError("a cluster has one database, 0: give no /DB")
+    if parts.path.strip("/") not in ("", "0") or dict(parse_qsl(parts.query)).get("db", "0") != "0":
+        raise ValueError("a cluster has one database, 0: give no /DB or ?db=")
     # redis-py reads the first node's URL (user, password, TLS and the other options);
     # the others are more nodes to start from.
     userinfo = parts.netloc.rpartition("@")[0]

@@ -98,6 +98,23 @@ BAD = [
     ("redis+sentinel://u:hunter2@/mymaster", "no HOST:PORT"),
     ("redis+cluster://u:hunter2@/", "no HOST:PORT"),
     ("redis+cluster://127.0.0.1:x", "invalid HOST:PORT"),
+    ("redis+cluster://u:hunter2@127.0.0.1:1?db=2", "a cluster has one database, 0"),
+    # An option redis-py's connection would refuse as a keyword at the first call: named.
+    ("redis://u:hunter2@127.0.0.1:1/0?foo=bar", "unknown option 'foo'"),
+    ("redis://127.0.0.1:1/0?password=hunter2&timeout=1", "unknown option 'timeout'"),
+    ("redis://127.0.0.1:1/0?socket_timout=1", "unknown option 'socket_timout'"),
+    ("redis://127.0.0.1:1/0?ssl_cert_reqs=none", "unknown option 'ssl_cert_reqs'"),
+    ("rediss://u:hunter2@127.0.0.1:1/0?ssl_cert_reqs=none&foo=1", "unknown option 'foo'"),
+    (
+        "unix:///tmp/r.sock?password=hunter2&socket_keepalive=1",
+        "unknown option 'socket_keepalive'",
+    ),
+    ("redis+cluster://u:hunter2@127.0.0.1:1?foo=bar", "unknown option 'foo'"),
+    ("rediss+cluster://127.0.0.1:1?ssl_cert_reqs=none&x=1", "unknown option 'x'"),
+    (
+        "redis+sentinel://127.0.0.1:1/svc?sentinel_password=hunter2&foo=1&bar=2",
+        r"unknown options \['bar', 'foo'\]",
+    ),
 ]
 
 
@@ -133,7 +150,9 @@ def test_each_form_makes_its_kind_of_client(tmp_path: Path) -> None:
 
     ca = tmp_path / "ca.pem"
     ca.write_text("not read until a handshake")
-    cluster = connect(f"redis+cluster://u:pw@127.0.0.1:7001,127.0.0.1:7002/?ssl_ca_certs={ca}", 1.0)
+    cluster = connect(
+        f"rediss+cluster://u:pw@127.0.0.1:7001,127.0.0.1:7002/?ssl_ca_certs={ca}", 1.0
+    )
     assert isinstance(cluster.client, RedisCluster) and cluster.owned
     sentinel = connect("redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/svc/3", 1.0)
     assert isinstance(sentinel.client, Redis)
@@ -235,6 +254,36 @@ async def test_a_wrong_redis_password_is_a_refusal_at_each_call_never_an_outage(
                     assert "Wr0ngPass" not in str(caught.value) + repr(caught.value)
                     assert "check the user and password in the URL" in str(caught.value)
     assert emulator.stats.count(skill="document_fetch") == 0  # nothing was sent
+    assert caplog.records == []
+
+
+async def test_the_options_redis_py_takes_in_a_url_work_at_every_call(
+    emulator: Emulator, guarded: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Only an option the connection takes passes the check at construction: these do.
+    options = {
+        "username": "default",
+        "password": "hunter2",
+        "db": "0",
+        "client_name": "sdk",
+        "encoding": "utf-8",
+        "encoding_errors": "strict",
+        "health_check_interval": "30",
+        "max_connections": "8",
+        "retry_on_error": "ConnectionError",
+        "retry_on_timeout": "true",
+        "socket_connect_timeout": "5",
+        "socket_keepalive": "true",
+        "socket_read_size": "65536",
+        "socket_timeout": "5",
+    }
+    url = f"{guarded.url}?" + "&".join(f"{k}={v}" for k, v in options.items())
+    await check_redis(url, 5.0)
+    config: Any = {"token": emulator.token, "base_url": emulator.base_url}
+    for _ in range(2):
+        async with m.AsyncMagisterium(**config, cache=url, shared_quota=url) as client:
+            assert (await client.fetch("10234")).id == "10234"
+    assert emulator.stats.count(skill="document_fetch") == 1  # the second from the cache
     assert caplog.records == []
 
 

@@ -20,10 +20,11 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from magisterium_async._cli import _auth, _calls, _emulator, harvest
 from magisterium_async._cli._command import Command, add_commands, add_options
@@ -37,7 +38,7 @@ from magisterium_async._cli._errors import (
 )
 from magisterium_async._cli._output import Output
 from magisterium_async._cli.harvest import _rebuild
-from magisterium_async._errors import MagisteriumError
+from magisterium_async._errors import MagisteriumError, masked_text
 from magisterium_async._events import log_to_stderr
 from magisterium_async._version import __version__
 
@@ -86,10 +87,23 @@ examples:
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, raising :class:`UsageError` instead of printing: the caller
     prints it, as one line or as JSON. Commands' parsers are of this class too (argparse
-    makes subparsers of their parent's class)."""
+    makes subparsers of their parent's class).
+
+    argparse quotes what was typed (``unrecognized arguments: --redis URL``, ``invalid
+    choice: 'URL'``): its messages show a URL's password masked, as every message does,
+    and an ambiguous option's value not at all (``--tok=TOKEN``)."""
+
+    _typed: Sequence[str] = ()
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        self._typed = list(sys.argv[1:] if args is None else args)  # what it may quote
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(self, message)
+        message = re.sub(r"^(ambiguous option: [^=\s]+=).*?( could match )", r"\1...\2", message)
+        raise UsageError(self, masked_text(message, self._typed))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -83,6 +83,7 @@ def add_commands(
 ) -> None:
     """Add ``commands`` (in the order of ``--help``) to ``parser``; a command named
     ``"group word"`` goes under its group, described by ``groups``."""
+    _refuse_token(parser)
     top: Subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
     under: dict[str, Subparsers] = {}
     for command in commands:
@@ -102,7 +103,16 @@ def add_commands(
         add_options(sub, connects=command.connects, suppress=True)
         if command.arguments is not None:
             command.arguments(sub)
+        _refuse_token(sub)
         sub.set_defaults(command=command)
+
+
+def _refuse_token(parser: argparse.ArgumentParser) -> None:
+    """``--token`` refused on ``parser``, unless it takes one of its own (the emulator's):
+    else argparse takes it for ``--token-file`` and says the token as a missing file, or
+    quotes it among the unrecognized arguments."""
+    if "--token" not in parser._option_string_actions:  # no public way to ask
+        parser.add_argument("--token", nargs="?", action=_NoToken, help=argparse.SUPPRESS)
 
 
 def number(
@@ -147,6 +157,22 @@ def _quota(text: str) -> Any:
 
 
 _REDIS_FORMS = "redis://, rediss://, unix://, redis+cluster://, redis+sentinel://"
+
+
+class _NoToken(argparse.Action):
+    """``--token``: refused, its value never shown; a token is not given on the command
+    line, which the shell's history and ``ps`` show."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        way = "--token-file PATH or " if "--token-file" in parser._option_string_actions else ""
+        raise argparse.ArgumentError(
+            self,
+            "a token is not given on the command line, where the shell's history and ps "
+            f"show it: give it by {way}$MAGISTERIUM_TOKEN",
+        )
 
 
 def add_options(parser: argparse.ArgumentParser, *, connects: bool, suppress: bool) -> None:

@@ -162,6 +162,33 @@ def test_an_unwritable_stdout_and_a_bad_cache_exit_2_as_the_harvest_does(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_a_redis_url_with_an_unknown_option_exits_2_naming_it_before_anything(
+    tmp_path: Path,
+) -> None:
+    # Not a traceback at the first call: the URL is refused as ?db=abc is, wherever it is
+    # named, the option named and the password masked.
+    url = "redis://:hunter2@127.0.0.1:1/0?foo=bar"
+    out = str(tmp_path / "d.jsonl")
+    runs = {
+        "--cache": cli("search", "grace", "--emulator", "--cache", url),
+        "--credentials": cli("search", "grace", "--credentials", url),
+        "--redis": cli("harvest", "-q", "grace", "--emulator", "--out", out, "--redis", url),
+        "$MAGISTERIUM_CACHE": cli("search", "grace", "--emulator", env={"MAGISTERIUM_CACHE": url}),
+    }
+    for named, run in runs.items():
+        assert run.code == 2 and run.out == "", run.err
+        assert (
+            f"error: {named}: invalid Redis URL 'redis://:***@127.0.0.1:1/0?foo=bar': " in run.err
+        )
+        assert "unknown option 'foo'" in run.err
+        assert "hunter2" not in run.err and "Traceback" not in run.err
+    cluster = "rediss+cluster://127.0.0.1:1?sentinel_password=hunter2"
+    record = json.loads(cli("--json", "search", "grace", "--emulator", "--cache", cluster).err)
+    assert record["exit_code"] == 2 and "unknown option 'sentinel_password'" in record["error"]
+    assert "hunter2" not in record["error"]
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.skipif(os.access("/proc/sys", os.W_OK), reason="/proc/sys is writable here")
 def test_a_cache_that_can_never_be_written_exits_2_before_sending(tmp_path: Path) -> None:
     # A read-only directory (as root, only a read-only mount is one: /proc/sys here).

@@ -214,3 +214,65 @@ def test_a_query_that_starts_with_a_minus_is_the_value_of_its_option(tmp_path: P
     run = cli("harvest", "--emulator", "-q", "-1/2", "--out", out, "--dry-run", "--json")
     assert run.code == 0, run.err
     assert json.loads(run.out)["searches"] == ["-1/2"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["search", "grace", "--emulator", "--redis", "redis://:S3cret1@127.0.0.1:6392/0"],
+            "unrecognized arguments: --redis redis://:***@127.0.0.1:6392/0",
+        ),
+        (
+            ["--redis", "redis://:S3cret1@127.0.0.1:6392/0", "harvest", "q.txt", "-o", "g.jsonl"],
+            "argument COMMAND: invalid choice: 'redis://:***@127.0.0.1:6392/0'",
+        ),
+        (
+            ["search", "grace", "--redis=rediss://u:S3cret1@h:1/0?password=S3cret1", "-x"],
+            "unrecognized arguments: --redis=rediss://u:***@h:1/0?password=*** -x",
+        ),
+        (
+            ["search", "grace", "--redis", "rediss://u:S3cret1 with a space@h:1/0"],
+            "unrecognized arguments: --redis rediss://u:***@h:1/0",
+        ),
+        (
+            ["search", "grace", "--protocol", "redis://:S3cret1'q@h/0"],
+            "argument --protocol: invalid choice: 'redis://:***@h/0'",
+        ),
+        (
+            ["search", "grace", "--protocol=unix://:S3cret1 @/tmp/r.sock"],
+            "argument --protocol: invalid choice: 'unix://:***@/tmp/r.sock'",
+        ),
+        (
+            ["search", "grace", "--json=redis://:S3cret1@h"],
+            "argument --json: ignored explicit argument 'redis://:***@h'",
+        ),
+        (["search", "grace", "--pro=redis://:S3cret1@h"], "ambiguous option: --pro=... could"),
+        # A token, never given on the command line, is refused unsaid, wherever it stands.
+        (["search", "grace", "--token", "S3cret1"], "argument --token: a token is not given"),
+        (["--token=S3cret1", "search", "grace"], "give it by --token-file PATH or $MAGISTERIUM"),
+        (["search", "grace", "--tok=S3cret1"], "ambiguous option: --tok=... could match"),
+        (["login", "--token", "S3cret1"], "argument --token: a token is not given"),
+        (["rebuild", "s.sqlite", "--token=S3cret1"], "give it by $MAGISTERIUM_TOKEN"),
+    ],
+)
+def test_a_usage_error_names_the_argument_never_a_password_or_token_typed(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and says in captured.err, captured.err
+    assert "S3cret1" not in captured.err
+    assert main(["--json", *argv]) == 2
+    record = json.loads(capsys.readouterr().err)
+    assert says in record["error"] and "S3cret1" not in record["error"]
+
+
+def test_the_user_s_lines_with_a_password_say_it_masked() -> None:
+    for argv in (
+        ["search", "grace", "--emulator", "--redis", "redis://:wrongpw@127.0.0.1:6392/0"],
+        ["--redis", "redis://:wrongpw@127.0.0.1:6392/0", "harvest", "q.txt", "--emulator"],
+    ):
+        run = cli(*argv)
+        assert run.code == 2 and run.out == "" and "redis://:***@127.0.0.1:6392/0" in run.err
+        assert "wrongpw" not in run.err
