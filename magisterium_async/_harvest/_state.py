@@ -220,8 +220,8 @@ def _connect(path: str) -> sqlite3.Connection:
 
 def _make(path: str) -> None:
     """Make a state at ``path``, whole or not at all: built beside it (its schema, WAL
-    mode), then linked to its name, which fails rather than replace a file made there
-    meanwhile. What a failure leaves beside it is removed."""
+    mode, checkpointed into the one file), then linked to its name, which fails rather
+    than replace a file made there meanwhile. What a failure leaves beside it is removed."""
     building = os.path.join(
         os.path.dirname(os.path.abspath(path)),
         f".{os.path.basename(path)}.{secrets.token_hex(4)}.making",
@@ -233,6 +233,10 @@ def _make(path: str) -> None:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            # All of it into the main file, or raise (a full disk): the checkpoint of
+            # close() fails silently, and the main file linked without its -wal would be
+            # incomplete. The only connection to the file: never busy.
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             db.close()  # the last connection: its -wal and -shm go with it
         try:
