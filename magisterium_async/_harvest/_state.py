@@ -39,6 +39,7 @@ import msgspec
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._jsonl import OutputMark, why_not_written
+from magisterium_async._harvest._shield import to_the_end
 from magisterium_async._models import Document
 
 P = ParamSpec("P")
@@ -196,10 +197,9 @@ def _off_loop(
     the caller and the database."""
 
     async def call(self: HarvestState, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        with anyio.CancelScope(shield=True), _errors(self.path):
-            result = await anyio.to_thread.run_sync(
-                partial(self._transaction, method, *args, **kwargs), limiter=self._limiter
-            )
+        with _errors(self.path):
+            transaction = partial(self._transaction, method, *args, **kwargs)
+            result = await to_the_end(anyio.to_thread.run_sync(transaction, limiter=self._limiter))
         return result
 
     call.__name__, call.__doc__ = method.__name__, method.__doc__
@@ -290,8 +290,8 @@ class HarvestState:
             return db
 
         # Shielded: a connection opened is a connection closed, whoever was cancelled.
-        with anyio.CancelScope(shield=True), _errors(where):
-            db = await anyio.to_thread.run_sync(connect)
+        with _errors(where):
+            db = await to_the_end(anyio.to_thread.run_sync(connect))
         return cls(db, where)
 
     def _transaction(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -481,5 +481,5 @@ class HarvestState:
 
     async def aclose(self) -> None:
         """Close the database (after a call in progress)."""
-        with anyio.CancelScope(shield=True), _errors(self.path):
-            await anyio.to_thread.run_sync(self.db.close, limiter=self._limiter)
+        with _errors(self.path):
+            await to_the_end(anyio.to_thread.run_sync(self.db.close, limiter=self._limiter))
