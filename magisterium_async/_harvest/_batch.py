@@ -23,6 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from magisterium_async._config import whole_number
 from magisterium_async._errors import MagisteriumError
+from magisterium_async._harvest._shield import to_the_end
 from magisterium_async._models import Document, SearchResult
 from magisterium_async._ratelimit import SchedulerStats
 
@@ -167,8 +168,7 @@ class BackgroundIterator(Generic[T]):
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait([task])
+            await to_the_end(asyncio.wait([task]))
         if self._receive is not None:
             self._receive.close()
 

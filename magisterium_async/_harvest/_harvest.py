@@ -44,6 +44,7 @@ from magisterium_async._harvest._batch import (
 )
 from magisterium_async._harvest._jsonl import OutputMark
 from magisterium_async._harvest._lock import HarvestLock
+from magisterium_async._harvest._shield import to_the_end
 from magisterium_async._harvest._state import Fetched, HarvestedDocument, HarvestState, Searched
 from magisterium_async._ratelimit import SchedulerStats
 from magisterium_async._skills import require_query
@@ -181,40 +182,42 @@ class HarvestRun:
         (without awaiting: a cancellation after the commit loses nothing). One at a time,
         shielded: when it returns, all that was received before it is committed and handed
         on."""
+        await to_the_end(self._commit(state))
+
+    async def _commit(self, state: HarvestState) -> None:
         self.stats.rate_limited = _rate_limited(self.client.stats) - self._rate_limited_before
-        with anyio.CancelScope(shield=True):
-            async with self._committing:
-                answers, self._answers = self._answers, []
-                delivered, self._delivered = self._delivered, []
-                output, self._output = self._output, None
-                if not (answers or delivered or output):
-                    return
-                searched = [answer for answer in answers if isinstance(answer, Searched)]
-                fetched = [answer for answer in answers if isinstance(answer, Fetched)]
-                new, documents = await state.record(searched, fetched, delivered, output)
-                handoff = self._handoff
-                for query, ids, error in searched:
-                    if error is not None:
-                        self.fail("search", query, error)
-                    else:
-                        self.stats.searched += 1
-                        self.stats.results += len(ids or ())
-                self.stats.unique_ids += len(new)
-                if handoff is not None:
-                    for document_id in new:
-                        handoff.to_fetch.send_nowait(document_id)
-                for document_id, document, error in fetched:
-                    if document is not None:
-                        self.stats.fetched += 1
-                        if handoff is not None:
-                            handoff.ready.send_nowait(documents[document_id])
-                        continue
+        async with self._committing:
+            answers, self._answers = self._answers, []
+            delivered, self._delivered = self._delivered, []
+            output, self._output = self._output, None
+            if not (answers or delivered or output):
+                return
+            searched = [answer for answer in answers if isinstance(answer, Searched)]
+            fetched = [answer for answer in answers if isinstance(answer, Fetched)]
+            new, documents = await state.record(searched, fetched, delivered, output)
+            handoff = self._handoff
+            for query, ids, error in searched:
+                if error is not None:
+                    self.fail("search", query, error)
+                else:
+                    self.stats.searched += 1
+                    self.stats.results += len(ids or ())
+            self.stats.unique_ids += len(new)
+            if handoff is not None:
+                for document_id in new:
+                    handoff.to_fetch.send_nowait(document_id)
+            for document_id, document, error in fetched:
+                if document is not None:
+                    self.stats.fetched += 1
                     if handoff is not None:
-                        handoff.slots.release()
-                    if error is not None:
-                        self.fail("fetch", document_id, error)
-                    else:
-                        self.stats.not_found += 1
+                        handoff.ready.send_nowait(documents[document_id])
+                    continue
+                if handoff is not None:
+                    handoff.slots.release()
+                if error is not None:
+                    self.fail("fetch", document_id, error)
+                else:
+                    self.stats.not_found += 1
 
     def fail(self, kind: Literal["search", "fetch"], value: object, error: Exception) -> None:
         self.failures.append(HarvestFailure(kind, value, error))
@@ -226,8 +229,8 @@ class HarvestRun:
         Idempotent."""
         if self.state is None:
             if self._lock is not None:  # in a thread: a refusal may take a moment
-                with anyio.CancelScope(shield=True):  # taken is let go
-                    await anyio.to_thread.run_sync(self._lock.acquire)
+                # To its end, whatever cancels the caller: a lock taken is one let go.
+                await to_the_end(anyio.to_thread.run_sync(self._lock.acquire))
             self.state = await HarvestState.open(self.path)
         return self.state
 
@@ -480,8 +483,7 @@ class Harvest(BackgroundIterator[HarvestedDocument | None]):
         try:
             await super().aclose()
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._run.close()
+            await to_the_end(self._run.close())
 
     def __del__(self) -> None:
         super().__del__()

@@ -28,6 +28,7 @@ from magisterium_async._errors import OutputFileError
 from magisterium_async._events import log_event, notice
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._lock import HarvestLock
+from magisterium_async._harvest._shield import to_the_end
 from magisterium_async._models import Document
 
 _ENCODER = msgspec.json.Encoder()
@@ -369,8 +370,8 @@ class JsonlWriter:
             pending, self._pending = self._pending, []
             if lines and self._file is not None:
                 data = b"".join(lines)
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._append, self._file, data)
+                # Whatever cancels the flush: what reaches the file is counted as made.
+                await to_the_end(anyio.to_thread.run_sync(self._append, self._file, data))
                 self.written += len(lines)
             if pending and self.on_durable is not None:
                 self.on_durable(pending)

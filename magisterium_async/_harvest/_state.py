@@ -39,6 +39,7 @@ import msgspec
 from magisterium_async._errors import StateError
 from magisterium_async._files import describe, kind_of
 from magisterium_async._harvest._jsonl import OutputMark, why_not_written
+from magisterium_async._harvest._shield import to_the_end
 from magisterium_async._models import Document
 
 P = ParamSpec("P")
@@ -196,10 +197,9 @@ def _off_loop(
     the caller and the database."""
 
     async def call(self: HarvestState, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        with anyio.CancelScope(shield=True), _errors(self.path):
-            result = await anyio.to_thread.run_sync(
-                partial(self._transaction, method, *args, **kwargs), limiter=self._limiter
-            )
+        with _errors(self.path):
+            transaction = partial(self._transaction, method, *args, **kwargs)
+            result = await to_the_end(anyio.to_thread.run_sync(transaction, limiter=self._limiter))
         return result
 
     call.__name__, call.__doc__ = method.__name__, method.__doc__
@@ -220,8 +220,8 @@ def _connect(path: str) -> sqlite3.Connection:
 
 def _make(path: str) -> None:
     """Make a state at ``path``, whole or not at all: built beside it (its schema, WAL
-    mode), then linked to its name, which fails rather than replace a file made there
-    meanwhile. What a failure leaves beside it is removed."""
+    mode, checkpointed into the one file), then linked to its name, which fails rather
+    than replace a file made there meanwhile. What a failure leaves beside it is removed."""
     building = os.path.join(
         os.path.dirname(os.path.abspath(path)),
         f".{os.path.basename(path)}.{secrets.token_hex(4)}.making",
@@ -233,6 +233,10 @@ def _make(path: str) -> None:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            # All of it into the main file, or raise (a full disk): the checkpoint of
+            # close() fails silently, and the main file linked without its -wal would be
+            # incomplete. The only connection to the file: never busy.
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             db.close()  # the last connection: its -wal and -shm go with it
         try:
@@ -286,8 +290,8 @@ class HarvestState:
             return db
 
         # Shielded: a connection opened is a connection closed, whoever was cancelled.
-        with anyio.CancelScope(shield=True), _errors(where):
-            db = await anyio.to_thread.run_sync(connect)
+        with _errors(where):
+            db = await to_the_end(anyio.to_thread.run_sync(connect))
         return cls(db, where)
 
     def _transaction(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -477,5 +481,5 @@ class HarvestState:
 
     async def aclose(self) -> None:
         """Close the database (after a call in progress)."""
-        with anyio.CancelScope(shield=True), _errors(self.path):
-            await anyio.to_thread.run_sync(self.db.close, limiter=self._limiter)
+        with _errors(self.path):
+            await to_the_end(anyio.to_thread.run_sync(self.db.close, limiter=self._limiter))

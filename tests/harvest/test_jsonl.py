@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 from pathlib import Path
 
 import anyio
@@ -79,6 +81,39 @@ async def test_a_full_batch_is_written_at_once_and_the_timer_leaves_it(tmp_path:
         assert durable.batches == [["a", "b"]]  # the second write flushed, no waiting
         await clock.advance(5.0)
         assert durable.batches == [["a", "b"]]
+    assert ids_in(path) == ["a", "b"]
+
+
+async def test_a_write_its_task_is_cancelled_in_is_counted_and_acknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Task.cancel()`` (the command line's Ctrl-C, twice; ``asyncio.timeout``) during a
+    write in its thread: the write ends and is counted as made (written, the mark past it,
+    ``on_durable`` told), then the cancellation is raised. Counted short, the file would
+    look changed under the writer, and the state would not know the documents are there."""
+    path = tmp_path / "out.jsonl"
+    in_fsync, go_on = threading.Event(), threading.Event()
+    fsync = os.fsync
+
+    def held_fsync(fd: int) -> None:
+        in_fsync.set()
+        go_on.wait()
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    durable = Durable()
+    async with JsonlWriter(path, batch_size=2, on_durable=durable) as out:
+        await out.write(document("a"))
+        writing = asyncio.ensure_future(out.write(document("b")))  # a full batch: written
+        await anyio.to_thread.run_sync(in_fsync.wait)
+        writing.cancel()
+        writing.cancel()
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await writing
+        assert out.written == 2 and durable.batches == [["a", "b"]]
+        assert out.mark is not None and out.mark.offset == path.stat().st_size
+    assert out.changed is None
     assert ids_in(path) == ["a", "b"]
 
 

@@ -3,10 +3,12 @@ records, resume pages and provenance, and files it did not create refused untouc
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any, ClassVar
 
 import msgspec
 import pytest
@@ -71,6 +73,41 @@ async def test_fresh_state_has_the_schema_version_and_wal(tmp_path: Path) -> Non
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
+
+
+class CheckpointsOnAFullDisk(sqlite3.Connection):
+    """A connection on a disk with room for the WAL, none for the main file: a checkpoint
+    asked for raises; the one ``close()`` makes fails as SQLite's does, silently, the WAL
+    left (here: the connection left open, closed once the test is done)."""
+
+    left_open: ClassVar[list[sqlite3.Connection]] = []
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "wal_checkpoint" in sql:
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().execute(sql, *args)
+
+    def close(self) -> None:
+        self.left_open.append(self)
+
+
+async def test_a_state_whose_checkpoint_finds_the_disk_full_is_never_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state.db"
+    connect = functools.partial(sqlite3.connect, factory=CheckpointsOnAFullDisk)
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    try:
+        with pytest.raises(StateError) as info:
+            await HarvestState.open(path)
+    finally:
+        for db in CheckpointsOnAFullDisk.left_open:
+            sqlite3.Connection.close(db)
+        CheckpointsOnAFullDisk.left_open.clear()
+    assert str(info.value) == (
+        f"cannot make the harvest state {path}: the disk is full; nothing was made there"
+    )
+    assert names(tmp_path) == []  # nothing half-made that a later run refuses
 
 
 async def test_another_schema_version_is_refused(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ class Plan:
     resuming: bool
     """Whether a state is there: a harvest to continue."""
     continued: bool
-    """Whether a finished harvest is continued without ``--resume``."""
+    """Whether a finished harvest, its output there, is continued without ``--resume``."""
 
     def __post_init__(self) -> None:
         self._first: list[str] = []
@@ -293,9 +293,8 @@ async def plan(args: argparse.Namespace) -> Plan:
     # output gone since, the run says so and how to go on, as --resume would (an "add
     # --resume" here led only to that refusal).
     out_gone = out is not None and not stream and kind_of(out) == "missing"
-    continued = (
-        not args.resume and has_state and (out_gone or (has_out and await _finished(state or "")))
-    )
+    finished = not args.resume and has_state and has_out and await _finished(state or "")
+    continued = finished or (not args.resume and has_state and out_gone)
     for option, path in (("--out", None if stream else out), ("--state", state)):
         if path is not None:
             if not (args.resume or continued) and kind_of(path) == "file":
@@ -310,7 +309,7 @@ async def plan(args: argparse.Namespace) -> Plan:
     total = len(seen) if all(source.countable for source in sources) else None
     if total == 0 and not has_state:
         raise _nothing(sources)
-    return Plan(queries, sources, out, state, total, has_state, continued)
+    return Plan(queries, sources, out, state, total, has_state, finished)
 
 
 async def _spared(state: str, queries: list[str], resuming: bool) -> tuple[list[str], int]:

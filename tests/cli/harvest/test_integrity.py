@@ -215,6 +215,7 @@ def test_a_deleted_output_run_again_as_at_first_says_what_resume_would(tmp_path:
         refused.err
     )
     assert "add --resume" not in refused.err and not out.exists()
+    assert "finished harvest" not in refused.err  # its output is gone: not said to be there
 
 
 @pytest.mark.parametrize(
@@ -320,6 +321,7 @@ def test_a_state_the_harvest_did_not_create_is_refused_and_left_byte_for_byte(
         assert "my.db is not a harvest state (an SQLite database the harvest did not create)" in (
             refused.err
         )
+        assert "finished harvest" not in refused.err  # never said of what is none
     assert (tmp_path / "my.db").read_bytes() == mine
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my.db"]  # no -wal, no d.jsonl
 
