@@ -44,6 +44,9 @@ T = TypeVar("T")
 # one is a mistake (a binary, a log), refused before it fills memory.
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 
+READ_AHEAD = 1024
+"""How many items :func:`read_in_thread`'s thread reads ahead of those handed over."""
+
 
 def kind_of(path: str | os.PathLike[str]) -> FileKind:
     """What ``path`` is, looked at without opening it: ``"missing"`` when nothing is
@@ -112,28 +115,71 @@ async def read_in_thread(read: Callable[[], Iterable[T]], name: str) -> AsyncIte
     """What ``read()`` yields (lines of stdin, of a queries file; a FIFO's bytes), read by a
     daemon thread: a read blocked on a pipe or a terminal is never one the event loop waits
     in, so Ctrl-C still ends the process, and one still waiting when the program ends does
-    not keep it alive. Its exception is raised here; at most 1,024 items are read ahead."""
+    not keep it alive. Its exception is raised here, after the items read before it.
+
+    The thread reads at most :data:`READ_AHEAD` items ahead of those handed over, and
+    hands them over in chunks, waking the loop only when this iterator waits for them:
+    at most one wakeup at a time. A wakeup per item would fill the loop's self-pipe while
+    the loop is busy, and a signal's byte that then finds it full is lost (Ctrl-C
+    ignored)."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[T | Exception | None] = asyncio.Queue()
-    room = threading.Semaphore(1024)
+    lock = threading.Condition()
+    ready: list[T] = []
+    end: list[Exception | None] = []  # [None]: all read; [exc]: read() raised exc
+    waiter: asyncio.Future[None] | None = None  # set while this iterator waits
+    closed = False
+
+    def wake() -> None:  # under the lock: the one waiter, woken once
+        nonlocal waiter
+        if waiter is not None:
+            with contextlib.suppress(RuntimeError):  # the event loop is already closed
+                loop.call_soon_threadsafe(_set_done, waiter)
+            waiter = None
 
     def pump() -> None:
         last: Exception | None = None
         try:
             for item in read():
-                room.acquire()
-                loop.call_soon_threadsafe(queue.put_nowait, item)
+                with lock:
+                    while len(ready) >= READ_AHEAD and not closed:
+                        lock.wait()
+                    if closed:
+                        return
+                    ready.append(item)
+                    wake()
         except Exception as exc:
             last = exc
-        with contextlib.suppress(RuntimeError):  # the event loop is already closed
-            loop.call_soon_threadsafe(queue.put_nowait, last)
+        with lock:
+            end.append(last)
+            wake()
 
     threading.Thread(target=pump, name=name, daemon=True).start()
-    while (item := await queue.get()) is not None:
-        if isinstance(item, Exception):
-            raise item
-        room.release()
-        yield item
+    try:
+        while True:
+            with lock:
+                chunk = ready.copy()
+                ready.clear()
+                lock.notify()  # room to read on
+                waiting = None if chunk or end else loop.create_future()
+                waiter = waiting
+            if waiting is not None:
+                await waiting
+            elif chunk:
+                for item in chunk:
+                    yield item
+            elif end[0] is not None:
+                raise end[0]
+            else:
+                return
+    finally:
+        with lock:
+            closed = True
+            lock.notify()
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():  # not cancelled: the iterator was not closed meanwhile
+        future.set_result(None)
 
 
 def _read_bytes(path: str | os.PathLike[str], what: str, error: type[MagisteriumError]) -> bytes:

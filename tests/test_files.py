@@ -10,12 +10,15 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from magisterium_async import MagisteriumError
-from magisterium_async._files import aread_text, kind_of
+from magisterium_async._files import READ_AHEAD, aread_text, kind_of, read_in_thread
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs are POSIX")
 
@@ -94,3 +97,81 @@ def test_a_fifo_without_a_writer_is_ended_by_ctrl_c(tmp_path: Path) -> None:
     out, err = child.communicate(timeout=60)
     assert child.returncode == 130, err
     assert out == "interrupted\n"
+
+
+async def test_lines_read_ahead_wake_the_loop_once_not_once_a_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the loop is busy, the reading thread does not write to its self-pipe once a
+    line: a full pipe loses the byte a signal writes there, and with it the Ctrl-C."""
+    loop = asyncio.get_running_loop()
+    wakeups = 0
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def counted(*args: Any, **kwargs: Any) -> asyncio.Handle:
+        nonlocal wakeups
+        wakeups += 1
+        return call_soon_threadsafe(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
+    read_ahead = threading.Event()
+
+    def read() -> Iterator[int]:
+        for number in range(3 * READ_AHEAD):
+            if number == READ_AHEAD:
+                read_ahead.set()  # a thousand lines read while the loop is not waiting
+            yield number
+
+    lines = read_in_thread(read, "test-reader")
+    assert await anext(lines) == 0  # the one line the loop waited for
+    assert read_ahead.wait(60)  # the loop busy meanwhile (60 s: only against a hang)
+    assert wakeups <= 1
+    assert [0, *[number async for number in lines]] == list(range(3 * READ_AHEAD))
+
+
+def test_a_ctrl_c_while_lines_are_read_ahead_is_not_lost() -> None:
+    """The signal's byte on the loop's self-pipe is not crowded out by the reading
+    thread's: the handler runs (it never did, the Ctrl-C lost, with a wakeup a line)."""
+    program = textwrap.dedent(
+        """
+        import asyncio, os, signal, threading
+        from magisterium_async._files import READ_AHEAD, read_in_thread
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            handled = loop.create_future()
+            loop.add_signal_handler(signal.SIGINT, handled.set_result, "handled")
+            read_ahead = threading.Event()
+
+            def read():
+                for number in range(3 * READ_AHEAD):
+                    if number == READ_AHEAD:
+                        read_ahead.set()
+                    yield number
+
+            lines = read_in_thread(read, "reader")
+            await anext(lines)
+            read_ahead.wait(60)  # the loop busy while the thread reads ahead
+            os.kill(os.getpid(), signal.SIGINT)
+            print(await asyncio.wait_for(handled, 60))  # 60 s: only against a hang
+
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout == "handled\n", done.stderr
+    assert "wakeup fd" not in done.stderr
+
+
+async def test_a_reading_error_comes_after_the_lines_read_before_it() -> None:
+    def read() -> Iterator[str]:
+        yield from ("one", "two")
+        raise ValueError("line 3: not UTF-8")
+
+    lines: list[str] = []
+    with pytest.raises(ValueError, match="line 3: not UTF-8"):
+        async for line in read_in_thread(read, "test-reader"):
+            lines.append(line)
+    assert lines == ["one", "two"]
