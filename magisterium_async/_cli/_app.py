@@ -7,7 +7,9 @@ them (:mod:`._command` says what a command is and declares the options they shar
 SIGINT (Ctrl-C) and SIGTERM (what ``timeout``, systemd, Kubernetes and CI send) stop a
 command the same way: its task is cancelled, so it cleans up as it would on any error (a
 harvest flushes its output, closes its state and prints its summary), then the process
-exits 130 or 143.
+exits 130 or 143. Once the command is done, Ctrl-C is ignored until the event loop is
+closed: a late one (the third of three) cannot break the loop's cleanup, which stops the
+worker threads the process waits for at exit.
 """
 
 from __future__ import annotations
@@ -157,8 +159,13 @@ async def _run(command: Command, args: argparse.Namespace, output: Output) -> in
             _error(f"interrupted ({name})", output, code)
         return code
     finally:
+        # The command done, Ctrl-C has nothing left to stop: ignored until closing the
+        # loop restores the defaults, after its cleanup (the handlers removed here, a late
+        # one raised KeyboardInterrupt in that cleanup, and the worker threads it stops
+        # kept the process waiting at exit for good). SIGTERM ends it at once, as by
+        # default: nothing is left to clean up, and a shutdown that hangs still ends.
         for signum in installed:
-            loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_IGN if signum == signal.SIGINT else signal.SIG_DFL)
 
 
 def _values_joined(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,39 @@ def test_a_reader_of_stderr_gone_changes_no_exit_code(argv: tuple[str, ...], cod
     finally:
         os.close(write)
     assert proc.returncode == code
+
+
+def _run_hooked(hook: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command line run with ``hook`` (Python) run first: a Ctrl-C sent at an instant
+    no timing could hit every time."""
+    program = f"import asyncio, signal, sys\n{hook}\nfrom magisterium_async._cli import main\n"
+    return subprocess.run(
+        [sys.executable, "-c", program + "sys.exit(main(sys.argv[1:]))", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT,
+    )
+
+
+def test_a_ctrl_c_as_the_event_loop_shuts_down_cannot_break_its_cleanup(tmp_path: Path) -> None:
+    """A late Ctrl-C (the third of three) once raised KeyboardInterrupt in asyncio's
+    shutdown: the worker threads it stops were left waiting, and the process with them,
+    after it had said it was interrupted."""
+    hook = textwrap.dedent(
+        """
+        shutdown_asyncgens = asyncio.BaseEventLoop.shutdown_asyncgens
+
+        async def interrupted(loop):
+            signal.raise_signal(signal.SIGINT)  # the command done, the loop shutting down
+            await shutdown_asyncgens(loop)
+            print("the loop shut down", file=sys.stderr, flush=True)
+
+        asyncio.BaseEventLoop.shutdown_asyncgens = interrupted
+        """
+    )
+    out = tmp_path / "docs.jsonl"
+    run = _run_hooked(hook, "harvest", "--emulator", "--query", "grace", "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.endswith("the loop shut down\n"), run.stderr
+    assert "interrupted" not in run.stderr.lower() and "Traceback" not in run.stderr
