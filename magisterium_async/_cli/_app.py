@@ -9,7 +9,9 @@ command the same way: its task is cancelled, so it cleans up as it would on any 
 harvest flushes its output, closes its state and prints its summary), then the process
 exits 130 or 143. Once the command is done, Ctrl-C is ignored until the event loop is
 closed: a late one (the third of three) cannot break the loop's cleanup, which stops the
-worker threads the process waits for at exit.
+worker threads the process waits for at exit. Ctrl-C while the command line is parsed is
+said as an error too (under ``--json`` as JSON); only one during Python's imports of the
+package, before :func:`main` runs, is a traceback.
 """
 
 from __future__ import annotations
@@ -131,13 +133,14 @@ def _error(message: str, output: Output, code: int) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-async def _run(command: Command, args: argparse.Namespace, output: Output) -> int:
+async def _run(
+    command: Command, args: argparse.Namespace, output: Output, received: list[int]
+) -> int:
     """Run ``command``; a stopping signal cancels it (it cleans up as on any error), and
-    the exit code says which signal it was."""
+    the exit code says which signal it was. The signals are added to ``received``."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    received: list[int] = []
 
     def stop(signum: int) -> None:
         received.append(signum)
@@ -202,18 +205,37 @@ class _ClosedStdout(io.RawIOBase):
         raise OSError(errno.EBADF, "it is closed")
 
 
+def _asks_json(words: list[str]) -> bool:
+    """Whether ``--json``, or a prefix argparse takes for it, is among the options: what
+    is said before the arguments are parsed (or when they cannot be) is a JSON object."""
+    options = words[: words.index("--")] if "--" in words else words
+    return any(w.startswith("--j") and "--json".startswith(w) for w in options)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    output = Output(json=_asks_json(words))  # until the arguments are parsed
+    received: list[int] = []
+    try:
+        return _main(words, output, received)
+    except KeyboardInterrupt:
+        # While the arguments are parsed, before the handlers are in place or where there
+        # are none (Windows), or in the instant after the loop closed.
+        if not received:  # else the command said it was interrupted
+            _error("interrupted (Ctrl-C)", output, ExitCode.INTERRUPTED)
+        return ExitCode.INTERRUPTED
+
+
+def _main(words: list[str], output: Output, received: list[int]) -> int:
     if sys.stdout is None:
         sys.stdout = io.TextIOWrapper(_ClosedStdout(), write_through=True)
     parser = build_parser()
-    words = _values_joined(sys.argv[1:] if argv is None else list(argv), parser)
+    words = _values_joined(words, parser)
     try:
         args = parser.parse_args(words)
     except UsageError as error:
-        # --json, or a prefix argparse takes for it, among the options: a JSON object.
-        options = words[: words.index("--")] if "--" in words else words
-        if any(w.startswith("--j") and "--json".startswith(w) for w in options):
+        if _asks_json(words):  # a JSON object
             _error(error.message, Output(json=True), ExitCode.USAGE)
         else:  # as argparse prints it: the command's usage, then the line
             with contextlib.suppress(BrokenPipeError):
@@ -227,12 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # objects too, each a line: a program reading stderr parses every line.
         level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
         log_to_stderr(level, json=args.json)
-    output = Output(json=args.json)
+    output.json = args.json
     try:
-        return asyncio.run(_run(args.command, args, output))
-    except KeyboardInterrupt:  # before the handlers are in place, or where there are none
-        _error("interrupted (Ctrl-C)", output, ExitCode.INTERRUPTED)
-        return ExitCode.INTERRUPTED
+        return asyncio.run(_run(args.command, args, output, received))
     except BrokenPipeError:
         # The reader went away (``| head``): exit quietly, without a second error at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -303,3 +303,30 @@ def test_a_ctrl_c_as_the_event_loop_shuts_down_cannot_break_its_cleanup(tmp_path
     assert run.returncode == 0, run.stderr
     assert run.stderr.endswith("the loop shut down\n"), run.stderr
     assert "interrupted" not in run.stderr.lower() and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("json_asked", [False, True], ids=["plain", "--json"])
+def test_a_ctrl_c_while_the_arguments_are_parsed_is_said_as_an_error(json_asked: bool) -> None:
+    """Not a traceback: one line, or under ``--json`` one JSON object, and exit 130. (One
+    during Python's imports, before the command line runs, is still a traceback.)"""
+    hook = textwrap.dedent(
+        """
+        from magisterium_async._cli import _app
+
+        build_parser = _app.build_parser
+
+        def interrupted():
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C while the parser is built
+            return build_parser()
+
+        _app.build_parser = interrupted
+        """
+    )
+    json_option = ["--json"] if json_asked else []
+    run = _run_hooked(hook, *json_option, "harvest", "--emulator", "--query", "grace")
+    assert run.returncode == 130, run.stderr
+    assert run.stdout == ""
+    if json_asked:
+        assert json.loads(run.stderr) == {"error": "interrupted (Ctrl-C)", "exit_code": 130}
+    else:
+        assert run.stderr == "magisterium-async: error: interrupted (Ctrl-C)\n"
