@@ -740,7 +740,9 @@ class AsyncMagisterium:
         are read lazily, ``concurrency`` searches at most in flight; one failure never stops
         the others; ``ordered=True`` yields in input order. The rate-limit pools pace it all;
         its calls are ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
+        ``ClientClosedError`` if the client is closed.
         """
+        self._check_not_closed()
         client = self.with_options(priority=priority)
         return self._tracked(
             _harvest.search_many(client, queries, concurrency=concurrency, ordered=ordered)
@@ -757,6 +759,7 @@ class AsyncMagisterium:
         """Fetch every id; yield a :class:`BatchItem` per id as it completes (as
         :meth:`search_many`, bulk by default; ``item.result`` is ``None`` for a document
         not found)."""
+        self._check_not_closed()
         client = self.with_options(priority=priority)
         return self._tracked(
             _harvest.fetch_many(client, ids, concurrency=concurrency, ordered=ordered)
@@ -780,7 +783,9 @@ class AsyncMagisterium:
         ``.failures`` lists what failed after retries (``on_error="raise"`` raises the first
         instead). See :class:`Harvest` for what a resumed harvest yields. Its calls are
         ``priority="bulk"`` unless you say otherwise (see :meth:`with_options`).
+        ``ClientClosedError`` if the client is closed.
         """
+        self._check_not_closed()
         return self._tracked(
             _harvest.harvest(
                 self.with_options(priority=priority),

@@ -27,7 +27,10 @@ def number(name: str, value: object) -> float:
     """``value`` as a float if it is an int or a float (not a bool), else ``TypeError``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int past every float
+        raise ValueError(f"{name} must be a number a float can hold, got a larger int") from None
 
 
 def positive_number(name: str, value: object, *, infinite: bool = False) -> float:

@@ -951,6 +951,10 @@ async def test_a_closed_client_stays_closed() -> None:
     with pytest.raises(m.ClientClosedError):
         async with client:
             pass
+    # A batch or harvest made now would read its whole input, failing each item.
+    for made in (client.search_many, client.fetch_many, client.harvest):
+        with pytest.raises(m.ClientClosedError, match="the client is closed"):
+            made(iter(["a"]))
 
 
 async def test_closing_a_client_closes_its_views_and_they_say_so() -> None:

@@ -64,6 +64,7 @@ def test_the_safety_margin_defaults_to_2_percent_of_the_period_up_to_1_s() -> No
         ({"default": "15"}, TypeError, "default must be a number, not str"),
         ({"default": True}, TypeError, "default must be a number, not bool"),
         ({"period": math.inf}, ValueError, "period must be a positive number, got inf"),
+        ({"period": 10**400}, ValueError, "period must be a number a float can hold"),
         ({"default_concurrency": 0}, ValueError, "default_concurrency must be >= 1, got 0"),
         ({"expensive_concurrency": 1.5}, TypeError, "expensive_concurrency must be an int"),
         ({"safety_margin": -1}, ValueError, "safety_margin must be a number >= 0 and finite"),

@@ -532,6 +532,8 @@ def harvest(
         raise ValueError(f'acknowledge must be "auto" or "manual", not {acknowledge!r}')
     if state is not None and not isinstance(state, (str, os.PathLike)):
         raise TypeError(f"state must be a path or None, not {type(state).__name__}")
+    if state is not None and not os.fspath(state):  # else a state thrown away at the end
+        raise ValueError("state must not be empty: a file's path, or None for no state")
     concurrency = whole_number("concurrency", concurrency, maximum=MAX_CONCURRENCY)
     fatal = (AuthenticationError, *fatal)
     run = HarvestRun(client, queries, state, on_error, concurrency, clock or LoopClock(), fatal)

@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Callable
 
@@ -117,10 +118,11 @@ class HarvestLock:
         # The lock is taken by name: a hard link is a second name whose lock another
         # harvest could take, and both would use one file at once.
         try:
-            names = os.stat(self.path).st_nlink
+            found = os.stat(self.path)
         except OSError:
             return  # not made yet: it is made under this lock, with one name
-        if names > 1:
+        names = found.st_nlink
+        if stat.S_ISREG(found.st_mode) and names > 1:  # a directory's links are its own
             self.release()
             raise self._error(
                 f"{self.path} has {names} names (hard links): a harvest locks its "

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from magisterium_async import StateError
 from magisterium_async._harvest import fetch_many, harvest, search_many
 from tests.helpers.harvest_fakes import FakeClient
 
@@ -132,3 +133,13 @@ async def test_a_new_harvest_of_the_same_state_goes_on_where_the_last_ended(
     assert sorted(first + [d.id for d in rest]) == sorted(
         f"{q}/{k}" for q in "abc" for k in range(3)
     )
+
+
+async def test_an_empty_state_is_refused_never_a_state_thrown_away(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="state must not be empty"):
+        harvest(FakeClient(), ["a"], state="")
+    directory = tmp_path / "states"
+    (directory / "inner").mkdir(parents=True)  # a directory has links of its own
+    with pytest.raises(StateError, match=r"is not a harvest state \(a directory\)"):
+        async with harvest(FakeClient(), ["a"], state=directory) as documents:
+            await anext(documents)
