@@ -21,6 +21,7 @@ more (:class:`RetryEvent`, :class:`AnswerEvent`, :class:`CallEvent`, :class:`Not
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import math
@@ -186,7 +187,10 @@ class Events:
     def __call__(self, event: PoolEvent) -> None:
         for subscriber in self._subscribers:
             try:
-                subscriber(event)
+                returned: object = subscriber(event)
+                if returned is not None and asyncio.iscoroutine(returned):
+                    returned.close()  # a lambda calling an async def: never awaited here
+                    raise TypeError("it returned a coroutine, which is never awaited")
             except Exception as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 said = f"on_event callback failed on {event.kind} event ({failure}); ignored"

@@ -207,6 +207,35 @@ async def test_an_on_event_callback_that_raises_is_logged_and_never_fails_a_call
     ]
 
 
+async def test_an_on_event_callback_returning_a_coroutine_is_said_never_left_unawaited(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # ``async def`` itself is refused when the client is made; a lambda calling one is not.
+    heard: list[str] = []
+
+    async def record(event: m.PoolEvent) -> None:
+        heard.append(event.kind)
+
+    async def answer(request: MockRequest) -> MockResponse:
+        return MockResponse.result(
+            request, {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "completed"}}
+        )
+
+    client = m.AsyncMagisterium(
+        token="t",
+        transport=MockTransport(answer),
+        clock=VirtualClock(),
+        on_event=lambda event: record(event),
+    )
+    async with client:
+        assert (await client.get_task("t")).id == "t"
+    said = {r.getMessage() for r in caplog.records}
+    assert "on_event callback failed on call_started event (TypeError: it returned a " in (
+        " ".join(said)
+    )
+    assert heard == []  # and no "coroutine was never awaited" (warnings are errors here)
+
+
 async def test_a_subscriber_hears_every_kind_the_log_and_the_spans_report(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
