@@ -153,7 +153,10 @@ def connect(
             client, sentinels = _sentinel(target, scheme, timeout)
         else:
             raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}")
-    except (ValueError, TypeError) as exc:  # their words name no password
+    # Their words name no password. Any exception: redis-py reads some options of a URL
+    # only as its connection is made (8.1: ?retry_on_error= with ?retry_on_timeout= is an
+    # AttributeError), and a URL it cannot use is one to refuse, never a traceback.
+    except Exception as exc:
         said = re.sub(r".*unexpected keyword argument ('.*')", r"unknown option \1", str(exc))
         raise error(f"{what}: invalid Redis URL {where!r}: {said}; use one of: {FORMS}") from None
     return Connection(client, owned=True, where=where, sentinels=sentinels, **rule)

@@ -145,6 +145,20 @@ def test_a_bad_url_is_refused_at_construction_for_the_sign_in(url: str, reason: 
     assert "hunter2" not in str(caught.value)
 
 
+def test_whatever_redis_py_raises_making_a_url_s_connection_is_a_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # redis-py 8.1 reads ?retry_on_error=...&retry_on_timeout=true into an AttributeError.
+    from redis.asyncio.connection import ConnectionPool
+
+    def breaks(pool: ConnectionPool) -> None:
+        raise AttributeError("'str' object has no attribute 'append'")
+
+    monkeypatch.setattr(ConnectionPool, "make_connection", breaks)
+    with pytest.raises(m.SharedQuotaError, match=r"invalid Redis URL .*no attribute 'append'"):
+        m.AsyncMagisterium(token="t", shared_quota="redis://:hunter2@127.0.0.1:1/0")
+
+
 def test_each_form_makes_its_kind_of_client(tmp_path: Path) -> None:
     from redis.asyncio import Redis, RedisCluster
 
@@ -270,7 +284,6 @@ async def test_the_options_redis_py_takes_in_a_url_work_at_every_call(
         "encoding_errors": "strict",
         "health_check_interval": "30",
         "max_connections": "8",
-        "retry_on_error": "ConnectionError",
         "retry_on_timeout": "true",
         "socket_connect_timeout": "5",
         "socket_keepalive": "true",
